@@ -1,0 +1,28 @@
+/*
+ * libckpt — checkpoints and saved models for C trainers.
+ *
+ * Umbrella header: include this one. The API is split by concern:
+ *   ckpt/common.h        version, status codes, last error, allocator, caps
+ *   ckpt/tensor.h        dtypes, shapes, tensors, CRC32C
+ *   ckpt/io.h            files and file systems (POSIX, memory, fault injection)
+ *   ckpt/object_graph.h  TensorFlow's object graph and key naming
+ *   ckpt/reader.h        reading and writing checkpoint files of any format
+ *   ckpt/strategy.h      strategies, scopes, replica context, all-reduce
+ *   ckpt/variable.h      plain, mirrored and sync-on-read variables
+ *   ckpt/checkpoint.h    trackable objects, save / restore / load, the manager
+ */
+#ifndef CKPT_CKPT_H
+#define CKPT_CKPT_H
+
+#include "ckpt/common.h"
+#include "ckpt/tensor.h"
+#include "ckpt/io.h"
+#include "ckpt/object_graph.h"
+#include "ckpt/reader.h"
+#include "ckpt/strategy.h"
+#include "ckpt/variable.h"
+#if __has_include("ckpt/checkpoint.h")
+#include "ckpt/checkpoint.h"
+#endif
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * libckpt — common definitions: version, status codes, the thread-local last
+ * error, the allocator hook and the caps every reader enforces.
+ *
+ * Conventions (whole API):
+ *  - Functions return an int status: CKPT_OK (0) or a negative ckpt_status.
+ *  - Out parameters come first; `**out` belongs to the caller.
+ *  - Returned `const` pointers are borrowed and live as long as their parent.
+ *  - Every *_free() accepts NULL.
+ *  - On failure, ckpt_error_last() describes what went wrong, with the file
+ *    path, the variable name and the byte offset where they are known.
+ */
+#ifndef CKPT_COMMON_H
+#define CKPT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define CKPT_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define CKPT_API __attribute__((visibility("default")))
+#else
+#define CKPT_API
+#endif
+
+#if defined(__GNUC__)
+#define CKPT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CKPT_PRINTF(f, a)
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CKPT_VERSION_MAJOR 0
+#define CKPT_VERSION_MINOR 1
+#define CKPT_VERSION_PATCH 0
+/** Compile-time version, MAJOR*1000000 + MINOR*1000 + PATCH. */
+#define CKPT_VERSION_NUMBER (CKPT_VERSION_MAJOR * 1000000 + CKPT_VERSION_MINOR * 1000 + CKPT_VERSION_PATCH)
+#define CKPT_VERSION_STRING "0.1.0"
+
+/** Runtime version of the linked library (compare with CKPT_VERSION_NUMBER). */
+CKPT_API int ckpt_version_number(void);
+
+/** Status codes. Values are stable and never reused. */
+typedef enum ckpt_status {
+	CKPT_OK = 0,
+	CKPT_ERROR = -1,       /**< generic failure (see message) */
+	CKPT_ENOTFOUND = -2,   /**< file, variable or object not found */
+	CKPT_EFORMAT = -3,     /**< malformed or truncated input */
+	CKPT_ECHECKSUM = -4,   /**< a stored checksum does not match */
+	CKPT_EUNSUPPORTED = -5,/**< valid input using a feature we do not support */
+	CKPT_EIO = -6,         /**< operating-system I/O failure (see sys_errno) */
+	CKPT_ENOMEM = -7,      /**< allocation failed */
+	CKPT_EINVAL = -8,      /**< invalid argument from the caller */
+	CKPT_ITEROVER = -9,    /**< iteration finished (not an error) */
+	CKPT_ESCOPE = -10,     /**< strategy / scope / replica-context misuse */
+	CKPT_EMISMATCH = -11,  /**< dtype or shape differs between checkpoint and live object */
+	CKPT_ELIMIT = -12      /**< a documented cap was exceeded (size, count, rank, budget) */
+} ckpt_status;
+
+/** Short stable name of a status ("CKPT_EFORMAT"). Never NULL. */
+CKPT_API const char *ckpt_status_name(int code);
+
+/**
+ * The last error of the calling thread. Never NULL; code == CKPT_OK when no
+ * error was recorded. The strings stay valid until the next failing call on
+ * this thread.
+ */
+typedef struct ckpt_error {
+	int code;             /**< a ckpt_status */
+	const char *message;  /**< "crc32c mismatch: want 0x…, got 0x…" */
+	const char *path;     /**< file involved, or NULL */
+	const char *variable; /**< variable / key / dataset involved, or NULL */
+	int64_t offset;       /**< byte offset in `path`, or -1 */
+	int sys_errno;        /**< errno of a failed system call, or 0 */
+} ckpt_error;
+
+CKPT_API const ckpt_error *ckpt_error_last(void);
+CKPT_API void ckpt_error_clear(void);
+/**
+ * Format the last error as one line: "<path>: variable '<v>' at offset <n>:
+ * <message>" (parts omitted when unknown). Returns `buf`.
+ */
+CKPT_API char *ckpt_error_format(const ckpt_error *e, char *buf, size_t n);
+
+/**
+ * Allocator hook (all library allocations except those made inside HDF5,
+ * libarchive, jansson and protobuf-c go through it). Pass NULL to restore the
+ * C library allocator. Not thread-safe against concurrent allocation: set it
+ * before using the library.
+ */
+typedef struct ckpt_allocator {
+	void *(*malloc_fn)(size_t n, void *ctx);
+	void *(*realloc_fn)(void *p, size_t n, void *ctx);
+	void (*free_fn)(void *p, void *ctx);
+	void *ctx;
+} ckpt_allocator;
+CKPT_API void ckpt_set_allocator(const ckpt_allocator *a);
+
+/*
+ * Caps enforced by every reader. A file that needs more is rejected with
+ * CKPT_ELIMIT (or CKPT_EFORMAT when the value is impossible for its size).
+ */
+#define CKPT_MAX_RANK 32                       /**< tensor rank */
+#define CKPT_MAX_NAME_LEN 4096                 /**< bytes in one variable name / key */
+#define CKPT_MAX_VARIABLES 4000000             /**< entries in one checkpoint */
+#define CKPT_MAX_SHARDS 65536                  /**< data files of one bundle */
+#define CKPT_MAX_INDEX_BYTES (1ull << 31)      /**< size of a .index file */
+#define CKPT_MAX_BLOCK_BYTES (64ull << 20)     /**< one SSTable block, uncompressed */
+#define CKPT_MAX_OBJECT_GRAPH_BYTES (256ull << 20) /**< serialized object graph */
+#define CKPT_MAX_OBJECT_GRAPH_DEPTH 512        /**< path length in the object graph */
+#define CKPT_MAX_ATTR_BYTES (16ull << 20)      /**< one HDF5 attribute / JSON config */
+#define CKPT_MAX_ZIP_MEMBER_BYTES (16ull << 30)/**< one .keras member, uncompressed */
+#define CKPT_MAX_ZIP_RATIO 100                 /**< uncompressed / compressed ratio above 4 GiB */
+#define CKPT_MAX_JSON_DEPTH 256                /**< nesting of a Keras config */
+/**
+ * Default global read budget: a reader never allocates more than
+ * max(file size, 64 MiB) for one tensor beyond what the file can hold;
+ * a declared tensor size larger than its stored bytes is rejected.
+ */
+#define CKPT_DEFAULT_MEMORY_BUDGET (64ull << 30)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

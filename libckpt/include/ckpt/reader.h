@@ -1,0 +1,152 @@
+/*
+ * libckpt — format-independent reading and writing of checkpoint files.
+ *
+ * A reader opens any supported file (format detected from bytes, never from
+ * the name), lists its variables with dtype, shape and role, reads tensors
+ * (every checksum verified), and exposes the object graph and metadata.
+ * A writer collects tensors and commits them atomically: nothing is visible
+ * under the target name until commit succeeds, and a failed or abandoned
+ * writer leaves the previous checkpoint intact.
+ *
+ * PATH forms accepted by ckpt_reader_open for TensorBundles: a prefix
+ * ("dir/ckpt-3"), a ".index" file, a directory with a `checkpoint` state
+ * file (its latest checkpoint), a SavedModel directory (its
+ * variables/variables), a directory holding exactly one ".index".
+ */
+#ifndef CKPT_READER_H
+#define CKPT_READER_H
+
+#include "ckpt/common.h"
+#include "ckpt/tensor.h"
+#include "ckpt/io.h"
+#include "ckpt/object_graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ckpt_reader ckpt_reader;
+typedef struct ckpt_writer ckpt_writer;
+
+/** What a stored entry belongs to (from its key / dataset path). */
+typedef enum ckpt_role {
+	CKPT_ROLE_MODEL = 0,
+	CKPT_ROLE_OPTIMIZER = 1,
+	CKPT_ROLE_METRIC = 2,
+	CKPT_ROLE_OTHER = 3
+} ckpt_role;
+/** "model", "optimizer", "metric", "other". */
+CKPT_API const char *ckpt_role_name(ckpt_role r);
+
+/** One extent of a slice of a partitioned variable: length -1 = full dim. */
+typedef struct ckpt_extent {
+	int64_t start, length;
+} ckpt_extent;
+typedef struct ckpt_slice {
+	int rank;
+	ckpt_extent *extents;
+} ckpt_slice;
+
+/** Description of one stored entry. Borrowed from the reader. */
+typedef struct ckpt_var_info {
+	const char *name;      /**< key as stored (TF key, or HDF5 dataset path) */
+	ckpt_dtype dtype;
+	ckpt_shape shape;
+	uint64_t nbytes;       /**< bytes of the tensor as stored */
+	ckpt_role role;
+	int shard;             /**< data file index, -1 when not applicable */
+	int64_t offset;        /**< byte offset in its data file / container, -1 unknown */
+	int has_crc32c;        /**< the format stores a crc32c for it */
+	uint32_t crc32c;       /**< unmasked stored crc32c when has_crc32c */
+	size_t nslices;        /**< >0 for a partitioned "full" entry */
+	const ckpt_slice *slices;
+} ckpt_var_info;
+
+typedef struct ckpt_open_options {
+	unsigned version;      /**< CKPT_OPEN_OPTIONS_VERSION */
+	ckpt_vfs *vfs;         /**< NULL = POSIX */
+	int no_verify;         /**< 1 = skip data checksums (structure is still checked) */
+	uint64_t memory_budget;/**< 0 = CKPT_DEFAULT_MEMORY_BUDGET */
+} ckpt_open_options;
+#define CKPT_OPEN_OPTIONS_VERSION 1
+#define CKPT_OPEN_OPTIONS_INIT { CKPT_OPEN_OPTIONS_VERSION, NULL, 0, 0 }
+
+/** Open PATH (any supported format). `o` may be NULL. */
+CKPT_API int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_options *o);
+CKPT_API void ckpt_reader_free(ckpt_reader *r);
+
+/** "tf-bundle", "keras-h5-legacy", "keras-h5-legacy-weights", "keras-weights-h5", "keras-v3". */
+CKPT_API const char *ckpt_reader_format(const ckpt_reader *r);
+/** The resolved path (bundle prefix, or the file). */
+CKPT_API const char *ckpt_reader_path(const ckpt_reader *r);
+/** Data files (TensorBundle shards); 1 for single-file formats. */
+CKPT_API int ckpt_reader_num_shards(const ckpt_reader *r);
+/** Path of data file `shard` and whether it exists (for missing-shard reports). */
+CKPT_API const char *ckpt_reader_shard_path(const ckpt_reader *r, int shard, int *exists);
+
+CKPT_API size_t ckpt_reader_count(const ckpt_reader *r);
+CKPT_API const ckpt_var_info *ckpt_reader_var(const ckpt_reader *r, size_t i);
+/** Index of the entry stored under `name`; ENOTFOUND otherwise. */
+CKPT_API int ckpt_reader_find(const ckpt_reader *r, const char *name, size_t *index);
+
+/** Read entry `i` into a new tensor, verifying its checksum (unless no_verify). */
+CKPT_API int ckpt_reader_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
+/**
+ * Read a fixed-size-dtype entry straight into `dst` (n must equal nbytes),
+ * verifying its checksum. No staging copy.
+ */
+CKPT_API int ckpt_reader_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
+
+/**
+ * The object graph (TensorBundle: decoded `_CHECKPOINTABLE_OBJECT_GRAPH`;
+ * Keras: synthesized from the layout; TF1 name-based: NULL).
+ */
+CKPT_API const ckpt_object_graph *ckpt_reader_object_graph(const ckpt_reader *r);
+
+/**
+ * Metadata strings by key, NULL when absent. Keys: "keras_version",
+ * "backend", "model_config", "training_config", "config.json",
+ * "metadata.json".
+ */
+CKPT_API const char *ckpt_reader_meta(const ckpt_reader *r, const char *key);
+
+/* ------------------------------------------------------------------ */
+
+typedef struct ckpt_write_options {
+	unsigned version;      /**< CKPT_WRITE_OPTIONS_VERSION */
+	ckpt_vfs *vfs;         /**< NULL = POSIX */
+	int num_shards;        /**< TensorBundle data files (0 = 1) */
+	int no_fsync;          /**< 1 = skip fsync (benchmarks, tests); rename is still atomic */
+} ckpt_write_options;
+#define CKPT_WRITE_OPTIONS_VERSION 1
+#define CKPT_WRITE_OPTIONS_INIT { CKPT_WRITE_OPTIONS_VERSION, NULL, 0, 0 }
+
+/**
+ * Start writing `path` in `format` (NULL = "tf-bundle"; for a bundle,
+ * `path` is the prefix). Nothing is visible until ckpt_writer_commit.
+ */
+CKPT_API int ckpt_writer_open(ckpt_writer **out, const char *path, const char *format,
+	const ckpt_write_options *o);
+/**
+ * Add a tensor under `name` (a bundle key or a dataset path). Data is
+ * written in the order added; `shard` picks the data file (0 when unsure).
+ * The tensor may be released after the call returns.
+ */
+CKPT_API int ckpt_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);
+/**
+ * Attach the object graph. TensorBundle writes it as the
+ * `_CHECKPOINTABLE_OBJECT_GRAPH` entry, last in shard 0; Keras writers use it
+ * to lay out layers and optimizer state.
+ */
+CKPT_API int ckpt_writer_set_object_graph(ckpt_writer *w, const ckpt_object_graph *g);
+/** Metadata (Keras: "model_config", "config.json", ...). */
+CKPT_API int ckpt_writer_set_meta(ckpt_writer *w, const char *key, const char *value);
+/** Write everything, fsync, rename into place (the index last). */
+CKPT_API int ckpt_writer_commit(ckpt_writer *w);
+/** Free; an uncommitted writer removes its temporary files. */
+CKPT_API void ckpt_writer_free(ckpt_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

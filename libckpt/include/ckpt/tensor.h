@@ -1,0 +1,105 @@
+/*
+ * libckpt — dtypes (TensorFlow's DataType numbering), shapes with checked
+ * arithmetic, and tensors (row-major, little-endian bytes).
+ */
+#ifndef CKPT_TENSOR_H
+#define CKPT_TENSOR_H
+
+#include "ckpt/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** TensorFlow DataType values (types.proto). Only these are supported. */
+typedef enum ckpt_dtype {
+	CKPT_DT_INVALID = 0,
+	CKPT_DT_FLOAT = 1,      /**< "float32" */
+	CKPT_DT_DOUBLE = 2,     /**< "float64" */
+	CKPT_DT_INT32 = 3,
+	CKPT_DT_UINT8 = 4,
+	CKPT_DT_INT16 = 5,
+	CKPT_DT_INT8 = 6,
+	CKPT_DT_STRING = 7,     /**< "string": elements are ckpt_bytes */
+	CKPT_DT_COMPLEX64 = 8,
+	CKPT_DT_INT64 = 9,
+	CKPT_DT_BOOL = 10,      /**< one byte, 0 or 1 */
+	CKPT_DT_BFLOAT16 = 14,
+	CKPT_DT_UINT16 = 17,
+	CKPT_DT_COMPLEX128 = 18,
+	CKPT_DT_HALF = 19,      /**< "float16" */
+	CKPT_DT_UINT32 = 22,
+	CKPT_DT_UINT64 = 23
+} ckpt_dtype;
+
+/** 1 if `v` is one of the ckpt_dtype values above (not INVALID), else 0. */
+CKPT_API int ckpt_dtype_valid(int v);
+/** Element size in bytes; 0 for STRING and INVALID. */
+CKPT_API size_t ckpt_dtype_size(ckpt_dtype dt);
+/** TensorFlow's name ("float32", "int64", "string", ...); "invalid" otherwise. */
+CKPT_API const char *ckpt_dtype_name(ckpt_dtype dt);
+/** Parse a name as printed by ckpt_dtype_name (also "float", "double", "half"). */
+CKPT_API int ckpt_dtype_from_name(ckpt_dtype *out, const char *name);
+
+/** A fully known shape. rank 0 is a scalar; dims may be 0 (empty tensor). */
+typedef struct ckpt_shape {
+	int rank;
+	int64_t dims[CKPT_MAX_RANK];
+} ckpt_shape;
+
+/** Build a shape from `rank` dims; EINVAL for rank outside [0, CKPT_MAX_RANK] or a negative dim. */
+CKPT_API int ckpt_shape_make(ckpt_shape *out, int rank, const int64_t *dims);
+/** Element count with overflow checking (ELIMIT on overflow, EINVAL on negative dim). */
+CKPT_API int ckpt_shape_num_elements(const ckpt_shape *s, uint64_t *out);
+/** Byte size for a fixed-size dtype (EINVAL for STRING), overflow-checked. */
+CKPT_API int ckpt_shape_nbytes(const ckpt_shape *s, ckpt_dtype dt, uint64_t *out);
+CKPT_API int ckpt_shape_equal(const ckpt_shape *a, const ckpt_shape *b);
+/** "[2, 2]" / "[]". Returns the length it wanted (like snprintf). */
+CKPT_API int ckpt_shape_format(const ckpt_shape *s, char *buf, size_t n);
+
+/** One element of a string tensor. */
+typedef struct ckpt_bytes {
+	uint64_t len;
+	char *data;  /**< not NUL-terminated in general */
+} ckpt_bytes;
+
+/**
+ * A tensor. For fixed-size dtypes `data` holds `nbytes` row-major
+ * little-endian bytes. For STRING, `data` is an array of num_elements
+ * ckpt_bytes and `nbytes` is the sum of their lengths.
+ */
+typedef struct ckpt_tensor {
+	ckpt_dtype dtype;
+	ckpt_shape shape;
+	uint64_t nbytes;
+	void *data;
+	int owns_data;  /**< 1 when ckpt_tensor_free releases `data` */
+} ckpt_tensor;
+
+/** Allocate a zero-filled tensor (STRING: all elements empty). */
+CKPT_API int ckpt_tensor_new(ckpt_tensor **out, ckpt_dtype dt, const ckpt_shape *s);
+/** A tensor header over caller-owned bytes (fixed-size dtypes only); nothing copied. */
+CKPT_API int ckpt_tensor_wrap(ckpt_tensor **out, ckpt_dtype dt, const ckpt_shape *s, void *data, uint64_t nbytes);
+/** A STRING tensor holding copies of `elems` (num_elements of `s`). */
+CKPT_API int ckpt_tensor_new_strings(ckpt_tensor **out, const ckpt_shape *s, const ckpt_bytes *elems);
+CKPT_API void ckpt_tensor_free(ckpt_tensor *t);
+/** Element count (checked when the tensor was built). */
+CKPT_API uint64_t ckpt_tensor_num_elements(const ckpt_tensor *t);
+/**
+ * zlib crc32 of the raw bytes (STRING: of the concatenated element bytes).
+ * This is the format-independent checksum printed by `ckpt inspect --json`.
+ */
+CKPT_API uint32_t ckpt_tensor_crc32(const ckpt_tensor *t);
+/** 1 when dtype, shape and every byte are equal. */
+CKPT_API int ckpt_tensor_equal(const ckpt_tensor *a, const ckpt_tensor *b);
+
+/** Standard CRC-32C (Castagnoli) of `n` bytes, continuing from `crc` (start with 0). */
+CKPT_API uint32_t ckpt_crc32c_extend(uint32_t crc, const void *buf, size_t n);
+/** TensorFlow's masked CRC (crc32c.h Mask / Unmask). */
+CKPT_API uint32_t ckpt_crc32c_mask(uint32_t crc);
+CKPT_API uint32_t ckpt_crc32c_unmask(uint32_t masked);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

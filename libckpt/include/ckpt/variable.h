@@ -1,0 +1,120 @@
+/*
+ * libckpt — variables created through the current strategy.
+ *
+ * Kinds:
+ *  - plain: one buffer; created outside any scope (default strategy).
+ *  - mirrored: one buffer per replica, kept identical; created inside a
+ *    mirrored scope. Cross-replica assign writes every copy.
+ *  - sync-on-read: per-replica accumulators (metrics); a cross-replica read
+ *    aggregates with SUM, MEAN or ONLY_FIRST_REPLICA.
+ *
+ * The loud rule: updating a variable from replica context requires that the
+ * variable belongs to the strategy being run. A plain variable updated inside
+ * a mirrored run fails with CKPT_ESCOPE and a message naming the variable,
+ * both strategies and the fix ("created outside strategy scope; create or
+ * load it inside the scope").
+ */
+#ifndef CKPT_VARIABLE_H
+#define CKPT_VARIABLE_H
+
+#include "ckpt/common.h"
+#include "ckpt/tensor.h"
+#include "ckpt/strategy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ckpt_variable ckpt_variable;
+
+typedef enum ckpt_var_kind {
+	CKPT_VAR_PLAIN = 0,
+	CKPT_VAR_MIRRORED = 1,
+	CKPT_VAR_SYNC_ON_READ = 2
+} ckpt_var_kind;
+/** "plain", "mirrored", "sync-on-read". */
+CKPT_API const char *ckpt_var_kind_name(ckpt_var_kind k);
+
+typedef enum ckpt_synchronization {
+	CKPT_SYNC_AUTO = 0,     /**< on-write (mirrored) inside a mirrored scope */
+	CKPT_SYNC_ON_WRITE = 1,
+	CKPT_SYNC_ON_READ = 2   /**< metrics: per-replica accumulation */
+} ckpt_synchronization;
+
+typedef enum ckpt_aggregation {
+	CKPT_AGG_NONE = 0,
+	CKPT_AGG_SUM = 1,
+	CKPT_AGG_MEAN = 2,
+	CKPT_AGG_ONLY_FIRST_REPLICA = 3
+} ckpt_aggregation;
+
+typedef struct ckpt_variable_options {
+	unsigned version;                 /**< CKPT_VARIABLE_OPTIONS_VERSION */
+	ckpt_synchronization sync;
+	ckpt_aggregation aggregation;     /**< required (not NONE) for SYNC_ON_READ */
+	int trainable;                    /**< informational */
+	const void *initial_value;        /**< nbytes copied into every replica; NULL = zeros */
+	/**
+	 * Wrap trainer-owned buffers instead of allocating: an array of
+	 * num_replicas pointers (1 for plain variables), each of nbytes, kept
+	 * alive by the caller until the variable is freed. Fixed-size dtypes only.
+	 */
+	void *const *replica_buffers;
+} ckpt_variable_options;
+#define CKPT_VARIABLE_OPTIONS_VERSION 1
+#define CKPT_VARIABLE_OPTIONS_INIT { CKPT_VARIABLE_OPTIONS_VERSION, CKPT_SYNC_AUTO, CKPT_AGG_NONE, 1, NULL, NULL }
+
+/**
+ * Create a variable through the current strategy (ckpt_strategy_current()).
+ * Must not be called from replica context (ESCOPE). `o` may be NULL.
+ */
+CKPT_API int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
+	const ckpt_shape *shape, const ckpt_variable_options *o);
+CKPT_API void ckpt_variable_free(ckpt_variable *v);
+
+CKPT_API const char *ckpt_variable_name(const ckpt_variable *v);
+CKPT_API ckpt_dtype ckpt_variable_dtype(const ckpt_variable *v);
+CKPT_API const ckpt_shape *ckpt_variable_shape(const ckpt_variable *v);
+CKPT_API uint64_t ckpt_variable_nbytes(const ckpt_variable *v);
+CKPT_API ckpt_var_kind ckpt_variable_kind(const ckpt_variable *v);
+CKPT_API ckpt_aggregation ckpt_variable_aggregation(const ckpt_variable *v);
+CKPT_API ckpt_strategy *ckpt_variable_strategy(const ckpt_variable *v);
+/** Copies held: num_replicas for mirrored / sync-on-read, 1 for plain. */
+CKPT_API int ckpt_variable_num_replicas(const ckpt_variable *v);
+/** Where it was created, for messages: "outside any strategy scope" / "inside MirroredStrategy(2 replicas)#1 scope". */
+CKPT_API const char *ckpt_variable_origin(const ckpt_variable *v);
+
+/** Raw buffer of copy `replica` (read-only use; updates go through the calls below). */
+CKPT_API const void *ckpt_variable_replica_data(const ckpt_variable *v, int replica);
+
+/**
+ * Cross-replica assign (outside replica context): copy `n` (== nbytes) bytes
+ * into every copy. For SYNC_ON_READ with SUM the value is divided across
+ * replicas (floating dtypes) so that the aggregate equals `src`, as
+ * TensorFlow restores; with MEAN / ONLY_FIRST_REPLICA every copy gets `src`.
+ */
+CKPT_API int ckpt_variable_assign(ckpt_variable *v, const void *src, size_t n);
+/**
+ * Cross-replica read into `dst` (n == nbytes): the primary copy of a
+ * mirrored or plain variable; the aggregate of a sync-on-read one.
+ */
+CKPT_API int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n);
+
+/**
+ * Replica-context access for an update: returns this replica's copy in
+ * `*out`. Fails with CKPT_ESCOPE (message names the variable, the running
+ * strategy and the variable's strategy, and says how to fix it) when the
+ * variable does not belong to the strategy being run — for example a plain
+ * variable (created outside the scope) updated in a mirrored run.
+ * Outside replica context, it returns the primary copy of a variable of the
+ * default strategy, and ESCOPE for mirrored ones (use ckpt_variable_assign).
+ */
+CKPT_API int ckpt_variable_local(ckpt_variable *v, void **out);
+
+/** 1 when every replica copy is bit-identical to the primary, else 0. */
+CKPT_API int ckpt_variable_replicas_identical(const ckpt_variable *v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

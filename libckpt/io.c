@@ -1,0 +1,134 @@
+/* Wrappers over the ckpt_io / ckpt_vfs vtables, and helpers built on them. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "internal.h"
+
+int ckpt_io_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+{
+	size_t dummy;
+	return io->methods->pread(io, buf, n, off, got ? got : &dummy);
+}
+
+int ckpt_io_read_exact(ckpt_io *io, void *buf, size_t n, uint64_t off)
+{
+	size_t got = 0;
+	CKPT_TRY(io->methods->pread(io, buf, n, off, &got));
+	if (got != n) {
+		uint64_t size = 0;
+		io->methods->size(io, &size);
+		return ckpt__fail(CKPT_EFORMAT, io->path, NULL, (int64_t)off,
+			"truncated: wanted %zu bytes at offset %llu, file has %llu bytes", n,
+			(unsigned long long)off, (unsigned long long)size);
+	}
+	return CKPT_OK;
+}
+
+int ckpt_io_pwrite(ckpt_io *io, const void *buf, size_t n, uint64_t off)
+{
+	return io->methods->pwrite(io, buf, n, off);
+}
+
+int ckpt_io_size(ckpt_io *io, uint64_t *out) { return io->methods->size(io, out); }
+int ckpt_io_sync(ckpt_io *io) { return io->methods->sync(io); }
+const char *ckpt_io_path(const ckpt_io *io) { return io ? io->path : NULL; }
+
+int ckpt_io_close(ckpt_io *io)
+{
+	return io ? io->methods->close(io) : CKPT_OK;
+}
+
+int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
+{
+	return vfs->methods->open(vfs, path, flags, out);
+}
+int ckpt_vfs_rename(ckpt_vfs *vfs, const char *from, const char *to) { return vfs->methods->rename(vfs, from, to); }
+int ckpt_vfs_remove(ckpt_vfs *vfs, const char *path) { return vfs->methods->remove(vfs, path); }
+int ckpt_vfs_exists(ckpt_vfs *vfs, const char *path, int *is_dir) { return vfs->methods->exists(vfs, path, is_dir); }
+int ckpt_vfs_sync_dir(ckpt_vfs *vfs, const char *dir) { return vfs->methods->sync_dir(vfs, dir); }
+int ckpt_vfs_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count)
+{
+	return vfs->methods->list(vfs, dir, names, count);
+}
+int ckpt_vfs_mkdir(ckpt_vfs *vfs, const char *dir) { return vfs->methods->mkdir(vfs, dir); }
+
+void ckpt_vfs_free_list(char **names, size_t count)
+{
+	if (!names)
+		return;
+	for (size_t i = 0; i < count; i++)
+		ckpt__free(names[i]);
+	ckpt__free(names);
+}
+
+void ckpt_vfs_free(ckpt_vfs *vfs)
+{
+	if (vfs && vfs != ckpt_vfs_default())
+		vfs->methods->destroy(vfs);
+}
+
+int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n)
+{
+	ckpt_io *io;
+	uint64_t size;
+	CKPT_TRY(ckpt_vfs_open(vfs, path, CKPT_IO_READ, &io));
+	int rc = ckpt_io_size(io, &size);
+	if (rc == CKPT_OK && size > max)
+		rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "file is %llu bytes, limit is %llu",
+			(unsigned long long)size, (unsigned long long)max);
+	char *b = NULL;
+	if (rc == CKPT_OK) {
+		b = ckpt__malloc((size_t)size + 1);
+		rc = b ? ckpt_io_read_exact(io, b, (size_t)size, 0) : CKPT_ENOMEM;
+	}
+	int crc = ckpt_io_close(io);
+	if (rc == CKPT_OK && crc < 0)
+		rc = crc;
+	if (rc < 0) {
+		ckpt__free(b);
+		return rc;
+	}
+	b[size] = '\0';
+	*buf = b;
+	*n = (size_t)size;
+	return CKPT_OK;
+}
+
+int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data)
+{
+	static _Thread_local unsigned seq;
+	char *tmp = ckpt__asprintf("%s.tempstate%ld_%u_%u", path, (long)getpid(), (unsigned)time(NULL), ++seq);
+	if (!tmp)
+		return CKPT_ENOMEM;
+	ckpt_io *io;
+	int rc = ckpt_vfs_open(vfs, tmp, CKPT_IO_WRITE, &io);
+	if (rc < 0) {
+		ckpt__free(tmp);
+		return rc;
+	}
+	rc = ckpt_io_pwrite(io, buf, n, 0);
+	if (rc == CKPT_OK && fsync_data)
+		rc = ckpt_io_sync(io);
+	int crc = ckpt_io_close(io);
+	if (rc == CKPT_OK)
+		rc = crc;
+	if (rc == CKPT_OK)
+		rc = ckpt_vfs_rename(vfs, tmp, path);
+	if (rc == CKPT_OK && fsync_data) {
+		char *dir = ckpt__path_dir(path);
+		rc = dir ? ckpt_vfs_sync_dir(vfs, dir) : CKPT_ENOMEM;
+		ckpt__free(dir);
+	}
+	if (rc < 0) {
+		int keep = rc;
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		vfs->methods->remove(vfs, tmp);
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+		rc = keep;
+	}
+	ckpt__free(tmp);
+	return rc;
+}

@@ -1,0 +1,394 @@
+/*
+ * The format-independent reader and writer: a compile-time backend table,
+ * libarchive-style bidding on the bytes (never the file name), and the
+ * public ckpt_reader_* / ckpt_writer_* functions that forward to the winner.
+ */
+#include <string.h>
+#include "formats/format.h"
+
+/* BRING-UP ONLY: weak until every backend has landed; removed at integration. */
+#pragma weak ckpt_format_tf_bundle
+#ifdef CKPT_HAVE_HDF5
+#pragma weak ckpt_format_keras_h5
+#endif
+#ifdef CKPT_HAVE_LIBARCHIVE
+#pragma weak ckpt_format_keras_archive
+#endif
+
+static const ckpt_format *const formats[] = {
+	&ckpt_format_tf_bundle,
+#ifdef CKPT_HAVE_HDF5
+	&ckpt_format_keras_h5,
+#endif
+#ifdef CKPT_HAVE_LIBARCHIVE
+	&ckpt_format_keras_archive,
+#endif
+	NULL
+};
+
+
+static int read_head(ckpt_vfs *vfs, const char *path, unsigned char *head, size_t cap, size_t *n)
+{
+	int is_dir = 0;
+	*n = 0;
+	if (!ckpt_vfs_exists(vfs, path, &is_dir) || is_dir)
+		return CKPT_OK;
+	ckpt_io *io;
+	if (ckpt_vfs_open(vfs, path, CKPT_IO_READ, &io) < 0)
+		return CKPT_OK; /* let the backends report the real problem */
+	int rc = ckpt_io_pread(io, head, cap, 0, n);
+	ckpt_io_close(io);
+	if (rc < 0)
+		*n = 0;
+	return CKPT_OK;
+}
+
+void ckpt_reader_free(ckpt_reader *r)
+{
+	if (!r)
+		return;
+	if (r->fmt && r->fmt->close)
+		r->fmt->close(r);
+	ckpt_object_graph_free(r->graph);
+	for (size_t i = 0; i < r->nmeta; i++) {
+		ckpt__free(r->meta_keys[i]);
+		ckpt__free(r->meta_vals[i]);
+	}
+	ckpt__free(r->meta_keys);
+	ckpt__free(r->meta_vals);
+	ckpt__free(r->path);
+	ckpt__free(r->user_path);
+	ckpt__free(r);
+}
+
+int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_options *o)
+{
+	if (!out || !path)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_reader_open: NULL argument");
+	*out = NULL;
+	ckpt_open_options opts = CKPT_OPEN_OPTIONS_INIT;
+	if (o) {
+		if (o->version != CKPT_OPEN_OPTIONS_VERSION)
+			return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "unsupported ckpt_open_options version %u", o->version);
+		opts = *o;
+	}
+	if (!opts.vfs)
+		opts.vfs = ckpt_vfs_default();
+	if (!opts.memory_budget)
+		opts.memory_budget = CKPT_DEFAULT_MEMORY_BUDGET;
+
+	unsigned char head[16];
+	size_t nhead = 0;
+	read_head(opts.vfs, path, head, sizeof(head), &nhead);
+
+	const ckpt_format *best = NULL;
+	int best_bid = -1;
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]) - 1; i++) {
+		if (!formats[i] || !formats[i]->bid)
+			continue;
+		int b = formats[i]->bid(opts.vfs, path, head, nhead);
+		if (b > best_bid) {
+			best_bid = b;
+			best = formats[i];
+		}
+	}
+	if (!best || best_bid < 0) {
+		int is_dir = 0;
+		if (!ckpt_vfs_exists(opts.vfs, path, &is_dir)) {
+			char *idx = ckpt__asprintf("%s.index", path);
+			int has_index = idx && ckpt_vfs_exists(opts.vfs, idx, NULL);
+			ckpt__free(idx);
+			if (!has_index)
+				return ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1,
+					"no such file, directory or checkpoint prefix (%s.index)", path);
+		}
+		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, nhead ? 0 : -1,
+			"not a recognized checkpoint (TensorBundle, Keras HDF5 or .keras archive)");
+	}
+
+	ckpt_reader *r = ckpt__calloc(1, sizeof(*r));
+	if (!r)
+		return CKPT_ENOMEM;
+	r->fmt = best;
+	r->vfs = opts.vfs;
+	r->opts = opts;
+	r->nshards = 1;
+	r->user_path = ckpt__strdup(path);
+	if (!r->user_path) {
+		ckpt__free(r);
+		return CKPT_ENOMEM;
+	}
+	int rc = best->open(r);
+	if (rc < 0) {
+		ckpt__error_annotate(path, NULL);
+		ckpt_reader_free(r);
+		return rc;
+	}
+	if (!r->path && !(r->path = ckpt__strdup(path))) {
+		ckpt_reader_free(r);
+		return CKPT_ENOMEM;
+	}
+	*out = r;
+	return CKPT_OK;
+}
+
+const char *ckpt_reader_format(const ckpt_reader *r) { return r ? r->format_name : NULL; }
+const char *ckpt_reader_path(const ckpt_reader *r) { return r ? r->path : NULL; }
+int ckpt_reader_num_shards(const ckpt_reader *r) { return r ? r->nshards : 0; }
+
+const char *ckpt_reader_shard_path(const ckpt_reader *r, int shard, int *exists)
+{
+	if (!r || shard < 0 || shard >= r->nshards) {
+		if (exists)
+			*exists = 0;
+		return NULL;
+	}
+	if (exists)
+		*exists = r->shard_exists ? r->shard_exists[shard] : 1;
+	return r->shard_paths ? r->shard_paths[shard] : r->path;
+}
+
+size_t ckpt_reader_count(const ckpt_reader *r) { return r ? r->nvars : 0; }
+
+const ckpt_var_info *ckpt_reader_var(const ckpt_reader *r, size_t i)
+{
+	return (r && i < r->nvars) ? &r->vars[i] : NULL;
+}
+
+int ckpt_reader_find(const ckpt_reader *r, const char *name, size_t *index)
+{
+	if (!r || !name)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_reader_find: NULL argument");
+	/* Entries are sorted for bundles but not for every format: a linear scan keeps it simple. */
+	for (size_t i = 0; i < r->nvars; i++)
+		if (strcmp(r->vars[i].name, name) == 0) {
+			if (index)
+				*index = i;
+			return CKPT_OK;
+		}
+	return ckpt__fail(CKPT_ENOTFOUND, r->path, name, -1, "no entry named '%s'", name);
+}
+
+int ckpt_reader_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
+{
+	if (!r || !out || i >= r->nvars)
+		return ckpt__fail(CKPT_EINVAL, r ? r->path : NULL, NULL, -1, "ckpt_reader_read: bad argument");
+	int rc = r->fmt->read(r, i, out);
+	if (rc < 0)
+		ckpt__error_annotate(r->path, r->vars[i].name);
+	return rc;
+}
+
+int ckpt_reader_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
+{
+	if (!r || (!dst && n) || i >= r->nvars)
+		return ckpt__fail(CKPT_EINVAL, r ? r->path : NULL, NULL, -1, "ckpt_reader_read_into: bad argument");
+	const ckpt_var_info *v = &r->vars[i];
+	if (v->dtype == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EINVAL, r->path, v->name, -1, "read_into needs a fixed-size dtype, entry is string");
+	if (v->nbytes != n)
+		return ckpt__fail(CKPT_EMISMATCH, r->path, v->name, -1, "destination has %zu bytes, entry has %llu",
+			n, (unsigned long long)v->nbytes);
+	int rc;
+	if (r->fmt->read_into)
+		rc = r->fmt->read_into(r, i, dst, n);
+	else {
+		ckpt_tensor *t;
+		rc = r->fmt->read(r, i, &t);
+		if (rc == CKPT_OK) {
+			if (n)
+				memcpy(dst, t->data, n);
+			ckpt_tensor_free(t);
+		}
+	}
+	if (rc < 0)
+		ckpt__error_annotate(r->path, v->name);
+	return rc;
+}
+
+const ckpt_object_graph *ckpt_reader_object_graph(const ckpt_reader *r)
+{
+	return r ? r->graph : NULL;
+}
+
+const char *ckpt_reader_meta(const ckpt_reader *r, const char *key)
+{
+	if (!r || !key)
+		return NULL;
+	for (size_t i = 0; i < r->nmeta; i++)
+		if (strcmp(r->meta_keys[i], key) == 0)
+			return r->meta_vals[i];
+	return NULL;
+}
+
+static int meta_set(char ***keys, char ***vals, size_t *n, const char *key, const char *value)
+{
+	char *v = ckpt__strdup(value ? value : "");
+	if (!v)
+		return CKPT_ENOMEM;
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp((*keys)[i], key) == 0) {
+			ckpt__free((*vals)[i]);
+			(*vals)[i] = v;
+			return CKPT_OK;
+		}
+	char *k = ckpt__strdup(key);
+	char **nk = k ? ckpt__realloc(*keys, (*n + 1) * sizeof(char *)) : NULL;
+	if (nk)
+		*keys = nk;
+	char **nv = nk ? ckpt__realloc(*vals, (*n + 1) * sizeof(char *)) : NULL;
+	if (!nv) {
+		ckpt__free(k);
+		ckpt__free(v);
+		return CKPT_ENOMEM;
+	}
+	*vals = nv;
+	(*keys)[*n] = k;
+	(*vals)[*n] = v;
+	(*n)++;
+	return CKPT_OK;
+}
+
+int ckpt__reader_set_meta(ckpt_reader *r, const char *key, const char *value)
+{
+	return meta_set(&r->meta_keys, &r->meta_vals, &r->nmeta, key, value);
+}
+
+/* ------------------------------------------------------------------ writer */
+
+const char *ckpt__writer_meta(const ckpt_writer *w, const char *key)
+{
+	for (size_t i = 0; i < w->nmeta; i++)
+		if (strcmp(w->meta_keys[i], key) == 0)
+			return w->meta_vals[i];
+	return NULL;
+}
+
+static const ckpt_format *writer_backend(const char *format)
+{
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]) - 1; i++) {
+		if (!formats[i])
+			continue;
+		const char *const *names = formats[i]->write_formats;
+		for (size_t j = 0; names && names[j]; j++)
+			if (strcmp(names[j], format) == 0)
+				return formats[i];
+	}
+	return NULL;
+}
+
+int ckpt_writer_open(ckpt_writer **out, const char *path, const char *format, const ckpt_write_options *o)
+{
+	if (!out || !path)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_writer_open: NULL argument");
+	*out = NULL;
+	if (!format)
+		format = "tf-bundle";
+	ckpt_write_options opts = CKPT_WRITE_OPTIONS_INIT;
+	if (o) {
+		if (o->version != CKPT_WRITE_OPTIONS_VERSION)
+			return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "unsupported ckpt_write_options version %u", o->version);
+		opts = *o;
+	}
+	if (!opts.vfs)
+		opts.vfs = ckpt_vfs_default();
+	if (opts.num_shards <= 0)
+		opts.num_shards = 1;
+	if (opts.num_shards > CKPT_MAX_SHARDS)
+		return ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "%d shards requested, limit is %d", opts.num_shards,
+			CKPT_MAX_SHARDS);
+	const ckpt_format *f = writer_backend(format);
+	if (!f)
+		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
+			"no writer for format '%s' (known: tf-bundle, keras-h5, keras-weights, keras)", format);
+	ckpt_writer *w = ckpt__calloc(1, sizeof(*w));
+	if (!w)
+		return CKPT_ENOMEM;
+	w->fmt = f;
+	w->vfs = opts.vfs;
+	w->opts = opts;
+	w->path = ckpt__strdup(path);
+	w->format_name = ckpt__strdup(format);
+	if (!w->path || !w->format_name) {
+		ckpt__free(w->path);
+		ckpt__free(w->format_name);
+		ckpt__free(w);
+		return CKPT_ENOMEM;
+	}
+	int rc = f->writer_open(w);
+	if (rc < 0) {
+		ckpt__error_annotate(path, NULL);
+		w->fmt = NULL; /* backend cleaned up after itself */
+		ckpt_writer_free(w);
+		return rc;
+	}
+	*out = w;
+	return CKPT_OK;
+}
+
+int ckpt_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
+{
+	if (!w || !name || !t)
+		return ckpt__fail(CKPT_EINVAL, w ? w->path : NULL, name, -1, "ckpt_writer_add: NULL argument");
+	if (w->committed)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "writer already committed");
+	if (shard < 0 || shard >= w->opts.num_shards)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "shard %d out of range [0, %d)", shard,
+			w->opts.num_shards);
+	int rc = w->fmt->writer_add(w, name, t, shard);
+	if (rc < 0)
+		ckpt__error_annotate(w->path, name);
+	return rc;
+}
+
+int ckpt_writer_set_object_graph(ckpt_writer *w, const ckpt_object_graph *g)
+{
+	if (!w)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_writer_set_object_graph: NULL writer");
+	ckpt_object_graph *copy = NULL;
+	if (g)
+		CKPT_TRY(ckpt_object_graph_copy(&copy, g));
+	ckpt_object_graph_free(w->graph);
+	w->graph = copy;
+	return CKPT_OK;
+}
+
+int ckpt_writer_set_meta(ckpt_writer *w, const char *key, const char *value)
+{
+	if (!w || !key)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_writer_set_meta: NULL argument");
+	return meta_set(&w->meta_keys, &w->meta_vals, &w->nmeta, key, value);
+}
+
+int ckpt_writer_commit(ckpt_writer *w)
+{
+	if (!w)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_writer_commit: NULL writer");
+	if (w->committed)
+		return ckpt__fail(CKPT_EINVAL, w->path, NULL, -1, "writer already committed");
+	int rc = w->fmt->writer_commit(w);
+	if (rc < 0) {
+		ckpt__error_annotate(w->path, NULL);
+		return rc;
+	}
+	w->committed = 1;
+	return CKPT_OK;
+}
+
+void ckpt_writer_free(ckpt_writer *w)
+{
+	if (!w)
+		return;
+	if (w->fmt && w->fmt->writer_close)
+		w->fmt->writer_close(w);
+	ckpt_object_graph_free(w->graph);
+	for (size_t i = 0; i < w->nmeta; i++) {
+		ckpt__free(w->meta_keys[i]);
+		ckpt__free(w->meta_vals[i]);
+	}
+	ckpt__free(w->meta_keys);
+	ckpt__free(w->meta_vals);
+	ckpt__free(w->path);
+	ckpt__free(w->format_name);
+	ckpt__free(w);
+}

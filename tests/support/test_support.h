@@ -1,0 +1,42 @@
+/* Helpers shared by the Criterion suites. */
+#ifndef CKPT_TEST_SUPPORT_H
+#define CKPT_TEST_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** Absolute path of a fixture: ts_fixture("tf/tensorflow__half_plus_two_v1"). Static buffer per call slot (8 slots). */
+const char *ts_fixture(const char *rel);
+/** A fresh temporary directory (removed by ts_rmtree). Returned string is malloc'ed. */
+char *ts_tmpdir(void);
+/** rm -rf. */
+void ts_rmtree(const char *dir);
+/** Join into a malloc'ed string. */
+char *ts_join(const char *a, const char *b);
+/** Read a whole file (malloc'ed, NUL-terminated); NULL on failure. */
+char *ts_read_file(const char *path, size_t *n);
+/** Write a whole file; 0 on success. */
+int ts_write_file(const char *path, const void *buf, size_t n);
+/** Copy a file or directory tree (cp -r); 0 on success. */
+int ts_copy(const char *from, const char *to);
+
+/** Result of running a command. */
+typedef struct ts_run_result {
+	int status;      /**< exit status, or 128+signal */
+	char *out, *err; /**< captured stdout / stderr (malloc'ed, NUL-terminated) */
+} ts_run_result;
+/**
+ * Run argv (argv[0] a path) with stdin from /dev/null, capturing stdout and
+ * stderr. Returns 0 when the command could be started.
+ */
+int ts_run(ts_run_result *res, char *const argv[]);
+/** Run `sh -c cmd` the same way. */
+int ts_run_sh(ts_run_result *res, const char *cmd);
+void ts_run_free(ts_run_result *res);
+
+/** The system Python used as an independent oracle. */
+#define TS_PYTHON "/usr/bin/python3"
+/** The ckpt CLI built with the tests. */
+#define TS_CLI CKPT_CLI_PATH
+
+#endif
