@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The README's test command: install dependencies, build, run the whole suite
+# (one Criterion binary), then once more under ASan+UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+jobs=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS="-Werror" >/dev/null
+cmake --build build -j"$jobs"
+echo "== test suite =="
+./build/tests/ckpt-tests --jobs "$jobs"
+
+if [ "${CKPT_SKIP_SANITIZE:-0}" != "1" ]; then
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKPT_SANITIZE=ON -DCKPT_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-asan -j"$jobs"
+  echo "== test suite under ASan+UBSan =="
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ./build-asan/tests/ckpt-tests --jobs "$jobs"
+fi
