@@ -21,8 +21,6 @@
 #include "ckpt/reader.h"
 #include "ckpt/strategy.h"
 #include "ckpt/variable.h"
-#if __has_include("ckpt/checkpoint.h")
 #include "ckpt/checkpoint.h"
-#endif
 
 #endif

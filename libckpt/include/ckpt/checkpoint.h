@@ -1,0 +1,383 @@
+/*
+ * libckpt — trackable objects, object-based save / restore / load, and the
+ * checkpoint manager: the C counterpart of tf.train.Checkpoint and
+ * tf.train.CheckpointManager.
+ *
+ * The live state of a trainer is a tree (a graph, really) of trackable
+ * objects. Each object has named children (other objects) and named
+ * variables; a variable tracked under a name becomes a child node holding
+ * the `VARIABLE_VALUE` attribute, exactly as TensorFlow tracks a
+ * tf.Variable. Any object may act as an optimizer and own slot variables
+ * bound to (primary variable, slot name). The root is a ckpt_checkpoint,
+ * which also owns the `save_counter`.
+ *
+ * Keys are derived as TensorFlow derives them (tf-bundle.md §7):
+ *
+ *     model/layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE
+ *     model/layer_with_weights-0/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE
+ *     save_counter/.ATTRIBUTES/VARIABLE_VALUE
+ *
+ * and the `_CHECKPOINTABLE_OBJECT_GRAPH` entry is written as TF 2.2-2.9
+ * writes it (BFS node order, slot variables after), so tf.train.Checkpoint
+ * reads what we write, and we read what it writes.
+ *
+ * The scope rule (DESIGN.md): variables are created through
+ * ckpt_strategy_current(). Create the model, the optimizer's slots, the
+ * metrics and the objects you restore into inside the strategy's scope.
+ *
+ *     ckpt_scope_enter(s);
+ *     ckpt_checkpoint_new(&ck, NULL);
+ *     ckpt_object_new_child(&model, ckpt_checkpoint_root(ck), "model");
+ *     ckpt_object_new_child(&dense, model, "layer_with_weights-0");
+ *     ckpt_object_add_variable(&kernel, dense, "kernel", "dense/kernel", CKPT_DT_FLOAT, &shape, NULL);
+ *     ckpt_optimizer_new(&opt, "Adam");
+ *     ckpt_object_add_child(ckpt_checkpoint_root(ck), "optimizer", opt);
+ *     ckpt_manager_new(&mgr, ck, "run/ckpts", 3);
+ *     ckpt_manager_restore_latest(&st, &from, mgr);   // values held for slots not created yet
+ *     ckpt_optimizer_create_slot(&m, opt, kernel, "m", NULL); // restored on create
+ *     ckpt_scope_exit(s);
+ *     ... ckpt_strategy_run(s, step, &state) ...
+ *     ckpt_manager_save(&path, mgr);
+ *
+ * Ownership: objects are reference counted. ckpt_object_new() returns one
+ * reference; ckpt_object_add_child() makes the parent take its own
+ * reference; ckpt_object_free() drops one. Edges that would close a cycle
+ * are kept as non-owning edges. Variables created through
+ * ckpt_object_add_variable() / ckpt_optimizer_create_slot() / load are owned
+ * by their object; variables given to ckpt_object_track_variable() are
+ * borrowed and must outlive every object that tracks them.
+ *
+ * None of these calls may be made from replica context (ESCOPE), and a
+ * checkpoint and its objects are used from one thread at a time.
+ */
+#ifndef CKPT_CHECKPOINT_H
+#define CKPT_CHECKPOINT_H
+
+#include "ckpt/common.h"
+#include "ckpt/tensor.h"
+#include "ckpt/io.h"
+#include "ckpt/object_graph.h"
+#include "ckpt/reader.h"
+#include "ckpt/strategy.h"
+#include "ckpt/variable.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ckpt_object ckpt_object;
+typedef struct ckpt_checkpoint ckpt_checkpoint;
+typedef struct ckpt_restore_status ckpt_restore_status;
+typedef struct ckpt_tracked_list ckpt_tracked_list;
+typedef struct ckpt_manager ckpt_manager;
+
+/** Receives warnings (skipped checkpoints, unconsumed values). NULL = stderr. */
+typedef void (*ckpt_warning_fn)(const char *message, void *ctx);
+
+/* ================================================================== */
+/* Trackable objects                                                    */
+/* ================================================================== */
+
+/** A new empty trackable object (one reference, held by the caller). */
+CKPT_API int ckpt_object_new(ckpt_object **out);
+
+/**
+ * Drop one reference; at zero the object releases its children and frees
+ * the variables it owns. NULL ok.
+ */
+CKPT_API void ckpt_object_free(ckpt_object *obj);
+
+/**
+ * Add the edge `parent --local_name--> child`; the parent takes its own
+ * reference. A child may have several parents (TF aliases such as Keras
+ * `layer-0` and `layer_with_weights-0`); it is one node of the graph.
+ * EINVAL when `parent` already has a child named `local_name`.
+ *
+ * Restore-on-create: when a restore left values pending under this name,
+ * they are applied to `child`'s subtree now. A dtype/shape mismatch there
+ * fails with CKPT_EMISMATCH and the edge is not added.
+ */
+CKPT_API int ckpt_object_add_child(ckpt_object *parent, const char *local_name, ckpt_object *child);
+
+/** Convenience: ckpt_object_new + add_child; `*out` is borrowed from `parent`. */
+CKPT_API int ckpt_object_new_child(ckpt_object **out, ckpt_object *parent, const char *local_name);
+
+/**
+ * Track `var` (borrowed) as the attribute `local_name` of `obj`: adds a
+ * child node holding VARIABLE_VALUE, like assigning a tf.Variable to an
+ * attribute. Tracking one variable from several objects gives one node.
+ * Restore-on-create applies a pending value (EMISMATCH on dtype / shape
+ * mismatch; nothing is tracked then).
+ */
+CKPT_API int ckpt_object_track_variable(ckpt_object *obj, const char *local_name, ckpt_variable *var);
+
+/**
+ * Create a variable through the current strategy (ckpt_variable_new with
+ * `var_name`, used as the attribute's full_name) and track it under
+ * `local_name`; `obj` owns it. A pending restored value is assigned before
+ * this returns. `*out` (may be NULL) is borrowed from `obj`.
+ */
+CKPT_API int ckpt_object_add_variable(ckpt_variable **out, ckpt_object *obj, const char *local_name,
+	const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o);
+
+/** The child object named `local_name` (borrowed); ENOTFOUND when absent. */
+CKPT_API int ckpt_object_get_child(ckpt_object **out, const ckpt_object *obj, const char *local_name);
+
+/** The variable tracked under `local_name` (borrowed); ENOTFOUND when absent. */
+CKPT_API int ckpt_object_get_variable(ckpt_variable **out, const ckpt_object *obj, const char *local_name);
+
+/**
+ * Walk an object path from `from`: escaped local names joined by "/" as in
+ * checkpoint keys ("model/layer_with_weights-0"; a name containing "/" is
+ * written ".S"). "" is `from` itself. ENOTFOUND naming the missing step.
+ */
+CKPT_API int ckpt_object_find(ckpt_object **out, ckpt_object *from, const char *path);
+
+/** Number of children and the i-th edge (declaration order); borrowed. */
+CKPT_API size_t ckpt_object_num_children(const ckpt_object *obj);
+CKPT_API int ckpt_object_child_at(const char **local_name, ckpt_object **child, const ckpt_object *obj, size_t i);
+/** The variable held by a variable node (one made by track / add_variable), else NULL. */
+CKPT_API ckpt_variable *ckpt_object_node_variable(const ckpt_object *obj);
+
+/* ---- optimizers and slot variables ---- */
+
+/**
+ * A new object that will own slot variables. `name` ("Adam", may be NULL)
+ * prefixes the slot variables' names: "Adam/<primary name>/<slot>". Any
+ * object can own slots; this only sets the name.
+ */
+CKPT_API int ckpt_optimizer_new(ckpt_object **out, const char *name);
+
+/**
+ * Create slot `slot_name` ("m", "v", "momentum") for `primary` on `opt`:
+ * same dtype and shape as `primary`, zeros (or o->initial_value), created
+ * under the primary's strategy. The current strategy must be that strategy:
+ * otherwise CKPT_ESCOPE with a message naming the variable and both
+ * strategies (e.g. model built outside the scope, optimizer inside).
+ * Restore-on-create: a value the last restore kept for this (primary, slot)
+ * is assigned before this returns. EINVAL when the slot exists already
+ * (use ckpt_optimizer_get_slot). `*out` (may be NULL) is owned by `opt`.
+ * `o->sync` and `o->replica_buffers` are honoured; dtype/shape come from
+ * the primary.
+ */
+CKPT_API int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_variable *primary,
+	const char *slot_name, const ckpt_variable_options *o);
+
+/** The slot `slot_name` of `primary` on `opt` (borrowed); ENOTFOUND when absent. */
+CKPT_API int ckpt_optimizer_get_slot(ckpt_variable **out, const ckpt_object *opt,
+	const ckpt_variable *primary, const char *slot_name);
+
+/* ================================================================== */
+/* Checkpoints                                                          */
+/* ================================================================== */
+
+/**
+ * Called by load for every variable it creates, to choose its options (for
+ * example sync-on-read SUM for metric accumulators). `o` arrives as
+ * CKPT_VARIABLE_OPTIONS_INIT; `key` is the stored key. Return CKPT_OK or a
+ * status to abort the load.
+ */
+typedef int (*ckpt_load_variable_fn)(ckpt_variable_options *o, const char *key,
+	const ckpt_var_info *info, void *ctx);
+
+typedef struct ckpt_checkpoint_options {
+	unsigned version;           /**< CKPT_CHECKPOINT_OPTIONS_VERSION */
+	ckpt_vfs *vfs;              /**< NULL = POSIX (reading and writing) */
+	int no_fsync;               /**< 1 = skip fsync when writing (tests, benchmarks); still atomic */
+	const char *format;         /**< writer format, NULL = "tf-bundle" */
+	ckpt_warning_fn warn;       /**< NULL = print to stderr */
+	void *warn_ctx;
+	ckpt_load_variable_fn load_variable; /**< NULL = defaults (mirrored in a mirrored scope, else plain) */
+	void *load_ctx;
+} ckpt_checkpoint_options;
+#define CKPT_CHECKPOINT_OPTIONS_VERSION 1
+#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL }
+
+/** A checkpoint: an empty root object plus options. `o` may be NULL (copied). */
+CKPT_API int ckpt_checkpoint_new(ckpt_checkpoint **out, const ckpt_checkpoint_options *o);
+/** Free the checkpoint, its root reference and the values it holds for restore-on-create. NULL ok. */
+CKPT_API void ckpt_checkpoint_free(ckpt_checkpoint *ckpt);
+
+/** The root object (borrowed). Add the trainer's objects as its children. */
+CKPT_API ckpt_object *ckpt_checkpoint_root(ckpt_checkpoint *ckpt);
+/** Convenience: ckpt_object_add_child(root, local_name, child). */
+CKPT_API int ckpt_checkpoint_add(ckpt_checkpoint *ckpt, const char *local_name, ckpt_object *child);
+
+/** The save counter's value; 0 before the first save (or restore of one). */
+CKPT_API int64_t ckpt_checkpoint_save_counter(const ckpt_checkpoint *ckpt);
+/**
+ * The `save_counter` variable (INT64 scalar, root child "save_counter"),
+ * created through the current strategy when it does not exist yet.
+ */
+CKPT_API int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *ckpt);
+
+/**
+ * tf.train.Checkpoint.save: increment save_counter (creating it) and write
+ * "<prefix>-<save_counter>". `*path_out` (may be NULL) is borrowed from the
+ * checkpoint, valid until the next save / write / free. On failure the
+ * counter is left as it was and no partial checkpoint is visible.
+ */
+CKPT_API int ckpt_checkpoint_save(const char **path_out, ckpt_checkpoint *ckpt, const char *prefix);
+
+/**
+ * tf.train.Checkpoint.write: write the live state to `path` (a bundle
+ * prefix) without touching save_counter. One value per logical variable:
+ * the primary copy of a mirrored variable, the aggregate of a sync-on-read
+ * one. Data in TF2 order (BFS node order, slot variables, object graph
+ * last), committed atomically through ckpt_writer_*.
+ */
+CKPT_API int ckpt_checkpoint_write(ckpt_checkpoint *ckpt, const char *path);
+
+/**
+ * tf.train.Checkpoint.restore into the live objects: match the file's
+ * object graph to the live one by child names from the root (a TF1
+ * name-based file, which has none, is matched by variable name), check
+ * dtype and shape, read every value into staging, then assign each matched
+ * value to every replica (sync-on-read SUM: split across replicas). A
+ * failure (EMISMATCH naming the variable and both shapes; read or checksum
+ * errors) changes no live variable. Values whose objects or slots do not
+ * exist yet are kept in the checkpoint and applied when they are created
+ * (restore-on-create). When the file has a save_counter, it is created and
+ * restored. `path` accepts everything ckpt_reader_open does. `*status`
+ * (may be NULL) reports what matched; free it before the checkpoint.
+ */
+CKPT_API int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ckpt, const char *path);
+
+/**
+ * Load `path` (any format ckpt_reader_open reads) into a new checkpoint:
+ * build an object for every node of the file's object graph (TF1
+ * name-based files: one root child per key; Keras files: the synthesized
+ * graph) and create every variable through ckpt_strategy_current() —
+ * mirrored inside a mirrored scope, plain outside — including optimizer
+ * slots, with the file's values. `*status` (may be NULL) lists entries that
+ * could not be placed. `o` may be NULL.
+ */
+CKPT_API int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, const char *path,
+	const ckpt_checkpoint_options *o);
+
+/** The object graph save would write now (free with ckpt_object_graph_free). */
+CKPT_API int ckpt_checkpoint_object_graph(ckpt_object_graph **out, ckpt_checkpoint *ckpt);
+
+/* ---- enumerating the live tree ---- */
+
+/** One variable reachable from the root (slots included), in save order. */
+typedef struct ckpt_tracked_variable {
+	const char *key;          /**< checkpoint key save would use */
+	const char *path;         /**< object path ("model/dense/kernel"; slots: "<var>/.OPTIMIZER_SLOT/<opt>/<slot>") */
+	const char *full_name;    /**< the variable's name (ckpt_variable_name) */
+	const char *source_key;   /**< stored key it was last restored / loaded from, NULL if never */
+	ckpt_variable *variable;  /**< borrowed from the tree */
+	const char *slot_name;    /**< slot variables: the slot name; else NULL */
+	ckpt_variable *primary;   /**< slot variables: the primary variable; else NULL */
+	int node_id;              /**< node id in the object graph save would write */
+} ckpt_tracked_variable;
+
+/** Snapshot of every variable in save order. Free with ckpt_tracked_list_free. */
+CKPT_API int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ckpt);
+CKPT_API size_t ckpt_tracked_list_count(const ckpt_tracked_list *l);
+/** Entry i (borrowed from the list), NULL when out of range. */
+CKPT_API const ckpt_tracked_variable *ckpt_tracked_list_get(const ckpt_tracked_list *l, size_t i);
+CKPT_API void ckpt_tracked_list_free(ckpt_tracked_list *l);
+
+/**
+ * Find a variable by object path ("model/layer_with_weights-0/kernel"), by
+ * checkpoint key, or by the stored key it was loaded from (TF1 names such
+ * as "dense/kernel"). ENOTFOUND otherwise.
+ */
+CKPT_API int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint *ckpt, const char *path);
+
+/* ---- restore status ---- */
+
+/**
+ * What a restore matched. The lists are snapshots taken when *_count() is
+ * called (restore-on-create changes them); the strings stay valid until the
+ * next *_count() call on the same list or the status is freed.
+ */
+/** Stored keys whose values have not been assigned to a live variable (yet). */
+CKPT_API size_t ckpt_restore_status_unmatched_count(ckpt_restore_status *st);
+CKPT_API const char *ckpt_restore_status_unmatched(const ckpt_restore_status *st, size_t i);
+/** Keys of live variables (reachable from the root) that received no value. */
+CKPT_API size_t ckpt_restore_status_unrestored_count(ckpt_restore_status *st);
+CKPT_API const char *ckpt_restore_status_unrestored(const ckpt_restore_status *st, size_t i);
+/** Values assigned so far (immediately and on create). */
+CKPT_API size_t ckpt_restore_status_restored_count(const ckpt_restore_status *st);
+/** The resolved path that was read. */
+CKPT_API const char *ckpt_restore_status_path(const ckpt_restore_status *st);
+
+/**
+ * assert_consumed: CKPT_OK when every stored value was assigned and every
+ * live variable got one; else CKPT_ENOTFOUND naming the first offenders.
+ */
+CKPT_API int ckpt_restore_status_assert_consumed(ckpt_restore_status *st);
+/** assert_existing_objects_matched: every live variable received a value. */
+CKPT_API int ckpt_restore_status_assert_existing_objects_matched(ckpt_restore_status *st);
+/**
+ * expect_partial: silence the warning that ckpt_restore_status_free otherwise
+ * emits when stored values were never used.
+ */
+CKPT_API void ckpt_restore_status_expect_partial(ckpt_restore_status *st);
+/** NULL ok. Pending values stay held by the checkpoint. */
+CKPT_API void ckpt_restore_status_free(ckpt_restore_status *st);
+
+/* ================================================================== */
+/* Manager                                                              */
+/* ================================================================== */
+
+typedef struct ckpt_manager_options {
+	unsigned version;            /**< CKPT_MANAGER_OPTIONS_VERSION */
+	const char *checkpoint_name; /**< prefix inside the directory, NULL = "ckpt" */
+	ckpt_vfs *vfs;               /**< NULL = the checkpoint's, else POSIX */
+	ckpt_warning_fn warn;        /**< NULL = the checkpoint's, else stderr */
+	void *warn_ctx;
+	int no_fsync;                /**< 1 = skip fsync of the state file */
+} ckpt_manager_options;
+#define CKPT_MANAGER_OPTIONS_VERSION 1
+#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0 }
+
+/**
+ * tf.train.CheckpointManager over `dir` (created when missing) for `ckpt`
+ * (borrowed; NULL = read-only use: latest / list / latest_valid). Reads
+ * the `checkpoint` state file when present, adopts existing "ckpt-N"
+ * checkpoints, and removes leftover temporaries (`*.tempstate*`, `*_temp*`).
+ * `max_to_keep` <= 0 keeps everything.
+ */
+CKPT_API int ckpt_manager_new(ckpt_manager **out, ckpt_checkpoint *ckpt, const char *dir, int max_to_keep);
+CKPT_API int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ckpt, const char *dir, int max_to_keep,
+	const ckpt_manager_options *o);
+CKPT_API void ckpt_manager_free(ckpt_manager *m);
+
+/**
+ * Save "<dir>/ckpt-N" with N = max(save_counter, highest existing number) + 1
+ * (save_counter is set to N), update the state file atomically, and delete
+ * the oldest checkpoints beyond max_to_keep. `*path_out` (may be NULL) is
+ * borrowed from the manager until the next save or free.
+ */
+CKPT_API int ckpt_manager_save(const char **path_out, ckpt_manager *m);
+/** Same with an explicit number (for example the epoch); save_counter is set to it. */
+CKPT_API int ckpt_manager_save_number(const char **path_out, ckpt_manager *m, int64_t number);
+
+/** The latest recorded checkpoint prefix ("dir/ckpt-3"), NULL when none. Not validated. */
+CKPT_API const char *ckpt_manager_latest(const ckpt_manager *m);
+/** Checkpoints kept, oldest first (prefix paths, borrowed). */
+CKPT_API size_t ckpt_manager_count(const ckpt_manager *m);
+CKPT_API const char *ckpt_manager_checkpoint(const ckpt_manager *m, size_t i);
+
+/**
+ * The newest checkpoint that is complete: its index opens and parses and
+ * every data shard exists. Incomplete or corrupt ones are skipped with a
+ * warning naming the file and the reason. ENOTFOUND when none is valid.
+ * `*path_out` is borrowed from the manager.
+ */
+CKPT_API int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m);
+
+/**
+ * Restore the latest valid checkpoint into the manager's checkpoint.
+ * When there is none, returns CKPT_OK with *path_out = NULL and *status =
+ * NULL (a fresh start). `status` and `path_out` may be NULL.
+ */
+CKPT_API int ckpt_manager_restore_latest(ckpt_restore_status **status, const char **path_out, ckpt_manager *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
