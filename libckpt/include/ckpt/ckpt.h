@@ -10,6 +10,7 @@
  *   ckpt/strategy.h      strategies, scopes, replica context, all-reduce
  *   ckpt/variable.h      plain, mirrored and sync-on-read variables
  *   ckpt/checkpoint.h    trackable objects, save / restore / load, the manager
+ *   ckpt/async.h         asynchronous saves (block only while staging)
  */
 #ifndef CKPT_CKPT_H
 #define CKPT_CKPT_H
@@ -22,5 +23,6 @@
 #include "ckpt/strategy.h"
 #include "ckpt/variable.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/async.h"
 
 #endif

@@ -1,0 +1,242 @@
+/*
+ * Asynchronous save. Staging copies every variable's checkpoint value into
+ * one reused arena (huge-page backed, so only the first save pays page
+ * faults), in parallel over variables; a background pthread then feeds the
+ * staged tensors to an ordinary atomic ckpt_writer. Only the staging step
+ * touches live variables, so the trainer may continue as soon as it returns.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include "internal.h"
+#include "variable_internal.h"
+#include "ckpt/async.h"
+
+typedef struct {
+	char *key;
+	ckpt_tensor tensor;  /* header over the arena; owns_data = 0 */
+} staged_entry;
+
+struct ckpt_async_saver {
+	ckpt_async_options opts;
+	pthread_t thread;
+	int running;              /* a thread was started and not yet joined */
+	/* staging */
+	unsigned char *arena;
+	uint64_t arena_cap;
+	staged_entry *entries;
+	size_t nentries;
+	ckpt_object_graph *graph;
+	char *path;
+	/* result of the last background write */
+	int status;
+	ckpt__error_slot error;
+	double last_blocking;
+};
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int ckpt_async_saver_new(ckpt_async_saver **out, const ckpt_async_options *o)
+{
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_async_saver_new: NULL argument");
+	if (o && o->version != CKPT_ASYNC_OPTIONS_VERSION)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "unsupported ckpt_async_options version %u", o->version);
+	ckpt_async_saver *s = ckpt__calloc(1, sizeof(*s));
+	if (!s)
+		return CKPT_ENOMEM;
+	s->opts = o ? *o : (ckpt_async_options)CKPT_ASYNC_OPTIONS_INIT;
+	s->error.offset = -1;
+	*out = s;
+	return CKPT_OK;
+}
+
+static void release_staging(ckpt_async_saver *s)
+{
+	for (size_t i = 0; i < s->nentries; i++)
+		ckpt__free(s->entries[i].key);
+	ckpt__free(s->entries);
+	s->entries = NULL;
+	s->nentries = 0;
+	ckpt_object_graph_free(s->graph);
+	s->graph = NULL;
+	ckpt__free(s->path);
+	s->path = NULL;
+}
+
+static void *write_thread(void *arg)
+{
+	ckpt_async_saver *s = arg;
+	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
+	wo.vfs = s->opts.vfs;
+	wo.no_fsync = s->opts.no_fsync;
+	ckpt_writer *w = NULL;
+	int rc = ckpt_writer_open(&w, s->path, s->opts.format, &wo);
+	for (size_t i = 0; rc == CKPT_OK && i < s->nentries; i++)
+		rc = ckpt_writer_add(w, s->entries[i].key, &s->entries[i].tensor, 0);
+	if (rc == CKPT_OK && s->graph)
+		rc = ckpt_writer_set_object_graph(w, s->graph);
+	if (rc == CKPT_OK)
+		rc = ckpt_writer_commit(w);
+	if (rc < 0)
+		ckpt__error_capture(&s->error);
+	ckpt_writer_free(w);  /* removes temporaries when not committed */
+	s->status = rc;
+	return NULL;
+}
+
+int ckpt_async_wait(ckpt_async_saver *s)
+{
+	if (!s)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_async_wait: NULL saver");
+	if (s->running) {
+		pthread_join(s->thread, NULL);
+		s->running = 0;
+		release_staging(s);
+	}
+	int rc = s->status;
+	if (rc < 0) {
+		ckpt__error_raise(&s->error);
+		ckpt__error_slot_clear(&s->error);
+		s->status = CKPT_OK;  /* reported once */
+	}
+	return rc;
+}
+
+int ckpt_async_busy(ckpt_async_saver *s)
+{
+	return s && s->running;
+}
+
+double ckpt_async_last_blocking_seconds(const ckpt_async_saver *s)
+{
+	return s ? s->last_blocking : 0.0;
+}
+
+/* Grow the arena to hold `need` bytes; old contents are not kept. */
+static int reserve_arena(ckpt_async_saver *s, uint64_t need)
+{
+	if (need <= s->arena_cap && s->arena)
+		return CKPT_OK;
+	ckpt__buffer_free(s->arena);
+	s->arena = NULL;
+	s->arena_cap = 0;
+	unsigned char *a = ckpt__buffer_alloc(need, 0);
+	if (!a)
+		return ckpt_error_last()->code ? ckpt_error_last()->code : CKPT_ENOMEM;
+	s->arena = a;
+	s->arena_cap = need;
+	return CKPT_OK;
+}
+
+static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
+{
+	ckpt_tracked_list *list = NULL;
+	CKPT_TRY(ckpt_checkpoint_variables(&list, ck));
+	size_t n = ckpt_tracked_list_count(list);
+	int rc = CKPT_OK;
+	uint64_t total = 0;
+	uint64_t *offsets = ckpt__calloc(n + 1, sizeof(uint64_t));
+	s->entries = ckpt__calloc(n ? n : 1, sizeof(staged_entry));
+	s->path = ckpt__strdup(path);
+	if (!offsets || !s->entries || !s->path)
+		rc = CKPT_ENOMEM;
+	/* Lay out every value at a 64-byte aligned offset of the arena. */
+	for (size_t i = 0; rc == CKPT_OK && i < n; i++) {
+		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
+		uint64_t nb = ckpt_variable_nbytes(tv->variable);
+		offsets[i] = total;
+		if (ckpt__add_u64(total, (nb + 63) & ~(uint64_t)63, &total))
+			rc = ckpt__fail(CKPT_ELIMIT, path, tv->key, -1, "state too large to stage");
+		if (ckpt_variable_dtype(tv->variable) == CKPT_DT_STRING)
+			rc = ckpt__fail(CKPT_EUNSUPPORTED, path, tv->key, -1, "string variables cannot be saved asynchronously");
+	}
+	if (rc == CKPT_OK)
+		rc = reserve_arena(s, total ? total : 64);
+	if (rc == CKPT_OK) {
+		ckpt__error_slot slot = { 0 };
+		slot.offset = -1;
+		int first_bad = -1;
+		/* The copy is the only part the trainer waits for: spread it over the cores. */
+		#pragma omp parallel for schedule(dynamic, 1)
+		for (long i = 0; i < (long)n; i++) {
+			const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, (size_t)i);
+			uint64_t nb = ckpt_variable_nbytes(tv->variable);
+			if (ckpt_variable_read(tv->variable, s->arena + offsets[i], (size_t)nb) < 0) {
+				#pragma omp critical(ckpt_async_stage_error)
+				if (first_bad < 0 || i < first_bad) {
+					first_bad = (int)i;
+					ckpt__error_capture(&slot);
+				}
+			}
+		}
+		if (first_bad >= 0) {
+			rc = ckpt__error_raise(&slot);
+			ckpt__error_annotate(path, ckpt_tracked_list_get(list, (size_t)first_bad)->key);
+		}
+		ckpt__error_slot_clear(&slot);
+	}
+	for (size_t i = 0; rc == CKPT_OK && i < n; i++) {
+		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
+		staged_entry *e = &s->entries[i];
+		if (!(e->key = ckpt__strdup(tv->key))) {
+			rc = CKPT_ENOMEM;
+			break;
+		}
+		s->nentries = i + 1;
+		e->tensor.dtype = ckpt_variable_dtype(tv->variable);
+		e->tensor.shape = *ckpt_variable_shape(tv->variable);
+		e->tensor.nbytes = ckpt_variable_nbytes(tv->variable);
+		e->tensor.data = s->arena + offsets[i];
+		e->tensor.owns_data = 0;
+	}
+	if (rc == CKPT_OK)
+		rc = ckpt_checkpoint_object_graph(&s->graph, ck);
+	ckpt__free(offsets);
+	ckpt_tracked_list_free(list);
+	if (rc < 0)
+		release_staging(s);
+	return rc;
+}
+
+int ckpt_async_save(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
+{
+	if (!s || !ck || !path)
+		return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "ckpt_async_save: NULL argument");
+	if (ckpt_replica_current())
+		return ckpt__fail(CKPT_ESCOPE, path, NULL, -1, "ckpt_async_save called from replica context; "
+			"save from the training loop, outside ckpt_strategy_run");
+	double t0 = now_seconds();
+	/* A failed previous write is reported now, before anything else happens. */
+	CKPT_TRY(ckpt_async_wait(s));
+	int rc = stage(s, ck, path);
+	s->last_blocking = now_seconds() - t0;
+	if (rc < 0)
+		return rc;
+	s->status = CKPT_OK;
+	if (pthread_create(&s->thread, NULL, write_thread, s) != 0) {
+		release_staging(s);
+		return ckpt__fail(CKPT_ERROR, path, NULL, -1, "cannot start the background writer thread");
+	}
+	s->running = 1;
+	return CKPT_OK;
+}
+
+void ckpt_async_saver_free(ckpt_async_saver *s)
+{
+	if (!s)
+		return;
+	if (s->running) {
+		pthread_join(s->thread, NULL);
+		s->running = 0;
+	}
+	release_staging(s);
+	ckpt__error_slot_clear(&s->error);
+	ckpt__buffer_free(s->arena);
+	ckpt__free(s);
+}
