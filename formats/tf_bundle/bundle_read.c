@@ -1,0 +1,545 @@
+/*
+ * Reading a TensorBundle (tensor_bundle.cc BundleReader).
+ *
+ * P.index: SSTable; key "" -> BundleHeaderProto {num_shards=1, endianness=2,
+ *   version=3}; every other key -> BundleEntryProto {dtype=1, shape=2,
+ *   shard_id=3, offset=4, size=5, crc32c=6 (fixed32, masked), slices=7}.
+ * P.data-SSSSS-of-NNNNN: tensor bytes at [offset, offset+size).
+ *   fixed-size dtypes: row-major little-endian elements, crc = Mask(crc32c(bytes));
+ *   DT_STRING: varint64 len[n] | fixed32 Mask(C_len) | bytes, where C_len is
+ *   the crc32c of the lengths as uint32 LE (uint64 when > 0xffffffff) and the
+ *   entry crc continues over the 4 stored checksum bytes and the strings.
+ * Slice keys (partitioned variables) start with 0x00 and are listed as
+ * ordinary entries, their names escaped (\xNN) so that they are C strings.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <protobuf-c/protobuf-c.h>
+#include "tensor_bundle.pb-c.h"
+#include "tfb.h"
+
+#define READ_CHUNK (4u << 20) /* crc each chunk right after reading it, while it is in cache */
+
+typedef struct tfb_reader {
+	char *index_path;
+	int32_t num_shards;
+	int seen_header;
+	size_t cap;
+	ckpt_io **io;          /* per shard, opened on first use */
+	uint64_t *size;        /* per shard, valid when io[i] */
+	pthread_mutex_t lock;
+	ckpt_reader *r;
+} tfb_reader;
+
+static int header_entry(tfb_reader *s, const unsigned char *val, size_t vlen, uint64_t off)
+{
+	CkptTf__BundleHeaderProto *h = ckpt_tf__bundle_header_proto__unpack(&tfb_pb_allocator, vlen, val);
+	if (!h)
+		return ckpt__fail(CKPT_EFORMAT, s->index_path, "", (int64_t)off,
+			"cannot decode the BundleHeaderProto (%zu bytes)", vlen);
+	int rc = CKPT_OK;
+	if (h->num_shards <= 0 || h->num_shards > CKPT_MAX_SHARDS)
+		rc = ckpt__fail(h->num_shards <= 0 ? CKPT_EFORMAT : CKPT_ELIMIT, s->index_path, "", (int64_t)off,
+			"header num_shards %d: want 1..%d", (int)h->num_shards, CKPT_MAX_SHARDS);
+	else if (h->endianness != 0)
+		rc = ckpt__fail(CKPT_EUNSUPPORTED, s->index_path, "", (int64_t)off,
+			"header endianness %d: only little-endian (0) bundles are supported", (int)h->endianness);
+	else if (h->version) {
+		const CkptTf__VersionDef *v = h->version;
+		if (v->producer < 0)
+			rc = ckpt__fail(CKPT_EUNSUPPORTED, s->index_path, "", (int64_t)off,
+				"bundle producer version %d is below the minimum 0", (int)v->producer);
+		else if (v->min_consumer > 1)
+			rc = ckpt__fail(CKPT_EUNSUPPORTED, s->index_path, "", (int64_t)off,
+				"bundle needs consumer version >= %d; this reader is version 1", (int)v->min_consumer);
+		for (size_t i = 0; rc == CKPT_OK && i < v->n_bad_consumers; i++)
+			if (v->bad_consumers[i] == 1)
+				rc = ckpt__fail(CKPT_EUNSUPPORTED, s->index_path, "", (int64_t)off,
+					"bundle lists consumer version 1 (this reader) as bad");
+	}
+	if (rc == CKPT_OK) {
+		s->num_shards = h->num_shards;
+		s->seen_header = 1;
+	}
+	ckpt_tf__bundle_header_proto__free_unpacked(h, &tfb_pb_allocator);
+	return rc;
+}
+
+/* Key as a C string: raw for ordinary keys, \xNN-escaped for slice keys (leading 0x00). */
+static char *key_name(const unsigned char *key, size_t klen)
+{
+	if (klen == 0 || key[0] != 0) {
+		if (memchr(key, 0, klen) == NULL)
+			return ckpt__strndup((const char *)key, klen);
+	}
+	char *out = ckpt__malloc(klen * 4 + 1);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < klen; i++) {
+		unsigned c = key[i];
+		if (c < 0x20 || c >= 0x7f || c == '\\') {
+			out[o++] = '\\'; out[o++] = 'x';
+			out[o++] = hex[c >> 4]; out[o++] = hex[c & 15];
+		} else {
+			out[o++] = (char)c;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static int fill_slices(ckpt_var_info *v, const CkptTf__BundleEntryProto *e, const char *path, uint64_t off)
+{
+	ckpt_slice *sl = ckpt__calloc(e->n_slices, sizeof(*sl));
+	if (!sl)
+		return CKPT_ENOMEM;
+	v->slices = sl;
+	v->nslices = e->n_slices;
+	for (size_t i = 0; i < e->n_slices; i++) {
+		const CkptTf__TensorSliceProto *s = e->slices[i];
+		if (s->n_extent > CKPT_MAX_RANK)
+			return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off,
+				"slice %zu has %zu extents, over the rank cap %d", i, s->n_extent, CKPT_MAX_RANK);
+		sl[i].rank = (int)s->n_extent;
+		sl[i].extents = ckpt__calloc(s->n_extent ? s->n_extent : 1, sizeof(ckpt_extent));
+		if (!sl[i].extents)
+			return CKPT_ENOMEM;
+		for (size_t k = 0; k < s->n_extent; k++) {
+			sl[i].extents[k].start = s->extent[k]->start;
+			sl[i].extents[k].length = s->extent[k]->has_length_case ==
+				CKPT_TF__TENSOR_SLICE_PROTO__EXTENT__HAS_LENGTH_LENGTH ? s->extent[k]->length : -1;
+		}
+	}
+	return CKPT_OK;
+}
+
+static int check_entry(tfb_reader *s, ckpt_var_info *v, const CkptTf__BundleEntryProto *e, uint64_t off)
+{
+	const char *path = s->index_path;
+	const CkptTf__TensorShapeProto *sh = e->shape;
+	v->dtype = (ckpt_dtype)e->dtype;
+	v->shape.rank = 0;
+	v->shard = -1;
+	v->offset = -1;
+	if (sh) {
+		if (sh->unknown_rank)
+			return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off, "shape has unknown rank");
+		if (sh->n_dim > CKPT_MAX_RANK)
+			return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off,
+				"rank %zu exceeds the cap %d", sh->n_dim, CKPT_MAX_RANK);
+		v->shape.rank = (int)sh->n_dim;
+		for (size_t i = 0; i < sh->n_dim; i++) {
+			if (sh->dim[i]->size < 0)
+				return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off,
+					"dimension %zu is %lld: shapes must be fully known", i,
+					(long long)sh->dim[i]->size);
+			v->shape.dims[i] = sh->dim[i]->size;
+		}
+	}
+	uint64_t nelem;
+	if (ckpt_shape_num_elements(&v->shape, &nelem) < 0)
+		return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off, "element count of the shape overflows");
+	if (e->n_slices)
+		return fill_slices(v, e, path, off);
+	if (e->shard_id < 0 || e->shard_id >= s->num_shards)
+		return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off,
+			"shard id %d out of range: the header has %d shard(s)", (int)e->shard_id, (int)s->num_shards);
+	if (e->offset < 0 || e->size < 0)
+		return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off,
+			"negative offset %lld or size %lld", (long long)e->offset, (long long)e->size);
+	uint64_t end;
+	if (ckpt__add_u64((uint64_t)e->offset, (uint64_t)e->size, &end) || end > (uint64_t)INT64_MAX)
+		return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off, "offset + size overflows");
+	v->shard = e->shard_id;
+	v->offset = e->offset;
+	v->nbytes = (uint64_t)e->size;
+	v->has_crc32c = 1;
+	v->crc32c = ckpt_crc32c_unmask(e->crc32c);
+	if (v->dtype == CKPT_DT_STRING) {
+		if (nelem > 0 && (uint64_t)e->size < nelem + 4)
+			return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off,
+				"string tensor of %llu elements needs at least %llu bytes, entry says %lld",
+				(unsigned long long)nelem, (unsigned long long)nelem + 4, (long long)e->size);
+	} else if (ckpt_dtype_valid(v->dtype)) {
+		uint64_t want;
+		if (ckpt_shape_nbytes(&v->shape, v->dtype, &want) < 0)
+			return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off, "byte size of the shape overflows");
+		if (want != (uint64_t)e->size)
+			return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off,
+				"size mismatch: %s needs %llu bytes (%llu elements x %zu), entry says %lld",
+				ckpt_dtype_name(v->dtype), (unsigned long long)want,
+				(unsigned long long)nelem, ckpt_dtype_size(v->dtype), (long long)e->size);
+	}
+	/* other dtypes (variant, quantized, ...) are listed; reading them is EUNSUPPORTED */
+	return CKPT_OK;
+}
+
+static int on_entry(void *ctx, const unsigned char *key, size_t klen,
+	const unsigned char *val, size_t vlen, uint64_t off)
+{
+	tfb_reader *s = ctx;
+	ckpt_reader *r = s->r;
+	if (!s->seen_header) {
+		if (klen != 0)
+			return ckpt__fail(CKPT_EFORMAT, s->index_path, NULL, (int64_t)off,
+				"first key is not the header key \"\"");
+		return header_entry(s, val, vlen, off);
+	}
+	if (r->nvars >= CKPT_MAX_VARIABLES)
+		return ckpt__fail(CKPT_ELIMIT, s->index_path, NULL, (int64_t)off,
+			"more than %d entries", CKPT_MAX_VARIABLES);
+	if (r->nvars == s->cap) {
+		size_t nc = s->cap ? s->cap * 2 : 64;
+		ckpt_var_info *nv = ckpt__realloc(r->vars, nc * sizeof(*nv));
+		if (!nv)
+			return CKPT_ENOMEM;
+		r->vars = nv;
+		s->cap = nc;
+	}
+	ckpt_var_info *v = &r->vars[r->nvars];
+	memset(v, 0, sizeof(*v));
+	v->name = key_name(key, klen);
+	if (!v->name)
+		return CKPT_ENOMEM;
+	r->nvars++;
+	v->role = ckpt__role_from_key(v->name);
+	CkptTf__BundleEntryProto *e = ckpt_tf__bundle_entry_proto__unpack(&tfb_pb_allocator, vlen, val);
+	if (!e)
+		return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, (int64_t)off,
+			"cannot decode the BundleEntryProto (%zu bytes)", vlen);
+	int rc = check_entry(s, v, e, off);
+	ckpt_tf__bundle_entry_proto__free_unpacked(e, &tfb_pb_allocator);
+	return rc;
+}
+
+/* The open io of `shard`, opening it on first use. */
+static int shard_io(tfb_reader *s, int shard, const char *key, ckpt_io **io, uint64_t *size)
+{
+	ckpt_reader *r = s->r;
+	int rc = CKPT_OK;
+	pthread_mutex_lock(&s->lock);
+	if (!s->io[shard]) {
+		if (!r->shard_exists[shard]) {
+			rc = ckpt__fail(CKPT_ENOTFOUND, r->shard_paths[shard], key, -1,
+				"data file missing: %s (shard %d of %d)", r->shard_paths[shard], shard, r->nshards);
+		} else {
+			ckpt_io *f = NULL;
+			rc = ckpt_vfs_open(r->vfs, r->shard_paths[shard], CKPT_IO_READ, &f);
+			if (rc == CKPT_OK && (rc = ckpt_io_size(f, &s->size[shard])) < 0)
+				ckpt_io_close(f);
+			else if (rc == CKPT_OK)
+				s->io[shard] = f;
+			if (rc < 0)
+				ckpt__error_annotate(r->shard_paths[shard], key);
+		}
+	}
+	*io = s->io[shard];
+	*size = s->size[shard];
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* Locate entry i's bytes: checks dtype support, shard presence and bounds. */
+static int locate(ckpt_reader *r, size_t i, ckpt_io **io)
+{
+	tfb_reader *s = r->state;
+	const ckpt_var_info *v = &r->vars[i];
+	if (v->nslices)
+		return ckpt__fail(CKPT_EUNSUPPORTED, s->index_path, v->name, -1,
+			"partitioned variable stored as %zu slices: read the slice entries", v->nslices);
+	if (!ckpt_dtype_valid(v->dtype))
+		return ckpt__fail(CKPT_EUNSUPPORTED, s->index_path, v->name, -1,
+			"dtype %d is not supported", (int)v->dtype);
+	uint64_t fsize = 0;
+	CKPT_TRY(shard_io(s, v->shard, v->name, io, &fsize));
+	uint64_t budget = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
+	if ((uint64_t)v->offset > fsize || v->nbytes > fsize - (uint64_t)v->offset)
+		return ckpt__fail(CKPT_EFORMAT, r->shard_paths[v->shard], v->name, v->offset,
+			"tensor extends past the end of its data file: offset %lld + size %llu > file size %llu",
+			(long long)v->offset, (unsigned long long)v->nbytes, (unsigned long long)fsize);
+	if (v->nbytes > budget || v->nbytes > SIZE_MAX)
+		return ckpt__fail(CKPT_ELIMIT, r->shard_paths[v->shard], v->name, v->offset,
+			"tensor of %llu bytes exceeds the memory budget of %llu bytes",
+			(unsigned long long)v->nbytes, (unsigned long long)budget);
+	return CKPT_OK;
+}
+
+/* Read [offset, offset+n) of entry i into dst in chunks, crc-ing each chunk while hot. */
+static int read_verified(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, size_t n)
+{
+	const ckpt_var_info *v = &r->vars[i];
+	int verify = !r->opts.no_verify;
+	uint32_t crc = 0;
+	for (size_t done = 0; done < n;) {
+		size_t c = n - done < READ_CHUNK ? n - done : READ_CHUNK;
+		int rc = ckpt_io_read_exact(io, dst + done, c, (uint64_t)v->offset + done);
+		if (rc < 0) {
+			ckpt__error_annotate(r->shard_paths[v->shard], v->name);
+			return rc;
+		}
+		if (verify)
+			crc = ckpt_crc32c_extend(crc, dst + done, c);
+		done += c;
+	}
+	if (verify && crc != v->crc32c)
+		return ckpt__fail(CKPT_ECHECKSUM, r->shard_paths[v->shard], v->name, v->offset,
+			"crc32c mismatch: want 0x%08x, got 0x%08x (%zu bytes at offset %lld)",
+			v->crc32c, crc, n, (long long)v->offset);
+	return CKPT_OK;
+}
+
+int tfb_string_decode(const unsigned char *p, size_t n, uint64_t nelem, ckpt_bytes *elems,
+	int verify, uint32_t want_masked, const char *path, const char *key, uint64_t off)
+{
+	if (n == 0) {
+		/* BundleReader returns early for size 0: every element is empty */
+		for (uint64_t i = 0; i < nelem; i++) {
+			elems[i].len = 0;
+			elems[i].data = (char *)"";
+		}
+		return CKPT_OK;
+	}
+	const unsigned char *q = p, *end = p + n;
+	uint32_t crc = 0;
+	uint64_t total = 0;
+	for (uint64_t i = 0; i < nelem; i++) {
+		uint64_t len;
+		size_t k = tfb_varint_get(q, end, &len);
+		if (!k)
+			return ckpt__fail(CKPT_EFORMAT, path, key, (int64_t)(off + (uint64_t)(q - p)),
+				"bad varint for the length of string element %llu", (unsigned long long)i);
+		q += k;
+		elems[i].len = len;
+		if (len <= 0xffffffffu) {
+			unsigned char b[4];
+			tfb_put32(b, (uint32_t)len);
+			crc = ckpt_crc32c_extend(crc, b, 4);
+		} else {
+			unsigned char b[8];
+			tfb_put32(b, (uint32_t)len);
+			tfb_put32(b + 4, (uint32_t)(len >> 32));
+			crc = ckpt_crc32c_extend(crc, b, 8);
+		}
+		if (ckpt__add_u64(total, len, &total) || total > n)
+			return ckpt__fail(CKPT_EFORMAT, path, key, (int64_t)(off + (uint64_t)(q - p - k)),
+				"string lengths add up to more than the %zu stored bytes", n);
+	}
+	if (end - q < 4)
+		return ckpt__fail(CKPT_EFORMAT, path, key, (int64_t)(off + (uint64_t)(q - p)),
+			"string tensor truncated before its length checksum");
+	uint32_t stored = ckpt_crc32c_unmask(tfb_get32(q));
+	if (stored != crc)
+		return ckpt__fail(CKPT_ECHECKSUM, path, key, (int64_t)(off + (uint64_t)(q - p)),
+			"string length checksum mismatch: want 0x%08x, got 0x%08x", stored, crc);
+	crc = ckpt_crc32c_extend(crc, q, 4);
+	q += 4;
+	if (total > (uint64_t)(end - q))
+		return ckpt__fail(CKPT_EFORMAT, path, key, (int64_t)(off + (uint64_t)(q - p)),
+			"string bytes truncated: %llu needed, %zu left", (unsigned long long)total, (size_t)(end - q));
+	if (verify)
+		crc = ckpt_crc32c_extend(crc, q, (size_t)total);
+	for (uint64_t i = 0; i < nelem; i++) {
+		elems[i].data = (char *)q;
+		q += elems[i].len;
+	}
+	if (verify && crc != ckpt_crc32c_unmask(want_masked))
+		return ckpt__fail(CKPT_ECHECKSUM, path, key, (int64_t)off,
+			"crc32c mismatch: want 0x%08x, got 0x%08x", ckpt_crc32c_unmask(want_masked), crc);
+	return CKPT_OK;
+}
+
+static int read_strings(ckpt_reader *r, size_t i, ckpt_io *io, ckpt_tensor **out)
+{
+	const ckpt_var_info *v = &r->vars[i];
+	uint64_t nelem;
+	CKPT_TRY(ckpt_shape_num_elements(&v->shape, &nelem));
+	if (nelem > v->nbytes && v->nbytes > 0)
+		return ckpt__fail(CKPT_EFORMAT, r->shard_paths[v->shard], v->name, v->offset,
+			"%llu string elements cannot fit in %llu bytes",
+			(unsigned long long)nelem, (unsigned long long)v->nbytes);
+	unsigned char *raw = ckpt__malloc((size_t)v->nbytes);
+	ckpt_bytes *elems = ckpt__calloc(nelem ? (size_t)nelem : 1, sizeof(*elems));
+	int rc = (!raw || !elems) ? CKPT_ENOMEM : CKPT_OK;
+	if (rc == CKPT_OK && v->nbytes) {
+		rc = ckpt_io_read_exact(io, raw, (size_t)v->nbytes, (uint64_t)v->offset);
+		if (rc < 0)
+			ckpt__error_annotate(r->shard_paths[v->shard], v->name);
+	}
+	if (rc == CKPT_OK)
+		rc = tfb_string_decode(raw, (size_t)v->nbytes, nelem, elems, !r->opts.no_verify,
+			ckpt_crc32c_mask(v->crc32c), r->shard_paths[v->shard], v->name, (uint64_t)v->offset);
+	if (rc == CKPT_OK)
+		rc = ckpt_tensor_new_strings(out, &v->shape, elems);
+	ckpt__free(elems);
+	ckpt__free(raw);
+	return rc;
+}
+
+int tfb_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
+{
+	*out = NULL;
+	if (i >= r->nvars)
+		return ckpt__fail(CKPT_EINVAL, r->path, NULL, -1, "entry %zu out of range (%zu entries)", i, r->nvars);
+	ckpt_io *io = NULL;
+	CKPT_TRY(locate(r, i, &io));
+	const ckpt_var_info *v = &r->vars[i];
+	if (v->dtype == CKPT_DT_STRING)
+		return read_strings(r, i, io, out);
+	if (v->nbytes == 0) {
+		CKPT_TRY(ckpt_tensor_new(out, v->dtype, &v->shape));
+		if (!r->opts.no_verify && v->crc32c != 0)
+			return ckpt__fail(CKPT_ECHECKSUM, r->shard_paths[v->shard], v->name, v->offset,
+				"crc32c mismatch: want 0x%08x, got 0x00000000 (empty tensor)", v->crc32c);
+		return CKPT_OK;
+	}
+	unsigned char *data = ckpt__malloc((size_t)v->nbytes);
+	if (!data)
+		return CKPT_ENOMEM;
+	int rc = read_verified(r, i, io, data, (size_t)v->nbytes);
+	ckpt_tensor *t = NULL;
+	if (rc == CKPT_OK)
+		rc = ckpt_tensor_wrap(&t, v->dtype, &v->shape, data, v->nbytes);
+	if (rc < 0) {
+		ckpt__free(data);
+		return rc;
+	}
+	t->owns_data = 1; /* the buffer is ours (ckpt__malloc): hand it over */
+	*out = t;
+	return CKPT_OK;
+}
+
+int tfb_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
+{
+	if (i >= r->nvars)
+		return ckpt__fail(CKPT_EINVAL, r->path, NULL, -1, "entry %zu out of range (%zu entries)", i, r->nvars);
+	const ckpt_var_info *v = &r->vars[i];
+	if (v->dtype == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EINVAL, r->path, v->name, -1, "read_into needs a fixed-size dtype, entry is a string tensor");
+	ckpt_io *io = NULL;
+	CKPT_TRY(locate(r, i, &io));
+	if (n != v->nbytes)
+		return ckpt__fail(CKPT_EINVAL, r->shard_paths[v->shard], v->name, v->offset,
+			"destination holds %zu bytes, tensor has %llu", n, (unsigned long long)v->nbytes);
+	if (n == 0) {
+		if (!r->opts.no_verify && v->crc32c != 0)
+			return ckpt__fail(CKPT_ECHECKSUM, r->shard_paths[v->shard], v->name, v->offset,
+				"crc32c mismatch: want 0x%08x, got 0x00000000 (empty tensor)", v->crc32c);
+		return CKPT_OK;
+	}
+	return read_verified(r, i, io, dst, n);
+}
+
+static int load_graph(ckpt_reader *r)
+{
+	size_t gi = r->nvars;
+	for (size_t i = 0; i < r->nvars; i++)
+		if (strcmp(r->vars[i].name, CKPT_OBJECT_GRAPH_KEY) == 0)
+			gi = i;
+	if (gi == r->nvars)
+		return CKPT_OK; /* TF1 name-based bundle */
+	const ckpt_var_info *v = &r->vars[gi];
+	if (v->dtype != CKPT_DT_STRING || v->shape.rank != 0)
+		return ckpt__fail(CKPT_EFORMAT, r->path, v->name, -1,
+			"object graph entry must be a scalar string, is %s of rank %d",
+			ckpt_dtype_name(v->dtype), v->shape.rank);
+	if (!r->shard_exists[v->shard])
+		return CKPT_OK; /* listing still works without it */
+	if (v->nbytes > CKPT_MAX_OBJECT_GRAPH_BYTES + 16)
+		return ckpt__fail(CKPT_ELIMIT, r->path, v->name, -1, "object graph of %llu bytes exceeds the cap",
+			(unsigned long long)v->nbytes);
+	ckpt_tensor *t = NULL;
+	CKPT_TRY(tfb_read(r, gi, &t));
+	const ckpt_bytes *b = t->data;
+	int rc = ckpt_object_graph_parse(&r->graph, b->data, (size_t)b->len);
+	if (rc < 0)
+		ckpt__error_annotate(r->shard_paths[v->shard], v->name);
+	ckpt_tensor_free(t);
+	return rc;
+}
+
+static int open_bundle(ckpt_reader *r)
+{
+	tfb_reader *s = ckpt__calloc(1, sizeof(*s));
+	if (!s)
+		return CKPT_ENOMEM;
+	pthread_mutex_init(&s->lock, NULL);
+	s->r = r;
+	r->state = s;
+	r->format_name = "tf-bundle";
+	char *prefix = NULL;
+	int rc = tfb_resolve_path(r->vfs, r->user_path, &prefix);
+	if (rc < 0)
+		return rc;
+	r->path = prefix;
+	s->index_path = tfb_index_path(prefix);
+	if (!s->index_path)
+		return CKPT_ENOMEM;
+	void *buf = NULL;
+	size_t n = 0;
+	CKPT_TRY(ckpt_vfs_read_all(r->vfs, s->index_path, CKPT_MAX_INDEX_BYTES, &buf, &n));
+	rc = tfb_table_walk(buf, n, s->index_path, on_entry, s);
+	ckpt__free(buf);
+	if (rc < 0)
+		return rc;
+	if (!s->seen_header)
+		return ckpt__fail(CKPT_EFORMAT, s->index_path, NULL, -1, "index has no header entry");
+	r->nshards = s->num_shards;
+	r->shard_paths = ckpt__calloc((size_t)s->num_shards, sizeof(char *));
+	r->shard_exists = ckpt__calloc((size_t)s->num_shards, sizeof(int));
+	s->io = ckpt__calloc((size_t)s->num_shards, sizeof(ckpt_io *));
+	s->size = ckpt__calloc((size_t)s->num_shards, sizeof(uint64_t));
+	if (!r->shard_paths || !r->shard_exists || !s->io || !s->size)
+		return CKPT_ENOMEM;
+	for (int i = 0; i < s->num_shards; i++) {
+		r->shard_paths[i] = tfb_data_path(prefix, i, s->num_shards);
+		if (!r->shard_paths[i])
+			return CKPT_ENOMEM;
+		int d = 0;
+		r->shard_exists[i] = ckpt_vfs_exists(r->vfs, r->shard_paths[i], &d) > 0 && !d;
+	}
+	return load_graph(r);
+}
+
+void tfb_close(ckpt_reader *r)
+{
+	tfb_reader *s = r->state;
+	if (!s)
+		return;
+	for (size_t i = 0; i < r->nvars; i++) {
+		ckpt__free((void *)r->vars[i].name);
+		if (r->vars[i].slices) {
+			for (size_t k = 0; k < r->vars[i].nslices; k++)
+				ckpt__free(r->vars[i].slices[k].extents);
+			ckpt__free((void *)r->vars[i].slices);
+		}
+	}
+	ckpt__free(r->vars);
+	r->vars = NULL;
+	r->nvars = 0;
+	if (r->shard_paths)
+		for (int i = 0; i < r->nshards; i++)
+			ckpt__free(r->shard_paths[i]);
+	if (s->io)
+		for (int i = 0; i < s->num_shards; i++)
+			ckpt_io_close(s->io[i]);
+	ckpt__free(r->shard_paths);
+	ckpt__free(r->shard_exists);
+	r->shard_paths = NULL;
+	r->shard_exists = NULL;
+	ckpt__free(s->io);
+	ckpt__free(s->size);
+	ckpt__free(s->index_path);
+	pthread_mutex_destroy(&s->lock);
+	ckpt__free(s);
+	r->state = NULL;
+}
+
+int tfb_open(ckpt_reader *r)
+{
+	int rc = open_bundle(r);
+	if (rc < 0)
+		tfb_close(r); /* leave nothing half-built; close is a no-op after this */
+	return rc;
+}

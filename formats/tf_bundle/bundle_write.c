@@ -1,0 +1,451 @@
+/*
+ * Writing a TensorBundle (tensor_bundle.cc BundleWriter + MergeBundles
+ * naming), byte-compatible with TensorFlow.
+ *
+ *   P.data-SSSSS-of-NNNNN.tempstate<random>   tensor bytes, in add order per shard
+ *   P.index.tempstate<random>                 SSTable (sstable_write.c), keys sorted:
+ *     ""  -> BundleHeaderProto 08 NN 1a 02 08 01 (num_shards, version{producer=1})
+ *     key -> BundleEntryProto {dtype, shape (always), shard_id, offset, size, crc32c}
+ *   The object graph (if set) is the scalar DT_STRING `_CHECKPOINTABLE_OBJECT_GRAPH`,
+ *   written last in shard 0.
+ *
+ * Commit: flush, fsync data files, rename them, write + fsync the index,
+ * rename it LAST (a bundle exists once P.index exists), fsync the directory.
+ * A writer freed without commit removes its temporaries.
+ */
+#include <string.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <protobuf-c/protobuf-c.h>
+#include "tensor_bundle.pb-c.h"
+#include "tfb.h"
+
+#define WBUF_SIZE (1u << 20)      /* small tensors are gathered into 1 MiB writes */
+#define CRC_CHUNK (4u << 20)      /* big tensors: crc a chunk, then write it */
+
+typedef struct wentry {
+	char *key;
+	ckpt_dtype dtype;
+	ckpt_shape shape;
+	int shard;
+	uint64_t offset, size;
+	uint32_t masked_crc;
+} wentry;
+
+typedef struct wshard {
+	char *tmp, *final;
+	ckpt_io *io;
+	uint64_t pos;      /* bytes handed to the shard so far (incl. buffered) */
+	uint64_t flushed;  /* bytes written to the file */
+	tfb_buf buf;
+} wshard;
+
+typedef struct tfb_writer {
+	int nshards;
+	wshard *sh;
+	wentry *e;
+	size_t ne, cap;
+	char *index_tmp, *index_final;
+	int failed;        /* first error; the writer refuses to commit after it */
+	int committed;
+} tfb_writer;
+
+static uint64_t splitmix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static uint64_t temp_suffix(const void *w)
+{
+	static uint64_t counter;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t x = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	x ^= (uint64_t)getpid() << 32;
+	x ^= (uint64_t)(uintptr_t)w;
+	x ^= __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) * 0x2545f4914f6cdd1dull;
+	return splitmix(x);
+}
+
+static int shard_flush(wshard *s)
+{
+	if (!s->buf.len)
+		return CKPT_OK;
+	CKPT_TRY(ckpt_io_pwrite(s->io, s->buf.p, s->buf.len, s->flushed));
+	s->flushed += s->buf.len;
+	s->buf.len = 0;
+	return CKPT_OK;
+}
+
+static int shard_append(wshard *s, const void *p, size_t n)
+{
+	if (s->buf.len + n > WBUF_SIZE)
+		CKPT_TRY(shard_flush(s));
+	if (n >= WBUF_SIZE) {
+		CKPT_TRY(ckpt_io_pwrite(s->io, p, n, s->flushed));
+		s->flushed += n;
+	} else {
+		CKPT_TRY(tfb_buf_append(&s->buf, p, n));
+	}
+	s->pos += n;
+	return CKPT_OK;
+}
+
+/* Fixed-size tensor: crc and write in one pass over the caller's bytes. */
+static int put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t *crc)
+{
+	uint32_t c = 0;
+	for (uint64_t done = 0; done < n;) {
+		size_t k = n - done < CRC_CHUNK ? (size_t)(n - done) : CRC_CHUNK;
+		c = ckpt_crc32c_extend(c, p + done, k);
+		CKPT_TRY(shard_append(s, p + done, k));
+		done += k;
+	}
+	*crc = c;
+	return CKPT_OK;
+}
+
+/* DT_STRING: varint64 lengths, Mask(crc of lengths as u32/u64 LE), bytes. */
+static int put_strings(wshard *s, const ckpt_bytes *el, uint64_t n, uint32_t *crc)
+{
+	tfb_buf head = { 0 };
+	uint32_t c = 0;
+	int rc = CKPT_OK;
+	for (uint64_t i = 0; i < n && rc == CKPT_OK; i++) {
+		unsigned char b[8];
+		uint64_t len = el[i].len;
+		tfb_put32(b, (uint32_t)len);
+		tfb_put32(b + 4, (uint32_t)(len >> 32));
+		c = ckpt_crc32c_extend(c, b, len <= 0xffffffffu ? 4 : 8);
+		rc = tfb_buf_varint(&head, len);
+	}
+	unsigned char m[4];
+	tfb_put32(m, ckpt_crc32c_mask(c));
+	c = ckpt_crc32c_extend(c, m, 4);
+	if (rc == CKPT_OK)
+		rc = tfb_buf_append(&head, m, 4);
+	if (rc == CKPT_OK)
+		rc = shard_append(s, head.p, head.len);
+	tfb_buf_free(&head);
+	for (uint64_t i = 0; i < n && rc == CKPT_OK; i++) {
+		if (!el[i].len)
+			continue;
+		c = ckpt_crc32c_extend(c, el[i].data, (size_t)el[i].len);
+		rc = shard_append(s, el[i].data, (size_t)el[i].len);
+	}
+	*crc = c;
+	return rc;
+}
+
+static int add_entry(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
+{
+	tfb_writer *s = w->state;
+	if (s->failed)
+		return ckpt__fail(s->failed, w->path, name, -1, "writer failed earlier; start a new one");
+	if (!name || !*name)
+		return ckpt__fail(CKPT_EINVAL, w->path, NULL, -1, "empty tensor name (the key \"\" is the bundle header)");
+	if (strlen(name) > CKPT_MAX_NAME_LEN)
+		return ckpt__fail(CKPT_ELIMIT, w->path, NULL, -1, "name longer than %d bytes", CKPT_MAX_NAME_LEN);
+	if (!t)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "NULL tensor");
+	if (shard < 0 || shard >= s->nshards)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "shard %d out of range: the writer has %d shard(s)",
+			shard, s->nshards);
+	if (!ckpt_dtype_valid(t->dtype))
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "invalid dtype %d", (int)t->dtype);
+	uint64_t nelem;
+	CKPT_TRY(ckpt_shape_num_elements(&t->shape, &nelem));
+	if (t->dtype != CKPT_DT_STRING) {
+		uint64_t want;
+		CKPT_TRY(ckpt_shape_nbytes(&t->shape, t->dtype, &want));
+		if (want != t->nbytes || (want && !t->data))
+			return ckpt__fail(CKPT_EINVAL, w->path, name, -1,
+				"tensor holds %llu bytes, its %s shape needs %llu", (unsigned long long)t->nbytes,
+				ckpt_dtype_name(t->dtype), (unsigned long long)want);
+	} else if (nelem && !t->data) {
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "string tensor without elements");
+	}
+	if (s->ne == s->cap) {
+		size_t nc = s->cap ? s->cap * 2 : 64;
+		wentry *ne = ckpt__realloc(s->e, nc * sizeof(*ne));
+		if (!ne)
+			return CKPT_ENOMEM;
+		s->e = ne;
+		s->cap = nc;
+	}
+	wentry *e = &s->e[s->ne];
+	memset(e, 0, sizeof(*e));
+	e->key = ckpt__strdup(name);
+	if (!e->key)
+		return CKPT_ENOMEM;
+	wshard *sh = &s->sh[shard];
+	e->dtype = t->dtype;
+	e->shape = t->shape;
+	e->shard = shard;
+	e->offset = sh->pos;
+	uint32_t crc = 0;
+	int rc = t->dtype == CKPT_DT_STRING ? put_strings(sh, t->data, nelem, &crc)
+		: put_fixed(sh, t->data, t->nbytes, &crc);
+	if (rc < 0) {
+		ckpt__error_annotate(sh->tmp, name);
+		s->failed = rc;
+		ckpt__free(e->key);
+		return rc;
+	}
+	e->size = sh->pos - e->offset;
+	e->masked_crc = ckpt_crc32c_mask(crc);
+	s->ne++;
+	return CKPT_OK;
+}
+
+int tfb_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
+{
+	return add_entry(w, name, t, shard);
+}
+
+static int make_parent_dirs(ckpt_vfs *vfs, const char *prefix)
+{
+	char *dir = ckpt__path_dir(prefix);
+	if (!dir)
+		return CKPT_ENOMEM;
+	int rc = CKPT_OK;
+	for (char *p = dir + 1; rc == CKPT_OK; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+			*p = '\0';
+			int d = 0;
+			if (!(ckpt_vfs_exists(vfs, dir, &d) > 0 && d))
+				rc = ckpt_vfs_mkdir(vfs, dir);
+			*p = c;
+			if (!c)
+				break;
+		}
+	}
+	ckpt__free(dir);
+	return rc;
+}
+
+static int writer_open(ckpt_writer *w)
+{
+	tfb_writer *s = ckpt__calloc(1, sizeof(*s));
+	if (!s)
+		return CKPT_ENOMEM;
+	w->state = s;
+	int n = w->opts.num_shards ? w->opts.num_shards : 1;
+	if (n < 1 || n > CKPT_MAX_SHARDS)
+		return ckpt__fail(CKPT_EINVAL, w->path, NULL, -1, "num_shards %d: want 1..%d", n, CKPT_MAX_SHARDS);
+	if (!w->path || !*w->path)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "empty bundle prefix");
+	CKPT_TRY(make_parent_dirs(w->vfs, w->path));
+	s->sh = ckpt__calloc((size_t)n, sizeof(*s->sh));
+	if (!s->sh)
+		return CKPT_ENOMEM;
+	s->nshards = n;
+	uint64_t r = temp_suffix(w);
+	for (int i = 0; i < n; i++) {
+		wshard *sh = &s->sh[i];
+		sh->final = tfb_data_path(w->path, i, n);
+		sh->tmp = sh->final ? ckpt__asprintf("%s.tempstate%llu", sh->final, (unsigned long long)r) : NULL;
+		if (!sh->tmp)
+			return CKPT_ENOMEM;
+		CKPT_TRY(ckpt_vfs_open(w->vfs, sh->tmp, CKPT_IO_WRITE, &sh->io));
+	}
+	s->index_final = tfb_index_path(w->path);
+	s->index_tmp = s->index_final ? ckpt__asprintf("%s.tempstate%llu", s->index_final, (unsigned long long)r) : NULL;
+	return s->index_tmp ? CKPT_OK : CKPT_ENOMEM;
+}
+
+int tfb_writer_open(ckpt_writer *w)
+{
+	int rc = writer_open(w);
+	if (rc < 0)
+		tfb_writer_close(w); /* the core does not call close after a failed open */
+	return rc;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const wentry *)a)->key, ((const wentry *)b)->key);
+}
+
+static int encode_entry(tfb_buf *out, const wentry *e)
+{
+	CkptTf__TensorShapeProto__Dim dims[CKPT_MAX_RANK];
+	CkptTf__TensorShapeProto__Dim *dp[CKPT_MAX_RANK];
+	CkptTf__TensorShapeProto shape = CKPT_TF__TENSOR_SHAPE_PROTO__INIT;
+	CkptTf__BundleEntryProto pe = CKPT_TF__BUNDLE_ENTRY_PROTO__INIT;
+	for (int i = 0; i < e->shape.rank; i++) {
+		ckpt_tf__tensor_shape_proto__dim__init(&dims[i]);
+		dims[i].size = e->shape.dims[i];
+		dp[i] = &dims[i];
+	}
+	shape.n_dim = (size_t)e->shape.rank;
+	shape.dim = dp;
+	pe.dtype = (int32_t)e->dtype;
+	pe.shape = &shape;
+	pe.shard_id = e->shard;
+	pe.offset = (int64_t)e->offset;
+	pe.size = (int64_t)e->size;
+	pe.crc32c = e->masked_crc;
+	size_t n = ckpt_tf__bundle_entry_proto__get_packed_size(&pe);
+	CKPT_TRY(tfb_buf_reserve(out, n));
+	out->len += ckpt_tf__bundle_entry_proto__pack(&pe, out->p + out->len);
+	return CKPT_OK;
+}
+
+/* Header + sorted entries -> SSTable bytes. */
+static int build_index(ckpt_writer *w, tfb_writer *s, tfb_buf *table)
+{
+	qsort(s->e, s->ne, sizeof(*s->e), cmp_entry);
+	for (size_t i = 1; i < s->ne; i++)
+		if (strcmp(s->e[i - 1].key, s->e[i].key) == 0)
+			return ckpt__fail(CKPT_EINVAL, w->path, s->e[i].key, -1, "tensor name added twice");
+	CkptTf__VersionDef ver = CKPT_TF__VERSION_DEF__INIT;
+	CkptTf__BundleHeaderProto hdr = CKPT_TF__BUNDLE_HEADER_PROTO__INIT;
+	ver.producer = 1;
+	hdr.num_shards = s->nshards;
+	hdr.version = &ver;
+	tfb_buf vals = { 0 };
+	size_t *ends = ckpt__calloc(s->ne + 1, sizeof(size_t));
+	tfb_kv *kv = ckpt__calloc(s->ne + 1, sizeof(tfb_kv));
+	int rc = (!ends || !kv) ? CKPT_ENOMEM : CKPT_OK;
+	if (rc == CKPT_OK)
+		rc = tfb_buf_reserve(&vals, ckpt_tf__bundle_header_proto__get_packed_size(&hdr));
+	if (rc == CKPT_OK) {
+		vals.len += ckpt_tf__bundle_header_proto__pack(&hdr, vals.p);
+		ends[0] = vals.len;
+	}
+	for (size_t i = 0; i < s->ne && rc == CKPT_OK; i++) {
+		rc = encode_entry(&vals, &s->e[i]);
+		ends[i + 1] = vals.len;
+	}
+	if (rc == CKPT_OK) {
+		kv[0].key = (const unsigned char *)"";
+		kv[0].val = vals.p;
+		kv[0].vlen = ends[0];
+		for (size_t i = 0; i < s->ne; i++) {
+			kv[i + 1].key = (const unsigned char *)s->e[i].key;
+			kv[i + 1].klen = strlen(s->e[i].key);
+			kv[i + 1].val = vals.p + ends[i];
+			kv[i + 1].vlen = ends[i + 1] - ends[i];
+		}
+		rc = tfb_table_build(table, kv, s->ne + 1, TFB_BLOCK_SIZE);
+	}
+	tfb_buf_free(&vals);
+	ckpt__free(ends);
+	ckpt__free(kv);
+	return rc;
+}
+
+static int add_graph(ckpt_writer *w)
+{
+	void *buf = NULL;
+	size_t n = 0;
+	CKPT_TRY(ckpt_object_graph_serialize(w->graph, &buf, &n));
+	ckpt_bytes b = { n, buf };
+	ckpt_tensor t;
+	memset(&t, 0, sizeof(t));
+	t.dtype = CKPT_DT_STRING;
+	t.shape.rank = 0;
+	t.nbytes = n;
+	t.data = &b;
+	int rc = add_entry(w, CKPT_OBJECT_GRAPH_KEY, &t, 0);
+	free(buf);
+	return rc;
+}
+
+static int commit(ckpt_writer *w, tfb_writer *s)
+{
+	if (s->failed)
+		return ckpt__fail(s->failed, w->path, NULL, -1, "writer failed earlier; nothing committed");
+	if (w->graph)
+		CKPT_TRY(add_graph(w));
+	for (int i = 0; i < s->nshards; i++) {
+		wshard *sh = &s->sh[i];
+		CKPT_TRY(shard_flush(sh));
+		if (!w->opts.no_fsync)
+			CKPT_TRY(ckpt_io_sync(sh->io));
+		ckpt_io *io = sh->io;
+		sh->io = NULL;
+		CKPT_TRY(ckpt_io_close(io));
+	}
+	tfb_buf table = { 0 };
+	int rc = build_index(w, s, &table);
+	ckpt_io *ix = NULL;
+	if (rc == CKPT_OK)
+		rc = ckpt_vfs_open(w->vfs, s->index_tmp, CKPT_IO_WRITE, &ix);
+	if (rc == CKPT_OK)
+		rc = ckpt_io_pwrite(ix, table.p, table.len, 0);
+	if (rc == CKPT_OK && !w->opts.no_fsync)
+		rc = ckpt_io_sync(ix);
+	if (ix) {
+		int rc2 = ckpt_io_close(ix);
+		if (rc == CKPT_OK)
+			rc = rc2;
+	}
+	tfb_buf_free(&table);
+	if (rc < 0)
+		return rc;
+	for (int i = 0; i < s->nshards; i++)
+		CKPT_TRY(ckpt_vfs_rename(w->vfs, s->sh[i].tmp, s->sh[i].final));
+	CKPT_TRY(ckpt_vfs_rename(w->vfs, s->index_tmp, s->index_final));
+	if (!w->opts.no_fsync) {
+		char *dir = ckpt__path_dir(w->path);
+		if (!dir)
+			return CKPT_ENOMEM;
+		rc = ckpt_vfs_sync_dir(w->vfs, dir);
+		ckpt__free(dir);
+	}
+	return rc;
+}
+
+int tfb_writer_commit(ckpt_writer *w)
+{
+	tfb_writer *s = w->state;
+	int rc = commit(w, s);
+	if (rc < 0)
+		s->failed = rc;
+	else
+		s->committed = 1;
+	return rc;
+}
+
+void tfb_writer_close(ckpt_writer *w)
+{
+	tfb_writer *s = w->state;
+	if (!s)
+		return;
+	/* cleanup must not replace the error the caller is looking at */
+	ckpt__error_slot saved = { 0 };
+	ckpt__error_capture(&saved);
+	int keep = w->committed || s->committed;
+	for (int i = 0; s->sh && i < s->nshards; i++) {
+		wshard *sh = &s->sh[i];
+		if (sh->io)
+			ckpt_io_close(sh->io);
+		if (!keep && sh->tmp)
+			ckpt_vfs_remove(w->vfs, sh->tmp);
+		ckpt__free(sh->tmp);
+		ckpt__free(sh->final);
+		tfb_buf_free(&sh->buf);
+	}
+	if (!keep && s->index_tmp) {
+		int d = 0;
+		if (ckpt_vfs_exists(w->vfs, s->index_tmp, &d) > 0)
+			ckpt_vfs_remove(w->vfs, s->index_tmp);
+	}
+	ckpt__error_raise(&saved);
+	ckpt__error_slot_clear(&saved);
+	for (size_t i = 0; i < s->ne; i++)
+		ckpt__free(s->e[i].key);
+	ckpt__free(s->e);
+	ckpt__free(s->sh);
+	ckpt__free(s->index_tmp);
+	ckpt__free(s->index_final);
+	ckpt__free(s);
+	w->state = NULL;
+}

@@ -1,0 +1,113 @@
+/*
+ * TensorBundle backend: private interfaces between its files.
+ *
+ *   sstable_read.c   the leveldb-style table in P.index (blocks, trailers, footer)
+ *   sstable_write.c  TensorFlow's TableBuilder, byte for byte
+ *   bundle_read.c    header / entry protos, string tensors, data shards
+ *   bundle_write.c   BundleWriter: temporaries, data order, commit
+ *   path.c           PATH forms -> bundle prefix
+ *   tf_bundle.c      the backend table and the bid
+ *
+ * See ../../../shared/formats/tf-bundle.md for every byte layout.
+ */
+#ifndef CKPT_TFB_H
+#define CKPT_TFB_H
+
+#include "../format.h"
+
+#define TFB_TABLE_MAGIC 0xdb4775248b80fb57ull
+#define TFB_FOOTER_LEN 48
+#define TFB_TRAILER_LEN 5
+#define TFB_BLOCK_SIZE 262144
+#define TFB_RESTART_INTERVAL 16
+
+/* ---- varints and fixed-width little-endian integers ---- */
+
+/** Decode a varint64 from [p, end). Returns bytes used, 0 when truncated or over 10 bytes. */
+size_t tfb_varint_get(const unsigned char *p, const unsigned char *end, uint64_t *v);
+/** Encode a varint64 into p (room for 10 bytes). Returns bytes written. */
+size_t tfb_varint_put(unsigned char *p, uint64_t v);
+static inline uint32_t tfb_get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline void tfb_put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
+}
+
+/* ---- growable byte buffer (ckpt__ allocator) ---- */
+typedef struct tfb_buf {
+	unsigned char *p;
+	size_t len, cap;
+} tfb_buf;
+int tfb_buf_reserve(tfb_buf *b, size_t extra);
+int tfb_buf_append(tfb_buf *b, const void *data, size_t n);
+int tfb_buf_varint(tfb_buf *b, uint64_t v);
+int tfb_buf_fixed32(tfb_buf *b, uint32_t v);
+void tfb_buf_free(tfb_buf *b);
+
+/* ---- SSTable reading ---- */
+
+/** Called for every key/value of the table, in file order. Pointers are valid during the call. */
+typedef int (*tfb_table_fn)(void *ctx, const unsigned char *key, size_t klen,
+	const unsigned char *val, size_t vlen, uint64_t file_offset);
+/**
+ * Walk every entry of the table held in `buf` (the whole .index file). Checks
+ * the footer magic, every block trailer CRC, block structure and that keys are
+ * strictly increasing. `path` is used for error context.
+ */
+int tfb_table_walk(const unsigned char *buf, size_t n, const char *path, tfb_table_fn fn, void *ctx);
+
+/* ---- SSTable writing ---- */
+
+/** One key/value pair; the caller keeps keys strictly increasing. */
+typedef struct tfb_kv {
+	const unsigned char *key;
+	size_t klen;
+	const unsigned char *val;
+	size_t vlen;
+} tfb_kv;
+/** Build a whole table (TensorFlow's TableBuilder rules) into `out` (appended). */
+int tfb_table_build(tfb_buf *out, const tfb_kv *kv, size_t n, size_t block_size);
+/** TableBuilder's index-key helpers (exposed for tests). Result replaces *start / *key. */
+void tfb_shortest_separator(tfb_buf *start, const unsigned char *limit, size_t llen);
+void tfb_short_successor(tfb_buf *key);
+
+/* ---- paths ---- */
+
+/**
+ * Resolve a user PATH to a bundle prefix (see reader.h for the forms).
+ * `*prefix` is ckpt__malloc'ed. ENOTFOUND when nothing resolves.
+ */
+int tfb_resolve_path(ckpt_vfs *vfs, const char *path, char **prefix);
+/** "P.index", "P.data-SSSSS-of-NNNNN" (ckpt__malloc'ed; NULL on failure). */
+char *tfb_index_path(const char *prefix);
+char *tfb_data_path(const char *prefix, int shard, int nshards);
+
+/* ---- masked crc over a string tensor's stored bytes, and its decoder ---- */
+
+/**
+ * Decode a stored DT_STRING tensor of `nelem` elements from `p` (size `n`):
+ * fills elems[i] to point into `p`. Checks the length checksum and, unless
+ * `no_verify`, the entry crc `want_masked`. `path`/`key`/`off` give context.
+ */
+int tfb_string_decode(const unsigned char *p, size_t n, uint64_t nelem, ckpt_bytes *elems,
+	int verify, uint32_t want_masked, const char *path, const char *key, uint64_t off);
+
+/* ---- backend entry points (tf_bundle.c builds the vtable from these) ---- */
+int tfb_open(ckpt_reader *r);
+int tfb_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
+int tfb_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
+void tfb_close(ckpt_reader *r);
+int tfb_writer_open(ckpt_writer *w);
+int tfb_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);
+int tfb_writer_commit(ckpt_writer *w);
+void tfb_writer_close(ckpt_writer *w);
+
+/** protobuf-c allocator routed through the ckpt__ hook. */
+struct ProtobufCAllocator;
+extern struct ProtobufCAllocator tfb_pb_allocator;
+
+#endif

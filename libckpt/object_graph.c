@@ -1,0 +1,491 @@
+/*
+ * TensorFlow's TrackableObjectGraph (trackable_object_graph.proto) as C data,
+ * and TensorFlow's key naming (trackable_utils.py).
+ *
+ *   TrackableObjectGraph { repeated TrackableObject nodes = 1; }   node 0 = root
+ *   TrackableObject { children = 1 {node_id = 1, local_name = 2};
+ *                     attributes = 2 {name = 1, full_name = 2, checkpoint_key = 3, optional_restore = 4};
+ *                     slot_variables = 3 {original_variable_node_id = 1, slot_name = 2, slot_variable_node_id = 3};
+ *                     registered_saver = 4 {name = 1, object_name = 2};
+ *                     has_checkpoint_values = 5 (BoolValue) }
+ *
+ * Decoding accepts fields in any order (protobuf-c); encoding is in
+ * field-number order with proto3 defaults omitted, as TF 2.2-2.9 wrote it.
+ * Graph members are allocated with ckpt__malloc; serialize / path / escape
+ * results use plain malloc (callers free() them).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <protobuf-c/protobuf-c.h>
+#include "trackable_object_graph.pb-c.h"
+#include "internal.h"
+
+typedef CkptTf__TrackableObjectGraph PbGraph;
+typedef CkptTf__TrackableObjectGraph__TrackableObject PbNode;
+typedef CkptTf__TrackableObjectGraph__TrackableObject__ObjectReference PbChild;
+typedef CkptTf__TrackableObjectGraph__TrackableObject__SerializedTensor PbAttr;
+typedef CkptTf__TrackableObjectGraph__TrackableObject__SlotVariableReference PbSlot;
+
+static void *og_pb_alloc(void *ctx, size_t n) { (void)ctx; return ckpt__malloc(n ? n : 1); }
+static void og_pb_free(void *ctx, void *p) { (void)ctx; ckpt__free(p); }
+static ProtobufCAllocator og_alloc = { og_pb_alloc, og_pb_free, NULL };
+
+static char *dup_str(const char *s)
+{
+	return ckpt__strdup(s ? s : "");
+}
+
+static void free_node(ckpt_og_node *n)
+{
+	for (size_t i = 0; i < n->nchildren; i++)
+		ckpt__free(n->children[i].local_name);
+	for (size_t i = 0; i < n->nattrs; i++) {
+		ckpt__free(n->attrs[i].name);
+		ckpt__free(n->attrs[i].full_name);
+		ckpt__free(n->attrs[i].checkpoint_key);
+	}
+	for (size_t i = 0; i < n->nslots; i++)
+		ckpt__free(n->slots[i].slot_name);
+	ckpt__free(n->children);
+	ckpt__free(n->attrs);
+	ckpt__free(n->slots);
+	ckpt__free(n->registered_saver);
+}
+
+void ckpt_object_graph_free(ckpt_object_graph *g)
+{
+	if (!g)
+		return;
+	for (size_t i = 0; i < g->nnodes; i++)
+		free_node(&g->nodes[i]);
+	ckpt__free(g->nodes);
+	ckpt__free(g);
+}
+
+int ckpt_object_graph_validate(const ckpt_object_graph *g)
+{
+	if (!g)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "NULL object graph");
+	if (g->nnodes == 0)
+		return ckpt__fail(CKPT_EFORMAT, NULL, NULL, -1, "object graph has no root node");
+	if (g->nnodes > INT32_MAX)
+		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "object graph has %zu nodes", g->nnodes);
+	long n = (long)g->nnodes;
+	for (size_t i = 0; i < g->nnodes; i++) {
+		const ckpt_og_node *o = &g->nodes[i];
+		for (size_t k = 0; k < o->nchildren; k++)
+			if (o->children[k].node_id < 0 || o->children[k].node_id >= n)
+				return ckpt__fail(CKPT_EFORMAT, NULL, o->children[k].local_name, -1,
+					"node %zu: child '%s' refers to node %d, graph has %zu nodes", i,
+					o->children[k].local_name ? o->children[k].local_name : "",
+					o->children[k].node_id, g->nnodes);
+		for (size_t k = 0; k < o->nslots; k++) {
+			const ckpt_og_slot *s = &o->slots[k];
+			if (s->original_variable_node_id < 0 || s->original_variable_node_id >= n ||
+			    s->slot_variable_node_id < 0 || s->slot_variable_node_id >= n)
+				return ckpt__fail(CKPT_EFORMAT, NULL, s->slot_name, -1,
+					"node %zu: slot '%s' refers to nodes %d/%d, graph has %zu nodes", i,
+					s->slot_name ? s->slot_name : "", s->original_variable_node_id,
+					s->slot_variable_node_id, g->nnodes);
+		}
+	}
+	return CKPT_OK;
+}
+
+static int convert_node(ckpt_og_node *d, const PbNode *s)
+{
+	d->has_checkpoint_values = s->has_checkpoint_values ? (s->has_checkpoint_values->value ? 1 : 0) : -1;
+	if (s->registered_saver && !(d->registered_saver = dup_str(s->registered_saver->name)))
+		return CKPT_ENOMEM;
+	if (s->n_children && !(d->children = ckpt__calloc(s->n_children, sizeof(*d->children))))
+		return CKPT_ENOMEM;
+	for (; d->nchildren < s->n_children; d->nchildren++) {
+		const PbChild *c = s->children[d->nchildren];
+		ckpt_og_child *o = &d->children[d->nchildren];
+		o->node_id = c->node_id;
+		if (!(o->local_name = dup_str(c->local_name)))
+			return CKPT_ENOMEM;
+	}
+	if (s->n_attributes && !(d->attrs = ckpt__calloc(s->n_attributes, sizeof(*d->attrs))))
+		return CKPT_ENOMEM;
+	for (; d->nattrs < s->n_attributes; d->nattrs++) {
+		const PbAttr *a = s->attributes[d->nattrs];
+		ckpt_og_attr *o = &d->attrs[d->nattrs];
+		o->optional_restore = a->optional_restore ? 1 : 0;
+		if (!(o->name = dup_str(a->name)) || !(o->full_name = dup_str(a->full_name)) ||
+		    !(o->checkpoint_key = dup_str(a->checkpoint_key))) {
+			d->nattrs++;
+			return CKPT_ENOMEM;
+		}
+	}
+	if (s->n_slot_variables && !(d->slots = ckpt__calloc(s->n_slot_variables, sizeof(*d->slots))))
+		return CKPT_ENOMEM;
+	for (; d->nslots < s->n_slot_variables; d->nslots++) {
+		const PbSlot *sv = s->slot_variables[d->nslots];
+		ckpt_og_slot *o = &d->slots[d->nslots];
+		o->original_variable_node_id = sv->original_variable_node_id;
+		o->slot_variable_node_id = sv->slot_variable_node_id;
+		if (!(o->slot_name = dup_str(sv->slot_name))) {
+			d->nslots++;
+			return CKPT_ENOMEM;
+		}
+	}
+	return CKPT_OK;
+}
+
+int ckpt_object_graph_parse(ckpt_object_graph **out, const void *buf, size_t n)
+{
+	*out = NULL;
+	if (n > CKPT_MAX_OBJECT_GRAPH_BYTES)
+		return ckpt__fail(CKPT_ELIMIT, NULL, CKPT_OBJECT_GRAPH_KEY, -1,
+			"object graph of %zu bytes exceeds the %llu-byte cap", n,
+			(unsigned long long)CKPT_MAX_OBJECT_GRAPH_BYTES);
+	PbGraph *pg = ckpt_tf__trackable_object_graph__unpack(&og_alloc, n, buf);
+	if (!pg)
+		return ckpt__fail(CKPT_EFORMAT, NULL, CKPT_OBJECT_GRAPH_KEY, -1,
+			"cannot decode the TrackableObjectGraph (%zu bytes)", n);
+	ckpt_object_graph *g = ckpt__calloc(1, sizeof(*g));
+	int rc = g ? CKPT_OK : CKPT_ENOMEM;
+	if (rc == CKPT_OK && pg->n_nodes && !(g->nodes = ckpt__calloc(pg->n_nodes, sizeof(*g->nodes))))
+		rc = CKPT_ENOMEM;
+	for (size_t i = 0; rc == CKPT_OK && i < pg->n_nodes; i++) {
+		g->nnodes++;
+		rc = convert_node(&g->nodes[i], pg->nodes[i]);
+	}
+	ckpt_tf__trackable_object_graph__free_unpacked(pg, &og_alloc);
+	if (rc == CKPT_OK)
+		rc = ckpt_object_graph_validate(g);
+	if (rc < 0) {
+		ckpt_object_graph_free(g);
+		return rc;
+	}
+	*out = g;
+	return CKPT_OK;
+}
+
+/* protobuf-c views of one node; everything points into `g` or the arrays here. */
+typedef struct pb_node_mem {
+	PbChild *c; PbChild **cp;
+	PbAttr *a; PbAttr **ap;
+	PbSlot *s; PbSlot **sp;
+	CkptTf__RegisteredSaver saver;
+	CkptTf__BoolValue hcv;
+} pb_node_mem;
+
+static char *nz(const char *s)
+{
+	return (char *)(s ? s : "");
+}
+
+int ckpt_object_graph_serialize(const ckpt_object_graph *g, void **buf, size_t *n)
+{
+	*buf = NULL;
+	*n = 0;
+	CKPT_TRY(ckpt_object_graph_validate(g));
+	PbGraph pg = CKPT_TF__TRACKABLE_OBJECT_GRAPH__INIT;
+	PbNode *nodes = ckpt__calloc(g->nnodes, sizeof(*nodes));
+	PbNode **np = ckpt__calloc(g->nnodes, sizeof(*np));
+	pb_node_mem *mem = ckpt__calloc(g->nnodes, sizeof(*mem));
+	int rc = (nodes && np && mem) ? CKPT_OK : CKPT_ENOMEM;
+	for (size_t i = 0; rc == CKPT_OK && i < g->nnodes; i++) {
+		const ckpt_og_node *o = &g->nodes[i];
+		pb_node_mem *m = &mem[i];
+		PbNode *p = &nodes[i];
+		ckpt_tf__trackable_object_graph__trackable_object__init(p);
+		np[i] = p;
+		m->c = ckpt__calloc(o->nchildren + 1, sizeof(*m->c));
+		m->cp = ckpt__calloc(o->nchildren + 1, sizeof(*m->cp));
+		m->a = ckpt__calloc(o->nattrs + 1, sizeof(*m->a));
+		m->ap = ckpt__calloc(o->nattrs + 1, sizeof(*m->ap));
+		m->s = ckpt__calloc(o->nslots + 1, sizeof(*m->s));
+		m->sp = ckpt__calloc(o->nslots + 1, sizeof(*m->sp));
+		if (!m->c || !m->cp || !m->a || !m->ap || !m->s || !m->sp) {
+			rc = CKPT_ENOMEM;
+			break;
+		}
+		for (size_t k = 0; k < o->nchildren; k++) {
+			ckpt_tf__trackable_object_graph__trackable_object__object_reference__init(&m->c[k]);
+			m->c[k].node_id = o->children[k].node_id;
+			m->c[k].local_name = nz(o->children[k].local_name);
+			m->cp[k] = &m->c[k];
+		}
+		for (size_t k = 0; k < o->nattrs; k++) {
+			ckpt_tf__trackable_object_graph__trackable_object__serialized_tensor__init(&m->a[k]);
+			m->a[k].name = nz(o->attrs[k].name);
+			m->a[k].full_name = nz(o->attrs[k].full_name);
+			m->a[k].checkpoint_key = nz(o->attrs[k].checkpoint_key);
+			m->a[k].optional_restore = o->attrs[k].optional_restore ? 1 : 0;
+			m->ap[k] = &m->a[k];
+		}
+		for (size_t k = 0; k < o->nslots; k++) {
+			ckpt_tf__trackable_object_graph__trackable_object__slot_variable_reference__init(&m->s[k]);
+			m->s[k].original_variable_node_id = o->slots[k].original_variable_node_id;
+			m->s[k].slot_name = nz(o->slots[k].slot_name);
+			m->s[k].slot_variable_node_id = o->slots[k].slot_variable_node_id;
+			m->sp[k] = &m->s[k];
+		}
+		p->n_children = o->nchildren;
+		p->children = m->cp;
+		p->n_attributes = o->nattrs;
+		p->attributes = m->ap;
+		p->n_slot_variables = o->nslots;
+		p->slot_variables = m->sp;
+		if (o->registered_saver) {
+			ckpt_tf__registered_saver__init(&m->saver);
+			m->saver.name = o->registered_saver;
+			p->registered_saver = &m->saver;
+		}
+		if (o->has_checkpoint_values >= 0) {
+			ckpt_tf__bool_value__init(&m->hcv);
+			m->hcv.value = o->has_checkpoint_values ? 1 : 0;
+			p->has_checkpoint_values = &m->hcv;
+		}
+	}
+	if (rc == CKPT_OK) {
+		pg.n_nodes = g->nnodes;
+		pg.nodes = np;
+		size_t len = ckpt_tf__trackable_object_graph__get_packed_size(&pg);
+		unsigned char *b = malloc(len ? len : 1);
+		if (!b) {
+			rc = ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "out of memory (%zu bytes)", len);
+		} else {
+			*n = ckpt_tf__trackable_object_graph__pack(&pg, b);
+			*buf = b;
+		}
+	}
+	for (size_t i = 0; mem && i < g->nnodes; i++) {
+		ckpt__free(mem[i].c); ckpt__free(mem[i].cp);
+		ckpt__free(mem[i].a); ckpt__free(mem[i].ap);
+		ckpt__free(mem[i].s); ckpt__free(mem[i].sp);
+	}
+	ckpt__free(mem);
+	ckpt__free(nodes);
+	ckpt__free(np);
+	return rc;
+}
+
+int ckpt_object_graph_copy(ckpt_object_graph **out, const ckpt_object_graph *g)
+{
+	*out = NULL;
+	if (!g)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "NULL object graph");
+	ckpt_object_graph *c = ckpt__calloc(1, sizeof(*c));
+	if (!c)
+		return CKPT_ENOMEM;
+	if (g->nnodes && !(c->nodes = ckpt__calloc(g->nnodes, sizeof(*c->nodes)))) {
+		ckpt__free(c);
+		return CKPT_ENOMEM;
+	}
+	int rc = CKPT_OK;
+	for (size_t i = 0; rc == CKPT_OK && i < g->nnodes; i++) {
+		const ckpt_og_node *s = &g->nodes[i];
+		ckpt_og_node *d = &c->nodes[i];
+		c->nnodes++;
+		d->has_checkpoint_values = s->has_checkpoint_values;
+		if (s->registered_saver && !(d->registered_saver = ckpt__strdup(s->registered_saver)))
+			rc = CKPT_ENOMEM;
+		if (rc == CKPT_OK && s->nchildren && !(d->children = ckpt__calloc(s->nchildren, sizeof(*d->children))))
+			rc = CKPT_ENOMEM;
+		for (; rc == CKPT_OK && d->nchildren < s->nchildren; d->nchildren++) {
+			d->children[d->nchildren].node_id = s->children[d->nchildren].node_id;
+			if (!(d->children[d->nchildren].local_name = dup_str(s->children[d->nchildren].local_name)))
+				rc = CKPT_ENOMEM;
+		}
+		if (rc == CKPT_OK && s->nattrs && !(d->attrs = ckpt__calloc(s->nattrs, sizeof(*d->attrs))))
+			rc = CKPT_ENOMEM;
+		for (; rc == CKPT_OK && d->nattrs < s->nattrs; d->nattrs++) {
+			const ckpt_og_attr *a = &s->attrs[d->nattrs];
+			ckpt_og_attr *b = &d->attrs[d->nattrs];
+			b->optional_restore = a->optional_restore;
+			if (!(b->name = dup_str(a->name)) || !(b->full_name = dup_str(a->full_name)) ||
+			    !(b->checkpoint_key = dup_str(a->checkpoint_key)))
+				rc = CKPT_ENOMEM;
+		}
+		if (rc == CKPT_OK && s->nslots && !(d->slots = ckpt__calloc(s->nslots, sizeof(*d->slots))))
+			rc = CKPT_ENOMEM;
+		for (; rc == CKPT_OK && d->nslots < s->nslots; d->nslots++) {
+			d->slots[d->nslots] = s->slots[d->nslots];
+			if (!(d->slots[d->nslots].slot_name = dup_str(s->slots[d->nslots].slot_name)))
+				rc = CKPT_ENOMEM;
+		}
+	}
+	if (rc < 0) {
+		ckpt_object_graph_free(c);
+		return rc;
+	}
+	*out = c;
+	return CKPT_OK;
+}
+
+/* ---- key naming ---- */
+
+static char *escape_malloc(const char *name)
+{
+	size_t n = 0;
+	for (const char *p = name; *p; p++)
+		n += (*p == '.' || *p == '/') ? 2 : 1;
+	char *o = malloc(n + 1);
+	if (!o)
+		return NULL;
+	char *q = o;
+	for (const char *p = name; *p; p++) {
+		if (*p == '.') { *q++ = '.'; *q++ = '.'; }
+		else if (*p == '/') { *q++ = '.'; *q++ = 'S'; }
+		else *q++ = *p;
+	}
+	*q = '\0';
+	return o;
+}
+
+int ckpt_key_escape(const char *name, char **out)
+{
+	*out = NULL;
+	if (!name)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "NULL name");
+	*out = escape_malloc(name);
+	return *out ? CKPT_OK : ckpt__fail(CKPT_ENOMEM, NULL, name, -1, "out of memory");
+}
+
+int ckpt_key_attribute(const char *object_path, const char *attr, char **out)
+{
+	*out = NULL;
+	if (!object_path || !attr)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "NULL object path or attribute");
+	char *e = escape_malloc(attr);
+	if (!e)
+		return ckpt__fail(CKPT_ENOMEM, NULL, attr, -1, "out of memory");
+	size_t n = strlen(object_path) + strlen("/.ATTRIBUTES/") + strlen(e) + 1;
+	char *o = malloc(n);
+	if (o)
+		snprintf(o, n, "%s/.ATTRIBUTES/%s", object_path, e);
+	free(e);
+	*out = o;
+	return o ? CKPT_OK : ckpt__fail(CKPT_ENOMEM, NULL, attr, -1, "out of memory");
+}
+
+/*
+ * BFS from the root following children in declaration order: the first
+ * visit fixes a node's parent edge (parent node, child index).
+ */
+static int bfs_parents(const ckpt_object_graph *g, int *pnode, int *pchild)
+{
+	int *queue = ckpt__calloc(g->nnodes, sizeof(int));
+	if (!queue)
+		return CKPT_ENOMEM;
+	for (size_t i = 0; i < g->nnodes; i++)
+		pnode[i] = -2; /* unvisited */
+	pnode[0] = -1;
+	size_t head = 0, tail = 0;
+	queue[tail++] = 0;
+	while (head < tail) {
+		int u = queue[head++];
+		const ckpt_og_node *o = &g->nodes[u];
+		for (size_t k = 0; k < o->nchildren; k++) {
+			int v = o->children[k].node_id;
+			if (pnode[v] != -2)
+				continue;
+			pnode[v] = u;
+			pchild[v] = (int)k;
+			queue[tail++] = v;
+		}
+	}
+	ckpt__free(queue);
+	return CKPT_OK;
+}
+
+/* Escaped path of a BFS-reachable node into a fresh malloc'ed string. */
+static int tree_path(const ckpt_object_graph *g, const int *pnode, const int *pchild, int node, char **out)
+{
+	int chain[CKPT_MAX_OBJECT_GRAPH_DEPTH];
+	int depth = 0;
+	for (int v = node; v != 0; v = pnode[v]) {
+		if (depth == CKPT_MAX_OBJECT_GRAPH_DEPTH)
+			return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1,
+				"node %d is deeper than %d levels", node, CKPT_MAX_OBJECT_GRAPH_DEPTH);
+		chain[depth++] = v;
+	}
+	size_t len = 1;
+	char **parts = ckpt__calloc((size_t)depth + 1, sizeof(char *));
+	if (!parts)
+		return CKPT_ENOMEM;
+	int rc = CKPT_OK;
+	for (int i = 0; i < depth && rc == CKPT_OK; i++) {
+		int v = chain[depth - 1 - i];
+		const char *name = g->nodes[pnode[v]].children[pchild[v]].local_name;
+		parts[i] = escape_malloc(name ? name : "");
+		if (!parts[i])
+			rc = ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "out of memory");
+		else
+			len += strlen(parts[i]) + 1;
+	}
+	char *o = rc == CKPT_OK ? malloc(len) : NULL;
+	if (rc == CKPT_OK && !o)
+		rc = ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "out of memory");
+	if (o) {
+		size_t p = 0;
+		for (int i = 0; i < depth; i++) {
+			if (i)
+				o[p++] = '/';
+			size_t l = strlen(parts[i]);
+			memcpy(o + p, parts[i], l);
+			p += l;
+		}
+		o[p] = '\0';
+	}
+	for (int i = 0; i < depth; i++)
+		free(parts[i]);
+	ckpt__free(parts);
+	*out = o;
+	return rc;
+}
+
+int ckpt_object_graph_path(const ckpt_object_graph *g, int node, char **out)
+{
+	*out = NULL;
+	CKPT_TRY(ckpt_object_graph_validate(g));
+	if (node < 0 || (size_t)node >= g->nnodes)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "node %d out of range (%zu nodes)", node, g->nnodes);
+	int *pnode = ckpt__calloc(g->nnodes, sizeof(int));
+	int *pchild = ckpt__calloc(g->nnodes, sizeof(int));
+	int rc = (pnode && pchild) ? bfs_parents(g, pnode, pchild) : CKPT_ENOMEM;
+	if (rc == CKPT_OK && pnode[node] != -2) {
+		rc = tree_path(g, pnode, pchild, node, out);
+		goto done;
+	}
+	/* a slot variable: "<var path>/.OPTIMIZER_SLOT/<optimizer path>/<escaped slot>" */
+	for (size_t o = 0; rc == CKPT_OK && o < g->nnodes; o++) {
+		const ckpt_og_node *opt = &g->nodes[o];
+		for (size_t k = 0; k < opt->nslots; k++) {
+			const ckpt_og_slot *s = &opt->slots[k];
+			if (s->slot_variable_node_id != node || pnode[s->original_variable_node_id] == -2 ||
+			    pnode[o] == -2)
+				continue;
+			char *vp = NULL, *op = NULL, *sn = NULL;
+			rc = tree_path(g, pnode, pchild, s->original_variable_node_id, &vp);
+			if (rc == CKPT_OK)
+				rc = tree_path(g, pnode, pchild, (int)o, &op);
+			if (rc == CKPT_OK && !(sn = escape_malloc(s->slot_name ? s->slot_name : "")))
+				rc = ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "out of memory");
+			if (rc == CKPT_OK) {
+				size_t len = strlen(vp) + strlen(op) + strlen(sn) + sizeof("/.OPTIMIZER_SLOT//");
+				*out = malloc(len);
+				if (*out)
+					snprintf(*out, len, "%s/.OPTIMIZER_SLOT/%s/%s", vp, op, sn);
+				else
+					rc = ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "out of memory");
+			}
+			free(vp);
+			free(op);
+			free(sn);
+			goto done;
+		}
+	}
+	if (rc == CKPT_OK)
+		rc = ckpt__fail(CKPT_ENOTFOUND, NULL, NULL, -1,
+			"node %d is not reachable from the root nor a slot variable", node);
+done:
+	ckpt__free(pnode);
+	ckpt__free(pchild);
+	return rc;
+}
