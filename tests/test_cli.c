@@ -1,0 +1,571 @@
+/*
+ * The `ckpt` tool, run as a separate process (CKPT_CLI_PATH): help and
+ * usage errors, `inspect --json` on every fixture against an independent
+ * Python oracle (tests/scripts/expected_inspect.py: dump_bundle.py / h5py
+ * + zlib.crc32, itself checked against each CONTENTS.txt), corruption and
+ * missing data files, verify, diff, convert.
+ */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <jansson.h>
+#include "ckpt/ckpt.h"
+#include "test_support.h"
+
+#define ORACLE CKPT_SOURCE_DIR "/tests/scripts/expected_inspect.py"
+
+/* Run the CLI with a NULL-terminated argument list. */
+static ts_run_result cli(const char *arg, ...)
+{
+	char *argv[32];
+	int n = 0;
+	va_list ap;
+	ts_run_result r;
+
+	argv[n++] = (char *)TS_CLI;
+	va_start(ap, arg);
+	for (; arg && n < 31; arg = va_arg(ap, const char *))
+		argv[n++] = (char *)arg;
+	va_end(ap);
+	argv[n] = NULL;
+	cr_assert_eq(ts_run(&r, argv), 0, "could not start %s", TS_CLI);
+	return r;
+}
+
+static json_t *parse_json(const char *text, const char *what)
+{
+	json_error_t e;
+	json_t *j = json_loads(text, 0, &e);
+
+	cr_assert_not_null(j, "%s: not JSON (%s at line %d): %s", what, e.text, e.line, text);
+	return j;
+}
+
+/* Fixture paths under `rel` (one checkpoint per CONTENTS.txt section / Keras dump). */
+static json_t *fixture_paths(const char *rel)
+{
+	char *const argv[] = { TS_PYTHON, ORACLE, "--list", (char *)ts_fixture(rel), NULL };
+	ts_run_result r;
+	json_t *list = json_array();
+	char *line, *save = NULL;
+
+	cr_assert_eq(ts_run(&r, argv), 0);
+	cr_assert_eq(r.status, 0, "oracle --list failed: %s", r.err);
+	for (line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		json_array_append_new(list, json_string(line));
+	ts_run_free(&r);
+	cr_assert_gt(json_array_size(list), 0, "no fixtures under %s", rel);
+	return list;
+}
+
+static json_t *oracle(const char *path)
+{
+	char *const argv[] = { TS_PYTHON, ORACLE, (char *)path, NULL };
+	ts_run_result r;
+	json_t *j;
+
+	cr_assert_eq(ts_run(&r, argv), 0);
+	cr_assert_eq(r.status, 0, "oracle failed on %s: %s", path, r.err);
+	j = parse_json(r.out, "oracle");
+	ts_run_free(&r);
+	return j;
+}
+
+static json_t *find_var(json_t *vars, const char *name)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(vars, i, v)
+		if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0)
+			return v;
+	return NULL;
+}
+
+/* The exact --json text: keys in order, json.dumps separators, one line. */
+static void assert_json_layout(const char *out, json_t *doc)
+{
+	static const char *const top[] = { "path", "format", "variables" };
+	static const char *const var[] = { "name", "dtype", "shape", "bytes", "crc32", "role" };
+	const char *key;
+	json_t *val, *v;
+	size_t i = 0, k;
+	char *again;
+
+	json_object_foreach(doc, key, val) {
+		cr_assert_lt(i, 3);
+		cr_assert_str_eq(key, top[i++]);
+	}
+	cr_assert_eq(i, 3);
+	json_array_foreach(json_object_get(doc, "variables"), k, v) {
+		i = 0;
+		json_object_foreach(v, key, val) {
+			cr_assert_lt(i, 6);
+			cr_assert_str_eq(key, var[i++], "variable key order");
+		}
+		cr_assert_eq(i, 6);
+		const char *role = json_string_value(json_object_get(v, "role"));
+		cr_assert(role && (!strcmp(role, "model") || !strcmp(role, "optimizer") ||
+			!strcmp(role, "metric") || !strcmp(role, "other")), "role %s", role ? role : "(null)");
+	}
+	/* jansson's default separators are json.dumps' (", " and ": ") */
+	again = json_dumps(doc, JSON_ENSURE_ASCII);
+	cr_assert_not_null(again);
+	cr_assert_eq(strlen(out), strlen(again) + 1);
+	cr_assert(strncmp(out, again, strlen(again)) == 0 && out[strlen(again)] == '\n',
+		"output is not exactly one json.dumps-style line:\n%s\n%s", out, again);
+	free(again);
+}
+
+/* ckpt inspect --json PATH lists exactly what the oracle lists, with equal crc32. */
+static void check_inspect_against_oracle(const char *path, const char *format_prefix)
+{
+	ts_run_result r = cli("inspect", "--json", path, NULL);
+	json_t *want = oracle(path), *got, *gvars, *wvars, *w;
+	size_t i;
+
+	cr_assert_eq(r.status, 0, "%s: exit %d: %s", path, r.status, r.err);
+	got = parse_json(r.out, path);
+	assert_json_layout(r.out, got);
+	cr_assert(strncmp(json_string_value(json_object_get(got, "format")), format_prefix,
+		strlen(format_prefix)) == 0, "%s: format %s", path, json_string_value(json_object_get(got, "format")));
+	gvars = json_object_get(got, "variables");
+	wvars = json_object_get(want, "variables");
+	cr_assert_eq(json_array_size(gvars), json_array_size(wvars), "%s: %zu variables, oracle %zu", path,
+		json_array_size(gvars), json_array_size(wvars));
+	json_array_foreach(wvars, i, w) {
+		const char *name = json_string_value(json_object_get(w, "name"));
+		json_t *g = find_var(gvars, name);
+
+		cr_assert_not_null(g, "%s: '%s' not listed", path, name);
+		cr_assert_str_eq(json_string_value(json_object_get(g, "dtype")),
+			json_string_value(json_object_get(w, "dtype")), "%s: dtype of %s", path, name);
+		cr_assert(json_equal(json_object_get(g, "shape"), json_object_get(w, "shape")),
+			"%s: shape of %s", path, name);
+		cr_assert_eq(json_integer_value(json_object_get(g, "bytes")),
+			json_integer_value(json_object_get(w, "bytes")), "%s: bytes of %s", path, name);
+		cr_assert(json_is_string(json_object_get(g, "crc32")), "%s: crc32 of %s is null", path, name);
+		cr_assert_str_eq(json_string_value(json_object_get(g, "crc32")),
+			json_string_value(json_object_get(w, "crc32")), "%s: crc32 of %s", path, name);
+	}
+	json_decref(got);
+	json_decref(want);
+	ts_run_free(&r);
+}
+
+/* ---- help and usage ---- */
+
+static const char *const commands[] = { "inspect", "verify", "diff", "convert" };
+
+Test(cli, help_on_every_command)
+{
+	ts_run_result r = cli("--help", NULL);
+	size_t i;
+	char usage[64];
+
+	cr_assert_eq(r.status, 0);
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		cr_assert(strstr(r.out, commands[i]), "ckpt --help lists %s", commands[i]);
+	ts_run_free(&r);
+	r = cli("--version", NULL);
+	cr_assert_eq(r.status, 0);
+	cr_assert(strstr(r.out, CKPT_VERSION_STRING));
+	ts_run_free(&r);
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		snprintf(usage, sizeof(usage), "usage: ckpt %s", commands[i]);
+		r = cli(commands[i], "--help", NULL);
+		cr_assert_eq(r.status, 0, "ckpt %s --help: %d", commands[i], r.status);
+		cr_assert(strncmp(r.out, usage, strlen(usage)) == 0, "%s", r.out);
+		ts_run_free(&r);
+		r = cli("help", commands[i], NULL);
+		cr_assert_eq(r.status, 0);
+		cr_assert(strncmp(r.out, usage, strlen(usage)) == 0, "%s", r.out);
+		ts_run_free(&r);
+	}
+}
+
+Test(cli, usage_errors_exit_2)
+{
+	static const char *const cases[][6] = {
+		{ NULL },
+		{ "bogus", NULL },
+		{ "--bogus", NULL },
+		{ "help", "bogus", NULL },
+		{ "inspect", NULL },
+		{ "inspect", "a", "b", NULL },
+		{ "inspect", "--bogus", "a", NULL },
+		{ "inspect", "--json=1", "a", NULL },
+		{ "verify", NULL },
+		{ "diff", "a", NULL },
+		{ "diff", "a", "b", "--atol", NULL },
+		{ "diff", "a", "b", "--atol", "abc", NULL },
+		{ "diff", "a", "b", "--rtol=-1", NULL },
+		{ "convert", "a", "b", NULL },
+		{ "convert", "a", "b", "--to", "zip", NULL },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *const *c = cases[i];
+		ts_run_result r = cli(c[0], c[0] ? c[1] : NULL, c[0] && c[1] ? c[2] : NULL,
+			c[0] && c[1] && c[2] ? c[3] : NULL, c[0] && c[1] && c[2] && c[3] ? c[4] : NULL, NULL);
+		cr_assert_eq(r.status, 2, "case %zu (%s %s): exit %d, stderr %s", i, c[0] ? c[0] : "",
+			c[0] && c[1] ? c[1] : "", r.status, r.err);
+		cr_assert(strstr(r.err, "usage: ckpt"), "case %zu: no usage line: %s", i, r.err);
+		cr_assert_eq(r.out[0], '\0', "case %zu: usage error printed to stdout", i);
+		ts_run_free(&r);
+	}
+}
+
+/* ---- inspect --json on every fixture ---- */
+
+Test(cli, inspect_json_every_tf_fixture, .timeout = 300)
+{
+	json_t *paths = fixture_paths("tf");
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(paths, i, p)
+		check_inspect_against_oracle(json_string_value(p), "tf-bundle");
+	json_decref(paths);
+}
+
+Test(cli, inspect_json_every_keras_fixture, .timeout = 300)
+{
+	json_t *paths = fixture_paths("keras");
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(paths, i, p)
+		check_inspect_against_oracle(json_string_value(p), "keras");
+	json_decref(paths);
+}
+
+Test(cli, inspect_human_shows_tree_and_totals)
+{
+	ts_run_result r = cli("inspect", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2/ckpt"), NULL);
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "format: tf-bundle"), "%s", r.out);
+	cr_assert(strstr(r.out, "object graph:"), "%s", r.out);
+	cr_assert(strstr(r.out, "slot 'momentum'"), "%s", r.out);
+	cr_assert(strstr(r.out, "layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE"), "%s", r.out);
+	cr_assert(strstr(r.out, "total: 11 tensors"), "%s", r.out);
+	cr_assert(strstr(r.out, "crc32c verified"), "%s", r.out);
+	ts_run_free(&r);
+}
+
+/* ---- corruption and missing data files ---- */
+
+static char *copy_fixture(const char *rel, char **dir_out)
+{
+	char *dir = ts_tmpdir();
+	char *dst = ts_join(dir, "ckpt");
+
+	cr_assert_eq(ts_copy(ts_fixture(rel), dst), 0);
+	*dir_out = dir;
+	return dst;
+}
+
+static void flip_byte(const char *path, long off)
+{
+	size_t n;
+	char *buf = ts_read_file(path, &n);
+
+	cr_assert_not_null(buf, "%s", path);
+	cr_assert_lt((size_t)off, n);
+	buf[off] ^= 0x40;
+	cr_assert_eq(ts_write_file(path, buf, n), 0);
+	free(buf);
+}
+
+Test(cli, corrupt_tensor_data_is_named)
+{
+	char *dir, *copy = copy_fixture("tf/tensorflow__half_plus_two_v1/00000123/variables", &dir);
+	char *data = ts_join(copy, "variables.data-00000-of-00001");
+	char *prefix = ts_join(copy, "variables");
+	ts_run_result r;
+	json_t *doc, *v;
+
+	flip_byte(data, 5); /* inside "b" (offset 4, 4 bytes) */
+	r = cli("inspect", "--json", prefix, NULL);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	cr_assert(strstr(r.err, "ckpt: "), "%s", r.err);
+	cr_assert(strstr(r.err, dir), "error names the path: %s", r.err);
+	cr_assert(strstr(r.err, "variable 'b'"), "error names the variable: %s", r.err);
+	doc = parse_json(r.out, "inspect --json");
+	v = find_var(json_object_get(doc, "variables"), "b");
+	cr_assert(v && json_is_null(json_object_get(v, "crc32")), "crc32 of b is null");
+	cr_assert(json_is_string(json_object_get(find_var(json_object_get(doc, "variables"), "a"), "crc32")));
+	json_decref(doc);
+	ts_run_free(&r);
+
+	r = cli("verify", prefix, NULL);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.err, "variable 'b'"), "%s", r.err);
+	cr_assert(strstr(r.err, dir), "%s", r.err);
+	cr_assert_eq(strstr(r.out, "OK:"), NULL);
+	ts_run_free(&r);
+
+	r = cli("inspect", prefix, NULL);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.out, "BAD"), "%s", r.out);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+	free(copy);
+	free(data);
+	free(prefix);
+}
+
+Test(cli, corrupt_index_is_one_clear_error)
+{
+	char *dir, *copy = copy_fixture("tf/tensorflow__half_plus_two_v1/00000123/variables", &dir);
+	char *index = ts_join(copy, "variables.index");
+	char *prefix = ts_join(copy, "variables");
+	ts_run_result r;
+
+	flip_byte(index, 20); /* inside the data block: its crc32c no longer matches */
+	r = cli("inspect", "--json", prefix, NULL);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	cr_assert(strncmp(r.err, "ckpt: ", 6) == 0, "%s", r.err);
+	cr_assert(strstr(r.err, "variables.index"), "names the file: %s", r.err);
+	cr_assert_eq(r.out[0], '\0');
+	ts_run_free(&r);
+	r = cli("verify", prefix, NULL);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.err, "variables.index"), "%s", r.err);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+	free(copy);
+	free(index);
+	free(prefix);
+}
+
+Test(cli, missing_shard_is_named)
+{
+	char *dir, *copy = copy_fixture("tf/tensorflow__lso_ckpt_tf2.2", &dir);
+	char *shard = ts_join(copy, "ckpt.data-00001-of-00002");
+	char *prefix = ts_join(copy, "ckpt");
+	ts_run_result r;
+	json_t *doc;
+
+	cr_assert_eq(unlink(shard), 0);
+	r = cli("inspect", "--json", prefix, NULL);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.err, "ckpt.data-00001-of-00002"), "names the missing file: %s", r.err);
+	doc = parse_json(r.out, "inspect --json");
+	cr_assert_eq(json_array_size(json_object_get(doc, "variables")), 11, "lists what the index says");
+	cr_assert(json_is_null(json_object_get(find_var(json_object_get(doc, "variables"),
+		"layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE"), "crc32")));
+	json_decref(doc);
+	ts_run_free(&r);
+	r = cli("verify", prefix, NULL);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.err, "ckpt.data-00001-of-00002"), "%s", r.err);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+	free(copy);
+	free(shard);
+	free(prefix);
+}
+
+Test(cli, nonexistent_path_exits_1)
+{
+	ts_run_result r = cli("inspect", "/nonexistent/ckpt-1", NULL);
+
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.err, "/nonexistent/ckpt-1"), "%s", r.err);
+	ts_run_free(&r);
+}
+
+/* ---- verify ---- */
+
+Test(cli, verify_ok_on_every_fixture, .timeout = 300)
+{
+	json_t *paths = fixture_paths("");
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(paths, i, p) {
+		ts_run_result r = cli("verify", json_string_value(p), NULL);
+		cr_assert_eq(r.status, 0, "%s: %s", json_string_value(p), r.err);
+		cr_assert(strncmp(r.out, "OK: ", 4) == 0, "%s", r.out);
+		ts_run_free(&r);
+	}
+	json_decref(paths);
+}
+
+/* ---- diff ---- */
+
+enum { EDIT_NONE, EDIT_NUDGE_A, EDIT_DROP_C, EDIT_B_AS_F64 };
+
+/* Rewrite half_plus_two_v1 (a=0.5, b=2, c=3) through the library, with one edit. */
+static char *write_variant(const char *dir, const char *name, int edit)
+{
+	char *out = ts_join(dir, name);
+	ckpt_reader *r;
+	ckpt_writer *w;
+	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
+	size_t i;
+
+	wo.no_fsync = 1;
+	cr_assert_eq(ckpt_reader_open(&r, ts_fixture("tf/tensorflow__half_plus_two_v1/00000123/variables/variables"),
+		NULL), CKPT_OK);
+	cr_assert_eq(ckpt_writer_open(&w, out, "tf-bundle", &wo), CKPT_OK);
+	for (i = 0; i < ckpt_reader_count(r); i++) {
+		const char *vn = ckpt_reader_var(r, i)->name;
+		ckpt_tensor *t;
+
+		cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK);
+		if (edit == EDIT_NUDGE_A && !strcmp(vn, "a"))
+			*(float *)t->data += 0.001f;
+		if (edit == EDIT_DROP_C && !strcmp(vn, "c")) {
+			ckpt_tensor_free(t);
+			continue;
+		}
+		if (edit == EDIT_B_AS_F64 && !strcmp(vn, "b")) {
+			double d = *(float *)t->data;
+			ckpt_tensor *t64;
+			cr_assert_eq(ckpt_tensor_new(&t64, CKPT_DT_DOUBLE, &t->shape), CKPT_OK);
+			memcpy(t64->data, &d, 8);
+			ckpt_tensor_free(t);
+			t = t64;
+		}
+		cr_assert_eq(ckpt_writer_add(w, vn, t, 0), CKPT_OK);
+		ckpt_tensor_free(t);
+	}
+	cr_assert_eq(ckpt_writer_commit(w), CKPT_OK);
+	ckpt_writer_free(w);
+	ckpt_reader_free(r);
+	return out;
+}
+
+Test(cli, diff_equal_changed_tolerance)
+{
+	const char *orig = ts_fixture("tf/tensorflow__half_plus_two_v1/00000123/variables/variables");
+	char *dir = ts_tmpdir();
+	char *same = write_variant(dir, "same", EDIT_NONE);
+	char *nudged = write_variant(dir, "nudged", EDIT_NUDGE_A);
+	ts_run_result r;
+	json_t *doc, *d;
+
+	r = cli("diff", orig, orig, NULL);
+	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	ts_run_free(&r);
+	r = cli("diff", orig, same, NULL);
+	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "equal: 3 compared"), "%s", r.out);
+	ts_run_free(&r);
+
+	r = cli("diff", orig, nudged, NULL);
+	cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "values differ: a:"), "names the variable: %s", r.out);
+	cr_assert_eq(strstr(r.out, "values differ: b"), NULL);
+	ts_run_free(&r);
+	r = cli("diff", orig, nudged, "--atol", "0.01", NULL);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_run_free(&r);
+	r = cli("diff", orig, nudged, "--atol=1e-6", NULL);
+	cr_assert_eq(r.status, 1, "%s", r.out);
+	ts_run_free(&r);
+	r = cli("diff", orig, nudged, "--rtol", "0.01", NULL);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_run_free(&r);
+
+	r = cli("diff", orig, nudged, "--json", NULL);
+	cr_assert_eq(r.status, 1);
+	doc = parse_json(r.out, "diff --json");
+	cr_assert(json_is_false(json_object_get(doc, "equal")));
+	cr_assert_eq(json_array_size(json_object_get(doc, "differences")), 1);
+	d = json_array_get(json_object_get(doc, "differences"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(d, "name")), "a");
+	cr_assert_str_eq(json_string_value(json_object_get(d, "kind")), "values");
+	cr_assert_float_eq(json_real_value(json_object_get(d, "max_abs")), 0.001, 1e-6);
+	json_decref(doc);
+	ts_run_free(&r);
+
+	ts_rmtree(dir);
+	free(dir);
+	free(same);
+	free(nudged);
+}
+
+Test(cli, diff_missing_extra_and_dtype)
+{
+	const char *orig = ts_fixture("tf/tensorflow__half_plus_two_v1/00000123/variables/variables");
+	char *dir = ts_tmpdir();
+	char *dropped = write_variant(dir, "dropped", EDIT_DROP_C);
+	char *f64 = write_variant(dir, "f64", EDIT_B_AS_F64);
+	ts_run_result r;
+
+	r = cli("diff", orig, dropped, NULL);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.out, "only in A: c"), "%s", r.out);
+	ts_run_free(&r);
+	r = cli("diff", dropped, orig, "--atol", "1", NULL);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.out, "only in B: c"), "%s", r.out);
+	ts_run_free(&r);
+	r = cli("diff", orig, f64, "--atol", "1", NULL);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.out, "dtype differs: b: float32 vs float64"), "%s", r.out);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+	free(dropped);
+	free(f64);
+}
+
+/* ---- convert ---- */
+
+/* crc32 by name from `ckpt inspect --json`, without the object-graph entry. */
+static json_t *crcs_by_name(const char *path)
+{
+	ts_run_result r = cli("inspect", "--json", path, NULL);
+	json_t *doc, *v, *out = json_object();
+	size_t i;
+
+	cr_assert_eq(r.status, 0, "%s: %s", path, r.err);
+	doc = parse_json(r.out, path);
+	json_array_foreach(json_object_get(doc, "variables"), i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		if (strcmp(name, CKPT_OBJECT_GRAPH_KEY) != 0)
+			json_object_set(out, name, json_object_get(v, "crc32"));
+	}
+	json_decref(doc);
+	ts_run_free(&r);
+	return out;
+}
+
+Test(cli, convert_tf_to_tf_preserves_every_value)
+{
+	const char *src = ts_fixture("tf/tensorflow__lso_ckpt_tf2.2/ckpt");
+	char *dir = ts_tmpdir();
+	char *out = ts_join(dir, "converted");
+	ts_run_result r;
+	json_t *a, *b;
+
+	r = cli("convert", src, out, "--to", "tf", NULL);
+	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	ts_run_free(&r);
+	a = crcs_by_name(src);
+	b = crcs_by_name(out);
+	cr_assert(json_equal(a, b), "crc32 per name preserved");
+	json_decref(a);
+	json_decref(b);
+	r = cli("diff", src, out, NULL);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_run_free(&r);
+	r = cli("verify", out, NULL);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+	free(out);
+}

@@ -1,0 +1,121 @@
+/*
+ * The `ckpt` command-line tool: shared declarations.
+ *
+ * After libgit2's src/cli: main.c holds a table of commands; each command
+ * has one static opts[] table that drives parsing, the usage line and
+ * --help, so the help text cannot drift from the code. The tool uses only
+ * the public libckpt API (plus jansson and zlib).
+ *
+ * Exit codes are fixed: 0 OK, 1 error, 2 usage.
+ */
+#ifndef CKPT_CLI_H
+#define CKPT_CLI_H
+
+#include <stdio.h>
+#include <stdint.h>
+#include "ckpt/ckpt.h"
+
+enum {
+	CLI_EXIT_OK = 0,
+	CLI_EXIT_ERROR = 1,
+	CLI_EXIT_USAGE = 2
+};
+
+typedef enum cli_opt_type {
+	CLI_OPT_END = 0,   /**< terminates an opts[] table */
+	CLI_OPT_SWITCH,    /**< --name */
+	CLI_OPT_VALUE,     /**< --name VALUE or --name=VALUE */
+	CLI_OPT_ARG        /**< a positional argument, in table order */
+} cli_opt_type;
+
+typedef struct cli_opt {
+	cli_opt_type type;
+	const char *name;        /**< long name without "--", or the positional's name */
+	const char *value_name;  /**< CLI_OPT_VALUE: "X" in "--atol X" */
+	int required;            /**< positionals and values that must be given */
+	const char *help;        /**< one line */
+} cli_opt;
+
+typedef struct cli_cmd {
+	const char *name;
+	int (*fn)(const struct cli_cmd *cmd, int argc, char **argv);
+	const char *summary;     /**< one line, for `ckpt --help` */
+	const cli_opt *opts;
+	const char *description; /**< a paragraph for `ckpt help CMD`, or NULL */
+} cli_cmd;
+
+/* ---- cli_opts.c: option parsing, usage and help ---- */
+
+/** Results of cli_parse: values[i] belongs to opts[i] (NULL when absent; "1" for a given switch). */
+typedef struct cli_args {
+	const char *values[32];
+} cli_args;
+
+/** Parse result besides CLI_EXIT_OK: help was printed (exit 0). */
+#define CLI_PARSE_HELP (-100)
+
+/**
+ * Parse argv[1..argc-1] (argv[0] is the command name) against cmd->opts.
+ * Returns CLI_EXIT_OK, CLI_PARSE_HELP (--help printed to stdout) or
+ * CLI_EXIT_USAGE (a message and the usage line printed to stderr).
+ */
+int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out);
+/** The value of option `name` (NULL when absent). */
+const char *cli_get(const cli_cmd *cmd, const cli_args *a, const char *name);
+void cli_print_usage(FILE *f, const cli_cmd *cmd);
+void cli_print_help(FILE *f, const cli_cmd *cmd);
+/** Report a usage error ("ckpt CMD: <msg>" + usage line) and return CLI_EXIT_USAGE. */
+int cli_usage_error(const cli_cmd *cmd, const char *fmt, ...) CKPT_PRINTF(2, 3);
+/** Parse a non-negative finite double option value; CLI_EXIT_USAGE on error. */
+int cli_parse_double(const cli_cmd *cmd, const char *opt, const char *s, double *out);
+
+/*
+ * Error lines on stderr: "ckpt: <path>: variable '<v>' at offset <n>: <msg>".
+ * cli_report_last uses ckpt_error_last(), filling in `path` / `var` where
+ * the library recorded none. Both return CLI_EXIT_ERROR.
+ */
+int cli_report_last(const char *path, const char *var);
+int cli_report(const char *path, const char *var, int64_t offset, const char *fmt, ...) CKPT_PRINTF(4, 5);
+
+/* ---- json_out.c: the one JSON escaping function and deterministic output ---- */
+
+/**
+ * Write `s` (n bytes) as a JSON string literal, quotes included. Output is
+ * pure ASCII: non-ASCII UTF-8 is written as \uXXXX (surrogate pairs above
+ * U+FFFF), bytes that are not valid UTF-8 as \udcXX (Python's
+ * surrogateescape), so any name round-trips and the text matches
+ * Python's json.dumps.
+ */
+void jout_string(FILE *f, const char *s, size_t n);
+/** jout_string of a NUL-terminated string, or `null` for NULL. */
+void jout_cstring(FILE *f, const char *s);
+/** A shape as "[2, 2]". */
+void jout_shape(FILE *f, const ckpt_shape *s);
+/** A double with round-trip precision, `null` when not finite. */
+void jout_double(FILE *f, double v);
+/** "0x1a2b3c4d". */
+void jout_crc32(FILE *f, uint32_t crc);
+
+/* ---- commands (one file each) ---- */
+extern const cli_cmd cli_cmd_inspect;
+extern const cli_cmd cli_cmd_verify;
+extern const cli_cmd cli_cmd_diff;
+extern const cli_cmd cli_cmd_convert;
+
+/* ---- shared helpers (cli_common.c) ---- */
+
+/** Print the missing data shards of `r` to stderr; returns how many. */
+int cli_report_missing_shards(const ckpt_reader *r);
+/** 1 when entry `i` lives in a data file that does not exist. */
+int cli_var_in_missing_shard(const ckpt_reader *r, const ckpt_var_info *v);
+
+/**
+ * Canonical keys for matching entries across formats (diff, convert):
+ * keys[i] is the object-path key of entry i when the object graph has an
+ * attribute for it, else the stored name. Strings are malloc'ed; free
+ * with cli_keys_free.
+ */
+int cli_canonical_keys(const ckpt_reader *r, char ***keys);
+void cli_keys_free(char **keys, size_t n);
+
+#endif

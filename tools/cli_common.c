@@ -1,0 +1,146 @@
+/*
+ * Helpers shared by the `ckpt` subcommands: error lines, missing data
+ * files, and the canonical (object-path) key of each stored entry.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+static void error_line(const char *path, const char *var, int64_t offset, const char *msg)
+{
+	fputs("ckpt: ", stderr);
+	if (path)
+		fprintf(stderr, "%s: ", path);
+	if (var) {
+		fprintf(stderr, "variable '%s'", var);
+		if (offset >= 0)
+			fprintf(stderr, " at offset %" PRId64, offset);
+		fputs(": ", stderr);
+	} else if (offset >= 0) {
+		fprintf(stderr, "at offset %" PRId64 ": ", offset);
+	}
+	fprintf(stderr, "%s\n", msg);
+}
+
+int cli_report_last(const char *path, const char *var)
+{
+	const ckpt_error *e = ckpt_error_last();
+	const char *msg = e->message && *e->message ? e->message : ckpt_status_name(e->code);
+
+	error_line(e->path ? e->path : path, e->variable ? e->variable : var, e->offset, msg);
+	return CLI_EXIT_ERROR;
+}
+
+int cli_report(const char *path, const char *var, int64_t offset, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	error_line(path, var, offset, msg);
+	return CLI_EXIT_ERROR;
+}
+
+int cli_var_in_missing_shard(const ckpt_reader *r, const ckpt_var_info *v)
+{
+	int exists = 1;
+
+	if (v->shard < 0 || v->shard >= ckpt_reader_num_shards(r))
+		return 0;
+	if (!ckpt_reader_shard_path(r, v->shard, &exists))
+		return 0;
+	return !exists;
+}
+
+int cli_report_missing_shards(const ckpt_reader *r)
+{
+	int s, n = ckpt_reader_num_shards(r), missing = 0;
+
+	for (s = 0; s < n; s++) {
+		int exists = 1;
+		const char *p = ckpt_reader_shard_path(r, s, &exists);
+		size_t i, count = 0;
+
+		if (!p || exists)
+			continue;
+		for (i = 0; i < ckpt_reader_count(r); i++)
+			if (ckpt_reader_var(r, i)->shard == s)
+				count++;
+		cli_report(p, NULL, -1, "missing data file (shard %d of %d, %zu entries listed by the index)", s, n, count);
+		missing++;
+	}
+	return missing;
+}
+
+static char *dup_str(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = malloc(n);
+
+	if (p)
+		memcpy(p, s, n);
+	return p;
+}
+
+void cli_keys_free(char **keys, size_t n)
+{
+	size_t i;
+
+	if (!keys)
+		return;
+	for (i = 0; i < n; i++)
+		free(keys[i]);
+	free(keys);
+}
+
+/*
+ * For a TensorBundle the checkpoint key of an attribute is the stored name.
+ * For Keras files the reader synthesizes the graph: an attribute whose
+ * checkpoint_key is a stored dataset path gets the TF-style key derived from
+ * its object path, so a Keras file and a TF checkpoint of the same model
+ * state line up.
+ */
+int cli_canonical_keys(const ckpt_reader *r, char ***out)
+{
+	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
+	size_t n = ckpt_reader_count(r), i, k;
+	int is_bundle = strcmp(ckpt_reader_format(r), "tf-bundle") == 0;
+	char **keys = calloc(n ? n : 1, sizeof(char *));
+
+	if (!keys)
+		return cli_report(ckpt_reader_path(r), NULL, -1, "out of memory");
+	for (i = 0; g && i < g->nnodes; i++) {
+		const ckpt_og_node *node = &g->nodes[i];
+		for (k = 0; k < node->nattrs; k++) {
+			const ckpt_og_attr *a = &node->attrs[k];
+			size_t idx;
+			char *path = NULL, *key = NULL;
+
+			if (!a->checkpoint_key || ckpt_reader_find(r, a->checkpoint_key, &idx) != CKPT_OK || keys[idx])
+				continue;
+			if (is_bundle) {
+				key = dup_str(a->checkpoint_key);
+			} else if (ckpt_object_graph_path(g, (int)i, &path) == CKPT_OK) {
+				if (ckpt_key_attribute(path, a->name, &key) != CKPT_OK)
+					key = NULL;
+				free(path);
+			}
+			keys[idx] = key;
+		}
+	}
+	ckpt_error_clear();
+	for (i = 0; i < n; i++) {
+		if (!keys[i])
+			keys[i] = dup_str(ckpt_reader_var(r, i)->name);
+		if (!keys[i]) {
+			cli_keys_free(keys, n);
+			return cli_report(ckpt_reader_path(r), NULL, -1, "out of memory");
+		}
+	}
+	*out = keys;
+	return CLI_EXIT_OK;
+}

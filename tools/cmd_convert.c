@@ -1,0 +1,201 @@
+/*
+ * `ckpt convert IN OUT --to tf|keras-h5|keras-weights|keras [--allow-partial]`
+ *
+ * Reads every entry, the object graph and the metadata of IN and writes
+ * them with ckpt_writer_open(OUT, format). Entries go in under their
+ * canonical keys (object-path keys where the graph names them), and the
+ * graph handed to the writer is rewritten so its checkpoint keys are those
+ * names: every writer sees one consistent view, whatever IN's format.
+ * Entries the target cannot take (the writer answers CKPT_EUNSUPPORTED)
+ * are listed; without --allow-partial nothing is written and the exit
+ * status is 1. Values are copied bit for bit.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+static const cli_opt convert_opts[] = {
+	{ CLI_OPT_ARG, "IN", NULL, 1, "checkpoint to read (any supported format)" },
+	{ CLI_OPT_ARG, "OUT", NULL, 1, "output: bundle prefix, or the file to write" },
+	{ CLI_OPT_VALUE, "to", "FORMAT", 1, "tf | keras-h5 | keras-weights | keras" },
+	{ CLI_OPT_SWITCH, "allow-partial", NULL, 0, "write what can be mapped even if some entries cannot" },
+	{ CLI_OPT_END, NULL, NULL, 0, NULL }
+};
+
+static const struct {
+	const char *to, *format;
+} targets[] = {
+	{ "tf", "tf-bundle" },
+	{ "keras-h5", "keras-h5" },
+	{ "keras-weights", "keras-weights" },
+	{ "keras", "keras" },
+};
+
+static const char *const meta_keys[] = {
+	"keras_version", "backend", "model_config", "training_config", "config.json", "metadata.json"
+};
+
+/*
+ * A copy of the graph whose attribute checkpoint keys are the names the
+ * entries are written under. The replaced strings are malloc'ed: the CLI
+ * never installs an allocator hook, so the library frees them with free().
+ */
+static int graph_for_writer(const ckpt_reader *r, char **keys, ckpt_object_graph **out)
+{
+	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
+	ckpt_object_graph *c = NULL;
+	size_t i, k;
+
+	*out = NULL;
+	if (!g)
+		return CLI_EXIT_OK;
+	if (ckpt_object_graph_copy(&c, g) != CKPT_OK)
+		return cli_report_last(ckpt_reader_path(r), NULL);
+	for (i = 0; i < c->nnodes; i++) {
+		for (k = 0; k < c->nodes[i].nattrs; k++) {
+			ckpt_og_attr *a = &c->nodes[i].attrs[k];
+			size_t idx;
+			char *dup;
+
+			if (!a->checkpoint_key || ckpt_reader_find(r, a->checkpoint_key, &idx) != CKPT_OK)
+				continue;
+			if (strcmp(a->checkpoint_key, keys[idx]) == 0)
+				continue;
+			dup = malloc(strlen(keys[idx]) + 1);
+			if (!dup) {
+				ckpt_object_graph_free(c);
+				return cli_report(ckpt_reader_path(r), NULL, -1, "out of memory");
+			}
+			strcpy(dup, keys[idx]);
+			free(a->checkpoint_key);
+			a->checkpoint_key = dup;
+		}
+	}
+	ckpt_error_clear();
+	*out = c;
+	return CLI_EXIT_OK;
+}
+
+static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
+{
+	cli_args args;
+	const char *in, *out, *to, *format = NULL;
+	int allow_partial, rc;
+	ckpt_reader *r = NULL;
+	ckpt_writer *w = NULL;
+	ckpt_object_graph *g = NULL;
+	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
+	char **keys = NULL;
+	size_t i, n = 0, written = 0, unmapped = 0;
+	uint64_t bytes = 0;
+
+	rc = cli_parse(cmd, argc, argv, &args);
+	if (rc == CLI_PARSE_HELP)
+		return CLI_EXIT_OK;
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	in = cli_get(cmd, &args, "IN");
+	out = cli_get(cmd, &args, "OUT");
+	to = cli_get(cmd, &args, "to");
+	allow_partial = cli_get(cmd, &args, "allow-partial") != NULL;
+	for (i = 0; i < sizeof(targets) / sizeof(targets[0]); i++)
+		if (strcmp(targets[i].to, to) == 0)
+			format = targets[i].format;
+	if (!format)
+		return cli_usage_error(cmd, "--to wants tf, keras-h5, keras-weights or keras, got '%s'", to);
+
+	if (ckpt_reader_open(&r, in, NULL) != CKPT_OK)
+		return cli_report_last(in, NULL);
+	rc = CLI_EXIT_ERROR;
+	n = ckpt_reader_count(r);
+	if (cli_report_missing_shards(r))
+		goto done;
+	if (cli_canonical_keys(r, &keys) != CLI_EXIT_OK)
+		goto done;
+	if (graph_for_writer(r, keys, &g) != CLI_EXIT_OK)
+		goto done;
+	if (ckpt_writer_open(&w, out, format, &wo) != CKPT_OK) {
+		cli_report_last(out, NULL);
+		goto done;
+	}
+	if (g && ckpt_writer_set_object_graph(w, g) != CKPT_OK) {
+		cli_report_last(out, NULL);
+		goto done;
+	}
+	for (i = 0; i < sizeof(meta_keys) / sizeof(meta_keys[0]); i++) {
+		const char *value = ckpt_reader_meta(r, meta_keys[i]);
+		int mrc;
+
+		if (!value)
+			continue;
+		mrc = ckpt_writer_set_meta(w, meta_keys[i], value);
+		if (mrc == CKPT_EUNSUPPORTED) {
+			fprintf(stderr, "ckpt: %s: note: metadata '%s' is not kept by %s\n", out, meta_keys[i], format);
+			ckpt_error_clear();
+		} else if (mrc != CKPT_OK) {
+			cli_report_last(out, meta_keys[i]);
+			goto done;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		const ckpt_var_info *v = ckpt_reader_var(r, i);
+		ckpt_tensor *t = NULL;
+		int arc;
+
+		/* the writer stores the graph given above as its own entry */
+		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0)
+			continue;
+		if (ckpt_reader_read(r, i, &t) != CKPT_OK) {
+			cli_report_last(ckpt_reader_path(r), v->name);
+			goto done;
+		}
+		arc = ckpt_writer_add(w, keys[i], t, 0);
+		ckpt_tensor_free(t);
+		if (arc == CKPT_EUNSUPPORTED) {
+			const ckpt_error *e = ckpt_error_last();
+			fprintf(stderr, "ckpt: %s: variable '%s': cannot be mapped to %s: %s\n", in, v->name,
+				format, e->message ? e->message : "unsupported");
+			ckpt_error_clear();
+			unmapped++;
+			continue;
+		}
+		if (arc != CKPT_OK) {
+			cli_report_last(out, keys[i]);
+			goto done;
+		}
+		written++;
+		bytes += v->nbytes;
+	}
+	if (unmapped && !allow_partial) {
+		cli_report(out, NULL, -1, "%zu entr%s cannot be written as %s; nothing written "
+			"(use --allow-partial to write the rest)", unmapped, unmapped == 1 ? "y" : "ies", format);
+		goto done;
+	}
+	if (ckpt_writer_commit(w) != CKPT_OK) {
+		cli_report_last(out, NULL);
+		goto done;
+	}
+	printf("wrote %s (%s): %zu entries, %" PRIu64 " bytes", out, format, written, bytes);
+	if (unmapped)
+		printf("; %zu entr%s not mappable, skipped", unmapped, unmapped == 1 ? "y" : "ies");
+	printf("\n");
+	rc = CLI_EXIT_OK;
+done:
+	ckpt_writer_free(w);
+	ckpt_object_graph_free(g);
+	cli_keys_free(keys, n);
+	ckpt_reader_free(r);
+	return rc;
+}
+
+const cli_cmd cli_cmd_convert = {
+	"convert", cmd_convert, "Convert between TensorBundle and Keras files",
+	convert_opts,
+	"Reads every entry, the object graph and the metadata of IN and writes\n"
+	"OUT in the target format (tf: a TensorBundle at prefix OUT; keras-h5: a\n"
+	"legacy Keras .h5; keras-weights: a Keras 3 .weights.h5; keras: a .keras\n"
+	"archive). Values are copied bit for bit. Entries the target cannot take\n"
+	"are listed; then nothing is written and the exit status is 1, unless\n"
+	"--allow-partial is given."
+};

@@ -1,0 +1,460 @@
+/*
+ * `ckpt inspect PATH [--json]`: what a checkpoint holds.
+ *
+ * Human output: format, data files (and missing ones), the object tree
+ * (model, optimizer with its slot variables, metrics, other state), for
+ * Keras files the layers from the model config, and a table of tensors
+ * with their checksum status and totals. Every tensor is read, so every
+ * stored checksum is verified.
+ *
+ * --json prints exactly
+ *   {"path": "...", "format": "tf-bundle", "variables": [{"name": "<key as
+ *   stored>", "dtype": "float32", "shape": [2, 2], "bytes": 16,
+ *   "crc32": "0x1a2b3c4d", "role": "model"}, ...]}
+ * with crc32 = zlib crc32 of the tensor (ckpt_tensor_crc32), null when the
+ * data cannot be read (the error goes to stderr and the exit status is 1).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include "cli.h"
+
+static const cli_opt inspect_opts[] = {
+	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint: bundle prefix, .index, directory, SavedModel, .h5, .keras" },
+	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON (one object) instead of text" },
+	{ CLI_OPT_END, NULL, NULL, 0, NULL }
+};
+
+/* Per-entry outcome of reading the data. */
+enum { ST_OK, ST_MISSING, ST_BAD };
+
+typedef struct inspect_state {
+	ckpt_reader *r;
+	size_t n;
+	int *status;        /* ST_* per entry */
+	uint32_t *crc;      /* zlib crc32 per entry when ST_OK */
+	int failed;         /* entries that could not be read */
+} inspect_state;
+
+/* Read every entry once: checksum verification and crc32 for the output. */
+static void read_all(inspect_state *st)
+{
+	size_t i;
+
+	for (i = 0; i < st->n; i++) {
+		const ckpt_var_info *v = ckpt_reader_var(st->r, i);
+		ckpt_tensor *t = NULL;
+
+		if (cli_var_in_missing_shard(st->r, v)) {
+			st->status[i] = ST_MISSING;
+			st->failed++;
+			continue;
+		}
+		if (ckpt_reader_read(st->r, i, &t) != CKPT_OK) {
+			cli_report_last(ckpt_reader_path(st->r), v->name);
+			st->status[i] = ST_BAD;
+			st->failed++;
+			continue;
+		}
+		st->crc[i] = ckpt_tensor_crc32(t);
+		st->status[i] = ST_OK;
+		ckpt_tensor_free(t);
+	}
+}
+
+static void print_json(const inspect_state *st)
+{
+	size_t i;
+
+	fputs("{\"path\": ", stdout);
+	jout_cstring(stdout, ckpt_reader_path(st->r));
+	fputs(", \"format\": ", stdout);
+	jout_cstring(stdout, ckpt_reader_format(st->r));
+	fputs(", \"variables\": [", stdout);
+	for (i = 0; i < st->n; i++) {
+		const ckpt_var_info *v = ckpt_reader_var(st->r, i);
+
+		fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
+		jout_cstring(stdout, v->name);
+		fputs(", \"dtype\": ", stdout);
+		jout_cstring(stdout, ckpt_dtype_name(v->dtype));
+		fputs(", \"shape\": ", stdout);
+		jout_shape(stdout, &v->shape);
+		printf(", \"bytes\": %" PRIu64 ", \"crc32\": ", v->nbytes);
+		if (st->status[i] == ST_OK)
+			jout_crc32(stdout, st->crc[i]);
+		else
+			fputs("null", stdout);
+		fputs(", \"role\": ", stdout);
+		jout_cstring(stdout, ckpt_role_name(v->role));
+		fputc('}', stdout);
+	}
+	fputs("]}\n", stdout);
+}
+
+/* ---- the object tree ---- */
+
+typedef struct tree_ctx {
+	const ckpt_object_graph *g;
+	const ckpt_reader *r;
+	unsigned char *has_values; /* subtree holds attributes or slots (0/1), 2 = computing */
+	unsigned char *printed;
+	size_t hidden;             /* objects without saved values, not shown */
+} tree_ctx;
+
+static int subtree_has_values(tree_ctx *c, int id)
+{
+	const ckpt_og_node *n = &c->g->nodes[id];
+	size_t k;
+	int has;
+
+	if (c->has_values[id] != 3)
+		return c->has_values[id] == 1;
+	c->has_values[id] = 2; /* a cycle back here counts as empty */
+	has = n->nattrs > 0 || n->nslots > 0;
+	for (k = 0; k < n->nchildren; k++) {
+		int child = n->children[k].node_id;
+		if (child >= 0 && (size_t)child < c->g->nnodes && subtree_has_values(c, child))
+			has = 1;
+	}
+	c->has_values[id] = (unsigned char)has;
+	return has;
+}
+
+static void print_attr(const tree_ctx *c, const ckpt_og_attr *a, int depth)
+{
+	size_t idx;
+	char shape[256];
+
+	/* depth < 0: continue the caller's line (a variable shown as one line) */
+	if (depth >= 0)
+		printf("%*s.%s", depth * 2, "", a->name ? a->name : "?");
+	else if (a->name && strcmp(a->name, CKPT_VARIABLE_VALUE_KEY) != 0)
+		printf(" .%s", a->name);
+	if (a->checkpoint_key && ckpt_reader_find(c->r, a->checkpoint_key, &idx) == CKPT_OK) {
+		const ckpt_var_info *v = ckpt_reader_var(c->r, idx);
+		ckpt_shape_format(&v->shape, shape, sizeof(shape));
+		printf("  %s %s  <- %s\n", ckpt_dtype_name(v->dtype), shape, v->name);
+	} else {
+		printf("  <- %s (not stored)\n", a->checkpoint_key ? a->checkpoint_key : "?");
+		ckpt_error_clear();
+	}
+}
+
+static void print_node(tree_ctx *c, int id, const char *local, int depth)
+{
+	const ckpt_og_node *n = &c->g->nodes[id];
+	size_t k;
+
+	if (c->printed[id]) {
+		char *path = NULL;
+		if (ckpt_object_graph_path(c->g, id, &path) == CKPT_OK)
+			printf("%*s%s/ -> same object as %s\n", depth * 2, "", local, *path ? path : "(root)");
+		free(path);
+		ckpt_error_clear();
+		return;
+	}
+	c->printed[id] = 1;
+	if (n->nattrs == 1 && n->nchildren == 0 && n->nslots == 0) {
+		/* a plain variable: one line */
+		printf("%*s%s", depth * 2, "", local);
+		print_attr(c, &n->attrs[0], -1);
+		return;
+	}
+	printf("%*s%s/\n", depth * 2, "", local);
+	if (depth >= CKPT_MAX_OBJECT_GRAPH_DEPTH)
+		return;
+	for (k = 0; k < n->nattrs; k++)
+		print_attr(c, &n->attrs[k], depth + 1);
+	for (k = 0; k < n->nslots; k++) {
+		const ckpt_og_slot *s = &n->slots[k];
+		char *var = NULL, *slot = NULL;
+
+		ckpt_object_graph_path(c->g, s->original_variable_node_id, &var);
+		ckpt_object_graph_path(c->g, s->slot_variable_node_id, &slot);
+		printf("%*sslot '%s' of %s -> %s\n", (depth + 1) * 2, "", s->slot_name ? s->slot_name : "?",
+			var ? var : "?", slot ? slot : "?");
+		free(var);
+		free(slot);
+		ckpt_error_clear();
+	}
+	for (k = 0; k < n->nchildren; k++) {
+		int child = n->children[k].node_id;
+		if (child < 0 || (size_t)child >= c->g->nnodes)
+			continue;
+		if (!subtree_has_values(c, child)) {
+			if (!c->printed[child]) {
+				c->printed[child] = 1;
+				c->hidden++;
+			}
+			continue;
+		}
+		print_node(c, child, n->children[k].local_name ? n->children[k].local_name : "?", depth + 1);
+	}
+}
+
+static void print_object_tree(const ckpt_reader *r)
+{
+	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
+	tree_ctx c;
+
+	if (!g || g->nnodes == 0) {
+		printf("object graph: none (name-based checkpoint)\n\n");
+		return;
+	}
+	memset(&c, 0, sizeof(c));
+	c.g = g;
+	c.r = r;
+	c.has_values = malloc(g->nnodes);
+	c.printed = calloc(g->nnodes, 1);
+	if (!c.has_values || !c.printed) {
+		free(c.has_values);
+		free(c.printed);
+		return;
+	}
+	memset(c.has_values, 3, g->nnodes);
+	printf("object graph: %zu objects\n", g->nnodes);
+	print_node(&c, 0, "(root)", 1);
+	if (c.hidden)
+		printf("  (%zu more objects, with what they hold, have no saved values)\n", c.hidden);
+	printf("\n");
+	free(c.has_values);
+	free(c.printed);
+}
+
+/* ---- Keras: layers from the model config ---- */
+
+/* 1 when one "/"-separated component of `name` equals `comp`. */
+static int has_component(const char *name, const char *comp)
+{
+	size_t len = strlen(comp);
+	const char *p = name;
+
+	while (p && *p) {
+		const char *slash = strchr(p, '/');
+		size_t l = slash ? (size_t)(slash - p) : strlen(p);
+		if (l == len && memcmp(p, comp, len) == 0)
+			return 1;
+		p = slash ? slash + 1 : NULL;
+	}
+	return 0;
+}
+
+static json_t *nested_layers(json_t *layer)
+{
+	json_t *cfg = json_object_get(layer, "config");
+
+	if (json_is_array(cfg))
+		return cfg; /* Keras 1 / 2.0 Sequential: config is the layer list */
+	if (json_is_object(cfg) && json_is_array(json_object_get(cfg, "layers")))
+		return json_object_get(cfg, "layers");
+	return NULL;
+}
+
+static const char *layer_name(json_t *layer)
+{
+	json_t *cfg = json_object_get(layer, "config");
+	const char *name = json_string_value(json_object_get(layer, "name"));
+
+	if (!name && json_is_object(cfg))
+		name = json_string_value(json_object_get(cfg, "name"));
+	return name;
+}
+
+static void print_layers(const ckpt_reader *r, json_t *layers, int depth)
+{
+	size_t i, k;
+	json_t *layer;
+
+	if (depth > 64)
+		return; /* configs are data; a deeply nested one is shown truncated */
+	json_array_foreach(layers, i, layer) {
+		const char *cls = json_string_value(json_object_get(layer, "class_name"));
+		const char *name = layer_name(layer);
+		json_t *cfg = json_object_get(layer, "config");
+		json_t *inner = nested_layers(layer);
+		json_t *wrapped = json_is_object(cfg) ? json_object_get(cfg, "layer") : NULL;
+		size_t nweights = 0;
+		uint64_t bytes = 0;
+
+		for (k = 0; name && k < ckpt_reader_count(r); k++) {
+			const ckpt_var_info *v = ckpt_reader_var(r, k);
+			if (v->role == CKPT_ROLE_MODEL && has_component(v->name, name)) {
+				nweights++;
+				bytes += v->nbytes;
+			}
+		}
+		printf("%*s%s %s: %zu weights, %" PRIu64 " bytes\n", depth * 2, "", cls ? cls : "?",
+			name ? name : "?", nweights, bytes);
+		if (inner) {
+			print_layers(r, inner, depth + 1);
+		} else if (json_is_object(wrapped)) {
+			json_t *one = json_array();
+			if (one && json_array_append(one, wrapped) == 0)
+				print_layers(r, one, depth + 1);
+			json_decref(one);
+		} else {
+			for (k = 0; name && k < ckpt_reader_count(r); k++) {
+				const ckpt_var_info *v = ckpt_reader_var(r, k);
+				char shape[256];
+				if (v->role != CKPT_ROLE_MODEL || !has_component(v->name, name))
+					continue;
+				ckpt_shape_format(&v->shape, shape, sizeof(shape));
+				printf("%*s%s %s  %s\n", (depth + 1) * 2, "", ckpt_dtype_name(v->dtype), shape, v->name);
+			}
+		}
+	}
+}
+
+static void print_keras_model(const ckpt_reader *r)
+{
+	const char *text = ckpt_reader_meta(r, "config.json");
+	const char *ver = ckpt_reader_meta(r, "keras_version");
+	const char *backend = ckpt_reader_meta(r, "backend");
+	json_error_t jerr;
+	json_t *root, *layers;
+
+	if (!text)
+		text = ckpt_reader_meta(r, "model_config");
+	if (ver || backend)
+		printf("keras: version %s, backend %s\n", ver ? ver : "?", backend ? backend : "?");
+	if (!text)
+		return;
+	/* The config is data: it is shown, never interpreted (Lambda code, custom objects). */
+	root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		printf("model config: unreadable JSON (%s at line %d)\n\n", jerr.text, jerr.line);
+		return;
+	}
+	layers = nested_layers(root);
+	printf("model: %s %s\n", json_string_value(json_object_get(root, "class_name")) ?
+		json_string_value(json_object_get(root, "class_name")) : "?",
+		layer_name(root) ? layer_name(root) : "");
+	if (layers)
+		print_layers(r, layers, 1);
+	printf("\n");
+	json_decref(root);
+}
+
+/* ---- the tensor table ---- */
+
+static void print_table(const inspect_state *st)
+{
+	size_t i, w = 4;
+	uint64_t total = 0, role_bytes[4] = { 0 };
+	size_t role_count[4] = { 0 }, ok = 0, unchecked = 0;
+
+	for (i = 0; i < st->n; i++) {
+		size_t l = strlen(ckpt_reader_var(st->r, i)->name);
+		if (l > w)
+			w = l;
+	}
+	if (w > 100)
+		w = 100;
+	printf("%-*s  %-9s %-16s %12s  %-9s %s\n", (int)w, "NAME", "DTYPE", "SHAPE", "BYTES", "ROLE", "CHECKSUM");
+	for (i = 0; i < st->n; i++) {
+		const ckpt_var_info *v = ckpt_reader_var(st->r, i);
+		char shape[256];
+		const char *check;
+
+		ckpt_shape_format(&v->shape, shape, sizeof(shape));
+		if (st->status[i] == ST_MISSING)
+			check = "MISSING DATA FILE";
+		else if (st->status[i] == ST_BAD)
+			check = "BAD (see error)";
+		else if (v->has_crc32c)
+			check = "ok (crc32c verified)";
+		else
+			check = "ok (read; no stored checksum)";
+		if (st->status[i] == ST_OK) {
+			ok++;
+			if (!v->has_crc32c)
+				unchecked++;
+		}
+		printf("%-*s  %-9s %-16s %12" PRIu64 "  %-9s %s\n", (int)w, v->name, ckpt_dtype_name(v->dtype),
+			shape, v->nbytes, ckpt_role_name(v->role), check);
+		total += v->nbytes;
+		if ((unsigned)v->role < 4) {
+			role_count[v->role]++;
+			role_bytes[v->role] += v->nbytes;
+		}
+	}
+	printf("\ntotal: %zu tensors, %" PRIu64 " bytes", st->n, total);
+	for (i = 0; i < 4; i++)
+		if (role_count[i])
+			printf("; %s %zu (%" PRIu64 " B)", ckpt_role_name((ckpt_role)i), role_count[i], role_bytes[i]);
+	printf("\nread: %zu ok", ok);
+	if (unchecked)
+		printf(" (%zu without a stored checksum)", unchecked);
+	if (st->failed)
+		printf(", %d FAILED", st->failed);
+	printf("\n");
+}
+
+static void print_human(const inspect_state *st)
+{
+	int s, nshards = ckpt_reader_num_shards(st->r);
+
+	printf("path:   %s\nformat: %s\n", ckpt_reader_path(st->r), ckpt_reader_format(st->r));
+	printf("files:  %d data file%s\n", nshards, nshards == 1 ? "" : "s");
+	for (s = 0; s < nshards; s++) {
+		int exists = 1;
+		const char *p = ckpt_reader_shard_path(st->r, s, &exists);
+		printf("  [%d] %s%s\n", s, p ? p : "?", exists ? "" : "  MISSING");
+	}
+	printf("\n");
+	print_keras_model(st->r);
+	print_object_tree(st->r);
+	print_table(st);
+}
+
+static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
+{
+	cli_args args;
+	const char *path;
+	int json, rc, missing;
+	inspect_state st;
+
+	rc = cli_parse(cmd, argc, argv, &args);
+	if (rc == CLI_PARSE_HELP)
+		return CLI_EXIT_OK;
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	path = cli_get(cmd, &args, "PATH");
+	json = cli_get(cmd, &args, "json") != NULL;
+
+	memset(&st, 0, sizeof(st));
+	if (ckpt_reader_open(&st.r, path, NULL) != CKPT_OK)
+		return cli_report_last(path, NULL);
+	st.n = ckpt_reader_count(st.r);
+	st.status = calloc(st.n ? st.n : 1, sizeof(int));
+	st.crc = calloc(st.n ? st.n : 1, sizeof(uint32_t));
+	if (!st.status || !st.crc) {
+		rc = cli_report(path, NULL, -1, "out of memory");
+		goto done;
+	}
+	missing = cli_report_missing_shards(st.r);
+	read_all(&st);
+	if (json)
+		print_json(&st);
+	else
+		print_human(&st);
+	fflush(stdout);
+	rc = (missing || st.failed) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+done:
+	free(st.status);
+	free(st.crc);
+	ckpt_reader_free(st.r);
+	return rc;
+}
+
+const cli_cmd cli_cmd_inspect = {
+	"inspect", cmd_inspect, "Show the format, object tree and tensors of a checkpoint",
+	inspect_opts,
+	"Reads every tensor, so every stored checksum is verified. --json prints\n"
+	"{\"path\", \"format\", \"variables\": [{\"name\", \"dtype\", \"shape\", \"bytes\",\n"
+	"\"crc32\", \"role\"}]} where crc32 is zlib's crc32 of the tensor bytes (null\n"
+	"when they cannot be read). Missing data files and unreadable tensors are\n"
+	"reported on stderr and make the exit status 1."
+};
