@@ -158,7 +158,7 @@ static void check_inspect_against_oracle(const char *path, const char *format_pr
 
 /* ---- help and usage ---- */
 
-static const char *const commands[] = { "inspect", "verify", "diff", "convert" };
+static const char *const commands[] = { "inspect", "verify", "diff", "restore", "convert" };
 
 Test(cli, help_on_every_command)
 {
@@ -189,7 +189,7 @@ Test(cli, help_on_every_command)
 
 Test(cli, usage_errors_exit_2)
 {
-	static const char *const cases[][6] = {
+	static const char *const cases[][7] = {
 		{ NULL },
 		{ "bogus", NULL },
 		{ "--bogus", NULL },
@@ -205,13 +205,18 @@ Test(cli, usage_errors_exit_2)
 		{ "diff", "a", "b", "--rtol=-1", NULL },
 		{ "convert", "a", "b", NULL },
 		{ "convert", "a", "b", "--to", "zip", NULL },
+		{ "restore", "a", NULL },
+		{ "restore", "a", "--strategy", "bogus", NULL },
+		{ "restore", "a", "--strategy", "mirrored", "--replicas", "0" },
+		{ "restore", "a", "--strategy", "default", "--replicas", "3" },
 	};
 	size_t i;
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *const *c = cases[i];
 		ts_run_result r = cli(c[0], c[0] ? c[1] : NULL, c[0] && c[1] ? c[2] : NULL,
-			c[0] && c[1] && c[2] ? c[3] : NULL, c[0] && c[1] && c[2] && c[3] ? c[4] : NULL, NULL);
+			c[0] && c[1] && c[2] ? c[3] : NULL, c[0] && c[1] && c[2] && c[3] ? c[4] : NULL,
+			c[0] && c[1] && c[2] && c[3] && c[4] ? c[5] : NULL, NULL);
 		cr_assert_eq(r.status, 2, "case %zu (%s %s): exit %d, stderr %s", i, c[0] ? c[0] : "",
 			c[0] && c[1] ? c[1] : "", r.status, r.err);
 		cr_assert(strstr(r.err, "usage: ckpt"), "case %zu: no usage line: %s", i, r.err);
@@ -564,6 +569,66 @@ Test(cli, convert_tf_to_tf_preserves_every_value)
 	ts_run_free(&r);
 	r = cli("verify", out, NULL);
 	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+	free(out);
+}
+
+/* ---- restore ---- */
+
+Test(cli, restore_mirrored_4_on_every_tf_fixture, .timeout = 300)
+{
+	json_t *paths = fixture_paths("tf");
+	size_t i, k;
+	json_t *p, *v;
+
+	json_array_foreach(paths, i, p) {
+		const char *path = json_string_value(p);
+		ts_run_result r = cli("restore", path, "--strategy", "mirrored", "--replicas", "4", "--json", NULL);
+		json_t *doc, *crcs;
+
+		cr_assert_eq(r.status, 0, "%s: exit %d: %s", path, r.status, r.err);
+		doc = parse_json(r.out, path);
+		crcs = crcs_by_name(path);
+		cr_assert_str_eq(json_string_value(json_object_get(doc, "strategy")), "mirrored");
+		cr_assert_eq(json_integer_value(json_object_get(doc, "replicas")), 4);
+		cr_assert_eq(json_array_size(json_object_get(doc, "unmatched")), 0, "%s: unmatched entries", path);
+		cr_assert_gt(json_array_size(json_object_get(doc, "variables")), 0);
+		json_array_foreach(json_object_get(doc, "variables"), k, v) {
+			const char *name = json_string_value(json_object_get(v, "name"));
+			const char *kind = json_string_value(json_object_get(v, "kind"));
+			json_t *want = json_object_get(crcs, name);
+
+			cr_assert_eq(json_integer_value(json_object_get(v, "replicas")), 4, "%s: %s", path, name);
+			cr_assert(!strcmp(kind, "mirrored") || !strcmp(kind, "sync-on-read"), "%s: %s is %s", path, name, kind);
+			if (want)
+				cr_assert(json_equal(json_object_get(v, "crc32"), want), "%s: crc32 of %s", path, name);
+		}
+		json_decref(crcs);
+		json_decref(doc);
+		ts_run_free(&r);
+	}
+	json_decref(paths);
+}
+
+Test(cli, restore_save_round_trips_through_replicas)
+{
+	const char *src = ts_fixture("tf/tensorflow__lso_ckpt_tf2.2");
+	char *dir = ts_tmpdir();
+	char *out = ts_join(dir, "restored");
+	ts_run_result r;
+
+	r = cli("restore", src, "--strategy", "mirrored", "--replicas", "3", "--save", out, NULL);
+	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "mirrored"), "%s", r.out);
+	ts_run_free(&r);
+	r = cli("diff", src, out, NULL);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_run_free(&r);
+	r = cli("restore", src, "--strategy", "default", NULL);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "plain"), "%s", r.out);
 	ts_run_free(&r);
 	ts_rmtree(dir);
 	free(dir);

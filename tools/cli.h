@@ -101,6 +101,7 @@ extern const cli_cmd cli_cmd_inspect;
 extern const cli_cmd cli_cmd_verify;
 extern const cli_cmd cli_cmd_diff;
 extern const cli_cmd cli_cmd_convert;
+extern const cli_cmd cli_cmd_restore;
 
 /* ---- shared helpers (cli_common.c) ---- */
 

@@ -11,6 +11,7 @@ static const cli_cmd *const commands[] = {
 	&cli_cmd_inspect,
 	&cli_cmd_verify,
 	&cli_cmd_diff,
+	&cli_cmd_restore,
 	&cli_cmd_convert,
 	NULL
 };

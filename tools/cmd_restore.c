@@ -1,0 +1,331 @@
+/*
+ * `ckpt restore PATH --strategy mirrored|default [--replicas N]
+ *   [--expect-partial] [--save OUT] [--json]`
+ *
+ * Loads PATH inside a scope of the strategy (ckpt_checkpoint_load creates
+ * every variable through the current strategy), then checks each variable
+ * against the file: every replica copy of a mirrored or plain variable
+ * bit-identical to the stored value; for sync-on-read variables the
+ * cross-replica aggregate. Reports kind and replica count per variable,
+ * unmatched entries, elapsed time and throughput. --save OUT writes the
+ * restored state back as a TensorBundle (a round trip through the
+ * replicas). Exit 0 on success, 1 on any mismatch or error, and on
+ * unmatched entries unless --expect-partial.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cli.h"
+
+static const cli_opt restore_opts[] = {
+	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint of any supported format" },
+	{ CLI_OPT_VALUE, "strategy", "mirrored|default", 1, "strategy whose scope the variables are created in" },
+	{ CLI_OPT_VALUE, "replicas", "N", 0, "replicas of the mirrored strategy (default 2)" },
+	{ CLI_OPT_SWITCH, "expect-partial", NULL, 0, "entries that cannot be placed are not an error" },
+	{ CLI_OPT_VALUE, "save", "OUT", 0, "write the restored state to the bundle prefix OUT" },
+	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON" },
+	{ CLI_OPT_END, NULL, NULL, 0, NULL }
+};
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Result of checking one restored variable against the file. */
+typedef struct var_check {
+	const ckpt_tracked_variable *tv;
+	uint32_t crc;
+	int have_crc;
+	int ok;
+} var_check;
+
+/*
+ * Compare variable `v` with the stored tensor `t`: every replica copy for
+ * mirrored / plain variables, the aggregate for sync-on-read ones. `crc`
+ * receives the zlib crc32 of the cross-replica value.
+ */
+static int check_variable(const ckpt_variable *v, const ckpt_tensor *t, uint32_t *crc, const char **why)
+{
+	uint64_t nbytes = ckpt_variable_nbytes(v);
+	int r, n = ckpt_variable_num_replicas(v);
+	void *buf;
+	ckpt_tensor *w = NULL;
+
+	*why = NULL;
+	if (ckpt_variable_dtype(v) != t->dtype || !ckpt_shape_equal(ckpt_variable_shape(v), &t->shape)) {
+		*why = "dtype or shape differs from the file";
+		return 0;
+	}
+	if (t->dtype == CKPT_DT_STRING) {
+		*crc = ckpt_tensor_crc32(t);
+		return 1; /* string values are held by the library as stored; no numeric copies to compare */
+	}
+	if (nbytes != t->nbytes) {
+		*why = "byte size differs from the file";
+		return 0;
+	}
+	buf = malloc(nbytes ? nbytes : 1);
+	if (!buf) {
+		*why = "out of memory";
+		return 0;
+	}
+	if (ckpt_variable_read(v, buf, nbytes) != CKPT_OK) {
+		free(buf);
+		*why = ckpt_error_last()->message;
+		return 0;
+	}
+	if (nbytes && memcmp(buf, t->data, nbytes) != 0) {
+		free(buf);
+		*why = "restored value differs from the file";
+		return 0;
+	}
+	if (ckpt_tensor_wrap(&w, t->dtype, &t->shape, buf, nbytes) == CKPT_OK) {
+		*crc = ckpt_tensor_crc32(w);
+		ckpt_tensor_free(w);
+	} else {
+		*crc = ckpt_tensor_crc32(t);
+	}
+	free(buf);
+	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ)
+		return 1; /* per-replica accumulators: the aggregate is what was saved */
+	for (r = 0; r < n; r++) {
+		const void *p = ckpt_variable_replica_data(v, r);
+		if (!p || (nbytes && memcmp(p, t->data, nbytes) != 0)) {
+			*why = "a replica copy differs from the file";
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static int parse_replicas(const cli_cmd *cmd, const char *s, int *out)
+{
+	char *end = NULL;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < 1 || v > 4096)
+		return cli_usage_error(cmd, "--replicas wants an integer from 1 to 4096, got '%s'", s);
+	*out = (int)v;
+	return CLI_EXIT_OK;
+}
+
+static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
+{
+	cli_args args;
+	const char *path, *strat_name, *s, *save;
+	int json, expect_partial, replicas = 2, mirrored, rc, bad = 0, entered = 0;
+	ckpt_strategy *strat = NULL;
+	ckpt_checkpoint *ck = NULL;
+	ckpt_restore_status *st = NULL;
+	ckpt_checkpoint_options co = CKPT_CHECKPOINT_OPTIONS_INIT;
+	ckpt_tracked_list *list = NULL;
+	ckpt_reader *r = NULL;
+	var_check *checks = NULL;
+	size_t i, n = 0, nunmatched = 0;
+	uint64_t bytes = 0;
+	double t0, seconds;
+
+	rc = cli_parse(cmd, argc, argv, &args);
+	if (rc == CLI_PARSE_HELP)
+		return CLI_EXIT_OK;
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	path = cli_get(cmd, &args, "PATH");
+	strat_name = cli_get(cmd, &args, "strategy");
+	json = cli_get(cmd, &args, "json") != NULL;
+	expect_partial = cli_get(cmd, &args, "expect-partial") != NULL;
+	save = cli_get(cmd, &args, "save");
+	if (strcmp(strat_name, "mirrored") == 0)
+		mirrored = 1;
+	else if (strcmp(strat_name, "default") == 0)
+		mirrored = 0;
+	else
+		return cli_usage_error(cmd, "--strategy wants mirrored or default, got '%s'", strat_name);
+	if ((s = cli_get(cmd, &args, "replicas")) && parse_replicas(cmd, s, &replicas) != CLI_EXIT_OK)
+		return CLI_EXIT_USAGE;
+	if (!mirrored) {
+		if (s && replicas != 1)
+			return cli_usage_error(cmd, "the default strategy has exactly 1 replica");
+		replicas = 1;
+	}
+
+	rc = CLI_EXIT_ERROR;
+	if (mirrored) {
+		if (ckpt_strategy_mirrored_new(&strat, replicas) != CKPT_OK) {
+			cli_report_last(path, NULL);
+			goto done;
+		}
+		if (ckpt_scope_enter(strat) != CKPT_OK) {
+			cli_report_last(path, NULL);
+			goto done;
+		}
+		entered = 1;
+	}
+	t0 = now_seconds();
+	if (ckpt_checkpoint_load(&ck, &st, path, &co) != CKPT_OK) {
+		cli_report_last(path, NULL);
+		goto done;
+	}
+	seconds = now_seconds() - t0;
+	if (entered) {
+		ckpt_scope_exit(strat);
+		entered = 0;
+	}
+	if (st && expect_partial)
+		ckpt_restore_status_expect_partial(st);
+	nunmatched = st ? ckpt_restore_status_unmatched_count(st) : 0;
+
+	/* check every variable against the file */
+	if (ckpt_reader_open(&r, path, NULL) != CKPT_OK) {
+		cli_report_last(path, NULL);
+		goto done;
+	}
+	if (ckpt_checkpoint_variables(&list, ck) != CKPT_OK) {
+		cli_report_last(path, NULL);
+		goto done;
+	}
+	n = ckpt_tracked_list_count(list);
+	checks = calloc(n ? n : 1, sizeof(*checks));
+	if (!checks) {
+		cli_report(path, NULL, -1, "out of memory");
+		goto done;
+	}
+	for (i = 0; i < n; i++) {
+		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
+		const char *key = tv->source_key ? tv->source_key : tv->key;
+		const char *why = NULL;
+		size_t idx;
+		ckpt_tensor *t = NULL;
+
+		checks[i].tv = tv;
+		if (!tv->source_key) {
+			/* created by the load without a stored value (for example a fresh save_counter) */
+			checks[i].ok = 1;
+			continue;
+		}
+		if (ckpt_reader_find(r, key, &idx) != CKPT_OK || ckpt_reader_read(r, idx, &t) != CKPT_OK) {
+			cli_report_last(ckpt_reader_path(r), key);
+			bad++;
+			continue;
+		}
+		checks[i].ok = check_variable(tv->variable, t, &checks[i].crc, &why);
+		checks[i].have_crc = checks[i].ok;
+		if (!checks[i].ok) {
+			cli_report(ckpt_reader_path(r), key, -1, "%s (%s, %d replicas)", why ? why : "mismatch",
+				ckpt_var_kind_name(ckpt_variable_kind(tv->variable)),
+				ckpt_variable_num_replicas(tv->variable));
+			bad++;
+		}
+		bytes += t->nbytes;
+		ckpt_tensor_free(t);
+	}
+	if (save && ckpt_checkpoint_write(ck, save) != CKPT_OK) {
+		cli_report_last(save, NULL);
+		bad++;
+	}
+
+	if (json) {
+		fputs("{\"path\": ", stdout);
+		jout_cstring(stdout, ckpt_reader_path(r));
+		fputs(", \"strategy\": ", stdout);
+		jout_cstring(stdout, mirrored ? "mirrored" : "default");
+		printf(", \"replicas\": %d, \"variables\": [", replicas);
+		for (i = 0; i < n; i++) {
+			const ckpt_tracked_variable *tv = checks[i].tv;
+			fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
+			jout_cstring(stdout, tv->source_key ? tv->source_key : tv->key);
+			fputs(", \"kind\": ", stdout);
+			jout_cstring(stdout, ckpt_var_kind_name(ckpt_variable_kind(tv->variable)));
+			printf(", \"replicas\": %d, \"dtype\": ", ckpt_variable_num_replicas(tv->variable));
+			jout_cstring(stdout, ckpt_dtype_name(ckpt_variable_dtype(tv->variable)));
+			fputs(", \"shape\": ", stdout);
+			jout_shape(stdout, ckpt_variable_shape(tv->variable));
+			fputs(", \"crc32\": ", stdout);
+			if (checks[i].have_crc)
+				jout_crc32(stdout, checks[i].crc);
+			else
+				fputs("null", stdout);
+			fputc('}', stdout);
+		}
+		fputs("], \"unmatched\": [", stdout);
+		for (i = 0; i < nunmatched; i++) {
+			fputs(i ? ", " : "", stdout);
+			jout_cstring(stdout, ckpt_restore_status_unmatched(st, i));
+		}
+		fputs("], \"seconds\": ", stdout);
+		jout_double(stdout, (double)(int64_t)(seconds * 1e6 + 0.5) / 1e6); /* microseconds */
+		fputs("}\n", stdout);
+	} else {
+		size_t w = 4;
+		for (i = 0; i < n; i++) {
+			const ckpt_tracked_variable *tv = checks[i].tv;
+			size_t l = strlen(tv->source_key ? tv->source_key : tv->key);
+			if (l > w)
+				w = l;
+		}
+		if (w > 100)
+			w = 100;
+		printf("restored %s under %s (%d replica%s)\n\n", ckpt_reader_path(r),
+			mirrored ? "MirroredStrategy" : "the default strategy", replicas, replicas == 1 ? "" : "s");
+		printf("%-*s  %-12s %8s  %-9s %-16s %-10s %s\n", (int)w, "NAME", "KIND", "REPLICAS", "DTYPE", "SHAPE",
+			"CRC32", "CHECK");
+		for (i = 0; i < n; i++) {
+			const ckpt_tracked_variable *tv = checks[i].tv;
+			char shape[256], crc[16];
+			ckpt_shape_format(ckpt_variable_shape(tv->variable), shape, sizeof(shape));
+			if (checks[i].have_crc)
+				snprintf(crc, sizeof(crc), "0x%08" PRIx32, checks[i].crc);
+			else
+				snprintf(crc, sizeof(crc), "-");
+			printf("%-*s  %-12s %8d  %-9s %-16s %-10s %s\n", (int)w, tv->source_key ? tv->source_key : tv->key,
+				ckpt_var_kind_name(ckpt_variable_kind(tv->variable)), ckpt_variable_num_replicas(tv->variable),
+				ckpt_dtype_name(ckpt_variable_dtype(tv->variable)), shape, crc,
+				!tv->source_key ? "created (no stored value)" :
+				!checks[i].ok ? "MISMATCH" :
+				ckpt_variable_kind(tv->variable) == CKPT_VAR_SYNC_ON_READ ? "aggregate = file" :
+				"all replicas = file");
+		}
+		for (i = 0; i < nunmatched; i++)
+			printf("unmatched: %s\n", ckpt_restore_status_unmatched(st, i));
+		printf("\n%zu variables, %" PRIu64 " bytes in %.3f s (%.1f MB/s); %zu unmatched%s\n", n, bytes, seconds,
+			seconds > 0 ? (double)bytes / seconds / 1e6 : 0.0, nunmatched,
+			nunmatched && expect_partial ? " (expected: --expect-partial)" : "");
+		if (save && !bad)
+			printf("saved to %s\n", save);
+	}
+	if (nunmatched && !expect_partial)
+		cli_report(path, NULL, -1, "%zu stored entr%s could not be placed (use --expect-partial to accept)",
+			nunmatched, nunmatched == 1 ? "y" : "ies");
+	rc = (bad || (nunmatched && !expect_partial)) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+done:
+	fflush(stdout);
+	if (entered)
+		ckpt_scope_exit(strat);
+	free(checks);
+	ckpt_tracked_list_free(list);
+	ckpt_reader_free(r);
+	ckpt_restore_status_free(st);
+	ckpt_checkpoint_free(ck);
+	if (strat)
+		ckpt_strategy_free(strat);
+	return rc;
+}
+
+const cli_cmd cli_cmd_restore = {
+	"restore", cmd_restore, "Load a checkpoint under a strategy and check every replica",
+	restore_opts,
+	"Creates every variable of PATH inside a scope of the strategy (mirrored:\n"
+	"one copy per replica), checks that each copy equals the stored value\n"
+	"bit for bit (sync-on-read metrics: their aggregate), and reports kind,\n"
+	"replicas and crc32 (as `ckpt inspect --json` prints it) per variable.\n"
+	"Entries that cannot be placed make the exit status 1 unless\n"
+	"--expect-partial. --save OUT writes the restored state as a TensorBundle."
+};
