@@ -1,0 +1,210 @@
+/*
+ * Strategies and the thread-local scope stack.
+ *
+ * A scope is a variable-creation context (DESIGN.md, "The rule the library
+ * is built around"). Each thread has its own bounded stack of entered
+ * strategies; the innermost one is current, the default strategy when the
+ * stack is empty. In replica context the strategy being run is current.
+ *
+ * Nesting (as tf.distribute): re-entering the innermost strategy is fine;
+ * entering any other strategy while a non-default one is innermost is
+ * ESCOPE naming both; a mirrored scope inside a default scope is fine.
+ *
+ * Lifetime: the owner's reference, every live variable and every scope-stack
+ * entry hold a reference. ckpt_strategy_free() drops the owner's; memory goes
+ * with the last reference, so freeing a strategy that is still in scope or
+ * still has variables is reported (EINVAL in ckpt_error_last) but safe.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "variable_internal.h"
+
+struct ckpt_strategy {
+	ckpt_strategy_kind kind;
+	int num_replicas;
+	unsigned id;
+	int refs;      /* atomic: owner (until released) + variables + scope entries */
+	int variables; /* atomic: live variables (for messages) */
+	int scopes;    /* atomic: scope-stack entries over all threads (for messages) */
+	int released;  /* atomic: owner called ckpt_strategy_free */
+	char desc[48];
+};
+
+static ckpt_strategy default_strategy = {
+	CKPT_STRATEGY_DEFAULT, 1, 0, 1, 0, 0, 0, "DefaultStrategy"
+};
+
+static unsigned next_id; /* atomic */
+
+static _Thread_local ckpt_strategy *scope_stack[CKPT__MAX_SCOPE_DEPTH];
+static _Thread_local int scope_depth;
+/* entries below this were entered before the running replica began: not visible to it */
+static _Thread_local int scope_base;
+
+int ckpt_strategy_mirrored_new(ckpt_strategy **out, int num_replicas)
+{
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_strategy_mirrored_new: out is NULL");
+	*out = NULL;
+	if (num_replicas < 1)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+			"a mirrored strategy needs at least 1 replica, got %d", num_replicas);
+	if (num_replicas > CKPT__MAX_REPLICAS)
+		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1,
+			"a mirrored strategy has at most %d replicas, got %d", CKPT__MAX_REPLICAS, num_replicas);
+	ckpt_strategy *s = ckpt__calloc(1, sizeof(*s));
+	if (!s)
+		return CKPT_ENOMEM;
+	s->kind = CKPT_STRATEGY_MIRRORED;
+	s->num_replicas = num_replicas;
+	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
+	s->refs = 1;
+	snprintf(s->desc, sizeof(s->desc), "MirroredStrategy(%d replica%s)#%u",
+		num_replicas, num_replicas == 1 ? "" : "s", s->id);
+	*out = s;
+	return CKPT_OK;
+}
+
+ckpt_strategy *ckpt_strategy_default(void)
+{
+	return &default_strategy;
+}
+
+static void drop_ref(ckpt_strategy *s)
+{
+	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		ckpt__free(s);
+}
+
+void ckpt_strategy_free(ckpt_strategy *s)
+{
+	if (!s || s == &default_strategy)
+		return;
+	if (__atomic_exchange_n(&s->released, 1, __ATOMIC_ACQ_REL)) {
+		ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s freed twice", s->desc);
+		return;
+	}
+	int vars = __atomic_load_n(&s->variables, __ATOMIC_ACQUIRE);
+	int scopes = __atomic_load_n(&s->scopes, __ATOMIC_ACQUIRE);
+	if (vars > 0 || scopes > 0)
+		ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+			"%s freed while %d variable(s) and %d scope entr%s still use it; "
+			"it is released when the last of them goes",
+			s->desc, vars, scopes, scopes == 1 ? "y" : "ies");
+	drop_ref(s);
+}
+
+void ckpt__strategy_retain(ckpt_strategy *s, ckpt__strategy_ref what)
+{
+	if (!s || s == &default_strategy)
+		return;
+	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+	if (what != CKPT__REF_RUN)
+		__atomic_add_fetch(what == CKPT__REF_VARIABLE ? &s->variables : &s->scopes, 1, __ATOMIC_RELAXED);
+}
+
+void ckpt__strategy_release(ckpt_strategy *s, ckpt__strategy_ref what)
+{
+	if (!s || s == &default_strategy)
+		return;
+	if (what != CKPT__REF_RUN)
+		__atomic_sub_fetch(what == CKPT__REF_VARIABLE ? &s->variables : &s->scopes, 1, __ATOMIC_RELEASE);
+	drop_ref(s);
+}
+
+ckpt_strategy_kind ckpt_strategy_get_kind(const ckpt_strategy *s)
+{
+	return s ? s->kind : CKPT_STRATEGY_DEFAULT;
+}
+
+const char *ckpt_strategy_name(const ckpt_strategy *s)
+{
+	return ckpt_strategy_get_kind(s) == CKPT_STRATEGY_MIRRORED ? "mirrored" : "default";
+}
+
+int ckpt_strategy_num_replicas(const ckpt_strategy *s)
+{
+	return s ? s->num_replicas : 1;
+}
+
+const char *ckpt_strategy_describe(const ckpt_strategy *s)
+{
+	return s ? s->desc : default_strategy.desc;
+}
+
+/* The strategy a new scope nests in: the innermost entered one, else the one being run. */
+static ckpt_strategy *innermost(void)
+{
+	if (scope_depth > scope_base)
+		return scope_stack[scope_depth - 1];
+	return ckpt__replica_running_strategy();
+}
+
+int ckpt_scope_enter(ckpt_strategy *s)
+{
+	if (!s)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_scope_enter: strategy is NULL");
+	if (__atomic_load_n(&s->released, __ATOMIC_ACQUIRE))
+		return ckpt__fail(CKPT_ESCOPE, NULL, NULL, -1,
+			"cannot enter the scope of %s: it was freed", s->desc);
+	ckpt_strategy *in = innermost();
+	if (in && in != s && in->kind != CKPT_STRATEGY_DEFAULT)
+		return ckpt__fail(CKPT_ESCOPE, NULL, NULL, -1,
+			"cannot enter the scope of %s inside the scope of %s: scopes of different "
+			"strategies may not nest; exit %s first", s->desc, in->desc, in->desc);
+	if (scope_depth >= CKPT__MAX_SCOPE_DEPTH)
+		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1,
+			"scope of %s nested deeper than %d on this thread (missing ckpt_scope_exit?)",
+			s->desc, CKPT__MAX_SCOPE_DEPTH);
+	ckpt__strategy_retain(s, CKPT__REF_SCOPE);
+	scope_stack[scope_depth++] = s;
+	return CKPT_OK;
+}
+
+int ckpt_scope_exit(ckpt_strategy *s)
+{
+	if (!s)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_scope_exit: strategy is NULL");
+	if (scope_depth == scope_base)
+		return ckpt__fail(CKPT_ESCOPE, NULL, NULL, -1,
+			"ckpt_scope_exit(%s) with no scope entered on this thread%s", s->desc,
+			scope_base > 0 ? " inside this replica" : "");
+	ckpt_strategy *top = scope_stack[scope_depth - 1];
+	if (top != s)
+		return ckpt__fail(CKPT_ESCOPE, NULL, NULL, -1,
+			"ckpt_scope_exit(%s) but the innermost scope on this thread is %s: "
+			"exit scopes in reverse order of entry", s->desc, top->desc);
+	scope_stack[--scope_depth] = NULL;
+	ckpt__strategy_release(s, CKPT__REF_SCOPE);
+	return CKPT_OK;
+}
+
+ckpt_strategy *ckpt_strategy_current(void)
+{
+	ckpt_strategy *in = innermost();
+	return in ? in : &default_strategy;
+}
+
+int ckpt_in_scope(void)
+{
+	return ckpt_strategy_current()->kind != CKPT_STRATEGY_DEFAULT;
+}
+
+int ckpt__scope_replica_begin(void)
+{
+	int prev = scope_base;
+	scope_base = scope_depth;
+	return prev;
+}
+
+int ckpt__scope_replica_end(int prev_base)
+{
+	int left = scope_depth - scope_base;
+	while (scope_depth > scope_base) {
+		ckpt_strategy *s = scope_stack[--scope_depth];
+		scope_stack[scope_depth] = NULL;
+		ckpt__strategy_release(s, CKPT__REF_SCOPE);
+	}
+	scope_base = prev_base;
+	return left;
+}

@@ -1,0 +1,558 @@
+/*
+ * Variables created through the current strategy: plain (1 copy), mirrored
+ * and sync-on-read (one copy per replica).
+ *
+ * Copies are separate ckpt__buffer_alloc buffers (huge pages from 2 MiB) or
+ * trainer-owned buffers (replica_buffers: zero copy, assign writes into the
+ * caller's memory). Every multi-copy write (initial value, zeroing, assign,
+ * assign_many) goes through one fan-out engine: the value is cut into 2 MiB
+ * pieces and the pieces are written by an OpenMP team, so replicas are
+ * filled (and first-touched) in parallel rather than replica after replica.
+ *
+ * Sync-on-read aggregation (reads) and restore split (assigns), for
+ * float32/float64/int32/int64 (other dtypes: ONLY_FIRST_REPLICA only):
+ *  - read SUM: elementwise sum over replicas in fixed order 0..N-1, in the
+ *    variable's type (int32 / int64 overflow: ELIMIT); MEAN: that sum
+ *    divided by N (integers truncate toward zero); ONLY_FIRST_REPLICA:
+ *    replica 0.
+ *  - assign SUM, floats: every replica gets value / N, as TensorFlow
+ *    restores (the aggregate is the value exactly when N is a power of 2,
+ *    else up to rounding). Integers: replica 0 gets the value and the others
+ *    0, so the aggregate is exact. MEAN / ONLY_FIRST_REPLICA: every replica
+ *    gets the value.
+ * The initial value (creation) is copied into every replica unsplit.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+#include "variable_internal.h"
+
+struct ckpt_variable {
+	char *name;
+	char *origin;
+	ckpt_dtype dtype;
+	ckpt_shape shape;
+	uint64_t nbytes;
+	ckpt_var_kind kind;
+	ckpt_aggregation agg;
+	int trainable;
+	ckpt_strategy *strategy; /* holds a CKPT__REF_VARIABLE reference */
+	int copies;
+	int wrapped;             /* bufs belong to the caller */
+	void **bufs;             /* copies pointers */
+};
+
+const char *ckpt_var_kind_name(ckpt_var_kind k)
+{
+	switch (k) {
+	case CKPT_VAR_PLAIN: return "plain";
+	case CKPT_VAR_MIRRORED: return "mirrored";
+	case CKPT_VAR_SYNC_ON_READ: return "sync-on-read";
+	default: return "invalid";
+	}
+}
+
+static const char *agg_name(ckpt_aggregation a)
+{
+	switch (a) {
+	case CKPT_AGG_NONE: return "NONE";
+	case CKPT_AGG_SUM: return "SUM";
+	case CKPT_AGG_MEAN: return "MEAN";
+	case CKPT_AGG_ONLY_FIRST_REPLICA: return "ONLY_FIRST_REPLICA";
+	default: return "invalid";
+	}
+}
+
+static int summable(ckpt_dtype dt)
+{
+	return dt == CKPT_DT_FLOAT || dt == CKPT_DT_DOUBLE || dt == CKPT_DT_INT32 || dt == CKPT_DT_INT64;
+}
+
+/* ---- fan-out engine ---- */
+
+typedef enum {
+	FILL_COPY,      /* every copy = src */
+	FILL_ZERO,      /* every copy = 0 */
+	FILL_SPLIT_F32, /* every copy = src / N */
+	FILL_SPLIT_F64,
+	FILL_SPLIT_INT  /* copy 0 = src, others = 0 */
+} fill_mode;
+
+typedef struct {
+	ckpt_variable *v;
+	const unsigned char *src; /* whole value (offset applied when writing) */
+	size_t off, len;
+	fill_mode mode;
+} piece;
+
+#define PIECE_BYTES ((size_t)2 << 20)   /* one huge page: one thread faults it */
+#define PIECE_BATCH 1024
+#define PARALLEL_MIN_BYTES ((uint64_t)4 << 20)
+
+static void apply_piece(const piece *p)
+{
+	ckpt_variable *v = p->v;
+	int n = v->copies;
+	const unsigned char *src = p->src ? p->src + p->off : NULL;
+	/* copy 0 last: ckpt__variable_broadcast_primary passes copy 0 as src */
+	for (int r = n - 1; r >= 0; r--) {
+		unsigned char *dst = (unsigned char *)v->bufs[r] + p->off;
+		switch (p->mode) {
+		case FILL_COPY:
+			if (dst != src)
+				memcpy(dst, src, p->len);
+			break;
+		case FILL_ZERO:
+			memset(dst, 0, p->len);
+			break;
+		case FILL_SPLIT_INT:
+			if (r > 0)
+				memset(dst, 0, p->len);
+			else if (dst != src)
+				memcpy(dst, src, p->len);
+			break;
+		case FILL_SPLIT_F32:
+			for (size_t i = 0; i < p->len; i += sizeof(float)) {
+				float x;
+				memcpy(&x, src + i, sizeof(x)); /* src may be unaligned */
+				x /= (float)n;
+				memcpy(dst + i, &x, sizeof(x));
+			}
+			break;
+		case FILL_SPLIT_F64:
+			for (size_t i = 0; i < p->len; i += sizeof(double)) {
+				double x;
+				memcpy(&x, src + i, sizeof(x));
+				x /= (double)n;
+				memcpy(dst + i, &x, sizeof(x));
+			}
+			break;
+		}
+	}
+}
+
+static void run_pieces(const piece *p, size_t count, uint64_t bytes)
+{
+	if (count > 1 && bytes >= PARALLEL_MIN_BYTES && omp_get_max_threads() > 1) {
+		long nc = (long)count;
+		#pragma omp parallel for schedule(dynamic, 1)
+		for (long i = 0; i < nc; i++)
+			apply_piece(&p[i]);
+	} else {
+		for (size_t i = 0; i < count; i++)
+			apply_piece(&p[i]);
+	}
+}
+
+typedef struct {
+	piece batch[PIECE_BATCH];
+	size_t count;
+	uint64_t bytes;
+} fanout;
+
+static void fanout_flush(fanout *f)
+{
+	run_pieces(f->batch, f->count, f->bytes);
+	f->count = 0;
+	f->bytes = 0;
+}
+
+static void fanout_add(fanout *f, ckpt_variable *v, const void *src, fill_mode mode)
+{
+	for (size_t off = 0; off < v->nbytes; off += PIECE_BYTES) {
+		if (f->count == PIECE_BATCH)
+			fanout_flush(f);
+		piece *p = &f->batch[f->count++];
+		p->v = v;
+		p->src = src;
+		p->off = off;
+		p->len = v->nbytes - off < PIECE_BYTES ? (size_t)(v->nbytes - off) : PIECE_BYTES;
+		p->mode = mode;
+		f->bytes += (uint64_t)p->len * (uint64_t)v->copies;
+	}
+}
+
+/* How assign writes `v`. */
+static fill_mode assign_mode(const ckpt_variable *v)
+{
+	if (v->kind != CKPT_VAR_SYNC_ON_READ || v->agg != CKPT_AGG_SUM || v->copies == 1)
+		return FILL_COPY;
+	switch (v->dtype) {
+	case CKPT_DT_FLOAT: return FILL_SPLIT_F32;
+	case CKPT_DT_DOUBLE: return FILL_SPLIT_F64;
+	default: return FILL_SPLIT_INT; /* int32 / int64: creation admits nothing else for SUM */
+	}
+}
+
+/* ---- creation ---- */
+
+static int ranges_overlap(const void *a, const void *b, uint64_t n)
+{
+	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+	return n > 0 && x < y + n && y < x + n;
+}
+
+static int check_options(const ckpt_variable_options *o, const char *name, ckpt_dtype dt)
+{
+	if (o->version != CKPT_VARIABLE_OPTIONS_VERSION)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+			"ckpt_variable_options.version is %u, want %u (CKPT_VARIABLE_OPTIONS_INIT)",
+			o->version, (unsigned)CKPT_VARIABLE_OPTIONS_VERSION);
+	if ((unsigned)o->sync > CKPT_SYNC_ON_READ)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "unknown synchronization %d", (int)o->sync);
+	if ((unsigned)o->aggregation > CKPT_AGG_ONLY_FIRST_REPLICA)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "unknown aggregation %d", (int)o->aggregation);
+	if (o->sync == CKPT_SYNC_ON_READ) {
+		if (o->aggregation == CKPT_AGG_NONE)
+			return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+				"a sync-on-read variable needs an aggregation (SUM, MEAN or ONLY_FIRST_REPLICA)");
+		if ((o->aggregation == CKPT_AGG_SUM || o->aggregation == CKPT_AGG_MEAN) && !summable(dt))
+			return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1,
+				"sync-on-read %s aggregation supports float32, float64, int32 and int64, not %s",
+				agg_name(o->aggregation), ckpt_dtype_name(dt));
+	}
+	return CKPT_OK;
+}
+
+int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
+	const ckpt_shape *shape, const ckpt_variable_options *o)
+{
+	static const ckpt_variable_options defaults = CKPT_VARIABLE_OPTIONS_INIT;
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "ckpt_variable_new: out is NULL");
+	*out = NULL;
+	if (!name || !shape)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "ckpt_variable_new: %s is NULL", name ? "shape" : "name");
+	size_t name_len = strlen(name);
+	if (name_len == 0 || name_len > CKPT_MAX_NAME_LEN)
+		return ckpt__fail(name_len ? CKPT_ELIMIT : CKPT_EINVAL, NULL, NULL, -1,
+			"variable name of %zu bytes (want 1..%d)", name_len, CKPT_MAX_NAME_LEN);
+	ckpt_replica_ctx *ctx = ckpt_replica_current();
+	if (ctx)
+		return ckpt__fail(CKPT_ESCOPE, NULL, name, -1,
+			"variable '%s' created in replica context (replica %d of %s): create variables "
+			"outside ckpt_strategy_run, inside the strategy's scope", name,
+			ckpt_replica_id(ctx), ckpt_strategy_describe(ckpt_replica_strategy(ctx)));
+	if (!o)
+		o = &defaults;
+	if (!ckpt_dtype_valid((int)dt))
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "invalid dtype %d", (int)dt);
+	if (dt == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1, "string variables are not supported");
+	uint64_t nbytes;
+	CKPT_TRY(ckpt_shape_nbytes(shape, dt, &nbytes));
+	if (nbytes > SIZE_MAX)
+		return ckpt__fail(CKPT_ELIMIT, NULL, name, -1, "variable of %llu bytes exceeds the address space",
+			(unsigned long long)nbytes);
+	CKPT_TRY(check_options(o, name, dt));
+
+	ckpt_strategy *s = ckpt_strategy_current();
+	int mirrored = ckpt_strategy_get_kind(s) == CKPT_STRATEGY_MIRRORED;
+	int copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
+	if (o->replica_buffers) {
+		for (int i = 0; i < copies; i++) {
+			if (!o->replica_buffers[i] && nbytes > 0)
+				return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+					"replica_buffers[%d] is NULL (%d buffer(s) of %llu bytes needed under %s)",
+					i, copies, (unsigned long long)nbytes, ckpt_strategy_describe(s));
+			for (int j = 0; j < i; j++)
+				if (ranges_overlap(o->replica_buffers[i], o->replica_buffers[j], nbytes))
+					return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+						"replica_buffers[%d] and [%d] overlap: each replica needs its own %llu bytes",
+						j, i, (unsigned long long)nbytes);
+		}
+	}
+
+	ckpt_variable *v = ckpt__calloc(1, sizeof(*v));
+	if (!v)
+		return CKPT_ENOMEM;
+	v->dtype = dt;
+	v->shape = *shape;
+	v->nbytes = nbytes;
+	v->kind = !mirrored ? CKPT_VAR_PLAIN : o->sync == CKPT_SYNC_ON_READ ? CKPT_VAR_SYNC_ON_READ : CKPT_VAR_MIRRORED;
+	v->agg = o->aggregation;
+	v->trainable = o->trainable;
+	v->copies = copies;
+	v->wrapped = o->replica_buffers != NULL;
+	v->strategy = s;
+	ckpt__strategy_retain(s, CKPT__REF_VARIABLE);
+	v->name = ckpt__strndup(name, name_len);
+	v->origin = mirrored ? ckpt__asprintf("inside %s scope", ckpt_strategy_describe(s))
+		: ckpt__strdup("outside any strategy scope");
+	v->bufs = ckpt__calloc((size_t)copies, sizeof(*v->bufs));
+	if (!v->name || !v->origin || !v->bufs)
+		goto nomem;
+	for (int i = 0; i < copies; i++) {
+		v->bufs[i] = v->wrapped ? o->replica_buffers[i] : ckpt__buffer_alloc(nbytes, 0);
+		if (!v->bufs[i] && !v->wrapped)
+			goto nomem;
+	}
+	/* first touch of fresh buffers happens here, in parallel */
+	if (o->initial_value || !v->wrapped) {
+		fanout *f = ckpt__malloc(sizeof(*f));
+		if (!f)
+			goto nomem;
+		f->count = 0;
+		f->bytes = 0;
+		fanout_add(f, v, o->initial_value, o->initial_value ? FILL_COPY : FILL_ZERO);
+		fanout_flush(f);
+		ckpt__free(f);
+	}
+	*out = v;
+	return CKPT_OK;
+nomem:
+	ckpt_variable_free(v);
+	return ckpt__fail(CKPT_ENOMEM, NULL, name, -1, "out of memory creating variable '%s' (%d cop%s of %llu bytes)",
+		name, copies, copies == 1 ? "y" : "ies", (unsigned long long)nbytes);
+}
+
+void ckpt_variable_free(ckpt_variable *v)
+{
+	if (!v)
+		return;
+	if (v->bufs && !v->wrapped)
+		for (int i = 0; i < v->copies; i++)
+			ckpt__buffer_free(v->bufs[i]);
+	ckpt__free(v->bufs);
+	ckpt__free(v->name);
+	ckpt__free(v->origin);
+	ckpt__strategy_release(v->strategy, CKPT__REF_VARIABLE);
+	ckpt__free(v);
+}
+
+/* ---- accessors ---- */
+
+const char *ckpt_variable_name(const ckpt_variable *v) { return v ? v->name : NULL; }
+ckpt_dtype ckpt_variable_dtype(const ckpt_variable *v) { return v ? v->dtype : CKPT_DT_INVALID; }
+const ckpt_shape *ckpt_variable_shape(const ckpt_variable *v) { return v ? &v->shape : NULL; }
+uint64_t ckpt_variable_nbytes(const ckpt_variable *v) { return v ? v->nbytes : 0; }
+ckpt_var_kind ckpt_variable_kind(const ckpt_variable *v) { return v ? v->kind : CKPT_VAR_PLAIN; }
+ckpt_aggregation ckpt_variable_aggregation(const ckpt_variable *v) { return v ? v->agg : CKPT_AGG_NONE; }
+ckpt_strategy *ckpt_variable_strategy(const ckpt_variable *v) { return v ? v->strategy : NULL; }
+int ckpt_variable_num_replicas(const ckpt_variable *v) { return v ? v->copies : 0; }
+const char *ckpt_variable_origin(const ckpt_variable *v) { return v ? v->origin : NULL; }
+
+const void *ckpt_variable_replica_data(const ckpt_variable *v, int replica)
+{
+	if (!v || replica < 0 || replica >= v->copies)
+		return NULL;
+	return v->bufs[replica];
+}
+
+void *ckpt__variable_data(ckpt_variable *v, int replica)
+{
+	return (void *)ckpt_variable_replica_data(v, replica);
+}
+
+/* ---- cross-replica assign ---- */
+
+static int check_assign(const ckpt_variable *v, const void *src, size_t n, const char *what)
+{
+	if (!v)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s: variable is NULL", what);
+	ckpt_replica_ctx *ctx = ckpt_replica_current();
+	if (ctx)
+		return ckpt__fail(CKPT_ESCOPE, NULL, v->name, -1,
+			"%s of variable '%s' in replica context (replica %d of %s): assign is a cross-replica "
+			"update; in replica context update this replica's copy from ckpt_variable_local",
+			what, v->name, ckpt_replica_id(ctx), ckpt_strategy_describe(ckpt_replica_strategy(ctx)));
+	if (n != v->nbytes) {
+		char shp[256];
+		ckpt_shape_format(&v->shape, shp, sizeof(shp));
+		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1,
+			"%s of variable '%s' (%s %s): want %llu bytes, got %zu",
+			what, v->name, ckpt_dtype_name(v->dtype), shp, (unsigned long long)v->nbytes, n);
+	}
+	if (!src && n > 0)
+		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1, "%s of variable '%s': source is NULL", what, v->name);
+	for (int r = 0; r < v->copies; r++)
+		if (ranges_overlap(src, v->bufs[r], n) && !(r == 0 && src == v->bufs[0]))
+			return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1,
+				"%s of variable '%s': the source overlaps the variable's replica %d copy", what, v->name, r);
+	return CKPT_OK;
+}
+
+int ckpt_variable_assign(ckpt_variable *v, const void *src, size_t n)
+{
+	CKPT_TRY(check_assign(v, src, n, "assign"));
+	fanout *f = ckpt__malloc(sizeof(*f));
+	if (!f)
+		return CKPT_ENOMEM;
+	f->count = 0;
+	f->bytes = 0;
+	fanout_add(f, v, src, assign_mode(v));
+	fanout_flush(f);
+	ckpt__free(f);
+	return CKPT_OK;
+}
+
+int ckpt__variable_broadcast_primary(ckpt_variable *v)
+{
+	if (!v)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "broadcast: variable is NULL");
+	return ckpt_variable_assign(v, v->bufs[0], (size_t)v->nbytes);
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+	return x < y ? -1 : x > y;
+}
+
+int ckpt__variable_assign_many(ckpt_variable *const *vars, const void *const *srcs,
+	const size_t *sizes, size_t count)
+{
+	if (count == 0)
+		return CKPT_OK;
+	if (!vars || !srcs || !sizes)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "assign_many: NULL array");
+	for (size_t i = 0; i < count; i++)
+		CKPT_TRY(check_assign(vars[i], srcs[i], sizes[i], "assign"));
+	/* the same variable twice would be written concurrently */
+	ckpt_variable **sorted = ckpt__calloc(count, sizeof(*sorted));
+	if (!sorted)
+		return CKPT_ENOMEM;
+	memcpy(sorted, vars, count * sizeof(*sorted));
+	qsort(sorted, count, sizeof(*sorted), cmp_ptr);
+	for (size_t i = 1; i < count; i++)
+		if (sorted[i] == sorted[i - 1]) {
+			const char *nm = sorted[i]->name;
+			ckpt__free(sorted);
+			return ckpt__fail(CKPT_EINVAL, NULL, nm, -1, "assign_many: variable '%s' appears twice", nm);
+		}
+	ckpt__free(sorted);
+	fanout *f = ckpt__malloc(sizeof(*f));
+	if (!f)
+		return CKPT_ENOMEM;
+	f->count = 0;
+	f->bytes = 0;
+	for (size_t i = 0; i < count; i++)
+		fanout_add(f, vars[i], srcs[i], assign_mode(vars[i]));
+	fanout_flush(f);
+	ckpt__free(f);
+	return CKPT_OK;
+}
+
+/* ---- cross-replica read ---- */
+
+#define DEFINE_AGG_FLOAT(NAME, T) \
+static void NAME(const ckpt_variable *v, T *dst, uint64_t count, int mean) \
+{ \
+	for (uint64_t i = 0; i < count; i++) { \
+		T acc = ((const T *)v->bufs[0])[i]; \
+		for (int r = 1; r < v->copies; r++) \
+			acc += ((const T *)v->bufs[r])[i]; \
+		dst[i] = mean ? acc / (T)v->copies : acc; \
+	} \
+}
+DEFINE_AGG_FLOAT(agg_f32, float)
+DEFINE_AGG_FLOAT(agg_f64, double)
+
+static int agg_i32(const ckpt_variable *v, int32_t *dst, uint64_t count, int mean)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		int64_t acc = 0;
+		for (int r = 0; r < v->copies; r++)
+			acc += ((const int32_t *)v->bufs[r])[i];
+		if (mean)
+			acc /= v->copies;
+		else if (acc > INT32_MAX || acc < INT32_MIN)
+			return ckpt__fail(CKPT_ELIMIT, NULL, v->name, -1,
+				"SUM of sync-on-read variable '%s' overflows int32 at element %llu (%lld)",
+				v->name, (unsigned long long)i, (long long)acc);
+		dst[i] = (int32_t)acc;
+	}
+	return CKPT_OK;
+}
+
+static int agg_i64(const ckpt_variable *v, int64_t *dst, uint64_t count, int mean)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		int64_t acc = 0;
+		for (int r = 0; r < v->copies; r++)
+			if (__builtin_add_overflow(acc, ((const int64_t *)v->bufs[r])[i], &acc))
+				return ckpt__fail(CKPT_ELIMIT, NULL, v->name, -1,
+					"%s of sync-on-read variable '%s' overflows int64 at element %llu",
+					mean ? "MEAN" : "SUM", v->name, (unsigned long long)i);
+		dst[i] = mean ? acc / v->copies : acc;
+	}
+	return CKPT_OK;
+}
+
+int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n)
+{
+	if (!v)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "read: variable is NULL");
+	if (n != v->nbytes)
+		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1,
+			"read of variable '%s': want %llu bytes, got a buffer of %zu",
+			v->name, (unsigned long long)v->nbytes, n);
+	if (!dst && n > 0)
+		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1, "read of variable '%s': destination is NULL", v->name);
+	if (v->kind != CKPT_VAR_SYNC_ON_READ || v->copies == 1 ||
+	    (v->agg != CKPT_AGG_SUM && v->agg != CKPT_AGG_MEAN)) {
+		if (n > 0)
+			memcpy(dst, v->bufs[0], n);
+		return CKPT_OK;
+	}
+	int mean = v->agg == CKPT_AGG_MEAN;
+	uint64_t count = v->nbytes / ckpt_dtype_size(v->dtype);
+	switch (v->dtype) {
+	case CKPT_DT_FLOAT: agg_f32(v, dst, count, mean); return CKPT_OK;
+	case CKPT_DT_DOUBLE: agg_f64(v, dst, count, mean); return CKPT_OK;
+	case CKPT_DT_INT32: return agg_i32(v, dst, count, mean);
+	case CKPT_DT_INT64: return agg_i64(v, dst, count, mean);
+	default:
+		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, v->name, -1,
+			"%s aggregation of %s variable '%s' is not supported",
+			agg_name(v->agg), ckpt_dtype_name(v->dtype), v->name);
+	}
+}
+
+/* ---- replica-context access ---- */
+
+int ckpt_variable_local(ckpt_variable *v, void **out)
+{
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "ckpt_variable_local: out is NULL");
+	*out = NULL;
+	if (!v)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_variable_local: variable is NULL");
+	ckpt_replica_ctx *ctx = ckpt_replica_current();
+	if (!ctx) {
+		if (v->copies > 1 || v->kind != CKPT_VAR_PLAIN)
+			return ckpt__fail(CKPT_ESCOPE, NULL, v->name, -1,
+				"variable '%s' is %s across %d replica(s) of %s: outside replica context use "
+				"ckpt_variable_assign for cross-replica updates (ckpt_variable_read to read it)",
+				v->name, ckpt_var_kind_name(v->kind), v->copies, ckpt_strategy_describe(v->strategy));
+		*out = v->bufs[0];
+		return CKPT_OK;
+	}
+	ckpt_strategy *running = ckpt_replica_strategy(ctx);
+	if (running != v->strategy) {
+		if (v->kind == CKPT_VAR_PLAIN)
+			return ckpt__fail(CKPT_ESCOPE, NULL, v->name, -1,
+				"variable '%s' was created outside strategy scope (plain, under %s) but is updated "
+				"in replica context of %s: create or load it inside the scope (`ckpt_scope_enter`) "
+				"so it is mirrored", v->name, ckpt_strategy_describe(v->strategy),
+				ckpt_strategy_describe(running));
+		return ckpt__fail(CKPT_ESCOPE, NULL, v->name, -1,
+			"variable '%s' was created inside the scope of %s (%s) but is updated in replica "
+			"context of %s: a variable is updated only by the strategy that created it; create "
+			"or load it inside the scope of %s", v->name, ckpt_strategy_describe(v->strategy),
+			ckpt_var_kind_name(v->kind), ckpt_strategy_describe(running),
+			ckpt_strategy_describe(running));
+	}
+	*out = v->bufs[ckpt_replica_id(ctx)];
+	return CKPT_OK;
+}
+
+int ckpt_variable_replicas_identical(const ckpt_variable *v)
+{
+	if (!v)
+		return 0;
+	for (int r = 1; r < v->copies; r++)
+		if (v->nbytes > 0 && memcmp(v->bufs[0], v->bufs[r], (size_t)v->nbytes) != 0)
+			return 0;
+	return 1;
+}

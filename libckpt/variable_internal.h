@@ -1,0 +1,94 @@
+/*
+ * libckpt internals for strategies, replica context and variables: what the
+ * checkpoint code (save / restore / load) needs beyond variable.h, and the
+ * glue between strategy.c, replica.c and variable.c. Not installed.
+ *
+ * Restore path for the checkpoint code (all-or-nothing):
+ *   1. read and validate every value into staging buffers (ckpt__buffer_alloc
+ *      gives huge-page backed memory: first-touch faults dominate restores);
+ *   2. only then ckpt__variable_assign_many(): one parallel fan-out over all
+ *      (variable, replica, 2 MiB chunk) pieces, with assign's semantics
+ *      (sync-on-read SUM split included). It validates every size before it
+ *      writes anything.
+ * Save path: a plain / mirrored variable's value is
+ * ckpt_variable_replica_data(v, 0) (no copy); a sync-on-read one needs
+ * ckpt_variable_read() into a buffer (the aggregate).
+ */
+#ifndef CKPT_VARIABLE_INTERNAL_H
+#define CKPT_VARIABLE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "internal.h"
+
+/* ---- strategies (strategy.c) ---- */
+
+/** Most replicas a mirrored strategy may have (ELIMIT above). */
+#define CKPT__MAX_REPLICAS 1024
+/** Deepest scope nesting per thread (ELIMIT above). */
+#define CKPT__MAX_SCOPE_DEPTH 64
+
+/**
+ * References that keep a strategy alive after ckpt_strategy_free(): every
+ * live variable, every scope-stack entry and every ckpt_strategy_run in
+ * progress holds one. No-ops for the
+ * default strategy. Thread-safe.
+ */
+typedef enum { CKPT__REF_VARIABLE, CKPT__REF_SCOPE, CKPT__REF_RUN } ckpt__strategy_ref;
+void ckpt__strategy_retain(ckpt_strategy *s, ckpt__strategy_ref what);
+void ckpt__strategy_release(ckpt_strategy *s, ckpt__strategy_ref what);
+
+/**
+ * Around a replica function: scopes entered before the run are hidden from
+ * the replica (its current strategy is the one being run). begin returns the
+ * previous base for end; end unwinds scopes the replica left entered and
+ * returns how many it unwound.
+ */
+int ckpt__scope_replica_begin(void);
+int ckpt__scope_replica_end(int prev_base);
+
+/* ---- replica context (replica.c) ---- */
+
+/** The strategy being run on this thread, or NULL outside replica context. */
+ckpt_strategy *ckpt__replica_running_strategy(void);
+
+/* ---- buffers (hugebuf.c) ---- */
+
+/**
+ * A buffer for tensor data: 64-byte aligned; from 2 MiB on it is 2 MiB
+ * aligned and madvise(MADV_HUGEPAGE)d so first touch costs one fault per
+ * 2 MiB instead of per 4 KiB. Allocated through the allocator hook (over-
+ * allocation + alignment, so fault injection still sees it). `zero` = 1
+ * zero-fills. NULL with ENOMEM / ELIMIT set on failure. n may be 0.
+ */
+void *ckpt__buffer_alloc(uint64_t n, int zero);
+/** Free a ckpt__buffer_alloc buffer (NULL ok). */
+void ckpt__buffer_free(void *p);
+
+/* ---- variables (variable.c) ---- */
+
+/**
+ * Writable copy `replica` of `v` (0 <= replica < num_replicas), or NULL.
+ * For writing values straight into a copy (e.g. a reader filling replica 0)
+ * before ckpt__variable_broadcast_primary().
+ */
+void *ckpt__variable_data(ckpt_variable *v, int replica);
+
+/**
+ * Assign srcs[i] (sizes[i] bytes, == nbytes of vars[i]) to vars[i] for all i,
+ * with ckpt_variable_assign's semantics, as one parallel fan-out. Every
+ * argument is checked before anything is written: on error no variable has
+ * changed. Cross-replica context only (ESCOPE in replica context).
+ * srcs[i] must not overlap any copy of any variable being assigned.
+ */
+int ckpt__variable_assign_many(ckpt_variable *const *vars, const void *const *srcs,
+	const size_t *sizes, size_t count);
+
+/**
+ * Treat the current contents of copy 0 as the value to assign (as if
+ * ckpt_variable_assign(v, copy0)) and fan it out to the other copies
+ * (sync-on-read SUM: split). Lets a reader write directly into copy 0.
+ */
+int ckpt__variable_broadcast_primary(ckpt_variable *v);
+
+#endif

@@ -1,0 +1,566 @@
+/* Variables created through the current strategy: plain, mirrored, sync-on-read. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "ckpt/ckpt.h"
+#include "libckpt/variable_internal.h"
+
+static int contains(const char *hay, const char *needle)
+{
+	return hay && needle && strstr(hay, needle) != NULL;
+}
+
+static ckpt_shape shape1(int64_t n)
+{
+	ckpt_shape s;
+	cr_assert_eq(ckpt_shape_make(&s, 1, &n), CKPT_OK);
+	return s;
+}
+
+static ckpt_strategy *mirrored(int n)
+{
+	ckpt_strategy *s;
+	cr_assert_eq(ckpt_strategy_mirrored_new(&s, n), CKPT_OK);
+	return s;
+}
+
+Test(variable, created_inside_scope_is_mirrored_with_identical_copies)
+{
+	ckpt_strategy *s = mirrored(4);
+	ckpt_shape sh = shape1(3);
+	const float init[3] = { 1.5f, -2.0f, 3.25f };
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	o.initial_value = init;
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "dense/kernel", CKPT_DT_FLOAT, &sh, &o), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_kind(v), CKPT_VAR_MIRRORED);
+	cr_assert_str_eq(ckpt_var_kind_name(ckpt_variable_kind(v)), "mirrored");
+	cr_assert_eq(ckpt_variable_num_replicas(v), 4);
+	cr_assert_eq(ckpt_variable_strategy(v), s);
+	cr_assert_str_eq(ckpt_variable_name(v), "dense/kernel");
+	cr_assert_eq(ckpt_variable_dtype(v), CKPT_DT_FLOAT);
+	cr_assert_eq(ckpt_variable_nbytes(v), 12);
+	cr_assert_eq(ckpt_variable_shape(v)->dims[0], 3);
+	char want[96];
+	snprintf(want, sizeof(want), "inside %s scope", ckpt_strategy_describe(s));
+	cr_assert_str_eq(ckpt_variable_origin(v), want);
+	cr_assert_eq(ckpt_variable_replicas_identical(v), 1);
+	for (int r = 0; r < 4; r++) {
+		cr_assert_eq(memcmp(ckpt_variable_replica_data(v, r), init, sizeof(init)), 0);
+		for (int q = 0; q < r; q++)
+			cr_assert_neq(ckpt_variable_replica_data(v, r), ckpt_variable_replica_data(v, q));
+	}
+	cr_assert_null(ckpt_variable_replica_data(v, 4));
+	cr_assert_null(ckpt_variable_replica_data(v, -1));
+	float got[3];
+	cr_assert_eq(ckpt_variable_read(v, got, sizeof(got)), CKPT_OK);
+	cr_assert_eq(memcmp(got, init, sizeof(init)), 0);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, no_initial_value_means_zeros)
+{
+	ckpt_strategy *s = mirrored(2);
+	ckpt_shape sh = shape1(1000);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "zeros", CKPT_DT_INT64, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	for (int r = 0; r < 2; r++) {
+		const int64_t *p = ckpt_variable_replica_data(v, r);
+		for (int i = 0; i < 1000; i++)
+			cr_assert_eq(p[i], 0);
+	}
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+/* ---- the loud rule ---- */
+
+typedef struct {
+	ckpt_variable *v;
+	int add_id;
+} update_arg;
+
+static int update_fn(ckpt_replica_ctx *ctx, void *arg)
+{
+	update_arg *u = arg;
+	void *p;
+	CKPT_TRY(ckpt_variable_local(u->v, &p));
+	if (p != ckpt_variable_replica_data(u->v, ckpt_replica_id(ctx)))
+		return ckpt__fail(CKPT_ERROR, NULL, NULL, -1, "local is not this replica's copy");
+	float *w = p;
+	float grad[3] = { 0.5f * (float)(ckpt_replica_id(ctx) + 1), 1.0f, -0.25f };
+	CKPT_TRY(ckpt_replica_all_reduce_f32(ctx, CKPT_REDUCE_MEAN, grad, 3));
+	for (int i = 0; i < 3; i++)
+		w[i] -= 0.1f * grad[i];
+	return CKPT_OK;
+}
+
+Test(variable, mirrored_updates_in_replica_context_stay_identical)
+{
+	ckpt_strategy *s = mirrored(4);
+	ckpt_shape sh = shape1(3);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "w", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	update_arg u = { v, 0 };
+	for (int step = 0; step < 10; step++)
+		cr_assert_eq(ckpt_strategy_run(s, update_fn, &u), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_variable_replicas_identical(v), 1);
+	cr_assert_neq(((const float *)ckpt_variable_replica_data(v, 0))[0], 0.0f);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+static void check_plain_update_fails(ckpt_variable *v, ckpt_strategy *s)
+{
+	update_arg u = { v, 0 };
+	cr_assert_eq(ckpt_strategy_run(s, update_fn, &u), CKPT_ESCOPE);
+	const ckpt_error *e = ckpt_error_last();
+	cr_assert_eq(e->code, CKPT_ESCOPE);
+	cr_assert(contains(e->message, "'dense/kernel'"), "%s", e->message);
+	cr_assert(contains(e->message, "DefaultStrategy"), "%s", e->message);
+	cr_assert(contains(e->message, ckpt_strategy_describe(s)), "%s", e->message);
+	cr_assert(contains(e->message, "inside the scope"), "%s", e->message);
+	cr_assert(contains(e->message, "created outside strategy scope"), "%s", e->message);
+	cr_assert_str_eq(e->variable, "dense/kernel");
+}
+
+Test(variable, created_outside_scope_is_plain_and_replica_update_fails_loudly)
+{
+	ckpt_strategy *s = mirrored(2);
+	ckpt_shape sh = shape1(3);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_variable_new(&v, "dense/kernel", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_variable_kind(v), CKPT_VAR_PLAIN);
+	cr_assert_eq(ckpt_variable_num_replicas(v), 1);
+	cr_assert_eq(ckpt_variable_strategy(v), ckpt_strategy_default());
+	cr_assert_str_eq(ckpt_variable_origin(v), "outside any strategy scope");
+	check_plain_update_fails(v, s);
+	/* outside replica context a plain variable is directly updatable */
+	void *p;
+	cr_assert_eq(ckpt_variable_local(v, &p), CKPT_OK);
+	cr_assert_eq(p, ckpt_variable_replica_data(v, 0));
+	/* and in a run of the default strategy too: code works with and without distribution */
+	update_arg u = { v, 0 };
+	cr_assert_eq(ckpt_strategy_run(ckpt_strategy_default(), update_fn, &u), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, global_created_before_any_scope_stays_plain_inside_it)
+{
+	ckpt_shape sh = shape1(3);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_variable_new(&v, "dense/kernel", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	ckpt_strategy *s = mirrored(4);
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_kind(v), CKPT_VAR_PLAIN);
+	cr_assert_eq(ckpt_variable_num_replicas(v), 1);
+	check_plain_update_fails(v, s);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, variable_of_one_strategy_in_another_run_names_both)
+{
+	ckpt_strategy *a = mirrored(2), *b = mirrored(2);
+	ckpt_shape sh = shape1(3);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(a), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "dense/bias", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(a), CKPT_OK);
+	update_arg u = { v, 0 };
+	cr_assert_eq(ckpt_strategy_run(b, update_fn, &u), CKPT_ESCOPE);
+	const ckpt_error *e = ckpt_error_last();
+	cr_assert(contains(e->message, "'dense/bias'"), "%s", e->message);
+	cr_assert(contains(e->message, ckpt_strategy_describe(a)), "%s", e->message);
+	cr_assert(contains(e->message, ckpt_strategy_describe(b)), "%s", e->message);
+	cr_assert_str_eq(e->variable, "dense/bias");
+	/* and in its own strategy's run it works */
+	cr_assert_eq(ckpt_strategy_run(a, update_fn, &u), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(a);
+	ckpt_strategy_free(b);
+}
+
+Test(variable, mirrored_local_outside_replica_context_points_to_assign)
+{
+	ckpt_strategy *s = mirrored(2);
+	ckpt_shape sh = shape1(3);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "m", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	void *p = (void *)1;
+	cr_assert_eq(ckpt_variable_local(v, &p), CKPT_ESCOPE);
+	cr_assert_null(p);
+	cr_assert(contains(ckpt_error_last()->message, "ckpt_variable_assign"), "%s", ckpt_error_last()->message);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+static int create_in_replica_fn(ckpt_replica_ctx *ctx, void *arg)
+{
+	ckpt_shape sh = shape1(1);
+	ckpt_variable *v = NULL;
+	int rc = ckpt_variable_new(&v, "late", CKPT_DT_FLOAT, &sh, NULL);
+	ckpt_variable_free(v);
+	return rc;
+}
+
+Test(variable, creation_in_replica_context_is_escope)
+{
+	ckpt_strategy *s = mirrored(2);
+	cr_assert_eq(ckpt_strategy_run(s, create_in_replica_fn, NULL), CKPT_ESCOPE);
+	cr_assert(contains(ckpt_error_last()->message, "replica context"));
+	ckpt_strategy_free(s);
+}
+
+/* ---- cross-replica assign ---- */
+
+static int assign_in_replica_fn(ckpt_replica_ctx *ctx, void *arg)
+{
+	float x[3] = { 0 };
+	return ckpt_variable_assign(arg, x, sizeof(x));
+}
+
+Test(variable, assign_writes_every_copy_and_checks_its_arguments)
+{
+	ckpt_strategy *s = mirrored(4);
+	ckpt_shape sh = shape1(3);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "a", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	const float val[3] = { 7, 8, 9 };
+	cr_assert_eq(ckpt_variable_assign(v, val, sizeof(val)), CKPT_OK);
+	for (int r = 0; r < 4; r++)
+		cr_assert_eq(memcmp(ckpt_variable_replica_data(v, r), val, sizeof(val)), 0);
+	cr_assert_eq(ckpt_variable_assign(v, val, 8), CKPT_EINVAL);
+	cr_assert(contains(ckpt_error_last()->message, "want 12 bytes, got 8"), "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_variable_assign(v, NULL, 12), CKPT_EINVAL);
+	cr_assert_eq(ckpt_variable_assign(v, ckpt_variable_replica_data(v, 2), 12), CKPT_EINVAL);
+	cr_assert_eq(ckpt_strategy_run(s, assign_in_replica_fn, v), CKPT_ESCOPE);
+	cr_assert(contains(ckpt_error_last()->message, "ckpt_variable_local"));
+	float small[2];
+	cr_assert_eq(ckpt_variable_read(v, small, sizeof(small)), CKPT_EINVAL);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, large_assign_fans_out_to_huge_page_buffers)
+{
+	ckpt_strategy *s = mirrored(4);
+	const int64_t n = (int64_t)3 << 20; /* 12 MiB of float32 per copy */
+	ckpt_shape sh = shape1(n);
+	float *val = malloc((size_t)n * sizeof(float));
+	for (int64_t i = 0; i < n; i++)
+		val[i] = (float)i * 0.5f;
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "big", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	for (int r = 0; r < 4; r++)
+		cr_assert_eq((uintptr_t)ckpt_variable_replica_data(v, r) % ((uintptr_t)2 << 20), 0, "copy %d not 2 MiB aligned", r);
+	cr_assert_eq(ckpt_variable_assign(v, val, (size_t)n * sizeof(float)), CKPT_OK);
+	for (int r = 0; r < 4; r++)
+		cr_assert_eq(memcmp(ckpt_variable_replica_data(v, r), val, (size_t)n * sizeof(float)), 0);
+	cr_assert_eq(ckpt_variable_replicas_identical(v), 1);
+	((float *)ckpt__variable_data(v, 3))[n - 1] += 1.0f;
+	cr_assert_eq(ckpt_variable_replicas_identical(v), 0);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+	free(val);
+}
+
+Test(variable, assign_many_validates_everything_before_writing)
+{
+	ckpt_strategy *s = mirrored(2);
+	ckpt_shape sh3 = shape1(3), sh2 = shape1(2);
+	ckpt_variable *a, *b;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&a, "a", CKPT_DT_FLOAT, &sh3, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&b, "b", CKPT_DT_DOUBLE, &sh2, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	const float va[3] = { 1, 2, 3 };
+	const double vb[2] = { 4, 5 };
+	ckpt_variable *vars[2] = { a, b };
+	const void *srcs[2] = { va, vb };
+	size_t bad[2] = { sizeof(va), 8 };
+	cr_assert_eq(ckpt__variable_assign_many(vars, srcs, bad, 2), CKPT_EINVAL);
+	cr_assert_str_eq(ckpt_error_last()->variable, "b");
+	const float zero3[3] = { 0 };
+	cr_assert_eq(memcmp(ckpt_variable_replica_data(a, 0), zero3, 12), 0, "nothing written on failure");
+	cr_assert_eq(memcmp(ckpt_variable_replica_data(a, 1), zero3, 12), 0);
+	ckpt_variable *dup[2] = { a, a };
+	const void *dsrc[2] = { va, va };
+	size_t dsz[2] = { 12, 12 };
+	cr_assert_eq(ckpt__variable_assign_many(dup, dsrc, dsz, 2), CKPT_EINVAL);
+	size_t good[2] = { sizeof(va), sizeof(vb) };
+	cr_assert_eq(ckpt__variable_assign_many(vars, srcs, good, 2), CKPT_OK);
+	for (int r = 0; r < 2; r++) {
+		cr_assert_eq(memcmp(ckpt_variable_replica_data(a, r), va, sizeof(va)), 0);
+		cr_assert_eq(memcmp(ckpt_variable_replica_data(b, r), vb, sizeof(vb)), 0);
+	}
+	ckpt_variable_free(a);
+	ckpt_variable_free(b);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, broadcast_primary_copies_replica_0_everywhere)
+{
+	ckpt_strategy *s = mirrored(3);
+	ckpt_shape sh = shape1(4);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "p", CKPT_DT_INT32, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	int32_t *p0 = ckpt__variable_data(v, 0);
+	for (int i = 0; i < 4; i++)
+		p0[i] = 10 + i;
+	cr_assert_eq(ckpt_variable_replicas_identical(v), 0);
+	cr_assert_eq(ckpt__variable_broadcast_primary(v), CKPT_OK);
+	cr_assert_eq(ckpt_variable_replicas_identical(v), 1);
+	cr_assert_eq(((const int32_t *)ckpt_variable_replica_data(v, 2))[3], 13);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+/* ---- sync-on-read ---- */
+
+static ckpt_variable *sor_new(ckpt_strategy *s, const char *name, ckpt_dtype dt, int64_t n, ckpt_aggregation agg)
+{
+	ckpt_shape sh = shape1(n);
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	o.sync = CKPT_SYNC_ON_READ;
+	o.aggregation = agg;
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	int rc = ckpt_variable_new(&v, name, dt, &sh, &o);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	cr_assert_eq(rc, CKPT_OK, "%s", ckpt_error_last()->message);
+	return v;
+}
+
+static int accumulate_fn(ckpt_replica_ctx *ctx, void *arg)
+{
+	ckpt_variable *v = arg;
+	void *p;
+	CKPT_TRY(ckpt_variable_local(v, &p));
+	int id = ckpt_replica_id(ctx);
+	if (ckpt_variable_dtype(v) == CKPT_DT_FLOAT)
+		((float *)p)[0] += (float)(id + 1);
+	else
+		((int64_t *)p)[0] += id + 1;
+	return CKPT_OK;
+}
+
+static void check_sync_on_read(int n)
+{
+	ckpt_strategy *s = mirrored(n);
+	const float val[3] = { 2.0f, 6.0f, -3.0f };
+	float got[3];
+
+	/* SUM, float: split value / N into every replica; the aggregate is the value */
+	ckpt_variable *sum = sor_new(s, "metric/total", CKPT_DT_FLOAT, 3, CKPT_AGG_SUM);
+	cr_assert_eq(ckpt_variable_kind(sum), CKPT_VAR_SYNC_ON_READ);
+	cr_assert_eq(ckpt_variable_aggregation(sum), CKPT_AGG_SUM);
+	cr_assert_eq(ckpt_variable_num_replicas(sum), n);
+	cr_assert_eq(ckpt_variable_assign(sum, val, sizeof(val)), CKPT_OK);
+	for (int r = 0; r < n; r++)
+		for (int i = 0; i < 3; i++)
+			cr_assert_eq(((const float *)ckpt_variable_replica_data(sum, r))[i], val[i] / (float)n);
+	cr_assert_eq(ckpt_variable_read(sum, got, sizeof(got)), CKPT_OK);
+	cr_assert_eq(memcmp(got, val, sizeof(val)), 0);
+	/* per-replica accumulation, then the aggregate */
+	cr_assert_eq(ckpt_strategy_run(s, accumulate_fn, sum), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_variable_read(sum, got, sizeof(got)), CKPT_OK);
+	cr_assert_eq(got[0], 2.0f + (float)(n * (n + 1) / 2));
+
+	/* SUM, integer: whole value in replica 0, zeros elsewhere: exact */
+	ckpt_variable *cnt = sor_new(s, "metric/count", CKPT_DT_INT64, 2, CKPT_AGG_SUM);
+	const int64_t ival[2] = { 7, -9 };
+	int64_t iget[2];
+	cr_assert_eq(ckpt_variable_assign(cnt, ival, sizeof(ival)), CKPT_OK);
+	cr_assert_eq(memcmp(ckpt_variable_replica_data(cnt, 0), ival, sizeof(ival)), 0);
+	for (int r = 1; r < n; r++)
+		cr_assert_eq(((const int64_t *)ckpt_variable_replica_data(cnt, r))[0], 0);
+	cr_assert_eq(ckpt_variable_read(cnt, iget, sizeof(iget)), CKPT_OK);
+	cr_assert_eq(memcmp(iget, ival, sizeof(ival)), 0);
+	cr_assert_eq(ckpt_strategy_run(s, accumulate_fn, cnt), CKPT_OK);
+	cr_assert_eq(ckpt_variable_read(cnt, iget, sizeof(iget)), CKPT_OK);
+	cr_assert_eq(iget[0], 7 + n * (n + 1) / 2);
+
+	/* MEAN: every replica gets the value */
+	ckpt_variable *mean = sor_new(s, "metric/mean", CKPT_DT_FLOAT, 3, CKPT_AGG_MEAN);
+	cr_assert_eq(ckpt_variable_assign(mean, val, sizeof(val)), CKPT_OK);
+	cr_assert_eq(ckpt_variable_replicas_identical(mean), 1);
+	cr_assert_eq(ckpt_variable_read(mean, got, sizeof(got)), CKPT_OK);
+	cr_assert_eq(memcmp(got, val, sizeof(val)), 0);
+	cr_assert_eq(ckpt_strategy_run(s, accumulate_fn, mean), CKPT_OK);
+	cr_assert_eq(ckpt_variable_read(mean, got, sizeof(got)), CKPT_OK);
+	cr_assert_eq(got[0], (2.0f * (float)n + (float)(n * (n + 1) / 2)) / (float)n);
+
+	/* ONLY_FIRST_REPLICA: every replica gets the value, reads see replica 0 */
+	ckpt_variable *first = sor_new(s, "metric/first", CKPT_DT_FLOAT, 3, CKPT_AGG_ONLY_FIRST_REPLICA);
+	cr_assert_eq(ckpt_variable_assign(first, val, sizeof(val)), CKPT_OK);
+	cr_assert_eq(ckpt_variable_replicas_identical(first), 1);
+	cr_assert_eq(ckpt_strategy_run(s, accumulate_fn, first), CKPT_OK);
+	cr_assert_eq(ckpt_variable_read(first, got, sizeof(got)), CKPT_OK);
+	cr_assert_eq(got[0], 3.0f);
+
+	ckpt_variable_free(sum);
+	ckpt_variable_free(cnt);
+	ckpt_variable_free(mean);
+	ckpt_variable_free(first);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, sync_on_read_with_1_replica) { check_sync_on_read(1); }
+Test(variable, sync_on_read_with_2_replicas) { check_sync_on_read(2); }
+Test(variable, sync_on_read_with_4_replicas) { check_sync_on_read(4); }
+
+Test(variable, sync_on_read_f64_split_and_int32_overflow)
+{
+	ckpt_strategy *s = mirrored(4);
+	ckpt_variable *d = sor_new(s, "d", CKPT_DT_DOUBLE, 1, CKPT_AGG_SUM);
+	double x = 10.0, y;
+	cr_assert_eq(ckpt_variable_assign(d, &x, sizeof(x)), CKPT_OK);
+	cr_assert_eq(((const double *)ckpt_variable_replica_data(d, 3))[0], 2.5);
+	cr_assert_eq(ckpt_variable_read(d, &y, sizeof(y)), CKPT_OK);
+	cr_assert_eq(y, 10.0);
+	ckpt_variable *i = sor_new(s, "i", CKPT_DT_INT32, 1, CKPT_AGG_SUM);
+	for (int r = 0; r < 4; r++)
+		((int32_t *)ckpt__variable_data(i, r))[0] = INT32_MAX / 2;
+	int32_t z;
+	cr_assert_eq(ckpt_variable_read(i, &z, sizeof(z)), CKPT_ELIMIT);
+	cr_assert_str_eq(ckpt_error_last()->variable, "i");
+	ckpt_variable *m = sor_new(s, "m", CKPT_DT_INT32, 1, CKPT_AGG_MEAN);
+	for (int r = 0; r < 4; r++)
+		((int32_t *)ckpt__variable_data(m, r))[0] = INT32_MAX - r;
+	cr_assert_eq(ckpt_variable_read(m, &z, sizeof(z)), CKPT_OK, "MEAN accumulates wider");
+	cr_assert_eq(z, INT32_MAX - 2); /* (4 * MAX - 6) / 4 truncated */
+	ckpt_variable_free(d);
+	ckpt_variable_free(i);
+	ckpt_variable_free(m);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, sync_on_read_option_checks)
+{
+	ckpt_strategy *s = mirrored(2);
+	ckpt_shape sh = shape1(2);
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	o.sync = CKPT_SYNC_ON_READ;
+	ckpt_variable *v = (ckpt_variable *)1;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "x", CKPT_DT_FLOAT, &sh, &o), CKPT_EINVAL, "aggregation required");
+	cr_assert_null(v);
+	o.aggregation = CKPT_AGG_SUM;
+	cr_assert_eq(ckpt_variable_new(&v, "x", CKPT_DT_HALF, &sh, &o), CKPT_EUNSUPPORTED);
+	o.aggregation = CKPT_AGG_ONLY_FIRST_REPLICA;
+	cr_assert_eq(ckpt_variable_new(&v, "x", CKPT_DT_HALF, &sh, &o), CKPT_OK);
+	ckpt_variable_free(v);
+	o.version = 99;
+	cr_assert_eq(ckpt_variable_new(&v, "x", CKPT_DT_FLOAT, &sh, &o), CKPT_EINVAL);
+	cr_assert_eq(ckpt_variable_new(&v, "s", CKPT_DT_STRING, &sh, NULL), CKPT_EUNSUPPORTED);
+	cr_assert_eq(ckpt_variable_new(&v, "", CKPT_DT_FLOAT, &sh, NULL), CKPT_EINVAL);
+	cr_assert_eq(ckpt_variable_new(&v, NULL, CKPT_DT_FLOAT, &sh, NULL), CKPT_EINVAL);
+	cr_assert_eq(ckpt_variable_new(&v, "x", CKPT_DT_FLOAT, NULL, NULL), CKPT_EINVAL);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	/* outside a scope a sync-on-read variable is a plain one with its aggregation */
+	o.version = CKPT_VARIABLE_OPTIONS_VERSION;
+	o.aggregation = CKPT_AGG_SUM;
+	cr_assert_eq(ckpt_variable_new(&v, "x", CKPT_DT_FLOAT, &sh, &o), CKPT_OK);
+	cr_assert_eq(ckpt_variable_kind(v), CKPT_VAR_PLAIN);
+	cr_assert_eq(ckpt_variable_aggregation(v), CKPT_AGG_SUM);
+	const float val[2] = { 3, 4 };
+	cr_assert_eq(ckpt_variable_assign(v, val, sizeof(val)), CKPT_OK);
+	cr_assert_eq(memcmp(ckpt_variable_replica_data(v, 0), val, sizeof(val)), 0);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+/* ---- wrapped (trainer-owned) buffers ---- */
+
+Test(variable, wrapped_buffers_are_zero_copy)
+{
+	ckpt_strategy *s = mirrored(2);
+	ckpt_shape sh = shape1(4);
+	float block[2][4] = { { 1, 2, 3, 4 }, { 1, 2, 3, 4 } };
+	void *bufs[2] = { block[0], block[1] };
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	o.replica_buffers = bufs;
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "wrapped", CKPT_DT_FLOAT, &sh, &o), CKPT_OK);
+	cr_assert_eq(ckpt_variable_replica_data(v, 0), block[0]);
+	cr_assert_eq(ckpt_variable_replica_data(v, 1), block[1]);
+	cr_assert_eq(block[1][3], 4.0f, "contents kept without an initial value");
+	const float val[4] = { 9, 8, 7, 6 };
+	cr_assert_eq(ckpt_variable_assign(v, val, sizeof(val)), CKPT_OK);
+	cr_assert_eq(memcmp(block[0], val, sizeof(val)), 0, "assign writes the caller's memory");
+	cr_assert_eq(memcmp(block[1], val, sizeof(val)), 0);
+	ckpt_variable_free(v);
+	cr_assert_eq(block[1][0], 9.0f, "free leaves the caller's memory alone");
+
+	/* initial value goes into the caller's buffers */
+	const float init[4] = { -1, -2, -3, -4 };
+	o.initial_value = init;
+	cr_assert_eq(ckpt_variable_new(&v, "wrapped2", CKPT_DT_FLOAT, &sh, &o), CKPT_OK);
+	cr_assert_eq(memcmp(block[1], init, sizeof(init)), 0);
+	ckpt_variable_free(v);
+
+	/* overlapping or missing buffers */
+	float one[6];
+	void *overlap[2] = { one, one + 2 };
+	o.replica_buffers = overlap;
+	cr_assert_eq(ckpt_variable_new(&v, "bad", CKPT_DT_FLOAT, &sh, &o), CKPT_EINVAL);
+	cr_assert(contains(ckpt_error_last()->message, "overlap"));
+	void *missing[2] = { block[0], NULL };
+	o.replica_buffers = missing;
+	cr_assert_eq(ckpt_variable_new(&v, "bad", CKPT_DT_FLOAT, &sh, &o), CKPT_EINVAL);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	ckpt_strategy_free(s);
+}
+
+/* ---- lifetime ---- */
+
+Test(variable, freeing_a_strategy_with_live_variables_is_deferred)
+{
+	ckpt_strategy *s = mirrored(2);
+	ckpt_shape sh = shape1(2);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "v", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	ckpt_strategy_free(s);
+	cr_assert_eq(ckpt_error_last()->code, CKPT_EINVAL);
+	cr_assert(contains(ckpt_error_last()->message, "1 variable"), "%s", ckpt_error_last()->message);
+	/* the strategy is still readable through the variable */
+	cr_assert(contains(ckpt_strategy_describe(ckpt_variable_strategy(v)), "MirroredStrategy(2 replicas)"));
+	cr_assert(contains(ckpt_variable_origin(v), "MirroredStrategy(2 replicas)"));
+	ckpt_variable_free(v); /* releases the strategy (ASan: no leak, no use after free) */
+}
+
+Test(variable, accessors_accept_null)
+{
+	cr_assert_null(ckpt_variable_name(NULL));
+	cr_assert_eq(ckpt_variable_num_replicas(NULL), 0);
+	cr_assert_eq(ckpt_variable_replicas_identical(NULL), 0);
+	cr_assert_null(ckpt_variable_replica_data(NULL, 0));
+	ckpt_variable_free(NULL);
+	void *p;
+	cr_assert_eq(ckpt_variable_local(NULL, &p), CKPT_EINVAL);
+	cr_assert_eq(ckpt_variable_assign(NULL, NULL, 0), CKPT_EINVAL);
+	cr_assert_str_eq(ckpt_var_kind_name(CKPT_VAR_SYNC_ON_READ), "sync-on-read");
+	cr_assert_str_eq(ckpt_var_kind_name(CKPT_VAR_PLAIN), "plain");
+}
