@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""Seed the fuzz corpora from ../shared/fixtures (small files only).
+
+Run once; then minimize with libFuzzer -merge=1 (see README.md). Uses the
+standard-library decoder in ../shared/tools/dump_bundle.py.
+"""
+import glob
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared"))
+sys.path.insert(0, os.path.join(SHARED, "tools"))
+import dump_bundle as db  # noqa: E402
+
+FIX = os.path.join(SHARED, "fixtures")
+OUT = os.path.join(HERE, "corpora")
+MAX_FILE = 64 * 1024
+
+
+def put(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def tag(path):
+    rel = os.path.relpath(path, FIX)
+    return rel.replace("/", "__")
+
+
+def main():
+    indexes = sorted(glob.glob(os.path.join(FIX, "tf", "**", "*.index"), recursive=True))
+    for ix in indexes:
+        raw = open(ix, "rb").read()
+        put("tf_index", tag(ix), raw)
+        prefix = ix[:-len(".index")]
+        shards = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
+        datas = [open(s, "rb").read() for s in shards]
+        if sum(len(d) for d in datas) <= MAX_FILE:
+            blob = struct.pack("<I", len(raw)) + raw
+            for d in datas:
+                blob += struct.pack("<I", len(d)) + d
+            put("tf_bundle", tag(ix), blob)
+        # object graph: the single element of the scalar string tensor
+        problems, stats = [], {}
+        entries = db.read_table(ix, problems, stats)
+        for k, v in entries:
+            if k != b"_CHECKPOINTABLE_OBJECT_GRAPH":
+                continue
+            e = db.parse_entry(v)
+            data = datas[e["shard_id"]][e["offset"]:e["offset"] + e["size"]]
+            strings, probs, _ = db.read_string_tensor(data, 1)
+            put("object_graph", tag(ix), strings[0])
+    for st in sorted(glob.glob(os.path.join(FIX, "tf", "*", "checkpoint"))):
+        put("state_file", tag(st), open(st, "rb").read())
+    put("state_file", "manager_example", b'model_checkpoint_path: "ckpt-1"\n'
+        b'all_model_checkpoint_paths: "ckpt-1"\n'
+        b'all_model_checkpoint_timestamps: 1606867698.033619\n'
+        b'last_preserved_timestamp: 1606867659.7415721\n')
+    put("state_file", "escapes", b'model_checkpoint_path: "ckpt\\055\\x31"\n')
+    for h5 in sorted(glob.glob(os.path.join(FIX, "keras", "**", "*.h5"), recursive=True)
+                     + glob.glob(os.path.join(FIX, "keras", "**", "*.hdf5"), recursive=True)):
+        if os.path.getsize(h5) <= MAX_FILE:
+            put("keras_h5", tag(h5), open(h5, "rb").read())
+    import zipfile
+    for k in sorted(glob.glob(os.path.join(FIX, "keras", "*.keras"))):
+        if os.path.getsize(k) <= MAX_FILE:
+            put("keras_archive", tag(k), open(k, "rb").read())
+        z = zipfile.ZipFile(k)
+        put("keras_config", tag(k) + ".config.json", z.read("config.json"))
+        # the weights member alone is a Keras 3 .weights.h5
+        w = z.read("model.weights.h5")
+        if len(w) <= MAX_FILE:
+            put("keras_h5", tag(k) + ".model.weights.h5", w)
+
+
+if __name__ == "__main__":
+    main()

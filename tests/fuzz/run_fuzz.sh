@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Fuzz one target for SECONDS of wall time with one process (shared machine),
+# restarting after a crash, and print: target, total execs, final cov/ft, crashes.
+#   tests/fuzz/run_fuzz.sh BUILD_DIR TARGET SECONDS [WORKDIR]
+# New corpus entries go to WORKDIR/corpus; crash inputs to WORKDIR/artifacts.
+# Minimize into the committed corpus afterwards:
+#   fuzz_T -merge=1 tests/fuzz/corpora/T WORKDIR/corpus
+set -u
+build=$1 t=$2 secs=$3
+src=$(cd "$(dirname "$0")" && pwd)
+work=${4:-/tmp/ckpt-fuzz/$t}
+bin=$build/tests/fuzz/fuzz_$t
+mkdir -p "$work/corpus" "$work/artifacts"
+case $t in
+  keras_h5|keras_archive) maxlen=262144 ;;
+  *) maxlen=65536 ;;
+esac
+start=$(date +%s) execs=0 runs=0 cov=0 ft=0
+while :; do
+  left=$(( secs - ($(date +%s) - start) ))
+  [ "$left" -ge 5 ] && [ "$runs" -lt 30 ] || break
+  runs=$((runs + 1))
+  (cd "$work" && nice -n 10 "$bin" -workers=1 -jobs=1 -max_total_time="$left" -max_len=$maxlen \
+    -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
+    -artifact_prefix="$work/artifacts/" "$work/corpus" "$src/corpora/$t" >/dev/null 2>&1)
+  log=$work/fuzz-0.log
+  cp "$log" "$work/run-$runs.log"
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1)
+  n=$(echo "$last" | sed -E 's/^#([0-9]+).*/\1/')
+  execs=$((execs + ${n:-0}))
+  c=$(echo "$last" | sed -nE 's/.*cov: ([0-9]+).*/\1/p'); [ -n "$c" ] && cov=$c
+  f=$(echo "$last" | sed -nE 's/.*ft: ([0-9]+).*/\1/p'); [ -n "$f" ] && ft=$f
+done
+crashes=$(ls "$work/artifacts" | wc -l)
+echo "$t execs=$execs cov=$cov ft=$ft crashes=$crashes runs=$runs seconds=$(( $(date +%s) - start ))"
