@@ -109,9 +109,18 @@ static int put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t *cr
 	return CKPT_OK;
 }
 
-/* DT_STRING: varint64 lengths, Mask(crc of lengths as u32/u64 LE), bytes. */
+/*
+ * DT_STRING: varint64 lengths, Mask(crc of lengths as u32/u64 LE), bytes.
+ * An empty tensor is written as 0 bytes (crc Mask(0)): TF's writer emits the
+ * 4-byte Mask(0) there, but its reader returns early for size 0, so both
+ * read back in TF, and dump_bundle.py accepts only the empty form.
+ */
 static int put_strings(wshard *s, const ckpt_bytes *el, uint64_t n, uint32_t *crc)
 {
+	if (n == 0) {
+		*crc = 0;
+		return CKPT_OK;
+	}
 	tfb_buf head = { 0 };
 	uint32_t c = 0;
 	int rc = CKPT_OK;
