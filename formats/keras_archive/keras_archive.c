@@ -1,0 +1,484 @@
+/*
+ * Backend "keras-archive": Keras 3 `.keras` zip archives (keras.md §5),
+ * detected from bytes ("PK\x03\x04" at offset 0).
+ *
+ *   entry 0  metadata.json     STORED  {"keras_version": "3.9.2", "date_saved": "..."}
+ *   entry 1  config.json       STORED  serialize_keras_object(model), one line
+ *   entry 2  model.weights.h5  STORED  a Keras 3 weights store (HDF5, not aligned)
+ *   entry 3… assets/...        ignored (never extracted)
+ *
+ * Read with libarchive from memory (central directory first: the seekable
+ * zip reader), members by exact name into bounded buffers, never to disk.
+ * Refused: names with "..", a leading '/', a backslash or empty components,
+ * symlinks and other non-regular entries, encrypted entries, duplicate or
+ * missing members, declared sizes over CKPT_MAX_ZIP_MEMBER_BYTES or the
+ * memory budget, and declared sizes above 4 GiB that exceed CKPT_MAX_ZIP_RATIO
+ * times the archive. model.weights.h5 is then opened as an HDF5 file image
+ * by the keras-h5 backend (format name "keras-v3"). config.json is data:
+ * Lambda layers, __lambda__ objects, module and registered_name values are
+ * reported in the "config_warnings" metadata, never acted upon.
+ *
+ * Writer "keras": metadata.json, config.json, model.weights.h5, STORED, in
+ * that order, committed with ckpt_vfs_write_atomic.
+ */
+#include <string.h>
+#include <time.h>
+#include <archive.h>
+#include <archive_entry.h>
+#include <jansson.h>
+#include "formats/format.h"
+#ifdef CKPT_HAVE_HDF5
+#include "formats/keras_h5/keras_h5.h"
+#endif
+
+enum { M_METADATA, M_CONFIG, M_WEIGHTS, M_COUNT };
+static const char *const member_names[M_COUNT] = { "metadata.json", "config.json", "model.weights.h5" };
+
+static int ka_bid(ckpt_vfs *vfs, const char *path, const unsigned char *head, size_t n)
+{
+	(void)vfs;
+	(void)path;
+	if (n >= 4 && memcmp(head, "PK\x03\x04", 4) == 0)
+		return 80;
+	if (n >= 4 && memcmp(head, "PK\x05\x06", 4) == 0) /* an empty zip: ours to reject clearly */
+		return 50;
+	return -1;
+}
+
+static int check_member_name(const char *path, const char *name)
+{
+	const char *p = name;
+	size_t len;
+	if (!name || !*name)
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "zip entry with an empty or unreadable name");
+	len = strlen(name);
+	if (len > CKPT_MAX_NAME_LEN)
+		return ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "zip entry name of %zu bytes", len);
+	if (name[0] == '/' || (len >= 2 && name[1] == ':'))
+		return ckpt__fail(CKPT_EFORMAT, path, name, -1, "zip entry '%s' has an absolute path", name);
+	if (strchr(name, '\\'))
+		return ckpt__fail(CKPT_EFORMAT, path, name, -1, "zip entry '%s' contains a backslash", name);
+	for (;;) {
+		const char *s = strchr(p, '/');
+		size_t cl = s ? (size_t)(s - p) : strlen(p);
+		if ((cl == 2 && p[0] == '.' && p[1] == '.') || (cl == 1 && p[0] == '.'))
+			return ckpt__fail(CKPT_EFORMAT, path, name, -1, "zip entry '%s' has a '.' or '..' component", name);
+		if (cl == 0 && s) /* "a//b" (a trailing '/' marks a directory and is fine) */
+			return ckpt__fail(CKPT_EFORMAT, path, name, -1, "zip entry '%s' has an empty component", name);
+		if (!s)
+			break;
+		p = s + 1;
+	}
+	return CKPT_OK;
+}
+
+/* Read the current entry's data into a fresh buffer of at most `cap` bytes. */
+static int read_member(struct archive *a, const char *path, const char *name, int64_t declared, uint64_t cap,
+	char **out, size_t *n)
+{
+	size_t have = 0, alloc;
+	char *buf;
+	*out = NULL;
+	*n = 0;
+	if (declared >= 0 && (uint64_t)declared > cap)
+		return ckpt__fail(CKPT_ELIMIT, path, name, -1, "member declares %lld bytes, cap is %llu", (long long)declared,
+			(unsigned long long)cap);
+	alloc = declared >= 0 ? (size_t)declared + 1 : 4096;
+	buf = ckpt__malloc(alloc);
+	if (!buf)
+		return CKPT_ENOMEM;
+	for (;;) {
+		la_ssize_t got;
+		if (have == alloc - 1) {
+			size_t na;
+			char *nb;
+			if (declared >= 0 || (uint64_t)have >= cap) {
+				/* more bytes than the central directory declared, or than the cap */
+				char probe;
+				got = archive_read_data(a, &probe, 1);
+				if (got == 0)
+					break;
+				ckpt__free(buf);
+				if (got < 0)
+					return ckpt__fail(CKPT_EFORMAT, path, name, -1, "zip member unreadable: %s", archive_error_string(a));
+				return ckpt__fail(declared >= 0 ? CKPT_EFORMAT : CKPT_ELIMIT, path, name, -1,
+					"member data exceeds its %s of %llu bytes", declared >= 0 ? "declared size" : "cap",
+					(unsigned long long)(declared >= 0 ? (uint64_t)declared : cap));
+			}
+			na = alloc * 2;
+			if ((uint64_t)na > cap + 1)
+				na = (size_t)cap + 1;
+			nb = ckpt__realloc(buf, na);
+			if (!nb) {
+				ckpt__free(buf);
+				return CKPT_ENOMEM;
+			}
+			buf = nb;
+			alloc = na;
+		}
+		got = archive_read_data(a, buf + have, alloc - 1 - have);
+		if (got < 0) {
+			const char *msg = archive_error_string(a);
+			int code = msg && strstr(msg, "CRC") ? CKPT_ECHECKSUM : CKPT_EFORMAT;
+			ckpt__free(buf);
+			return ckpt__fail(code, path, name, -1, "zip member unreadable: %s", msg ? msg : "unknown error");
+		}
+		if (got == 0)
+			break;
+		have += (size_t)got;
+	}
+	if (declared >= 0 && have != (size_t)declared) {
+		ckpt__free(buf);
+		return ckpt__fail(CKPT_EFORMAT, path, name, -1, "member holds %zu bytes, declared %lld", have, (long long)declared);
+	}
+	buf[have] = '\0';
+	*out = buf;
+	*n = have;
+	return CKPT_OK;
+}
+
+static int json_depth_ok(json_t *j, int depth)
+{
+	size_t i;
+	const char *k;
+	json_t *v;
+	if (depth > CKPT_MAX_JSON_DEPTH)
+		return 0;
+	if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
+			if (!json_depth_ok(v, depth + 1))
+				return 0;
+	} else if (json_is_object(j)) {
+		json_object_foreach(j, k, v)
+			if (!json_depth_ok(v, depth + 1))
+				return 0;
+	}
+	return 1;
+}
+
+/* Lambda layers, lambdas, custom modules: listed for the caller, never executed or imported. */
+static void scan_config(json_t *j, char *out, size_t cap, size_t *used, int depth)
+{
+	size_t i;
+	const char *k;
+	json_t *v;
+	if (depth > CKPT_MAX_JSON_DEPTH || *used + 128 >= cap)
+		return;
+	if (json_is_object(j)) {
+		const char *cls = json_string_value(json_object_get(j, "class_name"));
+		const char *reg = json_string_value(json_object_get(j, "registered_name"));
+		if (cls && (strcmp(cls, "Lambda") == 0 || strcmp(cls, "__lambda__") == 0 || strcmp(cls, "TFOpLambda") == 0)) {
+			const char *nm = json_string_value(json_object_get(json_object_get(j, "config"), "name"));
+			*used += (size_t)snprintf(out + *used, cap - *used, "%s%s '%s' (code not executed)", *used ? "; " : "",
+				cls, nm ? nm : "?");
+		} else if (reg && strchr(reg, '>')) {
+			*used += (size_t)snprintf(out + *used, cap - *used, "%scustom class '%.80s' (not resolved)", *used ? "; " : "", reg);
+		}
+		json_object_foreach(j, k, v)
+			scan_config(v, out, cap, used, depth + 1);
+	} else if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
+			scan_config(v, out, cap, used, depth + 1);
+	}
+	if (*used >= cap)
+		*used = cap - 1;
+}
+
+static int ka_open(ckpt_reader *r)
+{
+	void *file = NULL;
+	size_t fsize = 0, i;
+	struct archive *a = NULL;
+	struct archive_entry *ent;
+	char *data[M_COUNT] = { NULL, NULL, NULL };
+	size_t dlen[M_COUNT] = { 0, 0, 0 };
+	uint64_t budget = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
+	int rc = CKPT_OK, count = 0;
+	json_t *cfg = NULL, *md = NULL;
+	json_error_t jerr;
+	if (!r->path && !(r->path = ckpt__strdup(r->user_path)))
+		return CKPT_ENOMEM;
+	CKPT_TRY(ckpt_vfs_read_all(r->vfs, r->user_path, budget, &file, &fsize));
+	a = archive_read_new();
+	if (!a) {
+		rc = CKPT_ENOMEM;
+		goto out;
+	}
+	archive_read_support_format_zip_seekable(a);
+	if (archive_read_open_memory(a, file, fsize) != ARCHIVE_OK) {
+		rc = ckpt__fail(CKPT_EFORMAT, r->path, NULL, -1, "not a readable zip archive: %s", archive_error_string(a));
+		goto out;
+	}
+	for (;;) {
+		int e = archive_read_next_header(a, &ent), which = -1;
+		const char *name;
+		int64_t declared;
+		if (e == ARCHIVE_EOF)
+			break;
+		if (e != ARCHIVE_OK) {
+			rc = ckpt__fail(CKPT_EFORMAT, r->path, NULL, -1, "bad zip entry header: %s", archive_error_string(a));
+			goto out;
+		}
+		if (++count > 100000) {
+			rc = ckpt__fail(CKPT_ELIMIT, r->path, NULL, -1, "more than 100000 zip entries");
+			goto out;
+		}
+		name = archive_entry_pathname(ent);
+		if ((rc = check_member_name(r->path, name)) < 0)
+			goto out;
+		if (archive_entry_filetype(ent) == AE_IFLNK) {
+			rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, name, -1, "zip entry '%s' is a symbolic link", name);
+			goto out;
+		}
+		if (archive_entry_filetype(ent) != AE_IFREG && archive_entry_filetype(ent) != AE_IFDIR) {
+			rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, name, -1, "zip entry '%s' is not a regular file (type 0%o)", name,
+				(unsigned)archive_entry_filetype(ent));
+			goto out;
+		}
+		if (archive_entry_is_encrypted(ent)) {
+			rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, name, -1, "zip entry '%s' is encrypted", name);
+			goto out;
+		}
+		declared = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : -1;
+		if (declared > (int64_t)CKPT_MAX_ZIP_MEMBER_BYTES) {
+			rc = ckpt__fail(CKPT_ELIMIT, r->path, name, -1, "zip entry declares %lld bytes, cap is %llu", (long long)declared,
+				(unsigned long long)CKPT_MAX_ZIP_MEMBER_BYTES);
+			goto out;
+		}
+		/* Compressed size <= archive size, so this bounds the ratio from below (Keras' 4 GiB / 100x rule). */
+		if (declared > (int64_t)(4ull << 30) && (uint64_t)declared / CKPT_MAX_ZIP_RATIO > fsize) {
+			rc = ckpt__fail(CKPT_ELIMIT, r->path, name, -1,
+				"zip bomb: entry declares %lld bytes from a %zu-byte archive (ratio cap %d)", (long long)declared, fsize,
+				CKPT_MAX_ZIP_RATIO);
+			goto out;
+		}
+		for (i = 0; i < M_COUNT; i++)
+			if (strcmp(name, member_names[i]) == 0)
+				which = (int)i;
+		if (which < 0) {
+			if (strcmp(name, "model.weights.npz") == 0) {
+				rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, name, -1, "weights_format=\"npz\" archives are not supported");
+				goto out;
+			}
+			continue; /* assets/... and anything else: validated, never extracted */
+		}
+		if (data[which]) {
+			rc = ckpt__fail(CKPT_EFORMAT, r->path, name, -1, "duplicate zip member '%s'", name);
+			goto out;
+		}
+		rc = read_member(a, r->path, name, declared,
+			which == M_WEIGHTS ? (budget < CKPT_MAX_ZIP_MEMBER_BYTES ? budget : CKPT_MAX_ZIP_MEMBER_BYTES) : CKPT_MAX_ATTR_BYTES,
+			&data[which], &dlen[which]);
+		if (rc < 0)
+			goto out;
+	}
+	for (i = 0; i < M_COUNT; i++)
+		if (!data[i]) {
+			rc = ckpt__fail(CKPT_EFORMAT, r->path, member_names[i], -1, "missing zip member '%s' (a .keras archive has %s, %s, %s)",
+				member_names[i], member_names[0], member_names[1], member_names[2]);
+			goto out;
+		}
+	/* JSON members are data: parse to validate and to feed the name mapping. */
+	if (strlen(data[M_CONFIG]) != dlen[M_CONFIG] || !(cfg = json_loads(data[M_CONFIG], 0, &jerr)) || !json_depth_ok(cfg, 0)) {
+		rc = ckpt__fail(CKPT_EFORMAT, r->path, "config.json", cfg ? -1 : (int64_t)(cfg ? 0 : jerr.position),
+			"config.json is not valid JSON%s%s", cfg ? ": nested deeper than the cap" : ": ", cfg ? "" : jerr.text);
+		goto out;
+	}
+	if (strlen(data[M_METADATA]) != dlen[M_METADATA] || !(md = json_loads(data[M_METADATA], 0, &jerr))) {
+		rc = ckpt__fail(CKPT_EFORMAT, r->path, "metadata.json", -1, "metadata.json is not valid JSON: %s", jerr.text);
+		goto out;
+	}
+	if ((rc = ckpt__reader_set_meta(r, "config.json", data[M_CONFIG])) < 0 ||
+		(rc = ckpt__reader_set_meta(r, "metadata.json", data[M_METADATA])) < 0)
+		goto out;
+	if (json_string_value(json_object_get(md, "keras_version")) &&
+		(rc = ckpt__reader_set_meta(r, "keras_version", json_string_value(json_object_get(md, "keras_version")))) < 0)
+		goto out;
+	{
+		char warn[4096];
+		size_t used = 0;
+		warn[0] = '\0';
+		scan_config(cfg, warn, sizeof(warn), &used, 0);
+		if (used && (rc = ckpt__reader_set_meta(r, "config_warnings", warn)) < 0)
+			goto out;
+	}
+#ifdef CKPT_HAVE_HDF5
+	rc = ckpt__keras_h5_attach(r, data[M_WEIGHTS], dlen[M_WEIGHTS], data[M_CONFIG], 1);
+	data[M_WEIGHTS] = NULL; /* adopted */
+#else
+	rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, "model.weights.h5", -1, "libckpt was built without HDF5");
+#endif
+out:
+	if (cfg)
+		json_decref(cfg);
+	if (md)
+		json_decref(md);
+	if (a)
+		archive_read_free(a);
+	for (i = 0; i < M_COUNT; i++)
+		ckpt__free(data[i]);
+	ckpt__free(file);
+	return rc;
+}
+
+#ifdef CKPT_HAVE_HDF5
+static int ka_read(ckpt_reader *r, size_t i, ckpt_tensor **out) { return ckpt__keras_h5_read(r, i, out); }
+static int ka_read_into(ckpt_reader *r, size_t i, void *dst, size_t n) { return ckpt__keras_h5_read_into(r, i, dst, n); }
+static void ka_close(ckpt_reader *r) { ckpt__keras_h5_close(r); }
+#else
+static int ka_read(ckpt_reader *r, size_t i, ckpt_tensor **out) { (void)i; (void)out; return CKPT_EUNSUPPORTED; }
+static int ka_read_into(ckpt_reader *r, size_t i, void *dst, size_t n) { (void)i; (void)dst; (void)n; return CKPT_EUNSUPPORTED; }
+static void ka_close(ckpt_reader *r) { (void)r; }
+#endif
+
+/* ---- writer ---- */
+
+#ifdef CKPT_HAVE_HDF5
+typedef struct kaw_state {
+	ckpt__keras_wtensor *v;
+	size_t n, cap;
+} kaw_state;
+
+typedef struct membuf {
+	char *p;
+	size_t n, cap;
+	int oom;
+} membuf;
+
+static la_ssize_t mb_write(struct archive *a, void *ctx, const void *buf, size_t n)
+{
+	membuf *m = ctx;
+	(void)a;
+	if (m->n + n > m->cap) {
+		size_t nc = (m->cap + n) * 2;
+		char *np = ckpt__realloc(m->p, nc);
+		if (!np) {
+			m->oom = 1;
+			return -1;
+		}
+		m->p = np;
+		m->cap = nc;
+	}
+	memcpy(m->p + m->n, buf, n);
+	m->n += n;
+	return (la_ssize_t)n;
+}
+
+static int add_member(struct archive *a, const char *name, const void *buf, size_t n, time_t mtime, const char *path)
+{
+	struct archive_entry *e = archive_entry_new();
+	int rc = CKPT_OK;
+	if (!e)
+		return CKPT_ENOMEM;
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0600);
+	archive_entry_set_size(e, (la_int64_t)n);
+	archive_entry_set_mtime(e, mtime, 0);
+	if (archive_write_header(a, e) != ARCHIVE_OK || (n && archive_write_data(a, buf, n) != (la_ssize_t)n))
+		rc = ckpt__fail(CKPT_ERROR, path, name, -1, "zip writer failed: %s", archive_error_string(a));
+	archive_entry_free(e);
+	return rc;
+}
+
+static int kaw_open(ckpt_writer *w)
+{
+	if (strcmp(w->format_name, "keras") != 0)
+		return ckpt__fail(CKPT_EUNSUPPORTED, w->path, NULL, -1, "keras-archive backend does not write '%s'", w->format_name);
+	w->state = ckpt__calloc(1, sizeof(kaw_state));
+	return w->state ? CKPT_OK : CKPT_ENOMEM;
+}
+
+static int kaw_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
+{
+	kaw_state *s = w->state;
+	(void)shard;
+	return ckpt__keras_wlist_add(&s->v, &s->n, &s->cap, name, t);
+}
+
+static int kaw_commit(ckpt_writer *w)
+{
+	kaw_state *s = w->state;
+	void *img = NULL;
+	size_t len = 0;
+	struct archive *a = NULL;
+	membuf mb = { NULL, 0, 0, 0 };
+	const char *cfg = ckpt__writer_meta(w, "config.json"), *md = ckpt__writer_meta(w, "metadata.json");
+	const char *kv = ckpt__writer_meta(w, "keras_version");
+	char mdbuf[256];
+	struct tm epoch;
+	time_t t1980, now = time(NULL);
+	int rc;
+	CKPT_TRY(ckpt__keras_h5_build(w, CKPT_KERAS_V3, s->v, s->n, &img, &len));
+	if (!md) {
+		char date[64];
+		struct tm lt;
+		localtime_r(&now, &lt);
+		strftime(date, sizeof(date), "%Y-%m-%d@%H:%M:%S", &lt);
+		snprintf(mdbuf, sizeof(mdbuf), "{\"keras_version\": \"%.32s\", \"date_saved\": \"%s\"}", kv ? kv : "3.5.0", date);
+		md = mdbuf;
+	}
+	if (!cfg)
+		cfg = "{}";
+	/* Python's ZipInfo default for the JSON members: 1980-01-01 00:00:00 local time. */
+	memset(&epoch, 0, sizeof(epoch));
+	epoch.tm_year = 80;
+	epoch.tm_mday = 1;
+	epoch.tm_isdst = -1;
+	t1980 = mktime(&epoch);
+	a = archive_write_new();
+	if (!a) {
+		ckpt__free(img);
+		return CKPT_ENOMEM;
+	}
+	if (archive_write_set_format_zip(a) != ARCHIVE_OK || archive_write_zip_set_compression_store(a) != ARCHIVE_OK ||
+		archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
+		archive_write_open(a, &mb, NULL, mb_write, NULL) != ARCHIVE_OK) {
+		rc = ckpt__fail(CKPT_ERROR, w->path, NULL, -1, "zip writer setup failed: %s", archive_error_string(a));
+		goto out;
+	}
+	if ((rc = add_member(a, "metadata.json", md, strlen(md), t1980, w->path)) < 0 ||
+		(rc = add_member(a, "config.json", cfg, strlen(cfg), t1980, w->path)) < 0 ||
+		(rc = add_member(a, "model.weights.h5", img, len, now, w->path)) < 0)
+		goto out;
+	if (archive_write_close(a) != ARCHIVE_OK || mb.oom) {
+		rc = mb.oom ? CKPT_ENOMEM : ckpt__fail(CKPT_ERROR, w->path, NULL, -1, "zip writer failed: %s", archive_error_string(a));
+		goto out;
+	}
+	rc = ckpt_vfs_write_atomic(w->vfs, w->path, mb.p, mb.n, !w->opts.no_fsync);
+out:
+	archive_write_free(a);
+	ckpt__free(mb.p);
+	ckpt__free(img);
+	return rc;
+}
+
+static void kaw_close(ckpt_writer *w)
+{
+	kaw_state *s = w->state;
+	if (s) {
+		ckpt__keras_wlist_free(s->v, s->n);
+		ckpt__free(s);
+	}
+	w->state = NULL;
+}
+
+static const char *const ka_write_formats[] = { "keras", NULL };
+#define KA_WRITE_FORMATS ka_write_formats
+#define KA_WRITER kaw_open, kaw_add, kaw_commit, kaw_close
+#else
+#define KA_WRITE_FORMATS NULL
+#define KA_WRITER NULL, NULL, NULL, NULL
+#endif
+
+const ckpt_format ckpt_format_keras_archive = {
+	1,
+	"keras-archive",
+	ka_bid,
+	ka_open,
+	ka_read,
+	ka_read_into,
+	ka_close,
+	KA_WRITE_FORMATS,
+	KA_WRITER,
+};

@@ -1,0 +1,85 @@
+/*
+ * Private interface of the Keras HDF5 backend, shared with the .keras
+ * archive backend (which opens its model.weights.h5 member through the same
+ * code, as a file image) and with the Keras <-> TensorFlow name mapping.
+ */
+#ifndef CKPT_KERAS_H5_H
+#define CKPT_KERAS_H5_H
+
+#include "formats/format.h"
+
+/* Layouts of a Keras HDF5 file (keras.md §0). */
+enum {
+	CKPT_KERAS_LEGACY = 1,         /* model.save("x.h5"): model_weights + optimizer_weights */
+	CKPT_KERAS_LEGACY_WEIGHTS = 2, /* save_weights("x.h5"): layer groups at the root */
+	CKPT_KERAS_V3 = 3              /* Keras 3 store: layers/.../vars/N, optimizer/vars/N */
+};
+
+/* What a stored entry is, for the name mapping. */
+enum { CKPT_KE_MODEL = 0, CKPT_KE_OPTIMIZER = 1, CKPT_KE_OTHER = 2 };
+
+/** One stored dataset as the mapping sees it. */
+typedef struct ckpt__keras_entry {
+	const char *path;     /* dataset path in the file, no leading '/' */
+	int kind;             /* CKPT_KE_* */
+	const char *layer;    /* legacy: layer name (layer_names item); v3: saveable path ("layers/lstm/cell") */
+	const char *weight;   /* legacy: weight name as listed ("dense_1/kernel:0"); v3: NULL */
+	const char *vname;    /* v3: the vars group's `name` attribute, or NULL */
+	int index;            /* legacy: position in weight_names; v3: N of vars/N */
+	ckpt_dtype dtype;
+	ckpt_shape shape;
+} ckpt__keras_entry;
+
+/** What the mapping knows about the file beyond its entries. */
+typedef struct ckpt__keras_ctx {
+	int layout;                  /* CKPT_KERAS_* */
+	const char *keras_version;   /* NULL when unknown */
+	const char *model_config;    /* legacy model_config JSON, or NULL */
+	const char *training_config; /* legacy training_config JSON, or NULL */
+	const char *config_json;     /* .keras config.json, or NULL */
+} ckpt__keras_ctx;
+
+/**
+ * Build the TensorFlow-style object graph for `n` entries: root (the model)
+ * -> layer_with_weights-K -> variables, root -> optimizer -> iter (and
+ * learning_rate) with slot variables. Every VARIABLE_VALUE attribute has
+ * checkpoint_key = the TF key and full_name = the Keras dataset path, which
+ * links graph and entries. Entries the rules cannot place with certainty
+ * stay out of the graph; `*notes` (ckpt__malloc'ed, NULL when none) says
+ * which and why.
+ */
+int ckpt__keras_map(const ckpt__keras_ctx *ctx, const ckpt__keras_entry *e, size_t n,
+	ckpt_object_graph **graph, char **notes);
+
+/**
+ * Open a Keras HDF5 file image for reader `r` (sets format_name, vars, graph,
+ * meta). Takes ownership of `image` (ckpt__malloc'ed) in every case.
+ * `archive_meta` non-NULL marks the member of a .keras archive: the layout
+ * must be Keras 3, format_name becomes "keras-v3" and `config_json` feeds
+ * the mapping.
+ */
+int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *config_json, int from_archive);
+int ckpt__keras_h5_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
+int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
+void ckpt__keras_h5_close(ckpt_reader *r);
+
+/**
+ * Build the HDF5 image of a writer's tensors in the legacy ("keras-h5") or
+ * Keras 3 ("keras-weights") layout. `*image` is ckpt__malloc'ed.
+ */
+typedef struct ckpt__keras_wtensor {
+	char *name;           /* as added */
+	ckpt_tensor *t;       /* copy owned by the writer */
+} ckpt__keras_wtensor;
+/** Append a private copy of `t` under `name` to a writer's list (duplicates and strings rejected). */
+int ckpt__keras_wlist_add(ckpt__keras_wtensor **v, size_t *n, size_t *cap, const char *name, const ckpt_tensor *t);
+void ckpt__keras_wlist_free(ckpt__keras_wtensor *v, size_t n);
+int ckpt__keras_h5_build(const ckpt_writer *w, int layout, const ckpt__keras_wtensor *v, size_t n,
+	void **image, size_t *len);
+
+/** Natural order of names: "dense_2" < "dense_10" (digit runs compared as numbers). */
+int ckpt__keras_natcmp(const char *a, const char *b);
+/** Keras' naming.to_snake_case(class_name), into a fresh string. */
+char *ckpt__keras_snake_case(const char *s);
+
+#endif

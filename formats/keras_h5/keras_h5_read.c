@@ -1,0 +1,550 @@
+/*
+ * Reading Keras HDF5 files (keras.md §1-§4). The whole file is read through
+ * the VFS into memory and opened as an HDF5 file image, so the memory VFS
+ * and the .keras archive (whose member is not aligned for HDF5) work alike.
+ *
+ * Layouts, classified from the root:
+ *   legacy full model   root@model_config or /model_weights
+ *       /model_weights@layer_names[0..]  -> /model_weights/<layer>@weight_names[0..]
+ *       -> dataset /model_weights/<layer>/<weight name>   ('/' in a name = subgroups)
+ *       /optimizer_weights@weight_names[0..] -> dataset /optimizer_weights/<weight name>
+ *   legacy weights-only root@layer_names[0..]; same below the root
+ *   Keras 3 store       /layers/<key>[/<attr>...]/vars/<N>, /optimizer/vars/<N>, /vars/<N>
+ * Order comes from the name attributes (legacy) or the parsed integers N
+ * (Keras 3), never from HDF5 iteration order.
+ */
+#include <string.h>
+#include <stdlib.h>
+#include "formats/keras_h5/h5_safe.h"
+#include "formats/keras_h5/keras_h5.h"
+
+typedef struct kh5_var {
+	char *path;
+	char *layer;     /* legacy layer name / v3 saveable path */
+	char *weight;    /* legacy weight name */
+	char *vname;     /* v3 vars@name */
+	int kind, index;
+	ckpt__h5_dsinfo info;
+} kh5_var;
+
+typedef struct kh5_state {
+	void *image;
+	size_t image_len;
+	hid_t file;
+	int layout;
+	kh5_var *v;
+	size_t nv, cap;
+	ckpt_var_info *infos;
+	uint64_t budget;
+	const char *path;   /* r->path, for messages */
+} kh5_state;
+
+static void state_free(kh5_state *s)
+{
+	size_t i;
+	if (!s)
+		return;
+	ckpt__h5_close(s->file);
+	for (i = 0; i < s->nv; i++) {
+		ckpt__free(s->v[i].path);
+		ckpt__free(s->v[i].layer);
+		ckpt__free(s->v[i].weight);
+		ckpt__free(s->v[i].vname);
+	}
+	ckpt__free(s->v);
+	ckpt__free(s->infos);
+	ckpt__free(s->image);
+	ckpt__free(s);
+}
+
+static int add_var(kh5_state *s, char *path, const char *layer, const char *weight, const char *vname,
+	int kind, int index, const ckpt__h5_dsinfo *info)
+{
+	kh5_var *x;
+	if (s->nv >= CKPT_MAX_VARIABLES) {
+		ckpt__free(path);
+		return ckpt__fail(CKPT_ELIMIT, s->path, NULL, -1, "more than %d datasets", CKPT_MAX_VARIABLES);
+	}
+	if (s->nv == s->cap) {
+		size_t nc = s->cap ? s->cap * 2 : 32;
+		kh5_var *nv = ckpt__realloc(s->v, nc * sizeof(*nv));
+		if (!nv) {
+			ckpt__free(path);
+			return CKPT_ENOMEM;
+		}
+		s->v = nv;
+		s->cap = nc;
+	}
+	x = &s->v[s->nv];
+	memset(x, 0, sizeof(*x));
+	x->path = path;
+	x->kind = kind;
+	x->index = index;
+	x->info = *info;
+	if ((layer && !(x->layer = ckpt__strdup(layer))) || (weight && !(x->weight = ckpt__strdup(weight))) ||
+		(vname && !(x->vname = ckpt__strdup(vname)))) {
+		ckpt__free(x->path);
+		ckpt__free(x->layer);
+		ckpt__free(x->weight);
+		ckpt__free(x->vname);
+		return CKPT_ENOMEM;
+	}
+	s->nv++;
+	return CKPT_OK;
+}
+
+/* Open dataset `rel`, validate it, record it as entry. `rel` is adopted. */
+static int take_dataset(kh5_state *s, char *rel, const char *layer, const char *weight, const char *vname,
+	int kind, int index)
+{
+	hid_t ds;
+	ckpt__h5_dsinfo info;
+	int rc = ckpt__h5_open(s->file, rel, CKPT_H5_DATASET, s->path, &ds);
+	if (rc < 0) {
+		ckpt__free(rel);
+		return rc;
+	}
+	rc = ckpt__h5_dataset_info(ds, s->path, rel, s->image_len, s->budget, &info);
+	ckpt__h5_close(ds);
+	if (rc < 0) {
+		ckpt__free(rel);
+		return rc;
+	}
+	return add_var(s, rel, layer, weight, vname, kind, index, &info);
+}
+
+static char *join3(const char *a, const char *b, const char *c)
+{
+	return ckpt__asprintf("%s%s%s%s%s", a, *a ? "/" : "", b, (c && *c) ? "/" : "", c ? c : "");
+}
+
+/* ---- legacy (§2, §3) ---- */
+
+static int read_layer(kh5_state *s, hid_t g, const char *prefix, const char *layer)
+{
+	hid_t lg;
+	char **wn = NULL, *where;
+	size_t nw = 0, i;
+	int rc;
+	where = join3(prefix, layer, NULL);
+	if (!where)
+		return CKPT_ENOMEM;
+	rc = ckpt__h5_check_relpath(layer, s->path, "layer name in layer_names");
+	if (rc < 0)
+		goto out;
+	rc = ckpt__h5_open(g, layer, CKPT_H5_GROUP, s->path, &lg);
+	if (rc < 0) {
+		ckpt__error_annotate(s->path, where);
+		goto out;
+	}
+	rc = ckpt__h5_attr_list_chunked(lg, "weight_names", s->path, where, &wn, &nw);
+	ckpt__h5_close(lg);
+	if (rc == CKPT_ENOTFOUND)
+		rc = ckpt__fail(CKPT_EFORMAT, s->path, where, -1, "layer group '%s' has no weight_names attribute", where);
+	for (i = 0; rc >= 0 && i < nw; i++) {
+		char *rel;
+		rc = ckpt__h5_check_relpath(wn[i], s->path, "weight name in weight_names");
+		if (rc < 0)
+			break;
+		rel = join3(prefix, layer, wn[i]);
+		if (!rel) {
+			rc = CKPT_ENOMEM;
+			break;
+		}
+		rc = take_dataset(s, rel, layer, wn[i], NULL, CKPT_KE_MODEL, (int)i);
+	}
+out:
+	ckpt__h5_free_strings(wn, nw);
+	ckpt__free(where);
+	return rc;
+}
+
+static int read_legacy(kh5_state *s, int full)
+{
+	const char *prefix = full ? "model_weights" : "";
+	hid_t g = s->file;
+	char **ln = NULL;
+	size_t nl = 0, i;
+	int rc, kind;
+	if (full) {
+		rc = ckpt__h5_open(s->file, "model_weights", CKPT_H5_GROUP, s->path, &g);
+		if (rc == CKPT_ENOTFOUND) /* model_config but no weights: a config-only file */
+			goto optimizer;
+		if (rc < 0)
+			return rc;
+	}
+	rc = ckpt__h5_attr_list_chunked(g, "layer_names", s->path, full ? "model_weights" : "/", &ln, &nl);
+	if (rc == CKPT_ENOTFOUND)
+		rc = ckpt__fail(CKPT_EFORMAT, s->path, full ? "model_weights" : "/", -1, "no layer_names attribute");
+	for (i = 0; rc >= 0 && i < nl; i++)
+		rc = read_layer(s, g, prefix, ln[i]);
+	/* tf.keras >= 2.7 keeps the model's own weights apart (normally none). */
+	if (rc >= 0)
+		rc = ckpt__h5_child_kind(g, "top_level_model_weights", s->path, prefix, &kind);
+	if (rc >= 0 && kind == CKPT_H5_GROUP) {
+		for (i = 0; i < nl && strcmp(ln[i], "top_level_model_weights") != 0; i++)
+			;
+		if (i == nl)
+			rc = read_layer(s, g, prefix, "top_level_model_weights");
+	}
+	ckpt__h5_free_strings(ln, nl);
+	if (full)
+		ckpt__h5_close(g);
+	if (rc < 0 || !full)
+		return rc;
+optimizer:
+	CKPT_TRY(ckpt__h5_child_kind(s->file, "optimizer_weights", s->path, "/", &kind));
+	if (kind == CKPT_H5_GROUP) {
+		char **wn = NULL;
+		size_t nw = 0;
+		CKPT_TRY(ckpt__h5_open(s->file, "optimizer_weights", CKPT_H5_GROUP, s->path, &g));
+		rc = ckpt__h5_attr_list_chunked(g, "weight_names", s->path, "optimizer_weights", &wn, &nw);
+		ckpt__h5_close(g);
+		if (rc == CKPT_ENOTFOUND)
+			rc = ckpt__fail(CKPT_EFORMAT, s->path, "optimizer_weights", -1, "no weight_names attribute");
+		for (i = 0; rc >= 0 && i < nw; i++) {
+			char *rel;
+			rc = ckpt__h5_check_relpath(wn[i], s->path, "optimizer weight name");
+			if (rc < 0)
+				break;
+			if (!(rel = join3("optimizer_weights", wn[i], NULL))) {
+				rc = CKPT_ENOMEM;
+				break;
+			}
+			rc = take_dataset(s, rel, NULL, wn[i], NULL, CKPT_KE_OPTIMIZER, (int)i);
+		}
+		ckpt__h5_free_strings(wn, nw);
+	}
+	return rc;
+}
+
+/* ---- Keras 3 (§4) ---- */
+
+/* Strict decimal: digits only, no sign, no leading zero (except "0"), <= max. */
+static int parse_index(const char *s, long max, long *out)
+{
+	long v = 0;
+	if (!*s || (s[0] == '0' && s[1]))
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (*s - '0');
+		if (v > max)
+			return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int link_natcmp(const void *a, const void *b)
+{
+	return ckpt__keras_natcmp(((const ckpt__h5_link *)a)->name, ((const ckpt__h5_link *)b)->name);
+}
+
+static int read_vars_group(kh5_state *s, hid_t vg, const char *owner, const char *rel)
+{
+	ckpt__h5_link *l = NULL;
+	size_t n = 0, i;
+	long *slot = NULL;
+	char *vname = NULL;
+	int rc, exists = 0;
+	CKPT_TRY(ckpt__h5_list(vg, s->path, rel, &l, &n));
+	if (ckpt__h5_attr_exists(vg, "name", &exists) == 0 && exists) {
+		rc = ckpt__h5_attr_string(vg, "name", s->path, rel, &vname);
+		if (rc < 0)
+			goto out;
+	}
+	slot = ckpt__calloc(n ? n : 1, sizeof(long));
+	if (!slot) {
+		rc = CKPT_ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		slot[i] = -1;
+	rc = CKPT_OK;
+	/* Names must be exactly 0..n-1: each parsed strictly, no gaps, no duplicates. */
+	for (i = 0; i < n; i++) {
+		long k;
+		if (l[i].kind != CKPT_H5_DATASET || parse_index(l[i].name, (long)n - 1, &k) < 0 || slot[k] >= 0) {
+			rc = ckpt__fail(CKPT_EFORMAT, s->path, rel, -1,
+				"'%s/%s' is not a variable: a vars group holds datasets named 0..%zu only", rel, l[i].name, n ? n - 1 : 0);
+			goto out;
+		}
+		slot[k] = (long)i;
+	}
+	for (i = 0; i < n && rc >= 0; i++) {
+		char *p = ckpt__asprintf("%s/%s", rel, l[slot[i]].name);
+		int kind = strncmp(rel, "optimizer/", 10) == 0 ? CKPT_KE_OPTIMIZER :
+			(strncmp(rel, "layers/", 7) == 0 || strcmp(rel, "vars") == 0 ||
+			 strncmp(rel, "_layer_checkpoint_dependencies/", 31) == 0) ? CKPT_KE_MODEL : CKPT_KE_OTHER;
+		if (!p) {
+			rc = CKPT_ENOMEM;
+			break;
+		}
+		rc = take_dataset(s, p, owner, NULL, vname, kind, (int)i);
+	}
+out:
+	ckpt__free(slot);
+	ckpt__free(vname);
+	ckpt__h5_free_links(l, n);
+	return rc;
+}
+
+static int walk_v3(kh5_state *s, hid_t g, const char *rel, int depth)
+{
+	ckpt__h5_link *l = NULL;
+	size_t n = 0, i;
+	int rc = CKPT_OK;
+	if (depth > CKPT_H5_MAX_DEPTH)
+		return ckpt__fail(CKPT_ELIMIT, s->path, rel, -1, "groups nested deeper than %d (a cycle of hard links?)", CKPT_H5_MAX_DEPTH);
+	CKPT_TRY(ckpt__h5_list(g, s->path, *rel ? rel : "/", &l, &n));
+	qsort(l, n, sizeof(*l), link_natcmp);
+	for (i = 0; i < n && rc >= 0; i++) {
+		char *child = *rel ? ckpt__asprintf("%s/%s", rel, l[i].name) : ckpt__strdup(l[i].name);
+		hid_t cg;
+		if (!child) {
+			rc = CKPT_ENOMEM;
+			break;
+		}
+		if (l[i].kind != CKPT_H5_GROUP) {
+			rc = ckpt__fail(CKPT_EFORMAT, s->path, child, -1, "dataset '%s' outside a vars group (not a Keras 3 layout)", child);
+			ckpt__free(child);
+			break;
+		}
+		rc = ckpt__h5_open(g, l[i].name, CKPT_H5_GROUP, s->path, &cg);
+		if (rc >= 0) {
+			if (strcmp(l[i].name, "vars") == 0)
+				rc = read_vars_group(s, cg, rel, child);
+			else
+				rc = walk_v3(s, cg, child, depth + 1);
+			ckpt__h5_close(cg);
+		}
+		ckpt__free(child);
+	}
+	ckpt__h5_free_links(l, n);
+	return rc;
+}
+
+/* ---- classification and metadata ---- */
+
+static int classify(kh5_state *s, int *layout)
+{
+	int a, k;
+	static const char *const v3_groups[] = { "layers", "vars", "optimizer", "_layer_checkpoint_dependencies", NULL };
+	size_t i;
+	CKPT_TRY(ckpt__h5_attr_exists(s->file, "model_config", &a));
+	CKPT_TRY(ckpt__h5_child_kind(s->file, "model_weights", s->path, "/", &k));
+	if (a || k == CKPT_H5_GROUP) {
+		*layout = CKPT_KERAS_LEGACY;
+		return CKPT_OK;
+	}
+	CKPT_TRY(ckpt__h5_attr_exists(s->file, "layer_names", &a));
+	if (!a)
+		CKPT_TRY(ckpt__h5_attr_exists(s->file, "layer_names0", &a));
+	if (a) {
+		*layout = CKPT_KERAS_LEGACY_WEIGHTS;
+		return CKPT_OK;
+	}
+	for (i = 0; v3_groups[i]; i++) {
+		CKPT_TRY(ckpt__h5_child_kind(s->file, v3_groups[i], s->path, "/", &k));
+		if (k == CKPT_H5_GROUP) {
+			*layout = CKPT_KERAS_V3;
+			return CKPT_OK;
+		}
+	}
+	if (H5Aget_num_attrs(s->file) == 0) {
+		hsize_t nlinks = 0;
+		H5G_info_t gi;
+		if (H5Gget_info(s->file, &gi) >= 0)
+			nlinks = gi.nlinks;
+		if (nlinks == 0) { /* an empty Keras 3 store: a model without variables */
+			*layout = CKPT_KERAS_V3;
+			return CKPT_OK;
+		}
+	}
+	return ckpt__fail(CKPT_EFORMAT, s->path, NULL, -1,
+		"HDF5 file is not a Keras layout: no model_config/model_weights, no layer_names, no layers/vars/optimizer groups");
+}
+
+static int meta_attr(ckpt_reader *r, kh5_state *s, hid_t obj, const char *attr, const char *key)
+{
+	char *v = NULL;
+	int rc, exists;
+	if (ckpt_reader_meta(r, key))
+		return CKPT_OK;
+	if (ckpt__h5_attr_exists(obj, attr, &exists) < 0 || !exists)
+		return CKPT_OK;
+	rc = ckpt__h5_attr_string(obj, attr, s->path, attr, &v);
+	if (rc < 0)
+		return rc;
+	rc = ckpt__reader_set_meta(r, key, v);
+	ckpt__free(v);
+	return rc;
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sort-based duplicate check (O(n log n)): hard-link aliases could list one path twice. */
+static int check_duplicates(kh5_state *s)
+{
+	size_t i;
+	const char **names;
+	int rc = CKPT_OK;
+	if (s->nv < 2)
+		return CKPT_OK;
+	names = ckpt__calloc(s->nv, sizeof(char *));
+	if (!names)
+		return CKPT_ENOMEM;
+	for (i = 0; i < s->nv; i++)
+		names[i] = s->v[i].path;
+	qsort(names, s->nv, sizeof(char *), cmp_strp);
+	for (i = 1; i < s->nv; i++)
+		if (strcmp(names[i - 1], names[i]) == 0) {
+			rc = ckpt__fail(CKPT_EFORMAT, s->path, names[i], -1, "dataset '%s' is listed twice", names[i]);
+			break;
+		}
+	ckpt__free(names);
+	return rc;
+}
+
+int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *config_json, int from_archive)
+{
+	kh5_state *s = ckpt__calloc(1, sizeof(*s));
+	ckpt__keras_entry *ents = NULL;
+	ckpt__keras_ctx ctx;
+	char *notes = NULL;
+	size_t i;
+	int rc;
+	if (!s) {
+		ckpt__free(image);
+		return CKPT_ENOMEM;
+	}
+	s->image = image;
+	s->image_len = n;
+	s->file = -1;
+	s->path = r->path ? r->path : r->user_path;
+	s->budget = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
+	r->state = s;
+	CKPT_TRY(ckpt__h5_open_image(&s->file, image, n, s->path));
+	CKPT_TRY(classify(s, &s->layout));
+	if (from_archive && s->layout != CKPT_KERAS_V3)
+		return ckpt__fail(CKPT_EFORMAT, s->path, "model.weights.h5", -1,
+			"model.weights.h5 of a .keras archive is not a Keras 3 weights store");
+	if (s->layout == CKPT_KERAS_V3)
+		rc = walk_v3(s, s->file, "", 0);
+	else
+		rc = read_legacy(s, s->layout == CKPT_KERAS_LEGACY);
+	if (rc < 0)
+		return rc;
+	CKPT_TRY(check_duplicates(s));
+	if (s->layout != CKPT_KERAS_V3) {
+		hid_t mw = -1;
+		CKPT_TRY(meta_attr(r, s, s->file, "keras_version", "keras_version"));
+		CKPT_TRY(meta_attr(r, s, s->file, "backend", "backend"));
+		CKPT_TRY(meta_attr(r, s, s->file, "model_config", "model_config"));
+		CKPT_TRY(meta_attr(r, s, s->file, "training_config", "training_config"));
+		if (s->layout == CKPT_KERAS_LEGACY &&
+			ckpt__h5_open(s->file, "model_weights", CKPT_H5_GROUP, s->path, &mw) == CKPT_OK) {
+			rc = meta_attr(r, s, mw, "keras_version", "keras_version");
+			if (rc >= 0)
+				rc = meta_attr(r, s, mw, "backend", "backend");
+			ckpt__h5_close(mw);
+			CKPT_TRY(rc);
+		}
+		ckpt_error_clear();
+	}
+	s->infos = ckpt__calloc(s->nv ? s->nv : 1, sizeof(ckpt_var_info));
+	ents = ckpt__calloc(s->nv ? s->nv : 1, sizeof(*ents));
+	if (!s->infos || !ents) {
+		ckpt__free(ents);
+		return CKPT_ENOMEM;
+	}
+	for (i = 0; i < s->nv; i++) {
+		kh5_var *x = &s->v[i];
+		ckpt_var_info *vi = &s->infos[i];
+		vi->name = x->path;
+		vi->dtype = x->info.dtype;
+		vi->shape = x->info.shape;
+		vi->nbytes = x->info.nbytes;
+		vi->role = x->kind == CKPT_KE_MODEL ? CKPT_ROLE_MODEL : x->kind == CKPT_KE_OPTIMIZER ? CKPT_ROLE_OPTIMIZER : CKPT_ROLE_OTHER;
+		vi->shard = 0;
+		vi->offset = x->info.offset;
+		ents[i].path = x->path;
+		ents[i].kind = x->kind;
+		ents[i].layer = x->layer;
+		ents[i].weight = x->weight;
+		ents[i].vname = x->vname;
+		ents[i].index = x->index;
+		ents[i].dtype = x->info.dtype;
+		ents[i].shape = x->info.shape;
+	}
+	r->vars = s->infos;
+	r->nvars = s->nv;
+	r->nshards = 1;
+	r->format_name = from_archive ? "keras-v3" :
+		s->layout == CKPT_KERAS_LEGACY ? "keras-h5-legacy" :
+		s->layout == CKPT_KERAS_LEGACY_WEIGHTS ? "keras-h5-legacy-weights" : "keras-weights-h5";
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.layout = s->layout;
+	ctx.keras_version = ckpt_reader_meta(r, "keras_version");
+	ctx.model_config = ckpt_reader_meta(r, "model_config");
+	ctx.training_config = ckpt_reader_meta(r, "training_config");
+	ctx.config_json = config_json;
+	rc = ckpt__keras_map(&ctx, ents, s->nv, &r->graph, &notes);
+	ckpt__free(ents);
+	if (rc >= 0 && notes)
+		rc = ckpt__reader_set_meta(r, "mapping_notes", notes);
+	ckpt__free(notes);
+	return rc;
+}
+
+static int check_index(ckpt_reader *r, size_t i)
+{
+	if (!r->state || i >= r->nvars)
+		return ckpt__fail(CKPT_EINVAL, r->path, NULL, -1, "entry %zu out of range (%zu entries)", i, r->nvars);
+	return CKPT_OK;
+}
+
+int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
+{
+	kh5_state *s = r->state;
+	hid_t ds;
+	int rc;
+	CKPT_TRY(check_index(r, i));
+	if (n != s->v[i].info.nbytes)
+		return ckpt__fail(CKPT_EINVAL, s->path, s->v[i].path, -1, "buffer of %zu bytes, entry has %llu", n,
+			(unsigned long long)s->v[i].info.nbytes);
+	CKPT_TRY(ckpt__h5_open(s->file, s->v[i].path, CKPT_H5_DATASET, s->path, &ds));
+	rc = ckpt__h5_dataset_read(ds, &s->v[i].info, s->path, s->v[i].path, dst);
+	ckpt__h5_close(ds);
+	return rc;
+}
+
+int ckpt__keras_h5_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
+{
+	kh5_state *s = r->state;
+	ckpt_tensor *t;
+	int rc;
+	*out = NULL;
+	CKPT_TRY(check_index(r, i));
+	CKPT_TRY(ckpt_tensor_new(&t, s->v[i].info.dtype, &s->v[i].info.shape));
+	rc = ckpt__keras_h5_read_into(r, i, t->data, (size_t)t->nbytes);
+	if (rc < 0) {
+		ckpt_tensor_free(t);
+		return rc;
+	}
+	*out = t;
+	return CKPT_OK;
+}
+
+void ckpt__keras_h5_close(ckpt_reader *r)
+{
+	state_free(r->state);
+	r->state = NULL;
+	r->vars = NULL;
+	r->nvars = 0;
+}
