@@ -1,0 +1,220 @@
+/*
+ * ckpt_checkpoint: the root object, options, save_counter, save / write.
+ *
+ * write() emits one value per logical variable (ckpt_variable_read: the
+ * primary copy of a mirrored variable, the aggregate of a sync-on-read one)
+ * in TF2 order — BFS node order, slot variables, then the object graph,
+ * which the TensorBundle writer places last — through ckpt_writer_*, whose
+ * commit is atomic (temporaries, fsync, rename with the index last).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "checkpoint_internal.h"
+
+#define SAVE_COUNTER "save_counter"
+
+void ckpt__warn(ckpt_warning_fn fn, void *ctx, const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (fn)
+		fn(buf, ctx);
+	else
+		fprintf(stderr, "libckpt: warning: %s\n", buf);
+}
+
+int ckpt_checkpoint_new(ckpt_checkpoint **out, const ckpt_checkpoint_options *o)
+{
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_new: NULL out");
+	*out = NULL;
+	ckpt_checkpoint_options opts = CKPT_CHECKPOINT_OPTIONS_INIT;
+	if (o) {
+		if (o->version != CKPT_CHECKPOINT_OPTIONS_VERSION)
+			return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "unsupported ckpt_checkpoint_options version %u",
+				o->version);
+		opts = *o;
+	}
+	ckpt_checkpoint *ck = ckpt__calloc(1, sizeof(*ck));
+	if (!ck)
+		return CKPT_ENOMEM;
+	ck->opts = opts;
+	if (opts.format && !(ck->opts.format = ckpt__strdup(opts.format))) {
+		ckpt__free(ck);
+		return CKPT_ENOMEM;
+	}
+	int rc = ckpt__object_alloc(&ck->root);
+	if (rc < 0) {
+		ckpt_checkpoint_free(ck);
+		return rc;
+	}
+	*out = ck;
+	return CKPT_OK;
+}
+
+void ckpt_checkpoint_free(ckpt_checkpoint *ck)
+{
+	if (!ck)
+		return;
+	ckpt_object_free(ck->root);
+	ckpt__free((char *)ck->opts.format);
+	ckpt__free(ck->last_path);
+	ckpt__free(ck);
+}
+
+ckpt_object *ckpt_checkpoint_root(ckpt_checkpoint *ck)
+{
+	return ck ? ck->root : NULL;
+}
+
+int ckpt_checkpoint_add(ckpt_checkpoint *ck, const char *local_name, ckpt_object *child)
+{
+	if (!ck)
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_checkpoint_add: NULL checkpoint");
+	return ckpt_object_add_child(ck->root, local_name, child);
+}
+
+static ckpt_variable *counter_var(const ckpt_checkpoint *ck)
+{
+	const ckpt__edge *e = ckpt__object_edge(ck->root, SAVE_COUNTER);
+	if (!e || !e->child->is_var_node)
+		return NULL;
+	ckpt_variable *v = e->child->attrs[0].var;
+	if (ckpt_variable_dtype(v) != CKPT_DT_INT64 || ckpt_variable_shape(v)->rank != 0)
+		return NULL;
+	return v;
+}
+
+int64_t ckpt_checkpoint_save_counter(const ckpt_checkpoint *ck)
+{
+	ckpt_variable *v = ck ? counter_var(ck) : NULL;
+	int64_t n = 0;
+	if (v && ckpt_variable_read(v, &n, sizeof(n)) < 0)
+		n = 0;
+	return n;
+}
+
+int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *ck)
+{
+	if (!out || !ck)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_save_counter_variable: NULL argument");
+	*out = NULL;
+	ckpt_variable *v = counter_var(ck);
+	if (!v) {
+		if (ckpt__object_edge(ck->root, SAVE_COUNTER))
+			return ckpt__fail(CKPT_EINVAL, NULL, SAVE_COUNTER, -1,
+				"the root child 'save_counter' is not an int64 scalar variable");
+		ckpt_shape scalar = { 0 };
+		CKPT_TRY(ckpt_object_add_variable(&v, ck->root, SAVE_COUNTER, SAVE_COUNTER, CKPT_DT_INT64, &scalar, NULL));
+	}
+	*out = v;
+	return CKPT_OK;
+}
+
+/* One value per logical variable: copy 0 of a plain / mirrored variable (no copy), the aggregate of a sync-on-read one. */
+static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **buf, size_t *cap)
+{
+	ckpt_dtype dt = ckpt_variable_dtype(v);
+	uint64_t nb = ckpt_variable_nbytes(v);
+	const void *src = ckpt_variable_replica_data(v, 0);
+	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ) {
+		if (nb > *cap) {
+			void *nbuf = ckpt__realloc(*buf, (size_t)nb);
+			if (!nbuf)
+				return CKPT_ENOMEM;
+			*buf = nbuf;
+			*cap = (size_t)nb;
+		}
+		CKPT_TRY(ckpt_variable_read(v, *buf, (size_t)nb));
+		src = *buf;
+	}
+	ckpt_tensor *t;
+	CKPT_TRY(ckpt_tensor_wrap(&t, dt, ckpt_variable_shape(v), (void *)src, nb));
+	int rc = ckpt_writer_add(w, key, t, 0);
+	ckpt_tensor_free(t);
+	return rc;
+}
+
+static int write_to(ckpt_checkpoint *ck, const char *path)
+{
+	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_write"));
+	ckpt__plan p;
+	CKPT_TRY(ckpt__plan_build(&p, ck->root));
+	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
+	wo.vfs = ck->opts.vfs;
+	wo.no_fsync = ck->opts.no_fsync;
+	ckpt_writer *w = NULL;
+	void *buf = NULL;
+	size_t cap = 0;
+	int rc = ckpt_writer_open(&w, path, ck->opts.format, &wo);
+	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
+		const ckpt_object *o = p.nodes[i].obj;
+		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++)
+			rc = add_value(w, o->attrs[a].var, p.graph->nodes[i].attrs[a].checkpoint_key, &buf, &cap);
+	}
+	if (rc == CKPT_OK)
+		rc = ckpt_writer_set_object_graph(w, p.graph);
+	if (rc == CKPT_OK)
+		rc = ckpt_writer_commit(w);
+	ckpt_writer_free(w);
+	ckpt__free(buf);
+	ckpt__plan_free(&p);
+	if (rc == CKPT_OK) {
+		char *lp = ckpt__strdup(path);
+		if (!lp)
+			return CKPT_ENOMEM;
+		ckpt__free(ck->last_path);
+		ck->last_path = lp;
+	}
+	return rc;
+}
+
+int ckpt_checkpoint_write(ckpt_checkpoint *ck, const char *path)
+{
+	if (!ck || !path || !*path)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_write: NULL argument");
+	return write_to(ck, path);
+}
+
+/* Shared by save() and the manager: set save_counter to `number`, write, roll back on failure. */
+int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t number)
+{
+	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_save"));
+	ckpt_variable *v;
+	CKPT_TRY(ckpt_checkpoint_save_counter_variable(&v, ck));
+	int64_t old = 0;
+	CKPT_TRY(ckpt_variable_read(v, &old, sizeof(old)));
+	CKPT_TRY(ckpt_variable_assign(v, &number, sizeof(number)));
+	int rc = write_to(ck, path);
+	if (rc < 0) {
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		ckpt_variable_assign(v, &old, sizeof(old));
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
+	return rc;
+}
+
+int ckpt_checkpoint_save(const char **path_out, ckpt_checkpoint *ck, const char *prefix)
+{
+	if (path_out)
+		*path_out = NULL;
+	if (!ck || !prefix || !*prefix)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_save: NULL argument");
+	int64_t n = ckpt_checkpoint_save_counter(ck);
+	if (n == INT64_MAX)
+		return ckpt__fail(CKPT_ELIMIT, prefix, SAVE_COUNTER, -1, "save_counter overflows");
+	char *path = ckpt__asprintf("%s-%lld", prefix, (long long)(n + 1));
+	if (!path)
+		return CKPT_ENOMEM;
+	int rc = ckpt__checkpoint_save_as(ck, path, n + 1);
+	ckpt__free(path);
+	if (rc == CKPT_OK && path_out)
+		*path_out = ck->last_path;
+	return rc;
+}

@@ -1,0 +1,173 @@
+/*
+ * Internals of the object-based checkpoint (checkpoint_*.c, manager.c).
+ *
+ * Live side: ckpt_object nodes (refcounted) with named edges, attributes
+ * (name -> variable) and, for optimizers, slot variables keyed by
+ * (primary variable, slot name). A "variable node" is the object made by
+ * ckpt_object_track_variable: one VARIABLE_VALUE attribute, no children; in
+ * the object graph it is identified by its variable, so a variable tracked
+ * twice is one node.
+ *
+ * Stored side: a restore session (ckpt__session, refcounted) holds the
+ * file's object graph and every stored value, read into memory before any
+ * live variable is touched. Values not consumed at restore time stay in the
+ * session; live objects hold "pending" records pointing into it, applied
+ * when the child / slot is created (restore-on-create).
+ */
+#ifndef CKPT_CHECKPOINT_INTERNAL_H
+#define CKPT_CHECKPOINT_INTERNAL_H
+
+#include "internal.h"
+
+typedef struct ckpt__session ckpt__session;
+
+typedef struct ckpt__edge {
+	char *name;
+	ckpt_object *child;
+	int weak;            /* closes a cycle / alias made by load: holds no reference */
+} ckpt__edge;
+
+typedef struct ckpt__attr {
+	char *name;          /* "VARIABLE_VALUE" */
+	ckpt_variable *var;
+	int owned;           /* freed with the object */
+} ckpt__attr;
+
+typedef struct ckpt__slot {
+	ckpt_variable *primary;
+	char *name;
+	ckpt_object *node;   /* variable node holding the slot variable (owned reference) */
+} ckpt__slot;
+
+typedef struct ckpt__pending_child {
+	char *name;
+	ckpt__session *s;    /* reference */
+	int node;            /* stored node id */
+} ckpt__pending_child;
+
+typedef struct ckpt__pending_slot {
+	ckpt__session *s;    /* reference */
+	int orig_node;       /* stored node of the primary variable */
+	char *slot_name;
+	int slot_node;
+} ckpt__pending_slot;
+
+struct ckpt_object {
+	int refs;
+	int is_var_node;
+	char *opt_name;      /* optimizer name, prefixes slot variable names */
+	char *source_key;    /* variable nodes: stored key last restored from */
+	size_t nedges, capedges;
+	ckpt__edge *edges;
+	size_t nattrs, capattrs;
+	ckpt__attr *attrs;
+	size_t nslots, capslots;
+	ckpt__slot *slots;
+	size_t npchild, cappchild;
+	ckpt__pending_child *pchild;
+	size_t npslot, cappslot;
+	ckpt__pending_slot *pslot;
+};
+
+struct ckpt_checkpoint {
+	ckpt_object *root;
+	ckpt_checkpoint_options opts;
+	char *last_path;     /* of the last save / write */
+};
+
+/* ---- stored values ---- */
+
+typedef struct ckpt__value {
+	int node;            /* stored node id (-1 for name-based files) */
+	char *attr;          /* attribute name ("VARIABLE_VALUE", or "table-keys" for prefix matches) */
+	char *key;           /* stored key */
+	char *full_name;
+	size_t reader_index;
+	ckpt_dtype dtype;
+	ckpt_shape shape;
+	ckpt_tensor *t;      /* read value; NULL once consumed and released */
+	int consumed;
+} ckpt__value;
+
+struct ckpt__session {
+	int refs;
+	char *path;                  /* resolved */
+	char *format;
+	ckpt_object_graph *graph;    /* NULL for name-based files */
+	size_t nvals;
+	ckpt__value *vals;           /* sorted by node, then attribute order */
+	size_t *node_first;          /* per node: first value index (nnodes + 1 entries) */
+	ckpt_variable **bound_var;   /* per node: live variable it restored into (compared, never dereferenced) */
+	size_t norphans;
+	char **orphans;              /* stored keys no attribute refers to */
+	size_t nassigned, capassigned;
+	ckpt_variable **assigned;    /* every live variable a value went to */
+	ckpt_warning_fn warn;
+	void *warn_ctx;
+	ckpt_reader *reader;         /* open until every value is read */
+};
+
+/* checkpoint_object.c */
+int ckpt__object_alloc(ckpt_object **out);
+void ckpt__object_ref(ckpt_object *o);
+/* Edge without restore-on-create (load builds trees with it). */
+int ckpt__object_link(ckpt_object *parent, const char *name, ckpt_object *child, int weak);
+int ckpt__object_push_attr(ckpt_object *o, const char *name, ckpt_variable *var, int owned);
+/* A new variable node holding `var`. */
+int ckpt__var_node_new(ckpt_object **out, ckpt_variable *var, int owned);
+const ckpt__edge *ckpt__object_edge(const ckpt_object *o, const char *name);
+ckpt__slot *ckpt__object_slot(const ckpt_object *o, const ckpt_variable *primary, const char *name);
+/* Slot creation without the restore-on-create step (load uses it). */
+int ckpt__slot_create(ckpt_variable **out, ckpt_object **node, ckpt_object *opt, ckpt_variable *primary,
+	const char *slot_name, const ckpt_variable_options *o);
+int ckpt__check_not_replica(const char *what);
+
+/* checkpoint_graph.c: the object graph save would write */
+typedef struct ckpt__plan_node {
+	ckpt_object *obj;
+	char *path;
+	int slot_of;                 /* slot nodes: id of the primary's node, else -1 */
+	const ckpt__slot *slot;
+} ckpt__plan_node;
+typedef struct ckpt__plan {
+	size_t n;
+	ckpt__plan_node *nodes;
+	ckpt_object_graph *graph;
+} ckpt__plan;
+int ckpt__plan_build(ckpt__plan *p, ckpt_object *root);
+void ckpt__plan_free(ckpt__plan *p);
+
+/* generic pointer -> int map (open addressing) */
+typedef struct ckpt__ptrmap {
+	size_t cap, n;
+	const void **keys;
+	int *vals;
+} ckpt__ptrmap;
+int ckpt__ptrmap_put(ckpt__ptrmap *m, const void *key, int val);
+int ckpt__ptrmap_get(const ckpt__ptrmap *m, const void *key); /* -1 when absent */
+void ckpt__ptrmap_free(ckpt__ptrmap *m);
+
+/* checkpoint_restore.c */
+int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpoint_options *o);
+/* Read every value not read yet, then close the reader. */
+int ckpt__session_read_all(ckpt__session *s);
+void ckpt__session_unref(ckpt__session *s);
+void ckpt__session_ref(ckpt__session *s);
+/* One matching run: match (no side effects), then commit (read all, assign, attach pending). */
+typedef struct ckpt__run ckpt__run;
+int ckpt__run_new(ckpt__run **out, ckpt__session *s);
+/* Match the stored root (or, for name-based files, every live variable by name) against `root`. */
+int ckpt__run_match_root(ckpt__run *r, ckpt_object *root);
+int ckpt__run_commit(ckpt__run *r);
+void ckpt__run_discard(ckpt__run *r);
+/* restore-on-create hooks, called by checkpoint_object.c */
+int ckpt__apply_pending_child(ckpt_object *parent, const char *name, ckpt_object *child);
+int ckpt__apply_pending_slot(ckpt_object *opt, ckpt_variable *primary, const char *slot_name, ckpt_object *node);
+int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_checkpoint *ck);
+
+/* checkpoint.c */
+/* Set save_counter to `number` and write `path`; the counter is rolled back on failure. */
+int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t number);
+void ckpt__warn(ckpt_warning_fn fn, void *ctx, const char *fmt, ...) CKPT_PRINTF(3, 4);
+
+#endif

@@ -1,0 +1,200 @@
+/*
+ * Load: build the object tree a checkpoint describes and create every
+ * variable through ckpt_strategy_current() — inside a mirrored scope this
+ * recreates the loaded variables as mirrored replicas — then restore the
+ * values into it with the ordinary (transactional) restore run.
+ *
+ * Stored node -> live object: a node whose only value is VARIABLE_VALUE and
+ * which has no children becomes a variable node; other nodes become plain
+ * objects carrying their values as attributes. Optimizer slot references
+ * become slots created through ckpt__slot_create (same strategy check as
+ * ckpt_optimizer_create_slot). TF1 name-based files (no object graph) load
+ * as a flat tree: one root child per stored key.
+ */
+#include <string.h>
+#include "checkpoint_internal.h"
+
+static int make_var(ckpt_variable **out, const ckpt__session *s, const ckpt__value *v,
+	const ckpt_checkpoint_options *o)
+{
+	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
+	if (o->load_variable) {
+		int rc = o->load_variable(&vo, v->key, ckpt_reader_var(s->reader, v->reader_index), o->load_ctx);
+		if (rc < 0)
+			return rc;
+		vo.version = CKPT_VARIABLE_OPTIONS_VERSION;
+	}
+	const char *name = v->full_name && *v->full_name ? v->full_name : v->key;
+	int rc = ckpt_variable_new(out, name, v->dtype, &v->shape, &vo);
+	if (rc < 0)
+		ckpt__error_annotate(s->path, v->key);
+	return rc;
+}
+
+/* String tensors have no variable kind (variable.h): they stay in the status as unmatched. */
+static int loadable(const ckpt__value *v)
+{
+	return v->dtype != CKPT_DT_STRING;
+}
+
+static int is_var_node(const ckpt__session *s, int n)
+{
+	size_t a = s->node_first[n], b = s->node_first[n + 1];
+	return b - a == 1 && strcmp(s->vals[a].attr, CKPT_VARIABLE_VALUE_KEY) == 0 && loadable(&s->vals[a]) &&
+		s->graph->nodes[n].nchildren == 0;
+}
+
+/* The object for stored node n (not linked yet; one reference for the caller). */
+static int make_object(ckpt_object **out, const ckpt__session *s, int n, const ckpt_checkpoint_options *o)
+{
+	ckpt_variable *v;
+	if (is_var_node(s, n)) {
+		CKPT_TRY(make_var(&v, s, &s->vals[s->node_first[n]], o));
+		int rc = ckpt__var_node_new(out, v, 1);
+		if (rc < 0)
+			ckpt_variable_free(v);
+		return rc;
+	}
+	ckpt_object *obj;
+	CKPT_TRY(ckpt__object_alloc(&obj));
+	for (size_t i = s->node_first[n]; i < s->node_first[n + 1]; i++) {
+		if (!loadable(&s->vals[i]))
+			continue;
+		int rc = make_var(&v, s, &s->vals[i], o);
+		if (rc == CKPT_OK && (rc = ckpt__object_push_attr(obj, s->vals[i].attr, v, 1)) < 0)
+			ckpt_variable_free(v);
+		if (rc < 0) {
+			ckpt_object_free(obj);
+			return rc;
+		}
+	}
+	*out = obj;
+	return CKPT_OK;
+}
+
+static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_checkpoint_options *o)
+{
+	const ckpt_object_graph *g = s->graph;
+	size_t nn = g->nnodes;
+	ckpt_object **objs = ckpt__calloc(nn, sizeof(*objs));
+	int *queue = ckpt__calloc(nn, sizeof(*queue));
+	int rc = (!objs || !queue) ? CKPT_ENOMEM : CKPT_OK;
+	size_t qn = 0;
+	if (rc == CKPT_OK) {
+		objs[0] = root;
+		queue[qn++] = 0;
+		/* root values (rare: "/.ATTRIBUTES/x") */
+		for (size_t i = s->node_first[0]; i < s->node_first[1] && rc == CKPT_OK; i++) {
+			if (!loadable(&s->vals[i]))
+				continue;
+			ckpt_variable *v;
+			rc = make_var(&v, s, &s->vals[i], o);
+			if (rc == CKPT_OK && (rc = ckpt__object_push_attr(root, s->vals[i].attr, v, 1)) < 0)
+				ckpt_variable_free(v);
+		}
+	}
+	for (size_t qi = 0; qi < qn && rc == CKPT_OK; qi++) {
+		int n = queue[qi];
+		const ckpt_og_node *gn = &g->nodes[n];
+		for (size_t c = 0; c < gn->nchildren && rc == CKPT_OK; c++) {
+			int cid = gn->children[c].node_id;
+			const char *name = gn->children[c].local_name;
+			if (ckpt__object_edge(objs[n], name))
+				continue; /* duplicate edge name in the file: first wins */
+			if (objs[cid]) {
+				rc = ckpt__object_link(objs[n], name, objs[cid], 1);
+				continue;
+			}
+			ckpt_object *child;
+			rc = make_object(&child, s, cid, o);
+			if (rc < 0)
+				break;
+			rc = ckpt__object_link(objs[n], name, child, 0);
+			ckpt_object_free(child); /* the parent holds it now (or it is freed) */
+			if (rc == CKPT_OK) {
+				objs[cid] = child;
+				queue[qn++] = cid;
+			}
+		}
+	}
+	/* slot variables, through the primary's strategy */
+	for (size_t qi = 0; qi < qn && rc == CKPT_OK; qi++) {
+		int n = queue[qi];
+		const ckpt_og_node *gn = &g->nodes[n];
+		for (size_t k = 0; k < gn->nslots && rc == CKPT_OK; k++) {
+			const ckpt_og_slot *sr = &gn->slots[k];
+			int orig = sr->original_variable_node_id, sn = sr->slot_variable_node_id;
+			ckpt_variable *prim = objs[orig] ? ckpt_object_node_variable(objs[orig]) : NULL;
+			if (!prim || objs[sn] || s->node_first[sn] == s->node_first[sn + 1])
+				continue; /* primary not loaded, slot already placed, or no stored value */
+			const ckpt__value *sv = &s->vals[s->node_first[sn]];
+			if (!loadable(sv))
+				continue;
+			ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
+			if (o->load_variable && (rc = o->load_variable(&vo, sv->key,
+				ckpt_reader_var(s->reader, sv->reader_index), o->load_ctx)) < 0)
+				break;
+			vo.version = CKPT_VARIABLE_OPTIONS_VERSION;
+			ckpt_variable *v;
+			rc = ckpt__slot_create(&v, &objs[sn], objs[n], prim, sr->slot_name, &vo);
+		}
+	}
+	ckpt__free(objs);
+	ckpt__free(queue);
+	return rc;
+}
+
+static int build_flat_tree(ckpt__session *s, ckpt_object *root, const ckpt_checkpoint_options *o)
+{
+	for (size_t i = 0; i < s->nvals; i++) {
+		if (!loadable(&s->vals[i]))
+			continue;
+		ckpt_variable *v;
+		CKPT_TRY(make_var(&v, s, &s->vals[i], o));
+		ckpt_object *node;
+		int rc = ckpt__var_node_new(&node, v, 1);
+		if (rc < 0) {
+			ckpt_variable_free(v);
+			return rc;
+		}
+		rc = ckpt__object_link(root, s->vals[i].key, node, 0);
+		ckpt_object_free(node);
+		CKPT_TRY(rc);
+	}
+	return CKPT_OK;
+}
+
+int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, const char *path,
+	const ckpt_checkpoint_options *o)
+{
+	if (out)
+		*out = NULL;
+	if (status)
+		*status = NULL;
+	if (!out || !path)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_load: NULL argument");
+	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_load"));
+	ckpt_checkpoint *ck;
+	CKPT_TRY(ckpt_checkpoint_new(&ck, o));
+	ckpt__session *s = NULL;
+	ckpt__run *r = NULL;
+	int rc = ckpt__session_open(&s, path, &ck->opts);
+	if (rc == CKPT_OK)
+		rc = s->graph ? build_graph_tree(s, ck->root, &ck->opts) : build_flat_tree(s, ck->root, &ck->opts);
+	if (rc == CKPT_OK)
+		rc = ckpt__run_new(&r, s);
+	if (rc == CKPT_OK)
+		rc = ckpt__run_match_root(r, ck->root);
+	if (rc == CKPT_OK)
+		rc = ckpt__run_commit(r);
+	ckpt__run_discard(r);
+	if (rc == CKPT_OK && status)
+		rc = ckpt__restore_status_new(status, s, ck);
+	ckpt__session_unref(s);
+	if (rc < 0) {
+		ckpt_checkpoint_free(ck);
+		return rc;
+	}
+	*out = ck;
+	return CKPT_OK;
+}

@@ -1,0 +1,524 @@
+/*
+ * Trackable objects: named children, variables as attributes, optimizer
+ * slot variables. Restore-on-create hooks into checkpoint_restore.c
+ * whenever a child, a tracked variable or a slot appears.
+ */
+#include <string.h>
+#include "checkpoint_internal.h"
+
+int ckpt__check_not_replica(const char *what)
+{
+	if (ckpt_replica_current())
+		return ckpt__fail(CKPT_ESCOPE, NULL, NULL, -1,
+			"%s may not be called from replica context (inside ckpt_strategy_run); call it from the trainer's thread",
+			what);
+	return CKPT_OK;
+}
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return CKPT_OK;
+	size_t nc = *cap ? *cap * 2 : 4;
+	size_t bytes;
+	if (__builtin_mul_overflow(nc, elem, &bytes))
+		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "too many entries (%zu)", nc);
+	void *p = ckpt__realloc(*arr, bytes);
+	if (!p)
+		return CKPT_ENOMEM;
+	*arr = p;
+	*cap = nc;
+	return CKPT_OK;
+}
+#define GROW(arr, cap, n) grow((void **)&(arr), &(cap), (n), sizeof(*(arr)))
+
+int ckpt__object_alloc(ckpt_object **out)
+{
+	ckpt_object *o = ckpt__calloc(1, sizeof(*o));
+	if (!o)
+		return CKPT_ENOMEM;
+	o->refs = 1;
+	*out = o;
+	return CKPT_OK;
+}
+
+void ckpt__object_ref(ckpt_object *o)
+{
+	if (o)
+		o->refs++;
+}
+
+int ckpt_object_new(ckpt_object **out)
+{
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_object_new: NULL out");
+	*out = NULL;
+	return ckpt__object_alloc(out);
+}
+
+int ckpt_optimizer_new(ckpt_object **out, const char *name)
+{
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_optimizer_new: NULL out");
+	*out = NULL;
+	ckpt_object *o;
+	CKPT_TRY(ckpt__object_alloc(&o));
+	if (name && !(o->opt_name = ckpt__strdup(name))) {
+		ckpt_object_free(o);
+		return CKPT_ENOMEM;
+	}
+	*out = o;
+	return CKPT_OK;
+}
+
+void ckpt_object_free(ckpt_object *o)
+{
+	if (!o || --o->refs > 0)
+		return;
+	for (size_t i = 0; i < o->nedges; i++) {
+		if (!o->edges[i].weak)
+			ckpt_object_free(o->edges[i].child);
+		ckpt__free(o->edges[i].name);
+	}
+	for (size_t i = 0; i < o->nslots; i++) {
+		ckpt_object_free(o->slots[i].node);
+		ckpt__free(o->slots[i].name);
+	}
+	for (size_t i = 0; i < o->nattrs; i++) {
+		if (o->attrs[i].owned)
+			ckpt_variable_free(o->attrs[i].var);
+		ckpt__free(o->attrs[i].name);
+	}
+	for (size_t i = 0; i < o->npchild; i++) {
+		ckpt__session_unref(o->pchild[i].s);
+		ckpt__free(o->pchild[i].name);
+	}
+	for (size_t i = 0; i < o->npslot; i++) {
+		ckpt__session_unref(o->pslot[i].s);
+		ckpt__free(o->pslot[i].slot_name);
+	}
+	ckpt__free(o->edges);
+	ckpt__free(o->slots);
+	ckpt__free(o->attrs);
+	ckpt__free(o->pchild);
+	ckpt__free(o->pslot);
+	ckpt__free(o->opt_name);
+	ckpt__free(o->source_key);
+	ckpt__free(o);
+}
+
+const ckpt__edge *ckpt__object_edge(const ckpt_object *o, const char *name)
+{
+	for (size_t i = 0; i < o->nedges; i++)
+		if (strcmp(o->edges[i].name, name) == 0)
+			return &o->edges[i];
+	return NULL;
+}
+
+ckpt__slot *ckpt__object_slot(const ckpt_object *o, const ckpt_variable *primary, const char *name)
+{
+	for (size_t i = 0; i < o->nslots; i++)
+		if (o->slots[i].primary == primary && strcmp(o->slots[i].name, name) == 0)
+			return &o->slots[i];
+	return NULL;
+}
+
+int ckpt__object_push_attr(ckpt_object *o, const char *name, ckpt_variable *var, int owned)
+{
+	CKPT_TRY(GROW(o->attrs, o->capattrs, o->nattrs));
+	char *n = ckpt__strdup(name);
+	if (!n)
+		return CKPT_ENOMEM;
+	o->attrs[o->nattrs++] = (ckpt__attr){ n, var, owned };
+	return CKPT_OK;
+}
+
+int ckpt__var_node_new(ckpt_object **out, ckpt_variable *var, int owned)
+{
+	ckpt_object *o;
+	CKPT_TRY(ckpt__object_alloc(&o));
+	o->is_var_node = 1;
+	int rc = ckpt__object_push_attr(o, CKPT_VARIABLE_VALUE_KEY, var, owned);
+	if (rc < 0) {
+		ckpt__free(o);
+		return rc;
+	}
+	*out = o;
+	return CKPT_OK;
+}
+
+/* Does `from` reach `target` through owning edges? (Then an edge target -> from closes a cycle.) */
+static int reaches(ckpt_object *from, ckpt_object *target, int *out)
+{
+	*out = 0;
+	if (from == target) {
+		*out = 1;
+		return CKPT_OK;
+	}
+	if (from->nedges == 0 && from->nslots == 0)
+		return CKPT_OK;
+	ckpt__ptrmap seen = { 0 };
+	size_t n = 0, cap = 0;
+	ckpt_object **stack = NULL;
+	int rc = GROW(stack, cap, n);
+	if (rc == CKPT_OK) {
+		stack[n++] = from;
+		rc = ckpt__ptrmap_put(&seen, from, 1);
+	}
+	while (rc == CKPT_OK && n > 0 && !*out) {
+		ckpt_object *o = stack[--n];
+		for (size_t i = 0; i < o->nedges && rc == CKPT_OK; i++) {
+			ckpt_object *c = o->edges[i].child;
+			if (c == target) {
+				*out = 1;
+				break;
+			}
+			if (ckpt__ptrmap_get(&seen, c) >= 0)
+				continue;
+			rc = ckpt__ptrmap_put(&seen, c, 1);
+			if (rc == CKPT_OK && (rc = GROW(stack, cap, n)) == CKPT_OK)
+				stack[n++] = c;
+		}
+	}
+	ckpt__free(stack);
+	ckpt__ptrmap_free(&seen);
+	return rc;
+}
+
+int ckpt__object_link(ckpt_object *parent, const char *name, ckpt_object *child, int weak)
+{
+	CKPT_TRY(GROW(parent->edges, parent->capedges, parent->nedges));
+	char *n = ckpt__strdup(name);
+	if (!n)
+		return CKPT_ENOMEM;
+	if (!weak)
+		ckpt__object_ref(child);
+	parent->edges[parent->nedges++] = (ckpt__edge){ n, child, weak };
+	return CKPT_OK;
+}
+
+static int check_name(const char *fn, const ckpt_object *parent, const char *name)
+{
+	if (!name || !*name)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s: empty child name", fn);
+	if (strlen(name) > CKPT_MAX_NAME_LEN)
+		return ckpt__fail(CKPT_ELIMIT, NULL, name, -1, "%s: name longer than %d bytes", fn, CKPT_MAX_NAME_LEN);
+	if (ckpt__object_edge(parent, name))
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "%s: the object already has a child named '%s'", fn,
+			name);
+	return CKPT_OK;
+}
+
+int ckpt_object_add_child(ckpt_object *parent, const char *local_name, ckpt_object *child)
+{
+	if (!parent || !child)
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_add_child: NULL argument");
+	CKPT_TRY(check_name("ckpt_object_add_child", parent, local_name));
+	int weak;
+	CKPT_TRY(reaches(child, parent, &weak));
+	/* make room first, so that nothing can fail after pending values were assigned */
+	CKPT_TRY(GROW(parent->edges, parent->capedges, parent->nedges));
+	CKPT_TRY(ckpt__apply_pending_child(parent, local_name, child));
+	return ckpt__object_link(parent, local_name, child, weak);
+}
+
+int ckpt_object_new_child(ckpt_object **out, ckpt_object *parent, const char *local_name)
+{
+	if (!out || !parent)
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_new_child: NULL argument");
+	*out = NULL;
+	ckpt_object *c;
+	CKPT_TRY(ckpt__object_alloc(&c));
+	int rc = ckpt_object_add_child(parent, local_name, c);
+	ckpt_object_free(c);
+	if (rc == CKPT_OK)
+		*out = c;
+	return rc;
+}
+
+int ckpt_object_track_variable(ckpt_object *obj, const char *local_name, ckpt_variable *var)
+{
+	if (!obj || !var)
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_track_variable: NULL argument");
+	CKPT_TRY(check_name("ckpt_object_track_variable", obj, local_name));
+	ckpt_object *node;
+	CKPT_TRY(ckpt__var_node_new(&node, var, 0));
+	int rc = ckpt_object_add_child(obj, local_name, node);
+	ckpt_object_free(node);
+	return rc;
+}
+
+int ckpt_object_add_variable(ckpt_variable **out, ckpt_object *obj, const char *local_name,
+	const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o)
+{
+	if (out)
+		*out = NULL;
+	if (!obj || !shape)
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_add_variable: NULL argument");
+	CKPT_TRY(ckpt__check_not_replica("ckpt_object_add_variable"));
+	CKPT_TRY(check_name("ckpt_object_add_variable", obj, local_name));
+	ckpt_variable *v;
+	CKPT_TRY(ckpt_variable_new(&v, var_name ? var_name : local_name, dt, shape, o));
+	ckpt_object *node;
+	int rc = ckpt__var_node_new(&node, v, 1);
+	if (rc < 0) {
+		ckpt_variable_free(v);
+		return rc;
+	}
+	rc = ckpt_object_add_child(obj, local_name, node);
+	ckpt_object_free(node); /* frees v too when the edge was not added */
+	if (rc == CKPT_OK && out)
+		*out = v;
+	return rc;
+}
+
+int ckpt_object_get_child(ckpt_object **out, const ckpt_object *obj, const char *local_name)
+{
+	if (!out || !obj || !local_name)
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_get_child: NULL argument");
+	*out = NULL;
+	const ckpt__edge *e = ckpt__object_edge(obj, local_name);
+	if (!e)
+		return ckpt__fail(CKPT_ENOTFOUND, NULL, local_name, -1, "no child named '%s'", local_name);
+	*out = e->child;
+	return CKPT_OK;
+}
+
+int ckpt_object_get_variable(ckpt_variable **out, const ckpt_object *obj, const char *local_name)
+{
+	if (!out || !obj || !local_name)
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_get_variable: NULL argument");
+	*out = NULL;
+	const ckpt__edge *e = ckpt__object_edge(obj, local_name);
+	if (!e || !e->child->is_var_node)
+		return ckpt__fail(CKPT_ENOTFOUND, NULL, local_name, -1, "no variable tracked as '%s'", local_name);
+	*out = e->child->attrs[0].var;
+	return CKPT_OK;
+}
+
+ckpt_variable *ckpt_object_node_variable(const ckpt_object *obj)
+{
+	return obj && obj->is_var_node ? obj->attrs[0].var : NULL;
+}
+
+size_t ckpt_object_num_children(const ckpt_object *obj)
+{
+	return obj ? obj->nedges : 0;
+}
+
+int ckpt_object_child_at(const char **local_name, ckpt_object **child, const ckpt_object *obj, size_t i)
+{
+	if (!obj || i >= obj->nedges)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_object_child_at: index %zu out of range [0, %zu)", i,
+			obj ? obj->nedges : 0);
+	if (local_name)
+		*local_name = obj->edges[i].name;
+	if (child)
+		*child = obj->edges[i].child;
+	return CKPT_OK;
+}
+
+/* Undo TensorFlow's escape for one path component (".." -> ".", ".S" -> "/"). */
+static char *unescape(const char *s, size_t n)
+{
+	char *d = ckpt__malloc(n + 1);
+	if (!d)
+		return NULL;
+	size_t j = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '.' && i + 1 < n && (s[i + 1] == '.' || s[i + 1] == 'S')) {
+			d[j++] = s[i + 1] == '.' ? '.' : '/';
+			i++;
+		} else {
+			d[j++] = s[i];
+		}
+	}
+	d[j] = '\0';
+	return d;
+}
+
+int ckpt_object_find(ckpt_object **out, ckpt_object *from, const char *path)
+{
+	if (!out || !from || !path)
+		return ckpt__fail(CKPT_EINVAL, NULL, path, -1, "ckpt_object_find: NULL argument");
+	*out = NULL;
+	ckpt_object *cur = from;
+	const char *p = path;
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+		char *name = unescape(p, n);
+		if (!name)
+			return CKPT_ENOMEM;
+		const ckpt__edge *e = ckpt__object_edge(cur, name);
+		if (!e) {
+			int rc = ckpt__fail(CKPT_ENOTFOUND, NULL, path, -1, "object path '%s': no child '%s' after '%.*s'",
+				path, name, (int)(p - path), path);
+			ckpt__free(name);
+			return rc;
+		}
+		ckpt__free(name);
+		cur = e->child;
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	*out = cur;
+	return CKPT_OK;
+}
+
+/* ---- optimizer slots ---- */
+
+int ckpt__slot_create(ckpt_variable **out, ckpt_object **node_out, ckpt_object *opt, ckpt_variable *primary,
+	const char *slot_name, const ckpt_variable_options *o)
+{
+	ckpt_strategy *cur = ckpt_strategy_current();
+	ckpt_strategy *own = ckpt_variable_strategy(primary);
+	if (cur != own)
+		return ckpt__fail(CKPT_ESCOPE, NULL, ckpt_variable_name(primary), -1,
+			"cannot create optimizer slot '%s' for variable '%s': the variable was created %s (strategy %s) "
+			"but the current strategy is %s; create the model and the optimizer in the same strategy scope "
+			"(load or restore checkpoints inside that scope too)",
+			slot_name, ckpt_variable_name(primary), ckpt_variable_origin(primary), ckpt_strategy_describe(own),
+			ckpt_strategy_describe(cur));
+	if (ckpt__object_slot(opt, primary, slot_name))
+		return ckpt__fail(CKPT_EINVAL, NULL, ckpt_variable_name(primary), -1,
+			"slot '%s' of variable '%s' exists already", slot_name, ckpt_variable_name(primary));
+	CKPT_TRY(GROW(opt->slots, opt->capslots, opt->nslots));
+	char *vname = opt->opt_name ? ckpt__asprintf("%s/%s/%s", opt->opt_name, ckpt_variable_name(primary), slot_name)
+		: ckpt__asprintf("%s/%s", ckpt_variable_name(primary), slot_name);
+	char *sname = ckpt__strdup(slot_name);
+	if (!vname || !sname) {
+		ckpt__free(vname);
+		ckpt__free(sname);
+		return CKPT_ENOMEM;
+	}
+	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
+	if (o)
+		vo = *o;
+	vo.version = CKPT_VARIABLE_OPTIONS_VERSION;
+	ckpt_variable *v;
+	int rc = ckpt_variable_new(&v, vname, ckpt_variable_dtype(primary), ckpt_variable_shape(primary), &vo);
+	ckpt__free(vname);
+	if (rc < 0) {
+		ckpt__free(sname);
+		return rc;
+	}
+	ckpt_object *node;
+	rc = ckpt__var_node_new(&node, v, 1);
+	if (rc < 0) {
+		ckpt_variable_free(v);
+		ckpt__free(sname);
+		return rc;
+	}
+	opt->slots[opt->nslots++] = (ckpt__slot){ primary, sname, node };
+	*out = v;
+	if (node_out)
+		*node_out = node;
+	return CKPT_OK;
+}
+
+int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_variable *primary,
+	const char *slot_name, const ckpt_variable_options *o)
+{
+	if (out)
+		*out = NULL;
+	if (!opt || !primary || !slot_name || !*slot_name)
+		return ckpt__fail(CKPT_EINVAL, NULL, slot_name, -1, "ckpt_optimizer_create_slot: NULL argument");
+	CKPT_TRY(ckpt__check_not_replica("ckpt_optimizer_create_slot"));
+	ckpt_variable *v;
+	ckpt_object *node;
+	CKPT_TRY(ckpt__slot_create(&v, &node, opt, primary, slot_name, o));
+	int rc = ckpt__apply_pending_slot(opt, primary, slot_name, node);
+	if (rc < 0) {
+		/* restore-on-create failed (mismatch): the slot is not created */
+		opt->nslots--;
+		ckpt_object_free(opt->slots[opt->nslots].node);
+		ckpt__free(opt->slots[opt->nslots].name);
+		return rc;
+	}
+	if (out)
+		*out = v;
+	return CKPT_OK;
+}
+
+int ckpt_optimizer_get_slot(ckpt_variable **out, const ckpt_object *opt, const ckpt_variable *primary,
+	const char *slot_name)
+{
+	if (!out || !opt || !primary || !slot_name)
+		return ckpt__fail(CKPT_EINVAL, NULL, slot_name, -1, "ckpt_optimizer_get_slot: NULL argument");
+	*out = NULL;
+	ckpt__slot *s = ckpt__object_slot(opt, primary, slot_name);
+	if (!s)
+		return ckpt__fail(CKPT_ENOTFOUND, NULL, ckpt_variable_name(primary), -1,
+			"no slot '%s' for variable '%s'", slot_name, ckpt_variable_name(primary));
+	*out = s->node->attrs[0].var;
+	return CKPT_OK;
+}
+
+/* ---- pointer map ---- */
+
+static size_t ptr_hash(const void *p, size_t cap)
+{
+	uint64_t x = (uint64_t)(uintptr_t)p;
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return (size_t)(x & (cap - 1));
+}
+
+int ckpt__ptrmap_put(ckpt__ptrmap *m, const void *key, int val)
+{
+	if ((m->n + 1) * 2 > m->cap) {
+		size_t nc = m->cap ? m->cap * 2 : 64;
+		const void **nk = ckpt__calloc(nc, sizeof(*nk));
+		int *nv = ckpt__calloc(nc, sizeof(*nv));
+		if (!nk || !nv) {
+			ckpt__free(nk);
+			ckpt__free(nv);
+			return CKPT_ENOMEM;
+		}
+		for (size_t i = 0; i < m->cap; i++) {
+			if (!m->keys[i])
+				continue;
+			size_t h = ptr_hash(m->keys[i], nc);
+			while (nk[h])
+				h = (h + 1) & (nc - 1);
+			nk[h] = m->keys[i];
+			nv[h] = m->vals[i];
+		}
+		ckpt__free(m->keys);
+		ckpt__free(m->vals);
+		m->keys = nk;
+		m->vals = nv;
+		m->cap = nc;
+	}
+	size_t h = ptr_hash(key, m->cap);
+	while (m->keys[h] && m->keys[h] != key)
+		h = (h + 1) & (m->cap - 1);
+	if (!m->keys[h])
+		m->n++;
+	m->keys[h] = key;
+	m->vals[h] = val;
+	return CKPT_OK;
+}
+
+int ckpt__ptrmap_get(const ckpt__ptrmap *m, const void *key)
+{
+	if (!m->cap)
+		return -1;
+	size_t h = ptr_hash(key, m->cap);
+	while (m->keys[h]) {
+		if (m->keys[h] == key)
+			return m->vals[h];
+		h = (h + 1) & (m->cap - 1);
+	}
+	return -1;
+}
+
+void ckpt__ptrmap_free(ckpt__ptrmap *m)
+{
+	ckpt__free(m->keys);
+	ckpt__free(m->vals);
+	memset(m, 0, sizeof(*m));
+}

@@ -1,0 +1,659 @@
+/*
+ * Restore into live objects (tf.train.Checkpoint.restore).
+ *
+ * Phases, so that a failed restore changes no live variable:
+ *  1. match: walk the stored object graph from a node and the live tree from
+ *     an object in step, by child names (TF's _CheckpointPosition); check
+ *     dtype and shape of every matched value (EMISMATCH names the variable
+ *     and both shapes); note children and slots that do not exist yet;
+ *  2. read: every stored value not read yet goes into memory (staging);
+ *  3. commit: ckpt_variable_assign to every replica (sync-on-read SUM is
+ *     split across replicas by the variable layer), then attach the
+ *     "pending" records that restore-on-create applies later.
+ * TF1 name-based files have no object graph: they match live variables by
+ * ckpt_variable_name, as TF2's name-based restore does.
+ */
+#include <string.h>
+#include "checkpoint_internal.h"
+#include "variable_internal.h"
+
+/* ================================================================== */
+/* session                                                              */
+/* ================================================================== */
+
+void ckpt__session_ref(ckpt__session *s)
+{
+	if (s)
+		s->refs++;
+}
+
+void ckpt__session_unref(ckpt__session *s)
+{
+	if (!s || --s->refs > 0)
+		return;
+	for (size_t i = 0; i < s->nvals; i++) {
+		ckpt__free(s->vals[i].attr);
+		ckpt__free(s->vals[i].key);
+		ckpt__free(s->vals[i].full_name);
+		ckpt_tensor_free(s->vals[i].t);
+	}
+	for (size_t i = 0; i < s->norphans; i++)
+		ckpt__free(s->orphans[i]);
+	ckpt_reader_free(s->reader);
+	ckpt_object_graph_free(s->graph);
+	ckpt__free(s->vals);
+	ckpt__free(s->orphans);
+	ckpt__free(s->node_first);
+	ckpt__free(s->bound_var);
+	ckpt__free(s->assigned);
+	ckpt__free(s->path);
+	ckpt__free(s->format);
+	ckpt__free(s);
+}
+
+static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr, const char *suffix,
+	const ckpt_var_info *vi, size_t idx, const char *full_name)
+{
+	if (s->nvals == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		ckpt__value *nv = ckpt__realloc(s->vals, nc * sizeof(*nv));
+		if (!nv)
+			return CKPT_ENOMEM;
+		s->vals = nv;
+		*cap = nc;
+	}
+	ckpt__value *v = &s->vals[s->nvals];
+	memset(v, 0, sizeof(*v));
+	v->node = node;
+	v->attr = ckpt__asprintf("%s%s", attr, suffix);
+	v->key = ckpt__strdup(vi->name);
+	v->full_name = ckpt__strdup(full_name ? full_name : "");
+	v->reader_index = idx;
+	v->dtype = vi->dtype;
+	v->shape = vi->shape;
+	s->nvals++;
+	if (!v->attr || !v->key || !v->full_name)
+		return CKPT_ENOMEM;
+	return CKPT_OK;
+}
+
+static int build_values(ckpt__session *s)
+{
+	ckpt_reader *r = s->reader;
+	size_t nr = ckpt_reader_count(r);
+	unsigned char *used = ckpt__calloc(nr ? nr : 1, 1);
+	if (!used)
+		return CKPT_ENOMEM;
+	size_t cap = 0;
+	int rc = CKPT_OK;
+	if (s->graph) {
+		size_t nn = s->graph->nnodes;
+		s->node_first = ckpt__calloc(nn + 1, sizeof(size_t));
+		s->bound_var = ckpt__calloc(nn ? nn : 1, sizeof(*s->bound_var));
+		if (!s->node_first || !s->bound_var)
+			rc = CKPT_ENOMEM;
+		for (size_t n = 0; n < nn && rc == CKPT_OK; n++) {
+			s->node_first[n] = s->nvals;
+			const ckpt_og_node *gn = &s->graph->nodes[n];
+			for (size_t a = 0; a < gn->nattrs && rc == CKPT_OK; a++) {
+				const ckpt_og_attr *at = &gn->attrs[a];
+				if (!at->checkpoint_key || !*at->checkpoint_key)
+					continue;
+				size_t idx;
+				if (ckpt_reader_find(r, at->checkpoint_key, &idx) == CKPT_OK) {
+					used[idx] = 1;
+					rc = push_value(s, &cap, (int)n, at->name, "", ckpt_reader_var(r, idx), idx, at->full_name);
+					continue;
+				}
+				/* multi-tensor legacy saveables: the key is a prefix ("…/table-keys") */
+				size_t kl = strlen(at->checkpoint_key);
+				for (size_t i = 0; i < nr && rc == CKPT_OK; i++) {
+					const ckpt_var_info *vi = ckpt_reader_var(r, i);
+					if (!used[i] && strncmp(vi->name, at->checkpoint_key, kl) == 0 && vi->name[kl]) {
+						used[i] = 1;
+						rc = push_value(s, &cap, (int)n, at->name, vi->name + kl, vi, i, at->full_name);
+					}
+				}
+			}
+		}
+		if (rc == CKPT_OK)
+			s->node_first[nn] = s->nvals;
+	} else {
+		for (size_t i = 0; i < nr && rc == CKPT_OK; i++) {
+			const ckpt_var_info *vi = ckpt_reader_var(r, i);
+			if (strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
+				continue;
+			used[i] = 1;
+			rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, "", vi, i, vi->name);
+		}
+	}
+	for (size_t i = 0; i < nr && rc == CKPT_OK; i++) {
+		const ckpt_var_info *vi = ckpt_reader_var(r, i);
+		if (used[i] || strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
+			continue;
+		char **no = ckpt__realloc(s->orphans, (s->norphans + 1) * sizeof(*no));
+		if (!no) {
+			rc = CKPT_ENOMEM;
+			break;
+		}
+		s->orphans = no;
+		if (!(s->orphans[s->norphans] = ckpt__strdup(vi->name)))
+			rc = CKPT_ENOMEM;
+		else
+			s->norphans++;
+	}
+	ckpt__free(used);
+	return rc;
+}
+
+int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpoint_options *o)
+{
+	*out = NULL;
+	ckpt__session *s = ckpt__calloc(1, sizeof(*s));
+	if (!s)
+		return CKPT_ENOMEM;
+	s->refs = 1;
+	s->warn = o ? o->warn : NULL;
+	s->warn_ctx = o ? o->warn_ctx : NULL;
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+	oo.vfs = o ? o->vfs : NULL;
+	int rc = ckpt_reader_open(&s->reader, path, &oo);
+	if (rc == CKPT_OK) {
+		s->path = ckpt__strdup(ckpt_reader_path(s->reader));
+		s->format = ckpt__strdup(ckpt_reader_format(s->reader));
+		if (!s->path || !s->format)
+			rc = CKPT_ENOMEM;
+	}
+	const ckpt_object_graph *g = rc == CKPT_OK ? ckpt_reader_object_graph(s->reader) : NULL;
+	if (g && g->nnodes == 0)
+		g = NULL;
+	if (g && (size_t)g->nnodes > (size_t)INT32_MAX)
+		rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "object graph with %zu nodes", g->nnodes);
+	if (rc == CKPT_OK && g)
+		rc = ckpt_object_graph_copy(&s->graph, g);
+	if (rc == CKPT_OK)
+		rc = build_values(s);
+	if (rc < 0) {
+		ckpt__session_unref(s);
+		return rc;
+	}
+	*out = s;
+	return CKPT_OK;
+}
+
+int ckpt__session_read_all(ckpt__session *s)
+{
+	if (!s->reader)
+		return CKPT_OK;
+	for (size_t i = 0; i < s->nvals; i++) {
+		ckpt__value *v = &s->vals[i];
+		if (v->t || v->consumed || v->dtype == CKPT_DT_STRING)
+			continue; /* no string variables: such values can only be reported as unmatched */
+		int rc = ckpt_reader_read(s->reader, v->reader_index, &v->t);
+		if (rc < 0) {
+			ckpt__error_annotate(s->path, v->key);
+			return rc;
+		}
+	}
+	ckpt_reader_free(s->reader);
+	s->reader = NULL;
+	return CKPT_OK;
+}
+
+/* ================================================================== */
+/* one matching run                                                     */
+/* ================================================================== */
+
+typedef struct assignment {
+	size_t val;
+	ckpt_variable *var;
+	ckpt_object *owner;  /* variable node that gets source_key */
+} assignment;
+
+typedef struct pend_child {
+	ckpt_object *obj;
+	char *name;         /* owned until attached */
+	int node;
+} pend_child;
+
+typedef struct pend_slot {
+	ckpt_object *opt;
+	int orig, slot_node;
+	char *slot_name;    /* owned until attached */
+} pend_slot;
+
+typedef struct pair {
+	int node;
+	ckpt_object *obj;
+} pair;
+
+struct ckpt__run {
+	ckpt__session *s;
+	size_t nasg, capasg;
+	assignment *asg;
+	size_t npc, cappc;
+	pend_child *pc;
+	size_t nps, capps;
+	pend_slot *ps;
+	unsigned char *visited;
+	ckpt_variable **bound;    /* per node, this run */
+	ckpt__ptrmap vars;        /* live variables given a value in this run */
+};
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return CKPT_OK;
+	size_t nc = *cap ? *cap * 2 : 8;
+	void *p = ckpt__realloc(*arr, nc * elem);
+	if (!p)
+		return CKPT_ENOMEM;
+	*arr = p;
+	*cap = nc;
+	return CKPT_OK;
+}
+#define GROW(arr, cap, n) grow((void **)&(arr), &(cap), (n), sizeof(*(arr)))
+
+static void run_free(ckpt__run *r)
+{
+	if (!r)
+		return;
+	ckpt__free(r->asg);
+	ckpt__free(r->pc);
+	ckpt__free(r->ps);
+	ckpt__free(r->visited);
+	ckpt__free(r->bound);
+	ckpt__ptrmap_free(&r->vars);
+	ckpt__free(r);
+}
+
+int ckpt__run_new(ckpt__run **out, ckpt__session *s)
+{
+	*out = NULL;
+	ckpt__run *r = ckpt__calloc(1, sizeof(*r));
+	if (!r)
+		return CKPT_ENOMEM;
+	r->s = s;
+	size_t nn = s->graph ? s->graph->nnodes : 0;
+	r->visited = ckpt__calloc(nn ? nn : 1, 1);
+	r->bound = ckpt__calloc(nn ? nn : 1, sizeof(*r->bound));
+	if (!r->visited || !r->bound) {
+		run_free(r);
+		return CKPT_ENOMEM;
+	}
+	*out = r;
+	return CKPT_OK;
+}
+
+
+static int check_value(const ckpt__session *s, const ckpt__value *v, const ckpt_variable *var)
+{
+	const ckpt_shape *ls = ckpt_variable_shape(var);
+	if (v->dtype == ckpt_variable_dtype(var) && ckpt_shape_equal(&v->shape, ls))
+		return CKPT_OK;
+	char a[256], b[256];
+	ckpt_shape_format(&v->shape, a, sizeof(a));
+	ckpt_shape_format(ls, b, sizeof(b));
+	return ckpt__fail(CKPT_EMISMATCH, s->path, ckpt_variable_name(var), -1,
+		"cannot restore variable '%s' from '%s': the checkpoint has %s %s, the live variable is %s %s; "
+		"nothing was restored",
+		ckpt_variable_name(var), v->key, ckpt_dtype_name(v->dtype), a, ckpt_dtype_name(ckpt_variable_dtype(var)), b);
+}
+
+static int add_assignment(ckpt__run *r, size_t val, ckpt_variable *var, ckpt_object *owner)
+{
+	if (ckpt__ptrmap_get(&r->vars, var) >= 0)
+		return CKPT_OK; /* one value per live variable per run: the first match wins */
+	CKPT_TRY(check_value(r->s, &r->s->vals[val], var));
+	CKPT_TRY(ckpt__ptrmap_put(&r->vars, var, 1));
+	CKPT_TRY(GROW(r->asg, r->capasg, r->nasg));
+	r->asg[r->nasg++] = (assignment){ val, var, owner };
+	return CKPT_OK;
+}
+
+/* Values of stored node `n` into the attributes of `obj`. */
+static int match_values(ckpt__run *r, int n, ckpt_object *obj)
+{
+	ckpt__session *s = r->s;
+	for (size_t i = s->node_first[n]; i < s->node_first[n + 1]; i++) {
+		ckpt__value *v = &s->vals[i];
+		if (v->consumed)
+			continue;
+		for (size_t a = 0; a < obj->nattrs; a++) {
+			if (strcmp(obj->attrs[a].name, v->attr) != 0)
+				continue;
+			CKPT_TRY(add_assignment(r, i, obj->attrs[a].var, obj));
+			if (strcmp(v->attr, CKPT_VARIABLE_VALUE_KEY) == 0)
+				r->bound[n] = obj->attrs[a].var;
+			break;
+		}
+	}
+	return CKPT_OK;
+}
+
+static int run_match(ckpt__run *r, int start, ckpt_object *obj)
+{
+	ckpt__session *s = r->s;
+	const ckpt_object_graph *g = s->graph;
+	size_t qn = 0, qcap = 0, qi = 0;
+	pair *q = NULL;
+	size_t nc = 0, capc = 0;
+	pair *cands = NULL;   /* (optimizer node, live optimizer) with slot refs */
+	int rc = GROW(q, qcap, qn);
+	if (rc == CKPT_OK) {
+		q[qn++] = (pair){ start, obj };
+		r->visited[start] = 1;
+	}
+	while (rc == CKPT_OK && qi < qn) {
+		pair p = q[qi++];
+		const ckpt_og_node *gn = &g->nodes[p.node];
+		rc = match_values(r, p.node, p.obj);
+		for (size_t c = 0; c < gn->nchildren && rc == CKPT_OK; c++) {
+			int cid = gn->children[c].node_id;
+			if (r->visited[cid])
+				continue;
+			const ckpt__edge *e = ckpt__object_edge(p.obj, gn->children[c].local_name);
+			if (e) {
+				r->visited[cid] = 1;
+				if ((rc = GROW(q, qcap, qn)) == CKPT_OK)
+					q[qn++] = (pair){ cid, e->child };
+			} else if ((rc = GROW(r->pc, r->cappc, r->npc)) == CKPT_OK) {
+				char *nm = ckpt__strdup(gn->children[c].local_name);
+				if (!nm)
+					rc = CKPT_ENOMEM;
+				else
+					r->pc[r->npc++] = (pend_child){ p.obj, nm, cid };
+			}
+		}
+		if (rc == CKPT_OK && gn->nslots && (rc = GROW(cands, capc, nc)) == CKPT_OK)
+			cands[nc++] = p;
+	}
+	/* slots last: their primaries are bound by now */
+	for (size_t k = 0; k < nc && rc == CKPT_OK; k++) {
+		const ckpt_og_node *gn = &g->nodes[cands[k].node];
+		ckpt_object *opt = cands[k].obj;
+		for (size_t i = 0; i < gn->nslots && rc == CKPT_OK; i++) {
+			const ckpt_og_slot *sr = &gn->slots[i];
+			int orig = sr->original_variable_node_id, sn = sr->slot_variable_node_id;
+			if (r->visited[sn])
+				continue;
+			ckpt_variable *prim = r->bound[orig] ? r->bound[orig] : s->bound_var[orig];
+			ckpt__slot *live = prim ? ckpt__object_slot(opt, prim, sr->slot_name) : NULL;
+			if (live) {
+				r->visited[sn] = 1;
+				rc = match_values(r, sn, live->node);
+			} else if ((rc = GROW(r->ps, r->capps, r->nps)) == CKPT_OK) {
+				char *nm = ckpt__strdup(sr->slot_name);
+				if (!nm)
+					rc = CKPT_ENOMEM;
+				else
+					r->ps[r->nps++] = (pend_slot){ opt, orig, sn, nm };
+			}
+		}
+	}
+	ckpt__free(q);
+	ckpt__free(cands);
+	return rc;
+}
+
+/* TF1 name-based files: match every live variable by its name. */
+static int run_match_names(ckpt__run *r, ckpt_object *root)
+{
+	ckpt__plan p;
+	CKPT_TRY(ckpt__plan_build(&p, root));
+	int rc = CKPT_OK;
+	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
+		ckpt_object *o = p.nodes[i].obj;
+		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++) {
+			const char *name = ckpt_variable_name(o->attrs[a].var);
+			for (size_t k = 0; k < r->s->nvals; k++) {
+				if (!r->s->vals[k].consumed && strcmp(r->s->vals[k].key, name) == 0) {
+					rc = add_assignment(r, k, o->attrs[a].var, o);
+					break;
+				}
+			}
+		}
+	}
+	ckpt__plan_free(&p);
+	return rc;
+}
+
+int ckpt__run_match_root(ckpt__run *r, ckpt_object *root)
+{
+	if (r->s->graph)
+		return run_match(r, 0, root);
+	return run_match_names(r, root);
+}
+
+static int reserve_pending(ckpt__run *r)
+{
+	/* room for every record, so that attaching cannot fail after values were assigned */
+	for (size_t i = 0; i < r->npc; i++) {
+		ckpt_object *o = r->pc[i].obj;
+		size_t need = o->npchild + r->npc;
+		if (need > o->cappchild) {
+			void *p = ckpt__realloc(o->pchild, need * sizeof(*o->pchild));
+			if (!p)
+				return CKPT_ENOMEM;
+			o->pchild = p;
+			o->cappchild = need;
+		}
+	}
+	for (size_t i = 0; i < r->nps; i++) {
+		ckpt_object *o = r->ps[i].opt;
+		size_t need = o->npslot + r->nps;
+		if (need > o->cappslot) {
+			void *p = ckpt__realloc(o->pslot, need * sizeof(*o->pslot));
+			if (!p)
+				return CKPT_ENOMEM;
+			o->pslot = p;
+			o->cappslot = need;
+		}
+	}
+	return CKPT_OK;
+}
+
+static void drop_names(ckpt__run *r)
+{
+	for (size_t i = 0; i < r->npc; i++)
+		ckpt__free(r->pc[i].name);
+	for (size_t i = 0; i < r->nps; i++)
+		ckpt__free(r->ps[i].slot_name);
+	r->npc = r->nps = 0;
+}
+
+int ckpt__run_commit(ckpt__run *r)
+{
+	ckpt__session *s = r->s;
+	CKPT_TRY(ckpt__session_read_all(s));
+	/* everything that can fail is done before the first assignment */
+	size_t need = s->nassigned + r->nasg;
+	if (need > s->capassigned) {
+		ckpt_variable **na = ckpt__realloc(s->assigned, (need ? need : 1) * sizeof(*na));
+		if (!na)
+			return CKPT_ENOMEM;
+		s->assigned = na;
+		s->capassigned = need;
+	}
+	char **keys = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(char *));
+	ckpt_variable **vars = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*vars));
+	const void **srcs = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*srcs));
+	size_t *sizes = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*sizes));
+	int rc = (!keys || !vars || !srcs || !sizes) ? CKPT_ENOMEM : CKPT_OK;
+	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
+		const ckpt_tensor *t = s->vals[r->asg[i].val].t;
+		if (!t)
+			rc = ckpt__fail(CKPT_ERROR, s->path, s->vals[r->asg[i].val].key, -1, "value was released before use");
+		else if (r->asg[i].owner->is_var_node && !(keys[i] = ckpt__strdup(s->vals[r->asg[i].val].key)))
+			rc = CKPT_ENOMEM;
+		else {
+			vars[i] = r->asg[i].var;
+			srcs[i] = t->data;
+			sizes[i] = (size_t)t->nbytes;
+		}
+	}
+	if (rc == CKPT_OK)
+		rc = reserve_pending(r);
+	/* one parallel fan-out over every (variable, replica); it checks everything before writing */
+	if (rc == CKPT_OK)
+		rc = ckpt__variable_assign_many(vars, srcs, sizes, r->nasg);
+	ckpt__free(vars);
+	ckpt__free(srcs);
+	ckpt__free(sizes);
+	if (rc < 0) {
+		for (size_t i = 0; keys && i < r->nasg; i++)
+			ckpt__free(keys[i]);
+		ckpt__free(keys);
+		return rc;
+	}
+	for (size_t i = 0; i < r->nasg; i++) {
+		assignment *a = &r->asg[i];
+		s->assigned[s->nassigned++] = a->var;
+		if (keys[i]) {
+			ckpt__free(a->owner->source_key);
+			a->owner->source_key = keys[i];
+			keys[i] = NULL;
+		}
+	}
+	for (size_t i = 0; i < r->nasg; i++) {
+		ckpt__value *v = &s->vals[r->asg[i].val];
+		if (v->node >= 0 && strcmp(v->attr, CKPT_VARIABLE_VALUE_KEY) == 0)
+			s->bound_var[v->node] = r->asg[i].var;
+		if (!v->consumed) {
+			v->consumed = 1;
+			ckpt_tensor_free(v->t);
+			v->t = NULL;
+		}
+		ckpt__free(keys[i]);
+	}
+	ckpt__free(keys);
+	for (size_t i = 0; i < r->npc; i++) {
+		ckpt_object *o = r->pc[i].obj;
+		ckpt__session_ref(s);
+		o->pchild[o->npchild++] = (ckpt__pending_child){ r->pc[i].name, s, r->pc[i].node };
+	}
+	for (size_t i = 0; i < r->nps; i++) {
+		ckpt_object *o = r->ps[i].opt;
+		ckpt__session_ref(s);
+		o->pslot[o->npslot++] = (ckpt__pending_slot){ s, r->ps[i].orig, r->ps[i].slot_name,
+			r->ps[i].slot_node };
+	}
+	r->npc = r->nps = 0; /* names now belong to the objects */
+	return rc;
+}
+
+void ckpt__run_discard(ckpt__run *r)
+{
+	if (!r)
+		return;
+	drop_names(r);
+	run_free(r);
+}
+
+/* ================================================================== */
+/* restore-on-create                                                    */
+/* ================================================================== */
+
+int ckpt__apply_pending_child(ckpt_object *parent, const char *name, ckpt_object *child)
+{
+	/* the most recent restore wins */
+	size_t found = SIZE_MAX;
+	for (size_t i = parent->npchild; i-- > 0;) {
+		if (strcmp(parent->pchild[i].name, name) == 0) {
+			found = i;
+			break;
+		}
+	}
+	if (found == SIZE_MAX)
+		return CKPT_OK;
+	ckpt__pending_child pc = parent->pchild[found];
+	ckpt__run *r;
+	CKPT_TRY(ckpt__run_new(&r, pc.s));
+	int rc = run_match(r, pc.node, child);
+	if (rc == CKPT_OK)
+		rc = ckpt__run_commit(r);
+	ckpt__run_discard(r);
+	if (rc < 0)
+		return rc;
+	/* consumed: drop every record for this name */
+	size_t j = 0;
+	for (size_t i = 0; i < parent->npchild; i++) {
+		if (strcmp(parent->pchild[i].name, name) == 0) {
+			ckpt__session_unref(parent->pchild[i].s);
+			ckpt__free(parent->pchild[i].name);
+		} else {
+			parent->pchild[j++] = parent->pchild[i];
+		}
+	}
+	parent->npchild = j;
+	return CKPT_OK;
+}
+
+int ckpt__apply_pending_slot(ckpt_object *opt, ckpt_variable *primary, const char *slot_name, ckpt_object *node)
+{
+	size_t found = SIZE_MAX;
+	for (size_t i = opt->npslot; i-- > 0;) {
+		ckpt__pending_slot *p = &opt->pslot[i];
+		if (strcmp(p->slot_name, slot_name) == 0 && p->s->bound_var[p->orig_node] == primary) {
+			found = i;
+			break;
+		}
+	}
+	if (found == SIZE_MAX)
+		return CKPT_OK;
+	ckpt__pending_slot ps = opt->pslot[found];
+	ckpt__run *r;
+	CKPT_TRY(ckpt__run_new(&r, ps.s));
+	r->visited[ps.slot_node] = 1;
+	int rc = match_values(r, ps.slot_node, node);
+	if (rc == CKPT_OK)
+		rc = ckpt__run_commit(r);
+	ckpt__run_discard(r);
+	if (rc < 0)
+		return rc;
+	ckpt__session_unref(ps.s);
+	ckpt__free(ps.slot_name);
+	memmove(&opt->pslot[found], &opt->pslot[found + 1], (opt->npslot - found - 1) * sizeof(*opt->pslot));
+	opt->npslot--;
+	return CKPT_OK;
+}
+
+/* ================================================================== */
+/* public entry point                                                   */
+/* ================================================================== */
+
+int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path)
+{
+	if (status)
+		*status = NULL;
+	if (!ck || !path)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_restore: NULL argument");
+	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_restore"));
+	ckpt__session *s;
+	CKPT_TRY(ckpt__session_open(&s, path, &ck->opts));
+	int rc = CKPT_OK;
+	/* like TF, restoring a file that has a save_counter creates ours */
+	if (s->graph) {
+		const ckpt_og_node *root = &s->graph->nodes[0];
+		for (size_t c = 0; c < root->nchildren; c++) {
+			if (strcmp(root->children[c].local_name, "save_counter") == 0 &&
+				!ckpt__object_edge(ck->root, "save_counter")) {
+				ckpt_variable *v;
+				rc = ckpt_checkpoint_save_counter_variable(&v, ck);
+				break;
+			}
+		}
+	}
+	ckpt__run *r = NULL;
+	if (rc == CKPT_OK)
+		rc = ckpt__run_new(&r, s);
+	if (rc == CKPT_OK)
+		rc = ckpt__run_match_root(r, ck->root);
+	if (rc == CKPT_OK)
+		rc = ckpt__run_commit(r);
+	ckpt__run_discard(r);
+	if (rc == CKPT_OK && status)
+		rc = ckpt__restore_status_new(status, s, ck);
+	ckpt__session_unref(s);
+	return rc;
+}

@@ -1,0 +1,149 @@
+/*
+ * The restore status (TF's CheckpointLoadStatus): unmatched stored values,
+ * live variables that got no value, assert_consumed / expect_partial.
+ * Lists are recomputed on demand because restore-on-create keeps
+ * consuming values after the restore call returned.
+ */
+#include <string.h>
+#include "checkpoint_internal.h"
+
+struct ckpt_restore_status {
+	ckpt__session *s;
+	ckpt_checkpoint *ck;       /* borrowed: the status is freed before the checkpoint */
+	int expect_partial;
+	size_t nunmatched;
+	const char **unmatched;    /* borrowed from the session */
+	ckpt_tracked_list *live;   /* keeps the unrestored keys alive */
+	size_t nunrestored;
+	const char **unrestored;
+};
+
+int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_checkpoint *ck)
+{
+	ckpt_restore_status *st = ckpt__calloc(1, sizeof(*st));
+	if (!st)
+		return CKPT_ENOMEM;
+	ckpt__session_ref(s);
+	st->s = s;
+	st->ck = ck;
+	*out = st;
+	return CKPT_OK;
+}
+
+size_t ckpt_restore_status_unmatched_count(ckpt_restore_status *st)
+{
+	if (!st)
+		return 0;
+	ckpt__session *s = st->s;
+	ckpt__free(st->unmatched);
+	st->unmatched = NULL;
+	st->nunmatched = 0;
+	size_t n = s->norphans;
+	for (size_t i = 0; i < s->nvals; i++)
+		n += !s->vals[i].consumed;
+	if (!n || !(st->unmatched = ckpt__calloc(n, sizeof(char *))))
+		return 0;
+	for (size_t i = 0; i < s->nvals; i++)
+		if (!s->vals[i].consumed)
+			st->unmatched[st->nunmatched++] = s->vals[i].key;
+	for (size_t i = 0; i < s->norphans; i++)
+		st->unmatched[st->nunmatched++] = s->orphans[i];
+	return st->nunmatched;
+}
+
+const char *ckpt_restore_status_unmatched(const ckpt_restore_status *st, size_t i)
+{
+	return st && i < st->nunmatched ? st->unmatched[i] : NULL;
+}
+
+size_t ckpt_restore_status_unrestored_count(ckpt_restore_status *st)
+{
+	if (!st)
+		return 0;
+	ckpt__free(st->unrestored);
+	ckpt_tracked_list_free(st->live);
+	st->unrestored = NULL;
+	st->live = NULL;
+	st->nunrestored = 0;
+	if (ckpt_checkpoint_variables(&st->live, st->ck) < 0)
+		return 0;
+	ckpt__ptrmap got = { 0 };
+	for (size_t i = 0; i < st->s->nassigned; i++)
+		if (ckpt__ptrmap_put(&got, st->s->assigned[i], 1) < 0)
+			goto done;
+	size_t n = ckpt_tracked_list_count(st->live);
+	if (!n || !(st->unrestored = ckpt__calloc(n, sizeof(char *))))
+		goto done;
+	for (size_t i = 0; i < n; i++) {
+		const ckpt_tracked_variable *t = ckpt_tracked_list_get(st->live, i);
+		if (ckpt__ptrmap_get(&got, t->variable) < 0)
+			st->unrestored[st->nunrestored++] = t->key;
+	}
+done:
+	ckpt__ptrmap_free(&got);
+	return st->nunrestored;
+}
+
+const char *ckpt_restore_status_unrestored(const ckpt_restore_status *st, size_t i)
+{
+	return st && i < st->nunrestored ? st->unrestored[i] : NULL;
+}
+
+size_t ckpt_restore_status_restored_count(const ckpt_restore_status *st)
+{
+	return st ? st->s->nassigned : 0;
+}
+
+const char *ckpt_restore_status_path(const ckpt_restore_status *st)
+{
+	return st ? st->s->path : NULL;
+}
+
+int ckpt_restore_status_assert_existing_objects_matched(ckpt_restore_status *st)
+{
+	if (!st)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "NULL restore status");
+	size_t n = ckpt_restore_status_unrestored_count(st);
+	if (n)
+		return ckpt__fail(CKPT_ENOTFOUND, st->s->path, st->unrestored[0], -1,
+			"%zu live variable(s) received no value from the checkpoint (first: '%s')", n, st->unrestored[0]);
+	return CKPT_OK;
+}
+
+int ckpt_restore_status_assert_consumed(ckpt_restore_status *st)
+{
+	if (!st)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "NULL restore status");
+	size_t n = ckpt_restore_status_unmatched_count(st);
+	if (n)
+		return ckpt__fail(CKPT_ENOTFOUND, st->s->path, st->unmatched[0], -1,
+			"%zu checkpoint value(s) were not restored into any live variable (first: '%s'); "
+			"create the objects they belong to, or use expect_partial",
+			n, st->unmatched[0]);
+	return ckpt_restore_status_assert_existing_objects_matched(st);
+}
+
+void ckpt_restore_status_expect_partial(ckpt_restore_status *st)
+{
+	if (st)
+		st->expect_partial = 1;
+}
+
+void ckpt_restore_status_free(ckpt_restore_status *st)
+{
+	if (!st)
+		return;
+	if (!st->expect_partial) {
+		size_t n = ckpt_restore_status_unmatched_count(st);
+		if (n)
+			ckpt__warn(st->s->warn, st->s->warn_ctx,
+				"%zu value(s) in '%s' were not restored (first: '%s'); call "
+				"ckpt_restore_status_expect_partial() if that is intended",
+				n, st->s->path, st->unmatched[0]);
+	}
+	ckpt__free(st->unmatched);
+	ckpt__free(st->unrestored);
+	ckpt_tracked_list_free(st->live);
+	ckpt__session_unref(st->s);
+	ckpt__free(st);
+}
