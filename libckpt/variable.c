@@ -5,8 +5,8 @@
  * Copies are separate ckpt__buffer_alloc buffers (huge pages from 2 MiB) or
  * trainer-owned buffers (replica_buffers: zero copy, assign writes into the
  * caller's memory). Every multi-copy write (initial value, zeroing, assign,
- * assign_many) goes through one fan-out engine: the value is cut into 2 MiB
- * pieces and the pieces are written by an OpenMP team, so replicas are
+ * assign_many) goes through one fan-out engine: the value is cut into
+ * (2 MiB chunk, replica) pieces written by an OpenMP team, so replicas are
  * filled (and first-touched) in parallel rather than replica after replica.
  *
  * Sync-on-read aggregation (reads) and restore split (assigns), for
@@ -83,6 +83,7 @@ typedef struct {
 	const unsigned char *src; /* whole value (offset applied when writing) */
 	size_t off, len;
 	fill_mode mode;
+	int copy;                 /* the copy to write, or -1: all, copy 0 last */
 } piece;
 
 #define PIECE_BYTES ((size_t)2 << 20)   /* one huge page: one thread faults it */
@@ -94,8 +95,9 @@ static void apply_piece(const piece *p)
 	ckpt_variable *v = p->v;
 	int n = v->copies;
 	const unsigned char *src = p->src ? p->src + p->off : NULL;
+	int hi = p->copy < 0 ? n - 1 : p->copy, lo = p->copy < 0 ? 0 : p->copy;
 	/* copy 0 last: ckpt__variable_broadcast_primary passes copy 0 as src */
-	for (int r = n - 1; r >= 0; r--) {
+	for (int r = hi; r >= lo; r--) {
 		unsigned char *dst = (unsigned char *)v->bufs[r] + p->off;
 		switch (p->mode) {
 		case FILL_COPY:
@@ -157,18 +159,28 @@ static void fanout_flush(fanout *f)
 	f->bytes = 0;
 }
 
+/*
+ * Queue the pieces of one variable: one per (2 MiB chunk, copy), so even a
+ * single variable spreads over the team; when the source is copy 0 itself
+ * (broadcast), one per chunk writing every copy with copy 0 last.
+ */
 static void fanout_add(fanout *f, ckpt_variable *v, const void *src, fill_mode mode)
 {
+	int per_copy = src == NULL || src != v->bufs[0];
 	for (size_t off = 0; off < v->nbytes; off += PIECE_BYTES) {
-		if (f->count == PIECE_BATCH)
-			fanout_flush(f);
-		piece *p = &f->batch[f->count++];
-		p->v = v;
-		p->src = src;
-		p->off = off;
-		p->len = v->nbytes - off < PIECE_BYTES ? (size_t)(v->nbytes - off) : PIECE_BYTES;
-		p->mode = mode;
-		f->bytes += (uint64_t)p->len * (uint64_t)v->copies;
+		size_t len = v->nbytes - off < PIECE_BYTES ? (size_t)(v->nbytes - off) : PIECE_BYTES;
+		for (int c = per_copy ? 0 : -1; c < (per_copy ? v->copies : 0); c++) {
+			if (f->count == PIECE_BATCH)
+				fanout_flush(f);
+			piece *p = &f->batch[f->count++];
+			p->v = v;
+			p->src = src;
+			p->off = off;
+			p->len = len;
+			p->mode = mode;
+			p->copy = c;
+			f->bytes += (uint64_t)len * (uint64_t)(c < 0 ? v->copies : 1);
+		}
 	}
 }
 
@@ -255,6 +267,10 @@ int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 				return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
 					"replica_buffers[%d] is NULL (%d buffer(s) of %llu bytes needed under %s)",
 					i, copies, (unsigned long long)nbytes, ckpt_strategy_describe(s));
+			if (o->initial_value && o->initial_value != o->replica_buffers[i] &&
+			    ranges_overlap(o->initial_value, o->replica_buffers[i], nbytes))
+				return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+					"initial_value partly overlaps replica_buffers[%d]", i);
 			for (int j = 0; j < i; j++)
 				if (ranges_overlap(o->replica_buffers[i], o->replica_buffers[j], nbytes))
 					return ckpt__fail(CKPT_EINVAL, NULL, name, -1,

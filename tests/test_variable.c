@@ -564,3 +564,48 @@ Test(variable, accessors_accept_null)
 	cr_assert_str_eq(ckpt_var_kind_name(CKPT_VAR_SYNC_ON_READ), "sync-on-read");
 	cr_assert_str_eq(ckpt_var_kind_name(CKPT_VAR_PLAIN), "plain");
 }
+
+Test(variable, large_sync_on_read_broadcast_splits_in_place)
+{
+	ckpt_strategy *s = mirrored(4);
+	const int64_t n = (int64_t)5 << 19; /* 10 MiB of float32: several 2 MiB pieces */
+	ckpt_variable *v = sor_new(s, "metric/big_total", CKPT_DT_FLOAT, n, CKPT_AGG_SUM);
+	float *p0 = ckpt__variable_data(v, 0);
+	for (int64_t i = 0; i < n; i++)
+		p0[i] = (float)(i % 1000) * 4.0f;
+	cr_assert_eq(ckpt__variable_broadcast_primary(v), CKPT_OK);
+	for (int r = 0; r < 4; r++) {
+		const float *p = ckpt_variable_replica_data(v, r);
+		for (int64_t i = 0; i < n; i += 4099)
+			cr_assert_eq(p[i], (float)(i % 1000), "replica %d element %lld", r, (long long)i);
+		cr_assert_eq(p[n - 1], (float)((n - 1) % 1000));
+	}
+	float *got = malloc((size_t)n * sizeof(float));
+	cr_assert_eq(ckpt_variable_read(v, got, (size_t)n * sizeof(float)), CKPT_OK);
+	for (int64_t i = 0; i < n; i += 4099)
+		cr_assert_eq(got[i], (float)(i % 1000) * 4.0f);
+	free(got);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, initial_value_may_be_a_wrapped_buffer)
+{
+	ckpt_strategy *s = mirrored(3);
+	ckpt_shape sh = shape1(4);
+	float block[3][4] = { { 1, 2, 3, 4 }, { 0 }, { 0 } };
+	void *bufs[3] = { block[0], block[1], block[2] };
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	o.replica_buffers = bufs;
+	o.initial_value = block[0]; /* "replica 0 holds the trained values" */
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "w", CKPT_DT_FLOAT, &sh, &o), CKPT_OK);
+	cr_assert_eq(ckpt_variable_replicas_identical(v), 1);
+	cr_assert_eq(block[2][3], 4.0f);
+	ckpt_variable_free(v);
+	o.initial_value = &block[0][1];
+	cr_assert_eq(ckpt_variable_new(&v, "w", CKPT_DT_FLOAT, &sh, &o), CKPT_EINVAL);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	ckpt_strategy_free(s);
+}

@@ -38,11 +38,16 @@ typedef enum ckpt_reduce_op {
 	CKPT_REDUCE_MEAN = 1
 } ckpt_reduce_op;
 
-/** A mirrored strategy with `num_replicas` (>= 1) replicas. */
+/** A mirrored strategy with `num_replicas` (>= 1) replicas. At most 1024 (ELIMIT above). */
 CKPT_API int ckpt_strategy_mirrored_new(ckpt_strategy **out, int num_replicas);
 /** The process-wide default strategy (one replica). Never freed. */
 CKPT_API ckpt_strategy *ckpt_strategy_default(void);
-/** Free a strategy. EINVAL-level misuse (still in scope, variables alive) is reported, not crashed. */
+/**
+ * Free a strategy. EINVAL-level misuse (still in scope, variables alive) is reported, not crashed.
+ * Variables and scope entries hold references: with any alive the EINVAL is
+ * recorded in ckpt_error_last() and the memory goes with the last variable
+ * freed / scope exited (the strategy stays usable through them until then).
+ */
 CKPT_API void ckpt_strategy_free(ckpt_strategy *s);
 
 CKPT_API ckpt_strategy_kind ckpt_strategy_get_kind(const ckpt_strategy *s);
@@ -56,7 +61,11 @@ CKPT_API const char *ckpt_strategy_describe(const ckpt_strategy *s);
 CKPT_API int ckpt_scope_enter(ckpt_strategy *s);
 /** Pop; ESCOPE when `s` is not the innermost scope. */
 CKPT_API int ckpt_scope_exit(ckpt_strategy *s);
-/** The innermost scope's strategy, or the default strategy. Never NULL. */
+/**
+ * The innermost scope's strategy, or the default strategy. Never NULL.
+ * In replica context: the strategy being run (scopes the caller entered
+ * before ckpt_strategy_run are not visible to the replicas).
+ */
 CKPT_API ckpt_strategy *ckpt_strategy_current(void);
 /** 1 when a scope (of any strategy other than the default) is active on this thread. */
 CKPT_API int ckpt_in_scope(void);
@@ -69,6 +78,12 @@ typedef int (*ckpt_replica_fn)(ckpt_replica_ctx *ctx, void *arg);
  * replica even when replicas outnumber cores). Errors raised in a replica are
  * carried back: the lowest-numbered failing replica's status and last error
  * are returned on the calling thread.
+ * Replica 0 runs on the calling thread. Inside another OpenMP parallel region
+ * (where OpenMP would deny threads) each replica gets a POSIX thread instead.
+ * A replica that returns while peers wait in a barrier / all-reduce breaks it:
+ * they fail with ESCOPE instead of hanging (and a failure that merely follows
+ * from a failed peer is not the one reported). Calling run from replica
+ * context is ESCOPE.
  */
 CKPT_API int ckpt_strategy_run(ckpt_strategy *s, ckpt_replica_fn fn, void *arg);
 
@@ -82,6 +97,9 @@ CKPT_API ckpt_strategy *ckpt_replica_strategy(const ckpt_replica_ctx *ctx);
  * All-reduce `n` values in place across replicas. Every replica must call it
  * with the same n. Values are combined in replica order 0..N-1, so every
  * replica gets bit-identical results.
+ * Accumulation is in the buffer's type; MEAN divides the fixed-order sum by
+ * N (not a multiplication by 1/N). Replicas disagreeing on n / op: EINVAL in
+ * every replica.
  */
 CKPT_API int ckpt_replica_all_reduce_f32(ckpt_replica_ctx *ctx, ckpt_reduce_op op, float *buf, size_t n);
 CKPT_API int ckpt_replica_all_reduce_f64(ckpt_replica_ctx *ctx, ckpt_reduce_op op, double *buf, size_t n);

@@ -13,6 +13,11 @@
  * a mirrored run fails with CKPT_ESCOPE and a message naming the variable,
  * both strategies and the fix ("created outside strategy scope; create or
  * load it inside the scope").
+ *
+ * Sync-on-read SUM / MEAN aggregation supports float32, float64, int32 and
+ * int64 (other dtypes: ONLY_FIRST_REPLICA). String variables are not
+ * supported (EUNSUPPORTED). Outside a mirrored scope a sync-on-read request
+ * gives a plain variable that keeps its aggregation.
  */
 #ifndef CKPT_VARIABLE_H
 #define CKPT_VARIABLE_H
@@ -58,6 +63,7 @@ typedef struct ckpt_variable_options {
 	 * Wrap trainer-owned buffers instead of allocating: an array of
 	 * num_replicas pointers (1 for plain variables), each of nbytes, kept
 	 * alive by the caller until the variable is freed. Fixed-size dtypes only.
+	 * Without initial_value their contents are kept as they are.
 	 */
 	void *const *replica_buffers;
 } ckpt_variable_options;
@@ -92,11 +98,18 @@ CKPT_API const void *ckpt_variable_replica_data(const ckpt_variable *v, int repl
  * into every copy. For SYNC_ON_READ with SUM the value is divided across
  * replicas (floating dtypes) so that the aggregate equals `src`, as
  * TensorFlow restores; with MEAN / ONLY_FIRST_REPLICA every copy gets `src`.
+ * (Float SUM: every copy gets src / N, exact for N a power of two. Integer
+ * SUM: replica 0 gets `src`, the others 0, so the aggregate is exact.)
+ * Copies are written in parallel (OpenMP). `src` may be copy 0 but must not
+ * overlap another copy (EINVAL). In replica context: ESCOPE.
  */
 CKPT_API int ckpt_variable_assign(ckpt_variable *v, const void *src, size_t n);
 /**
  * Cross-replica read into `dst` (n == nbytes): the primary copy of a
  * mirrored or plain variable; the aggregate of a sync-on-read one.
+ * Aggregates combine replicas in order 0..N-1 in the variable's type; MEAN
+ * divides that sum by N (integers truncate toward zero); an integer SUM that
+ * overflows is ELIMIT.
  */
 CKPT_API int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n);
 
