@@ -6,15 +6,6 @@
 #include <string.h>
 #include "formats/format.h"
 
-/* BRING-UP ONLY: weak until every backend has landed; removed at integration. */
-#pragma weak ckpt_format_tf_bundle
-#ifdef CKPT_HAVE_HDF5
-#pragma weak ckpt_format_keras_h5
-#endif
-#ifdef CKPT_HAVE_LIBARCHIVE
-#pragma weak ckpt_format_keras_archive
-#endif
-
 static const ckpt_format *const formats[] = {
 	&ckpt_format_tf_bundle,
 #ifdef CKPT_HAVE_HDF5
@@ -83,8 +74,8 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 
 	const ckpt_format *best = NULL;
 	int best_bid = -1;
-	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]) - 1; i++) {
-		if (!formats[i] || !formats[i]->bid)
+	for (size_t i = 0; formats[i]; i++) {
+		if (!formats[i]->bid)
 			continue;
 		int b = formats[i]->bid(opts.vfs, path, head, nhead);
 		if (b > best_bid) {
@@ -266,9 +257,7 @@ const char *ckpt__writer_meta(const ckpt_writer *w, const char *key)
 
 static const ckpt_format *writer_backend(const char *format)
 {
-	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]) - 1; i++) {
-		if (!formats[i])
-			continue;
+	for (size_t i = 0; formats[i]; i++) {
 		const char *const *names = formats[i]->write_formats;
 		for (size_t j = 0; names && names[j]; j++)
 			if (strcmp(names[j], format) == 0)
