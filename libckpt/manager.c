@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/time.h>
+#include <unistd.h>
 #include "checkpoint_internal.h"
 
 #define STATE_FILE "checkpoint"
@@ -352,8 +353,36 @@ static int remove_tree(ckpt_vfs *vfs, const char *path, int depth)
 		}
 		ckpt_vfs_free_list(names, n);
 	}
+	if (is_dir) {
+		/* the VFS interface removes files only; a POSIX directory needs rmdir */
+		if (vfs == ckpt_vfs_default() && rmdir(path) < 0 && errno != ENOENT)
+			return ckpt__fail_errno(errno, path, "cannot remove temporary directory");
+		return CKPT_OK;
+	}
 	int rc = ckpt_vfs_remove(vfs, path);
 	return rc == CKPT_ENOTFOUND ? CKPT_OK : rc;
+}
+
+/* mkdir -p through the VFS. */
+static int make_dirs(ckpt_vfs *vfs, const char *dir)
+{
+	char *p = ckpt__strdup(dir);
+	if (!p)
+		return CKPT_ENOMEM;
+	int rc = CKPT_OK;
+	for (char *q = p + 1; *q && rc == CKPT_OK; q++) {
+		if (*q != '/')
+			continue;
+		*q = '\0';
+		int is_dir = 0;
+		if (!ckpt_vfs_exists(vfs, p, &is_dir))
+			rc = ckpt_vfs_mkdir(vfs, p);
+		*q = '/';
+	}
+	if (rc == CKPT_OK)
+		rc = ckpt_vfs_mkdir(vfs, p);
+	ckpt__free(p);
+	return rc;
 }
 
 /* Delete PREFIX.index first (the checkpoint stops existing), then its data shards. */
@@ -500,7 +529,7 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	for (size_t l = m->dir ? strlen(m->dir) : 0; rc == CKPT_OK && l > 1 && m->dir[l - 1] == '/'; l--)
 		m->dir[l - 1] = '\0';
 	if (rc == CKPT_OK)
-		rc = ckpt_vfs_mkdir(m->vfs, m->dir);
+		rc = make_dirs(m->vfs, m->dir);
 	int have_state = 0;
 	if (rc == CKPT_OK)
 		rc = read_state(m, &have_state);
