@@ -111,10 +111,17 @@ int cli_report_missing_shards(const ckpt_reader *r);
 int cli_var_in_missing_shard(const ckpt_reader *r, const ckpt_var_info *v);
 
 /**
+ * The stored entry an object-graph attribute refers to: by checkpoint_key
+ * (TensorBundle), else by full_name (Keras files: the dataset path).
+ * Returns 1 and sets *idx when found, else 0.
+ */
+int cli_attr_find(const ckpt_reader *r, const ckpt_og_attr *a, size_t *idx);
+
+/**
  * Canonical keys for matching entries across formats (diff, convert):
- * keys[i] is the object-path key of entry i when the object graph has an
- * attribute for it, else the stored name. Strings are malloc'ed; free
- * with cli_keys_free.
+ * keys[i] is the checkpoint key of the graph attribute that refers to
+ * entry i (a TF-style object-path key for every format), else the stored
+ * name. Strings are malloc'ed; free with cli_keys_free.
  */
 int cli_canonical_keys(const ckpt_reader *r, char ***keys);
 void cli_keys_free(char **keys, size_t n);

@@ -97,18 +97,26 @@ void cli_keys_free(char **keys, size_t n)
 	free(keys);
 }
 
+int cli_attr_find(const ckpt_reader *r, const ckpt_og_attr *a, size_t *idx)
+{
+	int found = (a->checkpoint_key && ckpt_reader_find(r, a->checkpoint_key, idx) == CKPT_OK) ||
+		(a->full_name && *a->full_name && ckpt_reader_find(r, a->full_name, idx) == CKPT_OK);
+
+	ckpt_error_clear();
+	return found;
+}
+
 /*
- * For a TensorBundle the checkpoint key of an attribute is the stored name.
- * For Keras files the reader synthesizes the graph: an attribute whose
- * checkpoint_key is a stored dataset path gets the TF-style key derived from
- * its object path, so a Keras file and a TF checkpoint of the same model
- * state line up.
+ * TensorBundle: the checkpoint key of an attribute is the stored name.
+ * Keras files: the reader synthesizes the graph with TF-style checkpoint
+ * keys and full_name = the dataset path, so the entry is found through
+ * full_name and gets the TF key: a Keras file and a TF checkpoint of the
+ * same model state line up.
  */
 int cli_canonical_keys(const ckpt_reader *r, char ***out)
 {
 	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
 	size_t n = ckpt_reader_count(r), i, k;
-	int is_bundle = strcmp(ckpt_reader_format(r), "tf-bundle") == 0;
 	char **keys = calloc(n ? n : 1, sizeof(char *));
 
 	if (!keys)
@@ -118,21 +126,16 @@ int cli_canonical_keys(const ckpt_reader *r, char ***out)
 		for (k = 0; k < node->nattrs; k++) {
 			const ckpt_og_attr *a = &node->attrs[k];
 			size_t idx;
-			char *path = NULL, *key = NULL;
 
-			if (!a->checkpoint_key || ckpt_reader_find(r, a->checkpoint_key, &idx) != CKPT_OK || keys[idx])
+			if (!a->checkpoint_key || !*a->checkpoint_key || !cli_attr_find(r, a, &idx) || keys[idx])
 				continue;
-			if (is_bundle) {
-				key = dup_str(a->checkpoint_key);
-			} else if (ckpt_object_graph_path(g, (int)i, &path) == CKPT_OK) {
-				if (ckpt_key_attribute(path, a->name, &key) != CKPT_OK)
-					key = NULL;
-				free(path);
+			keys[idx] = dup_str(a->checkpoint_key);
+			if (!keys[idx]) {
+				cli_keys_free(keys, n);
+				return cli_report(ckpt_reader_path(r), NULL, -1, "out of memory");
 			}
-			keys[idx] = key;
 		}
 	}
-	ckpt_error_clear();
 	for (i = 0; i < n; i++) {
 		if (!keys[i])
 			keys[i] = dup_str(ckpt_reader_var(r, i)->name);

@@ -3,9 +3,10 @@
  *
  * Reads every entry, the object graph and the metadata of IN and writes
  * them with ckpt_writer_open(OUT, format). Entries go in under their
- * canonical keys (object-path keys where the graph names them), and the
- * graph handed to the writer is rewritten so its checkpoint keys are those
- * names: every writer sees one consistent view, whatever IN's format.
+ * canonical keys: the graph's TF-style checkpoint key where the graph has
+ * an attribute for the entry (Keras readers put the dataset path in the
+ * attribute's full_name, which the Keras writers use to lay out datasets),
+ * else the stored name. The graph is passed unchanged.
  * Entries the target cannot take (the writer answers CKPT_EUNSUPPORTED)
  * are listed; without --allow-partial nothing is written and the exit
  * status is 1. Values are copied bit for bit.
@@ -36,47 +37,6 @@ static const char *const meta_keys[] = {
 	"keras_version", "backend", "model_config", "training_config", "config.json", "metadata.json"
 };
 
-/*
- * A copy of the graph whose attribute checkpoint keys are the names the
- * entries are written under. The replaced strings are malloc'ed: the CLI
- * never installs an allocator hook, so the library frees them with free().
- */
-static int graph_for_writer(const ckpt_reader *r, char **keys, ckpt_object_graph **out)
-{
-	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
-	ckpt_object_graph *c = NULL;
-	size_t i, k;
-
-	*out = NULL;
-	if (!g)
-		return CLI_EXIT_OK;
-	if (ckpt_object_graph_copy(&c, g) != CKPT_OK)
-		return cli_report_last(ckpt_reader_path(r), NULL);
-	for (i = 0; i < c->nnodes; i++) {
-		for (k = 0; k < c->nodes[i].nattrs; k++) {
-			ckpt_og_attr *a = &c->nodes[i].attrs[k];
-			size_t idx;
-			char *dup;
-
-			if (!a->checkpoint_key || ckpt_reader_find(r, a->checkpoint_key, &idx) != CKPT_OK)
-				continue;
-			if (strcmp(a->checkpoint_key, keys[idx]) == 0)
-				continue;
-			dup = malloc(strlen(keys[idx]) + 1);
-			if (!dup) {
-				ckpt_object_graph_free(c);
-				return cli_report(ckpt_reader_path(r), NULL, -1, "out of memory");
-			}
-			strcpy(dup, keys[idx]);
-			free(a->checkpoint_key);
-			a->checkpoint_key = dup;
-		}
-	}
-	ckpt_error_clear();
-	*out = c;
-	return CLI_EXIT_OK;
-}
-
 static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 {
 	cli_args args;
@@ -84,7 +44,7 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	int allow_partial, rc;
 	ckpt_reader *r = NULL;
 	ckpt_writer *w = NULL;
-	ckpt_object_graph *g = NULL;
+	const ckpt_object_graph *g;
 	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
 	char **keys = NULL;
 	size_t i, n = 0, written = 0, unmapped = 0;
@@ -113,8 +73,7 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 		goto done;
 	if (cli_canonical_keys(r, &keys) != CLI_EXIT_OK)
 		goto done;
-	if (graph_for_writer(r, keys, &g) != CLI_EXIT_OK)
-		goto done;
+	g = ckpt_reader_object_graph(r);
 	if (ckpt_writer_open(&w, out, format, &wo) != CKPT_OK) {
 		cli_report_last(out, NULL);
 		goto done;
@@ -183,7 +142,6 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	rc = CLI_EXIT_OK;
 done:
 	ckpt_writer_free(w);
-	ckpt_object_graph_free(g);
 	cli_keys_free(keys, n);
 	ckpt_reader_free(r);
 	return rc;

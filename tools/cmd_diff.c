@@ -42,6 +42,7 @@ typedef struct side {
 	char **keys;
 	size_t n;
 	keyed *sorted;   /* entries to compare, by key */
+	keyed *by_name;  /* the same entries, by stored name (fallback matching) */
 	size_t nsorted;
 	unsigned char *matched;
 } side;
@@ -162,6 +163,20 @@ static void compare_tensors(const ckpt_tensor *a, const ckpt_tensor *b, double a
 	}
 }
 
+/*
+ * The name used when matching by stored name: a legacy Keras full model
+ * keeps exactly the weights-only layout under "model_weights/", so that
+ * prefix is not part of the name (keras.md §2, §3).
+ */
+static const char *fallback_name(const char *name)
+{
+	static const char prefix[] = "model_weights/";
+
+	if (strncmp(name, prefix, sizeof(prefix) - 1) == 0 && name[sizeof(prefix) - 1])
+		return name + sizeof(prefix) - 1;
+	return name;
+}
+
 static int side_open(side *s, const char *arg)
 {
 	size_t i;
@@ -174,17 +189,21 @@ static int side_open(side *s, const char *arg)
 	if (cli_canonical_keys(s->r, &s->keys) != CLI_EXIT_OK)
 		return CLI_EXIT_ERROR;
 	s->sorted = calloc(s->n ? s->n : 1, sizeof(keyed));
+	s->by_name = calloc(s->n ? s->n : 1, sizeof(keyed));
 	s->matched = calloc(s->n ? s->n : 1, 1);
-	if (!s->sorted || !s->matched)
+	if (!s->sorted || !s->by_name || !s->matched)
 		return cli_report(arg, NULL, -1, "out of memory");
 	for (i = 0; i < s->n; i++) {
 		if (strcmp(ckpt_reader_var(s->r, i)->name, CKPT_OBJECT_GRAPH_KEY) == 0)
 			continue;
 		s->sorted[s->nsorted].key = s->keys[i];
 		s->sorted[s->nsorted].idx = i;
+		s->by_name[s->nsorted].key = fallback_name(ckpt_reader_var(s->r, i)->name);
+		s->by_name[s->nsorted].idx = i;
 		s->nsorted++;
 	}
 	qsort(s->sorted, s->nsorted, sizeof(keyed), keyed_cmp);
+	qsort(s->by_name, s->nsorted, sizeof(keyed), keyed_cmp);
 	return CLI_EXIT_OK;
 }
 
@@ -192,52 +211,176 @@ static void side_close(side *s)
 {
 	cli_keys_free(s->keys, s->n);
 	free(s->sorted);
+	free(s->by_name);
 	free(s->matched);
 	ckpt_reader_free(s->r);
 }
 
-/* One finding, printed as text or as a JSON array element. */
-typedef struct diff_out {
+/* State of one diff run. */
+typedef struct diff_ctx {
+	side *A, *B;
+	double atol, rtol;
 	int json;
-	int first;  /* no element printed yet in the current JSON array */
-} diff_out;
+	int first;      /* no element printed yet in the current JSON array */
+	size_t compared, differ, errors;
+} diff_ctx;
 
-static void begin_item(diff_out *o)
+static void begin_item(diff_ctx *c)
 {
-	if (o->json)
-		fputs(o->first ? "" : ", ", stdout);
-	o->first = 0;
+	if (c->json)
+		fputs(c->first ? "" : ", ", stdout);
+	c->first = 0;
 }
 
-static void print_names(const side *a, size_t ia, const side *b, size_t ib)
+/* "  (A: x; B: y)" when the stored names differ from the label. */
+static void print_names(const diff_ctx *c, size_t ia, size_t ib, const char *label)
 {
-	const char *na = ckpt_reader_var(a->r, ia)->name, *nb = ckpt_reader_var(b->r, ib)->name;
-	const char *key = a->keys[ia];
+	const char *na = ckpt_reader_var(c->A->r, ia)->name, *nb = ckpt_reader_var(c->B->r, ib)->name;
 
-	if (strcmp(na, key) != 0 || strcmp(nb, key) != 0)
+	if (strcmp(na, label) != 0 || strcmp(nb, label) != 0)
 		printf("  (A: %s; B: %s)", na, nb);
+}
+
+static void json_item_head(const char *label, const char *kind)
+{
+	fputs("{\"name\": ", stdout);
+	jout_cstring(stdout, label);
+	fputs(", \"kind\": ", stdout);
+	jout_cstring(stdout, kind);
+}
+
+/* Compare entry ia of A with entry ib of B, reported under `label`. */
+static void diff_pair(diff_ctx *c, size_t ia, size_t ib, const char *label)
+{
+	const ckpt_var_info *va = ckpt_reader_var(c->A->r, ia), *vb = ckpt_reader_var(c->B->r, ib);
+	char sa[256], sb[256];
+	ckpt_tensor *ta = NULL, *tb = NULL;
+	cmp_result res;
+
+	c->A->matched[ia] = 1;
+	c->B->matched[ib] = 1;
+	c->compared++;
+	ckpt_shape_format(&va->shape, sa, sizeof(sa));
+	ckpt_shape_format(&vb->shape, sb, sizeof(sb));
+	if (va->dtype != vb->dtype) {
+		c->differ++;
+		begin_item(c);
+		if (c->json) {
+			json_item_head(label, "dtype");
+			fputs(", \"a\": ", stdout);
+			jout_cstring(stdout, ckpt_dtype_name(va->dtype));
+			fputs(", \"b\": ", stdout);
+			jout_cstring(stdout, ckpt_dtype_name(vb->dtype));
+			fputc('}', stdout);
+		} else {
+			printf("dtype differs: %s: %s vs %s", label, ckpt_dtype_name(va->dtype), ckpt_dtype_name(vb->dtype));
+			print_names(c, ia, ib, label);
+			putchar('\n');
+		}
+		return;
+	}
+	if (!ckpt_shape_equal(&va->shape, &vb->shape)) {
+		c->differ++;
+		begin_item(c);
+		if (c->json) {
+			json_item_head(label, "shape");
+			fputs(", \"a\": ", stdout);
+			jout_shape(stdout, &va->shape);
+			fputs(", \"b\": ", stdout);
+			jout_shape(stdout, &vb->shape);
+			fputc('}', stdout);
+		} else {
+			printf("shape differs: %s: %s vs %s", label, sa, sb);
+			print_names(c, ia, ib, label);
+			putchar('\n');
+		}
+		return;
+	}
+	if (ckpt_reader_read(c->A->r, ia, &ta) != CKPT_OK || ckpt_reader_read(c->B->r, ib, &tb) != CKPT_OK) {
+		cli_report_last(ta ? ckpt_reader_path(c->B->r) : ckpt_reader_path(c->A->r), ta ? vb->name : va->name);
+		c->errors++;
+		c->differ++;
+		begin_item(c);
+		if (c->json) {
+			json_item_head(label, "error");
+			fputs(", \"message\": ", stdout);
+			jout_cstring(stdout, ckpt_error_last()->message);
+			fputc('}', stdout);
+		} else {
+			printf("unreadable: %s (see error)\n", label);
+		}
+		ckpt_tensor_free(ta);
+		ckpt_tensor_free(tb);
+		return;
+	}
+	compare_tensors(ta, tb, c->atol, c->rtol, &res);
+	ckpt_tensor_free(ta);
+	ckpt_tensor_free(tb);
+	if (res.equal)
+		return;
+	c->differ++;
+	begin_item(c);
+	if (c->json) {
+		json_item_head(label, "values");
+		printf(", \"elements\": %" PRIu64 ", \"differing\": %" PRIu64 ", \"max_abs\": ", res.elements, res.differing);
+		if (res.numeric)
+			jout_double(stdout, res.max_abs);
+		else
+			fputs("null", stdout);
+		fputs(", \"max_rel\": ", stdout);
+		if (res.numeric)
+			jout_double(stdout, res.max_rel);
+		else
+			fputs("null", stdout);
+		fputc('}', stdout);
+	} else {
+		printf("values differ: %s: %" PRIu64 " of %" PRIu64 " elements", label, res.differing, res.elements);
+		if (res.numeric)
+			printf(", max abs diff %.9g, max rel diff %.9g", res.max_abs, res.max_rel);
+		print_names(c, ia, ib, label);
+		putchar('\n');
+	}
+}
+
+/* Entries of `s` left unmatched, as text lines or JSON strings; returns how many. */
+static size_t list_unmatched(diff_ctx *c, const side *s, const char *what)
+{
+	size_t i, count = 0;
+
+	c->first = 1;
+	for (i = 0; i < s->nsorted; i++) {
+		if (s->matched[s->sorted[i].idx])
+			continue;
+		count++;
+		begin_item(c);
+		if (c->json)
+			jout_cstring(stdout, s->sorted[i].key);
+		else
+			printf("only in %s: %s\n", what, s->sorted[i].key);
+	}
+	return count;
 }
 
 static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 {
 	cli_args args;
 	side A, B;
-	double atol = 0, rtol = 0;
+	diff_ctx c;
 	const char *s;
-	int json, rc;
-	size_t i, compared = 0, differ = 0, only_a = 0, only_b = 0, errors = 0;
-	diff_out o;
+	int rc;
+	size_t i, only_a, only_b;
 
+	memset(&c, 0, sizeof(c));
 	rc = cli_parse(cmd, argc, argv, &args);
 	if (rc == CLI_PARSE_HELP)
 		return CLI_EXIT_OK;
 	if (rc != CLI_EXIT_OK)
 		return rc;
-	if ((s = cli_get(cmd, &args, "atol")) && cli_parse_double(cmd, "atol", s, &atol) != CLI_EXIT_OK)
+	if ((s = cli_get(cmd, &args, "atol")) && cli_parse_double(cmd, "atol", s, &c.atol) != CLI_EXIT_OK)
 		return CLI_EXIT_USAGE;
-	if ((s = cli_get(cmd, &args, "rtol")) && cli_parse_double(cmd, "rtol", s, &rtol) != CLI_EXIT_OK)
+	if ((s = cli_get(cmd, &args, "rtol")) && cli_parse_double(cmd, "rtol", s, &c.rtol) != CLI_EXIT_OK)
 		return CLI_EXIT_USAGE;
-	json = cli_get(cmd, &args, "json") != NULL;
+	c.json = cli_get(cmd, &args, "json") != NULL;
 
 	memset(&B, 0, sizeof(B));
 	if (side_open(&A, cli_get(cmd, &args, "A")) != CLI_EXIT_OK) {
@@ -249,9 +392,10 @@ static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 		side_close(&B);
 		return CLI_EXIT_ERROR;
 	}
+	c.A = &A;
+	c.B = &B;
 
-	o.json = json;
-	if (json) {
+	if (c.json) {
 		fputs("{\"a\": ", stdout);
 		jout_cstring(stdout, ckpt_reader_path(A.r));
 		fputs(", \"b\": ", stdout);
@@ -261,158 +405,49 @@ static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 		fputs(", \"format_b\": ", stdout);
 		jout_cstring(stdout, ckpt_reader_format(B.r));
 		fputs(", \"atol\": ", stdout);
-		jout_double(stdout, atol);
+		jout_double(stdout, c.atol);
 		fputs(", \"rtol\": ", stdout);
-		jout_double(stdout, rtol);
+		jout_double(stdout, c.rtol);
 		fputs(", \"differences\": [", stdout);
 	} else {
 		printf("A: %s (%s, %zu entries)\nB: %s (%s, %zu entries)\n", ckpt_reader_path(A.r),
 			ckpt_reader_format(A.r), A.nsorted, ckpt_reader_path(B.r), ckpt_reader_format(B.r), B.nsorted);
-		if (atol == 0 && rtol == 0)
+		if (c.atol == 0 && c.rtol == 0)
 			printf("comparing exactly (bitwise)\n");
 		else
-			printf("comparing with |a - b| <= %g + %g * |b|\n", atol, rtol);
+			printf("comparing with |a - b| <= %g + %g * |b|\n", c.atol, c.rtol);
 	}
-	o.first = 1;
+	c.first = 1;
 
+	/* by object path (canonical key) */
 	for (i = 0; i < A.nsorted; i++) {
 		keyed *hit = bsearch(&A.sorted[i], B.sorted, B.nsorted, sizeof(keyed), keyed_cmp);
-		size_t ia = A.sorted[i].idx, ib;
-		const ckpt_var_info *va, *vb;
-		char sa[256], sb[256];
-		ckpt_tensor *ta = NULL, *tb = NULL;
-		cmp_result res;
-
-		if (!hit || B.matched[hit->idx])
-			continue; /* reported as only in A below */
-		ib = hit->idx;
-		B.matched[ib] = 1;
-		A.matched[ia] = 1;
-		compared++;
-		va = ckpt_reader_var(A.r, ia);
-		vb = ckpt_reader_var(B.r, ib);
-		ckpt_shape_format(&va->shape, sa, sizeof(sa));
-		ckpt_shape_format(&vb->shape, sb, sizeof(sb));
-		if (va->dtype != vb->dtype) {
-			differ++;
-			begin_item(&o);
-			if (json) {
-				fputs("{\"name\": ", stdout);
-				jout_cstring(stdout, A.keys[ia]);
-				fputs(", \"kind\": \"dtype\", \"a\": ", stdout);
-				jout_cstring(stdout, ckpt_dtype_name(va->dtype));
-				fputs(", \"b\": ", stdout);
-				jout_cstring(stdout, ckpt_dtype_name(vb->dtype));
-				fputc('}', stdout);
-			} else {
-				printf("dtype differs: %s: %s vs %s", A.keys[ia], ckpt_dtype_name(va->dtype),
-					ckpt_dtype_name(vb->dtype));
-				print_names(&A, ia, &B, ib);
-				putchar('\n');
-			}
-			continue;
-		}
-		if (!ckpt_shape_equal(&va->shape, &vb->shape)) {
-			differ++;
-			begin_item(&o);
-			if (json) {
-				fputs("{\"name\": ", stdout);
-				jout_cstring(stdout, A.keys[ia]);
-				fputs(", \"kind\": \"shape\", \"a\": ", stdout);
-				jout_shape(stdout, &va->shape);
-				fputs(", \"b\": ", stdout);
-				jout_shape(stdout, &vb->shape);
-				fputc('}', stdout);
-			} else {
-				printf("shape differs: %s: %s vs %s", A.keys[ia], sa, sb);
-				print_names(&A, ia, &B, ib);
-				putchar('\n');
-			}
-			continue;
-		}
-		if (ckpt_reader_read(A.r, ia, &ta) != CKPT_OK || ckpt_reader_read(B.r, ib, &tb) != CKPT_OK) {
-			cli_report_last(ta ? ckpt_reader_path(B.r) : ckpt_reader_path(A.r), ta ? vb->name : va->name);
-			errors++;
-			differ++;
-			begin_item(&o);
-			if (json) {
-				fputs("{\"name\": ", stdout);
-				jout_cstring(stdout, A.keys[ia]);
-				fputs(", \"kind\": \"error\", \"message\": ", stdout);
-				jout_cstring(stdout, ckpt_error_last()->message);
-				fputc('}', stdout);
-			} else {
-				printf("unreadable: %s (see error)\n", A.keys[ia]);
-			}
-			ckpt_tensor_free(ta);
-			ckpt_tensor_free(tb);
-			continue;
-		}
-		compare_tensors(ta, tb, atol, rtol, &res);
-		ckpt_tensor_free(ta);
-		ckpt_tensor_free(tb);
-		if (res.equal)
-			continue;
-		differ++;
-		begin_item(&o);
-		if (json) {
-			fputs("{\"name\": ", stdout);
-			jout_cstring(stdout, A.keys[ia]);
-			printf(", \"kind\": \"values\", \"elements\": %" PRIu64 ", \"differing\": %" PRIu64
-				", \"max_abs\": ", res.elements, res.differing);
-			if (res.numeric)
-				jout_double(stdout, res.max_abs);
-			else
-				fputs("null", stdout);
-			fputs(", \"max_rel\": ", stdout);
-			if (res.numeric)
-				jout_double(stdout, res.max_rel);
-			else
-				fputs("null", stdout);
-			fputc('}', stdout);
-		} else {
-			printf("values differ: %s: %" PRIu64 " of %" PRIu64 " elements", A.keys[ia], res.differing,
-				res.elements);
-			if (res.numeric)
-				printf(", max abs diff %.9g, max rel diff %.9g", res.max_abs, res.max_rel);
-			print_names(&A, ia, &B, ib);
-			putchar('\n');
-		}
+		if (hit && !B.matched[hit->idx] && !A.matched[A.sorted[i].idx])
+			diff_pair(&c, A.sorted[i].idx, hit->idx, A.sorted[i].key);
 	}
-
-	if (json)
-		fputs("], \"only_in_a\": [", stdout);
-	o.first = 1;
+	/* then what is left, by stored name (entries a graph could not place) */
 	for (i = 0; i < A.nsorted; i++) {
-		if (A.matched[A.sorted[i].idx])
+		keyed *hit;
+		if (A.matched[A.by_name[i].idx])
 			continue;
-		only_a++;
-		begin_item(&o);
-		if (json)
-			jout_cstring(stdout, A.sorted[i].key);
-		else
-			printf("only in A: %s\n", A.sorted[i].key);
+		hit = bsearch(&A.by_name[i], B.by_name, B.nsorted, sizeof(keyed), keyed_cmp);
+		if (hit && !B.matched[hit->idx])
+			diff_pair(&c, A.by_name[i].idx, hit->idx, A.by_name[i].key);
 	}
-	if (json)
+
+	if (c.json)
+		fputs("], \"only_in_a\": [", stdout);
+	only_a = list_unmatched(&c, &A, "A");
+	if (c.json)
 		fputs("], \"only_in_b\": [", stdout);
-	o.first = 1;
-	for (i = 0; i < B.nsorted; i++) {
-		if (B.matched[B.sorted[i].idx])
-			continue;
-		only_b++;
-		begin_item(&o);
-		if (json)
-			jout_cstring(stdout, B.sorted[i].key);
-		else
-			printf("only in B: %s\n", B.sorted[i].key);
-	}
-	rc = (differ || only_a || only_b) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
-	if (json) {
-		printf("], \"compared\": %zu, \"equal\": %s}\n", compared, rc == CLI_EXIT_OK ? "true" : "false");
+	only_b = list_unmatched(&c, &B, "B");
+	rc = (c.differ || only_a || only_b) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+	if (c.json) {
+		printf("], \"compared\": %zu, \"equal\": %s}\n", c.compared, rc == CLI_EXIT_OK ? "true" : "false");
 	} else {
 		printf("%s: %zu compared, %zu differ, %zu only in A, %zu only in B%s\n",
-			rc == CLI_EXIT_OK ? "equal" : "DIFFERENT", compared, differ, only_a, only_b,
-			errors ? " (with read errors)" : "");
+			rc == CLI_EXIT_OK ? "equal" : "DIFFERENT", c.compared, c.differ, only_a, only_b,
+			c.errors ? " (with read errors)" : "");
 	}
 	fflush(stdout);
 	side_close(&A);
@@ -424,10 +459,11 @@ const cli_cmd cli_cmd_diff = {
 	"diff", cmd_diff, "Compare two checkpoints variable by variable",
 	diff_opts,
 	"Matches entries by object path (TF checkpoint keys; Keras files through\n"
-	"their object graph), falling back to stored names, and reports entries\n"
-	"only in A or only in B, dtype and shape differences, and the maximum\n"
-	"absolute and relative difference of values. The object-graph entry is\n"
-	"structure and is not compared. Exact (bitwise) by default; with --atol /\n"
-	"--rtol an element matches when |a - b| <= atol + rtol * |b|.\n"
+	"their object graph), then what is left by stored name (a legacy Keras\n"
+	"\"model_weights/\" prefix ignored), and reports\n"
+	"entries only in A or only in B, dtype and shape differences, and the\n"
+	"maximum absolute and relative difference of values. The object-graph\n"
+	"entry is structure and is not compared. Exact (bitwise) by default;\n"
+	"with --atol / --rtol an element matches when |a - b| <= atol + rtol * |b|.\n"
 	"Exit status 0 when equal, 1 when not."
 };

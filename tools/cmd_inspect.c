@@ -132,13 +132,12 @@ static void print_attr(const tree_ctx *c, const ckpt_og_attr *a, int depth)
 		printf("%*s.%s", depth * 2, "", a->name ? a->name : "?");
 	else if (a->name && strcmp(a->name, CKPT_VARIABLE_VALUE_KEY) != 0)
 		printf(" .%s", a->name);
-	if (a->checkpoint_key && ckpt_reader_find(c->r, a->checkpoint_key, &idx) == CKPT_OK) {
+	if (cli_attr_find(c->r, a, &idx)) {
 		const ckpt_var_info *v = ckpt_reader_var(c->r, idx);
 		ckpt_shape_format(&v->shape, shape, sizeof(shape));
 		printf("  %s %s  <- %s\n", ckpt_dtype_name(v->dtype), shape, v->name);
 	} else {
 		printf("  <- %s (not stored)\n", a->checkpoint_key ? a->checkpoint_key : "?");
-		ckpt_error_clear();
 	}
 }
 
@@ -290,10 +289,10 @@ static void print_layers(const ckpt_reader *r, json_t *layers, int depth)
 		if (inner) {
 			print_layers(r, inner, depth + 1);
 		} else if (json_is_object(wrapped)) {
-			json_t *one = json_array();
-			if (one && json_array_append(one, wrapped) == 0)
-				print_layers(r, one, depth + 1);
-			json_decref(one);
+			/* Bidirectional, TimeDistributed: the weights above belong to the wrapper */
+			const char *wcls = json_string_value(json_object_get(wrapped, "class_name"));
+			const char *wname = layer_name(wrapped);
+			printf("%*s(wraps %s %s)\n", (depth + 1) * 2, "", wcls ? wcls : "?", wname ? wname : "?");
 		} else {
 			for (k = 0; name && k < ckpt_reader_count(r); k++) {
 				const ckpt_var_info *v = ckpt_reader_var(r, k);
@@ -307,6 +306,65 @@ static void print_layers(const ckpt_reader *r, json_t *layers, int depth)
 	}
 }
 
+static int is_keras(const ckpt_reader *r)
+{
+	return strncmp(ckpt_reader_format(r), "keras", 5) == 0;
+}
+
+/*
+ * The layer group of a stored Keras weight: "layers/<g>/...",
+ * "model_weights/<g>/..." or "<g>/..."; length in *len, NULL for none.
+ */
+static const char *weight_group(const char *name, size_t *len)
+{
+	const char *p = name, *slash;
+
+	if (strncmp(p, "layers/", 7) == 0)
+		p += 7;
+	else if (strncmp(p, "model_weights/", 14) == 0)
+		p += 14;
+	slash = strchr(p, '/');
+	if (!slash)
+		return NULL;
+	*len = (size_t)(slash - p);
+	return p;
+}
+
+/* Model weights grouped by layer, from the stored names (configs without a layer list). */
+static void print_weight_groups(const ckpt_reader *r)
+{
+	size_t i, k, n = ckpt_reader_count(r);
+
+	printf("weights by layer (from the stored names):\n");
+	for (i = 0; i < n; i++) {
+		const ckpt_var_info *v = ckpt_reader_var(r, i);
+		const char *g;
+		size_t len, count = 0, seen = 0;
+		uint64_t bytes = 0;
+
+		if (v->role != CKPT_ROLE_MODEL || !(g = weight_group(v->name, &len)))
+			continue;
+		for (k = 0; k < i && !seen; k++) {
+			size_t l2;
+			const char *g2 = ckpt_reader_var(r, k)->role == CKPT_ROLE_MODEL ?
+				weight_group(ckpt_reader_var(r, k)->name, &l2) : NULL;
+			seen = g2 && l2 == len && memcmp(g, g2, len) == 0;
+		}
+		if (seen)
+			continue;
+		for (k = i; k < n; k++) {
+			size_t l2;
+			const ckpt_var_info *w = ckpt_reader_var(r, k);
+			const char *g2 = w->role == CKPT_ROLE_MODEL ? weight_group(w->name, &l2) : NULL;
+			if (g2 && l2 == len && memcmp(g, g2, len) == 0) {
+				count++;
+				bytes += w->nbytes;
+			}
+		}
+		printf("  %.*s: %zu weights, %" PRIu64 " bytes\n", (int)len, g, count, bytes);
+	}
+}
+
 static void print_keras_model(const ckpt_reader *r)
 {
 	const char *text = ckpt_reader_meta(r, "config.json");
@@ -317,22 +375,34 @@ static void print_keras_model(const ckpt_reader *r)
 
 	if (!text)
 		text = ckpt_reader_meta(r, "model_config");
-	if (ver || backend)
-		printf("keras: version %s, backend %s\n", ver ? ver : "?", backend ? backend : "?");
-	if (!text)
+	if (ver)
+		printf("keras: version %s%s%s\n", ver, backend ? ", backend " : "", backend ? backend : "");
+	if (!text) {
+		if (is_keras(r)) {
+			print_weight_groups(r);
+			printf("\n");
+		}
 		return;
-	/* The config is data: it is shown, never interpreted (Lambda code, custom objects). */
-	root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	}
+	/*
+	 * The config is data: it is shown, never interpreted (Lambda bytecode,
+	 * custom objects). Lambda configs can hold NUL bytes in strings.
+	 */
+	root = json_loads(text, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!root) {
-		printf("model config: unreadable JSON (%s at line %d)\n\n", jerr.text, jerr.line);
+		printf("model config: unreadable JSON (%s at line %d)\n", jerr.text, jerr.line);
+		print_weight_groups(r);
+		printf("\n");
 		return;
 	}
 	layers = nested_layers(root);
 	printf("model: %s %s\n", json_string_value(json_object_get(root, "class_name")) ?
 		json_string_value(json_object_get(root, "class_name")) : "?",
 		layer_name(root) ? layer_name(root) : "");
-	if (layers)
+	if (layers && json_array_size(layers))
 		print_layers(r, layers, 1);
+	else
+		print_weight_groups(r);
 	printf("\n");
 	json_decref(root);
 }
