@@ -141,7 +141,10 @@ int ckpt_object_graph_parse(ckpt_object_graph **out, const void *buf, size_t n)
 		return ckpt__fail(CKPT_ELIMIT, NULL, CKPT_OBJECT_GRAPH_KEY, -1,
 			"object graph of %zu bytes exceeds the %llu-byte cap", n,
 			(unsigned long long)CKPT_MAX_OBJECT_GRAPH_BYTES);
+	ckpt_error_clear(); /* a NULL from unpack is ENOMEM only if the allocator said so */
 	PbGraph *pg = ckpt_tf__trackable_object_graph__unpack(&og_alloc, n, buf);
+	if (!pg && ckpt_error_last()->code == CKPT_ENOMEM)
+		return CKPT_ENOMEM;
 	if (!pg)
 		return ckpt__fail(CKPT_EFORMAT, NULL, CKPT_OBJECT_GRAPH_KEY, -1,
 			"cannot decode the TrackableObjectGraph (%zu bytes)", n);

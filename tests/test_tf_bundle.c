@@ -866,3 +866,166 @@ Test(tf_bundle, bid)
 	cr_assert_eq(f->bid(vfs, ts_fixture("tf/tensorflow__lso_ckpt_tf2.2"), NULL, 0), 100);
 	cr_assert_eq(f->bid(vfs, ts_fixture("tf/tensorflow__lso_ckpt_tf2.2/ckpt"), NULL, 0), 100);
 }
+
+Test(tf_bundle, partitioned_entry_lists_slices)
+{
+	char *dir = ts_tmpdir();
+	/* float32 [4,3], slices { extent {start 0 length 2} extent {} } { extent {start 2 length 2} extent {} } */
+	static const unsigned char e[] = {
+		0x08, 0x01, 0x12, 0x08, 0x12, 0x02, 0x08, 0x04, 0x12, 0x02, 0x08, 0x03,
+		0x3a, 0x08, 0x0a, 0x04, 0x08, 0x00, 0x10, 0x02, 0x0a, 0x00,
+		0x3a, 0x08, 0x0a, 0x04, 0x08, 0x02, 0x10, 0x02, 0x0a, 0x00,
+	};
+	char *prefix = craft_bundle(dir, e, sizeof(e), "", 0);
+	ckpt_reader *r = open_ok(prefix);
+	const ckpt_var_info *v = ckpt_reader_var(r, 0);
+	cr_assert_eq(v->nslices, 2);
+	cr_assert_eq(v->slices[1].rank, 2);
+	cr_assert_eq(v->slices[1].extents[0].start, 2);
+	cr_assert_eq(v->slices[1].extents[0].length, 2);
+	cr_assert_eq(v->slices[1].extents[1].start, 0);
+	cr_assert_eq(v->slices[1].extents[1].length, -1);
+	cr_assert_eq(v->shard, -1);
+	ckpt_tensor *t = NULL;
+	expect_error(ckpt_reader_read(r, 0, &t), CKPT_EUNSUPPORTED, NULL, "x", -2, "slices");
+	ckpt_reader_free(r);
+	free(prefix);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+/* Fail every I/O call of a save in turn: nothing half-written is ever visible. */
+Test(tf_bundle, crash_consistent_commit)
+{
+	ckpt_vfs *mem;
+	cr_assert_eq(ckpt_vfs_memory_new(&mem), CKPT_OK);
+	int64_t d = 1000;
+	ckpt_tensor *t = make_tensor(CKPT_DT_FLOAT, 1, &d, 5);
+	ckpt_tensor *s = make_tensor(CKPT_DT_STRING, 1, &d, 6);
+	long total = 0;
+	int successes = 0;
+	for (long fail_at = 1; fail_at < 200; fail_at++) {
+		ckpt_vfs *f;
+		cr_assert_eq(ckpt_vfs_faulty_new(&f, mem, fail_at), CKPT_OK);
+		ckpt_write_options o = CKPT_WRITE_OPTIONS_INIT;
+		o.vfs = f;
+		o.num_shards = 2;
+		ckpt_writer *w = NULL;
+		int rc = ckpt_writer_open(&w, "/c/ckpt", NULL, &o);
+		if (rc == CKPT_OK) rc = ckpt_writer_add(w, "a", t, 0);
+		if (rc == CKPT_OK) rc = ckpt_writer_add(w, "b", s, 1);
+		if (rc == CKPT_OK) rc = ckpt_writer_commit(w);
+		ckpt_writer_free(w);
+		int fired = ckpt_vfs_faulty_fired(f);
+		total = ckpt_vfs_faulty_calls(f);
+		ckpt_vfs_free(f);
+		char **ls = NULL;
+		size_t n = 0;
+		ckpt_vfs_list(mem, "/c", &ls, &n);
+		int has_index = 0;
+		for (size_t i = 0; i < n; i++) {
+			cr_assert_null(strstr(ls[i], "tempstate"), "fail_at %ld left %s", fail_at, ls[i]);
+			has_index |= strcmp(ls[i], "ckpt.index") == 0;
+		}
+		ckpt_vfs_free_list(ls, n);
+		if (rc == CKPT_OK)
+			successes++;
+		if (rc == CKPT_OK || has_index) {
+			/* a visible index is always a complete checkpoint (a failed directory fsync comes after the rename) */
+			cr_assert(has_index);
+			ckpt_open_options ro = CKPT_OPEN_OPTIONS_INIT;
+			ro.vfs = mem;
+			ckpt_reader *r;
+			cr_assert_eq(ckpt_reader_open(&r, "/c/ckpt", &ro), CKPT_OK);
+			ckpt_tensor *u;
+			cr_assert_eq(ckpt_reader_read(r, 1, &u), CKPT_OK);
+			cr_assert(ckpt_tensor_equal(u, s));
+			ckpt_tensor_free(u);
+			ckpt_reader_free(r);
+		}
+		if (rc != CKPT_OK) {
+			cr_assert(fired, "fail_at %ld: %s", fail_at, ckpt_error_last()->message);
+			cr_assert_eq(rc, CKPT_EIO, "fail_at %ld: %s", fail_at, ckpt_status_name(rc));
+		}
+		if (!fired)
+			break;
+		ckpt_vfs_remove(mem, "/c/ckpt.index");
+		ckpt_vfs_remove(mem, "/c/ckpt.data-00000-of-00002");
+		ckpt_vfs_remove(mem, "/c/ckpt.data-00001-of-00002");
+	}
+	cr_assert_eq(successes, 1, "only the run without a fault succeeds (%ld calls)", total);
+	ckpt_tensor_free(t);
+	ckpt_tensor_free(s);
+	ckpt_vfs_free(mem);
+}
+
+static long alloc_budget;
+static void *fail_malloc(size_t n, void *ctx) { return --alloc_budget < 0 ? NULL : malloc(n); }
+static void *fail_realloc(void *p, size_t n, void *ctx) { return --alloc_budget < 0 ? NULL : realloc(p, n); }
+static void plain_free(void *p, void *ctx) { free(p); }
+
+/* Fail every allocation of open + read in turn: ENOMEM, never a crash or a wrong code. */
+Test(tf_bundle, allocation_failures)
+{
+	const char *path = ts_fixture("tf/tensorflow__lso_ckpt_tf2.2");
+	ckpt_allocator a = { fail_malloc, fail_realloc, plain_free, NULL };
+	int done = 0;
+	for (long k = 0; k < 5000 && !done; k++) {
+		alloc_budget = k;
+		ckpt_set_allocator(&a);
+		ckpt_reader *r = NULL;
+		int rc = ckpt_reader_open(&r, path, NULL);
+		for (size_t i = 0; rc == CKPT_OK && i < ckpt_reader_count(r); i++) {
+			ckpt_tensor *t = NULL;
+			rc = ckpt_reader_read(r, i, &t);
+			ckpt_tensor_free(t);
+		}
+		ckpt_reader_free(r);
+		ckpt_set_allocator(NULL);
+		if (rc == CKPT_OK)
+			done = 1;
+		else
+			cr_assert_eq(rc, CKPT_ENOMEM, "allocation %ld: %s (%s)", k, ckpt_status_name(rc),
+				ckpt_error_last()->message);
+	}
+	cr_assert(done);
+}
+
+Test(tf_bundle, writer_allocation_failures)
+{
+	int64_t d = 100;
+	ckpt_tensor *t = make_tensor(CKPT_DT_FLOAT, 1, &d, 5);
+	ckpt_tensor *s = make_tensor(CKPT_DT_STRING, 1, &d, 6);
+	ckpt_reader *src;
+	cr_assert_eq(ckpt_reader_open(&src, ts_fixture("tf/tensorflow__lso_ckpt_tf2.2"), NULL), CKPT_OK);
+	ckpt_allocator a = { fail_malloc, fail_realloc, plain_free, NULL };
+	int done = 0;
+	for (long k = 0; k < 5000 && !done; k++) {
+		ckpt_vfs *mem;
+		cr_assert_eq(ckpt_vfs_memory_new(&mem), CKPT_OK);
+		ckpt_write_options o = CKPT_WRITE_OPTIONS_INIT;
+		o.vfs = mem;
+		alloc_budget = k;
+		ckpt_set_allocator(&a);
+		ckpt_writer *w = NULL;
+		int rc = ckpt_writer_open(&w, "/c/ckpt", NULL, &o);
+		if (rc == CKPT_OK) rc = ckpt_writer_set_object_graph(w, ckpt_reader_object_graph(src));
+		if (rc == CKPT_OK) rc = ckpt_writer_add(w, "a", t, 0);
+		if (rc == CKPT_OK) rc = ckpt_writer_add(w, "b", s, 0);
+		if (rc == CKPT_OK) rc = ckpt_writer_commit(w);
+		ckpt_writer_free(w);
+		ckpt_set_allocator(NULL);
+		if (rc == CKPT_OK)
+			done = 1;
+		else
+			cr_assert_eq(rc, CKPT_ENOMEM, "allocation %ld: %s (%s)", k, ckpt_status_name(rc),
+				ckpt_error_last()->message);
+		int ex = 0;
+		cr_assert_eq(ckpt_vfs_exists(mem, "/c/ckpt.index", &ex) > 0, done, "allocation %ld", k);
+		ckpt_vfs_free(mem);
+	}
+	cr_assert(done);
+	ckpt_reader_free(src);
+	ckpt_tensor_free(t);
+	ckpt_tensor_free(s);
+}

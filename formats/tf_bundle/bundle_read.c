@@ -33,7 +33,10 @@ typedef struct tfb_reader {
 
 static int header_entry(tfb_reader *s, const unsigned char *val, size_t vlen, uint64_t off)
 {
+	ckpt_error_clear(); /* so that a NULL from unpack can be told apart: ENOMEM vs bad bytes */
 	CkptTf__BundleHeaderProto *h = ckpt_tf__bundle_header_proto__unpack(&tfb_pb_allocator, vlen, val);
+	if (!h && ckpt_error_last()->code == CKPT_ENOMEM)
+		return CKPT_ENOMEM;
 	if (!h)
 		return ckpt__fail(CKPT_EFORMAT, s->index_path, "", (int64_t)off,
 			"cannot decode the BundleHeaderProto (%zu bytes)", vlen);
@@ -205,7 +208,10 @@ static int on_entry(void *ctx, const unsigned char *key, size_t klen,
 		return CKPT_ENOMEM;
 	r->nvars++;
 	v->role = ckpt__role_from_key(v->name);
+	ckpt_error_clear();
 	CkptTf__BundleEntryProto *e = ckpt_tf__bundle_entry_proto__unpack(&tfb_pb_allocator, vlen, val);
+	if (!e && ckpt_error_last()->code == CKPT_ENOMEM)
+		return CKPT_ENOMEM;
 	if (!e)
 		return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, (int64_t)off,
 			"cannot decode the BundleEntryProto (%zu bytes)", vlen);

@@ -399,16 +399,17 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 	tfb_buf_free(&table);
 	if (rc < 0)
 		return rc;
-	for (int i = 0; i < s->nshards; i++)
-		CKPT_TRY(ckpt_vfs_rename(w->vfs, s->sh[i].tmp, s->sh[i].final));
-	CKPT_TRY(ckpt_vfs_rename(w->vfs, s->index_tmp, s->index_final));
-	if (!w->opts.no_fsync) {
-		char *dir = ckpt__path_dir(w->path);
-		if (!dir)
-			return CKPT_ENOMEM;
+	/* allocate before publishing: after the index rename nothing may fail but the fsync */
+	char *dir = ckpt__path_dir(w->path);
+	if (!dir)
+		return CKPT_ENOMEM;
+	for (int i = 0; i < s->nshards && rc == CKPT_OK; i++)
+		rc = ckpt_vfs_rename(w->vfs, s->sh[i].tmp, s->sh[i].final);
+	if (rc == CKPT_OK)
+		rc = ckpt_vfs_rename(w->vfs, s->index_tmp, s->index_final);
+	if (rc == CKPT_OK && !w->opts.no_fsync)
 		rc = ckpt_vfs_sync_dir(w->vfs, dir);
-		ckpt__free(dir);
-	}
+	ckpt__free(dir);
 	return rc;
 }
 
