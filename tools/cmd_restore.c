@@ -104,6 +104,12 @@ static int check_variable(const ckpt_variable *v, const ckpt_tensor *t, uint32_t
 	return 1;
 }
 
+/* Library warnings in the tool's error-line shape. */
+static void warn_line(const char *message, void *ctx)
+{
+	fprintf(stderr, "ckpt: %s: warning: %s\n", (const char *)ctx, message);
+}
+
 static int parse_replicas(const cli_cmd *cmd, const char *s, int *out)
 {
 	char *end = NULL;
@@ -157,6 +163,8 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		replicas = 1;
 	}
 
+	co.warn = warn_line;
+	co.warn_ctx = (void *)path;
 	rc = CLI_EXIT_ERROR;
 	if (mirrored) {
 		if (ckpt_strategy_mirrored_new(&strat, replicas) != CKPT_OK) {
@@ -179,9 +187,10 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		ckpt_scope_exit(strat);
 		entered = 0;
 	}
-	if (st && expect_partial)
-		ckpt_restore_status_expect_partial(st);
 	nunmatched = st ? ckpt_restore_status_unmatched_count(st) : 0;
+	/* unmatched entries are reported below, in the tool's own terms */
+	if (st)
+		ckpt_restore_status_expect_partial(st);
 
 	/* check every variable against the file */
 	if (ckpt_reader_open(&r, path, NULL) != CKPT_OK) {
