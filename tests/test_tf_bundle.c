@@ -1001,14 +1001,15 @@ Test(tf_bundle, writer_allocation_failures)
 	ckpt_allocator a = { fail_malloc, fail_realloc, plain_free, NULL };
 	int done = 0;
 	for (long k = 0; k < 5000 && !done; k++) {
-		ckpt_vfs *mem;
-		cr_assert_eq(ckpt_vfs_memory_new(&mem), CKPT_OK);
+		/* POSIX files: the memory VFS leaks a path when its own allocation fails (reported) */
+		char *dir = ts_tmpdir();
+		char *prefix = ts_join(dir, "c/ckpt"), *ix = ts_join(dir, "c/ckpt.index");
 		ckpt_write_options o = CKPT_WRITE_OPTIONS_INIT;
-		o.vfs = mem;
+		o.no_fsync = 1;
 		alloc_budget = k;
 		ckpt_set_allocator(&a);
 		ckpt_writer *w = NULL;
-		int rc = ckpt_writer_open(&w, "/c/ckpt", NULL, &o);
+		int rc = ckpt_writer_open(&w, prefix, NULL, &o);
 		if (rc == CKPT_OK) rc = ckpt_writer_set_object_graph(w, ckpt_reader_object_graph(src));
 		if (rc == CKPT_OK) rc = ckpt_writer_add(w, "a", t, 0);
 		if (rc == CKPT_OK) rc = ckpt_writer_add(w, "b", s, 0);
@@ -1021,8 +1022,11 @@ Test(tf_bundle, writer_allocation_failures)
 			cr_assert_eq(rc, CKPT_ENOMEM, "allocation %ld: %s (%s)", k, ckpt_status_name(rc),
 				ckpt_error_last()->message);
 		int ex = 0;
-		cr_assert_eq(ckpt_vfs_exists(mem, "/c/ckpt.index", &ex) > 0, done, "allocation %ld", k);
-		ckpt_vfs_free(mem);
+		cr_assert_eq(ckpt_vfs_exists(ckpt_vfs_default(), ix, &ex) > 0, done, "allocation %ld", k);
+		free(prefix);
+		free(ix);
+		ts_rmtree(dir);
+		free(dir);
 	}
 	cr_assert(done);
 	ckpt_reader_free(src);
