@@ -232,11 +232,6 @@ int mlp_build_slots(mlp_model *m)
 	return CKPT_OK;
 }
 
-static int find_var(ckpt_variable **out, ckpt_checkpoint *ck, const char *path)
-{
-	return ckpt_checkpoint_find_variable(out, ck, path);
-}
-
 int mlp_model_bind(mlp_model *m, ckpt_checkpoint *ckpt)
 {
 	ckpt_object *root = ckpt_checkpoint_root(ckpt);
@@ -254,16 +249,16 @@ int mlp_model_bind(mlp_model *m, ckpt_checkpoint *ckpt)
 		TRY(ckpt_object_get_variable(&m->kernel[k], m->dense[k], "kernel"));
 		TRY(ckpt_object_get_variable(&m->bias[k], m->dense[k], "bias"));
 	}
-	TRY(find_var(&m->iter, ckpt, "optimizer/iter"));
-	TRY(find_var(&m->learning_rate, ckpt, "optimizer/learning_rate"));
-	TRY(find_var(&m->beta_1, ckpt, "optimizer/beta_1"));
-	TRY(find_var(&m->beta_2, ckpt, "optimizer/beta_2"));
-	TRY(find_var(&m->decay, ckpt, "optimizer/decay"));
-	TRY(find_var(&m->total, ckpt, "metric/total"));
-	TRY(find_var(&m->count, ckpt, "metric/count"));
-	TRY(find_var(&m->step, ckpt, "step"));
-	TRY(find_var(&m->rng_state, ckpt, "rng_state"));
-	TRY(find_var(&m->data_position, ckpt, "data_position"));
+	TRY(ckpt_checkpoint_find_variable(&m->iter, ckpt, "optimizer/iter"));
+	TRY(ckpt_checkpoint_find_variable(&m->learning_rate, ckpt, "optimizer/learning_rate"));
+	TRY(ckpt_checkpoint_find_variable(&m->beta_1, ckpt, "optimizer/beta_1"));
+	TRY(ckpt_checkpoint_find_variable(&m->beta_2, ckpt, "optimizer/beta_2"));
+	TRY(ckpt_checkpoint_find_variable(&m->decay, ckpt, "optimizer/decay"));
+	TRY(ckpt_checkpoint_find_variable(&m->total, ckpt, "metric/total"));
+	TRY(ckpt_checkpoint_find_variable(&m->count, ckpt, "metric/count"));
+	TRY(ckpt_checkpoint_find_variable(&m->step, ckpt, "step"));
+	TRY(ckpt_checkpoint_find_variable(&m->rng_state, ckpt, "rng_state"));
+	TRY(ckpt_checkpoint_find_variable(&m->data_position, ckpt, "data_position"));
 	for (i = 0; i < 4; i++) {
 		ckpt_optimizer_get_slot(&m->m[i], m->optimizer, *param(m, i), "m");
 		ckpt_optimizer_get_slot(&m->v[i], m->optimizer, *param(m, i), "v");

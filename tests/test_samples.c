@@ -181,6 +181,9 @@ static void bit_exact_resume(int replicas)
 	expect_exit(&resumed, 0, "finetune_resume --epochs 2");
 	cr_expect(strstr(resumed.out, "resuming after epoch 2 (step 16, optimizer iteration 16)"),
 		"resume point not reported:\n%s", resumed.out);
+	/* the Adam slots did not exist at restore time: their 8 values were restored on create */
+	cr_expect(strstr(resumed.out, "15 values assigned to every replica, 8 held for the optimizer's slots"),
+		"restore-on-create not reported:\n%s", resumed.out);
 	/* restored inside the scope: mirrored / sync-on-read with one copy per replica */
 	snprintf(kinds, sizeof kinds, "mirrored x%d", replicas);
 	cr_expect(strstr(resumed.out, kinds), "no '%s' in:\n%s", kinds, resumed.out);
@@ -335,6 +338,8 @@ static void resume_from_tf(const char *replicas)
 	int n;
 
 	expect_exit(&r, 0, "resume_from_tf");
+	/* the momentum slots were created after the restore: restored on create */
+	cr_expect(strstr(r.out, "8 values now, 2 held for slots not created yet"), "%s", r.out);
 	cr_expect(strstr(r.out, "restored values match TensorFlow's, bit for bit, on every replica"), "%s", r.out);
 	cr_expect(strstr(r.out, "[9.22968483, 10.9011154, 10.3707628, 9.75736237]"), "kernel not printed:\n%s",
 		r.out);
