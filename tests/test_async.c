@@ -1,0 +1,154 @@
+/* Asynchronous saves: staging isolates the write from later training; failures surface on the next call. */
+#include <criterion/criterion.h>
+#include <string.h>
+#include "ckpt/ckpt.h"
+#include "test_support.h"
+
+typedef struct {
+	ckpt_strategy *s;
+	ckpt_checkpoint *ck;
+	ckpt_variable *kernel, *count;
+} small_state;
+
+static void build(small_state *st, int replicas)
+{
+	cr_assert_eq(ckpt_strategy_mirrored_new(&st->s, replicas), CKPT_OK);
+	cr_assert_eq(ckpt_scope_enter(st->s), CKPT_OK);
+	cr_assert_eq(ckpt_checkpoint_new(&st->ck, NULL), CKPT_OK);
+	ckpt_object *model;
+	cr_assert_eq(ckpt_object_new_child(&model, ckpt_checkpoint_root(st->ck), "model"), CKPT_OK);
+	ckpt_shape sh;
+	ckpt_shape_make(&sh, 2, (int64_t[]){ 64, 32 });
+	cr_assert_eq(ckpt_object_add_variable(&st->kernel, model, "kernel", "dense/kernel", CKPT_DT_FLOAT, &sh, NULL),
+		CKPT_OK);
+	ckpt_shape scalar = { 0 };
+	cr_assert_eq(ckpt_object_add_variable(&st->count, model, "count", "count", CKPT_DT_INT64, &scalar, NULL),
+		CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(st->s), CKPT_OK);
+}
+
+static void set_values(small_state *st, float base, int64_t count)
+{
+	float v[64 * 32];
+	for (int i = 0; i < 64 * 32; i++)
+		v[i] = base + (float)i * 0.25f;
+	cr_assert_eq(ckpt_variable_assign(st->kernel, v, sizeof(v)), CKPT_OK);
+	cr_assert_eq(ckpt_variable_assign(st->count, &count, sizeof(count)), CKPT_OK);
+}
+
+static void check_file(const char *prefix, float base, int64_t count)
+{
+	ckpt_reader *r;
+	cr_assert_eq(ckpt_reader_open(&r, prefix, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
+	size_t i;
+	cr_assert_eq(ckpt_reader_find(r, "model/kernel/.ATTRIBUTES/VARIABLE_VALUE", &i), CKPT_OK);
+	float v[64 * 32];
+	cr_assert_eq(ckpt_reader_read_into(r, i, v, sizeof(v)), CKPT_OK);
+	for (int k = 0; k < 64 * 32; k++)
+		cr_assert_eq(v[k], base + (float)k * 0.25f, "element %d", k);
+	cr_assert_eq(ckpt_reader_find(r, "model/count/.ATTRIBUTES/VARIABLE_VALUE", &i), CKPT_OK);
+	int64_t c;
+	cr_assert_eq(ckpt_reader_read_into(r, i, &c, sizeof(c)), CKPT_OK);
+	cr_assert_eq(c, count);
+	cr_assert_not_null(ckpt_reader_object_graph(r));
+	ckpt_reader_free(r);
+}
+
+static void teardown_state(small_state *st)
+{
+	ckpt_checkpoint_free(st->ck);
+	ckpt_strategy_free(st->s);
+}
+
+Test(async, writes_the_staged_state_while_training_continues)
+{
+	char *dir = ts_tmpdir();
+	small_state st;
+	build(&st, 2);
+	ckpt_async_options o = CKPT_ASYNC_OPTIONS_INIT;
+	o.no_fsync = 1;
+	ckpt_async_saver *as;
+	cr_assert_eq(ckpt_async_saver_new(&as, &o), CKPT_OK);
+	char *p1 = ts_join(dir, "a-1"), *p2 = ts_join(dir, "a-2");
+	set_values(&st, 1.0f, 10);
+	cr_assert_eq(ckpt_async_save(as, st.ck, p1), CKPT_OK, "%s", ckpt_error_last()->message);
+	/* "training" continues at once: the file must still get the staged values */
+	set_values(&st, -7.0f, 11);
+	cr_assert_geq(ckpt_async_last_blocking_seconds(as), 0.0);
+	cr_assert_eq(ckpt_async_save(as, st.ck, p2), CKPT_OK);  /* waits for the first write */
+	set_values(&st, 99.0f, 12);
+	cr_assert_eq(ckpt_async_wait(as), CKPT_OK);
+	cr_assert_not(ckpt_async_busy(as));
+	check_file(p1, 1.0f, 10);
+	check_file(p2, -7.0f, 11);
+	ckpt_async_saver_free(as);
+	teardown_state(&st);
+	ts_rmtree(dir);
+	free(dir);
+	free(p1);
+	free(p2);
+}
+
+Test(async, failed_background_write_is_reported_on_next_call_and_leaves_no_checkpoint)
+{
+	small_state st;
+	build(&st, 1);
+	ckpt_vfs *mem, *faulty;
+	cr_assert_eq(ckpt_vfs_memory_new(&mem), CKPT_OK);
+	/* count the calls of one good save, then fail each of them in turn */
+	ckpt_vfs_faulty_new(&faulty, mem, 0);
+	ckpt_async_options o = CKPT_ASYNC_OPTIONS_INIT;
+	o.vfs = faulty;
+	ckpt_async_saver *as;
+	cr_assert_eq(ckpt_async_saver_new(&as, &o), CKPT_OK);
+	set_values(&st, 3.0f, 5);
+	cr_assert_eq(ckpt_async_save(as, st.ck, "d/ok"), CKPT_OK);
+	cr_assert_eq(ckpt_async_wait(as), CKPT_OK);
+	long calls = ckpt_vfs_faulty_calls(faulty);
+	ckpt_async_saver_free(as);
+	ckpt_vfs_free(faulty);
+	cr_assert_gt(calls, 3);
+	for (long i = 1; i <= calls; i++) {
+		ckpt_vfs_faulty_new(&faulty, mem, i);
+		o.vfs = faulty;
+		cr_assert_eq(ckpt_async_saver_new(&as, &o), CKPT_OK);
+		cr_assert_eq(ckpt_async_save(as, st.ck, "d/bad"), CKPT_OK);
+		int rc = ckpt_async_save(as, st.ck, "d/bad2");  /* reports the first write's failure */
+		if (rc == CKPT_OK)
+			rc = ckpt_async_wait(as);
+		cr_assert_eq(rc, CKPT_EIO, "call %ld: rc %d", i, rc);
+		cr_assert_not_null(strstr(ckpt_error_last()->message, "injected"));
+		cr_assert_eq(ckpt_async_wait(as), CKPT_OK, "an error is reported once");
+		ckpt_async_saver_free(as);
+		ckpt_vfs_free(faulty);
+		/* nothing readable under the failed name */
+		ckpt_open_options ro = CKPT_OPEN_OPTIONS_INIT;
+		ro.vfs = mem;
+		ckpt_reader *r = NULL;
+		int ok = ckpt_reader_open(&r, "d/bad", &ro);
+		if (ok == CKPT_OK) {
+			/* the rename of the index is the commit: if it happened, the whole checkpoint is there */
+			for (size_t k = 0; k < ckpt_reader_count(r); k++) {
+				ckpt_tensor *t;
+				cr_assert_eq(ckpt_reader_read(r, k, &t), CKPT_OK);
+				ckpt_tensor_free(t);
+			}
+			ckpt_reader_free(r);
+			ckpt_vfs_remove(mem, "d/bad.index");
+		}
+	}
+	ckpt_vfs_free(mem);
+	teardown_state(&st);
+}
+
+Test(async, refuses_replica_context)
+{
+	small_state st;
+	build(&st, 2);
+	ckpt_async_saver *as;
+	cr_assert_eq(ckpt_async_saver_new(&as, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_async_wait(as), CKPT_OK);
+	cr_assert_eq(ckpt_async_save(as, NULL, "x"), CKPT_EINVAL);
+	ckpt_async_saver_free(as);
+	teardown_state(&st);
+}
