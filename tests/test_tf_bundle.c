@@ -810,6 +810,11 @@ Test(tf_bundle, path_forms)
 	r = open_ok(want); /* the prefix */
 	cr_assert_eq(ckpt_reader_count(r), 60);
 	ckpt_reader_free(r);
+	snprintf(p, sizeof(p), "%s/model.ckpt-999.data-00000-of-00001", fx); /* a data shard */
+	char *pre = NULL;
+	cr_assert_eq(tfb_resolve_path(ckpt_vfs_default(), p, &pre), CKPT_OK);
+	cr_assert_str_eq(pre, want);
+	ckpt__free(pre);
 
 	fx = ts_fixture("tf/tfjs__int64_multiply"); /* SavedModel directory */
 	r = open_ok(fx);
@@ -836,7 +841,6 @@ Test(tf_bundle, path_forms)
 	char *st = ts_join(dir, "checkpoint");
 	const char *text = "model_checkpoint_path: \"b\"\nall_model_checkpoint_paths: \"a\"\n";
 	cr_assert_eq(ts_write_file(st, text, strlen(text)), 0);
-	char *pre = NULL;
 	cr_assert_eq(tfb_resolve_path(ckpt_vfs_default(), dir, &pre), CKPT_OK);
 	char *wantb = ts_join(dir, "b");
 	cr_assert_str_eq(pre, wantb);

@@ -7,8 +7,10 @@
  *                              (text-format CheckpointState; relative to dir)
  *   "dir/"  + saved_model.pb   dir/variables/variables
  *   "dir/"                     the only *.index in it
+ *   "dir/ckpt-3.data-00000-of-00001"  the bundle of a data shard
  * Names: P.index, P.data-%05d-of-%05d (naming.cc).
  */
+#include <stdio.h>
 #include <string.h>
 #include "tfb.h"
 
@@ -203,13 +205,31 @@ int tfb_resolve_path(ckpt_vfs *vfs, const char *path, char **prefix)
 			*prefix = ckpt__strndup(path, l - 6);
 			return *prefix ? CKPT_OK : CKPT_ENOMEM;
 		}
+		/* a data shard "P.data-00000-of-00002" names its bundle too */
+		const char *dp = NULL;
+		for (const char *q = strstr(path, ".data-"); q; q = strstr(q + 1, ".data-"))
+			dp = q;
+		int sh = 0, nsh = 0, used = 0;
+		if (dp && sscanf(dp, ".data-%5d-of-%5d%n", &sh, &nsh, &used) == 2 && dp[used] == '\0') {
+			char *p = ckpt__strndup(path, (size_t)(dp - path));
+			if (!p)
+				return CKPT_ENOMEM;
+			int rc = has_index(vfs, p);
+			if (rc > 0) {
+				*prefix = p;
+				return CKPT_OK;
+			}
+			ckpt__free(p);
+			if (rc < 0)
+				return rc;
+		}
 	}
 	int rc = has_index(vfs, path);
 	if (rc < 0)
 		return rc;
 	if (rc == 0)
 		return ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1,
-			"not a TensorBundle: neither %s nor %s.index exists as a bundle", path, path);
+			"no TensorBundle here: %s.index does not exist", path);
 	*prefix = ckpt__strdup(path);
 	return *prefix ? CKPT_OK : CKPT_ENOMEM;
 }
