@@ -72,6 +72,48 @@ static int check_member_name(const char *path, const char *name)
 	return CKPT_OK;
 }
 
+static uint32_t le32(const unsigned char *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/*
+ * libarchive turns '\' into '/' in names, so look at the raw central
+ * directory (EOCD: "PK\5\6", entries "PK\1\2", name at +46) for
+ * backslashes first. Zip64 directories are left to libarchive.
+ */
+static int check_raw_names(const unsigned char *b, size_t n, const char *path)
+{
+	size_t eocd, off, end, i;
+	uint16_t count;
+	if (n < 22)
+		return CKPT_OK;
+	for (eocd = n - 22;; eocd--) {
+		if (memcmp(b + eocd, "PK\x05\x06", 4) == 0)
+			break;
+		if (eocd == 0 || n - eocd > 22 + 65535)
+			return CKPT_OK; /* libarchive reports the missing directory */
+	}
+	count = le16(b + eocd + 10);
+	off = le32(b + eocd + 16);
+	end = off + (size_t)le32(b + eocd + 12);
+	if (count == 0xFFFF || le32(b + eocd + 16) == 0xFFFFFFFFu || end > eocd || off > end)
+		return CKPT_OK;
+	for (i = 0; i < count; i++) {
+		size_t nl, el, cl;
+		if (off + 46 > end || memcmp(b + off, "PK\x01\x02", 4) != 0)
+			return ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)off, "zip central directory entry %zu is malformed", i);
+		nl = le16(b + off + 28);
+		el = le16(b + off + 30);
+		cl = le16(b + off + 32);
+		if (off + 46 + nl + el + cl > end)
+			return ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)off, "zip central directory entry %zu overruns the directory", i);
+		if (memchr(b + off + 46, '\\', nl))
+			return ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)off, "zip entry '%.*s' contains a backslash", (int)nl,
+				(const char *)b + off + 46);
+		off += 46 + nl + el + cl;
+	}
+	return CKPT_OK;
+}
+
 /* Read the current entry's data into a fresh buffer of at most `cap` bytes. */
 static int read_member(struct archive *a, const char *path, const char *name, int64_t declared, uint64_t cap,
 	char **out, size_t *n)
@@ -83,7 +125,8 @@ static int read_member(struct archive *a, const char *path, const char *name, in
 	if (declared >= 0 && (uint64_t)declared > cap)
 		return ckpt__fail(CKPT_ELIMIT, path, name, -1, "member declares %lld bytes, cap is %llu", (long long)declared,
 			(unsigned long long)cap);
-	alloc = declared >= 0 ? (size_t)declared + 1 : 4096;
+	/* Grow as bytes arrive: a declared size is a claim, not a reason to allocate. */
+	alloc = declared >= 0 && declared < (1 << 20) ? (size_t)declared + 1 : (1 << 20);
 	buf = ckpt__malloc(alloc);
 	if (!buf)
 		return CKPT_ENOMEM;
@@ -92,7 +135,7 @@ static int read_member(struct archive *a, const char *path, const char *name, in
 		if (have == alloc - 1) {
 			size_t na;
 			char *nb;
-			if (declared >= 0 || (uint64_t)have >= cap) {
+			if ((declared >= 0 && (int64_t)have >= declared) || (uint64_t)have >= cap) {
 				/* more bytes than the central directory declared, or than the cap */
 				char probe;
 				got = archive_read_data(a, &probe, 1);
@@ -108,6 +151,8 @@ static int read_member(struct archive *a, const char *path, const char *name, in
 			na = alloc * 2;
 			if ((uint64_t)na > cap + 1)
 				na = (size_t)cap + 1;
+			if (declared >= 0 && (uint64_t)na > (uint64_t)declared + 1)
+				na = (size_t)declared + 1;
 			nb = ckpt__realloc(buf, na);
 			if (!nb) {
 				ckpt__free(buf);
@@ -156,34 +201,6 @@ static int json_depth_ok(json_t *j, int depth)
 	return 1;
 }
 
-/* Lambda layers, lambdas, custom modules: listed for the caller, never executed or imported. */
-static void scan_config(json_t *j, char *out, size_t cap, size_t *used, int depth)
-{
-	size_t i;
-	const char *k;
-	json_t *v;
-	if (depth > CKPT_MAX_JSON_DEPTH || *used + 128 >= cap)
-		return;
-	if (json_is_object(j)) {
-		const char *cls = json_string_value(json_object_get(j, "class_name"));
-		const char *reg = json_string_value(json_object_get(j, "registered_name"));
-		if (cls && (strcmp(cls, "Lambda") == 0 || strcmp(cls, "__lambda__") == 0 || strcmp(cls, "TFOpLambda") == 0)) {
-			const char *nm = json_string_value(json_object_get(json_object_get(j, "config"), "name"));
-			*used += (size_t)snprintf(out + *used, cap - *used, "%s%s '%s' (code not executed)", *used ? "; " : "",
-				cls, nm ? nm : "?");
-		} else if (reg && strchr(reg, '>')) {
-			*used += (size_t)snprintf(out + *used, cap - *used, "%scustom class '%.80s' (not resolved)", *used ? "; " : "", reg);
-		}
-		json_object_foreach(j, k, v)
-			scan_config(v, out, cap, used, depth + 1);
-	} else if (json_is_array(j)) {
-		json_array_foreach(j, i, v)
-			scan_config(v, out, cap, used, depth + 1);
-	}
-	if (*used >= cap)
-		*used = cap - 1;
-}
-
 static int ka_open(ckpt_reader *r)
 {
 	void *file = NULL;
@@ -199,6 +216,8 @@ static int ka_open(ckpt_reader *r)
 	if (!r->path && !(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
 	CKPT_TRY(ckpt_vfs_read_all(r->vfs, r->user_path, budget, &file, &fsize));
+	if ((rc = check_raw_names(file, fsize, r->path)) < 0)
+		goto out;
 	a = archive_read_new();
 	if (!a) {
 		rc = CKPT_ENOMEM;
@@ -294,14 +313,6 @@ static int ka_open(ckpt_reader *r)
 	if (json_string_value(json_object_get(md, "keras_version")) &&
 		(rc = ckpt__reader_set_meta(r, "keras_version", json_string_value(json_object_get(md, "keras_version")))) < 0)
 		goto out;
-	{
-		char warn[4096];
-		size_t used = 0;
-		warn[0] = '\0';
-		scan_config(cfg, warn, sizeof(warn), &used, 0);
-		if (used && (rc = ckpt__reader_set_meta(r, "config_warnings", warn)) < 0)
-			goto out;
-	}
 #ifdef CKPT_HAVE_HDF5
 	rc = ckpt__keras_h5_attach(r, data[M_WEIGHTS], dlen[M_WEIGHTS], data[M_CONFIG], 1);
 	data[M_WEIGHTS] = NULL; /* adopted */

@@ -8,8 +8,8 @@
  *    traversing it; only H5L_TYPE_HARD is followed.
  *  - A contiguous dataset's H5Dget_storage_size is the size recorded in its
  *    layout message (0 when never allocated) and H5Dget_offset its address.
- *  - Variable-length string attributes are read with a VLEN C-string memory
- *    type and released with H5Dvlen_reclaim.
+ *  - Variable-length strings are resolved by us in the image (see below),
+ *    never by H5HG_read.
  */
 #include <string.h>
 #include <stdlib.h>
@@ -40,19 +40,174 @@ void ckpt__h5_close(hid_t id)
 	}
 }
 
+/*
+ * Variable-length strings live in global heap collections ("GCOL"), and
+ * libhdf5 1.10's H5HG_read trusts the heap IDs stored in attributes (an out
+ * of range index or size crashes it). So we never let HDF5 dereference
+ * them: a private conversion hands us the raw 16-byte IDs (length, heap
+ * address, index) and we find the bytes in our own copy of the file image,
+ * with every offset checked. Open images are registered by file id.
+ */
+typedef struct h5_image {
+	hid_t file;
+	const unsigned char *buf;
+	size_t n;
+	uint64_t base;          /* superblock base address */
+	int raw_ok;             /* 8-byte addresses and lengths: the layout we parse */
+	unsigned long fileno;   /* HDF5's number for the open file */
+	struct h5_image *next;
+} h5_image;
+static h5_image *images;
+
+#define RAW_VLEN_TAG "ckpt raw vlen heap id"
+#define RAW_VLEN_SIZE 16 /* 4-byte length + 8-byte collection address + 4-byte index */
+static hid_t raw_vlen_type = -1;
+
+static uint64_t rd_le(const unsigned char *p, int n)
+{
+	uint64_t v = 0;
+	int i;
+	for (i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static herr_t raw_vlen_conv(hid_t src, hid_t dst, H5T_cdata_t *cd, size_t nelmts, size_t buf_stride,
+	size_t bkg_stride, void *buf, void *bkg, hid_t dxpl)
+{
+	(void)nelmts; (void)bkg_stride; (void)buf; (void)bkg; (void)dxpl;
+	switch (cd->command) {
+	case H5T_CONV_INIT: {
+		char *tag;
+		int ok;
+		cd->need_bkg = H5T_BKG_NO;
+		if (H5Tis_variable_str(src) <= 0 || H5Tget_class(dst) != H5T_OPAQUE || H5Tget_size(dst) != RAW_VLEN_SIZE)
+			return -1;
+		tag = H5Tget_tag(dst);
+		ok = tag && strcmp(tag, RAW_VLEN_TAG) == 0;
+		H5free_memory(tag);
+		return ok ? 0 : -1;
+	}
+	case H5T_CONV_CONV:
+		/* The buffer holds the IDs as stored; they are our output, unchanged. */
+		if (H5Tget_size(src) != RAW_VLEN_SIZE || (buf_stride && buf_stride != RAW_VLEN_SIZE))
+			return -1;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static int raw_vlen_init(void)
+{
+	hid_t s;
+	if (raw_vlen_type >= 0)
+		return 0;
+	raw_vlen_type = H5Tcreate(H5T_OPAQUE, RAW_VLEN_SIZE);
+	if (raw_vlen_type < 0 || H5Tset_tag(raw_vlen_type, RAW_VLEN_TAG) < 0)
+		return -1;
+	s = H5Tcopy(H5T_C_S1);
+	H5Tset_size(s, H5T_VARIABLE);
+	if (H5Tregister(H5T_PERS_SOFT, "ckpt_raw_vlen", s, raw_vlen_type, raw_vlen_conv) < 0) {
+		H5Tclose(s);
+		return -1;
+	}
+	H5Tclose(s);
+	return 0;
+}
+
+static h5_image *image_of(hid_t obj)
+{
+	H5O_info_t oi;
+	h5_image *im;
+	if (H5Oget_info2(obj, &oi, H5O_INFO_BASIC) < 0)
+		return NULL;
+	for (im = images; im; im = im->next)
+		if (im->fileno == oi.fileno)
+			return im;
+	return NULL;
+}
+
+/* The bytes of heap object (addr, idx), at least `len` long, inside the image. */
+static const char *heap_bytes(const h5_image *im, uint64_t addr, uint32_t idx, uint32_t len)
+{
+	uint64_t a, csize, off;
+	const unsigned char *c;
+	if (ckpt__add_u64(addr, im->base, &a) || a > im->n || im->n - a < 16)
+		return NULL;
+	c = im->buf + a;
+	if (memcmp(c, "GCOL", 4) != 0 || c[4] != 1)
+		return NULL;
+	csize = rd_le(c + 8, 8);
+	if (csize < 16 || csize > im->n - a)
+		return NULL;
+	for (off = 16; off + 16 <= csize;) {
+		uint32_t oi = (uint32_t)rd_le(c + off, 2);
+		uint64_t osize = rd_le(c + off + 8, 8), data = off + 16;
+		if (oi == 0 || osize > csize - data)
+			return NULL; /* free space reached, or an object overrunning its collection */
+		if (oi == idx)
+			return len <= osize ? (const char *)c + data : NULL;
+		off = data + ((osize + 7) & ~(uint64_t)7);
+	}
+	return NULL;
+}
+
 int ckpt__h5_open_image(hid_t *out, const void *buf, size_t n, const char *path)
 {
 	hid_t f;
+	h5_image *im;
+	const unsigned char *b = buf;
 	ckpt__h5_quiet();
 	*out = -1;
 	if (n < 8 || memcmp(buf, "\x89HDF\r\n\x1a\n", 8) != 0)
 		return ckpt__fail(CKPT_EFORMAT, path, NULL, 0, "not an HDF5 file: no superblock signature at offset 0");
+	if (raw_vlen_init() < 0)
+		return ckpt__fail(CKPT_ERROR, path, NULL, -1, "HDF5 refused the raw string conversion");
+	im = ckpt__calloc(1, sizeof(*im));
+	if (!im)
+		return CKPT_ENOMEM;
+	im->buf = b;
+	im->n = n;
+	/* Superblock v0/v1 (what h5py writes by default): sizes at 13/14, base address at 24/28. */
+	if (n >= 40 && (b[8] == 0 || b[8] == 1) && b[13] == 8 && b[14] == 8) {
+		im->base = rd_le(b + (b[8] == 0 ? 24 : 28), 8);
+		im->raw_ok = 1;
+	} else if (n >= 20 && (b[8] == 2 || b[8] == 3) && b[9] == 8 && b[10] == 8) {
+		im->base = rd_le(b + 12, 8);
+		im->raw_ok = 1;
+	}
 	/* DONT_COPY|DONT_RELEASE: HDF5 reads our buffer in place and never frees it. */
 	f = H5LTopen_file_image((void *)buf, n, H5LT_FILE_IMAGE_DONT_COPY | H5LT_FILE_IMAGE_DONT_RELEASE);
-	if (f < 0)
+	if (f < 0) {
+		ckpt__free(im);
 		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "HDF5 could not open the file (%zu bytes): corrupt or truncated superblock or root group", n);
+	}
+	im->file = f;
+	{
+		H5O_info_t oi;
+		if (H5Oget_info2(f, &oi, H5O_INFO_BASIC) >= 0)
+			im->fileno = oi.fileno;
+		else
+			im->raw_ok = 0;
+	}
+	im->next = images;
+	images = im;
 	*out = f;
 	return CKPT_OK;
+}
+
+void ckpt__h5_close_image(hid_t file)
+{
+	h5_image **pp;
+	for (pp = &images; *pp; pp = &(*pp)->next)
+		if ((*pp)->file == file) {
+			h5_image *im = *pp;
+			*pp = im->next;
+			ckpt__free(im);
+			break;
+		}
+	ckpt__h5_close(file);
 }
 
 int ckpt__h5_check_component(const char *name, size_t len)
@@ -330,31 +485,38 @@ static int read_attr_strings(hid_t obj, const char *name, const char *path, cons
 		goto out;
 	}
 	if (H5Tis_variable_str(ft) > 0) {
-		char **raw = ckpt__calloc(count ? count : 1, sizeof(char *));
+		h5_image *im = image_of(obj);
+		unsigned char *raw;
 		uint64_t total = 0;
+		if (!im || !im->raw_ok) {
+			rc = ckpt__fail(CKPT_EUNSUPPORTED, path, where, -1,
+				"attribute '%s': variable-length strings outside a checked file image (or with addresses other than 8 bytes)", name);
+			goto out;
+		}
+		raw = ckpt__calloc(count ? count : 1, RAW_VLEN_SIZE);
 		if (!raw) {
 			rc = CKPT_ENOMEM;
 			goto out;
 		}
-		mt = H5Tcopy(H5T_C_S1);
-		H5Tset_size(mt, H5T_VARIABLE);
-		H5Tset_cset(mt, H5Tget_cset(ft));
-		if (count && H5Aread(a, mt, raw) < 0) {
+		if (count && H5Aread(a, raw_vlen_type, raw) < 0) {
 			ckpt__free(raw);
-			rc = ckpt__fail(CKPT_EFORMAT, path, where, -1, "attribute '%s': cannot read variable-length strings", name);
+			rc = ckpt__fail(CKPT_EFORMAT, path, where, -1, "attribute '%s': cannot read variable-length string ids", name);
 			goto out;
 		}
 		for (i = 0; i < count && rc == CKPT_OK; i++) {
-			size_t len = raw[i] ? strlen(raw[i]) : 0;
+			const unsigned char *id = raw + i * RAW_VLEN_SIZE;
+			uint32_t len = (uint32_t)rd_le(id, 4);
+			const char *bytes = len ? heap_bytes(im, rd_le(id + 4, 8), (uint32_t)rd_le(id + 12, 4), len) : "";
 			total += len;
 			if (total > CKPT_MAX_ATTR_BYTES)
 				rc = ckpt__fail(CKPT_ELIMIT, path, where, -1, "attribute '%s': strings exceed %llu bytes", name,
 					(unsigned long long)CKPT_MAX_ATTR_BYTES);
-			else if (!(items[i] = ckpt__strndup(raw[i] ? raw[i] : "", len)))
+			else if (!bytes)
+				rc = ckpt__fail(CKPT_EFORMAT, path, where, -1,
+					"attribute '%s' item %zu: global heap reference (collection 0x%llx, object %u, %u bytes) is not in the file",
+					name, i, (unsigned long long)rd_le(id + 4, 8), (unsigned)rd_le(id + 12, 4), (unsigned)len);
+			else if (!(items[i] = ckpt__strndup(bytes, strnlen(bytes, len))))
 				rc = CKPT_ENOMEM;
-		}
-		if (count) {
-			H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, raw);
 		}
 		ckpt__free(raw);
 	} else {

@@ -34,6 +34,9 @@ void ckpt__h5_quiet(void);
  */
 int ckpt__h5_open_image(hid_t *out, const void *buf, size_t n, const char *path);
 
+/** Close a file opened by ckpt__h5_open_image (and forget its image). */
+void ckpt__h5_close_image(hid_t file);
+
 /** Close any HDF5 id (ignores negative ids). */
 void ckpt__h5_close(hid_t id);
 

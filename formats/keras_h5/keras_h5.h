@@ -52,6 +52,14 @@ int ckpt__keras_map(const ckpt__keras_ctx *ctx, const ckpt__keras_entry *e, size
 	ckpt_object_graph **graph, char **notes);
 
 /**
+ * Lambda layers, __lambda__ objects and custom registered classes named in
+ * a Keras config (JSON text), as one line for the "config_warnings"
+ * metadata; *out NULL when none. The config is data: nothing is resolved,
+ * imported or executed.
+ */
+int ckpt__keras_config_warnings(const char *json_text, char **out);
+
+/**
  * Open a Keras HDF5 file image for reader `r` (sets format_name, vars, graph,
  * meta). Takes ownership of `image` (ckpt__malloc'ed) in every case.
  * `archive_meta` non-NULL marks the member of a .keras archive: the layout

@@ -15,6 +15,7 @@
  */
 #include <string.h>
 #include <stdlib.h>
+#include <jansson.h>
 #include "formats/keras_h5/h5_safe.h"
 #include "formats/keras_h5/keras_h5.h"
 
@@ -37,6 +38,7 @@ typedef struct kh5_state {
 	ckpt_var_info *infos;
 	uint64_t budget;
 	const char *path;   /* r->path, for messages */
+	ckpt_reader *r;
 } kh5_state;
 
 static void state_free(kh5_state *s)
@@ -44,7 +46,8 @@ static void state_free(kh5_state *s)
 	size_t i;
 	if (!s)
 		return;
-	ckpt__h5_close(s->file);
+	if (s->file >= 0)
+		ckpt__h5_close_image(s->file);
 	for (i = 0; i < s->nv; i++) {
 		ckpt__free(s->v[i].path);
 		ckpt__free(s->v[i].layer);
@@ -159,6 +162,33 @@ out:
 	return rc;
 }
 
+/* The full layer list (weightless layers included) as a JSON array, so a rewrite keeps it. */
+static int layer_names_meta(kh5_state *s, char **ln, size_t nl)
+{
+	json_t *a = json_array();
+	char *txt;
+	size_t i;
+	int rc = CKPT_OK;
+	if (!a)
+		return CKPT_ENOMEM;
+	for (i = 0; i < nl; i++) {
+		json_t *x = json_string(ln[i]);
+		if (!x) /* not UTF-8: leave the metadata out rather than alter a name */
+			goto out;
+		json_array_append_new(a, x);
+	}
+	txt = json_dumps(a, JSON_COMPACT);
+	if (!txt) {
+		rc = CKPT_ENOMEM;
+		goto out;
+	}
+	rc = ckpt__reader_set_meta(s->r, "layer_names", txt);
+	free(txt);
+out:
+	json_decref(a);
+	return rc;
+}
+
 static int read_legacy(kh5_state *s, int full)
 {
 	const char *prefix = full ? "model_weights" : "";
@@ -178,6 +208,8 @@ static int read_legacy(kh5_state *s, int full)
 		rc = ckpt__fail(CKPT_EFORMAT, s->path, full ? "model_weights" : "/", -1, "no layer_names attribute");
 	for (i = 0; rc >= 0 && i < nl; i++)
 		rc = read_layer(s, g, prefix, ln[i]);
+	if (rc >= 0)
+		rc = layer_names_meta(s, ln, nl);
 	/* tf.keras >= 2.7 keeps the model's own weights apart (normally none). */
 	if (rc >= 0)
 		rc = ckpt__h5_child_kind(g, "top_level_model_weights", s->path, prefix, &kind);
@@ -427,6 +459,7 @@ int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *con
 	s->image_len = n;
 	s->file = -1;
 	s->path = r->path ? r->path : r->user_path;
+	s->r = r;
 	s->budget = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
 	r->state = s;
 	CKPT_TRY(ckpt__h5_open_image(&s->file, image, n, s->path));
@@ -498,6 +531,13 @@ int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *con
 	ckpt__free(ents);
 	if (rc >= 0 && notes)
 		rc = ckpt__reader_set_meta(r, "mapping_notes", notes);
+	ckpt__free(notes);
+	notes = NULL;
+	/* Configs are data: report Lambda and custom classes, never act on them. */
+	if (rc >= 0)
+		rc = ckpt__keras_config_warnings(config_json ? config_json : ctx.model_config, &notes);
+	if (rc >= 0 && notes)
+		rc = ckpt__reader_set_meta(r, "config_warnings", notes);
 	ckpt__free(notes);
 	return rc;
 }

@@ -1165,6 +1165,57 @@ out:
 	ckpt__free(T);
 }
 
+/* Lambda layers, lambdas, custom modules: listed for the caller, never executed or imported. */
+static void scan_config(json_t *j, char *out, size_t cap, size_t *used, int depth)
+{
+	size_t i;
+	const char *k;
+	json_t *v;
+	if (depth > CKPT_MAX_JSON_DEPTH || *used + 128 >= cap)
+		return;
+	if (json_is_object(j)) {
+		const char *cls = json_string_value(json_object_get(j, "class_name"));
+		const char *reg = json_string_value(json_object_get(j, "registered_name"));
+		if (cls && (strcmp(cls, "Lambda") == 0 || strcmp(cls, "__lambda__") == 0 || strcmp(cls, "TFOpLambda") == 0)) {
+			const char *nm = json_string_value(json_object_get(json_object_get(j, "config"), "name"));
+			*used += (size_t)snprintf(out + *used, cap - *used, "%s%s '%s' (code not executed)", *used ? "; " : "",
+				cls, nm ? nm : "?");
+		} else if (reg && strchr(reg, '>')) {
+			*used += (size_t)snprintf(out + *used, cap - *used, "%scustom class '%.80s' (not resolved)", *used ? "; " : "", reg);
+		}
+		json_object_foreach(j, k, v)
+			scan_config(v, out, cap, used, depth + 1);
+	} else if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
+			scan_config(v, out, cap, used, depth + 1);
+	}
+	if (*used >= cap)
+		*used = cap - 1;
+}
+
+int ckpt__keras_config_warnings(const char *json_text, char **out)
+{
+	char warn[4096];
+	size_t used = 0;
+	json_error_t err;
+	json_t *j;
+	*out = NULL;
+	if (!json_text || strlen(json_text) > CKPT_MAX_ATTR_BYTES)
+		return CKPT_OK;
+	if (!(j = json_loads(json_text, 0, &err))) {
+		/* Not JSON jansson accepts (Keras 2.0 stored raw bytecode as latin-1): say so if it names a Lambda. */
+		if (strstr(json_text, "\"Lambda\"") || strstr(json_text, "__lambda__"))
+			return (*out = ckpt__strdup("Lambda layer in a config that is not valid UTF-8 JSON (code not executed)")) ? CKPT_OK : CKPT_ENOMEM;
+		return CKPT_OK;
+	}
+	warn[0] = '\0';
+	scan_config(j, warn, sizeof(warn), &used, 0);
+	json_decref(j);
+	if (used && !(*out = ckpt__strdup(warn)))
+		return CKPT_ENOMEM;
+	return CKPT_OK;
+}
+
 /* --------------------------------------------------------------- driver */
 
 static json_t *parse_json(const char *s)
