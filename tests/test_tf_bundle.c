@@ -13,7 +13,7 @@
 #include "formats/tf_bundle/tfb.h"
 #include "test_support.h"
 
-/* Pull the backend into the static link even while reader.c references it weakly. */
+/* The tests also call the backend's table directly (bid). */
 const ckpt_format *const tfb_test_backend = &ckpt_format_tf_bundle;
 
 static const char *const fixtures[] = {

@@ -162,7 +162,7 @@ static int check_entry(tfb_reader *s, ckpt_var_info *v, const CkptTf__BundleEntr
 	v->has_crc32c = 1;
 	v->crc32c = ckpt_crc32c_unmask(e->crc32c);
 	if (v->dtype == CKPT_DT_STRING) {
-		if (nelem > 0 && (uint64_t)e->size < nelem + 4)
+		if (nelem > 0 && (nelem > UINT64_MAX - 4 || (uint64_t)e->size < nelem + 4))
 			return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off,
 				"string tensor of %llu elements needs at least %llu bytes, entry says %lld",
 				(unsigned long long)nelem, (unsigned long long)nelem + 4, (long long)e->size);
@@ -366,6 +366,12 @@ static int read_strings(ckpt_reader *r, size_t i, ckpt_io *io, ckpt_tensor **out
 		return ckpt__fail(CKPT_EFORMAT, r->shard_paths[v->shard], v->name, v->offset,
 			"%llu string elements cannot fit in %llu bytes",
 			(unsigned long long)nelem, (unsigned long long)v->nbytes);
+	/* an empty (size 0) entry may claim many empty strings: their descriptors count against the budget */
+	uint64_t budget = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
+	if (nelem > budget / sizeof(ckpt_bytes))
+		return ckpt__fail(CKPT_ELIMIT, r->shard_paths[v->shard], v->name, v->offset,
+			"%llu string elements exceed the memory budget of %llu bytes",
+			(unsigned long long)nelem, (unsigned long long)budget);
 	unsigned char *raw = ckpt__malloc((size_t)v->nbytes);
 	ckpt_bytes *elems = ckpt__calloc(nelem ? (size_t)nelem : 1, sizeof(*elems));
 	int rc = (!raw || !elems) ? CKPT_ENOMEM : CKPT_OK;
