@@ -1037,3 +1037,26 @@ Test(tf_bundle, writer_allocation_failures)
 	ckpt_tensor_free(t);
 	ckpt_tensor_free(s);
 }
+
+/* TF's own writer stores an empty string tensor as the 4-byte Mask(0); we write 0 bytes; both read. */
+Test(tf_bundle, empty_string_tensor_both_forms)
+{
+	char *dir = ts_tmpdir();
+	unsigned char d[4];
+	uint32_t m0 = ckpt_crc32c_mask(0);
+	memcpy(d, &m0, 4);
+	uint32_t crc = ckpt_crc32c_mask(ckpt_crc32c_extend(0, d, 4));
+	unsigned char e[] = { 0x08, 0x07, 0x12, 0x02, 0x12, 0x00, 0x28, 0x04, 0x35, 0, 0, 0, 0 };
+	memcpy(e + 9, &crc, 4);
+	char *prefix = craft_bundle(dir, e, sizeof(e), d, 4);
+	ckpt_reader *r = open_ok(prefix);
+	ckpt_tensor *t = NULL;
+	if (ckpt_reader_read(r, 0, &t))
+		fail_with_error("4-byte empty string tensor");
+	cr_assert_eq(ckpt_tensor_num_elements(t), 0);
+	ckpt_tensor_free(t);
+	ckpt_reader_free(r);
+	free(prefix);
+	ts_rmtree(dir);
+	free(dir);
+}
