@@ -85,8 +85,10 @@ typedef struct ckpt__value {
 	size_t reader_index;
 	ckpt_dtype dtype;
 	ckpt_shape shape;
-	ckpt_tensor *t;      /* read value; NULL once consumed and released */
+	ckpt_tensor *t;      /* read value (wraps an arena); NULL once consumed and released */
 	int consumed;
+	int temp;            /* staged in the current commit's temporary arena */
+	int initialized;     /* load created its variable with this value (no assign needed) */
 } ckpt__value;
 
 struct ckpt__session {
@@ -105,6 +107,8 @@ struct ckpt__session {
 	ckpt_warning_fn warn;
 	void *warn_ctx;
 	ckpt_reader *reader;         /* open until every value is read */
+	void **arenas;               /* staged values kept for restore-on-create */
+	size_t narenas;
 };
 
 /* checkpoint_object.c */
@@ -117,9 +121,9 @@ int ckpt__object_push_attr(ckpt_object *o, const char *name, ckpt_variable *var,
 int ckpt__var_node_new(ckpt_object **out, ckpt_variable *var, int owned);
 const ckpt__edge *ckpt__object_edge(const ckpt_object *o, const char *name);
 ckpt__slot *ckpt__object_slot(const ckpt_object *o, const ckpt_variable *primary, const char *name);
-/* Slot creation without the restore-on-create step (load uses it). */
+/* Slot creation without the restore-on-create step (load uses it). var_name NULL = "<opt>/<primary>/<slot>". */
 int ckpt__slot_create(ckpt_variable **out, ckpt_object **node, ckpt_object *opt, ckpt_variable *primary,
-	const char *slot_name, const ckpt_variable_options *o);
+	const char *slot_name, const char *var_name, const ckpt_variable_options *o);
 int ckpt__check_not_replica(const char *what);
 
 /* checkpoint_graph.c: the object graph save would write */
@@ -149,8 +153,8 @@ void ckpt__ptrmap_free(ckpt__ptrmap *m);
 
 /* checkpoint_restore.c */
 int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpoint_options *o);
-/* Read every value not read yet, then close the reader. */
-int ckpt__session_read_all(ckpt__session *s);
+/* Read every value into an arena the session keeps and close the reader (load). */
+int ckpt__session_stage_all(ckpt__session *s);
 void ckpt__session_unref(ckpt__session *s);
 void ckpt__session_ref(ckpt__session *s);
 /* One matching run: match (no side effects), then commit (read all, assign, attach pending). */

@@ -14,20 +14,42 @@
 #include <string.h>
 #include "checkpoint_internal.h"
 
-static int make_var(ckpt_variable **out, const ckpt__session *s, const ckpt__value *v,
-	const ckpt_checkpoint_options *o)
+/* Options for the variable of stored value v: the load_variable hook, and its value as initial value. */
+static int var_options(ckpt_variable_options *vo, ckpt__value *v, const ckpt_checkpoint_options *o)
 {
-	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
+	*vo = (ckpt_variable_options)CKPT_VARIABLE_OPTIONS_INIT;
 	if (o->load_variable) {
-		int rc = o->load_variable(&vo, v->key, ckpt_reader_var(s->reader, v->reader_index), o->load_ctx);
-		if (rc < 0)
-			return rc;
-		vo.version = CKPT_VARIABLE_OPTIONS_VERSION;
+		ckpt_var_info vi = { 0 };
+		vi.name = v->key;
+		vi.dtype = v->dtype;
+		vi.shape = v->shape;
+		vi.nbytes = v->t ? v->t->nbytes : 0;
+		vi.role = ckpt__role_from_key(v->key);
+		vi.shard = -1;
+		vi.offset = -1;
+		CKPT_TRY(o->load_variable(vo, v->key, &vi, o->load_ctx));
+		vo->version = CKPT_VARIABLE_OPTIONS_VERSION;
 	}
+	/*
+	 * The staged value becomes the initial value: one fan-out per variable
+	 * instead of zero-fill plus assign. Not for sync-on-read, whose restore
+	 * splits SUM values across replicas (the restore run assigns those).
+	 */
+	if (v->t && vo->sync != CKPT_SYNC_ON_READ && !vo->replica_buffers)
+		vo->initial_value = v->t->data;
+	return CKPT_OK;
+}
+
+static int make_var(ckpt_variable **out, const ckpt__session *s, ckpt__value *v, const ckpt_checkpoint_options *o)
+{
+	ckpt_variable_options vo;
+	CKPT_TRY(var_options(&vo, v, o));
 	const char *name = v->full_name && *v->full_name ? v->full_name : v->key;
 	int rc = ckpt_variable_new(out, name, v->dtype, &v->shape, &vo);
 	if (rc < 0)
 		ckpt__error_annotate(s->path, v->key);
+	else if (vo.initial_value && ckpt_variable_kind(*out) != CKPT_VAR_SYNC_ON_READ)
+		v->initialized = 1;
 	return rc;
 }
 
@@ -45,7 +67,7 @@ static int is_var_node(const ckpt__session *s, int n)
 }
 
 /* The object for stored node n (not linked yet; one reference for the caller). */
-static int make_object(ckpt_object **out, const ckpt__session *s, int n, const ckpt_checkpoint_options *o)
+static int make_object(ckpt_object **out, ckpt__session *s, int n, const ckpt_checkpoint_options *o)
 {
 	ckpt_variable *v;
 	if (is_var_node(s, n)) {
@@ -127,16 +149,17 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 			ckpt_variable *prim = objs[orig] ? ckpt_object_node_variable(objs[orig]) : NULL;
 			if (!prim || objs[sn] || s->node_first[sn] == s->node_first[sn + 1])
 				continue; /* primary not loaded, slot already placed, or no stored value */
-			const ckpt__value *sv = &s->vals[s->node_first[sn]];
-			if (!loadable(sv))
-				continue;
-			ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
-			if (o->load_variable && (rc = o->load_variable(&vo, sv->key,
-				ckpt_reader_var(s->reader, sv->reader_index), o->load_ctx)) < 0)
+			ckpt__value *sv = &s->vals[s->node_first[sn]];
+			if (!loadable(sv) || sv->dtype != ckpt_variable_dtype(prim) ||
+				!ckpt_shape_equal(&sv->shape, ckpt_variable_shape(prim)))
+				continue; /* the restore run reports it */
+			ckpt_variable_options vo;
+			if ((rc = var_options(&vo, sv, o)) < 0)
 				break;
-			vo.version = CKPT_VARIABLE_OPTIONS_VERSION;
 			ckpt_variable *v;
-			rc = ckpt__slot_create(&v, &objs[sn], objs[n], prim, sr->slot_name, &vo);
+			rc = ckpt__slot_create(&v, &objs[sn], objs[n], prim, sr->slot_name, sv->full_name, &vo);
+			if (rc == CKPT_OK && vo.initial_value && ckpt_variable_kind(v) != CKPT_VAR_SYNC_ON_READ)
+				sv->initialized = 1;
 		}
 	}
 	ckpt__free(objs);
@@ -179,6 +202,8 @@ int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, co
 	ckpt__session *s = NULL;
 	ckpt__run *r = NULL;
 	int rc = ckpt__session_open(&s, path, &ck->opts);
+	if (rc == CKPT_OK)
+		rc = ckpt__session_stage_all(s);
 	if (rc == CKPT_OK)
 		rc = s->graph ? build_graph_tree(s, ck->root, &ck->opts) : build_flat_tree(s, ck->root, &ck->opts);
 	if (rc == CKPT_OK)

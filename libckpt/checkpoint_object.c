@@ -370,7 +370,7 @@ int ckpt_object_find(ckpt_object **out, ckpt_object *from, const char *path)
 /* ---- optimizer slots ---- */
 
 int ckpt__slot_create(ckpt_variable **out, ckpt_object **node_out, ckpt_object *opt, ckpt_variable *primary,
-	const char *slot_name, const ckpt_variable_options *o)
+	const char *slot_name, const char *var_name, const ckpt_variable_options *o)
 {
 	ckpt_strategy *cur = ckpt_strategy_current();
 	ckpt_strategy *own = ckpt_variable_strategy(primary);
@@ -385,7 +385,7 @@ int ckpt__slot_create(ckpt_variable **out, ckpt_object **node_out, ckpt_object *
 		return ckpt__fail(CKPT_EINVAL, NULL, ckpt_variable_name(primary), -1,
 			"slot '%s' of variable '%s' exists already", slot_name, ckpt_variable_name(primary));
 	CKPT_TRY(GROW(opt->slots, opt->capslots, opt->nslots));
-	char *vname = opt->opt_name ? ckpt__asprintf("%s/%s/%s", opt->opt_name, ckpt_variable_name(primary), slot_name)
+	char *vname = var_name && *var_name ? ckpt__strdup(var_name) : opt->opt_name ? ckpt__asprintf("%s/%s/%s", opt->opt_name, ckpt_variable_name(primary), slot_name)
 		: ckpt__asprintf("%s/%s", ckpt_variable_name(primary), slot_name);
 	char *sname = ckpt__strdup(slot_name);
 	if (!vname || !sname) {
@@ -428,7 +428,7 @@ int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_varia
 	CKPT_TRY(ckpt__check_not_replica("ckpt_optimizer_create_slot"));
 	ckpt_variable *v;
 	ckpt_object *node;
-	CKPT_TRY(ckpt__slot_create(&v, &node, opt, primary, slot_name, o));
+	CKPT_TRY(ckpt__slot_create(&v, &node, opt, primary, slot_name, NULL, o));
 	int rc = ckpt__apply_pending_slot(opt, primary, slot_name, node);
 	if (rc < 0) {
 		/* restore-on-create failed (mismatch): the slot is not created */

@@ -39,6 +39,9 @@ void ckpt__session_unref(ckpt__session *s)
 	}
 	for (size_t i = 0; i < s->norphans; i++)
 		ckpt__free(s->orphans[i]);
+	for (size_t i = 0; i < s->narenas; i++)
+		ckpt__buffer_free(s->arenas[i]);
+	ckpt__free(s->arenas);
 	ckpt_reader_free(s->reader);
 	ckpt_object_graph_free(s->graph);
 	ckpt__free(s->vals);
@@ -181,25 +184,6 @@ int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpo
 	return CKPT_OK;
 }
 
-int ckpt__session_read_all(ckpt__session *s)
-{
-	if (!s->reader)
-		return CKPT_OK;
-	for (size_t i = 0; i < s->nvals; i++) {
-		ckpt__value *v = &s->vals[i];
-		if (v->t || v->consumed || v->dtype == CKPT_DT_STRING)
-			continue; /* no string variables: such values can only be reported as unmatched */
-		int rc = ckpt_reader_read(s->reader, v->reader_index, &v->t);
-		if (rc < 0) {
-			ckpt__error_annotate(s->path, v->key);
-			return rc;
-		}
-	}
-	ckpt_reader_free(s->reader);
-	s->reader = NULL;
-	return CKPT_OK;
-}
-
 /* ================================================================== */
 /* one matching run                                                     */
 /* ================================================================== */
@@ -285,6 +269,160 @@ int ckpt__run_new(ckpt__run **out, ckpt__session *s)
 	return CKPT_OK;
 }
 
+
+static int stage(ckpt__session *s, const unsigned char *want, void **arena);
+
+int ckpt__session_stage_all(ckpt__session *s)
+{
+	if (!s->reader)
+		return CKPT_OK;
+	unsigned char *want = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
+	void **na = ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*na));
+	int rc = (!want || !na) ? CKPT_ENOMEM : CKPT_OK;
+	if (na)
+		s->arenas = na;
+	for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
+		want[i] = !s->vals[i].t && !s->vals[i].consumed && s->vals[i].dtype != CKPT_DT_STRING;
+	void *arena = NULL;
+	if (rc == CKPT_OK)
+		rc = stage(s, want, &arena);
+	if (rc == CKPT_OK) {
+		if (arena)
+			s->arenas[s->narenas++] = arena;
+		ckpt_reader_free(s->reader);
+		s->reader = NULL;
+	}
+	ckpt__free(want);
+	return rc;
+}
+
+/* Drop the tensors staged in the temporary arena (values of this run) and the arena itself. */
+static void release_staged(ckpt__session *s, void *arena)
+{
+	for (size_t i = 0; i < s->nvals; i++) {
+		ckpt__value *v = &s->vals[i];
+		if (v->temp) {
+			ckpt_tensor_free(v->t);
+			v->t = NULL;
+			v->temp = 0;
+		}
+	}
+	ckpt__buffer_free(arena);
+}
+
+/*
+ * Read the values flagged in `want` into one huge-page arena (fresh 4 KiB
+ * pages cost more than the read itself), straight from the reader with
+ * checksums verified. The tensors wrap the arena; *arena is freed by the
+ * caller once they are released.
+ */
+static int stage(ckpt__session *s, const unsigned char *want, void **arena)
+{
+	static unsigned char empty[64];
+	*arena = NULL;
+	uint64_t total = 0;
+	for (size_t i = 0; i < s->nvals; i++) {
+		if (!want[i])
+			continue;
+		uint64_t nb;
+		CKPT_TRY(ckpt_shape_nbytes(&s->vals[i].shape, s->vals[i].dtype, &nb));
+		if (ckpt__add_u64(total, 63, &total) || ckpt__add_u64(total & ~(uint64_t)63, nb, &total))
+			return ckpt__fail(CKPT_ELIMIT, s->path, s->vals[i].key, -1, "checkpoint values exceed 2^64 bytes");
+	}
+	if (total > SIZE_MAX)
+		return ckpt__fail(CKPT_ELIMIT, s->path, NULL, -1, "%llu bytes of values do not fit in memory",
+			(unsigned long long)total);
+	unsigned char *base = total ? ckpt__buffer_alloc(total, 0) : NULL;
+	if (total && !base)
+		return CKPT_ENOMEM;
+	int rc = CKPT_OK;
+	uint64_t off = 0;
+	size_t i;
+	for (i = 0; i < s->nvals && rc == CKPT_OK; i++) {
+		ckpt__value *v = &s->vals[i];
+		if (!want[i])
+			continue;
+		uint64_t nb;
+		ckpt_shape_nbytes(&v->shape, v->dtype, &nb);
+		off = (off + 63) & ~(uint64_t)63;
+		unsigned char *dst = nb ? base + off : empty;
+		rc = nb ? ckpt_reader_read_into(s->reader, v->reader_index, dst, (size_t)nb) : CKPT_OK;
+		if (rc == CKPT_EUNSUPPORTED) {
+			/* e.g. a partitioned entry the backend only assembles in ckpt_reader_read */
+			ckpt_tensor *t;
+			if ((rc = ckpt_reader_read(s->reader, v->reader_index, &t)) == CKPT_OK) {
+				if (t->nbytes == nb)
+					memcpy(dst, t->data, (size_t)nb);
+				else
+					rc = ckpt__fail(CKPT_EFORMAT, s->path, v->key, -1, "entry has %llu bytes, want %llu",
+						(unsigned long long)t->nbytes, (unsigned long long)nb);
+				ckpt_tensor_free(t);
+			}
+		}
+		if (rc == CKPT_OK)
+			rc = ckpt_tensor_wrap(&v->t, v->dtype, &v->shape, dst, nb);
+		if (rc < 0)
+			ckpt__error_annotate(s->path, v->key);
+		off += nb;
+	}
+	if (rc < 0) {
+		for (size_t k = 0; k < i; k++) {
+			if (want[k]) {
+				ckpt_tensor_free(s->vals[k].t);
+				s->vals[k].t = NULL;
+			}
+		}
+		ckpt__buffer_free(base);
+		return rc;
+	}
+	*arena = base;
+	return CKPT_OK;
+}
+
+/*
+ * First commit of a session: read what this run assigns into a temporary
+ * arena (*now, freed after the commit) and every other value into one the
+ * session keeps for restore-on-create; then close the reader.
+ */
+static int read_values(ckpt__session *s, const ckpt__run *r, void **now)
+{
+	*now = NULL;
+	if (!s->reader)
+		return CKPT_OK;
+	unsigned char *want_now = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
+	unsigned char *want_later = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
+	void **na = ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*na));
+	int rc = (!want_now || !want_later || !na) ? CKPT_ENOMEM : CKPT_OK;
+	if (na)
+		s->arenas = na;
+	if (rc == CKPT_OK) {
+		for (size_t i = 0; i < r->nasg; i++)
+			if (!s->vals[r->asg[i].val].t)
+				want_now[r->asg[i].val] = 1;
+		for (size_t i = 0; i < s->nvals; i++) {
+			const ckpt__value *v = &s->vals[i];
+			/* string values have no variable kind: they can only be reported as unmatched */
+			want_later[i] = !want_now[i] && !v->t && !v->consumed && v->dtype != CKPT_DT_STRING;
+		}
+		rc = stage(s, want_now, now);
+		for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
+			s->vals[i].temp = want_now[i];
+	}
+	void *later = NULL;
+	if (rc == CKPT_OK && (rc = stage(s, want_later, &later)) < 0) {
+		release_staged(s, *now);
+		*now = NULL;
+	}
+	if (rc == CKPT_OK) {
+		if (later)
+			s->arenas[s->narenas++] = later;
+		ckpt_reader_free(s->reader);
+		s->reader = NULL;
+	}
+	ckpt__free(want_now);
+	ckpt__free(want_later);
+	return rc;
+}
 
 static int check_value(const ckpt__session *s, const ckpt__value *v, const ckpt_variable *var)
 {
@@ -465,7 +603,8 @@ static void drop_names(ckpt__run *r)
 int ckpt__run_commit(ckpt__run *r)
 {
 	ckpt__session *s = r->s;
-	CKPT_TRY(ckpt__session_read_all(s));
+	void *arena;
+	CKPT_TRY(read_values(s, r, &arena));
 	/* everything that can fail is done before the first assignment */
 	size_t need = s->nassigned + r->nasg;
 	if (need > s->capassigned) {
@@ -480,23 +619,25 @@ int ckpt__run_commit(ckpt__run *r)
 	const void **srcs = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*srcs));
 	size_t *sizes = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*sizes));
 	int rc = (!keys || !vars || !srcs || !sizes) ? CKPT_ENOMEM : CKPT_OK;
+	size_t nwrite = 0;  /* values load already used as initial values need no second write */
 	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
 		const ckpt_tensor *t = s->vals[r->asg[i].val].t;
 		if (!t)
 			rc = ckpt__fail(CKPT_ERROR, s->path, s->vals[r->asg[i].val].key, -1, "value was released before use");
 		else if (r->asg[i].owner->is_var_node && !(keys[i] = ckpt__strdup(s->vals[r->asg[i].val].key)))
 			rc = CKPT_ENOMEM;
-		else {
-			vars[i] = r->asg[i].var;
-			srcs[i] = t->data;
-			sizes[i] = (size_t)t->nbytes;
+		else if (!s->vals[r->asg[i].val].initialized) {
+			vars[nwrite] = r->asg[i].var;
+			srcs[nwrite] = t->data;
+			sizes[nwrite] = (size_t)t->nbytes;
+			nwrite++;
 		}
 	}
 	if (rc == CKPT_OK)
 		rc = reserve_pending(r);
 	/* one parallel fan-out over every (variable, replica); it checks everything before writing */
 	if (rc == CKPT_OK)
-		rc = ckpt__variable_assign_many(vars, srcs, sizes, r->nasg);
+		rc = ckpt__variable_assign_many(vars, srcs, sizes, nwrite);
 	ckpt__free(vars);
 	ckpt__free(srcs);
 	ckpt__free(sizes);
@@ -504,6 +645,7 @@ int ckpt__run_commit(ckpt__run *r)
 		for (size_t i = 0; keys && i < r->nasg; i++)
 			ckpt__free(keys[i]);
 		ckpt__free(keys);
+		release_staged(s, arena);
 		return rc;
 	}
 	for (size_t i = 0; i < r->nasg; i++) {
@@ -527,6 +669,7 @@ int ckpt__run_commit(ckpt__run *r)
 		ckpt__free(keys[i]);
 	}
 	ckpt__free(keys);
+	release_staged(s, arena);
 	for (size_t i = 0; i < r->npc; i++) {
 		ckpt_object *o = r->pc[i].obj;
 		ckpt__session_ref(s);
