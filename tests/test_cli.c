@@ -814,3 +814,56 @@ Test(cli, convert_lists_unmappable_entries)
 	free(dir);
 	free(out);
 }
+
+/* ---- JSON escaping: one function, json.dumps' spelling, any bytes ---- */
+
+Test(cli, json_escapes_names_like_python)
+{
+	static const char *const names[] = {
+		"quote\"back\\slash", "new\nline\ttab", "caf\xc3\xa9", "emoji \xf0\x9f\x98\x80",
+		"del\x7f", "bad\xff" "byte", "ctl\x01", "slash/ok"
+	};
+	static const char *const spelled[] = {
+		"\"quote\\\"back\\\\slash\"", "\"new\\nline\\ttab\"", "\"caf\\u00e9\"", "\"emoji \\ud83d\\ude00\"",
+		"\"del\\u007f\"", "\"bad\\udcffbyte\"", "\"ctl\\u0001\"", "\"slash/ok\""
+	};
+	char *dir = ts_tmpdir();
+	char *prefix = ts_join(dir, "odd");
+	ckpt_writer *w;
+	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
+	ckpt_shape s;
+	ckpt_tensor *t;
+	ts_run_result r;
+	size_t i;
+
+	wo.no_fsync = 1;
+	cr_assert_eq(ckpt_shape_make(&s, 0, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_tensor_new(&t, CKPT_DT_FLOAT, &s), CKPT_OK);
+	cr_assert_eq(ckpt_writer_open(&w, prefix, "tf-bundle", &wo), CKPT_OK);
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		cr_assert_eq(ckpt_writer_add(w, names[i], t, 0), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_writer_commit(w), CKPT_OK);
+	ckpt_writer_free(w);
+	ckpt_tensor_free(t);
+
+	r = cli("inspect", "--json", prefix, NULL);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	for (i = 0; i < sizeof(spelled) / sizeof(spelled[0]); i++)
+		cr_assert(strstr(r.out, spelled[i]), "%s not in %s", spelled[i], r.out);
+	for (i = 0; r.out[i]; i++)
+		cr_assert((unsigned char)r.out[i] < 0x80 && ((unsigned char)r.out[i] >= 0x20 || r.out[i] == '\n'),
+			"output is printable ASCII");
+	ts_run_free(&r);
+	/* the oracle (Python json.dumps over surrogateescape) spells the names the same way */
+	{
+		char *const argv[] = { TS_PYTHON, ORACLE, prefix, NULL };
+		cr_assert_eq(ts_run(&r, argv), 0);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		for (i = 0; i < sizeof(spelled) / sizeof(spelled[0]); i++)
+			cr_assert(strstr(r.out, spelled[i]), "oracle: %s not in %s", spelled[i], r.out);
+		ts_run_free(&r);
+	}
+	ts_rmtree(dir);
+	free(dir);
+	free(prefix);
+}

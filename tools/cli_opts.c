@@ -59,7 +59,10 @@ void cli_print_help(FILE *f, const cli_cmd *cmd)
 			snprintf(left, sizeof(left), "--%s", o->name);
 		else
 			snprintf(left, sizeof(left), "--%s %s", o->name, o->value_name ? o->value_name : "VALUE");
-		fprintf(f, "  %-22s %s\n", left, o->help ? o->help : "");
+		if (strlen(left) > 22)
+			fprintf(f, "  %s\n  %-22s %s\n", left, "", o->help ? o->help : "");
+		else
+			fprintf(f, "  %-22s %s\n", left, o->help ? o->help : "");
 	}
 	fprintf(f, "  %-22s %s\n", "-h, --help", "show this help");
 	fprintf(f, "\nExit status: 0 OK, 1 error, 2 usage error.\n");

@@ -459,11 +459,11 @@ const cli_cmd cli_cmd_diff = {
 	"diff", cmd_diff, "Compare two checkpoints variable by variable",
 	diff_opts,
 	"Matches entries by object path (TF checkpoint keys; Keras files through\n"
-	"their object graph), then what is left by stored name (a legacy Keras\n"
-	"\"model_weights/\" prefix ignored), and reports\n"
-	"entries only in A or only in B, dtype and shape differences, and the\n"
-	"maximum absolute and relative difference of values. The object-graph\n"
-	"entry is structure and is not compared. Exact (bitwise) by default;\n"
-	"with --atol / --rtol an element matches when |a - b| <= atol + rtol * |b|.\n"
+	"their object graph), then what is left by stored name (ignoring a legacy\n"
+	"Keras \"model_weights/\" prefix). Reports entries only in A or only in B,\n"
+	"dtype and shape differences, and the maximum absolute and relative\n"
+	"difference of values. The object-graph entry is structure and is not\n"
+	"compared. Exact (bitwise) by default; with --atol / --rtol an element\n"
+	"matches when |a - b| <= atol + rtol * |b| (NaN matches NaN).\n"
 	"Exit status 0 when equal, 1 when not."
 };

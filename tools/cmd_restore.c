@@ -21,7 +21,7 @@
 
 static const cli_opt restore_opts[] = {
 	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint of any supported format" },
-	{ CLI_OPT_VALUE, "strategy", "mirrored|default", 1, "strategy whose scope the variables are created in" },
+	{ CLI_OPT_VALUE, "strategy", "NAME", 1, "mirrored or default: the scope the variables are created in" },
 	{ CLI_OPT_VALUE, "replicas", "N", 0, "replicas of the mirrored strategy (default 2)" },
 	{ CLI_OPT_SWITCH, "expect-partial", NULL, 0, "entries that cannot be placed are not an error" },
 	{ CLI_OPT_VALUE, "save", "OUT", 0, "write the restored state to the bundle prefix OUT" },
