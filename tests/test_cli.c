@@ -867,3 +867,25 @@ Test(cli, json_escapes_names_like_python)
 	free(dir);
 	free(prefix);
 }
+
+Test(cli, restore_keras_archive_mirrored)
+{
+	const char *src = ts_fixture("keras/FlowNet-ANN__keras3.9.2_mlp_adam.keras");
+	ts_run_result r = cli("restore", src, "--strategy", "mirrored", "--replicas", "4", "--json", NULL);
+	json_t *doc, *crcs, *v;
+	size_t k;
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	doc = parse_json(r.out, src);
+	crcs = crcs_by_name(src);
+	cr_assert_eq(json_array_size(json_object_get(doc, "variables")), json_object_size(crcs),
+		"every stored entry becomes a variable");
+	json_array_foreach(json_object_get(doc, "variables"), k, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		cr_assert_eq(json_integer_value(json_object_get(v, "replicas")), 4, "%s", name);
+		cr_assert(json_equal(json_object_get(v, "crc32"), json_object_get(crcs, name)), "crc32 of %s", name);
+	}
+	json_decref(crcs);
+	json_decref(doc);
+	ts_run_free(&r);
+}

@@ -59,6 +59,7 @@ int main(int argc, char **argv)
 {
 	const cli_cmd *cmd;
 	const char *name;
+	int rc;
 
 	if (argc < 2)
 		return main_usage_error("%s", "no command given");
@@ -95,5 +96,11 @@ int main(int argc, char **argv)
 	cmd = find_command(name);
 	if (!cmd)
 		return main_usage_error("'%s' is not a ckpt command", name);
-	return cmd->fn(cmd, argc - 1, argv + 1);
+	rc = cmd->fn(cmd, argc - 1, argv + 1);
+	/* output that did not reach its reader is an error (full disk, closed pipe) */
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "ckpt: error writing to standard output\n");
+		return CLI_EXIT_ERROR;
+	}
+	return rc;
 }
