@@ -16,8 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include "ckpt/ckpt.h"
 #include "test_support.h"
 
@@ -264,6 +267,8 @@ typedef struct rel_outcome {
 	int has_path;       /* the error named a file */
 	int has_context;    /* path, variable or offset known */
 	size_t nread;       /* entries read successfully */
+	size_t largest;     /* largest library allocation requested during the walk */
+	int signal;         /* rel_run_cases (isolated): the signal that killed the walk, else 0 */
 } rel_outcome;
 
 static void rel_note(rel_outcome *o, int rc)
@@ -303,6 +308,83 @@ static REL_UNUSED rel_outcome rel_walk(ckpt_vfs *vfs, const char *path, int no_v
 	return o;
 }
 
+/**
+ * How many positions a sweep over a file can afford: `budget_s` seconds
+ * divided by the cost of one walk (`walk_s`), at least `floor`, at most `dense`.
+ */
+static REL_UNUSED size_t rel_affordable(double budget_s, double walk_s, size_t floor, size_t dense)
+{
+	double k = walk_s > 0 ? budget_s / walk_s : (double)dense;
+	size_t n = k > (double)dense ? dense : (size_t)k;
+	return n < floor ? floor : n;
+}
+
+/** One case of a sweep: prepare the input, walk it, undo. */
+typedef rel_outcome (*rel_case_fn)(void *ctx, size_t k);
+
+/**
+ * Run cases [0, n) into out[]. With `isolate`, the cases run in a child
+ * process that streams its outcomes back; when a case crashes (a
+ * third-party parser such as libhdf5 is not hardened against hostile
+ * files), it is recorded with its signal and a new child resumes after it.
+ * One fork per crash, not per case.
+ */
+static REL_UNUSED void rel_run_cases(size_t n, rel_case_fn fn, void *ctx, int isolate, rel_outcome *out)
+{
+	if (!isolate) {
+		for (size_t k = 0; k < n; k++)
+			out[k] = fn(ctx, k);
+		return;
+	}
+	size_t next = 0;
+	while (next < n) {
+		int fds[2];
+		cr_assert_eq(pipe(fds), 0);
+		fflush(NULL);
+		pid_t pid = fork();
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			close(fds[0]);
+			for (size_t k = next; k < n; k++) {
+				rel_outcome o = fn(ctx, k);
+				if (write(fds[1], &o, sizeof(o)) != (ssize_t)sizeof(o))
+					_exit(3);
+			}
+			_exit(0);
+		}
+		close(fds[1]);
+		size_t k = next;
+		for (;;) {
+			rel_outcome o;
+			size_t got = 0;
+			while (got < sizeof(o)) {
+				ssize_t r = read(fds[0], (char *)&o + got, sizeof(o) - got);
+				if (r <= 0)
+					break;
+				got += (size_t)r;
+			}
+			if (got != sizeof(o))
+				break;
+			out[k++] = o;
+		}
+		close(fds[0]);
+		int st = 0;
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		if (k < n) {
+			rel_outcome *o = &out[k];
+			memset(o, 0, sizeof(*o));
+			o->signal = WIFSIGNALED(st) ? WTERMSIG(st) : -1;
+			o->rc = CKPT_ERROR;
+			if (o->signal > 0)
+				snprintf(o->message, sizeof(o->message), "killed by signal %d (%s)", o->signal, strsignal(o->signal));
+			else
+				snprintf(o->message, sizeof(o->message), "walk exited with status %d", WEXITSTATUS(st));
+			k++;
+		}
+		next = k;
+	}
+}
+
 static REL_UNUSED double rel_now(void)
 {
 	struct timespec ts;
@@ -312,8 +394,8 @@ static REL_UNUSED double rel_now(void)
 
 /**
  * Positions to sweep in a file of `n` bytes: all of them when the file is
- * at most `dense` bytes, else the first and last 1 KiB densely and
- * `dense - 2048` evenly spread positions in between. Returns the count;
+ * at most `dense` bytes, else the first and last min(1 KiB, dense / 4)
+ * bytes densely and the rest of the `dense` positions evenly spread between. Returns the count;
  * `*pos` is malloc'ed.
  */
 static REL_UNUSED size_t rel_positions(size_t n, size_t dense, size_t **pos)
@@ -325,7 +407,7 @@ static REL_UNUSED size_t rel_positions(size_t n, size_t dense, size_t **pos)
 		for (size_t i = 0; i < n; i++)
 			p[k++] = i;
 	} else {
-		size_t edge = 1024, mid = dense - 2 * edge;
+		size_t edge = dense / 4 < 1024 ? dense / 4 : 1024, mid = dense - 2 * edge;
 		for (size_t i = 0; i < edge; i++)
 			p[k++] = i;
 		for (size_t j = 0; j < mid; j++)
@@ -335,6 +417,163 @@ static REL_UNUSED size_t rel_positions(size_t n, size_t dense, size_t **pos)
 	}
 	*pos = p;
 	return k;
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Truncation and corruption sweeps                                     */
+/* ------------------------------------------------------------------ */
+
+enum { REL_TRUNCATE = 0, REL_FLIP = 1 };
+
+/* Library allocations above this are refused and reported: no fixture needs more. */
+#define REL_ALLOC_CAP (96u << 20)
+#define REL_MAX_REPORTED 20
+
+/* One bit per byte, a different bit at each position. */
+static REL_UNUSED unsigned char rel_flip_mask(size_t pos)
+{
+	return (unsigned char)(1u << (pos % 8));
+}
+
+typedef struct rel_sweep_ctx {
+	const rel_unit *u;
+	const rel_file *f;
+	ckpt_vfs *vfs;
+	int mode;
+	const size_t *pos;
+	unsigned char *scratch;
+} rel_sweep_ctx;
+
+static rel_outcome rel_sweep_case(void *vctx, size_t k)
+{
+	rel_sweep_ctx *c = vctx;
+	size_t p = c->pos[k];
+	if (getenv("REL_TRACE"))
+		fprintf(stderr, "%s %s at %zu\n", c->mode == REL_FLIP ? "flip" : "cut", c->f->vpath, p);
+	if (c->mode == REL_FLIP) {
+		c->scratch[p] ^= rel_flip_mask(p);
+		cr_assert_eq(ckpt_vfs_memory_put(c->vfs, c->f->vpath, c->scratch, c->f->n), CKPT_OK);
+		c->scratch[p] ^= rel_flip_mask(p);
+	} else {
+		cr_assert_eq(ckpt_vfs_memory_put(c->vfs, c->f->vpath, c->f->data, p), CKPT_OK);
+	}
+	rel_largest = 0;
+	rel_outcome o = rel_walk(c->vfs, c->u->open_path, 0);
+	o.largest = rel_largest;
+	return o;
+}
+
+/* Keep a mishandled input for tests/fuzz/regressions (REL_SAVE_DIR=dir). */
+static void rel_save_case(const rel_sweep_ctx *c, size_t p)
+{
+	const char *dir = getenv("REL_SAVE_DIR");
+	if (!dir)
+		return;
+	char out[1024];
+	const char *slash = strrchr(c->f->vpath, '/');
+	snprintf(out, sizeof(out), "%s/%s.%s%zu", dir, slash ? slash + 1 : c->f->vpath,
+		c->mode == REL_FLIP ? "flip" : "cut", p);
+	if (c->mode == REL_FLIP) {
+		c->scratch[p] ^= rel_flip_mask(p);
+		ts_write_file(out, c->scratch, c->f->n);
+		c->scratch[p] ^= rel_flip_mask(p);
+	} else {
+		ts_write_file(out, c->f->data, p);
+	}
+}
+
+/**
+ * Sweep every fixture unit whose kind is in `kind_mask`: every file of it cut
+ * at (REL_TRUNCATE) or bit-flipped in (REL_FLIP) every position, or a sample:
+ * `dense` positions at most, and no more than one unit may afford in
+ * `budget_s` seconds at the cost of one walk of the intact unit (at least
+ * 16). Keras files run isolated (libhdf5 crashes are counted, not fatal).
+ * Asserts: no crash; a failure has a status, a message and context (the
+ * file for truncations); no library allocation above REL_ALLOC_CAP; every
+ * truncation of a bundle or a Keras file fails.
+ */
+static REL_UNUSED void rel_sweep(int kind_mask, int mode, double budget_s, size_t dense)
+{
+	const char *what = mode == REL_FLIP ? "bit flip" : "truncation";
+	rel_units us = rel_fixture_units();
+	cr_assert_gt(us.n, 0, "no fixtures found under %s", CKPT_SHARED_DIR "/fixtures");
+	rel_alloc_install(0, REL_ALLOC_CAP);
+	long failures = 0, cases = 0, detected = 0, crashes = 0, skipped = 0;
+	double t0 = rel_now();
+	for (size_t ui = 0; ui < us.n; ui++) {
+		const rel_unit *u = &us.u[ui];
+		if (!(kind_mask & (1 << u->kind)))
+			continue;
+		int isolate = u->kind == REL_KERAS_H5 || u->kind == REL_KERAS_ZIP;
+		ckpt_vfs *vfs = rel_unit_vfs(u);
+		double tb = rel_now();
+		rel_outcome base = rel_walk(vfs, u->open_path, 0);
+		tb = rel_now() - tb;
+		if (base.rc < 0) {
+			/* The backend's own tests own this; a sweep needs a sound baseline. */
+			cr_log_warn("%s sweep: skipping %s: intact file does not read: %s (%s)", what, u->name,
+				ckpt_status_name(base.rc), base.message);
+			skipped++;
+			ckpt_vfs_free(vfs);
+			continue;
+		}
+		for (int fi = 0; fi < u->nfiles; fi++) {
+			const rel_file *f = &u->files[fi];
+			size_t *pos;
+			size_t want = mode == REL_FLIP ? rel_affordable(budget_s / u->nfiles, tb, 16, dense) : dense;
+			size_t np = rel_positions(f->n, want, &pos);
+			rel_sweep_ctx c = { u, f, vfs, mode, pos, malloc(f->n ? f->n : 1) };
+			cr_assert_not_null(c.scratch);
+			memcpy(c.scratch, f->data, f->n);
+			rel_outcome *res = calloc(np ? np : 1, sizeof(*res));
+			cr_assert_not_null(res);
+			rel_run_cases(np, rel_sweep_case, &c, isolate, res);
+			for (size_t k = 0; k < np; k++) {
+				const rel_outcome *o = &res[k];
+				cases++;
+				if (o->rc < 0)
+					detected++;
+				/* A cut member of a state-file directory may leave a shorter valid name. */
+				int must_fail = mode == REL_TRUNCATE && u->kind != REL_TF_STATE;
+				const char *why = NULL;
+				if (o->signal) {
+					why = "the reader crashed";
+					crashes++;
+				} else if (must_fail && o->rc >= 0)
+					why = "truncated input was accepted";
+				else if (o->rc < 0 && (o->err_code >= 0 || !o->message[0]))
+					why = "failure without a status or a message";
+				else if (o->rc < 0 && mode == REL_TRUNCATE && !o->has_path)
+					why = "error does not name the file";
+				else if (o->rc < 0 && !o->has_context)
+					why = "error has no context (file, variable or offset)";
+				else if (o->largest > REL_ALLOC_CAP)
+					why = "allocation above the cap was requested";
+				if (!why)
+					continue;
+				rel_save_case(&c, pos[k]);
+				if (failures < REL_MAX_REPORTED)
+					cr_log_error("%s: %s %s at %zu of %zu bytes: %s (rc=%s, largest alloc %zu, \"%s\")", u->name,
+						f->vpath, what, pos[k], f->n, why, ckpt_status_name(o->rc), o->largest, o->message);
+				failures++;
+			}
+			free(res);
+			free(c.scratch);
+			free(pos);
+			cr_assert_eq(ckpt_vfs_memory_put(vfs, f->vpath, f->data, f->n), CKPT_OK);
+		}
+		ckpt_vfs_free(vfs);
+	}
+	rel_alloc_restore();
+	cr_log_info("%s sweep (kinds 0x%x): %ld cases, %ld failed cleanly or crashed, %ld crashes, %.1f s, %ld units skipped",
+		what, kind_mask, cases, detected, crashes, rel_now() - t0, skipped);
+	rel_units_free(&us);
+	if (cases == 0 && skipped > 0)
+		cr_skip_test("no fixture of this kind reads yet (backend not linked?)");
+	cr_assert_gt(cases, 0);
+	cr_assert_eq(failures, 0, "%ld of %ld %s cases mishandled, %ld of them crashes (first %d listed above)",
+		failures, cases, what, crashes, REL_MAX_REPORTED);
 }
 
 #endif
