@@ -550,3 +550,57 @@ Test(keras_h5, writer_is_atomic_and_validates_names)
 	free(out);
 	free(dir);
 }
+
+#include <pthread.h>
+
+static void *read_all_thread(void *arg)
+{
+	ckpt_reader *r = arg;
+	size_t i, bad = 0;
+	for (i = 0; i < ckpt_reader_count(r); i++) {
+		const ckpt_var_info *v = ckpt_reader_var(r, i);
+		void *buf = malloc(v->nbytes ? (size_t)v->nbytes : 1);
+		if (ckpt_reader_read_into(r, i, buf, (size_t)v->nbytes) != CKPT_OK)
+			bad++;
+		free(buf);
+	}
+	return (void *)bad;
+}
+
+Test(keras_h5, concurrent_reads_are_serialized_safely)
+{
+	/* libhdf5 is not thread-safe; the backend serializes, so parallel restores work. */
+	ckpt_reader *r = kt_open(ts_fixture("keras/tiny__tfkeras2.4.0_resnet_batchnorm_adam.h5"));
+	pthread_t th[4];
+	size_t i;
+	for (i = 0; i < 4; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, read_all_thread, r), 0);
+	for (i = 0; i < 4; i++) {
+		void *bad;
+		pthread_join(th[i], &bad);
+		cr_assert_eq((size_t)bad, 0);
+	}
+	ckpt_reader_free(r);
+}
+
+Test(keras_h5, string_and_complex_tensors_are_refused)
+{
+	ckpt_writer *w;
+	ckpt_tensor *t;
+	ckpt_shape s;
+	int64_t d = 2;
+	char *dir = ts_tmpdir(), *out = ts_join(dir, "s.h5");
+	cr_assert_eq(ckpt_shape_make(&s, 1, &d), CKPT_OK);
+	cr_assert_eq(ckpt_writer_open(&w, out, "keras-h5", NULL), CKPT_OK);
+	cr_assert_eq(ckpt_tensor_new(&t, CKPT_DT_STRING, &s), CKPT_OK);
+	kt_assert_error(ckpt_writer_add(w, "model_weights/a/a/s:0", t, 0), CKPT_EUNSUPPORTED, "string", "string tensor");
+	ckpt_tensor_free(t);
+	cr_assert_eq(ckpt_tensor_new(&t, CKPT_DT_COMPLEX64, &s), CKPT_OK);
+	kt_assert_error(ckpt_writer_add(w, "model_weights/a/a/c:0", t, 0), CKPT_EUNSUPPORTED, "complex64", "complex tensor");
+	ckpt_tensor_free(t);
+	ckpt_writer_free(w);
+	kt_assert_error(ckpt_writer_open(&w, out, "keras-nonsense", NULL), CKPT_EUNSUPPORTED, "keras-nonsense", "format");
+	ts_rmtree(dir);
+	free(out);
+	free(dir);
+}

@@ -13,7 +13,13 @@
  */
 #include <string.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include "formats/keras_h5/h5_safe.h"
+
+/* Debian's libhdf5 is the serial (not thread-safe) build: one caller at a time. */
+static pthread_mutex_t h5_mutex = PTHREAD_MUTEX_INITIALIZER;
+void ckpt__h5_lock(void) { pthread_mutex_lock(&h5_mutex); }
+void ckpt__h5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
 
 void ckpt__h5_quiet(void)
 {

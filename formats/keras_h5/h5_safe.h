@@ -25,6 +25,14 @@
 /** Most items in one list attribute or links in one group. */
 #define CKPT_H5_MAX_LIST 1000000
 
+/**
+ * Serialize HDF5 use: the Keras backends take this lock at every entry
+ * point (open, read, close, build), so readers may be used from several
+ * threads (e.g. OpenMP restores) although libhdf5 is not thread-safe.
+ */
+void ckpt__h5_lock(void);
+void ckpt__h5_unlock(void);
+
 /** Silence HDF5's automatic error stack printing (idempotent). */
 void ckpt__h5_quiet(void);
 

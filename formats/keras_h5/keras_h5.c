@@ -84,12 +84,10 @@ void ckpt__keras_wlist_free(ckpt__keras_wtensor *v, size_t n)
 int ckpt__keras_wlist_add(ckpt__keras_wtensor **v, size_t *n, size_t *cap, const char *name, const ckpt_tensor *t)
 {
 	ckpt_tensor *c;
-	hid_t ht;
 	size_t i;
-	if (t->dtype == CKPT_DT_STRING)
-		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1, "Keras HDF5 files hold no string tensors");
-	CKPT_TRY(ckpt__h5_type_for(t->dtype, &ht));
-	ckpt__h5_close(ht);
+	if (t->dtype == CKPT_DT_STRING || t->dtype == CKPT_DT_COMPLEX64 || t->dtype == CKPT_DT_COMPLEX128 ||
+		!ckpt_dtype_valid((int)t->dtype))
+		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1, "Keras HDF5 files cannot hold %s tensors", ckpt_dtype_name(t->dtype));
 	for (i = 0; i < *n; i++)
 		if (strcmp((*v)[i].name, name) == 0)
 			return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "tensor '%s' added twice", name);

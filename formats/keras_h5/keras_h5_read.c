@@ -443,7 +443,18 @@ static int check_duplicates(kh5_state *s)
 	return rc;
 }
 
+static int attach_locked(ckpt_reader *r, void *image, size_t n, const char *config_json, int from_archive);
+
 int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *config_json, int from_archive)
+{
+	int rc;
+	ckpt__h5_lock();
+	rc = attach_locked(r, image, n, config_json, from_archive);
+	ckpt__h5_unlock();
+	return rc;
+}
+
+static int attach_locked(ckpt_reader *r, void *image, size_t n, const char *config_json, int from_archive)
 {
 	kh5_state *s = ckpt__calloc(1, sizeof(*s));
 	ckpt__keras_entry *ents = NULL;
@@ -558,9 +569,13 @@ int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 	if (n != s->v[i].info.nbytes)
 		return ckpt__fail(CKPT_EINVAL, s->path, s->v[i].path, -1, "buffer of %zu bytes, entry has %llu", n,
 			(unsigned long long)s->v[i].info.nbytes);
-	CKPT_TRY(ckpt__h5_open(s->file, s->v[i].path, CKPT_H5_DATASET, s->path, &ds));
-	rc = ckpt__h5_dataset_read(ds, &s->v[i].info, s->path, s->v[i].path, dst);
-	ckpt__h5_close(ds);
+	ckpt__h5_lock();
+	rc = ckpt__h5_open(s->file, s->v[i].path, CKPT_H5_DATASET, s->path, &ds);
+	if (rc >= 0) {
+		rc = ckpt__h5_dataset_read(ds, &s->v[i].info, s->path, s->v[i].path, dst);
+		ckpt__h5_close(ds);
+	}
+	ckpt__h5_unlock();
 	return rc;
 }
 
@@ -583,7 +598,9 @@ int ckpt__keras_h5_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
 
 void ckpt__keras_h5_close(ckpt_reader *r)
 {
+	ckpt__h5_lock();
 	state_free(r->state);
+	ckpt__h5_unlock();
 	r->state = NULL;
 	r->vars = NULL;
 	r->nvars = 0;

@@ -471,7 +471,20 @@ static int v3_paths(const ckpt_writer *w, wentry *e, const ckpt__keras_wtensor *
 	return rc;
 }
 
+static int build_locked(const ckpt_writer *w, int layout, const ckpt__keras_wtensor *v, size_t n, void **image,
+	size_t *len);
+
 int ckpt__keras_h5_build(const ckpt_writer *w, int layout, const ckpt__keras_wtensor *v, size_t n, void **image,
+	size_t *len)
+{
+	int rc;
+	ckpt__h5_lock();
+	rc = build_locked(w, layout, v, n, image, len);
+	ckpt__h5_unlock();
+	return rc;
+}
+
+static int build_locked(const ckpt_writer *w, int layout, const ckpt__keras_wtensor *v, size_t n, void **image,
 	size_t *len)
 {
 	static unsigned seq;
