@@ -195,11 +195,12 @@ static int mv_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 		else {
 			nd->refs = 2; /* the table and the handle */
 			rc = put_entry(m, np, nd);
-			np = NULL;
 			if (rc < 0) {
 				ckpt__free(nd);
-			} else
+			} else {
+				np = NULL; /* owned by the table now */
 				f->node = nd;
+			}
 		}
 	} else if (i < 0) {
 		rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "cannot open: No such file or directory");

@@ -85,7 +85,12 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 	}
 	if (!best || best_bid < 0) {
 		int is_dir = 0;
-		if (!ckpt_vfs_exists(opts.vfs, path, &is_dir)) {
+		int exists = ckpt_vfs_exists(opts.vfs, path, &is_dir);
+		if (exists && is_dir)
+			return ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1,
+				"no checkpoint in this directory (no `checkpoint` state file, SavedModel variables/ "
+				"or single .index file, and no Keras file)");
+		if (!exists) {
 			char *idx = ckpt__asprintf("%s.index", path);
 			int has_index = idx && ckpt_vfs_exists(opts.vfs, idx, NULL);
 			ckpt__free(idx);
