@@ -78,7 +78,7 @@ struct ckpt_checkpoint {
 /* ---- stored values ---- */
 
 typedef struct ckpt__value {
-	int node;            /* stored node id (-1 for name-based files) */
+	int node;            /* stored node id; -1: no attribute refers to it (TF1 name-based files) */
 	char *attr;          /* attribute name ("VARIABLE_VALUE", or "table-keys" for prefix matches) */
 	char *key;           /* stored key */
 	char *full_name;
@@ -100,8 +100,7 @@ struct ckpt__session {
 	ckpt__value *vals;           /* sorted by node, then attribute order */
 	size_t *node_first;          /* per node: first value index (nnodes + 1 entries) */
 	ckpt_variable **bound_var;   /* per node: live variable it restored into (compared, never dereferenced) */
-	size_t norphans;
-	char **orphans;              /* stored keys no attribute refers to */
+	size_t nflat_first;          /* values [nflat_first, nvals): node -1, no attribute refers to them */
 	size_t nassigned, capassigned;
 	ckpt_variable **assigned;    /* every live variable a value went to */
 	ckpt_warning_fn warn;

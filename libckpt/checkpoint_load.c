@@ -167,10 +167,11 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 	return rc;
 }
 
+/* Entries no attribute refers to: one root child per stored key. */
 static int build_flat_tree(ckpt__session *s, ckpt_object *root, const ckpt_checkpoint_options *o)
 {
-	for (size_t i = 0; i < s->nvals; i++) {
-		if (!loadable(&s->vals[i]))
+	for (size_t i = s->nflat_first; i < s->nvals; i++) {
+		if (!loadable(&s->vals[i]) || ckpt__object_edge(root, s->vals[i].key))
 			continue;
 		ckpt_variable *v;
 		CKPT_TRY(make_var(&v, s, &s->vals[i], o));
@@ -205,7 +206,9 @@ int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, co
 	if (rc == CKPT_OK)
 		rc = ckpt__session_stage_all(s);
 	if (rc == CKPT_OK)
-		rc = s->graph ? build_graph_tree(s, ck->root, &ck->opts) : build_flat_tree(s, ck->root, &ck->opts);
+		rc = s->graph ? build_graph_tree(s, ck->root, &ck->opts) : CKPT_OK;
+	if (rc == CKPT_OK)
+		rc = build_flat_tree(s, ck->root, &ck->opts);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_new(&r, s);
 	if (rc == CKPT_OK)

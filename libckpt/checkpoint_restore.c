@@ -37,15 +37,12 @@ void ckpt__session_unref(ckpt__session *s)
 		ckpt__free(s->vals[i].full_name);
 		ckpt_tensor_free(s->vals[i].t);
 	}
-	for (size_t i = 0; i < s->norphans; i++)
-		ckpt__free(s->orphans[i]);
 	for (size_t i = 0; i < s->narenas; i++)
 		ckpt__buffer_free(s->arenas[i]);
 	ckpt__free(s->arenas);
 	ckpt_reader_free(s->reader);
 	ckpt_object_graph_free(s->graph);
 	ckpt__free(s->vals);
-	ckpt__free(s->orphans);
 	ckpt__free(s->node_first);
 	ckpt__free(s->bound_var);
 	ckpt__free(s->assigned);
@@ -89,6 +86,7 @@ static int build_values(ckpt__session *s)
 		return CKPT_ENOMEM;
 	size_t cap = 0;
 	int rc = CKPT_OK;
+	int keras = strncmp(ckpt_reader_format(r), "keras", 5) == 0;
 	if (s->graph) {
 		size_t nn = s->graph->nnodes;
 		s->node_first = ckpt__calloc(nn + 1, sizeof(size_t));
@@ -103,7 +101,10 @@ static int build_values(ckpt__session *s)
 				if (!at->checkpoint_key || !*at->checkpoint_key)
 					continue;
 				size_t idx;
-				if (ckpt_reader_find(r, at->checkpoint_key, &idx) == CKPT_OK) {
+				/* Keras readers synthesize TF keys; their entries are stored under full_name (the dataset path) */
+				if (ckpt_reader_find(r, at->checkpoint_key, &idx) == CKPT_OK ||
+					(keras && at->full_name && *at->full_name &&
+					ckpt_reader_find(r, at->full_name, &idx) == CKPT_OK)) {
 					used[idx] = 1;
 					rc = push_value(s, &cap, (int)n, at->name, "", ckpt_reader_var(r, idx), idx, at->full_name);
 					continue;
@@ -121,29 +122,18 @@ static int build_values(ckpt__session *s)
 		}
 		if (rc == CKPT_OK)
 			s->node_first[nn] = s->nvals;
-	} else {
-		for (size_t i = 0; i < nr && rc == CKPT_OK; i++) {
-			const ckpt_var_info *vi = ckpt_reader_var(r, i);
-			if (strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
-				continue;
-			used[i] = 1;
-			rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, "", vi, i, vi->name);
-		}
 	}
+	s->nflat_first = s->nvals;
+	/*
+	 * Entries no attribute refers to (TF1 name-based files: all of them; Keras
+	 * layouts the reader could not map) become node -1 values, matched by
+	 * variable name and loaded as a flat tree.
+	 */
 	for (size_t i = 0; i < nr && rc == CKPT_OK; i++) {
 		const ckpt_var_info *vi = ckpt_reader_var(r, i);
 		if (used[i] || strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
 			continue;
-		char **no = ckpt__realloc(s->orphans, (s->norphans + 1) * sizeof(*no));
-		if (!no) {
-			rc = CKPT_ENOMEM;
-			break;
-		}
-		s->orphans = no;
-		if (!(s->orphans[s->norphans] = ckpt__strdup(vi->name)))
-			rc = CKPT_ENOMEM;
-		else
-			s->norphans++;
+		rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, "", vi, i, vi->name);
 	}
 	ckpt__free(used);
 	return rc;
@@ -544,7 +534,7 @@ static int run_match_names(ckpt__run *r, ckpt_object *root)
 		ckpt_object *o = p.nodes[i].obj;
 		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++) {
 			const char *name = ckpt_variable_name(o->attrs[a].var);
-			for (size_t k = 0; k < r->s->nvals; k++) {
+			for (size_t k = r->s->nflat_first; k < r->s->nvals; k++) {
 				if (!r->s->vals[k].consumed && strcmp(r->s->vals[k].key, name) == 0) {
 					rc = add_assignment(r, k, o->attrs[a].var, o);
 					break;
@@ -559,8 +549,10 @@ static int run_match_names(ckpt__run *r, ckpt_object *root)
 int ckpt__run_match_root(ckpt__run *r, ckpt_object *root)
 {
 	if (r->s->graph)
-		return run_match(r, 0, root);
-	return run_match_names(r, root);
+		CKPT_TRY(run_match(r, 0, root));
+	if (r->s->nflat_first < r->s->nvals)
+		return run_match_names(r, root);
+	return CKPT_OK;
 }
 
 static int reserve_pending(ckpt__run *r)

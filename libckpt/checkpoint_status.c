@@ -38,7 +38,7 @@ size_t ckpt_restore_status_unmatched_count(ckpt_restore_status *st)
 	ckpt__free(st->unmatched);
 	st->unmatched = NULL;
 	st->nunmatched = 0;
-	size_t n = s->norphans;
+	size_t n = 0;
 	for (size_t i = 0; i < s->nvals; i++)
 		n += !s->vals[i].consumed;
 	if (!n || !(st->unmatched = ckpt__calloc(n, sizeof(char *))))
@@ -46,8 +46,6 @@ size_t ckpt_restore_status_unmatched_count(ckpt_restore_status *st)
 	for (size_t i = 0; i < s->nvals; i++)
 		if (!s->vals[i].consumed)
 			st->unmatched[st->nunmatched++] = s->vals[i].key;
-	for (size_t i = 0; i < s->norphans; i++)
-		st->unmatched[st->nunmatched++] = s->orphans[i];
 	return st->nunmatched;
 }
 

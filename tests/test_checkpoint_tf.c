@@ -419,3 +419,66 @@ Test(checkpoint_tf, load_then_write_reproduces_tf_object_graph)
 		free(prefix);
 	}
 }
+
+/* Keras files: the reader's synthesized graph (or, where it maps nothing, a flat tree of the datasets) */
+Test(checkpoint_tf, load_every_keras_fixture_mirrored, .timeout = 120)
+{
+	const char *dir = ts_fixture("keras");
+	DIR *d = opendir(dir);
+	cr_assert_not_null(d);
+	struct dirent *e;
+	int loaded = 0;
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		int keras = (l > 3 && strcmp(e->d_name + l - 3, ".h5") == 0) || (l > 5 && strcmp(e->d_name + l - 5, ".hdf5") == 0) ||
+			(l > 6 && strcmp(e->d_name + l - 6, ".keras") == 0);
+		if (!keras)
+			continue;
+		char *path = ts_join(dir, e->d_name);
+		ckpt_reader *r;
+		int rc = ckpt_reader_open(&r, path, NULL);
+		if (rc == CKPT_EUNSUPPORTED) { /* built without HDF5 / libarchive */
+			free(path);
+			continue;
+		}
+		cr_assert_eq(rc, CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
+		ckpt_strategy *s;
+		cr_assert_eq(ckpt_strategy_mirrored_new(&s, 2), CKPT_OK);
+		cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+		ckpt_checkpoint *ck;
+		ckpt_restore_status *st;
+		rc = ckpt_checkpoint_load(&ck, &st, path, NULL);
+		cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+		cr_assert_eq(rc, CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
+		ckpt_tracked_list *l2;
+		cr_assert_eq(ckpt_checkpoint_variables(&l2, ck), CKPT_OK);
+		size_t nstored = 0;
+		for (size_t i = 0; i < ckpt_reader_count(r); i++)
+			nstored += ckpt_reader_var(r, i)->dtype != CKPT_DT_STRING;
+		cr_assert_eq(ckpt_tracked_list_count(l2), nstored, "%s", path);
+		cr_assert_eq(ckpt_restore_status_unmatched_count(st), ckpt_reader_count(r) - nstored, "%s", path);
+		for (size_t i = 0; i < ckpt_tracked_list_count(l2); i++) {
+			const ckpt_tracked_variable *t = ckpt_tracked_list_get(l2, i);
+			uint32_t want;
+			cr_assert_eq(read_crc(r, t->source_key, &want), 0, "%s %s", path, t->source_key);
+			ckpt_tensor *v;
+			cr_assert_eq(ckpt_tensor_new(&v, ckpt_variable_dtype(t->variable), ckpt_variable_shape(t->variable)),
+				CKPT_OK);
+			cr_assert_eq(ckpt_variable_read(t->variable, v->data, (size_t)v->nbytes), CKPT_OK);
+			cr_assert_eq(ckpt_tensor_crc32(v), want, "%s %s", path, t->source_key);
+			cr_assert_eq(ckpt_variable_kind(t->variable), CKPT_VAR_MIRRORED);
+			cr_assert(ckpt_variable_replicas_identical(t->variable));
+			ckpt_tensor_free(v);
+		}
+		loaded++;
+		ckpt_restore_status_expect_partial(st);
+		ckpt_restore_status_free(st);
+		ckpt_tracked_list_free(l2);
+		ckpt_checkpoint_free(ck);
+		ckpt_strategy_free(s);
+		ckpt_reader_free(r);
+		free(path);
+	}
+	closedir(d);
+	cr_assert_geq(loaded, 10);
+}
