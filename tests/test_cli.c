@@ -817,7 +817,7 @@ Test(cli, convert_lists_unmappable_entries)
 
 /* ---- JSON escaping: one function, json.dumps' spelling, any bytes ---- */
 
-Test(cli, json_escapes_names_like_python)
+Test(cli, names_escaped_in_json_and_on_terminals)
 {
 	static const char *const names[] = {
 		"quote\"back\\slash", "new\nline\ttab", "caf\xc3\xa9", "emoji \xf0\x9f\x98\x80",
@@ -853,6 +853,17 @@ Test(cli, json_escapes_names_like_python)
 	for (i = 0; r.out[i]; i++)
 		cr_assert((unsigned char)r.out[i] < 0x80 && ((unsigned char)r.out[i] >= 0x20 || r.out[i] == '\n'),
 			"output is printable ASCII");
+	ts_run_free(&r);
+	/* human output: no control bytes reach the terminal */
+	r = cli("inspect", prefix, NULL);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	for (i = 0; r.out[i]; i++)
+		cr_assert(((unsigned char)r.out[i] >= 0x20 && r.out[i] != 0x7f) || r.out[i] == '\n',
+			"control byte 0x%02x in human output", (unsigned char)r.out[i]);
+	cr_assert(strstr(r.out, "ctl\\x01"), "%s", r.out);
+	cr_assert(strstr(r.out, "bad\\xffbyte"), "%s", r.out);
+	cr_assert(strstr(r.out, "new\\x0aline\\x09tab"), "%s", r.out);
+	cr_assert(strstr(r.out, "caf\xc3\xa9"), "valid UTF-8 is shown as is: %s", r.out);
 	ts_run_free(&r);
 	/* the oracle (Python json.dumps over surrogateescape) spells the names the same way */
 	{

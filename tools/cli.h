@@ -77,6 +77,14 @@ int cli_parse_double(const cli_cmd *cmd, const char *opt, const char *s, double 
 int cli_report_last(const char *path, const char *var);
 int cli_report(const char *path, const char *var, int64_t offset, const char *fmt, ...) CKPT_PRINTF(4, 5);
 
+/**
+ * `s` made safe for a terminal: control characters, C1 controls and bytes
+ * that are not UTF-8 become \xNN, so a hostile name cannot move the
+ * cursor or rewrite the screen. Returns `s` itself when nothing needs
+ * escaping, else one of 8 rotating static buffers. Human output only.
+ */
+const char *cli_vis(const char *s);
+
 /* ---- json_out.c: the one JSON escaping function and deterministic output ---- */
 
 /**

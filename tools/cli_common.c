@@ -8,20 +8,90 @@
 #include <string.h>
 #include "cli.h"
 
+/* 1 when the UTF-8 sequence at s (n bytes) is valid and not a C1 control; sets *len. */
+static int printable_utf8(const unsigned char *s, size_t n, size_t *len)
+{
+	size_t l, i;
+	uint32_t c;
+
+	if ((s[0] & 0xe0) == 0xc0) {
+		l = 2;
+		c = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		l = 3;
+		c = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		l = 4;
+		c = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (l > n)
+		return 0;
+	for (i = 1; i < l; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = (c << 6) | (s[i] & 0x3f);
+	}
+	if ((l == 2 && c < 0xa0) || (l == 3 && c < 0x800) || (l == 4 && c < 0x10000) ||
+	    (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
+		return 0;
+	*len = l;
+	return 1;
+}
+
+const char *cli_vis(const char *str)
+{
+	static char bufs[8][4 * CKPT_MAX_NAME_LEN + 8];
+	static unsigned next;
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n, i = 0, o = 0, l;
+	char *out;
+
+	if (!str)
+		return "(null)";
+	n = strlen(str);
+	for (i = 0; i < n; i++) {
+		if (s[i] < 0x20 || s[i] == 0x7f)
+			break;
+		if (s[i] >= 0x80) {
+			if (!printable_utf8(s + i, n - i, &l))
+				break;
+			i += l - 1;
+		}
+	}
+	if (i == n)
+		return str; /* nothing to escape: the common case */
+	out = bufs[next++ % 8];
+	for (i = 0; i < n && o + 5 < sizeof(bufs[0]); ) {
+		if (s[i] >= 0x20 && s[i] < 0x7f) {
+			out[o++] = (char)s[i++];
+		} else if (s[i] >= 0x80 && printable_utf8(s + i, n - i, &l)) {
+			memcpy(out + o, s + i, l);
+			o += l;
+			i += l;
+		} else {
+			o += (size_t)snprintf(out + o, 5, "\\x%02x", s[i++]);
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
 static void error_line(const char *path, const char *var, int64_t offset, const char *msg)
 {
 	fputs("ckpt: ", stderr);
 	if (path)
-		fprintf(stderr, "%s: ", path);
+		fprintf(stderr, "%s: ", cli_vis(path));
 	if (var) {
-		fprintf(stderr, "variable '%s'", var);
+		fprintf(stderr, "variable '%s'", cli_vis(var));
 		if (offset >= 0)
 			fprintf(stderr, " at offset %" PRId64, offset);
 		fputs(": ", stderr);
 	} else if (offset >= 0) {
 		fprintf(stderr, "at offset %" PRId64 ": ", offset);
 	}
-	fprintf(stderr, "%s\n", msg);
+	fprintf(stderr, "%s\n", cli_vis(msg));
 }
 
 int cli_report_last(const char *path, const char *var)

@@ -90,7 +90,7 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 			continue;
 		mrc = ckpt_writer_set_meta(w, meta_keys[i], value);
 		if (mrc == CKPT_EUNSUPPORTED) {
-			fprintf(stderr, "ckpt: %s: note: metadata '%s' is not kept by %s\n", out, meta_keys[i], format);
+			fprintf(stderr, "ckpt: %s: note: metadata '%s' is not kept by %s\n", cli_vis(out), meta_keys[i], format);
 			ckpt_error_clear();
 		} else if (mrc != CKPT_OK) {
 			cli_report_last(out, meta_keys[i]);
@@ -113,8 +113,9 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 		ckpt_tensor_free(t);
 		if (arc == CKPT_EUNSUPPORTED) {
 			const ckpt_error *e = ckpt_error_last();
-			fprintf(stderr, "ckpt: %s: variable '%s': cannot be mapped to %s: %s\n", in, v->name,
-				format, e->message ? e->message : "unsupported");
+			fprintf(stderr, "ckpt: %s: variable '%s': cannot be mapped to %s: ", cli_vis(in), cli_vis(v->name),
+				format);
+			fprintf(stderr, "%s\n", cli_vis(e->message ? e->message : "unsupported"));
 			ckpt_error_clear();
 			unmapped++;
 			continue;
@@ -135,7 +136,7 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 		cli_report_last(out, NULL);
 		goto done;
 	}
-	printf("wrote %s (%s): %zu entries, %" PRIu64 " bytes", out, format, written, bytes);
+	printf("wrote %s (%s): %zu entries, %" PRIu64 " bytes", cli_vis(out), format, written, bytes);
 	if (unmapped)
 		printf("; %zu entr%s not mappable, skipped", unmapped, unmapped == 1 ? "y" : "ies");
 	printf("\n");

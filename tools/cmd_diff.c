@@ -238,7 +238,7 @@ static void print_names(const diff_ctx *c, size_t ia, size_t ib, const char *lab
 	const char *na = ckpt_reader_var(c->A->r, ia)->name, *nb = ckpt_reader_var(c->B->r, ib)->name;
 
 	if (strcmp(na, label) != 0 || strcmp(nb, label) != 0)
-		printf("  (A: %s; B: %s)", na, nb);
+		printf("  (A: %s; B: %s)", cli_vis(na), cli_vis(nb));
 }
 
 static void json_item_head(const char *label, const char *kind)
@@ -273,7 +273,7 @@ static void diff_pair(diff_ctx *c, size_t ia, size_t ib, const char *label)
 			jout_cstring(stdout, ckpt_dtype_name(vb->dtype));
 			fputc('}', stdout);
 		} else {
-			printf("dtype differs: %s: %s vs %s", label, ckpt_dtype_name(va->dtype), ckpt_dtype_name(vb->dtype));
+			printf("dtype differs: %s: %s vs %s", cli_vis(label), ckpt_dtype_name(va->dtype), ckpt_dtype_name(vb->dtype));
 			print_names(c, ia, ib, label);
 			putchar('\n');
 		}
@@ -290,7 +290,7 @@ static void diff_pair(diff_ctx *c, size_t ia, size_t ib, const char *label)
 			jout_shape(stdout, &vb->shape);
 			fputc('}', stdout);
 		} else {
-			printf("shape differs: %s: %s vs %s", label, sa, sb);
+			printf("shape differs: %s: %s vs %s", cli_vis(label), sa, sb);
 			print_names(c, ia, ib, label);
 			putchar('\n');
 		}
@@ -307,7 +307,7 @@ static void diff_pair(diff_ctx *c, size_t ia, size_t ib, const char *label)
 			jout_cstring(stdout, ckpt_error_last()->message);
 			fputc('}', stdout);
 		} else {
-			printf("unreadable: %s (see error)\n", label);
+			printf("unreadable: %s (see error)\n", cli_vis(label));
 		}
 		ckpt_tensor_free(ta);
 		ckpt_tensor_free(tb);
@@ -334,7 +334,7 @@ static void diff_pair(diff_ctx *c, size_t ia, size_t ib, const char *label)
 			fputs("null", stdout);
 		fputc('}', stdout);
 	} else {
-		printf("values differ: %s: %" PRIu64 " of %" PRIu64 " elements", label, res.differing, res.elements);
+		printf("values differ: %s: %" PRIu64 " of %" PRIu64 " elements", cli_vis(label), res.differing, res.elements);
 		if (res.numeric)
 			printf(", max abs diff %.9g, max rel diff %.9g", res.max_abs, res.max_rel);
 		print_names(c, ia, ib, label);
@@ -356,7 +356,7 @@ static size_t list_unmatched(diff_ctx *c, const side *s, const char *what)
 		if (c->json)
 			jout_cstring(stdout, s->sorted[i].key);
 		else
-			printf("only in %s: %s\n", what, s->sorted[i].key);
+			printf("only in %s: %s\n", what, cli_vis(s->sorted[i].key));
 	}
 	return count;
 }
@@ -410,8 +410,8 @@ static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 		jout_double(stdout, c.rtol);
 		fputs(", \"differences\": [", stdout);
 	} else {
-		printf("A: %s (%s, %zu entries)\nB: %s (%s, %zu entries)\n", ckpt_reader_path(A.r),
-			ckpt_reader_format(A.r), A.nsorted, ckpt_reader_path(B.r), ckpt_reader_format(B.r), B.nsorted);
+		printf("A: %s (%s, %zu entries)\nB: %s (%s, %zu entries)\n", cli_vis(ckpt_reader_path(A.r)),
+			ckpt_reader_format(A.r), A.nsorted, cli_vis(ckpt_reader_path(B.r)), ckpt_reader_format(B.r), B.nsorted);
 		if (c.atol == 0 && c.rtol == 0)
 			printf("comparing exactly (bitwise)\n");
 		else

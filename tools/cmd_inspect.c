@@ -129,15 +129,15 @@ static void print_attr(const tree_ctx *c, const ckpt_og_attr *a, int depth)
 
 	/* depth < 0: continue the caller's line (a variable shown as one line) */
 	if (depth >= 0)
-		printf("%*s.%s", depth * 2, "", a->name ? a->name : "?");
+		printf("%*s.%s", depth * 2, "", cli_vis(a->name ? a->name : "?"));
 	else if (a->name && strcmp(a->name, CKPT_VARIABLE_VALUE_KEY) != 0)
-		printf(" .%s", a->name);
+		printf(" .%s", cli_vis(a->name));
 	if (cli_attr_find(c->r, a, &idx)) {
 		const ckpt_var_info *v = ckpt_reader_var(c->r, idx);
 		ckpt_shape_format(&v->shape, shape, sizeof(shape));
-		printf("  %s %s  <- %s\n", ckpt_dtype_name(v->dtype), shape, v->name);
+		printf("  %s %s  <- %s\n", ckpt_dtype_name(v->dtype), shape, cli_vis(v->name));
 	} else {
-		printf("  <- %s (not stored)\n", a->checkpoint_key ? a->checkpoint_key : "?");
+		printf("  <- %s (not stored)\n", cli_vis(a->checkpoint_key ? a->checkpoint_key : "?"));
 	}
 }
 
@@ -149,7 +149,7 @@ static void print_node(tree_ctx *c, int id, const char *local, int depth)
 	if (c->printed[id]) {
 		char *path = NULL;
 		if (ckpt_object_graph_path(c->g, id, &path) == CKPT_OK)
-			printf("%*s%s/ -> same object as %s\n", depth * 2, "", local, *path ? path : "(root)");
+			printf("%*s%s/ -> same object as %s\n", depth * 2, "", cli_vis(local), *path ? cli_vis(path) : "(root)");
 		free(path);
 		ckpt_error_clear();
 		return;
@@ -157,11 +157,11 @@ static void print_node(tree_ctx *c, int id, const char *local, int depth)
 	c->printed[id] = 1;
 	if (n->nattrs == 1 && n->nchildren == 0 && n->nslots == 0) {
 		/* a plain variable: one line */
-		printf("%*s%s", depth * 2, "", local);
+		printf("%*s%s", depth * 2, "", cli_vis(local));
 		print_attr(c, &n->attrs[0], -1);
 		return;
 	}
-	printf("%*s%s/\n", depth * 2, "", local);
+	printf("%*s%s/\n", depth * 2, "", cli_vis(local));
 	if (depth >= CKPT_MAX_OBJECT_GRAPH_DEPTH)
 		return;
 	for (k = 0; k < n->nattrs; k++)
@@ -172,8 +172,8 @@ static void print_node(tree_ctx *c, int id, const char *local, int depth)
 
 		ckpt_object_graph_path(c->g, s->original_variable_node_id, &var);
 		ckpt_object_graph_path(c->g, s->slot_variable_node_id, &slot);
-		printf("%*sslot '%s' of %s -> %s\n", (depth + 1) * 2, "", s->slot_name ? s->slot_name : "?",
-			var ? var : "?", slot ? slot : "?");
+		printf("%*sslot '%s' of %s -> %s\n", (depth + 1) * 2, "", cli_vis(s->slot_name ? s->slot_name : "?"),
+			cli_vis(var ? var : "?"), cli_vis(slot ? slot : "?"));
 		free(var);
 		free(slot);
 		ckpt_error_clear();
@@ -284,15 +284,15 @@ static void print_layers(const ckpt_reader *r, json_t *layers, int depth)
 				bytes += v->nbytes;
 			}
 		}
-		printf("%*s%s %s: %zu weights, %" PRIu64 " bytes\n", depth * 2, "", cls ? cls : "?",
-			name ? name : "?", nweights, bytes);
+		printf("%*s%s %s: %zu weights, %" PRIu64 " bytes\n", depth * 2, "", cli_vis(cls ? cls : "?"),
+			cli_vis(name ? name : "?"), nweights, bytes);
 		if (inner) {
 			print_layers(r, inner, depth + 1);
 		} else if (json_is_object(wrapped)) {
 			/* Bidirectional, TimeDistributed: the weights above belong to the wrapper */
 			const char *wcls = json_string_value(json_object_get(wrapped, "class_name"));
 			const char *wname = layer_name(wrapped);
-			printf("%*s(wraps %s %s)\n", (depth + 1) * 2, "", wcls ? wcls : "?", wname ? wname : "?");
+			printf("%*s(wraps %s %s)\n", (depth + 1) * 2, "", cli_vis(wcls ? wcls : "?"), cli_vis(wname ? wname : "?"));
 		} else {
 			for (k = 0; name && k < ckpt_reader_count(r); k++) {
 				const ckpt_var_info *v = ckpt_reader_var(r, k);
@@ -300,7 +300,7 @@ static void print_layers(const ckpt_reader *r, json_t *layers, int depth)
 				if (v->role != CKPT_ROLE_MODEL || !has_component(v->name, name))
 					continue;
 				ckpt_shape_format(&v->shape, shape, sizeof(shape));
-				printf("%*s%s %s  %s\n", (depth + 1) * 2, "", ckpt_dtype_name(v->dtype), shape, v->name);
+				printf("%*s%s %s  %s\n", (depth + 1) * 2, "", ckpt_dtype_name(v->dtype), shape, cli_vis(v->name));
 			}
 		}
 	}
@@ -361,7 +361,11 @@ static void print_weight_groups(const ckpt_reader *r)
 				bytes += w->nbytes;
 			}
 		}
-		printf("  %.*s: %zu weights, %" PRIu64 " bytes\n", (int)len, g, count, bytes);
+		{
+			char group[CKPT_MAX_NAME_LEN + 1];
+			snprintf(group, sizeof(group), "%.*s", (int)len, g);
+			printf("  %s: %zu weights, %" PRIu64 " bytes\n", cli_vis(group), count, bytes);
+		}
 	}
 }
 
@@ -376,7 +380,7 @@ static void print_keras_model(const ckpt_reader *r)
 	if (!text)
 		text = ckpt_reader_meta(r, "model_config");
 	if (ver)
-		printf("keras: version %s%s%s\n", ver, backend ? ", backend " : "", backend ? backend : "");
+		printf("keras: version %s%s%s\n", cli_vis(ver), backend ? ", backend " : "", backend ? cli_vis(backend) : "");
 	if (!text) {
 		if (is_keras(r)) {
 			print_weight_groups(r);
@@ -390,15 +394,15 @@ static void print_keras_model(const ckpt_reader *r)
 	 */
 	root = json_loads(text, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!root) {
-		printf("model config: unreadable JSON (%s at line %d)\n", jerr.text, jerr.line);
+		printf("model config: unreadable JSON (%s at line %d)\n", cli_vis(jerr.text), jerr.line);
 		print_weight_groups(r);
 		printf("\n");
 		return;
 	}
 	layers = nested_layers(root);
-	printf("model: %s %s\n", json_string_value(json_object_get(root, "class_name")) ?
-		json_string_value(json_object_get(root, "class_name")) : "?",
-		layer_name(root) ? layer_name(root) : "");
+	printf("model: %s %s\n", cli_vis(json_string_value(json_object_get(root, "class_name")) ?
+		json_string_value(json_object_get(root, "class_name")) : "?"),
+		cli_vis(layer_name(root) ? layer_name(root) : ""));
 	if (layers && json_array_size(layers))
 		print_layers(r, layers, 1);
 	else
@@ -442,7 +446,7 @@ static void print_table(const inspect_state *st)
 			if (!v->has_crc32c)
 				unchecked++;
 		}
-		printf("%-*s  %-9s %-16s %12" PRIu64 "  %-9s %s\n", (int)w, v->name, ckpt_dtype_name(v->dtype),
+		printf("%-*s  %-9s %-16s %12" PRIu64 "  %-9s %s\n", (int)w, cli_vis(v->name), ckpt_dtype_name(v->dtype),
 			shape, v->nbytes, ckpt_role_name(v->role), check);
 		total += v->nbytes;
 		if ((unsigned)v->role < 4) {
@@ -466,12 +470,12 @@ static void print_human(const inspect_state *st)
 {
 	int s, nshards = ckpt_reader_num_shards(st->r);
 
-	printf("path:   %s\nformat: %s\n", ckpt_reader_path(st->r), ckpt_reader_format(st->r));
+	printf("path:   %s\nformat: %s\n", cli_vis(ckpt_reader_path(st->r)), ckpt_reader_format(st->r));
 	printf("files:  %d data file%s\n", nshards, nshards == 1 ? "" : "s");
 	for (s = 0; s < nshards; s++) {
 		int exists = 1;
 		const char *p = ckpt_reader_shard_path(st->r, s, &exists);
-		printf("  [%d] %s%s\n", s, p ? p : "?", exists ? "" : "  MISSING");
+		printf("  [%d] %s%s\n", s, cli_vis(p ? p : "?"), exists ? "" : "  MISSING");
 	}
 	printf("\n");
 	print_keras_model(st->r);

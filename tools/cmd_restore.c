@@ -107,7 +107,8 @@ static int check_variable(const ckpt_variable *v, const ckpt_tensor *t, uint32_t
 /* Library warnings in the tool's error-line shape. */
 static void warn_line(const char *message, void *ctx)
 {
-	fprintf(stderr, "ckpt: %s: warning: %s\n", (const char *)ctx, message);
+	fprintf(stderr, "ckpt: %s: ", cli_vis((const char *)ctx));
+	fprintf(stderr, "warning: %s\n", cli_vis(message));
 }
 
 static int parse_replicas(const cli_cmd *cmd, const char *s, int *out)
@@ -282,7 +283,7 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		}
 		if (w > 100)
 			w = 100;
-		printf("restored %s under %s (%d replica%s)\n\n", ckpt_reader_path(r),
+		printf("restored %s under %s (%d replica%s)\n\n", cli_vis(ckpt_reader_path(r)),
 			mirrored ? "MirroredStrategy" : "the default strategy", replicas, replicas == 1 ? "" : "s");
 		printf("%-*s  %-12s %8s  %-9s %-16s %-10s %s\n", (int)w, "NAME", "KIND", "REPLICAS", "DTYPE", "SHAPE",
 			"CRC32", "CHECK");
@@ -294,7 +295,7 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 				snprintf(crc, sizeof(crc), "0x%08" PRIx32, checks[i].crc);
 			else
 				snprintf(crc, sizeof(crc), "-");
-			printf("%-*s  %-12s %8d  %-9s %-16s %-10s %s\n", (int)w, tv->source_key ? tv->source_key : tv->key,
+			printf("%-*s  %-12s %8d  %-9s %-16s %-10s %s\n", (int)w, cli_vis(tv->source_key ? tv->source_key : tv->key),
 				ckpt_var_kind_name(ckpt_variable_kind(tv->variable)), ckpt_variable_num_replicas(tv->variable),
 				ckpt_dtype_name(ckpt_variable_dtype(tv->variable)), shape, crc,
 				!tv->source_key ? "created (no stored value)" :
@@ -303,12 +304,12 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 				"all replicas = file");
 		}
 		for (i = 0; i < nunmatched; i++)
-			printf("unmatched: %s\n", ckpt_restore_status_unmatched(st, i));
+			printf("unmatched: %s\n", cli_vis(ckpt_restore_status_unmatched(st, i)));
 		printf("\n%zu variables, %" PRIu64 " bytes in %.3f s (%.1f MB/s); %zu unmatched%s\n", n, bytes, seconds,
 			seconds > 0 ? (double)bytes / seconds / 1e6 : 0.0, nunmatched,
 			nunmatched && expect_partial ? " (expected: --expect-partial)" : "");
 		if (save && !bad)
-			printf("saved to %s\n", save);
+			printf("saved to %s\n", cli_vis(save));
 	}
 	if (nunmatched && !expect_partial)
 		cli_report(path, NULL, -1, "%zu stored entr%s could not be placed (use --expect-partial to accept)",
