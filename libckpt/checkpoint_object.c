@@ -140,7 +140,7 @@ int ckpt__var_node_new(ckpt_object **out, ckpt_variable *var, int owned)
 	o->is_var_node = 1;
 	int rc = ckpt__object_push_attr(o, CKPT_VARIABLE_VALUE_KEY, var, owned);
 	if (rc < 0) {
-		ckpt__free(o);
+		ckpt_object_free(o); /* holds no attribute yet: `var` stays the caller's */
 		return rc;
 	}
 	*out = o;

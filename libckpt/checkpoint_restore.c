@@ -595,8 +595,6 @@ static void drop_names(ckpt__run *r)
 int ckpt__run_commit(ckpt__run *r)
 {
 	ckpt__session *s = r->s;
-	void *arena;
-	CKPT_TRY(read_values(s, r, &arena));
 	/* everything that can fail is done before the first assignment */
 	size_t need = s->nassigned + r->nasg;
 	if (need > s->capassigned) {
@@ -606,6 +604,8 @@ int ckpt__run_commit(ckpt__run *r)
 		s->assigned = na;
 		s->capassigned = need;
 	}
+	void *arena;
+	CKPT_TRY(read_values(s, r, &arena));
 	char **keys = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(char *));
 	ckpt_variable **vars = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*vars));
 	const void **srcs = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*srcs));
@@ -780,15 +780,25 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 		}
 	}
 	ckpt__run *r = NULL;
+	ckpt_restore_status *st = NULL;
 	if (rc == CKPT_OK)
 		rc = ckpt__run_new(&r, s);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_match_root(r, ck->root);
+	/* the status first: nothing may fail once values are assigned */
+	if (rc == CKPT_OK && status)
+		rc = ckpt__restore_status_new(&st, s, ck);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
 	ckpt__run_discard(r);
-	if (rc == CKPT_OK && status)
-		rc = ckpt__restore_status_new(status, s, ck);
+	if (rc < 0) {
+		if (st)
+			ckpt_restore_status_expect_partial(st);
+		ckpt_restore_status_free(st);
+		st = NULL;
+	}
+	if (status)
+		*status = st;
 	ckpt__session_unref(s);
 	return rc;
 }
