@@ -15,6 +15,7 @@ case $t in
   keras_h5|keras_archive) maxlen=262144 ;;
   *) maxlen=65536 ;;
 esac
+export LSAN_OPTIONS=suppressions=$src/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}
 start=$(date +%s) execs=0 runs=0 cov=0 ft=0
 while :; do
   left=$(( secs - ($(date +%s) - start) ))
