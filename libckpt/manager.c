@@ -429,6 +429,27 @@ static int is_temporary(const char *name)
 		(n >= 5 && strcmp(name + n - 5, "_temp") == 0);
 }
 
+/* "<name>-N.data-…" whose "<name>-N.index" is gone: left by a crash between rename steps or deletions. */
+static int orphan_data(const ckpt_manager *m, char **names, size_t n, const char *name)
+{
+	const char *d = strstr(name, ".data-");
+	if (!d)
+		return 0;
+	size_t bl = (size_t)(d - name);
+	char base[1024];
+	if (bl >= sizeof(base) - 7)
+		return 0;
+	memcpy(base, name, bl);
+	base[bl] = '\0';
+	if (prefix_number(base, m->name) < 0)
+		return 0;
+	memcpy(base + bl, ".index", 7);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], base) == 0)
+			return 0;
+	return 1;
+}
+
 /* Remove leftover temporaries, find "<name>-N.index" files. */
 static int scan_dir(ckpt_manager *m, int have_state)
 {
@@ -439,7 +460,8 @@ static int scan_dir(ckpt_manager *m, int have_state)
 	size_t nf = 0;
 	int rc = found ? CKPT_OK : CKPT_ENOMEM;
 	for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
-		if (is_temporary(names[i])) {
+		/* only a manager that saves cleans up: a read-only one may watch a trainer that is writing */
+		if (m->ck && (is_temporary(names[i]) || orphan_data(m, names, n, names[i]))) {
 			char *p = ckpt__path_join(m->dir, names[i]);
 			if (!p) {
 				rc = CKPT_ENOMEM;

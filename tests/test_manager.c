@@ -280,11 +280,24 @@ Test(manager, cleans_up_leftover_temporaries_and_adopts_checkpoints_without_stat
 	char *keep = ts_join(dir, "notes.txt");
 	cr_assert_eq(ts_write_file(keep, "x", 1), 0);
 	free(keep);
+	char *orphan = ts_join(dir, "ckpt-9.data-00000-of-00001");
+	cr_assert_eq(ts_write_file(orphan, "x", 1), 0);
+	free(orphan);
+	/* a read-only manager touches nothing (a trainer may be writing) */
 	ckpt_manager *m;
 	cr_assert_eq(ckpt_manager_new(&m, NULL, dir, 0), CKPT_OK, "%s", ckpt_error_last()->message);
 	for (int i = 0; i < 3; i++)
+		cr_assert(exists(dir, junk[i]), "%s", junk[i]);
+	ckpt_manager_free(m);
+	state s2;
+	build(&s2);
+	cr_assert_eq(ckpt_manager_new(&m, s2.ck, dir, 0), CKPT_OK, "%s", ckpt_error_last()->message);
+	for (int i = 0; i < 3; i++)
 		cr_assert(!exists(dir, junk[i]), "%s", junk[i]);
+	cr_assert(!exists(dir, "ckpt-9.data-00000-of-00001"));
+	cr_assert(exists(dir, "ckpt-3.data-00000-of-00001"));
 	cr_assert(exists(dir, "notes.txt"));
+	ckpt_checkpoint_free(s2.ck);
 	cr_assert_eq(ckpt_manager_count(m), 3);
 	cr_assert(strstr(ckpt_manager_checkpoint(m, 0), "ckpt-1"));
 	cr_assert(strstr(ckpt_manager_latest(m), "ckpt-3"));

@@ -338,8 +338,10 @@ typedef struct ckpt_manager_options {
  * tf.train.CheckpointManager over `dir` (created when missing) for `ckpt`
  * (borrowed; NULL = read-only use: latest / list / latest_valid). Reads
  * the `checkpoint` state file when present, adopts existing "ckpt-N"
- * checkpoints, and removes leftover temporaries (`*.tempstate*`, `*_temp*`).
- * `max_to_keep` <= 0 keeps everything.
+ * checkpoints when there is none, and — only with a checkpoint, since a
+ * read-only manager may watch a trainer that is writing — removes leftover
+ * temporaries (`*.tempstate*`, `*_temp*`) and data shards of "ckpt-N" whose
+ * index is gone. `max_to_keep` <= 0 keeps everything.
  */
 CKPT_API int ckpt_manager_new(ckpt_manager **out, ckpt_checkpoint *ckpt, const char *dir, int max_to_keep);
 CKPT_API int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ckpt, const char *dir, int max_to_keep,
