@@ -592,53 +592,71 @@ static json_t *dtypes_by_name(const char *path)
 	return out;
 }
 
+/*
+ * `ckpt restore PATH --strategy mirrored --replicas 4 --json`: every variable
+ * mirrored (or sync-on-read) with 4 copies, crc32 as `ckpt inspect` prints it.
+ */
+static void check_restore_mirrored(const char *path)
+{
+	ts_run_result r = cli("restore", path, "--strategy", "mirrored", "--replicas", "4", "--json", NULL);
+	json_t *doc, *crcs, *dtypes = dtypes_by_name(path), *u, *v;
+	size_t nu, k;
+
+	doc = parse_json(r.out, path);
+	crcs = crcs_by_name(path);
+	cr_assert_str_eq(json_string_value(json_object_get(doc, "strategy")), "mirrored");
+	cr_assert_eq(json_integer_value(json_object_get(doc, "replicas")), 4);
+	/*
+	 * Variables hold numbers only: string entries (TF1 string tensors) are
+	 * reported as unmatched, which is exit 1 unless --expect-partial.
+	 */
+	nu = json_array_size(json_object_get(doc, "unmatched"));
+	json_array_foreach(json_object_get(doc, "unmatched"), k, u)
+		cr_assert_str_eq(json_string_value(json_object_get(dtypes, json_string_value(u))), "string",
+			"%s: unmatched %s", path, json_string_value(u));
+	cr_assert_eq(r.status, nu ? 1 : 0, "%s: exit %d: %s", path, r.status, r.err);
+	if (nu) {
+		ts_run_result r2 = cli("restore", path, "--strategy", "mirrored", "--replicas", "4",
+			"--expect-partial", NULL);
+		cr_assert_eq(r2.status, 0, "%s --expect-partial: %s", path, r2.err);
+		ts_run_free(&r2);
+	}
+	json_decref(dtypes);
+	cr_assert_gt(json_array_size(json_object_get(doc, "variables")), 0);
+	json_array_foreach(json_object_get(doc, "variables"), k, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		const char *kind = json_string_value(json_object_get(v, "kind"));
+		json_t *want = json_object_get(crcs, name);
+
+		cr_assert_eq(json_integer_value(json_object_get(v, "replicas")), 4, "%s: %s", path, name);
+		cr_assert(!strcmp(kind, "mirrored") || !strcmp(kind, "sync-on-read"), "%s: %s is %s", path, name, kind);
+		if (want)
+			cr_assert(json_equal(json_object_get(v, "crc32"), want), "%s: crc32 of %s", path, name);
+	}
+	json_decref(crcs);
+	json_decref(doc);
+	ts_run_free(&r);
+}
+
 Test(cli, restore_mirrored_4_on_every_tf_fixture, .timeout = 300)
 {
 	json_t *paths = fixture_paths("tf");
-	size_t i, k;
-	json_t *p, *v;
+	size_t i;
+	json_t *p;
 
-	json_array_foreach(paths, i, p) {
-		const char *path = json_string_value(p);
-		ts_run_result r = cli("restore", path, "--strategy", "mirrored", "--replicas", "4", "--json", NULL);
-		json_t *doc, *crcs, *dtypes = dtypes_by_name(path), *u;
-		size_t nu;
+	json_array_foreach(paths, i, p)
+		check_restore_mirrored(json_string_value(p));
+	json_decref(paths);
+}
 
-		doc = parse_json(r.out, path);
-		crcs = crcs_by_name(path);
-		cr_assert_str_eq(json_string_value(json_object_get(doc, "strategy")), "mirrored");
-		cr_assert_eq(json_integer_value(json_object_get(doc, "replicas")), 4);
-		/*
-		 * Variables hold numbers only: string entries (TF1 string tensors) are
-		 * reported as unmatched, which is exit 1 unless --expect-partial.
-		 */
-		nu = json_array_size(json_object_get(doc, "unmatched"));
-		json_array_foreach(json_object_get(doc, "unmatched"), k, u)
-			cr_assert_str_eq(json_string_value(json_object_get(dtypes, json_string_value(u))), "string",
-				"%s: unmatched %s", path, json_string_value(u));
-		cr_assert_eq(r.status, nu ? 1 : 0, "%s: exit %d: %s", path, r.status, r.err);
-		if (nu) {
-			ts_run_result r2 = cli("restore", path, "--strategy", "mirrored", "--replicas", "4",
-				"--expect-partial", NULL);
-			cr_assert_eq(r2.status, 0, "%s --expect-partial: %s", path, r2.err);
-			ts_run_free(&r2);
-		}
-		json_decref(dtypes);
-		cr_assert_gt(json_array_size(json_object_get(doc, "variables")), 0);
-		json_array_foreach(json_object_get(doc, "variables"), k, v) {
-			const char *name = json_string_value(json_object_get(v, "name"));
-			const char *kind = json_string_value(json_object_get(v, "kind"));
-			json_t *want = json_object_get(crcs, name);
+Test(cli, restore_mirrored_4_on_every_keras_fixture, .timeout = 300)
+{
+	json_t *paths = fixture_paths("keras");
+	size_t i;
+	json_t *p;
 
-			cr_assert_eq(json_integer_value(json_object_get(v, "replicas")), 4, "%s: %s", path, name);
-			cr_assert(!strcmp(kind, "mirrored") || !strcmp(kind, "sync-on-read"), "%s: %s is %s", path, name, kind);
-			if (want)
-				cr_assert(json_equal(json_object_get(v, "crc32"), want), "%s: crc32 of %s", path, name);
-		}
-		json_decref(crcs);
-		json_decref(doc);
-		ts_run_free(&r);
-	}
+	json_array_foreach(paths, i, p)
+		check_restore_mirrored(json_string_value(p));
 	json_decref(paths);
 }
 
@@ -877,26 +895,4 @@ Test(cli, names_escaped_in_json_and_on_terminals)
 	ts_rmtree(dir);
 	free(dir);
 	free(prefix);
-}
-
-Test(cli, restore_keras_archive_mirrored)
-{
-	const char *src = ts_fixture("keras/FlowNet-ANN__keras3.9.2_mlp_adam.keras");
-	ts_run_result r = cli("restore", src, "--strategy", "mirrored", "--replicas", "4", "--json", NULL);
-	json_t *doc, *crcs, *v;
-	size_t k;
-
-	cr_assert_eq(r.status, 0, "%s", r.err);
-	doc = parse_json(r.out, src);
-	crcs = crcs_by_name(src);
-	cr_assert_eq(json_array_size(json_object_get(doc, "variables")), json_object_size(crcs),
-		"every stored entry becomes a variable");
-	json_array_foreach(json_object_get(doc, "variables"), k, v) {
-		const char *name = json_string_value(json_object_get(v, "name"));
-		cr_assert_eq(json_integer_value(json_object_get(v, "replicas")), 4, "%s", name);
-		cr_assert(json_equal(json_object_get(v, "crc32"), json_object_get(crcs, name)), "crc32 of %s", name);
-	}
-	json_decref(crcs);
-	json_decref(doc);
-	ts_run_free(&r);
 }
