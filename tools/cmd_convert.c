@@ -37,6 +37,41 @@ static const char *const meta_keys[] = {
 	"keras_version", "backend", "model_config", "training_config", "config.json", "metadata.json"
 };
 
+/*
+ * The order entries are handed to the writer: object-graph order first (the
+ * graph lists layers as the model tracks them: layer_with_weights-0, -1,
+ * ..., -10, where stored names sort "-10" before "-2"), then entries no
+ * attribute refers to, in stored order. Keras writers lay out layers in
+ * the order they first see them.
+ */
+static int write_order(const ckpt_reader *r, size_t **out)
+{
+	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
+	size_t n = ckpt_reader_count(r), i, k, m = 0, idx;
+	size_t *order = malloc((n ? n : 1) * sizeof(size_t));
+	unsigned char *placed = calloc(n ? n : 1, 1);
+
+	if (!order || !placed) {
+		free(order);
+		free(placed);
+		return cli_report(ckpt_reader_path(r), NULL, -1, "out of memory");
+	}
+	for (i = 0; g && i < g->nnodes; i++) {
+		for (k = 0; k < g->nodes[i].nattrs; k++) {
+			if (cli_attr_find(r, &g->nodes[i].attrs[k], &idx) && !placed[idx]) {
+				placed[idx] = 1;
+				order[m++] = idx;
+			}
+		}
+	}
+	for (i = 0; i < n; i++)
+		if (!placed[i])
+			order[m++] = i;
+	free(placed);
+	*out = order;
+	return CLI_EXIT_OK;
+}
+
 static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 {
 	cli_args args;
@@ -47,7 +82,7 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	const ckpt_object_graph *g;
 	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
 	char **keys = NULL;
-	size_t i, n = 0, written = 0, unmapped = 0;
+	size_t i, k, n = 0, written = 0, unmapped = 0, *order = NULL;
 	uint64_t bytes = 0;
 
 	rc = cli_parse(cmd, argc, argv, &args);
@@ -97,10 +132,15 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 			goto done;
 		}
 	}
-	for (i = 0; i < n; i++) {
-		const ckpt_var_info *v = ckpt_reader_var(r, i);
+	if (write_order(r, &order) != CLI_EXIT_OK)
+		goto done;
+	for (k = 0; k < n; k++) {
+		const ckpt_var_info *v;
 		ckpt_tensor *t = NULL;
 		int arc;
+
+		i = order[k];
+		v = ckpt_reader_var(r, i);
 
 		/* the writer stores the graph given above as its own entry */
 		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0)
@@ -142,6 +182,7 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	printf("\n");
 	rc = CLI_EXIT_OK;
 done:
+	free(order);
 	ckpt_writer_free(w);
 	cli_keys_free(keys, n);
 	ckpt_reader_free(r);
