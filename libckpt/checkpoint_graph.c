@@ -138,17 +138,21 @@ static int add_slots(builder *b, int oid, size_t nbfs)
 	slot_pick *picks = ckpt__calloc(opt->nslots, sizeof(*picks));
 	if (!picks)
 		return CKPT_ENOMEM;
-	int rc = CKPT_OK;
+	/* slot names in order of first creation (a handful: "m", "v", ...) */
+	const char **names = ckpt__calloc(opt->nslots, sizeof(*names));
+	size_t nnames = 0;
+	int rc = names ? CKPT_OK : CKPT_ENOMEM;
 	for (size_t si = 0; si < opt->nslots && rc == CKPT_OK; si++) {
-		const char *name = opt->slots[si].name;
-		int first = 1;
-		for (size_t k = 0; k < si; k++)
-			if (strcmp(opt->slots[k].name, name) == 0)
-				first = 0;
-		if (!first)
-			continue;
+		size_t k = 0;
+		while (k < nnames && strcmp(names[k], opt->slots[si].name) != 0)
+			k++;
+		if (k == nnames)
+			names[nnames++] = opt->slots[si].name;
+	}
+	for (size_t ni = 0; ni < nnames && rc == CKPT_OK; ni++) {
+		const char *name = names[ni];
 		size_t np = 0;
-		for (size_t k = si; k < opt->nslots; k++) {
+		for (size_t k = 0; k < opt->nslots; k++) {
 			if (strcmp(opt->slots[k].name, name) != 0)
 				continue;
 			int pid = ckpt__ptrmap_get(&b->ids, opt->slots[k].primary);
@@ -190,6 +194,7 @@ static int add_slots(builder *b, int oid, size_t nbfs)
 		}
 	}
 	ckpt__free(picks);
+	ckpt__free(names);
 	return rc;
 }
 

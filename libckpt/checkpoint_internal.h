@@ -21,6 +21,16 @@
 
 typedef struct ckpt__session ckpt__session;
 
+/* generic pointer -> int map (open addressing) */
+typedef struct ckpt__ptrmap {
+	size_t cap, n;
+	const void **keys;
+	int *vals;
+} ckpt__ptrmap;
+int ckpt__ptrmap_put(ckpt__ptrmap *m, const void *key, int val);
+int ckpt__ptrmap_get(const ckpt__ptrmap *m, const void *key); /* -1 when absent */
+void ckpt__ptrmap_free(ckpt__ptrmap *m);
+
 typedef struct ckpt__edge {
 	char *name;
 	ckpt_object *child;
@@ -37,6 +47,7 @@ typedef struct ckpt__slot {
 	ckpt_variable *primary;
 	char *name;
 	ckpt_object *node;   /* variable node holding the slot variable (owned reference) */
+	long prev;           /* previous slot of the same primary, -1 */
 } ckpt__slot;
 
 typedef struct ckpt__pending_child {
@@ -59,10 +70,13 @@ struct ckpt_object {
 	char *source_key;    /* variable nodes: stored key last restored from */
 	size_t nedges, capedges;
 	ckpt__edge *edges;
+	size_t ecap;         /* hash index of edge names (built from 16 edges on), 0 = none */
+	size_t *eidx;        /* edge index + 1, 0 = empty */
 	size_t nattrs, capattrs;
 	ckpt__attr *attrs;
 	size_t nslots, capslots;
 	ckpt__slot *slots;
+	ckpt__ptrmap slot_last;  /* primary -> index of its latest slot */
 	size_t npchild, cappchild;
 	ckpt__pending_child *pchild;
 	size_t npslot, cappslot;
@@ -140,15 +154,6 @@ typedef struct ckpt__plan {
 int ckpt__plan_build(ckpt__plan *p, ckpt_object *root);
 void ckpt__plan_free(ckpt__plan *p);
 
-/* generic pointer -> int map (open addressing) */
-typedef struct ckpt__ptrmap {
-	size_t cap, n;
-	const void **keys;
-	int *vals;
-} ckpt__ptrmap;
-int ckpt__ptrmap_put(ckpt__ptrmap *m, const void *key, int val);
-int ckpt__ptrmap_get(const ckpt__ptrmap *m, const void *key); /* -1 when absent */
-void ckpt__ptrmap_free(ckpt__ptrmap *m);
 
 /* checkpoint_restore.c */
 int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpoint_options *o);

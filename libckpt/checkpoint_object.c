@@ -98,6 +98,8 @@ void ckpt_object_free(ckpt_object *o)
 		ckpt__free(o->pslot[i].slot_name);
 	}
 	ckpt__free(o->edges);
+	ckpt__free(o->eidx);
+	ckpt__ptrmap_free(&o->slot_last);
 	ckpt__free(o->slots);
 	ckpt__free(o->attrs);
 	ckpt__free(o->pchild);
@@ -107,8 +109,59 @@ void ckpt_object_free(ckpt_object *o)
 	ckpt__free(o);
 }
 
+static size_t name_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return (size_t)h;
+}
+
+/* Index edge i by name; (re)build the table when it gets half full. Best effort: lookups fall back to a scan. */
+static void index_edges(ckpt_object *o)
+{
+	if (o->nedges < 16)
+		return;
+	if (o->nedges * 2 > o->ecap) {
+		size_t nc = o->ecap ? o->ecap * 2 : 64;
+		while (o->nedges * 2 > nc)
+			nc *= 2;
+		size_t *t = ckpt__calloc(nc, sizeof(*t));
+		if (!t) {
+			ckpt_error_clear();
+			ckpt__free(o->eidx);
+			o->eidx = NULL;
+			o->ecap = 0;
+			return;
+		}
+		ckpt__free(o->eidx);
+		o->eidx = t;
+		o->ecap = nc;
+		for (size_t i = 0; i + 1 < o->nedges; i++) {
+			size_t h = name_hash(o->edges[i].name) & (nc - 1);
+			while (t[h])
+				h = (h + 1) & (nc - 1);
+			t[h] = i + 1;
+		}
+	}
+	size_t h = name_hash(o->edges[o->nedges - 1].name) & (o->ecap - 1);
+	while (o->eidx[h])
+		h = (h + 1) & (o->ecap - 1);
+	o->eidx[h] = o->nedges;
+}
+
 const ckpt__edge *ckpt__object_edge(const ckpt_object *o, const char *name)
 {
+	if (o->eidx) {
+		size_t h = name_hash(name) & (o->ecap - 1);
+		while (o->eidx[h]) {
+			const ckpt__edge *e = &o->edges[o->eidx[h] - 1];
+			if (strcmp(e->name, name) == 0)
+				return e;
+			h = (h + 1) & (o->ecap - 1);
+		}
+		return NULL;
+	}
 	for (size_t i = 0; i < o->nedges; i++)
 		if (strcmp(o->edges[i].name, name) == 0)
 			return &o->edges[i];
@@ -117,8 +170,8 @@ const ckpt__edge *ckpt__object_edge(const ckpt_object *o, const char *name)
 
 ckpt__slot *ckpt__object_slot(const ckpt_object *o, const ckpt_variable *primary, const char *name)
 {
-	for (size_t i = 0; i < o->nslots; i++)
-		if (o->slots[i].primary == primary && strcmp(o->slots[i].name, name) == 0)
+	for (long i = ckpt__ptrmap_get(&o->slot_last, primary); i >= 0; i = o->slots[i].prev)
+		if (strcmp(o->slots[i].name, name) == 0)
 			return &o->slots[i];
 	return NULL;
 }
@@ -194,6 +247,7 @@ int ckpt__object_link(ckpt_object *parent, const char *name, ckpt_object *child,
 	if (!weak)
 		ckpt__object_ref(child);
 	parent->edges[parent->nedges++] = (ckpt__edge){ n, child, weak };
+	index_edges(parent);
 	return CKPT_OK;
 }
 
@@ -411,7 +465,14 @@ int ckpt__slot_create(ckpt_variable **out, ckpt_object **node_out, ckpt_object *
 		ckpt__free(sname);
 		return rc;
 	}
-	opt->slots[opt->nslots++] = (ckpt__slot){ primary, sname, node };
+	long prev = ckpt__ptrmap_get(&opt->slot_last, primary);
+	rc = ckpt__ptrmap_put(&opt->slot_last, primary, (int)opt->nslots);
+	if (rc < 0) {
+		ckpt_object_free(node);
+		ckpt__free(sname);
+		return rc;
+	}
+	opt->slots[opt->nslots++] = (ckpt__slot){ primary, sname, node, prev };
 	*out = v;
 	if (node_out)
 		*node_out = node;
@@ -433,6 +494,7 @@ int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_varia
 	if (rc < 0) {
 		/* restore-on-create failed (mismatch): the slot is not created */
 		opt->nslots--;
+		ckpt__ptrmap_put(&opt->slot_last, primary, (int)opt->slots[opt->nslots].prev); /* no growth: key exists */
 		ckpt_object_free(opt->slots[opt->nslots].node);
 		ckpt__free(opt->slots[opt->nslots].name);
 		return rc;
@@ -469,6 +531,17 @@ static size_t ptr_hash(const void *p, size_t cap)
 
 int ckpt__ptrmap_put(ckpt__ptrmap *m, const void *key, int val)
 {
+	if (m->cap) {
+		/* updating an existing key never allocates */
+		size_t h = ptr_hash(key, m->cap);
+		while (m->keys[h]) {
+			if (m->keys[h] == key) {
+				m->vals[h] = val;
+				return CKPT_OK;
+			}
+			h = (h + 1) & (m->cap - 1);
+		}
+	}
 	if ((m->n + 1) * 2 > m->cap) {
 		size_t nc = m->cap ? m->cap * 2 : 64;
 		const void **nk = ckpt__calloc(nc, sizeof(*nk));
