@@ -98,12 +98,12 @@ static void print_json(const inspect_state *st)
 typedef struct tree_ctx {
 	const ckpt_object_graph *g;
 	const ckpt_reader *r;
-	unsigned char *has_values; /* subtree holds attributes or slots (0/1), 2 = computing */
+	unsigned char *has_values; /* subtree holds attributes or slots: 0/1; 2 computing; 3 unknown */
 	unsigned char *printed;
 	size_t hidden;             /* objects without saved values, not shown */
 } tree_ctx;
 
-static int subtree_has_values(tree_ctx *c, int id)
+static int subtree_has_values(tree_ctx *c, int id, int depth)
 {
 	const ckpt_og_node *n = &c->g->nodes[id];
 	size_t k;
@@ -111,11 +111,13 @@ static int subtree_has_values(tree_ctx *c, int id)
 
 	if (c->has_values[id] != 3)
 		return c->has_values[id] == 1;
+	if (depth >= CKPT_MAX_OBJECT_GRAPH_DEPTH)
+		return 1; /* bounded recursion on hostile graphs: show rather than hide */
 	c->has_values[id] = 2; /* a cycle back here counts as empty */
 	has = n->nattrs > 0 || n->nslots > 0;
 	for (k = 0; k < n->nchildren; k++) {
 		int child = n->children[k].node_id;
-		if (child >= 0 && (size_t)child < c->g->nnodes && subtree_has_values(c, child))
+		if (child >= 0 && (size_t)child < c->g->nnodes && subtree_has_values(c, child, depth + 1))
 			has = 1;
 	}
 	c->has_values[id] = (unsigned char)has;
@@ -182,7 +184,7 @@ static void print_node(tree_ctx *c, int id, const char *local, int depth)
 		int child = n->children[k].node_id;
 		if (child < 0 || (size_t)child >= c->g->nnodes)
 			continue;
-		if (!subtree_has_values(c, child)) {
+		if (!subtree_has_values(c, child, depth + 1)) {
 			if (!c->printed[child]) {
 				c->printed[child] = 1;
 				c->hidden++;
