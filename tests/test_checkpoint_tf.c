@@ -179,6 +179,23 @@ static void assert_same_keys(ckpt_reader *a, ckpt_reader *b)
 	}
 }
 
+/* The serialized _CHECKPOINTABLE_OBJECT_GRAPH entries of two bundles are byte-identical. */
+static void assert_graph_bytes_equal(ckpt_reader *a, ckpt_reader *b)
+{
+	ckpt_tensor *t[2];
+	ckpt_reader *r[2] = { a, b };
+	for (int i = 0; i < 2; i++) {
+		size_t idx;
+		cr_assert_eq(ckpt_reader_find(r[i], CKPT_OBJECT_GRAPH_KEY, &idx), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(r[i], idx, &t[i]), CKPT_OK);
+	}
+	const ckpt_bytes *x = t[0]->data, *y = t[1]->data;
+	cr_assert_eq(x->len, y->len);
+	cr_assert_eq(memcmp(x->data, y->data, (size_t)x->len), 0, "object graph bytes differ from TF's");
+	ckpt_tensor_free(t[0]);
+	ckpt_tensor_free(t[1]);
+}
+
 static void check_oracle(const char *prefix)
 {
 	char cmd[8192];
@@ -262,6 +279,7 @@ Test(checkpoint_tf, lso_ckpt_keys_and_object_graph_match_tf)
 	cr_assert_eq(ckpt_reader_open(&b, prefix, NULL), CKPT_OK);
 	assert_same_keys(a, b);
 	assert_graphs_equal(ckpt_reader_object_graph(a), ckpt_reader_object_graph(b));
+	assert_graph_bytes_equal(a, b);
 	for (size_t i = 0; i < ckpt_reader_count(a); i++) {
 		const char *key = ckpt_reader_var(a, i)->name;
 		if (strcmp(key, CKPT_OBJECT_GRAPH_KEY) == 0)
@@ -401,6 +419,7 @@ Test(checkpoint_tf, load_then_write_reproduces_tf_object_graph)
 		if (f == 0) {
 			assert_same_keys(a, b);
 			assert_graphs_equal(ga, gb);
+			assert_graph_bytes_equal(a, b);
 		} else {
 			/* string-valued nodes are not loaded; every numeric key comes back */
 			for (size_t i = 0; i < ckpt_reader_count(a); i++) {
