@@ -159,6 +159,58 @@ static const char *heap_bytes(const h5_image *im, uint64_t addr, uint32_t idx, u
 	return NULL;
 }
 
+/*
+ * H5LTopen_file_image(DONT_COPY | DONT_RELEASE) semantics, done here because
+ * libhdf5_hl 1.10 leaks its callback data on every such open: the core
+ * driver is handed our buffer for every image operation, never copies it
+ * (source == destination) and never frees it; resizing is refused.
+ */
+static void *img_malloc(size_t size, H5FD_file_image_op_t op, void *udata)
+{
+	h5_image *im = udata;
+	(void)op;
+	return size == im->n ? (void *)im->buf : NULL;
+}
+
+static void *img_memcpy(void *dest, const void *src, size_t size, H5FD_file_image_op_t op, void *udata)
+{
+	(void)size; (void)op; (void)udata;
+	return dest == src ? dest : NULL;
+}
+
+static herr_t img_free(void *ptr, H5FD_file_image_op_t op, void *udata)
+{
+	(void)ptr; (void)op; (void)udata;
+	return 0;
+}
+
+static void *img_udata_copy(void *udata) { return udata; }
+static herr_t img_udata_free(void *udata) { (void)udata; return 0; }
+
+static hid_t open_in_place(h5_image *im, const char *path)
+{
+	static unsigned long seq;
+	H5FD_file_image_callbacks_t cb;
+	char name[64];
+	hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1;
+	(void)path;
+	memset(&cb, 0, sizeof(cb));
+	cb.image_malloc = img_malloc;
+	cb.image_memcpy = img_memcpy;
+	cb.image_realloc = NULL;
+	cb.image_free = img_free;
+	cb.udata_copy = img_udata_copy;
+	cb.udata_free = img_udata_free;
+	cb.udata = im;
+	snprintf(name, sizeof(name), "ckpt-image-%lu", ++seq);
+	if (fapl >= 0 && H5Pset_fapl_core(fapl, 1 << 16, 0) >= 0 && H5Pset_file_image_callbacks(fapl, &cb) >= 0 &&
+		H5Pset_file_image(fapl, (void *)im->buf, im->n) >= 0)
+		f = H5Fopen(name, H5F_ACC_RDONLY, fapl);
+	if (fapl >= 0)
+		H5Pclose(fapl);
+	return f;
+}
+
 int ckpt__h5_open_image(hid_t *out, const void *buf, size_t n, const char *path)
 {
 	hid_t f;
@@ -183,8 +235,7 @@ int ckpt__h5_open_image(hid_t *out, const void *buf, size_t n, const char *path)
 		im->base = rd_le(b + 12, 8);
 		im->raw_ok = 1;
 	}
-	/* DONT_COPY|DONT_RELEASE: HDF5 reads our buffer in place and never frees it. */
-	f = H5LTopen_file_image((void *)buf, n, H5LT_FILE_IMAGE_DONT_COPY | H5LT_FILE_IMAGE_DONT_RELEASE);
+	f = open_in_place(im, path);
 	if (f < 0) {
 		ckpt__free(im);
 		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "HDF5 could not open the file (%zu bytes): corrupt or truncated superblock or root group", n);

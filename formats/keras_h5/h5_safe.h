@@ -15,7 +15,6 @@
 #define CKPT_H5_SAFE_H
 
 #include <hdf5.h>
-#include <hdf5_hl.h>
 #include "formats/format.h"
 
 /** Deepest group nesting we walk (Keras layouts need < 16). */
