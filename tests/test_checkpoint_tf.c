@@ -501,3 +501,59 @@ Test(checkpoint_tf, load_every_keras_fixture_mirrored, .timeout = 120)
 	closedir(d);
 	cr_assert_geq(loaded, 10);
 }
+
+static int metrics_sync_on_read(ckpt_variable_options *o, const char *key, const ckpt_var_info *info, void *ctx)
+{
+	int *calls = ctx;
+	(*calls)++;
+	if (info->role == CKPT_ROLE_METRIC || strstr(key, "/metrics/")) {
+		o->sync = CKPT_SYNC_ON_READ;
+		o->aggregation = CKPT_AGG_SUM;
+		o->trainable = 0;
+	}
+	return CKPT_OK;
+}
+
+Test(checkpoint_tf, load_hook_makes_metrics_sync_on_read)
+{
+	const char *fixture = ts_fixture("tf/tfx__keras_adam_savedmodel/variables/variables");
+	ckpt_strategy *s;
+	cr_assert_eq(ckpt_strategy_mirrored_new(&s, 4), CKPT_OK);
+	int calls = 0;
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	o.load_variable = metrics_sync_on_read;
+	o.load_ctx = &calls;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	ckpt_checkpoint *ck;
+	cr_assert_eq(ckpt_checkpoint_load(&ck, NULL, fixture, &o), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	cr_assert_eq(calls, 27); /* 6 weights, 12 slots, 5 optimizer scalars, 4 metric accumulators */
+	ckpt_reader *r;
+	cr_assert_eq(ckpt_reader_open(&r, fixture, NULL), CKPT_OK);
+	ckpt_tracked_list *l;
+	cr_assert_eq(ckpt_checkpoint_variables(&l, ck), CKPT_OK);
+	int metrics = 0;
+	for (size_t i = 0; i < ckpt_tracked_list_count(l); i++) {
+		const ckpt_tracked_variable *t = ckpt_tracked_list_get(l, i);
+		size_t idx;
+		cr_assert_eq(ckpt_reader_find(r, t->source_key, &idx), CKPT_OK);
+		if (!strstr(t->key, "/metrics/")) {
+			cr_assert_eq(ckpt_variable_kind(t->variable), CKPT_VAR_MIRRORED, "%s", t->key);
+			continue;
+		}
+		metrics++;
+		cr_assert_eq(ckpt_variable_kind(t->variable), CKPT_VAR_SYNC_ON_READ, "%s", t->key);
+		float stored, agg;
+		cr_assert_eq(ckpt_reader_read_into(r, idx, &stored, sizeof(stored)), CKPT_OK);
+		cr_assert_eq(ckpt_variable_read(t->variable, &agg, sizeof(agg)), CKPT_OK);
+		cr_assert_float_eq(agg, stored, 1e-6f * (1.0f + stored), "%s", t->key);
+		for (int k = 0; k < 4; k++)
+			cr_assert_float_eq(*(const float *)ckpt_variable_replica_data(t->variable, k), stored / 4.0f, 1e-6f,
+				"%s", t->key);
+	}
+	cr_assert_eq(metrics, 4);
+	ckpt_tracked_list_free(l);
+	ckpt_reader_free(r);
+	ckpt_checkpoint_free(ck);
+	ckpt_strategy_free(s);
+}

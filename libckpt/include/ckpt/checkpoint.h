@@ -230,8 +230,9 @@ CKPT_API int ckpt_checkpoint_write(ckpt_checkpoint *ckpt, const char *path);
 
 /**
  * tf.train.Checkpoint.restore into the live objects: match the file's
- * object graph to the live one by child names from the root (a TF1
- * name-based file, which has none, is matched by variable name), check
+ * object graph to the live one by child names from the root (entries no
+ * graph node refers to — all of a TF1 name-based file — are matched by
+ * variable name, without restore-on-create), check
  * dtype and shape, read every value into staging, then assign each matched
  * value to every replica (sync-on-read SUM: split across replicas). A
  * failure (EMISMATCH naming the variable and both shapes; read or checksum
@@ -249,8 +250,10 @@ CKPT_API int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoi
  * name-based files: one root child per key; Keras files: the synthesized
  * graph) and create every variable through ckpt_strategy_current() —
  * mirrored inside a mirrored scope, plain outside — including optimizer
- * slots, with the file's values. `*status` (may be NULL) lists entries that
- * could not be placed. `o` may be NULL.
+ * slots, with the file's values (entries no graph node refers to become
+ * root children named by their stored key). String tensors have no
+ * variable kind: they are not loaded and `*status` (may be NULL) lists
+ * them, with anything else that could not be placed. `o` may be NULL.
  */
 CKPT_API int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, const char *path,
 	const ckpt_checkpoint_options *o);
