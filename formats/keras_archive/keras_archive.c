@@ -337,8 +337,16 @@ static int ka_read(ckpt_reader *r, size_t i, ckpt_tensor **out) { return ckpt__k
 static int ka_read_into(ckpt_reader *r, size_t i, void *dst, size_t n) { return ckpt__keras_h5_read_into(r, i, dst, n); }
 static void ka_close(ckpt_reader *r) { ckpt__keras_h5_close(r); }
 #else
-static int ka_read(ckpt_reader *r, size_t i, ckpt_tensor **out) { (void)i; (void)out; return CKPT_EUNSUPPORTED; }
-static int ka_read_into(ckpt_reader *r, size_t i, void *dst, size_t n) { (void)i; (void)dst; (void)n; return CKPT_EUNSUPPORTED; }
+static int ka_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
+{
+	(void)i; (void)out;
+	return ckpt__fail(CKPT_EUNSUPPORTED, r->path, NULL, -1, "libckpt was built without HDF5");
+}
+static int ka_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
+{
+	(void)i; (void)dst; (void)n;
+	return ckpt__fail(CKPT_EUNSUPPORTED, r->path, NULL, -1, "libckpt was built without HDF5");
+}
 static void ka_close(ckpt_reader *r) { (void)r; }
 #endif
 

@@ -463,7 +463,9 @@ int ckpt__h5_attr_exists(hid_t obj, const char *name, int *exists)
 {
 	htri_t e = H5Aexists(obj, name);
 	*exists = e > 0;
-	return e < 0 ? CKPT_EFORMAT : CKPT_OK;
+	if (e < 0)
+		return ckpt__fail(CKPT_EFORMAT, NULL, name, -1, "cannot look up attribute '%s' (corrupt object header?)", name);
+	return CKPT_OK;
 }
 
 void ckpt__h5_free_strings(char **s, size_t n)
