@@ -36,8 +36,14 @@ Test(keras_archive, members_are_metadata)
 	cr_assert_str_eq(ckpt_reader_meta(r, "metadata.json"), "{\"keras_version\": \"3.15.0\", \"date_saved\": \"2026-05-13@21:23:40\"}");
 	cr_assert(strstr(ckpt_reader_meta(r, "config.json"), "\"NestedDenseModel\""));
 	cr_assert_str_eq(ckpt_reader_meta(r, "keras_version"), "3.15.0");
+	/* group keys are snake_case(class) + counter; the real names come from vars@name */
+	cr_assert_str_eq(ckpt_reader_meta(r, "keras_layer_names"),
+		"{\"layers/dense\":\"d_0\",\"layers/dense_1\":\"d_1\",\"layers/dense_2\":\"d_2\",\"layers/dense_3\":\"dense\"}");
 	/* custom classes are named, never resolved */
 	cr_assert(strstr(ckpt_reader_meta(r, "config_warnings"), "legacy_nested_container>NestedDenseModel"));
+	ckpt_reader_free(r);
+	r = kt_open(ts_fixture("keras/FlowNet-ANN__keras3.9.2_mlp_adam.keras"));
+	cr_assert(strstr(ckpt_reader_meta(r, "keras_layer_names"), "\"layers/dense_3\":\""), "%s", ckpt_reader_meta(r, "keras_layer_names"));
 	ckpt_reader_free(r);
 	r = kt_open(ts_fixture("keras/keras__keras3.8.0_masking_lstm_mlx.keras"));
 	cr_assert_eq(ckpt_reader_count(r), 3);

@@ -46,10 +46,11 @@ typedef struct ckpt__keras_ctx {
  * checkpoint_key = the TF key and full_name = the Keras dataset path, which
  * links graph and entries. Entries the rules cannot place with certainty
  * stay out of the graph; `*notes` (ckpt__malloc'ed, NULL when none) says
- * which and why.
+ * which and why. Keras 3: `*layer_names` is a JSON object from
+ * "layers/<key>" to the real layer name (vars@name, else config.json).
  */
 int ckpt__keras_map(const ckpt__keras_ctx *ctx, const ckpt__keras_entry *e, size_t n,
-	ckpt_object_graph **graph, char **notes);
+	ckpt_object_graph **graph, char **notes, char **layer_names);
 
 /**
  * Lambda layers, __lambda__ objects and custom registered classes named in

@@ -459,7 +459,7 @@ static int attach_locked(ckpt_reader *r, void *image, size_t n, const char *conf
 	kh5_state *s = ckpt__calloc(1, sizeof(*s));
 	ckpt__keras_entry *ents = NULL;
 	ckpt__keras_ctx ctx;
-	char *notes = NULL;
+	char *notes = NULL, *names = NULL;
 	size_t i;
 	int rc;
 	if (!s) {
@@ -538,11 +538,14 @@ static int attach_locked(ckpt_reader *r, void *image, size_t n, const char *conf
 	ctx.model_config = ckpt_reader_meta(r, "model_config");
 	ctx.training_config = ckpt_reader_meta(r, "training_config");
 	ctx.config_json = config_json;
-	rc = ckpt__keras_map(&ctx, ents, s->nv, &r->graph, &notes);
+	rc = ckpt__keras_map(&ctx, ents, s->nv, &r->graph, &notes, &names);
 	ckpt__free(ents);
 	if (rc >= 0 && notes)
 		rc = ckpt__reader_set_meta(r, "mapping_notes", notes);
+	if (rc >= 0 && names)
+		rc = ckpt__reader_set_meta(r, "keras_layer_names", names);
 	ckpt__free(notes);
+	ckpt__free(names);
 	notes = NULL;
 	/* Configs are data: report Lambda and custom classes, never act on them. */
 	if (rc >= 0)

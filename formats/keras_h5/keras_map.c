@@ -334,6 +334,7 @@ typedef struct mctx {
 	int *morder;       /* mapped model entries in model (layer) order */
 	size_t nmorder;
 	json_t *model_config, *training_config, *config;
+	json_t *layer_names;  /* Keras 3: {"layers/<key>": "<layer name>"} */
 } mctx;
 
 static char *strip_colon0(const char *w)
@@ -461,6 +462,7 @@ static void map_legacy_model(mctx *c)
 typedef struct k3layer {
 	char *key;          /* layers/<key> */
 	const char *cls;    /* class name (borrowed) or NULL */
+	const char *cname;  /* layer name from config.json (borrowed) or NULL */
 	int order;          /* position in model.layers, -1 unknown */
 } k3layer;
 
@@ -572,6 +574,7 @@ static int config_layer_order(mctx *c, k3layer *L, size_t nl)
 			if (strcmp(L[j].key, key) == 0) {
 				L[j].order = (int)npos;
 				L[j].cls = cls;
+				L[j].cname = json_string_value(json_object_get(json_object_get(l, "config"), "name"));
 			}
 		npos++;
 		ckpt__free(key);
@@ -612,6 +615,26 @@ static int k3_split(const char *path, char **key, char **sub)
 	*key = ckpt__strndup(p, (size_t)(s - p));
 	*sub = s < v ? ckpt__strndup(s + 1, (size_t)(v - s - 1)) : ckpt__strdup("");
 	return *key && *sub ? 1 : -1;
+}
+
+/* The real layer names: the vars group's `name` attribute (Keras >= 3.6), else config.json. */
+static void k3_layer_names(mctx *c, const k3layer *L, size_t nl)
+{
+	size_t i, j;
+	if (!c->layer_names && !(c->layer_names = json_object()))
+		return;
+	for (j = 0; j < nl; j++) {
+		const char *nm = L[j].cname;
+		char key[512];
+		snprintf(key, sizeof(key), "layers/%s", L[j].key);
+		for (i = 0; i < c->n; i++)
+			if (c->e[i].vname && c->e[i].layer && strcmp(c->e[i].layer, key) == 0) {
+				nm = c->e[i].vname;
+				break;
+			}
+		if (nm)
+			json_object_set_new(c->layer_names, key, json_string(nm));
+	}
 }
 
 static void map_k3_model(mctx *c)
@@ -666,6 +689,7 @@ static void map_k3_model(mctx *c)
 		}
 	}
 	qsort(L, nl, sizeof(*L), k3_cmp_order);
+	k3_layer_names(c, L, nl);
 	for (j = 0; j < nl; j++) {
 		char nm[64];
 		int lnode;
@@ -1227,7 +1251,7 @@ static json_t *parse_json(const char *s)
 }
 
 int ckpt__keras_map(const ckpt__keras_ctx *ctx, const ckpt__keras_entry *e, size_t n, ckpt_object_graph **graph,
-	char **notes)
+	char **notes, char **layer_names)
 {
 	mctx c;
 	size_t i;
@@ -1235,6 +1259,7 @@ int ckpt__keras_map(const ckpt__keras_ctx *ctx, const ckpt__keras_entry *e, size
 	char cls[64];
 	*graph = NULL;
 	*notes = NULL;
+	*layer_names = NULL;
 	memset(&c, 0, sizeof(c));
 	c.ctx = ctx;
 	c.e = e;
@@ -1291,6 +1316,13 @@ int ckpt__keras_map(const ckpt__keras_ctx *ctx, const ckpt__keras_entry *e, size
 	c.b.g = NULL;
 	*notes = c.notes.s;
 	c.notes.s = NULL;
+	if (c.layer_names && json_object_size(c.layer_names)) {
+		char *txt = json_dumps(c.layer_names, JSON_COMPACT | JSON_SORT_KEYS);
+		if (txt) {
+			*layer_names = ckpt__strdup(txt);
+			free(txt);
+		}
+	}
 out:
 	if (c.b.g)
 		ckpt_object_graph_free(c.b.g);
@@ -1308,5 +1340,7 @@ out:
 		json_decref(c.training_config);
 	if (c.config)
 		json_decref(c.config);
+	if (c.layer_names)
+		json_decref(c.layer_names);
 	return rc;
 }
