@@ -332,3 +332,41 @@ Test(manager, reads_a_tensorflow_state_file)
 	free(dir);
 	free(sub);
 }
+
+Test(manager, works_on_the_memory_vfs)
+{
+	ckpt_vfs *mem;
+	cr_assert_eq(ckpt_vfs_memory_new(&mem), CKPT_OK);
+	state s;
+	memset(&s, 0, sizeof(s));
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	o.vfs = mem;
+	o.warn = on_warn;
+	o.warn_ctx = &s.warn;
+	cr_assert_eq(ckpt_checkpoint_new(&s.ck, &o), CKPT_OK);
+	ckpt_shape v4;
+	int64_t d = 4;
+	cr_assert_eq(ckpt_shape_make(&v4, 1, &d), CKPT_OK);
+	cr_assert_eq(ckpt_object_add_variable(&s.w, ckpt_checkpoint_root(s.ck), "w", "w", CKPT_DT_FLOAT, &v4, NULL), CKPT_OK);
+	ckpt_manager *m;
+	cr_assert_eq(ckpt_manager_new(&m, s.ck, "/mem/run", 1), CKPT_OK, "%s", ckpt_error_last()->message);
+	const char *p;
+	set_w(&s, 1.0f);
+	cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	set_w(&s, 2.0f);
+	cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_str_eq(p, "/mem/run/ckpt-2");
+	const void *buf;
+	size_t n;
+	cr_assert_eq(ckpt_vfs_memory_get(mem, "/mem/run/checkpoint", &buf, &n), CKPT_OK);
+	cr_assert(n > 0 && memcmp(buf, "model_checkpoint_path: \"ckpt-2\"\n", 32) == 0);
+	cr_assert_neq(ckpt_vfs_memory_get(mem, "/mem/run/ckpt-1.index", &buf, &n), CKPT_OK);
+	set_w(&s, 0.0f);
+	ckpt_restore_status *st;
+	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_float_eq(get_w(&s), 2.0f, 0);
+	ckpt_restore_status_free(st);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	ckpt_vfs_free(mem);
+}
