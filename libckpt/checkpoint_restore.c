@@ -850,3 +850,27 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 	ckpt__session_unref(s);
 	return rc;
 }
+
+void ckpt_checkpoint_discard_pending(ckpt_checkpoint *ck)
+{
+	if (!ck)
+		return;
+	ckpt__plan p;
+	if (ckpt__plan_build(&p, ck->root) < 0) {
+		ckpt_error_clear();
+		return;
+	}
+	for (size_t i = 0; i < p.n; i++) {
+		ckpt_object *o = p.nodes[i].obj;
+		for (size_t k = 0; k < o->npchild; k++) {
+			ckpt__session_unref(o->pchild[k].s);
+			ckpt__free(o->pchild[k].name);
+		}
+		for (size_t k = 0; k < o->npslot; k++) {
+			ckpt__session_unref(o->pslot[k].s);
+			ckpt__free(o->pslot[k].slot_name);
+		}
+		o->npchild = o->npslot = 0;
+	}
+	ckpt__plan_free(&p);
+}

@@ -361,6 +361,17 @@ Test(checkpoint, restore_on_create_of_a_child_added_later)
 	cr_assert_eq(ckpt_object_get_variable(&bias, dense, "bias"), CKPT_ENOTFOUND);
 	cr_assert_eq(ckpt_object_add_variable(&bias, dense, "bias", "dense/bias", CKPT_DT_FLOAT, &wrong, NULL), CKPT_OK);
 	cr_assert_float_eq(at(bias, 0), 10.0f, 0);
+	/* what is still held can be dropped: a later optimizer gets nothing */
+	ckpt_checkpoint_discard_pending(ck);
+	ckpt_object *opt;
+	cr_assert_eq(ckpt_object_new_child(&opt, ckpt_checkpoint_root(ck), "optimizer"), CKPT_OK);
+	ckpt_shape sc = shp(0, 0, 0);
+	ckpt_variable *iter;
+	cr_assert_eq(ckpt_object_add_variable(&iter, opt, "iter", "Adam/iter", CKPT_DT_INT64, &sc, NULL), CKPT_OK);
+	int64_t it = -1;
+	cr_assert_eq(ckpt_variable_read(iter, &it, sizeof(it)), CKPT_OK);
+	cr_assert_eq(it, 0);
+	ckpt_checkpoint_discard_pending(NULL);
 	ckpt_restore_status_expect_partial(st);
 	ckpt_restore_status_free(st);
 	ckpt_object_free(model);

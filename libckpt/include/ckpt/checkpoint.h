@@ -258,6 +258,13 @@ CKPT_API int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoi
 CKPT_API int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, const char *path,
 	const ckpt_checkpoint_options *o);
 
+/**
+ * Drop every value a restore keeps for objects and slots not created yet,
+ * releasing their memory (e.g. an inference model restored from a training
+ * checkpoint never creates the optimizer). Later creations get no value.
+ */
+CKPT_API void ckpt_checkpoint_discard_pending(ckpt_checkpoint *ckpt);
+
 /** The object graph save would write now (free with ckpt_object_graph_free). */
 CKPT_API int ckpt_checkpoint_object_graph(ckpt_object_graph **out, ckpt_checkpoint *ckpt);
 
