@@ -97,6 +97,12 @@ static REL_UNUSED void rel_alloc_arm(long fail_at)
 	rel_fail_at = fail_at;
 }
 
+/** Stop failing allocations; the call count is kept. */
+static REL_UNUSED void rel_alloc_disarm(void)
+{
+	rel_fail_at = 0;
+}
+
 static REL_UNUSED void rel_alloc_restore(void)
 {
 	ckpt_set_allocator(NULL);
