@@ -98,7 +98,7 @@ static int add_node(builder *b, ckpt_object *obj, char *path, int *id)
 		b->cap = nc;
 	}
 	*id = (int)b->p->n;
-	b->p->nodes[b->p->n++] = (ckpt__plan_node){ obj, path, -1, NULL };
+	b->p->nodes[b->p->n++] = (ckpt__plan_node){ obj, path, -1, NULL, 0 };
 	return ckpt__ptrmap_put(&b->ids, node_key(obj), *id);
 }
 
@@ -213,10 +213,14 @@ static int build(builder *b, ckpt_object *root)
 			ckpt_object *c = o->edges[e].child;
 			if (ckpt__ptrmap_get(&b->ids, node_key(c)) >= 0)
 				continue;
+			if (p->nodes[i].depth + 1 > CKPT_MAX_OBJECT_GRAPH_DEPTH)
+				return ckpt__fail(CKPT_ELIMIT, NULL, o->edges[e].name, -1,
+					"object tree deeper than %d levels (at '%s')", CKPT_MAX_OBJECT_GRAPH_DEPTH, p->nodes[i].path);
 			char *path = child_path(p->nodes[i].path, o->edges[e].name);
 			if (!path)
 				return CKPT_ENOMEM;
 			CKPT_TRY(add_node(b, c, path, &id));
+			p->nodes[id].depth = p->nodes[i].depth + 1;
 		}
 	}
 	size_t nbfs = p->n;

@@ -145,6 +145,7 @@ typedef struct ckpt__plan_node {
 	char *path;
 	int slot_of;                 /* slot nodes: id of the primary's node, else -1 */
 	const ckpt__slot *slot;
+	int depth;                   /* BFS depth (capped at CKPT_MAX_OBJECT_GRAPH_DEPTH) */
 } ckpt__plan_node;
 typedef struct ckpt__plan {
 	size_t n;

@@ -100,7 +100,8 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 	size_t nn = g->nnodes;
 	ckpt_object **objs = ckpt__calloc(nn, sizeof(*objs));
 	int *queue = ckpt__calloc(nn, sizeof(*queue));
-	int rc = (!objs || !queue) ? CKPT_ENOMEM : CKPT_OK;
+	int *depth = ckpt__calloc(nn, sizeof(*depth));
+	int rc = (!objs || !queue || !depth) ? CKPT_ENOMEM : CKPT_OK;
 	size_t qn = 0;
 	if (rc == CKPT_OK) {
 		objs[0] = root;
@@ -127,6 +128,13 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 				rc = ckpt__object_link(objs[n], name, objs[cid], 1);
 				continue;
 			}
+			/* hostile files: bounded depth keeps paths and frees linear */
+			if (depth[n] + 1 > CKPT_MAX_OBJECT_GRAPH_DEPTH) {
+				rc = ckpt__fail(CKPT_ELIMIT, s->path, name, -1, "object graph node %d is deeper than %d levels",
+					cid, CKPT_MAX_OBJECT_GRAPH_DEPTH);
+				break;
+			}
+			depth[cid] = depth[n] + 1;
 			ckpt_object *child;
 			rc = make_object(&child, s, cid, o);
 			if (rc < 0)
@@ -164,6 +172,7 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 	}
 	ckpt__free(objs);
 	ckpt__free(queue);
+	ckpt__free(depth);
 	return rc;
 }
 

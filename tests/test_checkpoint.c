@@ -797,3 +797,55 @@ Test(checkpoint, replica_context_is_refused)
 	cr_assert(contains(ckpt_error_last()->message, "replica context"));
 	free_model(&m);
 }
+
+Test(checkpoint, graphs_deeper_than_the_cap_are_refused)
+{
+	/* a file whose object graph is a chain of 600 nodes */
+	char *dir, *prefix = tmp_prefix(&dir, "deep");
+	enum { N = 600 };
+	ckpt_object_graph g = { N, calloc(N, sizeof(ckpt_og_node)) };
+	char key[8192] = "";
+	for (int i = 0; i < N; i++) {
+		g.nodes[i].has_checkpoint_values = -1;
+		if (i + 1 < N) {
+			g.nodes[i].nchildren = 1;
+			g.nodes[i].children = calloc(1, sizeof(ckpt_og_child));
+			g.nodes[i].children[0].node_id = i + 1;
+			g.nodes[i].children[0].local_name = "c";
+			strcat(key, i ? "/c" : "c");
+		}
+	}
+	strcat(key, "/.ATTRIBUTES/VARIABLE_VALUE");
+	ckpt_og_attr at = { "VARIABLE_VALUE", "deep", key, 0 };
+	g.nodes[N - 1].nattrs = 1;
+	g.nodes[N - 1].attrs = &at;
+	ckpt_writer *w;
+	cr_assert_eq(ckpt_writer_open(&w, prefix, NULL, NULL), CKPT_OK);
+	ckpt_shape sc = shp(0, 0, 0);
+	ckpt_tensor *t;
+	cr_assert_eq(ckpt_tensor_new(&t, CKPT_DT_FLOAT, &sc), CKPT_OK);
+	cr_assert_eq(ckpt_writer_add(w, key, t, 0), CKPT_OK);
+	cr_assert_eq(ckpt_writer_set_object_graph(w, &g), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_writer_commit(w), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_writer_free(w);
+	ckpt_tensor_free(t);
+	for (int i = 0; i < N; i++)
+		free(g.nodes[i].children);
+	free(g.nodes);
+	ckpt_checkpoint *ck = NULL;
+	cr_assert_eq(ckpt_checkpoint_load(&ck, NULL, prefix, NULL), CKPT_ELIMIT);
+	cr_assert_null(ck);
+	cr_assert(contains(ckpt_error_last()->message, "deeper than"), "%s", ckpt_error_last()->message);
+	/* a live tree that deep cannot be saved either */
+	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
+	ckpt_object *cur = ckpt_checkpoint_root(ck), *next;
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(ckpt_object_new_child(&next, cur, "c"), CKPT_OK);
+		cur = next;
+	}
+	cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_ELIMIT);
+	ckpt_checkpoint_free(ck);
+	ts_rmtree(dir);
+	free(dir);
+	free(prefix);
+}
