@@ -10,9 +10,13 @@
  *   the crc32c of the lengths as uint32 LE (uint64 when > 0xffffffff) and the
  *   entry crc continues over the 4 stored checksum bytes and the strings.
  * Slice keys (partitioned variables) start with 0x00 and are listed as
- * ordinary entries, their names escaped (\xNN) so that they are C strings.
+ * ordinary entries, their names escaped (\xNN) so that they are C strings;
+ * any other key holding a NUL is refused. The "full" entry of a partitioned
+ * variable is read by assembling its slice entries (slice.c).
+ * Keys are only ever keys: no key becomes a file path.
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <protobuf-c/protobuf-c.h>
@@ -30,7 +34,15 @@ typedef struct tfb_reader {
 	uint64_t *size;        /* per shard, valid when io[i] */
 	pthread_mutex_t lock;
 	ckpt_reader *r;
+	struct tfb_extra *x;   /* parallel to r->vars, same capacity */
 } tfb_reader;
+
+/* What the public ckpt_var_info has no room for. */
+typedef struct tfb_extra {
+	tfb_slice_key *key;    /* slice entries: the decoded key, else NULL */
+	uint64_t off;          /* offset of the entry in the index */
+	size_t *parts;         /* full entries: slice entry index per listed slice, SIZE_MAX = none */
+} tfb_extra;
 
 static int header_entry(tfb_reader *s, const unsigned char *val, size_t vlen, uint64_t off)
 {
@@ -145,8 +157,15 @@ static int check_entry(tfb_reader *s, ckpt_var_info *v, const CkptTf__BundleEntr
 	uint64_t nelem;
 	if (ckpt_shape_num_elements(&v->shape, &nelem) < 0)
 		return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off, "element count of the shape overflows");
-	if (e->n_slices)
-		return fill_slices(v, e, path, off);
+	if (e->n_slices) {
+		/* a "full" entry: no data range of its own; its bytes are the assembled slices */
+		CKPT_TRY(fill_slices(v, e, path, off));
+		CKPT_TRY(tfb_slices_check(v, path, off));
+		if (ckpt_dtype_valid(v->dtype) && v->dtype != CKPT_DT_STRING &&
+			ckpt_shape_nbytes(&v->shape, v->dtype, &v->nbytes) < 0)
+			return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off, "byte size of the shape overflows");
+		return CKPT_OK;
+	}
 	if (e->shard_id < 0 || e->shard_id >= s->num_shards)
 		return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off,
 			"shard id %d out of range: the header has %d shard(s)", (int)e->shard_id, (int)s->num_shards);
@@ -200,14 +219,37 @@ static int on_entry(void *ctx, const unsigned char *key, size_t klen,
 		if (!nv)
 			return CKPT_ENOMEM;
 		r->vars = nv;
+		tfb_extra *nx = ckpt__realloc(s->x, nc * sizeof(*nx));
+		if (!nx)
+			return CKPT_ENOMEM;
+		s->x = nx;
 		s->cap = nc;
 	}
 	ckpt_var_info *v = &r->vars[r->nvars];
 	memset(v, 0, sizeof(*v));
+	tfb_extra *x = &s->x[r->nvars];
+	memset(x, 0, sizeof(*x));
+	x->off = off;
 	v->name = key_name(key, klen);
 	if (!v->name)
 		return CKPT_ENOMEM;
 	r->nvars++;
+	const unsigned char *nul = memchr(key, 0, klen);
+	if (nul && nul != key)
+		return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, (int64_t)off,
+			"key contains an embedded NUL byte at position %zu", (size_t)(nul - key));
+	if (nul) {
+		/* only a partitioned variable's slice key may start with 0x00 (checked against its entry later) */
+		x->key = ckpt__calloc(1, sizeof(*x->key));
+		if (!x->key)
+			return CKPT_ENOMEM;
+		int k = tfb_slice_key_decode(key, klen, x->key);
+		if (k == CKPT_ENOMEM)
+			return k;
+		if (k < 0)
+			return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, (int64_t)off,
+				"key starts with a NUL byte but is not a valid slice key (EncodeTensorNameSlice)");
+	}
 	v->role = ckpt__role_from_key(v->name);
 	ckpt_error_clear();
 	CkptTf__BundleEntryProto *e = ckpt_tf__bundle_entry_proto__unpack(&tfb_pb_allocator, vlen, val);
@@ -219,6 +261,292 @@ static int on_entry(void *ctx, const unsigned char *key, size_t klen,
 	int rc = check_entry(s, v, e, off);
 	ckpt_tf__bundle_entry_proto__free_unpacked(e, &tfb_pb_allocator);
 	return rc;
+}
+
+/* ---- partitioned variables: linking slice entries, assembling the full tensor ---- */
+
+typedef struct data_range {
+	int shard;
+	uint64_t start, end;
+	size_t idx;
+} data_range;
+
+static int cmp_range(const void *a, const void *b)
+{
+	const data_range *x = a, *y = b;
+	if (x->shard != y->shard)
+		return x->shard < y->shard ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static int shard_io(tfb_reader *s, int shard, const char *key, ckpt_io **io, uint64_t *size);
+
+/* On the error path only: an overlap that runs past the end of the file is reported as that. */
+static int past_end(ckpt_reader *r, size_t i)
+{
+	const ckpt_var_info *v = &r->vars[i];
+	ckpt_io *io;
+	uint64_t fsize;
+	if (!r->shard_exists[v->shard] || shard_io(r->state, v->shard, v->name, &io, &fsize) < 0 ||
+		(uint64_t)v->offset + v->nbytes <= fsize)
+		return CKPT_OK;
+	return ckpt__fail(CKPT_EFORMAT, r->shard_paths[v->shard], v->name, v->offset,
+		"tensor extends past the end of its data file: offset %lld + size %llu > file size %llu",
+		(long long)v->offset, (unsigned long long)v->nbytes, (unsigned long long)fsize);
+}
+
+/* Hostile item 3: two entries may not share data bytes (zero-size entries own none). */
+static int check_overlaps(ckpt_reader *r)
+{
+	data_range *a = ckpt__calloc(r->nvars ? r->nvars : 1, sizeof(*a));
+	if (!a)
+		return CKPT_ENOMEM;
+	size_t n = 0;
+	for (size_t i = 0; i < r->nvars; i++) {
+		const ckpt_var_info *v = &r->vars[i];
+		if (v->shard >= 0 && v->offset >= 0 && v->nbytes > 0)
+			a[n++] = (data_range){ v->shard, (uint64_t)v->offset, (uint64_t)v->offset + v->nbytes, i };
+	}
+	qsort(a, n, sizeof(*a), cmp_range);
+	int rc = CKPT_OK;
+	size_t far = 0; /* the entry reaching furthest so far in this shard */
+	for (size_t k = 1; k < n; k++) {
+		if (a[k].shard != a[far].shard) {
+			far = k;
+			continue;
+		}
+		if (a[k].start < a[far].end) {
+			if ((rc = past_end(r, a[k].idx)) < 0 || (rc = past_end(r, a[far].idx)) < 0)
+				break;
+			const ckpt_var_info *p = &r->vars[a[far].idx], *q = &r->vars[a[k].idx];
+			rc = ckpt__fail(CKPT_EFORMAT, r->shard_paths[a[k].shard], q->name, (int64_t)a[k].start,
+				"byte ranges overlap in shard %d: '%s' [%llu, %llu) and '%s' [%llu, %llu)",
+				a[k].shard, p->name, (unsigned long long)a[far].start, (unsigned long long)a[far].end,
+				q->name, (unsigned long long)a[k].start, (unsigned long long)a[k].end);
+			break;
+		}
+		if (a[k].end > a[far].end)
+			far = k;
+	}
+	ckpt__free(a);
+	return rc;
+}
+
+/* Rows [rank, start[rank], length[rank], k] of one full entry's resolved slices, for bsearch. */
+static int cmp_row(const void *a, const void *b)
+{
+	const int64_t *x = *(const int64_t *const *)a, *y = *(const int64_t *const *)b;
+	for (int64_t d = 1; d <= 2 * x[0]; d++)
+		if (x[d] != y[d])
+			return x[d] < y[d] ? -1 : 1;
+	return 0;
+}
+
+/* The plain (non-slice) entry named `name`: entries after `first` are in key (strcmp) order. */
+static size_t find_plain(const ckpt_reader *r, size_t first, const tfb_slice_key *k)
+{
+	if (strlen(k->name) != k->nlen)
+		return SIZE_MAX; /* a NUL in the name: no plain key holds one */
+	size_t lo = first, hi = r->nvars;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(r->vars[mid].name, k->name);
+		if (c == 0)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return SIZE_MAX;
+}
+
+/*
+ * Every slice key must name a partitioned ("full") entry of the same rank and
+ * dtype and one of the slices it lists, with a matching shape. Slice keys sort
+ * first (leading 0x00), those of one name next to each other.
+ */
+static int link_slices(ckpt_reader *r)
+{
+	tfb_reader *s = r->state;
+	const char *path = s->index_path;
+	size_t first = 0;
+	while (first < r->nvars && s->x[first].key)
+		first++;
+	for (size_t i = first; i < r->nvars; i++) {
+		const ckpt_var_info *v = &r->vars[i];
+		if (!v->nslices)
+			continue;
+		s->x[i].parts = ckpt__malloc(v->nslices * sizeof(size_t));
+		if (!s->x[i].parts)
+			return CKPT_ENOMEM;
+		for (size_t k = 0; k < v->nslices; k++)
+			s->x[i].parts[k] = SIZE_MAX;
+	}
+	int rc = CKPT_OK;
+	int64_t *rows = NULL;
+	int64_t **sorted = NULL;
+	size_t full = SIZE_MAX;
+	for (size_t j = 0; rc == CKPT_OK && j < first; j++) {
+		const ckpt_var_info *sv = &r->vars[j];
+		const tfb_slice_key *k = s->x[j].key;
+		int64_t off = (int64_t)s->x[j].off;
+		if (j == 0 || strcmp(k->name, s->x[j - 1].key->name) != 0 || k->nlen != s->x[j - 1].key->nlen) {
+			/* a new name: find its full entry and sort that entry's slices */
+			ckpt__free(rows);
+			ckpt__free(sorted);
+			rows = NULL;
+			sorted = NULL;
+			full = find_plain(r, first, k);
+			if (full == SIZE_MAX) {
+				rc = ckpt__fail(CKPT_EFORMAT, path, sv->name, off,
+					"slice key for '%s' refers to no entry of that name", k->name);
+				break;
+			}
+			const ckpt_var_info *fv = &r->vars[full];
+			if (!fv->nslices) {
+				rc = ckpt__fail(CKPT_EFORMAT, path, sv->name, off,
+					"slice key for '%s', but that entry is not partitioned (lists no slices)", fv->name);
+				break;
+			}
+			size_t w = 2 * (size_t)fv->shape.rank + 2;
+			rows = ckpt__calloc(fv->nslices, w * sizeof(int64_t));
+			sorted = ckpt__calloc(fv->nslices, sizeof(*sorted));
+			if (!rows || !sorted) {
+				rc = CKPT_ENOMEM;
+				break;
+			}
+			for (size_t q = 0; q < fv->nslices; q++) {
+				int64_t *row = rows + q * w;
+				row[0] = fv->shape.rank;
+				(void)tfb_slice_resolve(&fv->shape, &fv->slices[q], row + 1, row + 1 + fv->shape.rank);
+				row[w - 1] = (int64_t)q;
+				sorted[q] = row;
+			}
+			qsort(sorted, fv->nslices, sizeof(*sorted), cmp_row);
+		}
+		const ckpt_var_info *fv = &r->vars[full];
+		const int rank = fv->shape.rank;
+		if (k->rank != rank) {
+			rc = ckpt__fail(CKPT_EFORMAT, path, sv->name, off,
+				"slice key for '%s' has rank %d, the entry has rank %d", fv->name, k->rank, rank);
+			break;
+		}
+		if (sv->nslices || sv->dtype != fv->dtype) {
+			rc = ckpt__fail(CKPT_EFORMAT, path, sv->name, off,
+				"slice entry for '%s' must be plain data of its dtype %s, is %s%s", fv->name,
+				ckpt_dtype_name(fv->dtype), ckpt_dtype_name(sv->dtype), sv->nslices ? " (partitioned)" : "");
+			break;
+		}
+		int64_t want[2 * CKPT_MAX_RANK + 2];
+		int64_t *wp = want;
+		want[0] = rank;
+		ckpt_extent ex[CKPT_MAX_RANK];
+		for (int d = 0; d < rank; d++)
+			ex[d] = (ckpt_extent){ k->start[d], k->length[d] };
+		ckpt_slice ks = { rank, ex };
+		int64_t **hit = NULL;
+		if (tfb_slice_resolve(&fv->shape, &ks, want + 1, want + 1 + rank) == 0)
+			hit = bsearch(&wp, sorted, fv->nslices, sizeof(*sorted), cmp_row);
+		if (!hit) {
+			rc = ckpt__fail(CKPT_EFORMAT, path, sv->name, off,
+				"slice key for '%s' names a slice that the entry does not list", fv->name);
+			break;
+		}
+		size_t q = (size_t)(*hit)[2 * rank + 1];
+		for (int d = 0; d < rank && rc == CKPT_OK; d++)
+			if (sv->shape.rank != rank || sv->shape.dims[d] != want[1 + rank + d])
+				rc = ckpt__fail(CKPT_EFORMAT, path, sv->name, off,
+					"slice entry for '%s' has shape dim %d = %lld, the slice is %lld long", fv->name, d,
+					sv->shape.rank == rank ? (long long)sv->shape.dims[d] : -1LL,
+					(long long)want[1 + rank + d]);
+		if (rc == CKPT_OK && s->x[full].parts[q] != SIZE_MAX)
+			rc = ckpt__fail(CKPT_EFORMAT, path, sv->name, off,
+				"slice %zu of '%s' is stored twice", q, fv->name);
+		if (rc == CKPT_OK)
+			s->x[full].parts[q] = j;
+	}
+	ckpt__free(rows);
+	ckpt__free(sorted);
+	return rc;
+}
+
+static int locate(ckpt_reader *r, size_t i, ckpt_io **io);
+static int read_verified(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, size_t n);
+
+/*
+ * Assemble partitioned entry i into dst (n bytes, or a new buffer when dst is
+ * NULL). Each slice entry is read and crc-checked on its own; the slices tile
+ * the shape (checked at open), so their stored bytes add up to exactly n.
+ */
+static int read_partitioned(ckpt_reader *r, size_t i, unsigned char *dst, ckpt_tensor **out)
+{
+	tfb_reader *s = r->state;
+	const ckpt_var_info *v = &r->vars[i];
+	if (!ckpt_dtype_valid(v->dtype) || v->dtype == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EUNSUPPORTED, s->index_path, v->name, (int64_t)s->x[i].off,
+			"partitioned %s tensor stored as %zu slices: only fixed-size dtypes are assembled",
+			ckpt_dtype_name(v->dtype), v->nslices);
+	const size_t *parts = s->x[i].parts;
+	uint64_t stored = 0, largest = 0;
+	for (size_t k = 0; k < v->nslices; k++) {
+		int64_t st[CKPT_MAX_RANK], len[CKPT_MAX_RANK];
+		(void)tfb_slice_resolve(&v->shape, &v->slices[k], st, len);
+		int empty = 0;
+		for (int d = 0; d < v->shape.rank; d++)
+			empty |= len[d] == 0;
+		if (empty)
+			continue;
+		if (parts[k] == SIZE_MAX)
+			return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, (int64_t)s->x[i].off,
+				"slice %zu of %zu has no slice entry in the index", k, v->nslices);
+		uint64_t nb = r->vars[parts[k]].nbytes;
+		if (ckpt__add_u64(stored, nb, &stored))
+			return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, -1, "slice sizes overflow");
+		if (nb > largest)
+			largest = nb;
+	}
+	if (stored != v->nbytes)
+		return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, (int64_t)s->x[i].off,
+			"slice entries hold %llu bytes, the tensor needs %llu",
+			(unsigned long long)stored, (unsigned long long)v->nbytes);
+	uint64_t budget = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
+	if (v->nbytes > SIZE_MAX || (!dst && v->nbytes > budget) || largest > budget - (dst ? 0 : v->nbytes))
+		return ckpt__fail(CKPT_ELIMIT, s->index_path, v->name, -1,
+			"partitioned tensor of %llu bytes exceeds the memory budget of %llu bytes",
+			(unsigned long long)v->nbytes, (unsigned long long)budget);
+	unsigned char *buf = dst ? dst : ckpt__malloc(v->nbytes ? (size_t)v->nbytes : 1);
+	unsigned char *tmp = ckpt__malloc(largest ? (size_t)largest : 1);
+	int rc = (!buf || !tmp) ? CKPT_ENOMEM : CKPT_OK;
+	size_t esize = ckpt_dtype_size(v->dtype);
+	for (size_t k = 0; rc == CKPT_OK && k < v->nslices; k++) {
+		if (parts[k] == SIZE_MAX)
+			continue; /* an empty slice (checked above) */
+		const ckpt_var_info *sv = &r->vars[parts[k]];
+		int64_t st[CKPT_MAX_RANK], len[CKPT_MAX_RANK];
+		(void)tfb_slice_resolve(&v->shape, &v->slices[k], st, len);
+		ckpt_io *io = NULL;
+		rc = locate(r, parts[k], &io);
+		if (rc == CKPT_OK && sv->nbytes)
+			rc = read_verified(r, parts[k], io, tmp, (size_t)sv->nbytes);
+		if (rc == CKPT_OK && sv->nbytes)
+			tfb_slice_scatter(buf, &v->shape, esize, st, len, tmp);
+	}
+	ckpt__free(tmp);
+	if (dst)
+		return rc;
+	ckpt_tensor *t = NULL;
+	if (rc == CKPT_OK)
+		rc = ckpt_tensor_wrap(&t, v->dtype, &v->shape, buf, v->nbytes);
+	if (rc < 0) {
+		ckpt__free(buf);
+		return rc;
+	}
+	t->owns_data = 1;
+	*out = t;
+	return CKPT_OK;
 }
 
 /* The open io of `shard`, opening it on first use. */
@@ -253,9 +581,6 @@ static int locate(ckpt_reader *r, size_t i, ckpt_io **io)
 {
 	tfb_reader *s = r->state;
 	const ckpt_var_info *v = &r->vars[i];
-	if (v->nslices)
-		return ckpt__fail(CKPT_EUNSUPPORTED, s->index_path, v->name, -1,
-			"partitioned variable stored as %zu slices: read the slice entries", v->nslices);
 	if (!ckpt_dtype_valid(v->dtype))
 		return ckpt__fail(CKPT_EUNSUPPORTED, s->index_path, v->name, -1,
 			"dtype %d is not supported", (int)v->dtype);
@@ -417,6 +742,8 @@ int tfb_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
 	if (i >= r->nvars)
 		return ckpt__fail(CKPT_EINVAL, r->path, NULL, -1, "entry %zu out of range (%zu entries)", i, r->nvars);
 	ckpt_io *io = NULL;
+	if (r->vars[i].nslices)
+		return read_partitioned(r, i, NULL, out);
 	CKPT_TRY(locate(r, i, &io));
 	const ckpt_var_info *v = &r->vars[i];
 	if (v->dtype == CKPT_DT_STRING)
@@ -452,6 +779,12 @@ int tfb_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 	const ckpt_var_info *v = &r->vars[i];
 	if (v->dtype == CKPT_DT_STRING)
 		return ckpt__fail(CKPT_EINVAL, r->path, v->name, -1, "read_into needs a fixed-size dtype, entry is a string tensor");
+	if (v->nslices) {
+		if (n != v->nbytes)
+			return ckpt__fail(CKPT_EINVAL, r->path, v->name, -1,
+				"destination holds %zu bytes, tensor has %llu", n, (unsigned long long)v->nbytes);
+		return read_partitioned(r, i, dst, NULL);
+	}
 	ckpt_io *io = NULL;
 	CKPT_TRY(locate(r, i, &io));
 	if (n != v->nbytes)
@@ -534,6 +867,8 @@ static int open_bundle(ckpt_reader *r)
 		int d = 0;
 		r->shard_exists[i] = ckpt_vfs_exists(r->vfs, r->shard_paths[i], &d) > 0 && !d;
 	}
+	CKPT_TRY(check_overlaps(r));
+	CKPT_TRY(link_slices(r));
 	return load_graph(r);
 }
 
@@ -549,7 +884,12 @@ void tfb_close(ckpt_reader *r)
 				ckpt__free(r->vars[i].slices[k].extents);
 			ckpt__free((void *)r->vars[i].slices);
 		}
+		if (s->x[i].key)
+			ckpt__free(s->x[i].key->name);
+		ckpt__free(s->x[i].key);
+		ckpt__free(s->x[i].parts);
 	}
+	ckpt__free(s->x);
 	ckpt__free(r->vars);
 	r->vars = NULL;
 	r->nvars = 0;

@@ -6,6 +6,7 @@
  *   bundle_read.c    header / entry protos, string tensors, data shards
  *   bundle_write.c   BundleWriter: temporaries, data order, commit
  *   path.c           PATH forms -> bundle prefix
+ *   slice.c          partitioned variables: slice keys, tiling, assembly
  *   tf_bundle.c      the backend table and the bid
  *
  * See ../../../shared/formats/tf-bundle.md for every byte layout.
@@ -95,6 +96,31 @@ char *tfb_data_path(const char *prefix, int shard, int nshards);
  */
 int tfb_string_decode(const unsigned char *p, size_t n, uint64_t nelem, ckpt_bytes *elems,
 	int verify, uint32_t want_masked, const char *path, const char *key, uint64_t off);
+
+/* ---- partitioned variables (slice.c) ---- */
+
+/** A decoded EncodeTensorNameSlice key. */
+typedef struct tfb_slice_key {
+	char *name;            /* ckpt__malloc'ed, NUL-terminated (may hold NULs: see nlen) */
+	size_t nlen;
+	int rank;
+	int64_t start[CKPT_MAX_RANK], length[CKPT_MAX_RANK];
+} tfb_slice_key;
+/** Decode a slice key (leading 0x00). CKPT_OK, CKPT_ENOMEM, or -1 when the bytes are no valid key. */
+int tfb_slice_key_decode(const unsigned char *k, size_t n, tfb_slice_key *out);
+/** Append EncodeTensorNameSlice(name, slice) to `b` (length -1 = full extent). */
+int tfb_slice_key_encode(tfb_buf *b, const unsigned char *name, size_t nlen, int rank,
+	const int64_t *start, const int64_t *length);
+/**
+ * Resolve `sl` against the full shape into [start, start+length) per dim.
+ * 0, -1 when the ranks differ, -2-d when dim d lies outside the shape.
+ */
+int tfb_slice_resolve(const ckpt_shape *full, const ckpt_slice *sl, int64_t *start, int64_t *length);
+/** EFORMAT (naming v) unless v's slices tile its shape exactly. */
+int tfb_slices_check(const ckpt_var_info *v, const char *path, uint64_t off);
+/** Copy a dense slice (row-major, `esize` bytes per element) into its place in the full tensor. */
+void tfb_slice_scatter(unsigned char *dst, const ckpt_shape *full, size_t esize,
+	const int64_t *start, const int64_t *length, const unsigned char *src);
 
 /* ---- backend entry points (tf_bundle.c builds the vtable from these) ---- */
 int tfb_open(ckpt_reader *r);
