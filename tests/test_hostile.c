@@ -762,3 +762,168 @@ Test(hostile, item19_varints_and_field_lengths)
 	d.flags = IX_LONG_VARINT_IN_BLOCK;
 	run_bundle(&d, &(expect){ { CKPT_EFORMAT }, { "varint", "block", "entry" }, NULL }, "19: varint in block");
 }
+
+/* ------------------------------------------------------------------ */
+/* Keras gaps not covered by test_keras_hostile.c (23, 24, 26, 28)      */
+/* ------------------------------------------------------------------ */
+
+#define FUZZ_DATA CKPT_SOURCE_DIR "/tests/fuzz/data/"
+#define MASKING_CONFIG CKPT_SOURCE_DIR "/tests/fuzz/corpora/keras_config/keras__keras__keras3.8.0_masking_lstm_mlx.keras.config.json"
+
+typedef struct zipm {
+	const char *name;
+	char *data;
+	size_t n;
+} zipm;
+
+static void load(zipm *m, const char *name, const char *path)
+{
+	m->name = name;
+	m->data = ts_read_file(path, &m->n);
+	cr_assert_not_null(m->data, "%s", path);
+}
+
+/* Open a .keras built from `m` (after `patch` edits the zip bytes, may be NULL). */
+static rel_outcome open_zip(const zipm *m, size_t n, void (*patch)(uint8_t *z, size_t len))
+{
+	const char *names[8];
+	const uint8_t *bufs[8];
+	size_t lens[8];
+	for (size_t i = 0; i < n; i++) {
+		names[i] = m[i].name;
+		bufs[i] = (const uint8_t *)m[i].data;
+		lens[i] = m[i].n;
+	}
+	size_t zlen;
+	uint8_t *z = ckpt_fuzz_make_zip(names, bufs, lens, n, &zlen);
+	cr_assert_not_null(z);
+	if (patch)
+		patch(z, zlen);
+	ckpt_vfs *vfs;
+	ckpt_vfs_memory_new(&vfs);
+	ckpt_vfs_memory_put(vfs, "k/model.keras", z, zlen);
+	rel_outcome o = rel_walk(vfs, "k/model.keras", 0);
+	cr_assert_eq(count_files(vfs, "k"), 1, "reading an archive created files");
+	ckpt_vfs_free(vfs);
+	free(z);
+	return o;
+}
+
+static void three(zipm *m)
+{
+	load(&m[0], "metadata.json", FUZZ_DATA "keras_config_base.metadata.json");
+	load(&m[1], "config.json", MASKING_CONFIG);
+	load(&m[2], "model.weights.h5", FUZZ_DATA "keras_config_base.weights.h5");
+}
+
+static void free3(zipm *m, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(m[i].data);
+}
+
+Test(hostile, item23_lambda_in_model_config_is_never_code)
+{
+	/* a legacy full model whose config holds a marshalled Lambda: weights read, nothing else happens */
+	ckpt_vfs *vfs;
+	ckpt_vfs_memory_new(&vfs);
+	size_t n;
+	char *h5 = ts_read_file(CKPT_SHARED_DIR "/fixtures/keras/dl4j-test-resources__keras2.0.9_sequential_lambda.h5", &n);
+	cr_assert_not_null(h5);
+	ckpt_vfs_memory_put(vfs, "k/lambda.h5", h5, n);
+	rel_outcome o = rel_walk(vfs, "k/lambda.h5", 0);
+	cr_assert_eq(o.rc, CKPT_OK, "%s", o.message);
+	cr_assert_gt(o.nread, 0);
+	cr_assert_eq(count_files(vfs, "k"), 1);
+	ckpt_vfs_free(vfs);
+	free(h5);
+}
+
+Test(hostile, item24_missing_or_duplicate_members)
+{
+	zipm m[4];
+	three(m);
+	/* no config.json */
+	zipm no_cfg[2] = { m[0], m[2] };
+	rel_outcome o = open_zip(no_cfg, 2, NULL);
+	cr_assert_eq(o.rc, CKPT_EFORMAT, "%s", o.message);
+	cr_assert_not_null(strstr(o.message, "config.json"), "%s", o.message);
+	/* no metadata.json */
+	zipm no_meta[2] = { m[1], m[2] };
+	o = open_zip(no_meta, 2, NULL);
+	cr_assert(o.rc == CKPT_EFORMAT || o.rc == CKPT_OK, "%s", o.message);
+	if (o.rc < 0)
+		cr_assert_not_null(strstr(o.message, "metadata.json"), "%s", o.message);
+	/* metadata.json twice */
+	zipm dup[4] = { m[0], m[0], m[1], m[2] };
+	o = open_zip(dup, 4, NULL);
+	cr_assert_eq(o.rc, CKPT_EFORMAT, "%s", o.message);
+	cr_assert_not_null(strstr(o.message, "metadata.json"), "%s", o.message);
+	/* model.weights.h5 twice */
+	zipm dupw[4] = { m[0], m[1], m[2], m[2] };
+	o = open_zip(dupw, 4, NULL);
+	cr_assert_eq(o.rc, CKPT_EFORMAT, "%s", o.message);
+	cr_assert_not_null(strstr(o.message, "model.weights.h5"), "%s", o.message);
+	/* the intact archive reads */
+	o = open_zip(m, 3, NULL);
+	cr_assert_eq(o.rc, CKPT_OK, "%s", o.message);
+	free3(m, 3);
+}
+
+/* Local header of the first member (metadata.json) claims a different size than the central directory. */
+static void local_size_lies(uint8_t *z, size_t len)
+{
+	(void)len;
+	z[18] ^= 0x10; /* compressed size */
+	z[22] ^= 0x10; /* uncompressed size */
+}
+
+/* Central directory offset beyond the archive. */
+static void cd_offset_past_end(uint8_t *z, size_t len)
+{
+	z[len - 22 + 16] = 0xff;
+	z[len - 22 + 17] = 0xff;
+	z[len - 22 + 18] = 0xff;
+	z[len - 22 + 19] = 0x7f;
+}
+
+/* Entry count of the end record disagrees with the central directory. */
+static void entry_count_lies(uint8_t *z, size_t len)
+{
+	z[len - 22 + 8] = 200;
+	z[len - 22 + 10] = 200;
+}
+
+Test(hostile, item26_zip_headers_that_disagree)
+{
+	zipm m[3];
+	three(m);
+	void (*patches[])(uint8_t *, size_t) = { local_size_lies, cd_offset_past_end, entry_count_lies };
+	const char *what[] = { "local header size != central directory", "central directory past the end",
+		"entry count lies" };
+	for (int i = 0; i < 3; i++) {
+		rel_outcome o = open_zip(m, 3, patches[i]);
+		cr_assert_lt(o.rc, 0, "%s: accepted", what[i]);
+		cr_assert(o.rc == CKPT_EFORMAT || o.rc == CKPT_EUNSUPPORTED, "%s: %s", what[i], ckpt_status_name(o.rc));
+		cr_assert(o.message[0] && o.has_path, "%s: %s", what[i], o.message);
+	}
+	free3(m, 3);
+}
+
+Test(hostile, item28_config_fields_that_would_run_code)
+{
+	zipm m[3];
+	three(m);
+	free(m[1].data);
+	const char *evil = "{\"module\": \"os\", \"class_name\": \"system\", \"registered_name\": \"builtins>exec\", "
+		"\"config\": {\"name\": \"x\", \"layers\": [{\"module\": \"subprocess\", \"class_name\": \"Popen\", "
+		"\"registered_name\": \"evil>Popen\", \"config\": {\"function\": {\"class_name\": \"__lambda__\", "
+		"\"config\": {\"code\": \"4wEAAAAAAAAAAAAAAAEAAAACAAAAQwAAAHMEAAAAfABTAKkBTqkAKQHaAXhyAgAAAHICAAAA+gc8c3RkaW4+2gg8bGFtYmRhPgEAAABzAAAAAA==\"}}}}]}}";
+	m[1].data = strdup(evil);
+	m[1].n = strlen(evil);
+	rel_outcome o = open_zip(m, 3, NULL);
+	/* the weights are still readable or the config is refused; either way, with a reason */
+	if (o.rc < 0)
+		cr_assert(o.message[0] && o.has_path, "%s", o.message);
+	free3(m, 3);
+}
