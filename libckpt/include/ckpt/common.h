@@ -122,6 +122,12 @@ CKPT_API void ckpt_set_allocator(const ckpt_allocator *a);
  * a declared tensor size larger than its stored bytes is rejected.
  */
 #define CKPT_DEFAULT_MEMORY_BUDGET (64ull << 30)
+/**
+ * Bytes of a `checkpoint` state file (text CheckpointState) read by
+ * ckpt_reader_open(dir) and the manager; a larger one is ELIMIT. (Added by
+ * the reliability work: the two readers used different local limits.)
+ */
+#define CKPT_MAX_STATE_FILE_BYTES (16ull << 20)
 
 #ifdef __cplusplus
 }
