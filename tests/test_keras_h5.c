@@ -357,6 +357,34 @@ Test(keras_h5, legacy_round_trip_every_legacy_fixture)
 	}
 }
 
+Test(keras_h5, keras1_weights_keep_keras1_semantics)
+{
+	/* No keras_version in the source: Keras would read "1"; the copy must not claim Keras 2. */
+	char *out = write_copy("keras/dl4j-test-resources__keras1.2.2_lstm_tf_weightsonly.h5", "keras-h5", "k1.h5", 0, 0);
+	ckpt_reader *a = kt_open(ts_fixture("keras/dl4j-test-resources__keras1.2.2_lstm_tf_weightsonly.h5"));
+	ckpt_reader *b = kt_open(out);
+	size_t i;
+	/* weights-only paths land in the same layer groups under model_weights */
+	cr_assert_eq(ckpt_reader_count(a), ckpt_reader_count(b));
+	for (i = 0; i < ckpt_reader_count(a); i++) {
+		char want[1024];
+		ckpt_tensor *ta, *tb;
+		size_t j;
+		snprintf(want, sizeof(want), "model_weights/%s", ckpt_reader_var(a, i)->name);
+		cr_assert_eq(ckpt_reader_find(b, want, &j), CKPT_OK, "%s", want);
+		cr_assert_eq(ckpt_reader_read(a, i, &ta), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(b, j, &tb), CKPT_OK);
+		cr_assert(ckpt_tensor_equal(ta, tb), "%s", want);
+		ckpt_tensor_free(ta);
+		ckpt_tensor_free(tb);
+	}
+	cr_assert_null(ckpt_reader_meta(b, "keras_version"));
+	cr_assert_null(ckpt_reader_meta(b, "backend"));
+	ckpt_reader_free(a);
+	ckpt_reader_free(b);
+	free(out);
+}
+
 Test(keras_h5, legacy_from_tf_keys_through_the_graph)
 {
 	/* Keys as a TensorBundle would have them; the graph's full_name gives the Keras path back. */

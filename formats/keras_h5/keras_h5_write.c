@@ -96,6 +96,9 @@ static char *legacy_path(const ckpt_writer *w, const char *name)
 	int slot, opt;
 	if (is_legacy_path(name))
 		return ckpt__strdup(name);
+	/* A weights-only dataset path ("<layer>/<weight>"): the same layer group under model_weights. */
+	if (!strstr(name, "/.ATTRIBUTES/") && !graph_full_name(w->graph, name) && strchr(name, '/'))
+		return ckpt__asprintf("model_weights/%s", name);
 	fn = graph_full_name(w->graph, name);
 	if (fn && is_legacy_path(fn))
 		return ckpt__strdup(fn);
@@ -286,8 +289,25 @@ static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
 	hid_t mw = -1, g = -1;
 	size_t i, j;
 	int rc = CKPT_OK;
-	kv = kv ? kv : DEFAULT_KERAS_VERSION;
-	be = be ? be : "tensorflow";
+	/*
+	 * Keras reads a missing keras_version as "1" and then converts Keras 1
+	 * weights (kernel transposes, LSTM gate splits). So without metadata:
+	 * Keras 1 names (no '/' in any weight name) keep the attributes absent,
+	 * anything else gets a Keras 2 version that loads the weights as they are.
+	 */
+	if (!kv || !be) {
+		int k1 = 1;
+		for (i = 0; i < n && k1; i++)
+			if (has_prefix(e[i].path, "model_weights/")) {
+				const char *l = strchr(e[i].path + 14, '/');
+				if (l && strchr(l + 1, '/'))
+					k1 = 0;
+			}
+		if (!kv && !k1)
+			kv = DEFAULT_KERAS_VERSION;
+		if (!be && !k1)
+			be = "tensorflow";
+	}
 	/* Layer order: meta "layer_names" (a JSON list, from a legacy reader) first, then first use. */
 	if (ln) {
 		json_error_t err;
@@ -315,7 +335,8 @@ static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
 				goto out;
 		}
 	}
-	if ((rc = str_attr(f, "backend", be, H5T_CSET_UTF8)) < 0 || (rc = str_attr(f, "keras_version", kv, H5T_CSET_UTF8)) < 0)
+	if ((be && (rc = str_attr(f, "backend", be, H5T_CSET_UTF8)) < 0) ||
+		(kv && (rc = str_attr(f, "keras_version", kv, H5T_CSET_UTF8)) < 0))
 		goto out;
 	if (mc && (rc = str_attr(f, "model_config", mc, H5T_CSET_ASCII)) < 0)
 		goto out;
@@ -326,7 +347,8 @@ static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
 		rc = ckpt__fail(CKPT_ERROR, w->path, "model_weights", -1, "HDF5 could not create a group");
 		goto out;
 	}
-	if ((rc = str_attr(mw, "backend", be, H5T_CSET_ASCII)) < 0 || (rc = str_attr(mw, "keras_version", kv, H5T_CSET_ASCII)) < 0 ||
+	if ((be && (rc = str_attr(mw, "backend", be, H5T_CSET_ASCII)) < 0) ||
+		(kv && (rc = str_attr(mw, "keras_version", kv, H5T_CSET_ASCII)) < 0) ||
 		(rc = list_attr(mw, "layer_names", layers.v, layers.n)) < 0)
 		goto out;
 	for (j = 0; j <= layers.n && rc >= 0; j++) {

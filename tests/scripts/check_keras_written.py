@@ -63,9 +63,13 @@ def strings(v):
 
 def check_legacy(f, ref):
     check_storage(f)
+    # Keras 1 files have no backend (and weights-only ones no keras_version either).
+    kv = f.attrs.get("keras_version", b"1")
+    keras1 = (kv.decode() if isinstance(kv, bytes) else str(kv)).startswith("1")
     for a in ("keras_version", "backend"):
         if a not in f.attrs:
-            bad("root has no %s" % a)
+            if not keras1:
+                bad("root has no %s" % a)
         else:
             same_kind("/", "/", a, f, ref)
     for a in ("model_config", "training_config"):
@@ -83,7 +87,8 @@ def check_legacy(f, ref):
             if k[1] or k[0] != h5py.h5t.STRING:
                 bad("chunk layer_names0 is %r, Keras writes FIXED strings" % (k,))
         elif a not in mw.attrs:
-            bad("model_weights has no %s" % a)
+            if not (keras1 and a != "layer_names"):
+                bad("model_weights has no %s" % a)
         else:
             same_kind("model_weights", "model_weights", a, mw, rmw)
     names = strings(mw.attrs["layer_names"]) if "layer_names" in mw.attrs else []
