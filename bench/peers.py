@@ -373,6 +373,9 @@ def main():
                             pre=lambda: warm(path))
                 rm(path)
             del st
+            if args.json:  # after every state, so an interrupted run still reports
+                with open(args.json, "w") as f:
+                    json.dump(out, f, indent=0)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
         try:
