@@ -632,3 +632,114 @@ Test(keras_h5, string_and_complex_tensors_are_refused)
 	free(out);
 	free(dir);
 }
+
+/* ---- mapping rules for eras no real fixture shows (files built with our writer) ---- */
+
+typedef struct synth_entry {
+	const char *name;
+	int rank;
+	int64_t d0, d1;
+	ckpt_dtype dt;
+} synth_entry;
+
+static ckpt_reader *synth(const char *dir, const char *file, const synth_entry *e, size_t n, const char *training_config)
+{
+	char *out = ts_join(dir, file);
+	ckpt_writer *w;
+	ckpt_reader *r;
+	size_t i;
+	cr_assert_eq(ckpt_writer_open(&w, out, strstr(file, ".weights.h5") ? "keras-weights" : "keras-h5", NULL), CKPT_OK);
+	if (training_config)
+		cr_assert_eq(ckpt_writer_set_meta(w, "training_config", training_config), CKPT_OK);
+	for (i = 0; i < n; i++) {
+		ckpt_shape s;
+		int64_t dims[2] = { e[i].d0, e[i].d1 };
+		ckpt_tensor *t;
+		cr_assert_eq(ckpt_shape_make(&s, e[i].rank, dims), CKPT_OK);
+		cr_assert_eq(ckpt_tensor_new(&t, e[i].dt, &s), CKPT_OK);
+		cr_assert_eq(ckpt_writer_add(w, e[i].name, t, 0), CKPT_OK, "%s", e[i].name);
+		ckpt_tensor_free(t);
+	}
+	if (ckpt_writer_commit(w) != CKPT_OK)
+		kt_fail_last(file);
+	ckpt_writer_free(w);
+	r = kt_open(out);
+	free(out);
+	return r;
+}
+
+#define F32 CKPT_DT_FLOAT
+#define I64 CKPT_DT_INT64
+
+static void expect_key(ckpt_reader *r, const char *dataset, const char *key)
+{
+	const char *k = graph_key_for(ckpt_reader_object_graph(r), dataset);
+	if (!key) {
+		cr_assert_null(k, "%s should be unmapped, got %s", dataset, k);
+		cr_assert(ckpt_reader_meta(r, "mapping_notes") && strstr(ckpt_reader_meta(r, "mapping_notes"), dataset),
+			"%s unmapped without a note", dataset);
+		return;
+	}
+	cr_assert(k, "%s unmapped: %s", dataset, ckpt_reader_meta(r, "mapping_notes") ? ckpt_reader_meta(r, "mapping_notes") : "");
+	cr_assert_str_eq(k, key, "%s", dataset);
+}
+
+Test(keras_h5, mapping_rules_for_other_eras)
+{
+	char *dir = ts_tmpdir();
+	ckpt_reader *r;
+	/* tf.keras 2.11-2.15 new optimizer: iteration:0, Adam/m/<var>:0, Adam/v/<var>:0 interleaved */
+	static const synth_entry newopt[] = {
+		{ "model_weights/dense/dense/kernel:0", 2, 2, 3, F32 }, { "model_weights/dense/dense/bias:0", 1, 3, 0, F32 },
+		{ "optimizer_weights/iteration:0", 0, 0, 0, I64 },
+		{ "optimizer_weights/Adam/m/dense/kernel:0", 2, 2, 3, F32 }, { "optimizer_weights/Adam/v/dense/kernel:0", 2, 2, 3, F32 },
+		{ "optimizer_weights/Adam/m/dense/bias:0", 1, 3, 0, F32 }, { "optimizer_weights/Adam/v/dense/bias:0", 1, 3, 0, F32 },
+	};
+	/* Keras 2.1: Adam/iterations:0 then training/Adam/Variable_N = all m, all v, all vhat placeholders (1,) */
+	static const synth_entry k21[] = {
+		{ "model_weights/dense_1/dense_1/kernel:0", 2, 2, 3, F32 }, { "model_weights/dense_1/dense_1/bias:0", 1, 3, 0, F32 },
+		{ "optimizer_weights/Adam/iterations:0", 0, 0, 0, I64 },
+		{ "optimizer_weights/training/Adam/Variable:0", 2, 2, 3, F32 }, { "optimizer_weights/training/Adam/Variable_1:0", 1, 3, 0, F32 },
+		{ "optimizer_weights/training/Adam/Variable_2:0", 2, 2, 3, F32 }, { "optimizer_weights/training/Adam/Variable_3:0", 1, 3, 0, F32 },
+		{ "optimizer_weights/training/Adam/Variable_4:0", 1, 1, 0, F32 }, { "optimizer_weights/training/Adam/Variable_5:0", 1, 1, 0, F32 },
+	};
+	/* SGD with momentum, OptimizerV2 and new optimizer names */
+	static const synth_entry sgd[] = {
+		{ "model_weights/dense/dense/kernel:0", 2, 2, 3, F32 },
+		{ "optimizer_weights/SGD/iter:0", 0, 0, 0, I64 }, { "optimizer_weights/SGD/dense/kernel/momentum:0", 2, 2, 3, F32 },
+	};
+	static const synth_entry sgd_new[] = {
+		{ "model_weights/dense/dense/kernel:0", 2, 2, 3, F32 },
+		{ "optimizer_weights/iteration:0", 0, 0, 0, I64 }, { "optimizer_weights/SGD/m/dense/kernel:0", 2, 2, 3, F32 },
+	};
+	/* Keras 3 store with no config and no optimizer name: the slots cannot be told apart */
+	static const synth_entry k3[] = {
+		{ "layers/dense/vars/0", 2, 2, 3, F32 }, { "layers/dense/vars/1", 1, 3, 0, F32 },
+		{ "optimizer/vars/0", 0, 0, 0, I64 }, { "optimizer/vars/1", 0, 0, 0, F32 },
+		{ "optimizer/vars/2", 2, 2, 3, F32 }, { "optimizer/vars/3", 1, 3, 0, F32 },
+	};
+	r = synth(dir, "newopt.h5", newopt, 7, "{\"optimizer_config\": {\"class_name\": \"Custom>Adam\", \"config\": {}}}");
+	expect_key(r, "optimizer_weights/iteration:0", "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE");
+	expect_key(r, "optimizer_weights/Adam/v/dense/bias:0", "layer_with_weights-0/bias/.OPTIMIZER_SLOT/optimizer/v/.ATTRIBUTES/VARIABLE_VALUE");
+	ckpt_reader_free(r);
+	r = synth(dir, "k21.h5", k21, 9, "{\"optimizer_config\": {\"class_name\": \"Adam\", \"config\": {}}}");
+	expect_key(r, "optimizer_weights/Adam/iterations:0", "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE");
+	expect_key(r, "optimizer_weights/training/Adam/Variable_1:0", "layer_with_weights-0/bias/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE");
+	expect_key(r, "optimizer_weights/training/Adam/Variable_2:0", "layer_with_weights-0/kernel/.OPTIMIZER_SLOT/optimizer/v/.ATTRIBUTES/VARIABLE_VALUE");
+	expect_key(r, "optimizer_weights/training/Adam/Variable_4:0", NULL); /* amsgrad placeholder */
+	ckpt_reader_free(r);
+	r = synth(dir, "sgd.h5", sgd, 3, "{\"optimizer_config\": {\"class_name\": \"SGD\", \"config\": {}}}");
+	expect_key(r, "optimizer_weights/SGD/dense/kernel/momentum:0", "layer_with_weights-0/kernel/.OPTIMIZER_SLOT/optimizer/momentum/.ATTRIBUTES/VARIABLE_VALUE");
+	ckpt_reader_free(r);
+	r = synth(dir, "sgd_new.h5", sgd_new, 3, "{\"optimizer_config\": {\"class_name\": \"Custom>SGD\", \"config\": {}}}");
+	expect_key(r, "optimizer_weights/SGD/m/dense/kernel:0", "layer_with_weights-0/kernel/.OPTIMIZER_SLOT/optimizer/momentum/.ATTRIBUTES/VARIABLE_VALUE");
+	ckpt_reader_free(r);
+	r = synth(dir, "k3.weights.h5", k3, 6, NULL);
+	expect_key(r, "layers/dense/vars/1", "layer_with_weights-0/bias/.ATTRIBUTES/VARIABLE_VALUE");
+	expect_key(r, "optimizer/vars/0", "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE");
+	expect_key(r, "optimizer/vars/2", NULL);
+	expect_key(r, "optimizer/vars/3", NULL);
+	ckpt_reader_free(r);
+	ts_rmtree(dir);
+	free(dir);
+}
