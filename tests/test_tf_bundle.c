@@ -1061,3 +1061,331 @@ Test(tf_bundle, empty_string_tensor_both_forms)
 	ts_rmtree(dir);
 	free(dir);
 }
+
+/* ------------------------------------------------------------------ */
+/* partitioned variables: slice keys, tiling, assembly                  */
+/* ------------------------------------------------------------------ */
+
+typedef struct tb {
+	tfb_buf key[16], val[16];
+	size_t n;
+	tfb_buf data;
+	ckpt_vfs *vfs;
+} tb;
+
+static void pb_varint_field(tfb_buf *b, unsigned field, uint64_t v)
+{
+	cr_assert_eq(tfb_buf_varint(b, (uint64_t)field << 3), CKPT_OK);
+	cr_assert_eq(tfb_buf_varint(b, v), CKPT_OK);
+}
+
+static void pb_sub(tfb_buf *b, unsigned field, tfb_buf *m)
+{
+	cr_assert_eq(tfb_buf_varint(b, (uint64_t)field << 3 | 2), CKPT_OK);
+	cr_assert_eq(tfb_buf_varint(b, m->len), CKPT_OK);
+	cr_assert_eq(tfb_buf_append(b, m->p, m->len), CKPT_OK);
+	tfb_buf_free(m);
+}
+
+static int tb_slice_rank = -1; /* >= 0: the slices' rank, for a mismatch */
+
+/* BundleEntryProto; nsl slices of rank (start, length) pairs in ext, length -1 = full (no length field). */
+static void tb_entry(tb *t, const void *key, size_t klen, int dtype, int rank, const int64_t *dims,
+	int64_t off, int64_t size, uint32_t crc, int nsl, const int64_t *ext)
+{
+	cr_assert_lt(t->n, 16);
+	tfb_buf *k = &t->key[t->n], *v = &t->val[t->n];
+	t->n++;
+	memset(k, 0, sizeof(*k));
+	memset(v, 0, sizeof(*v));
+	cr_assert_eq(tfb_buf_append(k, key, klen), CKPT_OK);
+	pb_varint_field(v, 1, (uint64_t)dtype);
+	tfb_buf sh = { 0 };
+	for (int d = 0; d < rank; d++) {
+		tfb_buf dim = { 0 };
+		pb_varint_field(&dim, 1, (uint64_t)dims[d]);
+		pb_sub(&sh, 2, &dim);
+	}
+	pb_sub(v, 2, &sh);
+	if (!nsl) {
+		if (off)
+			pb_varint_field(v, 4, (uint64_t)off);
+		if (size)
+			pb_varint_field(v, 5, (uint64_t)size);
+		cr_assert_eq(tfb_buf_varint(v, 6 << 3 | 5), CKPT_OK);
+		cr_assert_eq(tfb_buf_fixed32(v, ckpt_crc32c_mask(crc)), CKPT_OK);
+	}
+	for (int s = 0; s < nsl; s++) {
+		tfb_buf sl = { 0 };
+		int sr = tb_slice_rank >= 0 ? tb_slice_rank : rank;
+		for (int d = 0; d < sr; d++) {
+			tfb_buf e = { 0 };
+			const int64_t *x = ext + ((size_t)s * (size_t)sr + (size_t)d) * 2;
+			pb_varint_field(&e, 1, (uint64_t)x[0]);
+			if (x[1] >= 0)
+				pb_varint_field(&e, 2, (uint64_t)x[1]);
+			if (e.len == 0)
+				cr_assert_eq(tfb_buf_reserve(&e, 1), CKPT_OK);
+			pb_sub(&sl, 1, &e);
+		}
+		if (sl.len == 0)
+			cr_assert_eq(tfb_buf_reserve(&sl, 1), CKPT_OK);
+		pb_sub(v, 7, &sl);
+	}
+}
+
+/* A float32 data entry of `n` values appended to the data file. */
+static void tb_floats(tb *t, const void *key, size_t klen, int rank, const int64_t *dims, const float *vals, size_t n)
+{
+	int64_t off = (int64_t)t->data.len;
+	cr_assert_eq(tfb_buf_append(&t->data, vals, n * 4), CKPT_OK);
+	tb_entry(t, key, klen, CKPT_DT_FLOAT, rank, dims, off, (int64_t)n * 4,
+		ckpt_crc32c_extend(0, vals, n * 4), 0, NULL);
+}
+
+/* The slice entry of `name` for (start, length) per dim. */
+static void tb_slice(tb *t, const char *name, int rank, const int64_t *start, const int64_t *length,
+	const int64_t *sdims, const float *vals, size_t n)
+{
+	tfb_buf k = { 0 };
+	cr_assert_eq(tfb_slice_key_encode(&k, (const unsigned char *)name, strlen(name), rank, start, length), CKPT_OK);
+	tb_floats(t, k.p, k.len, rank, sdims, vals, n);
+	tfb_buf_free(&k);
+}
+
+static int cmp_kv(const void *a, const void *b)
+{
+	const tfb_kv *x = a, *y = b;
+	size_t n = x->klen < y->klen ? x->klen : y->klen;
+	int c = memcmp(x->key, y->key, n);
+	return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+/* Build the index (keys sorted) into a memory file system and open it. */
+static int tb_open(tb *t, ckpt_reader **r)
+{
+	static const unsigned char hdr[] = { 0x08, 0x01, 0x1a, 0x02, 0x08, 0x01 };
+	tfb_kv kv[17] = { { (const unsigned char *)"", 0, hdr, sizeof(hdr) } };
+	for (size_t i = 0; i < t->n; i++)
+		kv[i + 1] = (tfb_kv){ t->key[i].p, t->key[i].len, t->val[i].p, t->val[i].len };
+	qsort(kv + 1, t->n, sizeof(kv[0]), cmp_kv);
+	tfb_buf ix = { 0 };
+	cr_assert_eq(tfb_table_build(&ix, kv, t->n + 1, TFB_BLOCK_SIZE), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_memory_new(&t->vfs), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_memory_put(t->vfs, "p/b.index", ix.p, ix.len), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_memory_put(t->vfs, "p/b.data-00000-of-00001", t->data.p, t->data.len), CKPT_OK);
+	tfb_buf_free(&ix);
+	ckpt_open_options o = CKPT_OPEN_OPTIONS_INIT;
+	o.vfs = t->vfs;
+	*r = NULL;
+	return ckpt_reader_open(r, "p/b", &o);
+}
+
+static void tb_free(tb *t, ckpt_reader *r)
+{
+	ckpt_reader_free(r);
+	ckpt_vfs_free(t->vfs);
+	for (size_t i = 0; i < t->n; i++) {
+		tfb_buf_free(&t->key[i]);
+		tfb_buf_free(&t->val[i]);
+	}
+	tfb_buf_free(&t->data);
+}
+
+Test(tf_bundle, slice_key_codec)
+{
+	/* EncodeTensorNameSlice("a", [0:-1]) from tf-bundle.md 5.4: 00 | 61 00 01 | 01 01 | 80 7f */
+	tfb_buf b = { 0 };
+	int64_t s0 = 0, l0 = -1;
+	cr_assert_eq(tfb_slice_key_encode(&b, (const unsigned char *)"a", 1, 1, &s0, &l0), CKPT_OK);
+	cr_assert_eq(b.len, 8);
+	cr_assert_eq(memcmp(b.p, "\x00" "a\x00\x01\x01\x01\x80\x7f", 8), 0);
+	tfb_buf_free(&b);
+	/* names with 00 / ff bytes, every length class of WriteSignedNumIncreasing */
+	static const int64_t vals[] = { 0, 1, -1, 63, -64, 64, -65, 8191, 8192, -8193, INT64_C(1) << 40,
+		-(INT64_C(1) << 40), INT64_C(1) << 55, INT64_C(1) << 56, INT64_C(1) << 62, INT64_MAX, INT64_MIN };
+	const size_t nv = sizeof(vals) / sizeof(vals[0]);
+	static const unsigned char name[] = { 'w', 0, 0xff, 'z' };
+	for (size_t i = 0; i + 1 < nv; i++) {
+		int64_t st[2] = { vals[i], vals[i + 1] }, ln[2] = { vals[nv - 1 - i], vals[i] };
+		cr_assert_eq(tfb_slice_key_encode(&b, name, sizeof(name), 2, st, ln), CKPT_OK);
+		tfb_slice_key k;
+		cr_assert_eq(tfb_slice_key_decode(b.p, b.len, &k), CKPT_OK, "value %lld", (long long)vals[i]);
+		cr_assert_eq(k.nlen, sizeof(name));
+		cr_assert_eq(memcmp(k.name, name, sizeof(name)), 0);
+		cr_assert_eq(k.rank, 2);
+		for (int d = 0; d < 2; d++) {
+			cr_assert_eq(k.start[d], st[d], "start %lld decoded %lld", (long long)st[d], (long long)k.start[d]);
+			cr_assert_eq(k.length[d], ln[d], "length %lld decoded %lld", (long long)ln[d], (long long)k.length[d]);
+		}
+		/* truncated anywhere or with a byte added: never a key */
+		for (size_t cut = 0; cut < b.len; cut++)
+			cr_assert_neq(tfb_slice_key_decode(b.p, cut, &k), CKPT_OK);
+		cr_assert_eq(tfb_buf_append(&b, "\x80", 1), CKPT_OK);
+		cr_assert_neq(tfb_slice_key_decode(b.p, b.len, &k), CKPT_OK);
+		ckpt__free(k.name);
+		b.len = 0;
+	}
+	/* signed numbers order like their values (OrderedCode) */
+	for (size_t i = 0; i + 1 < nv; i++)
+		for (size_t j = 0; j < nv; j++) {
+			tfb_buf x = { 0 }, y = { 0 };
+			cr_assert_eq(tfb_slice_key_encode(&x, name, 1, 1, &vals[i], &vals[i]), CKPT_OK);
+			cr_assert_eq(tfb_slice_key_encode(&y, name, 1, 1, &vals[j], &vals[j]), CKPT_OK);
+			size_t n = x.len < y.len ? x.len : y.len;
+			int c = memcmp(x.p, y.p, n);
+			if (!c)
+				c = (x.len > y.len) - (x.len < y.len);
+			cr_assert_eq(c < 0, vals[i] < vals[j]);
+			tfb_buf_free(&x);
+			tfb_buf_free(&y);
+		}
+	tfb_buf_free(&b);
+}
+
+Test(tf_bundle, partitioned_read_assembles_slices)
+{
+	tb t = { 0 };
+	/* x [4,3] = 10 i + j, split by columns [0,1) and [1,3); data order is not key order */
+	int64_t xd[2] = { 4, 3 };
+	const int64_t xs[] = { 0, -1, 0, 1, /**/ 0, -1, 1, 2 };
+	tb_entry(&t, "x", 1, CKPT_DT_FLOAT, 2, xd, 0, 0, 0, 2, xs);
+	const float c12[] = { 1, 2, 11, 12, 21, 22, 31, 32 }, c0[] = { 0, 10, 20, 30 };
+	int64_t s1[2] = { 0, 1 }, l1[2] = { -1, 2 }, d1[2] = { 4, 2 };
+	tb_slice(&t, "x", 2, s1, l1, d1, c12, 8);
+	int64_t s0[2] = { 0, 0 }, l0[2] = { -1, 1 }, d0[2] = { 4, 1 };
+	tb_slice(&t, "x", 2, s0, l0, d0, c0, 4);
+	/* z [2,3]: a 2 x 2 grid of slices, one of them with an explicit full-length extent */
+	int64_t zd[2] = { 2, 3 };
+	const int64_t zs[] = { 0, 1, 0, 2, /**/ 0, 1, 2, 1, /**/ 1, 1, 0, 2, /**/ 1, 1, 2, 1 };
+	tb_entry(&t, "z", 1, CKPT_DT_FLOAT, 2, zd, 0, 0, 0, 4, zs);
+	for (int k = 0; k < 4; k++) {
+		int64_t st[2] = { zs[k * 4], zs[k * 4 + 2] }, ln[2] = { zs[k * 4 + 1], zs[k * 4 + 3] };
+		float v[2];
+		for (int64_t j = 0; j < ln[1]; j++)
+			v[j] = (float)(100 + 10 * st[0] + st[1] + j);
+		tb_slice(&t, "z", 2, st, ln, ln, v, (size_t)ln[1]);
+	}
+	const float yv[] = { 7, 8, 9 };
+	int64_t yd = 3;
+	tb_floats(&t, "y", 1, 1, &yd, yv, 3);
+	ckpt_reader *r;
+	cr_assert_eq(tb_open(&t, &r), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_reader_count(r), 9);
+	size_t i;
+	cr_assert_eq(ckpt_reader_find(r, "x", &i), CKPT_OK);
+	const ckpt_var_info *v = ckpt_reader_var(r, i);
+	cr_assert_eq(v->nbytes, 48);
+	ckpt_tensor *x = NULL;
+	cr_assert_eq(ckpt_reader_read(r, i, &x), CKPT_OK, "%s", ckpt_error_last()->message);
+	float into[12];
+	cr_assert_eq(ckpt_reader_read_into(r, i, into, sizeof(into)), CKPT_OK, "%s", ckpt_error_last()->message);
+	for (int a = 0; a < 4; a++)
+		for (int b = 0; b < 3; b++) {
+			cr_assert_eq(((const float *)x->data)[a * 3 + b], (float)(10 * a + b));
+			cr_assert_eq(into[a * 3 + b], (float)(10 * a + b));
+		}
+	ckpt_tensor_free(x);
+	cr_assert_eq(ckpt_reader_find(r, "z", &i), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(r, i, &x), CKPT_OK, "%s", ckpt_error_last()->message);
+	for (int a = 0; a < 2; a++)
+		for (int b = 0; b < 3; b++)
+			cr_assert_eq(((const float *)x->data)[a * 3 + b], (float)(100 + 10 * a + b));
+	ckpt_tensor_free(x);
+	cr_assert_eq(ckpt_reader_find(r, "y", &i), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(r, i, &x), CKPT_OK);
+	ckpt_tensor_free(x);
+	ckpt_reader_free(r);
+
+	/* a flipped byte in one slice: that slice's crc32c catches it */
+	ckpt_vfs_free(t.vfs);
+	t.data.p[5] ^= 0x10;
+	cr_assert_eq(tb_open(&t, &r), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(r, "x", &i), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(r, i, &x), CKPT_ECHECKSUM);
+	cr_assert_null(x);
+	cr_assert_eq(ckpt_reader_read_into(r, i, into, sizeof(into)), CKPT_ECHECKSUM);
+	tb_free(&t, r);
+}
+
+/* One bad partitioned layout: open fails with EFORMAT, naming `var` and saying `why`. */
+static void expect_bad_open(tb *t, const char *var, const char *why)
+{
+	ckpt_reader *r;
+	int rc = tb_open(t, &r);
+	expect_error(rc, CKPT_EFORMAT, "b.index", var, -2, why);
+	cr_assert_null(r);
+	tb_free(t, NULL);
+	memset(t, 0, sizeof(*t));
+}
+
+Test(tf_bundle, partitioned_layouts_that_are_refused)
+{
+	int64_t d4 = 4, s0 = 0, l2 = 2, s2 = 2, d2 = 2;
+	const float v[2] = { 1, 2 };
+	const int64_t halves[] = { 0, 2, /**/ 2, 2 };
+	tfb_buf k = { 0 };
+	tb t = { 0 };
+
+	/* a slice key whose variable has no entry */
+	tb_slice(&t, "ghost", 1, &s0, &l2, &d2, v, 2);
+	expect_bad_open(&t, NULL, "refers to no entry");
+
+	/* a slice key naming a plain entry */
+	tb_floats(&t, "p", 1, 1, &d4, (const float[]){ 1, 2, 3, 4 }, 4);
+	tb_slice(&t, "p", 1, &s0, &l2, &d2, v, 2);
+	expect_bad_open(&t, NULL, "not partitioned");
+
+	/* a slice the full entry does not list */
+	tb_entry(&t, "p", 1, CKPT_DT_FLOAT, 1, &d4, 0, 0, 0, 2, halves);
+	int64_t s1 = 1;
+	tb_slice(&t, "p", 1, &s1, &l2, &d2, v, 2);
+	expect_bad_open(&t, NULL, "does not list");
+
+	/* rank of the key differs from the entry's */
+	tb_entry(&t, "p", 1, CKPT_DT_FLOAT, 1, &d4, 0, 0, 0, 2, halves);
+	int64_t st2[2] = { 0, 0 }, ln2[2] = { 2, -1 }, sd2[2] = { 2, 1 };
+	tb_slice(&t, "p", 2, st2, ln2, sd2, v, 2);
+	expect_bad_open(&t, NULL, "rank");
+
+	/* the slice entry's shape disagrees with its slice */
+	tb_entry(&t, "p", 1, CKPT_DT_FLOAT, 1, &d4, 0, 0, 0, 2, halves);
+	int64_t one = 1;
+	tb_slice(&t, "p", 1, &s2, &l2, &one, v, 1);
+	expect_bad_open(&t, NULL, "shape");
+
+	/* the slice entry's dtype differs */
+	tb_entry(&t, "p", 1, CKPT_DT_FLOAT, 1, &d4, 0, 0, 0, 2, halves);
+	cr_assert_eq(tfb_slice_key_encode(&k, (const unsigned char *)"p", 1, 1, &s0, &l2), CKPT_OK);
+	tb_entry(&t, k.p, k.len, CKPT_DT_INT32, 1, &d2, 0, 8, 0, 0, NULL);
+	k.len = 0;
+	expect_bad_open(&t, NULL, "dtype");
+
+	/* leading 0x00 but no valid slice key; and a NUL inside a key */
+	tb_entry(&t, "\0zz", 3, CKPT_DT_FLOAT, 1, &d4, 0, 0, 0, 2, halves);
+	expect_bad_open(&t, "\\x00zz", "not a valid slice key");
+	tb_floats(&t, "q\0r", 3, 1, &d2, v, 2);
+	expect_bad_open(&t, "q\\x00r", "embedded NUL byte at position 1");
+
+	/* slices of the wrong rank, or outside the shape */
+	const int64_t rank2[] = { 0, 4, 0, 1 };
+	tb_slice_rank = 2;
+	tb_entry(&t, "p", 1, CKPT_DT_FLOAT, 1, &d4, 0, 0, 0, 1, rank2);
+	tb_slice_rank = -1;
+	expect_bad_open(&t, "p", "slice 0 has rank 2, the tensor has rank 1");
+	const int64_t past[] = { 0, 2, /**/ 2, 3 };
+	tb_entry(&t, "q", 1, CKPT_DT_FLOAT, 1, &d4, 0, 0, 0, 2, past);
+	expect_bad_open(&t, "q", "lies outside");
+
+	/* full extent with a start other than 0 */
+	const int64_t shifted[] = { 2, -1 };
+	tb_entry(&t, "p", 1, CKPT_DT_FLOAT, 1, &d4, 0, 0, 0, 1, shifted);
+	expect_bad_open(&t, "p", "lies outside");
+
+	/* a 2-D overlap that the element count alone cannot see: [0,2)x[0,2) and [1,3)x[1,3) of 3x3, plus 1 */
+	int64_t d33[2] = { 3, 3 };
+	const int64_t ov[] = { 0, 2, 0, 2, /**/ 1, 2, 1, 2, /**/ 0, 1, 2, 1 };
+	tb_entry(&t, "g", 1, CKPT_DT_FLOAT, 2, d33, 0, 0, 0, 3, ov);
+	expect_bad_open(&t, "g", "overlap");
+	tfb_buf_free(&k);
+}
