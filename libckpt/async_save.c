@@ -4,6 +4,8 @@
  * faults), in parallel over variables; a background pthread then feeds the
  * staged tensors to an ordinary atomic ckpt_writer. Only the staging step
  * touches live variables, so the trainer may continue as soon as it returns.
+ * String variables are staged as deep copies (ckpt_variable_read_tensor)
+ * outside the arena, as sync save writes them.
  */
 #include <pthread.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 typedef struct {
 	char *key;
 	ckpt_tensor tensor;  /* header over the arena; owns_data = 0 */
+	ckpt_tensor *str;    /* string variables: an owned deep copy (tensor unused) */
 } staged_entry;
 
 struct ckpt_async_saver {
@@ -58,8 +61,10 @@ int ckpt_async_saver_new(ckpt_async_saver **out, const ckpt_async_options *o)
 
 static void release_staging(ckpt_async_saver *s)
 {
-	for (size_t i = 0; i < s->nentries; i++)
+	for (size_t i = 0; i < s->nentries; i++) {
 		ckpt__free(s->entries[i].key);
+		ckpt_tensor_free(s->entries[i].str);
+	}
 	ckpt__free(s->entries);
 	s->entries = NULL;
 	s->nentries = 0;
@@ -78,7 +83,7 @@ static void *write_thread(void *arg)
 	ckpt_writer *w = NULL;
 	int rc = ckpt_writer_open(&w, s->path, s->opts.format, &wo);
 	for (size_t i = 0; rc == CKPT_OK && i < s->nentries; i++)
-		rc = ckpt_writer_add(w, s->entries[i].key, &s->entries[i].tensor, 0);
+		rc = ckpt_writer_add(w, s->entries[i].key, s->entries[i].str ? s->entries[i].str : &s->entries[i].tensor, 0);
 	if (rc == CKPT_OK && s->graph)
 		rc = ckpt_writer_set_object_graph(w, s->graph);
 	if (rc == CKPT_OK)
@@ -142,19 +147,24 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 	int rc = CKPT_OK;
 	uint64_t total = 0;
 	uint64_t *offsets = ckpt__calloc(n + 1, sizeof(uint64_t));
+	ckpt_tensor **strs = ckpt__calloc(n ? n : 1, sizeof(*strs));
 	s->entries = ckpt__calloc(n ? n : 1, sizeof(staged_entry));
 	s->path = ckpt__strdup(path);
-	if (!offsets || !s->entries || !s->path)
+	if (!offsets || !strs || !s->entries || !s->path)
 		rc = CKPT_ENOMEM;
 	/* Lay out every value at a 64-byte aligned offset of the arena. */
 	for (size_t i = 0; rc == CKPT_OK && i < n; i++) {
 		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
-		uint64_t nb = ckpt_variable_nbytes(tv->variable);
 		offsets[i] = total;
+		if (ckpt_variable_dtype(tv->variable) == CKPT_DT_STRING) {
+			/* variable-length: a deep copy, not arena space */
+			if ((rc = ckpt_variable_read_tensor(tv->variable, &strs[i])) < 0)
+				ckpt__error_annotate(path, tv->key);
+			continue;
+		}
+		uint64_t nb = ckpt_variable_nbytes(tv->variable);
 		if (ckpt__add_u64(total, (nb + 63) & ~(uint64_t)63, &total))
 			rc = ckpt__fail(CKPT_ELIMIT, path, tv->key, -1, "state too large to stage");
-		if (ckpt_variable_dtype(tv->variable) == CKPT_DT_STRING)
-			rc = ckpt__fail(CKPT_EUNSUPPORTED, path, tv->key, -1, "string variables cannot be saved asynchronously");
 	}
 	if (rc == CKPT_OK)
 		rc = reserve_arena(s, total ? total : 64);
@@ -166,6 +176,8 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 		#pragma omp parallel for schedule(dynamic, 1)
 		for (long i = 0; i < (long)n; i++) {
 			const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, (size_t)i);
+			if (strs[i])
+				continue;
 			uint64_t nb = ckpt_variable_nbytes(tv->variable);
 			if (ckpt_variable_read(tv->variable, s->arena + offsets[i], (size_t)nb) < 0) {
 				#pragma omp critical(ckpt_async_stage_error)
@@ -189,6 +201,8 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 			break;
 		}
 		s->nentries = i + 1;
+		e->str = strs[i];
+		strs[i] = NULL;
 		e->tensor.dtype = ckpt_variable_dtype(tv->variable);
 		e->tensor.shape = *ckpt_variable_shape(tv->variable);
 		e->tensor.nbytes = ckpt_variable_nbytes(tv->variable);
@@ -198,6 +212,9 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 	if (rc == CKPT_OK)
 		rc = ckpt_checkpoint_object_graph(&s->graph, ck);
 	ckpt__free(offsets);
+	for (size_t i = 0; strs && i < n; i++)
+		ckpt_tensor_free(strs[i]);
+	ckpt__free(strs);
 	ckpt_tracked_list_free(list);
 	if (rc < 0)
 		release_staging(s);

@@ -115,10 +115,18 @@ int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *
 	return CKPT_OK;
 }
 
-/* One value per logical variable: copy 0 of a plain / mirrored variable (no copy), the aggregate of a sync-on-read one. */
+/* One value per logical variable: copy 0 of a plain / mirrored variable (no copy; strings: a copy), the aggregate of a sync-on-read one. */
 static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **buf, size_t *cap)
 {
 	ckpt_dtype dt = ckpt_variable_dtype(v);
+	if (dt == CKPT_DT_STRING) {
+		/* elements live in per-replica copies: a deep copy of the primary */
+		ckpt_tensor *st;
+		CKPT_TRY(ckpt_variable_read_tensor(v, &st));
+		int rc = ckpt_writer_add(w, key, st, 0);
+		ckpt_tensor_free(st);
+		return rc;
+	}
 	uint64_t nb = ckpt_variable_nbytes(v);
 	const void *src = ckpt_variable_replica_data(v, 0);
 	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ) {

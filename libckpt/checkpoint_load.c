@@ -53,10 +53,15 @@ static int make_var(ckpt_variable **out, const ckpt__session *s, ckpt__value *v,
 	return rc;
 }
 
-/* String tensors have no variable kind (variable.h): they stay in the status as unmatched. */
+/*
+ * Every stored dtype makes a variable: string values become STRING variables
+ * (plain, or mirrored inside a mirrored scope) with the stored elements as
+ * initial value. A load_variable hook asking for sync-on-read strings fails
+ * (variable.h: EUNSUPPORTED).
+ */
 static int loadable(const ckpt__value *v)
 {
-	return v->dtype != CKPT_DT_STRING;
+	return ckpt_dtype_valid((int)v->dtype);
 }
 
 static int is_var_node(const ckpt__session *s, int n)

@@ -10,6 +10,10 @@
  *  3. commit: ckpt_variable_assign to every replica (sync-on-read SUM is
  *     split across replicas by the variable layer), then attach the
  *     "pending" records that restore-on-create applies later.
+ * String values are read as owned string tensors (not into the arena); in
+ * the commit their per-replica copies are built (ckpt__variable_stage_strings)
+ * before anything is written and swapped in only after the fixed-size
+ * fan-out succeeded, so a failure leaves string variables unchanged too.
  * TF1 name-based files have no object graph: they match live variables by
  * ckpt_variable_name, as TF2's name-based restore does.
  */
@@ -320,7 +324,7 @@ int ckpt__session_stage_all(ckpt__session *s)
 	if (na)
 		s->arenas = na;
 	for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
-		want[i] = !s->vals[i].t && !s->vals[i].consumed && s->vals[i].dtype != CKPT_DT_STRING;
+		want[i] = !s->vals[i].t && !s->vals[i].consumed;
 	void *arena = NULL;
 	if (rc == CKPT_OK)
 		rc = stage(s, want, &arena);
@@ -360,7 +364,7 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena)
 	*arena = NULL;
 	uint64_t total = 0;
 	for (size_t i = 0; i < s->nvals; i++) {
-		if (!want[i])
+		if (!want[i] || s->vals[i].dtype == CKPT_DT_STRING)
 			continue;
 		uint64_t nb;
 		CKPT_TRY(ckpt_shape_nbytes(&s->vals[i].shape, s->vals[i].dtype, &nb));
@@ -380,6 +384,19 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena)
 		ckpt__value *v = &s->vals[i];
 		if (!want[i])
 			continue;
+		if (v->dtype == CKPT_DT_STRING) {
+			/* variable-length elements: an owned string tensor, outside the arena */
+			rc = ckpt_reader_read(s->reader, v->reader_index, &v->t);
+			if (rc == CKPT_OK && (v->t->dtype != CKPT_DT_STRING || !ckpt_shape_equal(&v->t->shape, &v->shape))) {
+				ckpt_tensor_free(v->t);
+				v->t = NULL;
+				rc = ckpt__fail(CKPT_EFORMAT, s->path, v->key, -1,
+					"string entry read back with another dtype or shape than its index entry");
+			}
+			if (rc < 0)
+				ckpt__error_annotate(s->path, v->key);
+			continue;
+		}
 		uint64_t nb;
 		ckpt_shape_nbytes(&v->shape, v->dtype, &nb);
 		off = (off + 63) & ~(uint64_t)63;
@@ -439,8 +456,7 @@ static int read_values(ckpt__session *s, const ckpt__run *r, void **now)
 				want_now[r->asg[i].val] = 1;
 		for (size_t i = 0; i < s->nvals; i++) {
 			const ckpt__value *v = &s->vals[i];
-			/* string values have no variable kind: they can only be reported as unmatched */
-			want_later[i] = !want_now[i] && !v->t && !v->consumed && v->dtype != CKPT_DT_STRING;
+			want_later[i] = !want_now[i] && !v->t && !v->consumed;
 		}
 		rc = stage(s, want_now, now);
 		for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
@@ -658,15 +674,27 @@ int ckpt__run_commit(ckpt__run *r)
 	ckpt_variable **vars = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*vars));
 	const void **srcs = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*srcs));
 	size_t *sizes = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*sizes));
-	int rc = (!keys || !vars || !srcs || !sizes) ? CKPT_ENOMEM : CKPT_OK;
+	/* string values: per-replica copies built now, swapped in after the fan-out */
+	ckpt_variable **svars = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*svars));
+	void **sstaged = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*sstaged));
+	int rc = (!keys || !vars || !srcs || !sizes || !svars || !sstaged) ? CKPT_ENOMEM : CKPT_OK;
 	size_t nwrite = 0;  /* values load already used as initial values need no second write */
+	size_t nstr = 0;
 	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
 		const ckpt_tensor *t = s->vals[r->asg[i].val].t;
 		if (!t)
 			rc = ckpt__fail(CKPT_ERROR, s->path, s->vals[r->asg[i].val].key, -1, "value was released before use");
 		else if (r->asg[i].owner->is_var_node && !(keys[i] = ckpt__strdup(s->vals[r->asg[i].val].key)))
 			rc = CKPT_ENOMEM;
-		else if (!s->vals[r->asg[i].val].initialized) {
+		else if (s->vals[r->asg[i].val].initialized)
+			continue;
+		else if (t->dtype == CKPT_DT_STRING) {
+			rc = ckpt__variable_stage_strings(r->asg[i].var, t, &sstaged[nstr]);
+			if (rc == CKPT_OK)
+				svars[nstr++] = r->asg[i].var;
+			else
+				ckpt__error_annotate(s->path, s->vals[r->asg[i].val].key);
+		} else {
 			vars[nwrite] = r->asg[i].var;
 			srcs[nwrite] = t->data;
 			sizes[nwrite] = (size_t)t->nbytes;
@@ -678,9 +706,17 @@ int ckpt__run_commit(ckpt__run *r)
 	/* one parallel fan-out over every (variable, replica); it checks everything before writing */
 	if (rc == CKPT_OK)
 		rc = ckpt__variable_assign_many(vars, srcs, sizes, nwrite);
+	for (size_t i = 0; i < nstr; i++) {
+		if (rc == CKPT_OK)
+			ckpt__variable_commit_strings(svars[i], sstaged[i]);
+		else
+			ckpt__variable_discard_strings(svars[i], sstaged[i]);
+	}
 	ckpt__free(vars);
 	ckpt__free(srcs);
 	ckpt__free(sizes);
+	ckpt__free(svars);
+	ckpt__free(sstaged);
 	if (rc < 0) {
 		for (size_t i = 0; keys && i < r->nasg; i++)
 			ckpt__free(keys[i]);

@@ -21,6 +21,12 @@
  *    0, so the aggregate is exact. MEAN / ONLY_FIRST_REPLICA: every replica
  *    gets the value.
  * The initial value (creation) is copied into every replica unsplit.
+ *
+ * STRING variables (plain or mirrored only) keep one ckpt_tensor of
+ * ckpt_bytes per replica (deep copies; bufs[r] is that tensor's element
+ * array). They never go through the fan-out engine: values change only
+ * through ckpt_variable_assign_tensor / the staged pair below, which build
+ * every new copy before swapping any in, so a failure changes nothing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +45,8 @@ struct ckpt_variable {
 	ckpt_strategy *strategy; /* holds a CKPT__REF_VARIABLE reference */
 	int copies;
 	int wrapped;             /* bufs belong to the caller */
-	void **bufs;             /* copies pointers */
+	void **bufs;             /* copies pointers (STRING: strs[r]->data) */
+	ckpt_tensor **strs;      /* STRING only: one deep copy per replica */
 };
 
 const char *ckpt_var_kind_name(ckpt_var_kind k)
@@ -226,6 +233,118 @@ static int check_options(const ckpt_variable_options *o, const char *name, ckpt_
 	return CKPT_OK;
 }
 
+/* Sum of element lengths, overflow-checked; NULL data with a length is EINVAL. */
+static int strings_nbytes(const ckpt_bytes *e, uint64_t n, const char *name, uint64_t *out)
+{
+	uint64_t total = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		if (e[i].len > 0 && !e[i].data)
+			return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+				"string variable '%s': element %llu has length %llu but no data",
+				name, (unsigned long long)i, (unsigned long long)e[i].len);
+		if (__builtin_add_overflow(total, e[i].len, &total))
+			return ckpt__fail(CKPT_ELIMIT, NULL, name, -1,
+				"string variable '%s': total length overflows", name);
+	}
+	*out = total;
+	return CKPT_OK;
+}
+
+/* Deep copies of `elems` (NULL: empty strings) for every copy of `v`; frees what it built on error. */
+static int build_string_copies(const ckpt_variable *v, const ckpt_bytes *elems, ckpt_tensor ***out)
+{
+	*out = NULL;
+	ckpt_tensor **ts = ckpt__calloc((size_t)v->copies, sizeof(*ts));
+	if (!ts)
+		return ckpt__fail(CKPT_ENOMEM, NULL, v->name, -1, "out of memory copying string variable '%s'", v->name);
+	for (int r = 0; r < v->copies; r++) {
+		int rc = elems ? ckpt_tensor_new_strings(&ts[r], &v->shape, elems)
+			: ckpt_tensor_new(&ts[r], CKPT_DT_STRING, &v->shape);
+		if (rc < 0) {
+			for (int i = 0; i < r; i++)
+				ckpt_tensor_free(ts[i]);
+			ckpt__free(ts);
+			return ckpt__fail(rc, NULL, v->name, -1, "copying string variable '%s' (replica %d of %d) failed",
+				v->name, r, v->copies);
+		}
+	}
+	*out = ts;
+	return CKPT_OK;
+}
+
+static void free_string_copies(ckpt_tensor **ts, int n)
+{
+	if (!ts)
+		return;
+	for (int r = 0; r < n; r++)
+		ckpt_tensor_free(ts[r]);
+	ckpt__free(ts);
+}
+
+/* Swap built copies in (cannot fail) and free the old ones. */
+static void install_string_copies(ckpt_variable *v, ckpt_tensor **ts)
+{
+	ckpt_tensor **old = v->strs;
+	v->strs = ts;
+	for (int r = 0; r < v->copies; r++)
+		v->bufs[r] = ts[r]->data;
+	v->nbytes = ts[0]->nbytes;
+	free_string_copies(old, v->copies);
+}
+
+static int new_string_variable(ckpt_variable **out, const char *name, size_t name_len,
+	const ckpt_shape *shape, const ckpt_variable_options *o)
+{
+	uint64_t nelem, nbytes = 0;
+	CKPT_TRY(ckpt_shape_num_elements(shape, &nelem));
+	if (nelem > SIZE_MAX / sizeof(ckpt_bytes))
+		return ckpt__fail(CKPT_ELIMIT, NULL, name, -1, "string variable '%s' of %llu elements is too large",
+			name, (unsigned long long)nelem);
+	CKPT_TRY(check_options(o, name, CKPT_DT_STRING));
+	if (o->sync == CKPT_SYNC_ON_READ)
+		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1,
+			"string variable '%s': sync-on-read string variables are not supported (use on-write)", name);
+	if (o->replica_buffers)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+			"string variable '%s': replica_buffers wraps fixed-size buffers only; pass initial_value "
+			"(an array of ckpt_bytes) instead", name);
+	if (o->initial_value)
+		CKPT_TRY(strings_nbytes(o->initial_value, nelem, name, &nbytes));
+
+	ckpt_strategy *s = ckpt_strategy_current();
+	int mirrored = ckpt_strategy_get_kind(s) == CKPT_STRATEGY_MIRRORED;
+	int copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
+	ckpt_variable *v = ckpt__calloc(1, sizeof(*v));
+	if (!v)
+		return CKPT_ENOMEM;
+	v->dtype = CKPT_DT_STRING;
+	v->shape = *shape;
+	v->nbytes = 0;
+	v->kind = mirrored ? CKPT_VAR_MIRRORED : CKPT_VAR_PLAIN;
+	v->agg = o->aggregation;
+	v->trainable = o->trainable;
+	v->copies = copies;
+	v->strategy = s;
+	ckpt__strategy_retain(s, CKPT__REF_VARIABLE);
+	v->name = ckpt__strndup(name, name_len);
+	v->origin = mirrored ? ckpt__asprintf("inside %s scope", ckpt_strategy_describe(s))
+		: ckpt__strdup("outside any strategy scope");
+	v->bufs = ckpt__calloc((size_t)copies, sizeof(*v->bufs));
+	if (!v->name || !v->origin || !v->bufs) {
+		ckpt_variable_free(v);
+		return ckpt__fail(CKPT_ENOMEM, NULL, name, -1, "out of memory creating string variable '%s'", name);
+	}
+	ckpt_tensor **ts;
+	int rc = build_string_copies(v, o->initial_value, &ts);
+	if (rc < 0) {
+		ckpt_variable_free(v);
+		return rc;
+	}
+	install_string_copies(v, ts);
+	*out = v;
+	return CKPT_OK;
+}
+
 int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	const ckpt_shape *shape, const ckpt_variable_options *o)
 {
@@ -250,7 +369,7 @@ int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	if (!ckpt_dtype_valid((int)dt))
 		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "invalid dtype %d", (int)dt);
 	if (dt == CKPT_DT_STRING)
-		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1, "string variables are not supported");
+		return new_string_variable(out, name, name_len, shape, o);
 	uint64_t nbytes;
 	CKPT_TRY(ckpt_shape_nbytes(shape, dt, &nbytes));
 	if (nbytes > SIZE_MAX)
@@ -326,7 +445,9 @@ void ckpt_variable_free(ckpt_variable *v)
 {
 	if (!v)
 		return;
-	if (v->bufs && !v->wrapped)
+	if (v->dtype == CKPT_DT_STRING)
+		free_string_copies(v->strs, v->copies);
+	else if (v->bufs && !v->wrapped)
 		for (int i = 0; i < v->copies; i++)
 			ckpt__buffer_free(v->bufs[i]);
 	ckpt__free(v->bufs);
@@ -372,6 +493,10 @@ static int check_assign(const ckpt_variable *v, const void *src, size_t n, const
 			"%s of variable '%s' in replica context (replica %d of %s): assign is a cross-replica "
 			"update; in replica context update this replica's copy from ckpt_variable_local",
 			what, v->name, ckpt_replica_id(ctx), ckpt_strategy_describe(ckpt_replica_strategy(ctx)));
+	if (v->dtype == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1,
+			"%s of string variable '%s' through the raw-bytes API: use ckpt_variable_assign_tensor "
+			"(ckpt_variable_read_tensor to read)", what, v->name);
 	if (n != v->nbytes) {
 		char shp[256];
 		ckpt_shape_format(&v->shape, shp, sizeof(shp));
@@ -499,6 +624,10 @@ int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n)
 {
 	if (!v)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "read: variable is NULL");
+	if (v->dtype == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1,
+			"read of string variable '%s' through the raw-bytes API: use ckpt_variable_read_tensor "
+			"(ckpt_variable_assign_tensor to assign)", v->name);
 	if (n != v->nbytes)
 		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1,
 			"read of variable '%s': want %llu bytes, got a buffer of %zu",
@@ -567,8 +696,111 @@ int ckpt_variable_replicas_identical(const ckpt_variable *v)
 {
 	if (!v)
 		return 0;
+	if (v->dtype == CKPT_DT_STRING) {
+		uint64_t n = ckpt_tensor_num_elements(v->strs[0]);
+		for (int r = 1; r < v->copies; r++) {
+			const ckpt_bytes *a = v->bufs[0], *b = v->bufs[r];
+			for (uint64_t i = 0; i < n; i++)
+				if (a[i].len != b[i].len || (a[i].len > 0 && memcmp(a[i].data, b[i].data, (size_t)a[i].len) != 0))
+					return 0;
+		}
+		return 1;
+	}
 	for (int r = 1; r < v->copies; r++)
 		if (v->nbytes > 0 && memcmp(v->bufs[0], v->bufs[r], (size_t)v->nbytes) != 0)
 			return 0;
 	return 1;
+}
+
+/* ---- tensor API (every dtype) ---- */
+
+static int check_tensor(const ckpt_variable *v, const ckpt_tensor *t, const char *what)
+{
+	if (!v)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s: variable is NULL", what);
+	if (!t)
+		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1, "%s of variable '%s': tensor is NULL", what, v->name);
+	if (t->dtype != v->dtype || !ckpt_shape_equal(&t->shape, &v->shape)) {
+		char a[256], b[256];
+		ckpt_shape_format(&v->shape, a, sizeof(a));
+		ckpt_shape_format(&t->shape, b, sizeof(b));
+		return ckpt__fail(CKPT_EMISMATCH, NULL, v->name, -1,
+			"%s of variable '%s': variable is %s %s, tensor is %s %s",
+			what, v->name, ckpt_dtype_name(v->dtype), a, ckpt_dtype_name(t->dtype), b);
+	}
+	if (!t->data && ckpt_tensor_num_elements(t) > 0)
+		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1, "%s of variable '%s': tensor has no data", what, v->name);
+	return CKPT_OK;
+}
+
+int ckpt__variable_stage_strings(const ckpt_variable *v, const ckpt_tensor *t, void **staged)
+{
+	if (!staged)
+		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "stage: staged is NULL");
+	*staged = NULL;
+	CKPT_TRY(check_tensor(v, t, "assign"));
+	if (v->dtype != CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1, "stage: variable '%s' is not a string variable", v->name);
+	ckpt_replica_ctx *ctx = ckpt_replica_current();
+	if (ctx)
+		return ckpt__fail(CKPT_ESCOPE, NULL, v->name, -1,
+			"assign of variable '%s' in replica context (replica %d of %s): assign is a cross-replica update",
+			v->name, ckpt_replica_id(ctx), ckpt_strategy_describe(ckpt_replica_strategy(ctx)));
+	uint64_t nb;
+	CKPT_TRY(strings_nbytes(t->data, ckpt_tensor_num_elements(t), v->name, &nb));
+	ckpt_tensor **ts;
+	CKPT_TRY(build_string_copies(v, t->data, &ts));
+	*staged = ts;
+	return CKPT_OK;
+}
+
+void ckpt__variable_commit_strings(ckpt_variable *v, void *staged)
+{
+	if (v && staged)
+		install_string_copies(v, staged);
+}
+
+void ckpt__variable_discard_strings(const ckpt_variable *v, void *staged)
+{
+	if (v && staged)
+		free_string_copies(staged, v->copies);
+}
+
+int ckpt_variable_assign_tensor(ckpt_variable *v, const ckpt_tensor *t)
+{
+	CKPT_TRY(check_tensor(v, t, "assign_tensor"));
+	if (v->dtype != CKPT_DT_STRING)
+		return ckpt_variable_assign(v, t->data, (size_t)t->nbytes);
+	void *staged;
+	CKPT_TRY(ckpt__variable_stage_strings(v, t, &staged));
+	ckpt__variable_commit_strings(v, staged);
+	return CKPT_OK;
+}
+
+int ckpt_variable_read_tensor(const ckpt_variable *v, ckpt_tensor **out)
+{
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "read_tensor: out is NULL");
+	*out = NULL;
+	if (!v)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "read_tensor: variable is NULL");
+	ckpt_tensor *t;
+	if (v->dtype == CKPT_DT_STRING) {
+		int rc = ckpt_tensor_new_strings(&t, &v->shape, v->bufs[0]);
+		if (rc < 0)
+			return ckpt__fail(rc, NULL, v->name, -1, "read_tensor of string variable '%s' failed", v->name);
+		*out = t;
+		return CKPT_OK;
+	}
+	int rc = ckpt_tensor_new(&t, v->dtype, &v->shape);
+	if (rc < 0)
+		return ckpt__fail(rc, NULL, v->name, -1, "read_tensor of variable '%s': no memory for %llu bytes",
+			v->name, (unsigned long long)v->nbytes);
+	rc = ckpt_variable_read(v, t->data, (size_t)t->nbytes);
+	if (rc < 0) {
+		ckpt_tensor_free(t);
+		return rc;
+	}
+	*out = t;
+	return CKPT_OK;
 }

@@ -91,4 +91,15 @@ int ckpt__variable_assign_many(ckpt_variable *const *vars, const void *const *sr
  */
 int ckpt__variable_broadcast_primary(ckpt_variable *v);
 
+/*
+ * Two-phase assign of a STRING variable (restore's all-or-nothing commit):
+ * stage builds every replica's deep copy of `t` (checked: dtype, shape,
+ * elements; may fail, changes nothing); commit swaps them in and cannot
+ * fail; discard frees a staged value that is not committed. `staged` is
+ * owned by the caller until commit / discard.
+ */
+int ckpt__variable_stage_strings(const ckpt_variable *v, const ckpt_tensor *t, void **staged);
+void ckpt__variable_commit_strings(ckpt_variable *v, void *staged);
+void ckpt__variable_discard_strings(const ckpt_variable *v, void *staged);
+
 #endif

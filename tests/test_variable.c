@@ -471,7 +471,11 @@ Test(variable, sync_on_read_option_checks)
 	ckpt_variable_free(v);
 	o.version = 99;
 	cr_assert_eq(ckpt_variable_new(&v, "x", CKPT_DT_FLOAT, &sh, &o), CKPT_EINVAL);
-	cr_assert_eq(ckpt_variable_new(&v, "s", CKPT_DT_STRING, &sh, NULL), CKPT_EUNSUPPORTED);
+	cr_assert_eq(ckpt_variable_new(&v, "s", CKPT_DT_STRING, &sh, &o), CKPT_EINVAL, "bad version");
+	o.version = CKPT_VARIABLE_OPTIONS_VERSION;
+	cr_assert_eq(ckpt_variable_new(&v, "s", CKPT_DT_STRING, &sh, &o), CKPT_EUNSUPPORTED, "sync-on-read strings");
+	cr_assert_null(v);
+	o.version = 99;
 	cr_assert_eq(ckpt_variable_new(&v, "", CKPT_DT_FLOAT, &sh, NULL), CKPT_EINVAL);
 	cr_assert_eq(ckpt_variable_new(&v, NULL, CKPT_DT_FLOAT, &sh, NULL), CKPT_EINVAL);
 	cr_assert_eq(ckpt_variable_new(&v, "x", CKPT_DT_FLOAT, NULL, NULL), CKPT_EINVAL);

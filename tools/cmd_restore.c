@@ -63,8 +63,30 @@ static int check_variable(const ckpt_variable *v, const ckpt_tensor *t, uint32_t
 		return 0;
 	}
 	if (t->dtype == CKPT_DT_STRING) {
-		*crc = ckpt_tensor_crc32(t);
-		return 1; /* string values are held by the library as stored; no numeric copies to compare */
+		/* every replica holds its own ckpt_bytes array: compare each with the file, crc of the copies */
+		for (r = 0; r < n; r++) {
+			ckpt_tensor h;
+			h.dtype = CKPT_DT_STRING;
+			h.shape = t->shape;
+			h.nbytes = nbytes;
+			h.data = (void *)ckpt_variable_replica_data(v, r);
+			h.owns_data = 0;
+			if (!h.data && ckpt_tensor_num_elements(t) > 0) {
+				*why = "a replica copy is missing";
+				return 0;
+			}
+			if (!ckpt_tensor_equal(&h, t)) {
+				*why = r ? "a replica copy differs from the file" : "restored value differs from the file";
+				return 0;
+			}
+			if (r == 0)
+				*crc = ckpt_tensor_crc32(&h);
+		}
+		if (!ckpt_variable_replicas_identical(v)) {
+			*why = "replica copies differ";
+			return 0;
+		}
+		return 1;
 	}
 	if (nbytes != t->nbytes) {
 		*why = "byte size differs from the file";

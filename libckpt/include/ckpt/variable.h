@@ -127,6 +127,40 @@ CKPT_API int ckpt_variable_local(ckpt_variable *v, void **out);
 /** 1 when every replica copy is bit-identical to the primary, else 0. */
 CKPT_API int ckpt_variable_replicas_identical(const ckpt_variable *v);
 
+/*
+ * String variables and the tensor API (added for DT_STRING checkpoints).
+ *
+ * A STRING variable is plain or mirrored (sync-on-read: EUNSUPPORTED;
+ * replica_buffers: EINVAL). Every replica holds its own deep copy of the
+ * elements. For a STRING variable:
+ *  - ckpt_variable_options.initial_value is a `const ckpt_bytes *` array of
+ *    num_elements elements (NULL = every element empty);
+ *  - ckpt_variable_nbytes is the sum of the element lengths;
+ *  - ckpt_variable_replica_data(v, r) returns replica r's `const ckpt_bytes *`
+ *    array (num_elements entries), valid until the next assign / free;
+ *  - ckpt_variable_local in replica context returns this replica's
+ *    ckpt_bytes array: read-only by contract (update with assign_tensor);
+ *  - ckpt_variable_replicas_identical compares element by element;
+ *  - ckpt_variable_assign / ckpt_variable_read (raw bytes) fail with
+ *    CKPT_EINVAL: use the two calls below.
+ */
+
+/**
+ * Cross-replica assign of a tensor, for every dtype. dtype and shape must
+ * equal the variable's (CKPT_EMISMATCH naming the variable and both
+ * dtypes / shapes). Fixed-size dtypes: as ckpt_variable_assign(v, t->data,
+ * t->nbytes). STRING: every replica gets a deep copy of t's elements; all
+ * copies are built before any is replaced, so on failure the variable is
+ * unchanged. In replica context: ESCOPE.
+ */
+CKPT_API int ckpt_variable_assign_tensor(ckpt_variable *v, const ckpt_tensor *t);
+/**
+ * Cross-replica read into a new tensor (`*out`, free with ckpt_tensor_free),
+ * for every dtype: fixed-size as ckpt_variable_read (sync-on-read: the
+ * aggregate); STRING: a deep copy of the primary copy's elements.
+ */
+CKPT_API int ckpt_variable_read_tensor(const ckpt_variable *v, ckpt_tensor **out);
+
 #ifdef __cplusplus
 }
 #endif
