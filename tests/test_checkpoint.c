@@ -849,3 +849,184 @@ Test(checkpoint, graphs_deeper_than_the_cap_are_refused)
 	free(dir);
 	free(prefix);
 }
+
+/* ---- string variables ---- */
+
+static const char *const g_tokens[3] = { "alpha", "", "a much longer token" };
+
+static ckpt_variable *add_tokens(ckpt_object *root, const char *const *vals)
+{
+	ckpt_object *vocab;
+	cr_assert_eq(ckpt_object_new_child(&vocab, root, "vocab"), CKPT_OK);
+	ckpt_bytes e[3];
+	for (int i = 0; i < 3; i++) {
+		e[i].len = strlen(vals[i]);
+		e[i].data = (char *)vals[i];
+	}
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	o.initial_value = e;
+	ckpt_shape sh = shp(1, 3, 0);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_object_add_variable(&v, vocab, "tokens", "vocab/tokens", CKPT_DT_STRING, &sh, &o), CKPT_OK,
+		"%s", ckpt_error_last()->message);
+	return v;
+}
+
+static void check_tokens(const ckpt_variable *v, const char *const *want, int replicas)
+{
+	cr_assert_eq(ckpt_variable_dtype(v), CKPT_DT_STRING);
+	cr_assert_eq(ckpt_variable_num_replicas(v), replicas);
+	cr_assert(ckpt_variable_replicas_identical(v));
+	for (int r = 0; r < replicas; r++) {
+		const ckpt_bytes *e = ckpt_variable_replica_data(v, r);
+		for (int i = 0; i < 3; i++) {
+			cr_assert_eq(e[i].len, strlen(want[i]), "replica %d element %d", r, i);
+			cr_assert(e[i].len == 0 || memcmp(e[i].data, want[i], e[i].len) == 0, "replica %d element %d", r, i);
+		}
+	}
+}
+
+/* root/vocab/tokens (string [3]) and root/w (float [2, 3]), saved from 4 mirrored replicas. */
+static void save_strings(const char *prefix)
+{
+	ckpt_strategy *s = mirrored(4);
+	ckpt_checkpoint *ck;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
+	ckpt_variable *tokens = add_tokens(ckpt_checkpoint_root(ck), g_tokens);
+	ckpt_shape k = shp(2, 2, 3);
+	ckpt_variable *w;
+	cr_assert_eq(ckpt_object_add_variable(&w, ckpt_checkpoint_root(ck), "w", "w", CKPT_DT_FLOAT, &k, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	check_tokens(tokens, g_tokens, 4);
+	fill(w, 1.0f);
+	cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_checkpoint_free(ck);
+	ckpt_strategy_free(s);
+}
+
+Test(checkpoint, string_variable_save_restore_load_mirrored_4)
+{
+	char *dir, *prefix = tmp_prefix(&dir, "strings");
+	save_strings(prefix);
+	/* the file holds the string tensor as saved */
+	ckpt_reader *rd;
+	cr_assert_eq(ckpt_reader_open(&rd, prefix, NULL), CKPT_OK);
+	size_t idx;
+	cr_assert_eq(ckpt_reader_find(rd, "vocab/tokens/.ATTRIBUTES/VARIABLE_VALUE", &idx), CKPT_OK);
+	ckpt_tensor *t;
+	cr_assert_eq(ckpt_reader_read(rd, idx, &t), CKPT_OK);
+	cr_assert_eq(t->dtype, CKPT_DT_STRING);
+	cr_assert_eq(((ckpt_bytes *)t->data)[2].len, strlen(g_tokens[2]));
+	ckpt_tensor_free(t);
+	ckpt_reader_free(rd);
+
+	/* restore into live mirrored variables */
+	ckpt_strategy *s = mirrored(4);
+	ckpt_checkpoint *ck;
+	static const char *const empty[3] = { "", "", "" };
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
+	ckpt_variable *tokens = add_tokens(ckpt_checkpoint_root(ck), empty);
+	ckpt_shape k = shp(2, 2, 3);
+	ckpt_variable *w;
+	cr_assert_eq(ckpt_object_add_variable(&w, ckpt_checkpoint_root(ck), "w", "w", CKPT_DT_FLOAT, &k, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	ckpt_restore_status *st;
+	cr_assert_eq(ckpt_checkpoint_restore(&st, ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_restore_status_unmatched_count(st), 0);
+	cr_assert_eq(ckpt_restore_status_assert_consumed(st), CKPT_OK, "%s", ckpt_error_last()->message);
+	check_tokens(tokens, g_tokens, 4);
+	cr_assert_float_eq(at(w, 5), 6.0f, 0);
+	ckpt_restore_status_free(st);
+	ckpt_checkpoint_free(ck);
+
+	/* load inside the scope: the string variable is created mirrored from the stored value */
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	int rc = ckpt_checkpoint_load(&ck, &st, prefix, NULL);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	cr_assert_eq(rc, CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_restore_status_unmatched_count(st), 0);
+	ckpt_variable *lt;
+	cr_assert_eq(ckpt_checkpoint_find_variable(&lt, ck, "vocab/tokens"), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_variable_kind(lt), CKPT_VAR_MIRRORED);
+	check_tokens(lt, g_tokens, 4);
+	/* and it saves again, byte for byte the same strings */
+	char *again = ts_join(dir, "again");
+	cr_assert_eq(ckpt_checkpoint_write(ck, again), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_restore_status_free(st);
+	ckpt_checkpoint_free(ck);
+	cr_assert_eq(ckpt_checkpoint_load(&ck, NULL, again, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_checkpoint_find_variable(&lt, ck, "vocab/tokens"), CKPT_OK);
+	cr_assert_eq(ckpt_variable_kind(lt), CKPT_VAR_PLAIN);
+	check_tokens(lt, g_tokens, 1);
+	ckpt_checkpoint_free(ck);
+	ckpt_strategy_free(s);
+	ts_rmtree(dir);
+	free(dir);
+	free(again);
+	free(prefix);
+}
+
+Test(checkpoint, transactional_restore_leaves_strings_unchanged)
+{
+	char *dir, *prefix = tmp_prefix(&dir, "strings");
+	save_strings(prefix);
+	ckpt_strategy *s = mirrored(4);
+	ckpt_checkpoint *ck;
+	static const char *const old[3] = { "old", "values", "stay" };
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
+	ckpt_variable *tokens = add_tokens(ckpt_checkpoint_root(ck), old);
+	/* w, matched after the tokens, has the wrong shape */
+	ckpt_shape bad = shp(1, 6, 0);
+	ckpt_variable *w;
+	cr_assert_eq(ckpt_object_add_variable(&w, ckpt_checkpoint_root(ck), "w", "w", CKPT_DT_FLOAT, &bad, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	ckpt_restore_status *st = (ckpt_restore_status *)1;
+	cr_assert_eq(ckpt_checkpoint_restore(&st, ck, prefix), CKPT_EMISMATCH);
+	cr_assert_null(st);
+	cr_assert(contains(ckpt_error_last()->message, "[2, 3]"), "%s", ckpt_error_last()->message);
+	cr_assert(contains(ckpt_error_last()->message, "[6]"), "%s", ckpt_error_last()->message);
+	check_tokens(tokens, old, 4);
+	/* a string variable of the wrong shape is refused the same way, naming both shapes */
+	ckpt_checkpoint_free(ck);
+	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
+	ckpt_object *vocab;
+	cr_assert_eq(ckpt_object_new_child(&vocab, ckpt_checkpoint_root(ck), "vocab"), CKPT_OK);
+	ckpt_shape two = shp(1, 2, 0);
+	cr_assert_eq(ckpt_object_add_variable(&tokens, vocab, "tokens", "vocab/tokens", CKPT_DT_STRING, &two, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_checkpoint_restore(NULL, ck, prefix), CKPT_EMISMATCH);
+	cr_assert(contains(ckpt_error_last()->message, "vocab/tokens"), "%s", ckpt_error_last()->message);
+	cr_assert(contains(ckpt_error_last()->message, "[3]"), "%s", ckpt_error_last()->message);
+	cr_assert(contains(ckpt_error_last()->message, "[2]"), "%s", ckpt_error_last()->message);
+	ckpt_checkpoint_free(ck);
+	ckpt_strategy_free(s);
+	ts_rmtree(dir);
+	free(dir);
+	free(prefix);
+}
+
+Test(checkpoint, string_variable_restore_on_create)
+{
+	char *dir, *prefix = tmp_prefix(&dir, "strings");
+	save_strings(prefix);
+	ckpt_strategy *s = mirrored(2);
+	ckpt_checkpoint *ck;
+	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
+	ckpt_restore_status *st;
+	cr_assert_eq(ckpt_checkpoint_restore(&st, ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	/* the vocabulary appears after the restore, inside a mirrored scope */
+	static const char *const empty[3] = { "", "", "" };
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	ckpt_variable *tokens = add_tokens(ckpt_checkpoint_root(ck), empty);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	check_tokens(tokens, g_tokens, 2);
+	ckpt_restore_status_expect_partial(st);
+	ckpt_restore_status_free(st);
+	ckpt_checkpoint_free(ck);
+	ckpt_strategy_free(s);
+	ts_rmtree(dir);
+	free(dir);
+	free(prefix);
+}

@@ -613,3 +613,231 @@ Test(variable, initial_value_may_be_a_wrapped_buffer)
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
 	ckpt_strategy_free(s);
 }
+
+/* ---- string variables (ckpt_variable_assign_tensor / read_tensor) ---- */
+
+static ckpt_bytes bstr(const char *s)
+{
+	ckpt_bytes b = { strlen(s), (char *)s };
+	return b;
+}
+
+static void check_strings(const ckpt_variable *v, const char *const *want, size_t n)
+{
+	for (int r = 0; r < ckpt_variable_num_replicas(v); r++) {
+		const ckpt_bytes *e = ckpt_variable_replica_data(v, r);
+		cr_assert_not_null(e);
+		for (size_t i = 0; i < n; i++) {
+			cr_assert_eq(e[i].len, strlen(want[i]), "replica %d element %zu", r, i);
+			cr_assert(e[i].len == 0 || memcmp(e[i].data, want[i], e[i].len) == 0, "replica %d element %zu", r, i);
+		}
+	}
+}
+
+Test(variable, string_variable_inside_scope_is_mirrored_with_deep_copies)
+{
+	ckpt_strategy *s = mirrored(4);
+	ckpt_shape sh = shape1(3);
+	const char *init_s[3] = { "hello", "", "w\0rld" };
+	ckpt_bytes init[3] = { bstr(init_s[0]), bstr(init_s[1]), { 5, (char *)"w\0rld" } };
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	o.initial_value = init;
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "vocab", CKPT_DT_STRING, &sh, &o), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_kind(v), CKPT_VAR_MIRRORED);
+	cr_assert_eq(ckpt_variable_num_replicas(v), 4);
+	cr_assert_eq(ckpt_variable_nbytes(v), 10);
+	cr_assert(ckpt_variable_replicas_identical(v));
+	/* each replica has its own copy of every element */
+	const ckpt_bytes *r0 = ckpt_variable_replica_data(v, 0), *r3 = ckpt_variable_replica_data(v, 3);
+	cr_assert_neq(r0, r3);
+	cr_assert_neq(r0[0].data, r3[0].data);
+	cr_assert_neq(r0[0].data, init[0].data);
+	cr_assert_eq(memcmp(r3[2].data, "w\0rld", 5), 0);
+	/* replicas compare element-wise */
+	r3[2].data[0] = 'W';
+	cr_assert_not(ckpt_variable_replicas_identical(v));
+	r3[2].data[0] = 'w';
+	cr_assert(ckpt_variable_replicas_identical(v));
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, string_variable_outside_scope_is_plain_and_starts_empty)
+{
+	ckpt_shape sh = shape1(2);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_variable_new(&v, "s", CKPT_DT_STRING, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_variable_kind(v), CKPT_VAR_PLAIN);
+	cr_assert_eq(ckpt_variable_num_replicas(v), 1);
+	cr_assert_eq(ckpt_variable_nbytes(v), 0);
+	const char *want[2] = { "", "" };
+	check_strings(v, want, 2);
+	void *p;
+	cr_assert_eq(ckpt_variable_local(v, &p), CKPT_OK);
+	cr_assert_eq(p, ckpt_variable_replica_data(v, 0));
+	ckpt_variable_free(v);
+}
+
+Test(variable, string_assign_read_tensor_round_trip)
+{
+	ckpt_strategy *s = mirrored(3);
+	ckpt_shape sh = shape1(3);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "s", CKPT_DT_STRING, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	const char *vals[3] = { "a", "longer string", "" };
+	ckpt_bytes e[3] = { bstr(vals[0]), bstr(vals[1]), bstr(vals[2]) };
+	ckpt_tensor *t, *back;
+	cr_assert_eq(ckpt_tensor_new_strings(&t, &sh, e), CKPT_OK);
+	cr_assert_eq(ckpt_variable_assign_tensor(v, t), CKPT_OK, "%s", ckpt_error_last()->message);
+	/* deep copies: changing the source changes nothing */
+	((ckpt_bytes *)t->data)[0].data[0] = 'z';
+	check_strings(v, vals, 3);
+	cr_assert(ckpt_variable_replicas_identical(v));
+	cr_assert_eq(ckpt_variable_nbytes(v), 14);
+	cr_assert_eq(ckpt_variable_read_tensor(v, &back), CKPT_OK);
+	cr_assert_eq(back->dtype, CKPT_DT_STRING);
+	cr_assert_eq(back->nbytes, 14);
+	((ckpt_bytes *)t->data)[0].data[0] = 'a';
+	cr_assert(ckpt_tensor_equal(back, t));
+	cr_assert_eq(ckpt_tensor_crc32(back), ckpt_tensor_crc32(t));
+	ckpt_tensor_free(back);
+	ckpt_tensor_free(t);
+	/* assign again: old copies are released (ASan / leak check) */
+	const char *vals2[3] = { "x", "y", "zz" };
+	ckpt_bytes e2[3] = { bstr(vals2[0]), bstr(vals2[1]), bstr(vals2[2]) };
+	cr_assert_eq(ckpt_tensor_new_strings(&t, &sh, e2), CKPT_OK);
+	cr_assert_eq(ckpt_variable_assign_tensor(v, t), CKPT_OK);
+	check_strings(v, vals2, 3);
+	cr_assert_eq(ckpt_variable_nbytes(v), 4);
+	ckpt_tensor_free(t);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, tensor_api_on_fixed_size_variables)
+{
+	ckpt_strategy *s = mirrored(2);
+	ckpt_shape sh = shape1(2);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "w", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	float x[2] = { 1.5f, -3.0f };
+	ckpt_tensor *t, *back;
+	cr_assert_eq(ckpt_tensor_wrap(&t, CKPT_DT_FLOAT, &sh, x, sizeof(x)), CKPT_OK);
+	cr_assert_eq(ckpt_variable_assign_tensor(v, t), CKPT_OK);
+	cr_assert(ckpt_variable_replicas_identical(v));
+	cr_assert_eq(ckpt_variable_read_tensor(v, &back), CKPT_OK);
+	cr_assert(ckpt_tensor_equal(back, t));
+	ckpt_tensor_free(back);
+	ckpt_tensor_free(t);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+Test(variable, tensor_api_mismatch_names_variable_and_shapes)
+{
+	ckpt_shape sh = shape1(2), other = shape1(3);
+	ckpt_variable *v, *f;
+	cr_assert_eq(ckpt_variable_new(&v, "names", CKPT_DT_STRING, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&f, "weights", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	ckpt_bytes e[3] = { bstr("a"), bstr("b"), bstr("c") };
+	ckpt_tensor *t;
+	cr_assert_eq(ckpt_tensor_new_strings(&t, &other, e), CKPT_OK);
+	cr_assert_eq(ckpt_variable_assign_tensor(v, t), CKPT_EMISMATCH);
+	const ckpt_error *err = ckpt_error_last();
+	cr_assert(contains(err->message, "names"), "%s", err->message);
+	cr_assert(contains(err->message, "[2]"), "%s", err->message);
+	cr_assert(contains(err->message, "[3]"), "%s", err->message);
+	const char *empty[2] = { "", "" };
+	check_strings(v, empty, 2);
+	ckpt_tensor_free(t);
+	/* dtype differs: string tensor into a float variable, float into a string one */
+	cr_assert_eq(ckpt_tensor_new_strings(&t, &sh, e), CKPT_OK);
+	cr_assert_eq(ckpt_variable_assign_tensor(f, t), CKPT_EMISMATCH);
+	cr_assert(contains(ckpt_error_last()->message, "weights"), "%s", ckpt_error_last()->message);
+	ckpt_tensor_free(t);
+	cr_assert_eq(ckpt_tensor_new(&t, CKPT_DT_FLOAT, &sh), CKPT_OK);
+	cr_assert_eq(ckpt_variable_assign_tensor(v, t), CKPT_EMISMATCH);
+	ckpt_tensor_free(t);
+	cr_assert_eq(ckpt_variable_assign_tensor(v, NULL), CKPT_EINVAL);
+	cr_assert_eq(ckpt_variable_read_tensor(v, NULL), CKPT_EINVAL);
+	ckpt_variable_free(v);
+	ckpt_variable_free(f);
+}
+
+Test(variable, raw_api_rejects_string_variables)
+{
+	ckpt_shape sh = shape1(1);
+	ckpt_bytes init[1] = { bstr("keep") };
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	o.initial_value = init;
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_variable_new(&v, "s", CKPT_DT_STRING, &sh, &o), CKPT_OK);
+	char buf[16];
+	cr_assert_eq(ckpt_variable_assign(v, buf, (size_t)ckpt_variable_nbytes(v)), CKPT_EINVAL);
+	cr_assert(contains(ckpt_error_last()->message, "ckpt_variable_assign_tensor"), "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_variable_read(v, buf, (size_t)ckpt_variable_nbytes(v)), CKPT_EINVAL);
+	cr_assert(contains(ckpt_error_last()->message, "ckpt_variable_read_tensor"), "%s", ckpt_error_last()->message);
+	ckpt_variable *vars[1] = { v };
+	const void *srcs[1] = { buf };
+	size_t sizes[1] = { 4 };
+	cr_assert_eq(ckpt__variable_assign_many(vars, srcs, sizes, 1), CKPT_EINVAL);
+	cr_assert_eq(ckpt__variable_broadcast_primary(v), CKPT_EINVAL);
+	const char *want[1] = { "keep" };
+	check_strings(v, want, 1);
+	ckpt_variable_free(v);
+	/* replica_buffers wrapping is for fixed-size dtypes; elements must have data */
+	void *bufs[1] = { buf };
+	o.replica_buffers = bufs;
+	cr_assert_eq(ckpt_variable_new(&v, "s", CKPT_DT_STRING, &sh, &o), CKPT_EINVAL);
+	o.replica_buffers = NULL;
+	ckpt_bytes bad[1] = { { 3, NULL } };
+	o.initial_value = bad;
+	cr_assert_eq(ckpt_variable_new(&v, "s", CKPT_DT_STRING, &sh, &o), CKPT_EINVAL);
+}
+
+typedef struct str_local_arg {
+	ckpt_variable *v;
+	int seen[4];
+} str_local_arg;
+
+static int str_local_fn(ckpt_replica_ctx *ctx, void *arg)
+{
+	str_local_arg *a = arg;
+	void *p;
+	int rc = ckpt_variable_local(a->v, &p);
+	if (rc < 0)
+		return rc;
+	int id = ckpt_replica_id(ctx);
+	const ckpt_bytes *e = p;
+	a->seen[id] = p == ckpt_variable_replica_data(a->v, id) && e[0].len == 2 && memcmp(e[0].data, "hi", 2) == 0;
+	return CKPT_OK;
+}
+
+Test(variable, string_local_in_replica_context_is_the_replica_copy)
+{
+	ckpt_strategy *s = mirrored(4);
+	ckpt_shape sh = shape1(1);
+	ckpt_bytes init[1] = { bstr("hi") };
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	o.initial_value = init;
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_variable_new(&v, "s", CKPT_DT_STRING, &sh, &o), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	str_local_arg a = { v, { 0 } };
+	cr_assert_eq(ckpt_strategy_run(s, str_local_fn, &a), CKPT_OK, "%s", ckpt_error_last()->message);
+	for (int r = 0; r < 4; r++)
+		cr_assert(a.seen[r], "replica %d", r);
+	/* outside replica context a mirrored string variable is ESCOPE, as others */
+	void *p;
+	cr_assert_eq(ckpt_variable_local(v, &p), CKPT_ESCOPE);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
