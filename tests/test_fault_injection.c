@@ -162,7 +162,8 @@ static void save_sweep(int alloc)
 			c ? kept_old++ : absent++;
 		}
 		ckpt_vfs_free(f);
-		cr_assert_eq(rel_live_blocks, live1, "call %ld: %ld library blocks leaked by the failed save", i,
+		/* the save may release the old index (target absent), never keep more than it found */
+		cr_assert_leq(rel_live_blocks, live1, "call %ld: %ld library blocks leaked by the failed save", i,
 			rel_live_blocks - live1);
 		ckpt_vfs_free(mem);
 		cr_assert_eq(rel_live_blocks, live0);

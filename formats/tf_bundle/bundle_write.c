@@ -9,8 +9,9 @@
  *   The object graph (if set) is the scalar DT_STRING `_CHECKPOINTABLE_OBJECT_GRAPH`,
  *   written last in shard 0.
  *
- * Commit: flush, fsync data files, rename them, write + fsync the index,
- * rename it LAST (a bundle exists once P.index exists), fsync the directory.
+ * Commit: flush, fsync data files, write + fsync the index, remove an older
+ * P.index of the same prefix, rename the data files, rename the index LAST
+ * (a bundle exists once P.index exists), fsync the directory.
  * A writer freed without commit removes its temporaries.
  */
 #include <string.h>
@@ -403,6 +404,16 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 	char *dir = ckpt__path_dir(w->path);
 	if (!dir)
 		return CKPT_ENOMEM;
+	/*
+	 * Overwriting a prefix: retire the old index first (durably), so that a
+	 * failure while the data files are replaced leaves no checkpoint at all
+	 * rather than an old index over new data.
+	 */
+	if (ckpt_vfs_exists(w->vfs, s->index_final, NULL)) {
+		rc = ckpt_vfs_remove(w->vfs, s->index_final);
+		if (rc == CKPT_OK && !w->opts.no_fsync)
+			rc = ckpt_vfs_sync_dir(w->vfs, dir);
+	}
 	for (int i = 0; i < s->nshards && rc == CKPT_OK; i++)
 		rc = ckpt_vfs_rename(w->vfs, s->sh[i].tmp, s->sh[i].final);
 	if (rc == CKPT_OK)
