@@ -640,31 +640,34 @@ static void k3_layer_names(mctx *c, const k3layer *L, size_t nl)
 static void map_k3_model(mctx *c)
 {
 	k3layer *L = NULL;
+	char **ekey = NULL, **esub = NULL; /* per entry: layer key and sub-path, split once */
 	size_t nl = 0, i, j;
 	int by_config, k = 0;
 	L = ckpt__calloc(c->n + 1, sizeof(*L));
-	if (!L) {
+	ekey = ckpt__calloc(c->n + 1, sizeof(char *));
+	esub = ckpt__calloc(c->n + 1, sizeof(char *));
+	if (!L || !ekey || !esub) {
 		c->b.err = CKPT_ENOMEM;
-		return;
+		goto out;
 	}
 	for (i = 0; i < c->n; i++) {
-		char *key, *sub;
 		if (c->e[i].kind != CKPT_KE_MODEL)
 			continue;
-		if (k3_split(c->e[i].path, &key, &sub) <= 0) {
+		if (k3_split(c->e[i].path, &ekey[i], &esub[i]) <= 0) {
 			NOTE(&c->notes, "%s: unmapped (the model's own variables have no layer_with_weights-K slot)", c->e[i].path);
-			ckpt__free(key);
-			ckpt__free(sub);
+			ckpt__free(ekey[i]);
+			ckpt__free(esub[i]);
+			ekey[i] = esub[i] = NULL;
 			continue;
 		}
-		ckpt__free(sub);
-		for (j = 0; j < nl && strcmp(L[j].key, key) != 0; j++)
+		/* entries of one layer are consecutive (the walk visits a layer's groups together) */
+		if (nl && strcmp(L[nl - 1].key, ekey[i]) == 0)
+			continue;
+		for (j = 0; j < nl && strcmp(L[j].key, ekey[i]) != 0; j++)
 			;
-		if (j < nl) {
-			ckpt__free(key);
+		if (j < nl)
 			continue;
-		}
-		L[nl].key = key;
+		L[nl].key = ekey[i]; /* borrowed from ekey */
 		L[nl].order = -1;
 		nl++;
 	}
@@ -678,7 +681,7 @@ static void map_k3_model(mctx *c)
 				same = 0;
 		if (!same) {
 			for (i = 0; i < c->n; i++)
-				if (c->e[i].kind == CKPT_KE_MODEL && strncmp(c->e[i].path, "layers/", 7) == 0)
+				if (ekey[i])
 					NOTE(&c->notes, "%s: unmapped (layer order unknown: no config.json layer list and layer keys of several classes)",
 						c->e[i].path);
 			goto out;
@@ -692,28 +695,20 @@ static void map_k3_model(mctx *c)
 	k3_layer_names(c, L, nl);
 	for (j = 0; j < nl; j++) {
 		char nm[64];
-		int lnode;
+		int lnode = -1;
 		const char *cls = L[j].cls ? L[j].cls : class_from_key(L[j].key);
 		snprintf(nm, sizeof(nm), "layer_with_weights-%d", k++);
-		lnode = -1;
-		/* group this layer's entries by sub-path */
 		for (i = 0; i < c->n; i++) {
-			char *key, *sub;
 			size_t cnt = 0, x;
 			const char *const *attrs;
 			int cell;
-			if (c->e[i].kind != CKPT_KE_MODEL || c->m[i].node >= 0 || c->m[i].trainable < 0)
+			if (!ekey[i] || c->m[i].node >= 0 || c->m[i].trainable < 0 || strcmp(ekey[i], L[j].key) != 0)
 				continue;
-			if (k3_split(c->e[i].path, &key, &sub) <= 0 || strcmp(key, L[j].key) != 0) {
-				ckpt__free(key);
-				ckpt__free(sub);
-				continue;
-			}
 			/* entries of one vars group are consecutive and in index order */
 			for (x = i; x < c->n && c->e[x].layer && c->e[i].layer && strcmp(c->e[x].layer, c->e[i].layer) == 0; x++)
 				cnt++;
-			cell = strcmp(sub, "cell") == 0;
-			attrs = (*sub == '\0' || cell) ? attrs_for(cls, cnt, cell) : NULL;
+			cell = strcmp(esub[i], "cell") == 0;
+			attrs = (*esub[i] == '\0' || cell) ? attrs_for(cls, cnt, cell) : NULL;
 			for (x = i; x < i + cnt; x++) {
 				if (!attrs) {
 					NOTE(&c->notes, "%s: unmapped (%s%s%s with %zu variable(s): attribute names unknown)", c->e[x].path,
@@ -728,13 +723,15 @@ static void map_k3_model(mctx *c)
 				c->morder[c->nmorder++] = (int)x;
 				gb_var(&c->b, c->m[x].node, c->e[x].path);
 			}
-			ckpt__free(key);
-			ckpt__free(sub);
 		}
 	}
 out:
-	for (j = 0; j < nl; j++)
-		ckpt__free(L[j].key);
+	for (i = 0; ekey && i < c->n; i++) {
+		ckpt__free(ekey[i]);
+		ckpt__free(esub[i]);
+	}
+	ckpt__free(ekey);
+	ckpt__free(esub);
 	ckpt__free(L);
 }
 
