@@ -418,8 +418,17 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 		rc = ckpt_vfs_rename(w->vfs, s->sh[i].tmp, s->sh[i].final);
 	if (rc == CKPT_OK)
 		rc = ckpt_vfs_rename(w->vfs, s->index_tmp, s->index_final);
-	if (rc == CKPT_OK && !w->opts.no_fsync)
+	if (rc == CKPT_OK && !w->opts.no_fsync) {
 		rc = ckpt_vfs_sync_dir(w->vfs, dir);
+		/* not durable: take it back rather than report failure over a visible checkpoint */
+		if (rc < 0) {
+			ckpt__error_slot slot = { 0 };
+			ckpt__error_capture(&slot);
+			ckpt_vfs_remove(w->vfs, s->index_final);
+			ckpt__error_raise(&slot);
+			ckpt__error_slot_clear(&slot);
+		}
+	}
 	ckpt__free(dir);
 	return rc;
 }
