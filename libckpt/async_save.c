@@ -92,6 +92,7 @@ static void *write_thread(void *arg)
 		ckpt__error_capture(&s->error);
 	ckpt_writer_free(w);  /* removes temporaries when not committed */
 	s->status = rc;
+	ckpt_error_clear();   /* this thread's error strings die with it (captured above) */
 	return NULL;
 }
 
