@@ -146,21 +146,18 @@ char *ckpt_error_format(const ckpt_error *e, char *buf, size_t n)
 		return buf;
 	if (!e)
 		e = ckpt_error_last();
-	size_t used = 0;
-	buf[0] = '\0';
-#define APPEND(...) do { if (used < n) { int k = snprintf(buf + used, n - used, __VA_ARGS__); if (k > 0) used += (size_t)k; } } while (0)
-	if (e->path)
-		APPEND("%s: ", e->path);
-	if (e->variable)
-		APPEND("variable '%s' ", e->variable);
+	/* "<path>: variable '<v>' at offset <n>: <message>", omitting unknown parts */
+	char where[64] = "";
 	if (e->offset >= 0)
-		APPEND("at offset %lld", (long long)e->offset);
-	if (used > 0 && buf[used < n ? used - 1 : n - 1] == ' ')
-		used--, buf[used] = '\0';
-	if (used > 0)
-		APPEND(": ");
-	APPEND("%s", e->message ? e->message : "");
-#undef APPEND
+		snprintf(where, sizeof(where), "at offset %lld", (long long)e->offset);
+	const char *var = e->variable;
+	snprintf(buf, n, "%s%s%s%s%s%s%s%s",
+		e->path ? e->path : "", e->path ? ": " : "",
+		var ? "variable '" : "", var ? var : "", var ? "'" : "",
+		(var && where[0]) ? " " : "", where, (var || where[0]) ? ": " : "");
+	size_t used = strlen(buf);
+	if (used < n)
+		snprintf(buf + used, n - used, "%s", e->message ? e->message : "");
 	return buf;
 }
 

@@ -211,3 +211,16 @@ Test(core, faulty_vfs_fails_the_ith_call_and_atomic_write_keeps_old_file)
 	}
 	ckpt_vfs_free(mem);
 }
+
+Test(core, error_format_omits_unknown_parts)
+{
+	char line[256];
+	ckpt__fail(CKPT_EIO, "/a/b", NULL, -1, "boom");
+	cr_assert_str_eq(ckpt_error_format(NULL, line, sizeof(line)), "/a/b: boom");
+	ckpt__fail(CKPT_EFORMAT, NULL, "v", -1, "bad");
+	cr_assert_str_eq(ckpt_error_format(NULL, line, sizeof(line)), "variable 'v': bad");
+	ckpt__fail(CKPT_EFORMAT, "f", NULL, 7, "short");
+	cr_assert_str_eq(ckpt_error_format(NULL, line, sizeof(line)), "f: at offset 7: short");
+	ckpt__fail(CKPT_EFORMAT, NULL, NULL, -1, "plain");
+	cr_assert_str_eq(ckpt_error_format(NULL, line, sizeof(line)), "plain");
+}
