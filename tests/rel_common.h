@@ -116,14 +116,14 @@ enum { REL_TF = 0, REL_KERAS_H5 = 1, REL_KERAS_ZIP = 2, REL_TF_STATE = 3 };
 #define REL_MAX_FILES 16
 
 typedef struct rel_file {
-	char vpath[512];      /* path in the memory file system */
+	char vpath[1100];     /* path in the memory file system */
 	unsigned char *data;  /* pristine content (malloc'ed) */
 	size_t n;
 } rel_file;
 
 typedef struct rel_unit {
-	char name[600];       /* fixture-relative, for messages */
-	char open_path[512];  /* what ckpt_reader_open gets */
+	char name[1100];      /* fixture-relative, for messages */
+	char open_path[1100]; /* what ckpt_reader_open gets */
 	int kind;
 	int nfiles;
 	rel_file files[REL_MAX_FILES];
@@ -203,7 +203,8 @@ static void rel_scan(rel_units *us, const char *root, const char *sub)
 			for (int j = 0; j < n; j++)
 				if (strncmp(ents[j]->d_name, pfx, strlen(pfx)) == 0) {
 					char r2[512];
-					snprintf(r2, sizeof(r2), "%s%s%s", sub, sub[0] ? "/" : "", ents[j]->d_name);
+					int k = snprintf(r2, sizeof(r2), "%s%s%s", sub, sub[0] ? "/" : "", ents[j]->d_name);
+					cr_assert(k > 0 && (size_t)k < sizeof(r2), "fixture path too long");
 					rel_unit_file(u, root, r2);
 				}
 		} else if (rel_ends_with(nm, ".h5") || rel_ends_with(nm, ".hdf5") || rel_ends_with(nm, ".keras")) {
@@ -476,7 +477,7 @@ static void rel_save_case(const rel_sweep_ctx *c, size_t p)
 	const char *dir = getenv("REL_SAVE_DIR");
 	if (!dir)
 		return;
-	char out[1024];
+	char out[4096];
 	const char *slash = strrchr(c->f->vpath, '/');
 	snprintf(out, sizeof(out), "%s/%s.%s%zu", dir, slash ? slash + 1 : c->f->vpath,
 		c->mode == REL_FLIP ? "flip" : "cut", p);
@@ -502,6 +503,14 @@ static void rel_save_case(const rel_sweep_ctx *c, size_t p)
 static REL_UNUSED void rel_sweep(int kind_mask, int mode, double budget_s, size_t dense)
 {
 	const char *what = mode == REL_FLIP ? "bit flip" : "truncation";
+	/* Sanitizer runs are ~10x slower: CKPT_TEST_SWEEP_SCALE (0..1] thins the sample, never below 64 positions. */
+	const char *scale_env = getenv("CKPT_TEST_SWEEP_SCALE");
+	double scale = scale_env ? atof(scale_env) : 1.0;
+	if (scale > 0.0 && scale < 1.0) {
+		budget_s *= scale;
+		size_t thinned = (size_t)((double)dense * scale);
+		dense = thinned < 64 ? 64 : thinned;
+	}
 	rel_units us = rel_fixture_units();
 	cr_assert_gt(us.n, 0, "no fixtures found under %s", CKPT_SHARED_DIR "/fixtures");
 	rel_alloc_install(0, REL_ALLOC_CAP);
