@@ -168,7 +168,8 @@ KT_UNUSED static size_t kt_parse_contents(const char *path, kt_want **out)
 			}
 			w = &v[n++];
 			memset(w, 0, sizeof(*w));
-			snprintf(w->name, sizeof(w->name), "%s%s%.*s", g, *g ? "/" : "", (int)(e - p - 8), p + 8);
+			int k = snprintf(w->name, sizeof(w->name), "%s%s%.*s", g, *g ? "/" : "", (int)(e - p - 8), p + 8);
+			cr_assert(k >= 0 && (size_t)k < sizeof(w->name), "dataset name too long in dump");
 			d = e + 8;
 			snprintf(w->dtype, sizeof(w->dtype), "%.*s", (int)strcspn(d, " "), d);
 			s = strstr(p, "shape=(");

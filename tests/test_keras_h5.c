@@ -512,7 +512,8 @@ Test(keras_h5, long_lists_are_chunked_like_keras)
 	for (i = 0; i < 400; i++) {
 		char name[512], layer[256];
 		snprintf(layer, sizeof(layer), "dense_%04zu_%0190d", i, 0);
-		snprintf(name, sizeof(name), "model_weights/%s/%s/bias:0", layer, layer);
+		int k = snprintf(name, sizeof(name), "model_weights/%s/%s/bias:0", layer, layer);
+		cr_assert(k > 0 && (size_t)k < sizeof(name));
 		cr_assert_eq(ckpt_writer_add(w, name, t, 0), CKPT_OK);
 	}
 	cr_assert_eq(ckpt_writer_commit(w), CKPT_OK);
