@@ -191,3 +191,63 @@ Test(kill, manager_survives_sigkill_at_random_moments, .timeout = 180)
 	free(dir);
 	free(tmp);
 }
+
+static char warned[1024];
+
+static void keep_warning(const char *m, void *ctx)
+{
+	(void)ctx;
+	snprintf(warned, sizeof(warned), "%s", m);
+}
+
+/* The states a kill can leave, made by hand: the manager falls back with a warning. */
+Test(kill, incomplete_latest_checkpoint_is_skipped_with_a_warning)
+{
+	ckpt_vfs *vfs;
+	cr_assert_eq(ckpt_vfs_memory_new(&vfs), CKPT_OK);
+	ckpt_checkpoint_options co = CKPT_CHECKPOINT_OPTIONS_INIT;
+	co.vfs = vfs;
+	co.no_fsync = 1;
+	co.warn = quiet;
+	ckpt_checkpoint *ck;
+	cr_assert_eq(ckpt_checkpoint_new(&ck, &co), CKPT_OK);
+	ckpt_variable *v;
+	ckpt_shape scalar = { 0 };
+	cr_assert_eq(ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), "counter", "counter", CKPT_DT_INT64, &scalar,
+		NULL), CKPT_OK);
+	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
+	mo.vfs = vfs;
+	mo.no_fsync = 1;
+	mo.warn = quiet;
+	ckpt_manager *m;
+	cr_assert_eq(ckpt_manager_new_ext(&m, ck, "run", 0, &mo), CKPT_OK);
+	for (int64_t k = 1; k <= 3; k++) {
+		cr_assert_eq(ckpt_variable_assign(v, &k, sizeof(k)), CKPT_OK);
+		cr_assert_eq(ckpt_manager_save(NULL, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	}
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(ck);
+	const char *p;
+	/* 1: the newest data shard is gone; 2: the newest index is cut short */
+	for (int variant = 0; variant < 2; variant++) {
+		if (variant == 0) {
+			cr_assert_eq(ckpt_vfs_remove(vfs, "run/ckpt-3.data-00000-of-00001"), CKPT_OK);
+		} else {
+			const void *ix;
+			size_t n;
+			cr_assert_eq(ckpt_vfs_memory_get(vfs, "run/ckpt-2.index", &ix, &n), CKPT_OK);
+			void *copy = malloc(n);
+			memcpy(copy, ix, n);
+			cr_assert_eq(ckpt_vfs_memory_put(vfs, "run/ckpt-2.index", copy, n / 2), CKPT_OK);
+			free(copy);
+		}
+		mo.warn = keep_warning;
+		warned[0] = 0;
+		cr_assert_eq(ckpt_manager_new_ext(&m, NULL, "run", 0, &mo), CKPT_OK);
+		cr_assert_eq(ckpt_manager_latest_valid(&p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_not_null(strstr(p, variant == 0 ? "ckpt-2" : "ckpt-1"), "fell back to %s", p);
+		cr_assert_not_null(strstr(warned, variant == 0 ? "ckpt-3" : "ckpt-2"), "warning: \"%s\"", warned);
+		ckpt_manager_free(m);
+	}
+	ckpt_vfs_free(vfs);
+}
