@@ -34,6 +34,7 @@ struct ckpt_reader {
 	int *shard_exists;           /* owned by the backend; may be NULL */
 	char **meta_keys, **meta_vals; /* via ckpt__reader_set_meta; core-owned */
 	size_t nmeta;
+	size_t *name_index;          /* core-owned: entries sorted by name, built on first find */
 };
 
 struct ckpt_writer {

@@ -3,6 +3,8 @@
  * libarchive-style bidding on the bytes (never the file name), and the
  * public ckpt_reader_* / ckpt_writer_* functions that forward to the winner.
  */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include "formats/format.h"
 
@@ -47,6 +49,7 @@ void ckpt_reader_free(ckpt_reader *r)
 	}
 	ckpt__free(r->meta_keys);
 	ckpt__free(r->meta_vals);
+	ckpt__free(r->name_index);
 	ckpt__free(r->path);
 	ckpt__free(r->user_path);
 	ckpt__free(r);
@@ -151,17 +154,60 @@ const ckpt_var_info *ckpt_reader_var(const ckpt_reader *r, size_t i)
 	return (r && i < r->nvars) ? &r->vars[i] : NULL;
 }
 
+static const ckpt_var_info *sort_base;
+
+static int cmp_var_index(const void *a, const void *b)
+{
+	return strcmp(sort_base[*(const size_t *)a].name, sort_base[*(const size_t *)b].name);
+}
+
+/* A name-sorted index of the entries, built on first lookup (restores look up every entry). */
+static int build_name_index(ckpt_reader *r)
+{
+	size_t *idx = ckpt__calloc(r->nvars ? r->nvars : 1, sizeof(size_t));
+	if (!idx)
+		return CKPT_ENOMEM;
+	for (size_t i = 0; i < r->nvars; i++)
+		idx[i] = i;
+	static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&sort_lock); /* qsort has no context argument in C99 */
+	sort_base = r->vars;
+	qsort(idx, r->nvars, sizeof(size_t), cmp_var_index);
+	pthread_mutex_unlock(&sort_lock);
+	r->name_index = idx;
+	return CKPT_OK;
+}
+
 int ckpt_reader_find(const ckpt_reader *r, const char *name, size_t *index)
 {
 	if (!r || !name)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_reader_find: NULL argument");
-	/* Entries are sorted for bundles but not for every format: a linear scan keeps it simple. */
-	for (size_t i = 0; i < r->nvars; i++)
-		if (strcmp(r->vars[i].name, name) == 0) {
-			if (index)
-				*index = i;
-			return CKPT_OK;
+	ckpt_reader *mr = (ckpt_reader *)r;  /* the index is a cache, not state */
+	if (!mr->name_index && mr->nvars > 8)
+		CKPT_TRY(build_name_index(mr));
+	if (mr->name_index) {
+		size_t lo = 0, hi = r->nvars;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			int c = strcmp(r->vars[mr->name_index[mid]].name, name);
+			if (c == 0) {
+				if (index)
+					*index = mr->name_index[mid];
+				return CKPT_OK;
+			}
+			if (c < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
 		}
+	} else {
+		for (size_t i = 0; i < r->nvars; i++)
+			if (strcmp(r->vars[i].name, name) == 0) {
+				if (index)
+					*index = i;
+				return CKPT_OK;
+			}
+	}
 	return ckpt__fail(CKPT_ENOTFOUND, r->path, name, -1, "no entry named '%s'", name);
 }
 
