@@ -349,6 +349,10 @@ def results(args):
     out.append("")
     out.append("## Targets (issue 6)\n")
     targets(run, out)
+    import os
+    analysis = os.path.join(os.path.dirname(os.path.abspath(__file__)), "analysis.md")
+    if os.path.exists(analysis):
+        out.append(open(analysis).read().strip() + "\n")
     out.append("## Tables\n")
     for st in STATES:
         state_tables(run, st, out)

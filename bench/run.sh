@@ -48,6 +48,7 @@ BIN="$BUILD/bench/ckpt_bench"
   echo "reps:     $REPS per figure (every state, large included)"
   echo "python:   $($PY -c 'import sys, numpy, h5py; print(sys.version.split()[0], "numpy", numpy.__version__, "h5py", h5py.version.version)') torch $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null || echo missing)"
   echo "command:  bash bench/run.sh"
+  echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) at start (other work on the machine distorts every figure)"
 } > "$OUT/meta.txt"
 cat "$OUT/meta.txt" >&2
 
@@ -58,7 +59,7 @@ $PY bench/peers.py --dir "$DIR" --json "$OUT/peers.json" --states "$STATES" --pe
   --large-reps "$REPS" 2>&1 | tee "$OUT/peers.log" >&2
 GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $PY bench/peers.py --dir "$DIR" --json "$OUT/peers-huge.json" \
   --states "$STATES" --peers "$PEERS" --reps "$REPS" --large-reps "$REPS" 2>&1 | tee "$OUT/peers-huge.log" >&2
-echo "run:      $(( $(date +%s) - start )) s for the measurements" >> "$OUT/meta.txt"
+echo "run:      $(( $(date +%s) - start )) s for the measurements; load $(cut -d' ' -f1-3 /proc/loadavg) at the end" >> "$OUT/meta.txt"
 $PY bench/report.py --ckpt "$OUT/ckpt.json" --peers "$OUT/peers.json" --peers-huge "$OUT/peers-huge.json" \
   --meta "$OUT/meta.txt" --out bench/RESULTS.md
 echo "run.sh: wrote bench/RESULTS.md ($(( $(date +%s) - start )) s)" >&2
