@@ -98,9 +98,9 @@ static int tensor_alloc_header(ckpt_tensor **out, ckpt_dtype dt, const ckpt_shap
 
 int ckpt_tensor_new(ckpt_tensor **out, ckpt_dtype dt, const ckpt_shape *s)
 {
-	ckpt_tensor *t;
+	ckpt_tensor *t = NULL;
 	CKPT_TRY(tensor_alloc_header(&t, dt, s));
-	uint64_t n, nbytes;
+	uint64_t n = 0, nbytes = 0;
 	ckpt_shape_num_elements(s, &n);
 	if (dt == CKPT_DT_STRING) {
 		if (n > SIZE_MAX / sizeof(ckpt_bytes)) {
@@ -137,7 +137,7 @@ int ckpt_tensor_wrap(ckpt_tensor **out, ckpt_dtype dt, const ckpt_shape *s, void
 	if (want != nbytes)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_tensor_wrap: %llu bytes given, shape needs %llu",
 			(unsigned long long)nbytes, (unsigned long long)want);
-	ckpt_tensor *t;
+	ckpt_tensor *t = NULL;
 	CKPT_TRY(tensor_alloc_header(&t, dt, s));
 	t->data = data;
 	t->nbytes = nbytes;
@@ -148,7 +148,7 @@ int ckpt_tensor_wrap(ckpt_tensor **out, ckpt_dtype dt, const ckpt_shape *s, void
 
 int ckpt_tensor_new_strings(ckpt_tensor **out, const ckpt_shape *s, const ckpt_bytes *elems)
 {
-	ckpt_tensor *t;
+	ckpt_tensor *t = NULL;
 	CKPT_TRY(ckpt_tensor_new(&t, CKPT_DT_STRING, s));
 	uint64_t n = ckpt_tensor_num_elements(t), total = 0;
 	ckpt_bytes *dst = t->data;
