@@ -26,6 +26,21 @@
 
 #define REL_UNUSED __attribute__((unused))
 
+/*
+ * Sanitizer builds (-O0, ASan) run the sweeps on a sparser sample so the
+ * whole suite still fits CI's time; the normal build sweeps densely.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define REL_SLOWDOWN 10
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define REL_SLOWDOWN 10
+#endif
+#endif
+#ifndef REL_SLOWDOWN
+#define REL_SLOWDOWN 1
+#endif
+
 /* ------------------------------------------------------------------ */
 /* Counting allocator                                                   */
 /* ------------------------------------------------------------------ */
@@ -503,6 +518,8 @@ static void rel_save_case(const rel_sweep_ctx *c, size_t p)
 static REL_UNUSED void rel_sweep(int kind_mask, int mode, double budget_s, size_t dense)
 {
 	const char *what = mode == REL_FLIP ? "bit flip" : "truncation";
+	dense = dense / REL_SLOWDOWN < 64 ? 64 : dense / REL_SLOWDOWN;
+	budget_s /= REL_SLOWDOWN;
 	/* Sanitizer runs are ~10x slower: CKPT_TEST_SWEEP_SCALE (0..1] thins the sample, never below 64 positions. */
 	const char *scale_env = getenv("CKPT_TEST_SWEEP_SCALE");
 	double scale = scale_env ? atof(scale_env) : 1.0;

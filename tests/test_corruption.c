@@ -33,7 +33,7 @@ Test(corruption, keras_archive_every_byte, .timeout = 240)
  * buffer; the reader reads through pread on every call) and read the one
  * entry that covers them.
  */
-#define CRC_DENSE_PER_TENSOR 4096
+#define CRC_DENSE_PER_TENSOR (4096 / REL_SLOWDOWN)
 
 Test(corruption, tensorbundle_every_data_flip_fails_crc32c, .timeout = 240)
 {
