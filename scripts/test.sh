@@ -17,6 +17,7 @@ if [ "${CKPT_SKIP_SANITIZE:-0}" != "1" ]; then
   echo "== test suite under ASan+UBSan =="
   # the corruption/truncation sweeps thin their sample to 1/8 here; the full sample ran above
   CKPT_TEST_SWEEP_SCALE=0.125 \
+  LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp":print_suppressions=0 \
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ./build-asan/tests/ckpt-tests --jobs "$jobs"
 fi
