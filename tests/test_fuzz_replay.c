@@ -68,24 +68,6 @@ static rel_outcome replay_one(void *ctx, size_t k)
 	return o;
 }
 
-/*
- * Inputs named libhdf5_* reproduce defects inside Debian's libhdf5 1.10.8
- * (a heap over-read in H5O__attr_exists on corrupt attribute messages). In
- * plain builds they must still pass the error contract; under ASan the
- * sanitizer stops inside libhdf5 itself, which libckpt cannot prevent, so
- * there a signal from such an input is reported as a warning, never hidden.
- */
-static int known_upstream_defect(const char *path)
-{
-#if defined(__SANITIZE_ADDRESS__)
-	const char *base = strrchr(path, '/');
-	return strncmp(base ? base + 1 : path, "libhdf5_", 8) == 0;
-#else
-	(void)path;
-	return 0;
-#endif
-}
-
 static void replay(const char *target)
 {
 	replay_set s = { ckpt_fuzz_entry(target), NULL, 0, 0 };
@@ -100,21 +82,13 @@ static void replay(const char *target)
 	rel_outcome *res = calloc(s.n, sizeof(*res));
 	cr_assert_not_null(res);
 	rel_run_cases(s.n, replay_one, &s, 1, res);
-	size_t bad = 0, upstream = 0;
+	size_t bad = 0;
 	for (size_t k = 0; k < s.n; k++) {
 		if (res[k].signal || res[k].rc < 0) {
-			if (res[k].signal && known_upstream_defect(s.paths[k])) {
-				cr_log_warn("fuzz replay %s: %s: known libhdf5 1.10.8 defect, caught by the sanitizer "
-					"inside libhdf5 (see tests/fuzz/README.md)", target, s.paths[k]);
-				upstream++;
-				continue;
-			}
 			cr_log_error("fuzz replay %s: %s: %s", target, s.paths[k], res[k].message);
 			bad++;
 		}
 	}
-	if (upstream)
-		cr_log_warn("fuzz replay %s: %zu inputs hit known libhdf5 defects under the sanitizer", target, upstream);
 	cr_log_info("fuzz replay %s: %zu corpus + %zu regression inputs, %zu failed", target, ncorpus, s.n - ncorpus,
 		bad);
 	for (size_t k = 0; k < s.n; k++)
