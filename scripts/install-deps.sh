@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything libckpt needs on Debian 12 (run as root). Idempotent.
+# Extra Debian package names given as arguments are installed too.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config
   libhdf5-dev zlib1g-dev libarchive-dev libcriterion-dev
   libprotobuf-c-dev protobuf-c-compiler libsnappy-dev libjansson-dev libisal-dev
   python3 python3-h5py python3-numpy
-  clang libclang-rt-14-dev)
+  clang libclang-rt-14-dev
+  "$@")
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
