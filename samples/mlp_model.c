@@ -304,7 +304,7 @@ typedef struct local_vars {
 	int64_t *iter, *step;
 } local_vars;
 
-static int local_f(ckpt_variable *v, float **out)
+int mlp_local_f32(ckpt_variable *v, float **out)
 {
 	void *p;
 
@@ -313,7 +313,7 @@ static int local_f(ckpt_variable *v, float **out)
 	return CKPT_OK;
 }
 
-static int local_i(ckpt_variable *v, int64_t **out)
+int mlp_local_i64(ckpt_variable *v, int64_t **out)
 {
 	void *p;
 
@@ -327,18 +327,18 @@ static int get_locals(mlp_model *m, local_vars *l)
 	int i;
 
 	for (i = 0; i < 4; i++) {
-		TRY(local_f(*param(m, i), &l->w[i]));
-		TRY(local_f(m->m[i], &l->mo[i]));
-		TRY(local_f(m->v[i], &l->ve[i]));
+		TRY(mlp_local_f32(*param(m, i), &l->w[i]));
+		TRY(mlp_local_f32(m->m[i], &l->mo[i]));
+		TRY(mlp_local_f32(m->v[i], &l->ve[i]));
 	}
-	TRY(local_f(m->learning_rate, &l->lr));
-	TRY(local_f(m->beta_1, &l->b1));
-	TRY(local_f(m->beta_2, &l->b2));
-	TRY(local_f(m->decay, &l->decay));
-	TRY(local_f(m->total, &l->total));
-	TRY(local_f(m->count, &l->count));
-	TRY(local_i(m->iter, &l->iter));
-	return local_i(m->step, &l->step);
+	TRY(mlp_local_f32(m->learning_rate, &l->lr));
+	TRY(mlp_local_f32(m->beta_1, &l->b1));
+	TRY(mlp_local_f32(m->beta_2, &l->b2));
+	TRY(mlp_local_f32(m->decay, &l->decay));
+	TRY(mlp_local_f32(m->total, &l->total));
+	TRY(mlp_local_f32(m->count, &l->count));
+	TRY(mlp_local_i64(m->iter, &l->iter));
+	return mlp_local_i64(m->step, &l->step);
 }
 
 static const int param_size[4] = { MLP_IN * MLP_HIDDEN, MLP_HIDDEN, MLP_HIDDEN * MLP_OUT, MLP_OUT };

@@ -131,4 +131,8 @@ int mlp_report(const char *prefix, int rc);
 /** Parse a positive int option value; exits with status 2 on a bad value. */
 int mlp_parse_int(const char *prog, const char *flag, const char *value);
 
+/** This replica's copy of `v` for an update (ckpt_variable_local), typed. */
+int mlp_local_f32(ckpt_variable *v, float **out);
+int mlp_local_i64(ckpt_variable *v, int64_t **out);
+
 #endif

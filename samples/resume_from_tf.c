@@ -150,24 +150,6 @@ typedef struct step_args {
 	int applied;     /* 0 when the loss scale found non-finite gradients */
 } step_args;
 
-static int local_f(ckpt_variable *v, float **out)
-{
-	void *p;
-
-	TRY(ckpt_variable_local(v, &p));
-	*out = p;
-	return CKPT_OK;
-}
-
-static int local_i(ckpt_variable *v, int64_t **out)
-{
-	void *p;
-
-	TRY(ckpt_variable_local(v, &p));
-	*out = p;
-	return CKPT_OK;
-}
-
 static int replica_step(ckpt_replica_ctx *ctx, void *arg)
 {
 	step_args *a = arg;
@@ -178,15 +160,15 @@ static int replica_step(ckpt_replica_ctx *ctx, void *arg)
 	int64_t *iter, *good;
 	float g[7] = { 0 }; /* dW (4), db (2), loss */
 
-	TRY(local_f(t->kernel, &w));
-	TRY(local_f(t->bias, &b));
-	TRY(local_f(t->mom_kernel, &mw));
-	TRY(local_f(t->mom_bias, &mb));
-	TRY(local_f(t->lr, &lr));
-	TRY(local_f(t->momentum, &mom));
-	TRY(local_f(t->loss_scale, &scale));
-	TRY(local_i(t->iter, &iter));
-	TRY(local_i(t->good_steps, &good));
+	TRY(mlp_local_f32(t->kernel, &w));
+	TRY(mlp_local_f32(t->bias, &b));
+	TRY(mlp_local_f32(t->mom_kernel, &mw));
+	TRY(mlp_local_f32(t->mom_bias, &mb));
+	TRY(mlp_local_f32(t->lr, &lr));
+	TRY(mlp_local_f32(t->momentum, &mom));
+	TRY(mlp_local_f32(t->loss_scale, &scale));
+	TRY(mlp_local_i64(t->iter, &iter));
+	TRY(mlp_local_i64(t->good_steps, &good));
 
 	/* x = ones(10, 2), y = 100 * ones(10, 2): the data the checkpoint was trained on */
 	for (i = first; i < last; i++) {
