@@ -69,6 +69,8 @@ struct ckpt_format {
 	int (*writer_add)(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);
 	int (*writer_commit)(ckpt_writer *w);
 	void (*writer_close)(ckpt_writer *w);
+	/** Optional (NULL: core reads into a temporary tensor): check entry i without keeping it. */
+	int (*verify)(ckpt_reader *r, size_t i);
 };
 
 /** Core helper for backends: record a metadata string (copied). */

@@ -248,6 +248,23 @@ int ckpt_reader_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 	return rc;
 }
 
+int ckpt_reader_verify(ckpt_reader *r, size_t i)
+{
+	if (!r || i >= r->nvars)
+		return ckpt__fail(CKPT_EINVAL, r ? r->path : NULL, NULL, -1, "ckpt_reader_verify: bad argument");
+	int rc;
+	if (r->fmt->verify)
+		rc = r->fmt->verify(r, i);
+	else {
+		ckpt_tensor *t;
+		if ((rc = r->fmt->read(r, i, &t)) == CKPT_OK)
+			ckpt_tensor_free(t);
+	}
+	if (rc < 0)
+		ckpt__error_annotate(r->path, r->vars[i].name);
+	return rc;
+}
+
 const ckpt_object_graph *ckpt_reader_object_graph(const ckpt_reader *r)
 {
 	return r ? r->graph : NULL;

@@ -500,4 +500,5 @@ const ckpt_format ckpt_format_keras_archive = {
 	ka_close,
 	KA_WRITE_FORMATS,
 	KA_WRITER,
+	NULL, /* verify: core fallback */
 };

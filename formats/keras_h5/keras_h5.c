@@ -157,4 +157,5 @@ const ckpt_format ckpt_format_keras_h5 = {
 	kw_add,
 	kw_commit,
 	kw_close,
+	NULL, /* verify: core fallback */
 };

@@ -96,6 +96,16 @@ CKPT_API int ckpt_reader_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
  * verifying its checksum. No staging copy.
  */
 CKPT_API int ckpt_reader_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
+/**
+ * Check entry `i` (structure and checksum) without keeping its bytes: the
+ * TensorBundle backend reads it through a small bounded buffer. Checkpoint
+ * restore calls this for every value before it writes any variable. Backends
+ * without a cheaper way read the entry into a temporary tensor.
+ *
+ * ckpt_reader_read_into() and ckpt_reader_verify() may be called from several
+ * threads at once on one reader (distinct or equal entries).
+ */
+CKPT_API int ckpt_reader_verify(ckpt_reader *r, size_t i);
 
 /**
  * The object graph (TensorBundle: decoded `_CHECKPOINTABLE_OBJECT_GRAPH`;
