@@ -6,10 +6,17 @@
  *     an object in step, by child names (TF's _CheckpointPosition); check
  *     dtype and shape of every matched value (EMISMATCH names the variable
  *     and both shapes); note children and slots that do not exist yet;
- *  2. read: every stored value not read yet goes into memory (staging);
- *  3. commit: ckpt_variable_assign to every replica (sync-on-read SUM is
- *     split across replicas by the variable layer), then attach the
- *     "pending" records that restore-on-create applies later.
+ *  2. verify: values that can be read in place (plain and mirrored
+ *     variables, checksummed entries) have their checksums verified in the
+ *     file; the others (sync-on-read, strings, partitioned entries, values
+ *     kept for restore-on-create) are staged in memory;
+ *  3. commit: every assignment is checked, then verified values are read
+ *     straight into copy 0 and everything is fanned out to every replica
+ *     (sync-on-read SUM is split by the variable layer); then the "pending"
+ *     records that restore-on-create applies later are attached.
+ * No copy of the whole state is made: peak memory is the live variables plus
+ * what has to be staged. See ckpt__run_commit for the one failure that can
+ * come after a variable was written (the file changing under the restore).
  * String values are read as owned string tensors (not into the arena); in
  * the commit their per-replica copies are built (ckpt__variable_stage_strings)
  * before anything is written and swapped in only after the fixed-size
@@ -352,6 +359,18 @@ static void release_staged(ckpt__session *s, void *arena)
 	ckpt__buffer_free(arena);
 }
 
+/* Drop the values staged for later (restore-on-create) when the commit failed. */
+static void release_later(ckpt__session *s, const unsigned char *want, void *arena)
+{
+	for (size_t i = 0; i < s->nvals; i++) {
+		if (want[i]) {
+			ckpt_tensor_free(s->vals[i].t);
+			s->vals[i].t = NULL;
+		}
+	}
+	ckpt__buffer_free(arena);
+}
+
 /*
  * Read the values flagged in `want` into one huge-page arena (fresh 4 KiB
  * pages cost more than the read itself), straight from the reader with
@@ -432,50 +451,6 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena)
 	}
 	*arena = base;
 	return CKPT_OK;
-}
-
-/*
- * First commit of a session: read what this run assigns into a temporary
- * arena (*now, freed after the commit) and every other value into one the
- * session keeps for restore-on-create; then close the reader.
- */
-static int read_values(ckpt__session *s, const ckpt__run *r, void **now)
-{
-	*now = NULL;
-	if (!s->reader)
-		return CKPT_OK;
-	unsigned char *want_now = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
-	unsigned char *want_later = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
-	void **na = ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*na));
-	int rc = (!want_now || !want_later || !na) ? CKPT_ENOMEM : CKPT_OK;
-	if (na)
-		s->arenas = na;
-	if (rc == CKPT_OK) {
-		for (size_t i = 0; i < r->nasg; i++)
-			if (!s->vals[r->asg[i].val].t)
-				want_now[r->asg[i].val] = 1;
-		for (size_t i = 0; i < s->nvals; i++) {
-			const ckpt__value *v = &s->vals[i];
-			want_later[i] = !want_now[i] && !v->t && !v->consumed;
-		}
-		rc = stage(s, want_now, now);
-		for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
-			s->vals[i].temp = want_now[i];
-	}
-	void *later = NULL;
-	if (rc == CKPT_OK && (rc = stage(s, want_later, &later)) < 0) {
-		release_staged(s, *now);
-		*now = NULL;
-	}
-	if (rc == CKPT_OK) {
-		if (later)
-			s->arenas[s->narenas++] = later;
-		ckpt_reader_free(s->reader);
-		s->reader = NULL;
-	}
-	ckpt__free(want_now);
-	ckpt__free(want_later);
-	return rc;
 }
 
 static int check_value(const ckpt__session *s, const ckpt__value *v, const ckpt_variable *var)
@@ -656,10 +631,131 @@ static void drop_names(ckpt__run *r)
 	r->npc = r->nps = 0;
 }
 
+/*
+ * A value read straight into copy 0 of its variable (no staging): the
+ * variable is plain or mirrored, the entry has a stored crc32c and is not
+ * partitioned, and no other variable of this run takes the same value.
+ */
+typedef struct direct {
+	size_t val;
+	size_t entry;        /* reader index */
+	ckpt_variable *var;
+	void *dst;           /* copy 0 */
+	size_t n;
+} direct;
+
+/* Entries from this size on go one at a time: the reader spreads each over the threads. */
+#define DIRECT_BIG ((size_t)8 << 20)
+/* Below this many bytes in all, a thread team costs more than it saves. */
+#define DIRECT_PARALLEL_MIN ((uint64_t)4 << 20)
+
+static int direct_one(ckpt_reader *rd, const direct *d, int read)
+{
+	return read ? ckpt_reader_read_into(rd, d->entry, d->dst, d->n) : ckpt_reader_verify(rd, d->entry);
+}
+
+/*
+ * Verify (read = 0) or read (read = 1) every direct value: big entries one
+ * after the other, the rest spread over an OpenMP team. touched[i] is set
+ * before value i is read. The error of the lowest failing index is raised.
+ */
+static int run_direct(ckpt_reader *rd, const direct *d, size_t n, int read, unsigned char *touched)
+{
+	uint64_t small = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (d[i].n < DIRECT_BIG) {
+			small += d[i].n;
+			continue;
+		}
+		if (touched)
+			touched[i] = 1;
+		CKPT_TRY(direct_one(rd, &d[i], read));
+	}
+	ckpt__error_slot slot = { 0 };
+	long first = -1;
+	int err = CKPT_OK, failed = 0;
+	long nn = (long)n;
+	#pragma omp parallel for schedule(dynamic, 8) if (small >= DIRECT_PARALLEL_MIN)
+	for (long i = 0; i < nn; i++) {
+		int stop;
+		#pragma omp atomic read
+		stop = failed;
+		if (stop || d[i].n >= DIRECT_BIG)
+			continue;
+		if (touched)
+			touched[i] = 1;
+		int e = direct_one(rd, &d[i], read);
+		if (e < 0) {
+			#pragma omp critical(ckpt_restore_direct)
+			{
+				if (first < 0 || i < first) {
+					first = i;
+					err = e;
+					ckpt__error_capture(&slot);
+				}
+				#pragma omp atomic write
+				failed = 1;
+			}
+		}
+	}
+	if (first >= 0) {
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
+	return err;
+}
+
+/*
+ * A direct read failed after every check had passed (the file changed while
+ * it was read, or the device failed): put mirrored copies 0 back from copy 1;
+ * a plain variable has no second copy, so say which ones may be partial.
+ */
+static void undo_direct(ckpt__session *s, const direct *d, size_t n, const unsigned char *touched)
+{
+	ckpt__error_slot slot = { 0 };
+	ckpt__error_capture(&slot);
+	size_t lost = 0;
+	const char *first = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (touched[i] && !ckpt__variable_rollback_primary(d[i].var)) {
+			if (!lost++)
+				first = ckpt_variable_name(d[i].var);
+		}
+	}
+	if (lost)
+		ckpt__warn(s->warn, s->warn_ctx,
+			"restore from %s failed after its checksums were verified (the file changed or the device "
+			"failed while it was read): %zu plain variable(s), first '%s', may hold partial values",
+			s->path, lost, first);
+	ckpt__error_raise(&slot);
+	ckpt__error_slot_clear(&slot);
+}
+
+/* Whether value `val` of this run can be read in place into `var`. */
+static int can_read_direct(const ckpt__session *s, const ckpt__value *v, ckpt_variable *var, unsigned uses)
+{
+	if (!s->reader || v->t || v->initialized || uses != 1 || v->dtype == CKPT_DT_STRING ||
+	    !ckpt__variable_direct_restorable(var))
+		return 0;
+	const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
+	return vi && vi->has_crc32c && vi->nslices == 0;
+}
+
+/*
+ * Commit one run, all or nothing:
+ *  1. stage what cannot be read in place (sync-on-read, strings, partitioned
+ *     or unchecksummed entries, values shared by several variables) and what
+ *     restore-on-create needs later; verify every checksum of the rest in the
+ *     file (bounded buffers, no copy of the state);
+ *  2. check every assignment and allocate everything the commit needs;
+ *  3. read the verified values straight into copy 0 of their variables;
+ *  4. fan out to the other copies, swap in strings, attach pending records.
+ * Steps 1–2 change nothing; step 3 can fail only if the file changes under
+ * us after step 1 (undo_direct); step 4 cannot fail.
+ */
 int ckpt__run_commit(ckpt__run *r)
 {
 	ckpt__session *s = r->s;
-	/* everything that can fail is done before the first assignment */
 	size_t need = s->nassigned + r->nasg;
 	if (need > s->capassigned) {
 		ckpt_variable **na = ckpt__realloc(s->assigned, (need ? need : 1) * sizeof(*na));
@@ -668,34 +764,79 @@ int ckpt__run_commit(ckpt__run *r)
 		s->assigned = na;
 		s->capassigned = need;
 	}
-	void *arena;
-	CKPT_TRY(read_values(s, r, &arena));
-	char **keys = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(char *));
-	ckpt_variable **vars = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*vars));
-	const void **srcs = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*srcs));
-	size_t *sizes = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*sizes));
+	size_t nv = s->nvals ? s->nvals : 1, na1 = r->nasg ? r->nasg : 1;
+	unsigned char *uses = ckpt__calloc(nv, 1);
+	unsigned char *want_now = ckpt__calloc(nv, 1), *want_later = ckpt__calloc(nv, 1);
+	unsigned char *touched = ckpt__calloc(na1, 1), *is_direct = ckpt__calloc(na1, 1);
+	direct *dir = ckpt__calloc(na1, sizeof(*dir));
+	char **keys = ckpt__calloc(na1, sizeof(char *));
+	ckpt_variable **vars = ckpt__calloc(na1, sizeof(*vars));
+	const void **srcs = ckpt__calloc(na1, sizeof(*srcs));
+	size_t *sizes = ckpt__calloc(na1, sizeof(*sizes));
 	/* string values: per-replica copies built now, swapped in after the fan-out */
-	ckpt_variable **svars = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*svars));
-	void **sstaged = ckpt__calloc(r->nasg ? r->nasg : 1, sizeof(*sstaged));
-	int rc = (!keys || !vars || !srcs || !sizes || !svars || !sstaged) ? CKPT_ENOMEM : CKPT_OK;
-	size_t nwrite = 0;  /* values load already used as initial values need no second write */
-	size_t nstr = 0;
+	ckpt_variable **svars = ckpt__calloc(na1, sizeof(*svars));
+	void **sstaged = ckpt__calloc(na1, sizeof(*sstaged));
+	void **arenas = s->reader ? ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*arenas)) : s->arenas;
+	if (arenas)
+		s->arenas = arenas;
+	int rc = (!uses || !want_now || !want_later || !touched || !is_direct || !dir || !keys || !vars || !srcs || !sizes ||
+		!svars || !sstaged || (s->reader && !arenas)) ? CKPT_ENOMEM : CKPT_OK;
+	void *now = NULL, *later = NULL;
+	ckpt__assign_plan *plan = NULL;
+	size_t ndir = 0, nwrite = 0, nstr = 0;
+
+	/* 1. stage and verify */
+	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++)
+		if (uses[r->asg[i].val] < 2)
+			uses[r->asg[i].val]++;
 	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
-		const ckpt_tensor *t = s->vals[r->asg[i].val].t;
-		if (!t)
-			rc = ckpt__fail(CKPT_ERROR, s->path, s->vals[r->asg[i].val].key, -1, "value was released before use");
-		else if (r->asg[i].owner->is_var_node && !(keys[i] = ckpt__strdup(s->vals[r->asg[i].val].key)))
+		const assignment *a = &r->asg[i];
+		ckpt__value *v = &s->vals[a->val];
+		if (can_read_direct(s, v, a->var, uses[a->val])) {
+			is_direct[i] = 1;
+			dir[ndir++] = (direct){ a->val, v->reader_index, a->var, ckpt__variable_data(a->var, 0),
+				(size_t)ckpt_variable_nbytes(a->var) };
+		} else if (!v->t && s->reader)
+			want_now[a->val] = 1;
+	}
+	if (rc == CKPT_OK && s->reader) {
+		for (size_t i = 0; i < s->nvals; i++)
+			want_later[i] = !want_now[i] && !s->vals[i].t && !s->vals[i].consumed;
+		for (size_t i = 0; i < ndir; i++)
+			want_later[dir[i].val] = 0;
+		rc = stage(s, want_now, &now);
+		for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
+			s->vals[i].temp = want_now[i];
+		if (rc == CKPT_OK)
+			rc = stage(s, want_later, &later);
+		if (rc == CKPT_OK)
+			rc = run_direct(s->reader, dir, ndir, 0, NULL);
+	}
+
+	/* 2. check and allocate */
+	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
+		const assignment *a = &r->asg[i];
+		const ckpt__value *v = &s->vals[a->val];
+		const ckpt_tensor *t = v->t;
+		if (a->owner->is_var_node && !(keys[i] = ckpt__strdup(v->key)))
 			rc = CKPT_ENOMEM;
-		else if (s->vals[r->asg[i].val].initialized)
-			continue;
+		else if (is_direct[i]) {
+			vars[nwrite] = a->var;
+			srcs[nwrite] = ckpt__variable_data(a->var, 0);
+			sizes[nwrite] = (size_t)ckpt_variable_nbytes(a->var);
+			nwrite++;
+		} else if (!t)
+			rc = ckpt__fail(CKPT_ERROR, s->path, v->key, -1, "value was released before use");
+		else if (v->initialized)
+			continue; /* load already created the variable with this value */
 		else if (t->dtype == CKPT_DT_STRING) {
-			rc = ckpt__variable_stage_strings(r->asg[i].var, t, &sstaged[nstr]);
+			rc = ckpt__variable_stage_strings(a->var, t, &sstaged[nstr]);
 			if (rc == CKPT_OK)
-				svars[nstr++] = r->asg[i].var;
+				svars[nstr++] = a->var;
 			else
-				ckpt__error_annotate(s->path, s->vals[r->asg[i].val].key);
+				ckpt__error_annotate(s->path, v->key);
 		} else {
-			vars[nwrite] = r->asg[i].var;
+			vars[nwrite] = a->var;
 			srcs[nwrite] = t->data;
 			sizes[nwrite] = (size_t)t->nbytes;
 			nwrite++;
@@ -703,15 +844,38 @@ int ckpt__run_commit(ckpt__run *r)
 	}
 	if (rc == CKPT_OK)
 		rc = reserve_pending(r);
-	/* one parallel fan-out over every (variable, replica); it checks everything before writing */
 	if (rc == CKPT_OK)
-		rc = ckpt__variable_assign_many(vars, srcs, sizes, nwrite);
+		rc = ckpt__assign_plan_new(&plan, vars, srcs, sizes, nwrite);
+
+	/* 3. read in place */
+	if (rc == CKPT_OK && ndir && (rc = run_direct(s->reader, dir, ndir, 1, touched)) < 0)
+		undo_direct(s, dir, ndir, touched);
+
+	/* 4. fan out and swap in: cannot fail */
+	if (rc == CKPT_OK)
+		ckpt__assign_plan_run(plan);
+	ckpt__assign_plan_free(plan);
 	for (size_t i = 0; i < nstr; i++) {
 		if (rc == CKPT_OK)
 			ckpt__variable_commit_strings(svars[i], sstaged[i]);
 		else
 			ckpt__variable_discard_strings(svars[i], sstaged[i]);
 	}
+	if (rc == CKPT_OK && s->reader) {
+		if (later)
+			s->arenas[s->narenas++] = later;
+		later = NULL;
+		ckpt_reader_free(s->reader);
+		s->reader = NULL;
+	}
+	if (later)
+		release_later(s, want_later, later);
+	ckpt__free(uses);
+	ckpt__free(want_now);
+	ckpt__free(want_later);
+	ckpt__free(touched);
+	ckpt__free(is_direct);
+	ckpt__free(dir);
 	ckpt__free(vars);
 	ckpt__free(srcs);
 	ckpt__free(sizes);
@@ -721,7 +885,7 @@ int ckpt__run_commit(ckpt__run *r)
 		for (size_t i = 0; keys && i < r->nasg; i++)
 			ckpt__free(keys[i]);
 		ckpt__free(keys);
-		release_staged(s, arena);
+		release_staged(s, now);
 		return rc;
 	}
 	for (size_t i = 0; i < r->nasg; i++) {
@@ -742,10 +906,9 @@ int ckpt__run_commit(ckpt__run *r)
 			ckpt_tensor_free(v->t);
 			v->t = NULL;
 		}
-		ckpt__free(keys[i]);
 	}
 	ckpt__free(keys);
-	release_staged(s, arena);
+	release_staged(s, now);
 	for (size_t i = 0; i < r->npc; i++) {
 		ckpt_object *o = r->pc[i].obj;
 		ckpt__session_ref(s);
@@ -758,7 +921,7 @@ int ckpt__run_commit(ckpt__run *r)
 			r->ps[i].slot_node };
 	}
 	r->npc = r->nps = 0; /* names now belong to the objects */
-	return rc;
+	return CKPT_OK;
 }
 
 void ckpt__run_discard(ckpt__run *r)

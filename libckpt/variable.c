@@ -540,38 +540,99 @@ static int cmp_ptr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int ckpt__variable_assign_many(ckpt_variable *const *vars, const void *const *srcs,
+struct ckpt__assign_plan {
+	ckpt_variable **vars;
+	const void **srcs;
+	size_t count;
+	fanout f;
+};
+
+int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, const void *const *srcs,
 	const size_t *sizes, size_t count)
 {
-	if (count == 0)
-		return CKPT_OK;
-	if (!vars || !srcs || !sizes)
+	*out = NULL;
+	if (count && (!vars || !srcs || !sizes))
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "assign_many: NULL array");
 	for (size_t i = 0; i < count; i++)
 		CKPT_TRY(check_assign(vars[i], srcs[i], sizes[i], "assign"));
-	/* the same variable twice would be written concurrently */
-	ckpt_variable **sorted = ckpt__calloc(count, sizeof(*sorted));
-	if (!sorted)
+	ckpt__assign_plan *p = ckpt__calloc(1, sizeof(*p));
+	if (!p)
 		return CKPT_ENOMEM;
-	memcpy(sorted, vars, count * sizeof(*sorted));
+	p->vars = ckpt__calloc(count ? count : 1, sizeof(*p->vars));
+	p->srcs = ckpt__calloc(count ? count : 1, sizeof(*p->srcs));
+	ckpt_variable **sorted = ckpt__calloc(count ? count : 1, sizeof(*sorted));
+	if (!p->vars || !p->srcs || !sorted) {
+		ckpt__free(sorted);
+		ckpt__assign_plan_free(p);
+		return CKPT_ENOMEM;
+	}
+	p->count = count;
+	if (count) {
+		memcpy(p->vars, vars, count * sizeof(*p->vars));
+		memcpy(p->srcs, srcs, count * sizeof(*p->srcs));
+		memcpy(sorted, vars, count * sizeof(*sorted));
+	}
+	/* the same variable twice would be written concurrently */
 	qsort(sorted, count, sizeof(*sorted), cmp_ptr);
 	for (size_t i = 1; i < count; i++)
 		if (sorted[i] == sorted[i - 1]) {
 			const char *nm = sorted[i]->name;
 			ckpt__free(sorted);
+			ckpt__assign_plan_free(p);
 			return ckpt__fail(CKPT_EINVAL, NULL, nm, -1, "assign_many: variable '%s' appears twice", nm);
 		}
 	ckpt__free(sorted);
-	fanout *f = ckpt__malloc(sizeof(*f));
-	if (!f)
-		return CKPT_ENOMEM;
-	f->count = 0;
-	f->bytes = 0;
-	for (size_t i = 0; i < count; i++)
-		fanout_add(f, vars[i], srcs[i], assign_mode(vars[i]));
-	fanout_flush(f);
-	ckpt__free(f);
+	*out = p;
 	return CKPT_OK;
+}
+
+void ckpt__assign_plan_run(ckpt__assign_plan *p)
+{
+	p->f.count = 0;
+	p->f.bytes = 0;
+	for (size_t i = 0; i < p->count; i++) {
+		ckpt_variable *v = p->vars[i];
+		/* a value read straight into a single copy is already in place */
+		if (p->srcs[i] == v->bufs[0] && v->copies == 1)
+			continue;
+		fanout_add(&p->f, v, p->srcs[i], assign_mode(v));
+	}
+	fanout_flush(&p->f);
+}
+
+void ckpt__assign_plan_free(ckpt__assign_plan *p)
+{
+	if (!p)
+		return;
+	ckpt__free(p->vars);
+	ckpt__free(p->srcs);
+	ckpt__free(p);
+}
+
+int ckpt__variable_assign_many(ckpt_variable *const *vars, const void *const *srcs,
+	const size_t *sizes, size_t count)
+{
+	if (count == 0)
+		return CKPT_OK;
+	ckpt__assign_plan *p;
+	CKPT_TRY(ckpt__assign_plan_new(&p, vars, srcs, sizes, count));
+	ckpt__assign_plan_run(p);
+	ckpt__assign_plan_free(p);
+	return CKPT_OK;
+}
+
+int ckpt__variable_direct_restorable(const ckpt_variable *v)
+{
+	return v && v->dtype != CKPT_DT_STRING && v->nbytes > 0 &&
+		(v->copies == 1 || v->kind == CKPT_VAR_MIRRORED);
+}
+
+int ckpt__variable_rollback_primary(ckpt_variable *v)
+{
+	if (!v || v->copies < 2 || v->kind != CKPT_VAR_MIRRORED)
+		return 0;
+	memcpy(v->bufs[0], v->bufs[1], (size_t)v->nbytes);
+	return 1;
 }
 
 /* ---- cross-replica read ---- */

@@ -3,13 +3,11 @@
  * checkpoint code (save / restore / load) needs beyond variable.h, and the
  * glue between strategy.c, replica.c and variable.c. Not installed.
  *
- * Restore path for the checkpoint code (all-or-nothing):
- *   1. read and validate every value into staging buffers (ckpt__buffer_alloc
- *      gives huge-page backed memory: first-touch faults dominate restores);
- *   2. only then ckpt__variable_assign_many(): one parallel fan-out over all
- *      (variable, replica, 2 MiB chunk) pieces, with assign's semantics
- *      (sync-on-read SUM split included). It validates every size before it
- *      writes anything.
+ * Restore path for the checkpoint code (all-or-nothing, see
+ * checkpoint_restore.c): values that cannot be read in place are staged;
+ * the others are verified in the file; every assignment is checked
+ * (ckpt__assign_plan_new); only then are values read straight into copy 0
+ * and fanned out to the other copies (ckpt__assign_plan_run).
  * Save path: a plain / mirrored variable's value is
  * ckpt_variable_replica_data(v, 0) (no copy); a sync-on-read one needs
  * ckpt_variable_read() into a buffer (the aggregate).
@@ -83,6 +81,29 @@ void *ckpt__variable_data(ckpt_variable *v, int replica);
  */
 int ckpt__variable_assign_many(ckpt_variable *const *vars, const void *const *srcs,
 	const size_t *sizes, size_t count);
+
+/**
+ * ckpt__variable_assign_many in two steps, for a commit that must not fail
+ * half-way: _new checks every argument and allocates (may fail, writes
+ * nothing); _run writes and cannot fail. srcs[i] may be copy 0 of vars[i]
+ * itself (a value read in place): then it is fanned out to the other copies
+ * (sync-on-read SUM: split, copy 0 last).
+ */
+typedef struct ckpt__assign_plan ckpt__assign_plan;
+int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, const void *const *srcs,
+	const size_t *sizes, size_t count);
+void ckpt__assign_plan_run(ckpt__assign_plan *p);
+void ckpt__assign_plan_free(ckpt__assign_plan *p);
+
+/**
+ * Whether a restore may read a value straight into copy 0 of `v` (fixed-size
+ * dtype, non-empty; plain, or mirrored so that copy 1 still holds the old
+ * value for ckpt__variable_rollback_primary). Sync-on-read copies differ, so
+ * they are restored from a staged value.
+ */
+int ckpt__variable_direct_restorable(const ckpt_variable *v);
+/** Mirrored: put the old value back into copy 0 from copy 1 (1); otherwise nothing (0). */
+int ckpt__variable_rollback_primary(ckpt_variable *v);
 
 /**
  * Treat the current contents of copy 0 as the value to assign (as if
