@@ -1089,7 +1089,7 @@ static int tree_build(tree *t, const bstate *s, unsigned char *const *bufs, int 
 			}
 			snprintf(last_obj, sizeof last_obj, "%s", key);
 		}
-		char full[192];
+		char full[sizeof last_obj + 64];
 		snprintf(full, sizeof full, "%s/%s", key, attr);
 		if (ckpt_object_add_variable(&t->vars[i], obj, attr, full, v->dt, &v->shape, &vo) < 0) {
 			fail(r, "ckpt_object_add_variable");

@@ -24,6 +24,7 @@
  * TF1 name-based files have no object graph: they match live variables by
  * ckpt_variable_name, as TF2's name-based restore does.
  */
+#include <stdlib.h>
 #include <string.h>
 #include "checkpoint_internal.h"
 #include "variable_internal.h"
@@ -563,25 +564,46 @@ static int run_match(ckpt__run *r, int start, ckpt_object *obj)
 	return rc;
 }
 
-/* TF1 name-based files: match every live variable by its name. */
+typedef struct named_value {
+	const char *key;
+	size_t val;
+} named_value;
+
+static int cmp_named(const void *a, const void *b)
+{
+	return strcmp(((const named_value *)a)->key, ((const named_value *)b)->key);
+}
+
+/* TF1 name-based files: match every live variable by its name (binary search over the keys). */
 static int run_match_names(ckpt__run *r, ckpt_object *root)
 {
+	ckpt__session *s = r->s;
+	size_t nflat = s->nvals - s->nflat_first;
+	named_value *idx = ckpt__calloc(nflat ? nflat : 1, sizeof(*idx));
+	if (!idx)
+		return CKPT_ENOMEM;
+	size_t n = 0;
+	for (size_t k = s->nflat_first; k < s->nvals; k++)
+		if (!s->vals[k].consumed)
+			idx[n++] = (named_value){ s->vals[k].key, k };
+	qsort(idx, n, sizeof(*idx), cmp_named);
 	ckpt__plan p;
-	CKPT_TRY(ckpt__plan_build(&p, root));
-	int rc = CKPT_OK;
+	int rc = ckpt__plan_build(&p, root);
+	if (rc < 0) {
+		ckpt__free(idx);
+		return rc;
+	}
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
 		ckpt_object *o = p.nodes[i].obj;
 		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++) {
-			const char *name = ckpt_variable_name(o->attrs[a].var);
-			for (size_t k = r->s->nflat_first; k < r->s->nvals; k++) {
-				if (!r->s->vals[k].consumed && strcmp(r->s->vals[k].key, name) == 0) {
-					rc = add_assignment(r, k, o->attrs[a].var, o);
-					break;
-				}
-			}
+			named_value want = { ckpt_variable_name(o->attrs[a].var), 0 };
+			const named_value *hit = bsearch(&want, idx, n, sizeof(*idx), cmp_named);
+			if (hit)
+				rc = add_assignment(r, hit->val, o->attrs[a].var, o);
 		}
 	}
 	ckpt__plan_free(&p);
+	ckpt__free(idx);
 	return rc;
 }
 
