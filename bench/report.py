@@ -93,6 +93,7 @@ ROWS = [
     ("save", "checkpoint-fsync", "save: ckpt_checkpoint_write + fsync", "write-fsync", "save"),
     ("save", "keras-weights", "save: ckpt_writer (Keras .weights.h5)", "write", "save"),
     ("async-save/blocking-first", "checkpoint", "async save: blocked, first (arena grown)", "sync-save", None),
+    ("async-save/blocking-first", "checkpoint-reserved", "async save: blocked, first after ckpt_async_saver_reserve", "sync-save", None),
     ("async-save/blocking", "checkpoint", "async save: blocked (arena reused)", "sync-save", None),
     ("async-save/written", "checkpoint", "async save: until written (reused)", "sync-save", None),
     ("stage-copy", "reused-1-thread", "bench-local staging copy, 1 thread", "memcpy", None),
@@ -318,8 +319,10 @@ def targets(run, out):
     for st in ("medium",):
         for sv, slab in (("checkpoint", "no fsync"), ("checkpoint-fsync", "with fsync, the library default")):
             s = run.t(st, "save", sv)
-            for v, lab in (("async-save/blocking", "arena reused"), ("async-save/blocking-first", "first save")):
-                b = run.t(st, v, "checkpoint")
+            for v, var, lab in (("async-save/blocking", "checkpoint", "arena reused"),
+                                ("async-save/blocking-first", "checkpoint-reserved", "first save after reserve"),
+                                ("async-save/blocking-first", "checkpoint", "first save, no reserve")):
+                b = run.t(st, v, var)
                 if s and b:
                     add("%s async save blocks ≤ 0.25× sync save (%s; sync save %s)" % (st, lab, slab), b / s <= 0.25,
                         "%.2f× (%.3f s vs %.3f s)" % (b / s, b, s))

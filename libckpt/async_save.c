@@ -14,6 +14,8 @@
 #include "variable_internal.h"
 #include "ckpt/async.h"
 
+#define STAGE_CHUNK ((uint64_t)2 << 20) /* one huge page per pre-faulting step */
+
 typedef struct {
 	char *key;
 	ckpt_tensor tensor;  /* header over the arena; owns_data = 0 */
@@ -138,6 +140,49 @@ static int reserve_arena(ckpt_async_saver *s, uint64_t need)
 	s->arena = a;
 	s->arena_cap = need;
 	return CKPT_OK;
+}
+
+/* Bytes the arena needs for the fixed-size values of `list` (64-byte aligned each). */
+static int arena_bytes(const ckpt_tracked_list *list, uint64_t *total)
+{
+	*total = 0;
+	for (size_t i = 0; i < ckpt_tracked_list_count(list); i++) {
+		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
+		if (ckpt_variable_dtype(tv->variable) == CKPT_DT_STRING)
+			continue;
+		uint64_t nb = ckpt_variable_nbytes(tv->variable);
+		if (ckpt__add_u64(*total, (nb + 63) & ~(uint64_t)63, total))
+			return ckpt__fail(CKPT_ELIMIT, NULL, tv->key, -1, "state too large to stage");
+	}
+	return CKPT_OK;
+}
+
+int ckpt_async_saver_reserve(ckpt_async_saver *s, ckpt_checkpoint *ck)
+{
+	if (!s || !ck)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_async_saver_reserve: NULL argument");
+	if (s->running)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+			"ckpt_async_saver_reserve: a write is in flight (call ckpt_async_wait first)");
+	ckpt_tracked_list *list = NULL;
+	CKPT_TRY(ckpt_checkpoint_variables(&list, ck));
+	uint64_t total;
+	int rc = arena_bytes(list, &total);
+	ckpt_tracked_list_free(list);
+	int grown = rc == CKPT_OK && !(total <= s->arena_cap && s->arena);
+	if (rc == CKPT_OK)
+		rc = reserve_arena(s, total ? total : 64);
+	if (rc == CKPT_OK && grown) {
+		/* touch every page now, in parallel, so the first save pays no faults */
+		long chunks = (long)((s->arena_cap + STAGE_CHUNK - 1) / STAGE_CHUNK);
+		#pragma omp parallel for schedule(static)
+		for (long c = 0; c < chunks; c++) {
+			uint64_t off = (uint64_t)c * STAGE_CHUNK;
+			uint64_t len = s->arena_cap - off < STAGE_CHUNK ? s->arena_cap - off : STAGE_CHUNK;
+			memset(s->arena + off, 0, (size_t)len);
+		}
+	}
+	return rc;
 }
 
 static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)

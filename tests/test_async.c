@@ -221,3 +221,39 @@ Test(async, stages_string_variables_as_deep_copies)
 	free(p1);
 	free(p2);
 }
+
+Test(async, reserve_sizes_the_staging_area_before_the_first_save)
+{
+	char *dir = ts_tmpdir();
+	small_state st;
+	build(&st, 2);
+	ckpt_async_options o = CKPT_ASYNC_OPTIONS_INIT;
+	o.no_fsync = 1;
+	ckpt_async_saver *as;
+	cr_assert_eq(ckpt_async_saver_new(&as, &o), CKPT_OK);
+	cr_assert_eq(ckpt_async_saver_reserve(NULL, st.ck), CKPT_EINVAL);
+	cr_assert_eq(ckpt_async_saver_reserve(as, st.ck), CKPT_OK, "%s", ckpt_error_last()->message);
+	char *p1 = ts_join(dir, "r-1"), *p2 = ts_join(dir, "r-2");
+	set_values(&st, 3.0f, 5);
+	cr_assert_eq(ckpt_async_save(as, st.ck, p1), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_async_wait(as), CKPT_OK);
+	check_file(p1, 3.0f, 5);
+	/* a variable added later: reserve again grows the area; the save still holds every value */
+	ckpt_object *extra;
+	cr_assert_eq(ckpt_object_new_child(&extra, ckpt_checkpoint_root(st.ck), "extra"), CKPT_OK);
+	ckpt_shape sh;
+	ckpt_shape_make(&sh, 1, (int64_t[]){ 1 << 20 });
+	ckpt_variable *big;
+	cr_assert_eq(ckpt_object_add_variable(&big, extra, "w", "extra/w", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_async_saver_reserve(as, st.ck), CKPT_OK, "%s", ckpt_error_last()->message);
+	set_values(&st, -2.0f, 6);
+	cr_assert_eq(ckpt_async_save(as, st.ck, p2), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_async_wait(as), CKPT_OK);
+	check_file(p2, -2.0f, 6);
+	ckpt_async_saver_free(as);
+	teardown_state(&st);
+	ts_rmtree(dir);
+	free(dir);
+	free(p1);
+	free(p2);
+}

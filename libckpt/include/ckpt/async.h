@@ -49,6 +49,15 @@ CKPT_API int ckpt_async_saver_new(ckpt_async_saver **out, const ckpt_async_optio
  */
 CKPT_API int ckpt_async_save(ckpt_async_saver *s, ckpt_checkpoint *ckpt, const char *path);
 
+/**
+ * Size the staging area for the current state of `ckpt` and touch every page
+ * of it now (in parallel), so that even the first ckpt_async_save blocks only
+ * for the copy, not for page faults. Optional; call it once after building
+ * the model and optimizer (again after adding variables). EINVAL while a
+ * write is in flight.
+ */
+CKPT_API int ckpt_async_saver_reserve(ckpt_async_saver *s, ckpt_checkpoint *ckpt);
+
 /** Wait for the write in flight; its status (CKPT_OK when none). */
 CKPT_API int ckpt_async_wait(ckpt_async_saver *s);
 
