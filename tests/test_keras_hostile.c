@@ -28,7 +28,9 @@ static const hcase cases[] = {
 	{ "gzip_filter.h5", CKPT_EUNSUPPORTED, "filter" },
 	/* 21, 22 */
 	{ "shape_bomb.h5", CKPT_EFORMAT, "shape bomb" },
-	{ "huge_attr.h5", CKPT_ELIMIT, "layer_names" },
+	/* h5py can only store it densely (a fractal heap), which the reader refuses:
+	 * libhdf5 1.10.8 decodes heap attribute messages without bounds (h5_safe.c) */
+	{ "huge_attr.h5", CKPT_EUNSUPPORTED, "dense attribute storage" },
 	{ "huge_vlen_attr.h5", CKPT_ELIMIT, "model_config" },
 	/* 9, 10, 12 */
 	{ "dotdot_weight_name.h5", CKPT_EFORMAT, "'..'" },

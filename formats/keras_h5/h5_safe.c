@@ -10,9 +10,16 @@
  *    layout message (0 when never allocated) and H5Dget_offset its address.
  *  - Variable-length strings are resolved by us in the image (see below),
  *    never by H5HG_read.
+ *  - H5O__attr_decode (reached from H5Aexists, H5Aopen, H5Aiterate: every
+ *    attribute lookup decodes every attribute message of the object) trusts
+ *    the name, datatype and dataspace sizes of the message; so every object
+ *    header is checked by us (check_object, below) before libhdf5 may decode
+ *    its attributes.
  */
 #include <string.h>
 #include <stdlib.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <pthread.h>
 #include "formats/keras_h5/h5_safe.h"
 
@@ -60,7 +67,11 @@ typedef struct h5_image {
 	size_t n;
 	uint64_t base;          /* superblock base address */
 	int raw_ok;             /* 8-byte addresses and lengths: the layout we parse */
+	int so, sl;             /* sizes of file addresses / lengths (0: superblock not understood) */
 	unsigned long fileno;   /* HDF5's number for the open file */
+	char *path;             /* for messages */
+	uint64_t *checked;      /* open-addressed set of object headers already checked (addr + 1) */
+	size_t nchecked, capchecked;
 	struct h5_image *next;
 } h5_image;
 static h5_image *images;
@@ -122,17 +133,21 @@ static int raw_vlen_init(void)
 	return 0;
 }
 
-static h5_image *image_of(hid_t obj)
+static h5_image *image_of_addr(hid_t obj, haddr_t *addr)
 {
 	H5O_info_t oi;
 	h5_image *im;
 	if (H5Oget_info2(obj, &oi, H5O_INFO_BASIC) < 0)
 		return NULL;
+	if (addr)
+		*addr = oi.addr;
 	for (im = images; im; im = im->next)
 		if (im->fileno == oi.fileno)
 			return im;
 	return NULL;
 }
+
+static h5_image *image_of(hid_t obj) { return image_of_addr(obj, NULL); }
 
 /* The bytes of heap object (addr, idx), at least `len` long, inside the image. */
 static const char *heap_bytes(const h5_image *im, uint64_t addr, uint32_t idx, uint32_t len)
@@ -157,6 +172,431 @@ static const char *heap_bytes(const h5_image *im, uint64_t addr, uint32_t idx, u
 		off = data + ((osize + 7) & ~(uint64_t)7);
 	}
 	return NULL;
+}
+
+/* ---- object header pre-check ----
+ *
+ * libhdf5 1.10.8 decodes an attribute message (H5O__attr_decode) trusting
+ * its three size fields: it strdup()s the name, decodes the datatype and the
+ * dataspace without a bound, then copies nelem * element-size data bytes
+ * from after them, checking that count only against the whole message size.
+ * A dataspace size of 136 instead of 8 (tests/fuzz/regressions/keras_h5/
+ * libhdf5_H5Aexists_heap_overflow_2.h5) moves the data past the end of the
+ * header chunk and H5Aexists reads libhdf5's heap. No libhdf5 call looks an
+ * attribute up without decoding every attribute message of the object, so
+ * before an object is used we walk its header in the image ourselves:
+ *
+ *   v1 header: version 1 | reserved | u16 nmesgs | u32 refcount | u32 chunk size | pad 4,
+ *              messages: u16 type | u16 size | u8 flags | 3 reserved | data
+ *   v2 header: "OHDR" | version 2 | flags | [times 16] | [phase change 4] | chunk size (1/2/4/8),
+ *              messages: u8 type | u16 size | u8 flags | [u16 creation order] | data; checksum 4
+ *   continuation (0x10): address | length, to a v1 chunk or an "OCHK" chunk (+ checksum 4)
+ *   attribute (0x0C): version 1-3 | flags | u16 name | u16 datatype | u16 dataspace |
+ *              [v3: encoding] | name | datatype | dataspace | data (v1 pads each part to 8)
+ *   attribute info (0x15): dense storage (a fractal heap) is refused
+ *
+ * Every part must lie inside its message and every message inside its chunk;
+ * datatypes are walked as libhdf5's H5O_dtype_decode_helper reads them.
+ */
+#define OH_MAX_CHUNKS 1024
+#define DT_MAX_DEPTH 16
+
+typedef struct oh_ctx {
+	const h5_image *im;
+	const char *where;
+} oh_ctx;
+
+static int oh_fail(const oh_ctx *c, uint64_t off, const char *fmt, ...) CKPT_PRINTF(3, 4);
+static int oh_fail(const oh_ctx *c, uint64_t off, const char *fmt, ...)
+{
+	char msg[320];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return ckpt__fail(CKPT_EFORMAT, c->im->path, c->where, (int64_t)off, "corrupt object header: %s", msg);
+}
+
+/* A NUL-terminated name inside [p, p + len): its length, or -1. */
+static long dt_name(const unsigned char *p, size_t len)
+{
+	const unsigned char *z = memchr(p, 0, len);
+	return z ? (long)(z - p) : -1;
+}
+
+/* Bytes needed for a member offset in a v3 compound (H5VM_limit_enc_size). */
+static unsigned enc_size(uint64_t limit)
+{
+	unsigned lg = 0;
+	while (limit >>= 1)
+		lg++;
+	return lg / 8 + 1;
+}
+
+/*
+ * Check the datatype encoded at image offset `off`, at most `len` bytes.
+ * Sets *used (bytes libhdf5 will read) and *esize (the element size it will use).
+ */
+static int check_dtype(const oh_ctx *c, uint64_t off, size_t len, int depth, size_t *used, uint64_t *esize)
+{
+	const unsigned char *p = c->im->buf + off;
+	unsigned ver, cls, bits, i;
+	uint64_t size, sub, nelem;
+	size_t pos = 8, u;
+	if (depth > DT_MAX_DEPTH)
+		return oh_fail(c, off, "datatype nested deeper than %d", DT_MAX_DEPTH);
+	if (len < 8)
+		return oh_fail(c, off, "datatype needs 8 bytes, %zu left", len);
+	ver = p[0] >> 4;
+	cls = p[0] & 15;
+	bits = (unsigned)rd_le(p + 1, 3);
+	size = rd_le(p + 4, 4);
+	if (ver < 1 || ver > 3)
+		return oh_fail(c, off, "datatype version %u", ver);
+	if (size == 0)
+		return oh_fail(c, off, "datatype of size 0");
+#define NEED(n, what) do { if ((uint64_t)(n) > len - pos) \
+		return oh_fail(c, off + pos, "datatype %s needs %llu bytes, %zu left", what, (unsigned long long)(n), len - pos); } while (0)
+	switch (cls) {
+	case 0: /* fixed-point */
+	case 4: /* bitfield */
+		NEED(4, "properties");
+		pos += 4;
+		break;
+	case 1: /* floating-point */
+		NEED(12, "properties");
+		pos += 12;
+		break;
+	case 2: /* time */
+		NEED(2, "properties");
+		pos += 2;
+		break;
+	case 3: /* string */
+	case 7: /* reference */
+		break;
+	case 5: /* opaque: tag */
+		NEED(bits & 0xff, "opaque tag");
+		pos += bits & 0xff;
+		break;
+	case 6: { /* compound */
+		unsigned nm = bits & 0xffff, onb = enc_size(size);
+		if (nm == 0)
+			return oh_fail(c, off, "compound datatype without members");
+		for (i = 0; i < nm; i++) {
+			long nl = dt_name(p + pos, len - pos);
+			uint64_t moff, end;
+			unsigned nd = 0;
+			uint32_t dims[4] = { 0, 0, 0, 0 };
+			if (nl < 0)
+				return oh_fail(c, off + pos, "compound member %u: name without terminator", i);
+			u = ver >= 3 ? (size_t)nl + 1 : ((size_t)nl + 8) / 8 * 8;
+			NEED(u, "member name");
+			pos += u;
+			u = ver >= 3 ? onb : 4;
+			NEED(u, "member offset");
+			moff = rd_le(p + pos, (int)u);
+			pos += u;
+			if (ver == 1) {
+				NEED(28, "member dimensions");
+				nd = p[pos];
+				if (nd > 4)
+					return oh_fail(c, off + pos, "compound member %u has %u dimensions (at most 4)", i, nd);
+				for (u = 0; u < 4; u++)
+					dims[u] = (uint32_t)rd_le(p + pos + 12 + 4 * u, 4);
+				pos += 28;
+			}
+			CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
+			pos += u;
+			for (u = 0; u < nd; u++)
+				if (ckpt__mul_u64(sub, dims[u], &sub))
+					return oh_fail(c, off, "compound member %u: array size overflows", i);
+			if (ckpt__add_u64(moff, sub, &end) || end > size)
+				return oh_fail(c, off, "compound member %u (offset %llu, %llu bytes) outside the %llu-byte element", i,
+					(unsigned long long)moff, (unsigned long long)sub, (unsigned long long)size);
+		}
+		break;
+	}
+	case 8: { /* enumeration: base type, names, values */
+		unsigned nm = bits & 0xffff;
+		uint64_t vbytes;
+		CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
+		pos += u;
+		if (sub != size)
+			return oh_fail(c, off, "enumeration of %llu bytes over a %llu-byte base type", (unsigned long long)size,
+				(unsigned long long)sub);
+		for (i = 0; i < nm; i++) {
+			long nl = dt_name(p + pos, len - pos);
+			if (nl < 0)
+				return oh_fail(c, off + pos, "enumeration member %u: name without terminator", i);
+			u = ver >= 3 ? (size_t)nl + 1 : ((size_t)nl + 8) / 8 * 8;
+			NEED(u, "member name");
+			pos += u;
+		}
+		if (ckpt__mul_u64(nm, sub, &vbytes))
+			return oh_fail(c, off, "enumeration values overflow");
+		NEED(vbytes, "values");
+		pos += (size_t)vbytes;
+		break;
+	}
+	case 9: /* variable-length: base type; stored as length | heap address | index */
+		CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
+		pos += u;
+		if (size != (uint64_t)(4 + c->im->so + 4))
+			return oh_fail(c, off, "variable-length datatype of %llu bytes, expected %d", (unsigned long long)size,
+				4 + c->im->so + 4);
+		break;
+	case 10: { /* array */
+		unsigned nd;
+		if (ver < 2)
+			return oh_fail(c, off, "array datatype of version 1");
+		NEED(1, "rank");
+		nd = p[pos];
+		if (nd > 32)
+			return oh_fail(c, off + pos, "array datatype of rank %u", nd);
+		u = (ver < 3 ? 4 : 1) + (size_t)nd * (ver < 3 ? 8 : 4);
+		NEED(u, "dimensions");
+		nelem = 1;
+		for (i = 0; i < nd; i++)
+			if (ckpt__mul_u64(nelem, rd_le(p + pos + (ver < 3 ? 4 : 1) + 4 * i, 4), &nelem))
+				return oh_fail(c, off, "array datatype size overflows");
+		pos += u;
+		CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
+		pos += u;
+		if (ckpt__mul_u64(nelem, sub, &sub) || sub != size)
+			return oh_fail(c, off, "array datatype of %llu bytes holds %llu bytes of elements", (unsigned long long)size,
+				(unsigned long long)sub);
+		break;
+	}
+	default:
+		return oh_fail(c, off, "unknown datatype class %u", cls);
+	}
+#undef NEED
+	*used = pos;
+	*esize = size;
+	return CKPT_OK;
+}
+
+/* Check a dataspace of at most `len` bytes at `off`; *nelem as libhdf5 counts it (checked). */
+static int check_dspace(const oh_ctx *c, uint64_t off, size_t len, uint64_t *nelem)
+{
+	const unsigned char *p = c->im->buf + off;
+	unsigned ver, rank, type, i;
+	size_t hdr, need;
+	if (len < 4)
+		return oh_fail(c, off, "dataspace needs 4 bytes, %zu given", len);
+	ver = p[0];
+	rank = p[1];
+	if (ver != 1 && ver != 2)
+		return oh_fail(c, off, "dataspace version %u", ver);
+	if (rank > 32)
+		return oh_fail(c, off + 1, "dataspace rank %u", rank);
+	hdr = ver == 1 ? 8 : 4;
+	type = ver == 1 ? (rank ? 1 : 0) : p[3];
+	if (type > 2)
+		return oh_fail(c, off + 3, "dataspace type %u", type);
+	need = hdr + (size_t)rank * (size_t)c->im->sl * ((p[2] & 1) ? 2 : 1);
+	if (need > len)
+		return oh_fail(c, off, "dataspace of rank %u needs %zu bytes, the attribute gives it %zu", rank, need, len);
+	*nelem = type == 2 ? 0 : 1;
+	for (i = 0; type != 2 && i < rank; i++)
+		if (ckpt__mul_u64(*nelem, rd_le(p + hdr + (size_t)i * c->im->sl, c->im->sl), nelem))
+			return oh_fail(c, off, "dataspace element count overflows");
+	return CKPT_OK;
+}
+
+/* An attribute message: `size` bytes of message data at `off`. */
+static int check_attr_msg(const oh_ctx *c, uint64_t off, size_t size)
+{
+	const unsigned char *m = c->im->buf + off;
+	unsigned ver, flags;
+	size_t nl, dl, dsl, pos, dtpos, dspos, used;
+	uint64_t esize, nelem, data;
+	if (size < 8)
+		return oh_fail(c, off, "attribute message of %zu bytes", size);
+	ver = m[0];
+	if (ver < 1 || ver > 3)
+		return oh_fail(c, off, "attribute message version %u", ver);
+	flags = ver >= 2 ? m[1] : 0;
+	if (flags & ~3u)
+		return oh_fail(c, off + 1, "attribute flags 0x%x", flags);
+	if (flags)
+		return ckpt__fail(CKPT_EUNSUPPORTED, c->im->path, c->where, (int64_t)off,
+			"attribute with a shared datatype or dataspace (flags 0x%x) at offset %llu", flags, (unsigned long long)off);
+	nl = (size_t)rd_le(m + 2, 2);
+	dl = (size_t)rd_le(m + 4, 2);
+	dsl = (size_t)rd_le(m + 6, 2);
+	pos = ver == 3 ? 9 : 8;
+#define PART(n) (ver == 1 ? ((n) + 7) / 8 * 8 : (n))
+	/* name: exactly nl bytes with its terminator last (libhdf5 strdup()s it before comparing) */
+	if (nl == 0 || pos + nl > size || m[pos + nl - 1] != 0 || memchr(m + pos, 0, nl - 1))
+		return oh_fail(c, off, "attribute name of %zu bytes is not a terminated string inside the %zu-byte message", nl, size);
+	dtpos = pos + PART(nl);
+	dspos = dtpos + PART(dl);
+	pos = dspos + PART(dsl);
+	if (pos > size)
+		return oh_fail(c, off, "attribute name %zu + datatype %zu + dataspace %zu bytes (%zu with padding) exceed the %zu-byte message",
+			nl, dl, dsl, pos, size);
+#undef PART
+	CKPT_TRY(check_dtype(c, off + dtpos, dl, 0, &used, &esize));
+	CKPT_TRY(check_dspace(c, off + dspos, dsl, &nelem));
+	if (ckpt__mul_u64(nelem, esize, &data) || data > size - pos)
+		return oh_fail(c, off, "attribute data of %llu elements x %llu bytes exceeds the %zu bytes left in the message",
+			(unsigned long long)nelem, (unsigned long long)esize, size - pos);
+	return CKPT_OK;
+}
+
+typedef struct oh_chunk {
+	uint64_t start, len; /* message area */
+} oh_chunk;
+
+static int checked_has(const h5_image *im, uint64_t key)
+{
+	size_t i;
+	if (!im->capchecked)
+		return 0;
+	for (i = (size_t)(key * 0x9E3779B97F4A7C15ull) & (im->capchecked - 1); im->checked[i]; i = (i + 1) & (im->capchecked - 1))
+		if (im->checked[i] == key)
+			return 1;
+	return 0;
+}
+
+/* Remember a checked header (best effort: without memory we check it again next time). */
+static void checked_add(h5_image *im, uint64_t key)
+{
+	size_t i;
+	if (2 * (im->nchecked + 1) > im->capchecked) {
+		size_t nc = im->capchecked ? 2 * im->capchecked : 64, j;
+		uint64_t *nv = ckpt__calloc(nc, sizeof(*nv));
+		if (!nv)
+			return;
+		for (j = 0; j < im->capchecked; j++)
+			if (im->checked[j]) {
+				for (i = (size_t)(im->checked[j] * 0x9E3779B97F4A7C15ull) & (nc - 1); nv[i]; i = (i + 1) & (nc - 1))
+					;
+				nv[i] = im->checked[j];
+			}
+		ckpt__free(im->checked);
+		im->checked = nv;
+		im->capchecked = nc;
+	}
+	for (i = (size_t)(key * 0x9E3779B97F4A7C15ull) & (im->capchecked - 1); im->checked[i]; i = (i + 1) & (im->capchecked - 1))
+		;
+	im->checked[i] = key;
+	im->nchecked++;
+}
+
+/* Walk the object header at file address `addr` (relative to the base). */
+static int check_header(h5_image *im, uint64_t addr, const char *where)
+{
+	oh_ctx c = { im, where };
+	oh_chunk ch[OH_MAX_CHUNKS];
+	size_t nch = 0, k;
+	uint64_t off, end;
+	const unsigned char *b = im->buf;
+	int v2, track;
+	unsigned hsz;
+	if (checked_has(im, addr + 1))
+		return CKPT_OK;
+	if (!im->so)
+		return ckpt__fail(CKPT_EUNSUPPORTED, im->path, where, 8,
+			"superblock with address/length sizes other than 2, 4 or 8 bytes (object headers cannot be checked)");
+	if (ckpt__add_u64(addr, im->base, &off) || off > im->n || im->n - off < 16)
+		return oh_fail(&c, off, "header at address %llu is outside the %zu-byte file", (unsigned long long)addr, im->n);
+	v2 = memcmp(b + off, "OHDR", 4) == 0;
+	if (v2) {
+		unsigned fl = b[off + 5];
+		uint64_t p = off + 6, size;
+		int w = 1 << (fl & 3);
+		if (b[off + 4] != 2)
+			return oh_fail(&c, off + 4, "v2 header version %u", b[off + 4]);
+		p += (fl & 0x20) ? 16 : 0;
+		p += (fl & 0x10) ? 4 : 0;
+		if (p + (uint64_t)w > im->n)
+			return oh_fail(&c, off, "truncated v2 header prefix");
+		size = rd_le(b + p, w);
+		p += (uint64_t)w;
+		if (size > im->n - p || im->n - p - size < 4)
+			return oh_fail(&c, p - (uint64_t)w, "chunk of %llu bytes (+ checksum) runs past the end of the %zu-byte file",
+				(unsigned long long)size, im->n);
+		track = (fl & 0x04) != 0;
+		ch[nch].start = p;
+		ch[nch++].len = size;
+	} else {
+		uint64_t size = rd_le(b + off + 8, 4);
+		if (b[off] != 1)
+			return oh_fail(&c, off, "unknown object header version %u", b[off]);
+		track = 0;
+		if (size > im->n - off - 16)
+			return oh_fail(&c, off + 8, "chunk of %llu bytes runs past the end of the %zu-byte file", (unsigned long long)size,
+				im->n);
+		ch[nch].start = off + 16;
+		ch[nch++].len = size;
+	}
+	hsz = v2 ? 4u + (track ? 2u : 0u) : 8u;
+	for (k = 0; k < nch; k++) {
+		uint64_t p = ch[k].start;
+		end = ch[k].start + ch[k].len;
+		while (end - p >= hsz) {
+			unsigned type = v2 ? b[p] : (unsigned)rd_le(b + p, 2);
+			size_t size = (size_t)rd_le(b + p + (v2 ? 1 : 2), 2);
+			unsigned flags = b[p + (v2 ? 3 : 4)];
+			uint64_t d = p + hsz;
+			if (size > end - d)
+				return oh_fail(&c, p, "message of type 0x%x and %zu bytes runs past its chunk (%llu bytes left)", type, size,
+					(unsigned long long)(end - d));
+			if (type == 0x10) { /* continuation */
+				uint64_t ca, cl, co;
+				if (size < (size_t)(im->so + im->sl))
+					return oh_fail(&c, p, "continuation message of %zu bytes", size);
+				ca = rd_le(b + d, im->so);
+				cl = rd_le(b + d + im->so, im->sl);
+				if (nch == OH_MAX_CHUNKS)
+					return oh_fail(&c, p, "more than %d header chunks", OH_MAX_CHUNKS);
+				if (ckpt__add_u64(ca, im->base, &co) || co > im->n || cl > im->n - co)
+					return oh_fail(&c, d, "continuation chunk (address %llu, %llu bytes) outside the %zu-byte file",
+						(unsigned long long)ca, (unsigned long long)cl, im->n);
+				if (v2) {
+					if (cl < 8 || memcmp(b + co, "OCHK", 4) != 0)
+						return oh_fail(&c, co, "continuation chunk without OCHK signature");
+					ch[nch].start = co + 4;
+					ch[nch++].len = cl - 8;
+				} else {
+					ch[nch].start = co;
+					ch[nch++].len = cl;
+				}
+			} else if (type == 0x0C) {
+				if (flags & 0x02)
+					return ckpt__fail(CKPT_EUNSUPPORTED, im->path, where, (int64_t)p,
+						"shared attribute message at offset %llu (stored in the shared message heap)", (unsigned long long)p);
+				CKPT_TRY(check_attr_msg(&c, d, size));
+			} else if (type == 0x15) { /* attribute info */
+				size_t q = 2;
+				if (size < 2 || b[d] != 0)
+					return oh_fail(&c, d, "attribute info message of %zu bytes, version %u", size, size ? b[d] : 0);
+				q += (b[d + 1] & 1) ? 2 : 0;
+				if (q + (size_t)im->so > size)
+					return oh_fail(&c, d, "attribute info message of %zu bytes", size);
+				if (rd_le(b + d + q, im->so) != (im->so == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * im->so)) - 1))
+					return ckpt__fail(CKPT_EUNSUPPORTED, im->path, where, (int64_t)d,
+						"dense attribute storage (fractal heap) at offset %llu is not supported", (unsigned long long)d);
+			}
+			p = d + size;
+		}
+		if (!v2 && p != end)
+			return oh_fail(&c, p, "%llu stray bytes at the end of a header chunk", (unsigned long long)(end - p));
+	}
+	checked_add(im, addr + 1);
+	return CKPT_OK;
+}
+
+/* Check the header of open object `obj` before libhdf5 decodes its attributes. */
+static int check_object(hid_t obj, const char *where)
+{
+	haddr_t addr;
+	h5_image *im = image_of_addr(obj, &addr);
+	if (!im)
+		return CKPT_OK; /* not one of our images (a file we are writing) */
+	return check_header(im, (uint64_t)addr, where);
 }
 
 /*
@@ -227,16 +667,32 @@ int ckpt__h5_open_image(hid_t *out, const void *buf, size_t n, const char *path)
 		return CKPT_ENOMEM;
 	im->buf = b;
 	im->n = n;
-	/* Superblock v0/v1 (what h5py writes by default): sizes at 13/14, base address at 24/28. */
-	if (n >= 40 && (b[8] == 0 || b[8] == 1) && b[13] == 8 && b[14] == 8) {
-		im->base = rd_le(b + (b[8] == 0 ? 24 : 28), 8);
-		im->raw_ok = 1;
-	} else if (n >= 20 && (b[8] == 2 || b[8] == 3) && b[9] == 8 && b[10] == 8) {
-		im->base = rd_le(b + 12, 8);
-		im->raw_ok = 1;
+	if (path && !(im->path = ckpt__strdup(path))) {
+		ckpt__free(im);
+		return CKPT_ENOMEM;
+	}
+	/* Superblock v0/v1 (what h5py writes by default): sizes at 13/14, base address at 24/28;
+	 * v2/v3: sizes at 9/10, base address at 12. */
+	if (n >= 16 && (b[8] == 0 || b[8] == 1)) {
+		im->so = b[13];
+		im->sl = b[14];
+	} else if (n >= 16 && (b[8] == 2 || b[8] == 3)) {
+		im->so = b[9];
+		im->sl = b[10];
+	}
+	{
+		size_t at = b[8] == 0 ? 24 : b[8] == 1 ? 28 : 12;
+		int ok = (im->so == 2 || im->so == 4 || im->so == 8) && (im->sl == 2 || im->sl == 4 || im->sl == 8);
+		if (ok && n >= at + (size_t)im->so) {
+			im->base = rd_le(b + at, im->so);
+			im->raw_ok = im->so == 8 && im->sl == 8;
+		} else {
+			im->so = im->sl = 0;
+		}
 	}
 	f = open_in_place(im, path);
 	if (f < 0) {
+		ckpt__free(im->path);
 		ckpt__free(im);
 		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "HDF5 could not open the file (%zu bytes): corrupt or truncated superblock or root group", n);
 	}
@@ -250,6 +706,14 @@ int ckpt__h5_open_image(hid_t *out, const void *buf, size_t n, const char *path)
 	}
 	im->next = images;
 	images = im;
+	/* the root group's attributes are looked up first (layout classification) */
+	{
+		int rc = check_object(f, "/");
+		if (rc < 0) {
+			ckpt__h5_close_image(f);
+			return rc;
+		}
+	}
 	*out = f;
 	return CKPT_OK;
 }
@@ -261,6 +725,8 @@ void ckpt__h5_close_image(hid_t file)
 		if ((*pp)->file == file) {
 			h5_image *im = *pp;
 			*pp = im->next;
+			ckpt__free(im->checked);
+			ckpt__free(im->path);
 			ckpt__free(im);
 			break;
 		}
@@ -324,6 +790,18 @@ int ckpt__h5_child_kind(hid_t loc, const char *name, const char *path, const cha
 	if (o < 0)
 		return ckpt__fail(CKPT_EFORMAT, path, where, -1, "cannot open object '%s'", name);
 	t = H5Iget_type(o);
+	{
+		/* every object we reach has its header checked before any attribute lookup */
+		char obj_name[CKPT_MAX_NAME_LEN + 1];
+		int rc;
+		snprintf(obj_name, sizeof(obj_name), "%s%s%s", where && strcmp(where, "/") ? where : "",
+			where && strcmp(where, "/") ? "/" : "", name);
+		rc = check_object(o, obj_name);
+		if (rc < 0) {
+			H5Oclose(o);
+			return rc;
+		}
+	}
 	H5Oclose(o);
 	if (t == H5I_GROUP)
 		*kind = CKPT_H5_GROUP;
@@ -461,7 +939,10 @@ void ckpt__h5_free_links(ckpt__h5_link *l, size_t n)
 
 int ckpt__h5_attr_exists(hid_t obj, const char *name, int *exists)
 {
-	htri_t e = H5Aexists(obj, name);
+	htri_t e;
+	*exists = 0;
+	CKPT_TRY(check_object(obj, name)); /* cached: normally checked when the object was reached */
+	e = H5Aexists(obj, name);
 	*exists = e > 0;
 	if (e < 0)
 		return ckpt__fail(CKPT_EFORMAT, NULL, name, -1, "cannot look up attribute '%s' (corrupt object header?)", name);
