@@ -659,6 +659,7 @@ static void drop_names(ckpt__run *r)
  * partitioned, and no other variable of this run takes the same value.
  */
 typedef struct direct {
+	int rollback;        /* mirrored: copy 1 still holds the old value */
 	size_t val;
 	size_t entry;        /* reader index */
 	ckpt_variable *var;
@@ -753,6 +754,14 @@ static void undo_direct(ckpt__session *s, const direct *d, size_t n, const unsig
 	ckpt__error_slot_clear(&slot);
 }
 
+static int cmp_rollback_first(const void *a, const void *b)
+{
+	const direct *x = a, *y = b;
+	if (x->rollback != y->rollback)
+		return y->rollback - x->rollback;
+	return x->val < y->val ? -1 : x->val > y->val; /* keep file order within each group */
+}
+
 /* Whether value `val` of this run can be read in place into `var`. */
 static int can_read_direct(const ckpt__session *s, const ckpt__value *v, ckpt_variable *var, unsigned uses)
 {
@@ -767,13 +776,16 @@ static int can_read_direct(const ckpt__session *s, const ckpt__value *v, ckpt_va
  * Commit one run, all or nothing:
  *  1. stage what cannot be read in place (sync-on-read, strings, partitioned
  *     or unchecksummed entries, values shared by several variables) and what
- *     restore-on-create needs later; verify every checksum of the rest in the
- *     file (bounded buffers, no copy of the state);
+ *     restore-on-create needs later; verify in the file the checksums of the
+ *     plain variables' values (bounded buffers, no copy of the state);
  *  2. check every assignment and allocate everything the commit needs;
- *  3. read the verified values straight into copy 0 of their variables;
+ *  3. read straight into copy 0, checksums verified on the way: mirrored
+ *     variables first (a failure puts copy 0 back from copy 1), then the
+ *     plain ones, verified in step 1;
  *  4. fan out to the other copies, swap in strings, attach pending records.
- * Steps 1–2 change nothing; step 3 can fail only if the file changes under
- * us after step 1 (undo_direct); step 4 cannot fail.
+ * Steps 1–2 change nothing; a failure in step 3 is undone for mirrored
+ * variables, and for plain ones it needs the file to change under us after
+ * step 1 (undo_direct warns); step 4 cannot fail.
  */
 int ckpt__run_commit(ckpt__run *r)
 {
@@ -805,7 +817,7 @@ int ckpt__run_commit(ckpt__run *r)
 		!svars || !sstaged || (s->reader && !arenas)) ? CKPT_ENOMEM : CKPT_OK;
 	void *now = NULL, *later = NULL;
 	ckpt__assign_plan *plan = NULL;
-	size_t ndir = 0, nwrite = 0, nstr = 0;
+	size_t ndir = 0, nrb = 0, nwrite = 0, nstr = 0;
 
 	/* 1. stage and verify */
 	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++)
@@ -816,8 +828,8 @@ int ckpt__run_commit(ckpt__run *r)
 		ckpt__value *v = &s->vals[a->val];
 		if (can_read_direct(s, v, a->var, uses[a->val])) {
 			is_direct[i] = 1;
-			dir[ndir++] = (direct){ a->val, v->reader_index, a->var, ckpt__variable_data(a->var, 0),
-				(size_t)ckpt_variable_nbytes(a->var) };
+			dir[ndir++] = (direct){ ckpt_variable_num_replicas(a->var) > 1, a->val, v->reader_index, a->var,
+				ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
 		} else if (!v->t && s->reader)
 			want_now[a->val] = 1;
 	}
@@ -831,8 +843,12 @@ int ckpt__run_commit(ckpt__run *r)
 			s->vals[i].temp = want_now[i];
 		if (rc == CKPT_OK)
 			rc = stage(s, want_later, &later);
+		/* rollbackable values first; only the others need a verification pass */
+		qsort(dir, ndir, sizeof(*dir), cmp_rollback_first);
+		while (nrb < ndir && dir[nrb].rollback)
+			nrb++;
 		if (rc == CKPT_OK)
-			rc = run_direct(s->reader, dir, ndir, 0, NULL);
+			rc = run_direct(s->reader, dir + nrb, ndir - nrb, 0, NULL);
 	}
 
 	/* 2. check and allocate */
@@ -869,9 +885,15 @@ int ckpt__run_commit(ckpt__run *r)
 	if (rc == CKPT_OK)
 		rc = ckpt__assign_plan_new(&plan, vars, srcs, sizes, nwrite);
 
-	/* 3. read in place */
-	if (rc == CKPT_OK && ndir && (rc = run_direct(s->reader, dir, ndir, 1, touched)) < 0)
-		undo_direct(s, dir, ndir, touched);
+	/* 3. read in place (checksums verified as they are read): mirrored values
+	 * first, so a bad one is undone before any plain variable is written */
+	if (rc == CKPT_OK && ndir) {
+		rc = run_direct(s->reader, dir, nrb, 1, touched);
+		if (rc == CKPT_OK)
+			rc = run_direct(s->reader, dir + nrb, ndir - nrb, 1, touched + nrb);
+		if (rc < 0)
+			undo_direct(s, dir, ndir, touched);
+	}
 
 	/* 4. fan out and swap in: cannot fail */
 	if (rc == CKPT_OK)
