@@ -233,10 +233,20 @@ CKPT_API int ckpt_checkpoint_write(ckpt_checkpoint *ckpt, const char *path);
  * object graph to the live one by child names from the root (entries no
  * graph node refers to — all of a TF1 name-based file — are matched by
  * variable name, without restore-on-create), check
- * dtype and shape, read every value into staging, then assign each matched
- * value to every replica (sync-on-read SUM: split across replicas). A
- * failure (EMISMATCH naming the variable and both shapes; read or checksum
- * errors) changes no live variable. Values whose objects or slots do not
+ * dtype and shape, then assign each matched value to every replica
+ * (sync-on-read SUM: split across replicas). A failure (EMISMATCH naming
+ * the variable and both shapes; read or checksum errors) changes no live
+ * variable.
+ *
+ * No copy of the whole state is made: values of plain variables are checked
+ * against their checksums in the file first and then read straight into the
+ * variable; mirrored ones are read into copy 0 (checksums verified on the
+ * way; a failure puts copy 0 back from copy 1) and fanned out in parallel.
+ * Only sync-on-read, string, partitioned and unchecksummed (Keras) values are
+ * staged in memory. The one failure that can reach a plain variable is the
+ * file changing (or the device failing) between its verification and its
+ * read; the restore then returns the error and warns that the named
+ * variables may hold partial values. Values whose objects or slots do not
  * exist yet are kept in the checkpoint and applied when they are created
  * (restore-on-create). When the file has a save_counter, it is created and
  * restored. `path` accepts everything ckpt_reader_open does. `*status`
