@@ -13,15 +13,76 @@
 #include <string.h>
 #include "checkpoint_internal.h"
 
-static char *escape_name(const char *s)
+/*
+ * Bump allocator for the plan: every string and array of the plan's graph
+ * comes from a few large chunks, freed together (per-string mallocs were
+ * most of a 10,000-variable plan). The plan's graph is therefore freed by
+ * ckpt__plan_free, never by ckpt_object_graph_free.
+ */
+struct ckpt__arena_chunk {
+	struct ckpt__arena_chunk *next;
+	size_t used, cap;
+	union { long double ld; void *p; uint64_t u; } data[]; /* aligned for anything stored */
+};
+
+#define ARENA_CHUNK ((size_t)64 << 10)
+
+static void *arena_alloc(ckpt__arena *a, size_t n)
+{
+	size_t al = sizeof(((struct ckpt__arena_chunk *)0)->data[0]);
+	if (n > SIZE_MAX / 2) {
+		ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "object graph string of %zu bytes", n);
+		return NULL;
+	}
+	n = (n + al - 1) & ~(al - 1);
+	struct ckpt__arena_chunk *c = a->head;
+	if (!c || c->cap - c->used < n) {
+		size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+		c = ckpt__malloc(sizeof(*c) + cap);
+		if (!c)
+			return NULL;
+		c->next = a->head;
+		c->used = 0;
+		c->cap = cap;
+		a->head = c;
+	}
+	void *p = (unsigned char *)c->data + c->used;
+	c->used += n;
+	return p;
+}
+
+static void *arena_calloc(ckpt__arena *a, size_t n, size_t elem)
+{
+	size_t bytes;
+	if (__builtin_mul_overflow(n, elem, &bytes)) {
+		ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "too many entries (%zu)", n);
+		return NULL;
+	}
+	void *p = arena_alloc(a, bytes ? bytes : 1);
+	if (p)
+		memset(p, 0, bytes);
+	return p;
+}
+
+void ckpt__arena_free(ckpt__arena *a)
+{
+	while (a->head) {
+		struct ckpt__arena_chunk *c = a->head;
+		a->head = c->next;
+		ckpt__free(c);
+	}
+}
+
+static size_t escaped_len(const char *s)
 {
 	size_t n = 0;
 	for (const char *p = s; *p; p++)
 		n += (*p == '.' || *p == '/') ? 2 : 1;
-	char *d = ckpt__malloc(n + 1);
-	if (!d)
-		return NULL;
-	char *q = d;
+	return n;
+}
+
+static char *put_escaped(char *q, const char *s)
+{
 	for (const char *p = s; *p; p++) {
 		if (*p == '.') {
 			*q++ = '.';
@@ -33,30 +94,70 @@ static char *escape_name(const char *s)
 			*q++ = *p;
 		}
 	}
-	*q = '\0';
+	return q;
+}
+
+static char *put_str(char *q, const char *s, size_t n)
+{
+	memcpy(q, s, n);
+	return q + n;
+}
+
+static char *arena_strdup(ckpt__arena *a, const char *s)
+{
+	size_t n = strlen(s);
+	char *d = arena_alloc(a, n + 1);
+	if (d)
+		memcpy(d, s, n + 1);
 	return d;
 }
 
-static char *child_path(const char *parent, const char *name)
+/* "<parent>/<escaped name>" ("<escaped name>" under the root) */
+static char *child_path(ckpt__arena *a, const char *parent, const char *name)
 {
-	char *e = escape_name(name);
-	if (!e)
+	size_t pl = strlen(parent);
+	char *d = arena_alloc(a, pl + 1 + escaped_len(name) + 1);
+	if (!d)
 		return NULL;
-	if (!*parent)
-		return e;
-	char *p = ckpt__asprintf("%s/%s", parent, e);
-	ckpt__free(e);
-	return p;
+	char *q = d;
+	if (pl) {
+		q = put_str(q, parent, pl);
+		*q++ = '/';
+	}
+	*put_escaped(q, name) = '\0';
+	return d;
 }
 
-static char *attr_key(const char *path, const char *attr)
+#define ATTRS_MID "/.ATTRIBUTES/"
+
+/* "<path>/.ATTRIBUTES/<escaped attr>" */
+static char *attr_key(ckpt__arena *a, const char *path, const char *attr)
 {
-	char *e = escape_name(attr);
-	if (!e)
+	size_t pl = strlen(path), ml = sizeof(ATTRS_MID) - 1;
+	char *d = arena_alloc(a, pl + ml + escaped_len(attr) + 1);
+	if (!d)
 		return NULL;
-	char *k = ckpt__asprintf("%s/.ATTRIBUTES/%s", path, e);
-	ckpt__free(e);
-	return k;
+	char *q = put_str(d, path, pl);
+	q = put_str(q, ATTRS_MID, ml);
+	*put_escaped(q, attr) = '\0';
+	return d;
+}
+
+#define SLOT_MID "/.OPTIMIZER_SLOT/"
+
+/* "<var path>/.OPTIMIZER_SLOT/<optimizer path>/<escaped slot>" */
+static char *slot_path(ckpt__arena *a, const char *var_path, const char *opt_path, const char *slot)
+{
+	size_t vl = strlen(var_path), ol = strlen(opt_path), ml = sizeof(SLOT_MID) - 1;
+	char *d = arena_alloc(a, vl + ml + ol + 1 + escaped_len(slot) + 1);
+	if (!d)
+		return NULL;
+	char *q = put_str(d, var_path, vl);
+	q = put_str(q, SLOT_MID, ml);
+	q = put_str(q, opt_path, ol);
+	*q++ = '/';
+	*put_escaped(q, slot) = '\0';
+	return d;
 }
 
 static const void *node_key(const ckpt_object *o)
@@ -68,10 +169,11 @@ void ckpt__plan_free(ckpt__plan *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->n; i++)
-		ckpt__free(p->nodes[i].path);
 	ckpt__free(p->nodes);
-	ckpt_object_graph_free(p->graph);
+	if (p->graph)
+		ckpt__free(p->graph->nodes);
+	ckpt__free(p->graph);
+	ckpt__arena_free(&p->arena);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -83,17 +185,13 @@ typedef struct builder {
 
 static int add_node(builder *b, ckpt_object *obj, char *path, int *id)
 {
-	if (b->p->n >= (size_t)INT32_MAX) {
-		ckpt__free(path);
+	if (b->p->n >= (size_t)INT32_MAX)
 		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "object graph has too many nodes");
-	}
 	if (b->p->n == b->cap) {
 		size_t nc = b->cap ? b->cap * 2 : 16;
 		ckpt__plan_node *nn = ckpt__realloc(b->p->nodes, nc * sizeof(*nn));
-		if (!nn) {
-			ckpt__free(path);
+		if (!nn)
 			return CKPT_ENOMEM;
-		}
 		b->p->nodes = nn;
 		b->cap = nc;
 	}
@@ -102,19 +200,20 @@ static int add_node(builder *b, ckpt_object *obj, char *path, int *id)
 	return ckpt__ptrmap_put(&b->ids, node_key(obj), *id);
 }
 
-static int fill_attrs(ckpt_og_node *gn, const ckpt_object *obj, const char *path)
+/* Attribute and variable names are stable while the plan lives: the graph points at them. */
+static int fill_attrs(ckpt__arena *ar, ckpt_og_node *gn, const ckpt_object *obj, const char *path)
 {
 	if (!obj->nattrs)
 		return CKPT_OK;
-	gn->attrs = ckpt__calloc(obj->nattrs, sizeof(*gn->attrs));
+	gn->attrs = arena_calloc(ar, obj->nattrs, sizeof(*gn->attrs));
 	if (!gn->attrs)
 		return CKPT_ENOMEM;
 	for (size_t i = 0; i < obj->nattrs; i++) {
 		ckpt_og_attr *a = &gn->attrs[gn->nattrs++];
-		a->name = ckpt__strdup(obj->attrs[i].name);
-		a->full_name = ckpt__strdup(ckpt_variable_name(obj->attrs[i].var));
-		a->checkpoint_key = attr_key(path, obj->attrs[i].name);
-		if (!a->name || !a->full_name || !a->checkpoint_key)
+		a->name = obj->attrs[i].name;
+		a->full_name = (char *)ckpt_variable_name(obj->attrs[i].var);
+		a->checkpoint_key = attr_key(ar, path, obj->attrs[i].name);
+		if (!a->checkpoint_key)
 			return CKPT_ENOMEM;
 	}
 	return CKPT_OK;
@@ -141,7 +240,10 @@ static int add_slots(builder *b, int oid, size_t nbfs)
 	/* slot names in order of first creation (a handful: "m", "v", ...) */
 	const char **names = ckpt__calloc(opt->nslots, sizeof(*names));
 	size_t nnames = 0;
-	int rc = names ? CKPT_OK : CKPT_ENOMEM;
+	/* every slot is picked at most once: room for all of them */
+	ckpt_og_node *gn = &b->p->graph->nodes[oid];
+	gn->slots = arena_calloc(&b->p->arena, opt->nslots, sizeof(*gn->slots));
+	int rc = names && gn->slots ? CKPT_OK : CKPT_ENOMEM;
 	for (size_t si = 0; si < opt->nslots && rc == CKPT_OK; si++) {
 		size_t k = 0;
 		while (k < nnames && strcmp(names[k], opt->slots[si].name) != 0)
@@ -165,10 +267,8 @@ static int add_slots(builder *b, int oid, size_t nbfs)
 			const ckpt__slot *s = picks[k].slot;
 			int sid = ckpt__ptrmap_get(&b->ids, node_key(s->node));
 			if (sid < 0) {
-				char *e = escape_name(s->name);
-				char *path = e ? ckpt__asprintf("%s/.OPTIMIZER_SLOT/%s/%s", b->p->nodes[picks[k].primary_id].path,
-					b->p->nodes[oid].path, e) : NULL;
-				ckpt__free(e);
+				char *path = slot_path(&b->p->arena, b->p->nodes[picks[k].primary_id].path, b->p->nodes[oid].path,
+					s->name);
 				if (!path) {
 					rc = CKPT_ENOMEM;
 					break;
@@ -179,18 +279,10 @@ static int add_slots(builder *b, int oid, size_t nbfs)
 				b->p->nodes[sid].slot_of = picks[k].primary_id;
 				b->p->nodes[sid].slot = s;
 			}
-			ckpt_og_node *gn = &b->p->graph->nodes[oid];
-			ckpt_og_slot *ns = ckpt__realloc(gn->slots, (gn->nslots + 1) * sizeof(*ns));
-			if (!ns) {
-				rc = CKPT_ENOMEM;
-				break;
-			}
-			gn->slots = ns;
 			ckpt_og_slot *r = &gn->slots[gn->nslots++];
 			r->original_variable_node_id = picks[k].primary_id;
 			r->slot_variable_node_id = sid;
-			if (!(r->slot_name = ckpt__strdup(s->name)))
-				rc = CKPT_ENOMEM;
+			r->slot_name = s->name;
 		}
 	}
 	ckpt__free(picks);
@@ -201,7 +293,7 @@ static int add_slots(builder *b, int oid, size_t nbfs)
 static int build(builder *b, ckpt_object *root)
 {
 	ckpt__plan *p = b->p;
-	char *rp = ckpt__strdup("");
+	char *rp = arena_strdup(&p->arena, "");
 	if (!rp)
 		return CKPT_ENOMEM;
 	int id;
@@ -216,7 +308,7 @@ static int build(builder *b, ckpt_object *root)
 			if (p->nodes[i].depth + 1 > CKPT_MAX_OBJECT_GRAPH_DEPTH)
 				return ckpt__fail(CKPT_ELIMIT, NULL, o->edges[e].name, -1,
 					"object tree deeper than %d levels (at '%s')", CKPT_MAX_OBJECT_GRAPH_DEPTH, p->nodes[i].path);
-			char *path = child_path(p->nodes[i].path, o->edges[e].name);
+			char *path = child_path(&p->arena, p->nodes[i].path, o->edges[e].name);
 			if (!path)
 				return CKPT_ENOMEM;
 			CKPT_TRY(add_node(b, c, path, &id));
@@ -239,17 +331,16 @@ static int build(builder *b, ckpt_object *root)
 		gn->has_checkpoint_values = -1;
 		ckpt_object *o = p->nodes[i].obj;
 		if (o->nedges) {
-			gn->children = ckpt__calloc(o->nedges, sizeof(*gn->children));
+			gn->children = arena_calloc(&p->arena, o->nedges, sizeof(*gn->children));
 			if (!gn->children)
 				return CKPT_ENOMEM;
 			for (size_t e = 0; e < o->nedges; e++) {
 				ckpt_og_child *c = &gn->children[gn->nchildren++];
 				c->node_id = ckpt__ptrmap_get(&b->ids, node_key(o->edges[e].child));
-				if (!(c->local_name = ckpt__strdup(o->edges[e].name)))
-					return CKPT_ENOMEM;
+				c->local_name = o->edges[e].name;
 			}
 		}
-		CKPT_TRY(fill_attrs(gn, o, p->nodes[i].path));
+		CKPT_TRY(fill_attrs(&p->arena, gn, o, p->nodes[i].path));
 	}
 	for (size_t i = 0; i < nbfs; i++) {
 		if (!p->nodes[i].obj->nslots)
@@ -260,7 +351,7 @@ static int build(builder *b, ckpt_object *root)
 			ckpt_og_node *gn = &p->graph->nodes[k];
 			gn->has_checkpoint_values = -1;
 			p->graph->nnodes = k + 1;
-			CKPT_TRY(fill_attrs(gn, p->nodes[k].obj, p->nodes[k].path));
+			CKPT_TRY(fill_attrs(&p->arena, gn, p->nodes[k].obj, p->nodes[k].path));
 		}
 	}
 	return CKPT_OK;
@@ -284,10 +375,10 @@ int ckpt_checkpoint_object_graph(ckpt_object_graph **out, ckpt_checkpoint *ck)
 	*out = NULL;
 	ckpt__plan p;
 	CKPT_TRY(ckpt__plan_build(&p, ck->root));
-	*out = p.graph;
-	p.graph = NULL;
+	/* the plan's graph borrows from the tree and its arena: the caller gets a deep copy */
+	int rc = ckpt_object_graph_copy(out, p.graph);
 	ckpt__plan_free(&p);
-	return CKPT_OK;
+	return rc;
 }
 
 /* ---- enumeration ---- */
@@ -295,8 +386,7 @@ int ckpt_checkpoint_object_graph(ckpt_object_graph **out, ckpt_checkpoint *ck)
 struct ckpt_tracked_list {
 	size_t n;
 	ckpt_tracked_variable *v;
-	char **strings;      /* keys and paths owned by the list */
-	size_t nstrings;
+	ckpt__arena strings; /* keys and paths: the plan's, taken over */
 };
 
 int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ck)
@@ -310,28 +400,20 @@ int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ck)
 	for (size_t i = 0; i < p.n; i++)
 		total += p.nodes[i].obj->nattrs;
 	ckpt_tracked_list *l = ckpt__calloc(1, sizeof(*l));
-	int rc = CKPT_ENOMEM;
-	if (!l)
-		goto done;
-	l->v = ckpt__calloc(total ? total : 1, sizeof(*l->v));
-	l->strings = ckpt__calloc(total * 2 + 1, sizeof(char *));
-	if (!l->v || !l->strings)
-		goto done;
+	if (l)
+		l->v = ckpt__calloc(total ? total : 1, sizeof(*l->v));
+	if (!l || !l->v) {
+		ckpt__free(l);
+		ckpt__plan_free(&p);
+		return CKPT_ENOMEM;
+	}
 	for (size_t i = 0; i < p.n; i++) {
 		const ckpt_og_node *gn = &p.graph->nodes[i];
 		ckpt_object *o = p.nodes[i].obj;
 		for (size_t a = 0; a < o->nattrs; a++) {
 			ckpt_tracked_variable *t = &l->v[l->n++];
-			char *key = ckpt__strdup(gn->attrs[a].checkpoint_key);
-			char *path = o->is_var_node ? ckpt__strdup(p.nodes[i].path) : ckpt__strdup(key);
-			if (key)
-				l->strings[l->nstrings++] = key;
-			if (path)
-				l->strings[l->nstrings++] = path;
-			if (!key || !path)
-				goto done;
-			t->key = key;
-			t->path = path;
+			t->key = gn->attrs[a].checkpoint_key;
+			t->path = o->is_var_node ? p.nodes[i].path : t->key;
 			t->variable = o->attrs[a].var;
 			t->full_name = ckpt_variable_name(t->variable);
 			t->source_key = o->source_key;
@@ -342,13 +424,11 @@ int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ck)
 			}
 		}
 	}
-	rc = CKPT_OK;
-	*out = l;
-	l = NULL;
-done:
-	ckpt_tracked_list_free(l);
+	l->strings = p.arena;
+	p.arena.head = NULL;
 	ckpt__plan_free(&p);
-	return rc;
+	*out = l;
+	return CKPT_OK;
 }
 
 size_t ckpt_tracked_list_count(const ckpt_tracked_list *l)
@@ -365,9 +445,7 @@ void ckpt_tracked_list_free(ckpt_tracked_list *l)
 {
 	if (!l)
 		return;
-	for (size_t i = 0; i < l->nstrings; i++)
-		ckpt__free(l->strings[i]);
-	ckpt__free(l->strings);
+	ckpt__arena_free(&l->strings);
 	ckpt__free(l->v);
 	ckpt__free(l);
 }

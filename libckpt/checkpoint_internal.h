@@ -139,7 +139,18 @@ int ckpt__slot_create(ckpt_variable **out, ckpt_object **node, ckpt_object *opt,
 	const char *slot_name, const char *var_name, const ckpt_variable_options *o);
 int ckpt__check_not_replica(const char *what);
 
-/* checkpoint_graph.c: the object graph save would write */
+/* checkpoint_graph.c: bump allocator (chunks freed together) */
+typedef struct ckpt__arena {
+	struct ckpt__arena_chunk *head;
+} ckpt__arena;
+void ckpt__arena_free(ckpt__arena *a);
+
+/*
+ * checkpoint_graph.c: the object graph save would write. The graph's strings
+ * and arrays live in `arena` or point into the live tree (names of edges,
+ * attributes and variables): free it with ckpt__plan_free only, and do not
+ * change the tree while a plan is in use.
+ */
 typedef struct ckpt__plan_node {
 	ckpt_object *obj;
 	char *path;
@@ -151,6 +162,7 @@ typedef struct ckpt__plan {
 	size_t n;
 	ckpt__plan_node *nodes;
 	ckpt_object_graph *graph;
+	ckpt__arena arena;
 } ckpt__plan;
 int ckpt__plan_build(ckpt__plan *p, ckpt_object *root);
 void ckpt__plan_free(ckpt__plan *p);
