@@ -8,10 +8,24 @@
  * "keras-h5-legacy-weights", "keras-weights-h5") and writes two:
  *   "keras-h5"      legacy full-model layout (model_weights + optimizer_weights)
  *   "keras-weights" Keras 3 .weights.h5 layout (layers/<key>/vars/N)
- * Writing builds the file in memory (HDF5 core driver) and commits it with
- * ckpt_vfs_write_atomic: temporary sibling, fsync, rename.
+ * Reading: on the POSIX VFS the file is mapped read-only and HDF5 parses its
+ * metadata from the mapping (keras_h5_read.c), data is read with pread
+ * straight into the caller's buffer; on other VFS the whole file is read
+ * into memory first.
+ * Writing: on the POSIX VFS each tensor goes into a temporary sibling
+ * ("<path>.tempstate<pid>_<time>_<n>", HDF5 sec2 driver) when it is added;
+ * commit lays out names and attributes, closes it, fsyncs it (unless
+ * no_fsync) and renames it into place. Other VFS: built in memory (core
+ * driver) and committed with ckpt_vfs_write_atomic. A failed or abandoned
+ * save leaves the previous file as it was.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include "formats/keras_h5/h5_safe.h"
 #include "formats/keras_h5/keras_h5.h"
 
@@ -24,13 +38,48 @@ static int kh5_bid(ckpt_vfs *vfs, const char *path, const unsigned char *head, s
 	return -1;
 }
 
+/*
+ * A regular file of the POSIX VFS, mapped read-only: 1 = attached (or failed
+ * with the error set: *rc), 0 = not such a file, use the in-memory path.
+ */
+static int open_mapped(ckpt_reader *r, int *rc)
+{
+	struct stat st;
+	void *map;
+	int fd;
+	if (r->vfs != ckpt_vfs_default())
+		return 0;
+	do
+		fd = open(r->user_path, O_RDONLY | O_CLOEXEC);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return 0; /* the VFS path reports the error */
+	/* Empty or tiny files, devices, pipes: the in-memory path (and its messages). */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 64 || (uint64_t)st.st_size > SIZE_MAX) {
+		close(fd);
+		return 0;
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED) {
+		close(fd);
+		return 0;
+	}
+	/* HDF5 touches metadata here and there: no readahead of the data around it. */
+	madvise(map, (size_t)st.st_size, MADV_RANDOM);
+	*rc = ckpt__keras_h5_attach_file(r, fd, map, (size_t)st.st_size);
+	return 1;
+}
+
 static int kh5_open(ckpt_reader *r)
 {
 	void *buf = NULL;
 	size_t n = 0;
+	int rc;
 	uint64_t max = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
 	if (!r->path && !(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
+	if (open_mapped(r, &rc))
+		return rc;
 	/* Whole file into memory, then an HDF5 file image: every byte goes through the VFS. */
 	CKPT_TRY(ckpt_vfs_read_all(r->vfs, r->user_path, max, &buf, &n));
 	return ckpt__keras_h5_attach(r, buf, n, NULL, 0);
@@ -39,23 +88,40 @@ static int kh5_open(ckpt_reader *r)
 /* ---- writer ---- */
 
 typedef struct kw_state {
-	ckpt__keras_wtensor *v;
-	size_t n, cap;
+	ckpt__keras_h5w *b;
 	int layout;
+	char *tmp;          /* temporary sibling (POSIX VFS), removed unless renamed into place */
+	int renamed;        /* tmp no longer exists under its name */
 } kw_state;
 
-static void kw_free(kw_state *s)
+/* Remove the temporary file, keeping the error a failed save reported. */
+static void kw_remove_tmp(ckpt_writer *w, kw_state *s)
+{
+	ckpt__error_slot slot = { 0 };
+	if (!s->tmp || s->renamed)
+		return;
+	ckpt__error_capture(&slot);
+	w->vfs->methods->remove(w->vfs, s->tmp);
+	ckpt__error_raise(&slot);
+	ckpt__error_slot_clear(&slot);
+	s->renamed = 1; /* gone either way: nothing left to remove */
+}
+
+static void kw_free(ckpt_writer *w, kw_state *s)
 {
 	if (!s)
 		return;
-	ckpt__keras_wlist_free(s->v, s->n);
+	ckpt__keras_h5w_free(s->b);
+	kw_remove_tmp(w, s);
+	ckpt__free(s->tmp);
 	ckpt__free(s);
 }
 
 static int kw_open(ckpt_writer *w)
 {
+	static _Thread_local unsigned seq;
 	kw_state *s;
-	int layout;
+	int layout, rc;
 	if (strcmp(w->format_name, "keras-h5") == 0)
 		layout = CKPT_KERAS_LEGACY;
 	else if (strcmp(w->format_name, "keras-weights") == 0)
@@ -66,7 +132,34 @@ static int kw_open(ckpt_writer *w)
 	if (!s)
 		return CKPT_ENOMEM;
 	s->layout = layout;
+	if (w->vfs == ckpt_vfs_default() &&
+		!(s->tmp = ckpt__asprintf("%s.tempstate%ld_%u_%u", w->path, (long)getpid(), (unsigned)time(NULL), ++seq))) {
+		kw_free(w, s);
+		return CKPT_ENOMEM;
+	}
+	rc = ckpt__keras_h5w_open(&s->b, w, layout, s->tmp);
+	if (rc < 0) {
+		kw_free(w, s);
+		return rc;
+	}
 	w->state = s;
+	return CKPT_OK;
+}
+
+/* The checks of every added tensor (shared with the archive writer). */
+int ckpt__keras_check_tensor(const char *name, const ckpt_tensor *t)
+{
+	uint64_t need;
+	if (t->dtype == CKPT_DT_STRING || t->dtype == CKPT_DT_COMPLEX64 || t->dtype == CKPT_DT_COMPLEX128 ||
+		!ckpt_dtype_valid((int)t->dtype))
+		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1, "Keras HDF5 files cannot hold %s tensors", ckpt_dtype_name(t->dtype));
+	if (ckpt_shape_nbytes(&t->shape, t->dtype, &need) < 0)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "shape overflows a 64-bit byte count");
+	if (need != t->nbytes)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "tensor holds %llu bytes, its shape needs %llu",
+			(unsigned long long)t->nbytes, (unsigned long long)need);
+	if (need && !t->data)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "tensor of %llu bytes has no data", (unsigned long long)need);
 	return CKPT_OK;
 }
 
@@ -80,14 +173,12 @@ void ckpt__keras_wlist_free(ckpt__keras_wtensor *v, size_t n)
 	ckpt__free(v);
 }
 
-/* Shared with the archive writer: keep a private copy of every tensor added. */
+/* The archive writer's list: a private copy of every tensor added. */
 int ckpt__keras_wlist_add(ckpt__keras_wtensor **v, size_t *n, size_t *cap, const char *name, const ckpt_tensor *t)
 {
 	ckpt_tensor *c;
 	size_t i;
-	if (t->dtype == CKPT_DT_STRING || t->dtype == CKPT_DT_COMPLEX64 || t->dtype == CKPT_DT_COMPLEX128 ||
-		!ckpt_dtype_valid((int)t->dtype))
-		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1, "Keras HDF5 files cannot hold %s tensors", ckpt_dtype_name(t->dtype));
+	CKPT_TRY(ckpt__keras_check_tensor(name, t));
 	for (i = 0; i < *n; i++)
 		if (strcmp((*v)[i].name, name) == 0)
 			return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "tensor '%s' added twice", name);
@@ -100,11 +191,6 @@ int ckpt__keras_wlist_add(ckpt__keras_wtensor **v, size_t *n, size_t *cap, const
 		*cap = nc;
 	}
 	CKPT_TRY(ckpt_tensor_new(&c, t->dtype, &t->shape));
-	if (c->nbytes != t->nbytes) {
-		ckpt_tensor_free(c);
-		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "tensor holds %llu bytes, its shape needs %llu",
-			(unsigned long long)t->nbytes, (unsigned long long)c->nbytes);
-	}
 	if (c->nbytes)
 		memcpy(c->data, t->data, (size_t)c->nbytes);
 	(*v)[*n].name = ckpt__strdup(name);
@@ -121,7 +207,7 @@ static int kw_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int sh
 {
 	kw_state *s = w->state;
 	(void)shard;
-	return ckpt__keras_wlist_add(&s->v, &s->n, &s->cap, name, t);
+	return ckpt__keras_h5w_add(s->b, name, t);
 }
 
 static int kw_commit(ckpt_writer *w)
@@ -130,15 +216,41 @@ static int kw_commit(ckpt_writer *w)
 	void *img = NULL;
 	size_t len = 0;
 	int rc;
-	CKPT_TRY(ckpt__keras_h5_build(w, s->layout, s->v, s->n, &img, &len));
-	rc = ckpt_vfs_write_atomic(w->vfs, w->path, img, len, !w->opts.no_fsync);
-	ckpt__free(img);
+	if (!s->tmp) {
+		CKPT_TRY(ckpt__keras_h5w_finish(s->b, &img, &len));
+		rc = ckpt_vfs_write_atomic(w->vfs, w->path, img, len, !w->opts.no_fsync);
+		ckpt__free(img);
+		return rc;
+	}
+	rc = ckpt__keras_h5w_finish(s->b, NULL, NULL);
+	if (rc >= 0 && !w->opts.no_fsync) {
+		ckpt_io *io;
+		rc = ckpt_vfs_open(w->vfs, s->tmp, CKPT_IO_READ, &io);
+		if (rc >= 0) {
+			int crc;
+			rc = ckpt_io_sync(io);
+			crc = ckpt_io_close(io);
+			if (rc >= 0)
+				rc = crc;
+		}
+	}
+	if (rc >= 0)
+		rc = ckpt_vfs_rename(w->vfs, s->tmp, w->path);
+	if (rc >= 0)
+		s->renamed = 1;
+	if (rc >= 0 && !w->opts.no_fsync) {
+		char *dir = ckpt__path_dir(w->path);
+		rc = dir ? ckpt_vfs_sync_dir(w->vfs, dir) : CKPT_ENOMEM;
+		ckpt__free(dir);
+	}
+	if (rc < 0)
+		kw_remove_tmp(w, s);
 	return rc;
 }
 
 static void kw_close(ckpt_writer *w)
 {
-	kw_free(w->state);
+	kw_free(w, w->state);
 	w->state = NULL;
 }
 

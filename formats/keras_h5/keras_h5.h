@@ -68,13 +68,41 @@ int ckpt__keras_config_warnings(const char *json_text, char **out);
  * the mapping.
  */
 int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *config_json, int from_archive);
+/**
+ * Same for a regular file of the POSIX VFS: `map` is a read-only mapping of
+ * all `n` bytes of open file `fd` (HDF5 parses the metadata from it; only the
+ * pages it touches are read), and contiguous datasets stored as they are read
+ * with pread(fd) straight into the caller's buffer. Takes ownership of both.
+ */
+int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n);
 int ckpt__keras_h5_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
 int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
 void ckpt__keras_h5_close(ckpt_reader *r);
 
 /**
+ * A Keras HDF5 file being written: every tensor's data goes into the file when
+ * it is added (from the caller's buffer, no copy kept), as an anonymous
+ * dataset; names, groups and attributes are laid out at finish, when all
+ * names, the object graph and the metadata are known.
+ */
+typedef struct ckpt__keras_h5w ckpt__keras_h5w;
+/** Start a file in the legacy (CKPT_KERAS_LEGACY) or Keras 3 layout: at `file` (sec2 driver; must not exist) or, file NULL, in memory. */
+int ckpt__keras_h5w_open(ckpt__keras_h5w **out, const ckpt_writer *w, int layout, const char *file);
+/** Write `t` now, to be linked under the dataset path `name` maps to (duplicates and strings rejected). */
+int ckpt__keras_h5w_add(ckpt__keras_h5w *b, const char *name, const ckpt_tensor *t);
+/**
+ * Lay out the file and close it (once; the builder is spent afterwards). In
+ * memory, `*image` (ckpt__malloc'ed) and `*len` receive the bytes; on disk
+ * they may be NULL.
+ */
+int ckpt__keras_h5w_finish(ckpt__keras_h5w *b, void **image, size_t *len);
+/** Close without laying out (the caller removes an on-disk file). NULL ok. */
+void ckpt__keras_h5w_free(ckpt__keras_h5w *b);
+
+/**
  * Build the HDF5 image of a writer's tensors in the legacy ("keras-h5") or
- * Keras 3 ("keras-weights") layout. `*image` is ckpt__malloc'ed.
+ * Keras 3 ("keras-weights") layout. `*image` is ckpt__malloc'ed. (The .keras
+ * archive writer's path: it keeps copies; ckpt__keras_h5w avoids them.)
  */
 typedef struct ckpt__keras_wtensor {
 	char *name;           /* as added */
@@ -85,6 +113,8 @@ int ckpt__keras_wlist_add(ckpt__keras_wtensor **v, size_t *n, size_t *cap, const
 void ckpt__keras_wlist_free(ckpt__keras_wtensor *v, size_t n);
 int ckpt__keras_h5_build(const ckpt_writer *w, int layout, const ckpt__keras_wtensor *v, size_t n,
 	void **image, size_t *len);
+/** The checks every added tensor passes: storable dtype, data size matching the shape. */
+int ckpt__keras_check_tensor(const char *name, const ckpt_tensor *t);
 
 /** Natural order of names: "dense_2" < "dense_10" (digit runs compared as numbers). */
 int ckpt__keras_natcmp(const char *a, const char *b);

@@ -1,7 +1,13 @@
 /*
- * Reading Keras HDF5 files (keras.md §1-§4). The whole file is read through
- * the VFS into memory and opened as an HDF5 file image, so the memory VFS
- * and the .keras archive (whose member is not aligned for HDF5) work alike.
+ * Reading Keras HDF5 files (keras.md §1-§4). HDF5 always opens a file image
+ * (h5_safe.c resolves variable-length strings in it, bounds-checked): on the
+ * POSIX VFS a read-only mapping of the file, so only the metadata pages HDF5
+ * touches are read; elsewhere (memory VFS, faulty VFS, a .keras member) the
+ * whole file read into memory. Contiguous datasets stored exactly as they are
+ * in memory (little-endian, or raw bytes) of a mapped file are read with
+ * pread straight into the caller's buffer, at the offset and size that
+ * ckpt__h5_dataset_info checked against the file size: no HDF5 call, no lock.
+ * Everything else goes through H5Dread on the image.
  *
  * Layouts, classified from the root:
  *   legacy full model   root@model_config or /model_weights
@@ -13,8 +19,11 @@
  * Order comes from the name attributes (legacy) or the parsed integers N
  * (Keras 3), never from HDF5 iteration order.
  */
+#include <errno.h>
 #include <string.h>
 #include <stdlib.h>
+#include <unistd.h>
+#include <sys/mman.h>
 #include <jansson.h>
 #include "formats/keras_h5/h5_safe.h"
 #include "formats/keras_h5/keras_h5.h"
@@ -25,12 +34,14 @@ typedef struct kh5_var {
 	char *weight;    /* legacy weight name */
 	char *vname;     /* v3 vars@name */
 	int kind, index;
+	int direct;      /* contiguous, stored as in memory: pread at info.offset */
 	ckpt__h5_dsinfo info;
 } kh5_var;
 
 typedef struct kh5_state {
-	void *image;
+	void *image;        /* ckpt__malloc'ed, or the mapping of fd */
 	size_t image_len;
+	int fd;             /* mapped file, or -1 */
 	hid_t file;
 	int layout;
 	kh5_var *v;
@@ -56,12 +67,17 @@ static void state_free(kh5_state *s)
 	}
 	ckpt__free(s->v);
 	ckpt__free(s->infos);
-	ckpt__free(s->image);
+	if (s->fd >= 0) {
+		munmap(s->image, s->image_len);
+		close(s->fd);
+	} else {
+		ckpt__free(s->image);
+	}
 	ckpt__free(s);
 }
 
 static int add_var(kh5_state *s, char *path, const char *layer, const char *weight, const char *vname,
-	int kind, int index, const ckpt__h5_dsinfo *info)
+	int kind, int index, const ckpt__h5_dsinfo *info, int direct)
 {
 	kh5_var *x;
 	if (s->nv >= CKPT_MAX_VARIABLES) {
@@ -83,6 +99,7 @@ static int add_var(kh5_state *s, char *path, const char *layer, const char *weig
 	x->path = path;
 	x->kind = kind;
 	x->index = index;
+	x->direct = direct;
 	x->info = *info;
 	if ((layer && !(x->layer = ckpt__strdup(layer))) || (weight && !(x->weight = ckpt__strdup(weight))) ||
 		(vname && !(x->vname = ckpt__strdup(vname)))) {
@@ -102,18 +119,24 @@ static int take_dataset(kh5_state *s, char *rel, const char *layer, const char *
 {
 	hid_t ds;
 	ckpt__h5_dsinfo info;
-	int rc = ckpt__h5_open(s->file, rel, CKPT_H5_DATASET, s->path, &ds);
+	int direct = 0, rc = ckpt__h5_open(s->file, rel, CKPT_H5_DATASET, s->path, &ds);
 	if (rc < 0) {
 		ckpt__free(rel);
 		return rc;
 	}
 	rc = ckpt__h5_dataset_info(ds, s->path, rel, s->image_len, s->budget, &info);
+	if (rc >= 0 && s->fd >= 0 && info.offset >= 0 && info.nbytes > 0) {
+		/* Bytes as stored = bytes in memory when read raw, or for little-endian (or 1-byte) numbers. */
+		hid_t ft = H5Dget_type(ds);
+		direct = info.raw || (ft >= 0 && (H5Tget_order(ft) == H5T_ORDER_LE || H5Tget_size(ft) == 1));
+		ckpt__h5_close(ft);
+	}
 	ckpt__h5_close(ds);
 	if (rc < 0) {
 		ckpt__free(rel);
 		return rc;
 	}
-	return add_var(s, rel, layer, weight, vname, kind, index, &info);
+	return add_var(s, rel, layer, weight, vname, kind, index, &info, direct);
 }
 
 static char *join3(const char *a, const char *b, const char *c)
@@ -443,37 +466,61 @@ static int check_duplicates(kh5_state *s)
 	return rc;
 }
 
-static int attach_locked(ckpt_reader *r, void *image, size_t n, const char *config_json, int from_archive);
+static int attach_locked(ckpt_reader *r, kh5_state *s, const char *config_json, int from_archive);
+
+static kh5_state *state_new(ckpt_reader *r, void *image, size_t n, int fd)
+{
+	kh5_state *s = ckpt__calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->image = image;
+	s->image_len = n;
+	s->fd = fd;
+	s->file = -1;
+	s->path = r->path ? r->path : r->user_path;
+	s->r = r;
+	s->budget = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
+	return s;
+}
 
 int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *config_json, int from_archive)
 {
-	int rc;
-	ckpt__h5_lock();
-	rc = attach_locked(r, image, n, config_json, from_archive);
-	ckpt__h5_unlock();
-	return rc;
-}
-
-static int attach_locked(ckpt_reader *r, void *image, size_t n, const char *config_json, int from_archive)
-{
-	kh5_state *s = ckpt__calloc(1, sizeof(*s));
-	ckpt__keras_entry *ents = NULL;
-	ckpt__keras_ctx ctx;
-	char *notes = NULL, *names = NULL;
-	size_t i;
+	kh5_state *s = state_new(r, image, n, -1);
 	int rc;
 	if (!s) {
 		ckpt__free(image);
 		return CKPT_ENOMEM;
 	}
-	s->image = image;
-	s->image_len = n;
-	s->file = -1;
-	s->path = r->path ? r->path : r->user_path;
-	s->r = r;
-	s->budget = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
+	ckpt__h5_lock();
+	rc = attach_locked(r, s, config_json, from_archive);
+	ckpt__h5_unlock();
+	return rc;
+}
+
+int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n)
+{
+	kh5_state *s = state_new(r, map, n, fd);
+	int rc;
+	if (!s) {
+		munmap(map, n);
+		close(fd);
+		return CKPT_ENOMEM;
+	}
+	ckpt__h5_lock();
+	rc = attach_locked(r, s, NULL, 0);
+	ckpt__h5_unlock();
+	return rc;
+}
+
+static int attach_locked(ckpt_reader *r, kh5_state *s, const char *config_json, int from_archive)
+{
+	ckpt__keras_entry *ents = NULL;
+	ckpt__keras_ctx ctx;
+	char *notes = NULL, *names = NULL;
+	size_t i;
+	int rc;
 	r->state = s;
-	CKPT_TRY(ckpt__h5_open_image(&s->file, image, n, s->path));
+	CKPT_TRY(ckpt__h5_open_image(&s->file, s->image, s->image_len, s->path));
 	CKPT_TRY(classify(s, &s->layout));
 	if (from_archive && s->layout != CKPT_KERAS_V3)
 		return ckpt__fail(CKPT_EFORMAT, s->path, "model.weights.h5", -1,
@@ -563,6 +610,31 @@ static int check_index(ckpt_reader *r, size_t i)
 	return CKPT_OK;
 }
 
+/* pread of a checked contiguous extent into the destination (a file that shrank since: EFORMAT). */
+static int read_direct(const kh5_state *s, const kh5_var *x, void *dst)
+{
+	size_t n = (size_t)x->info.nbytes, done = 0;
+	uint64_t off = (uint64_t)x->info.offset;
+	while (done < n) {
+		size_t want = n - done > (1u << 30) ? (1u << 30) : n - done;
+		ssize_t k = pread(s->fd, (char *)dst + done, want, (off_t)(off + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			int rc = ckpt__fail_errno(errno, s->path, "read of %zu bytes at offset %llu failed", n,
+				(unsigned long long)off);
+			ckpt__error_annotate(s->path, x->path);
+			return rc;
+		}
+		if (k == 0)
+			return ckpt__fail(CKPT_EFORMAT, s->path, x->path, (int64_t)(off + done),
+				"truncated: wanted %zu bytes at offset %llu, the file ends first (changed after it was opened?)", n,
+				(unsigned long long)off);
+		done += (size_t)k;
+	}
+	return CKPT_OK;
+}
+
 int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 {
 	kh5_state *s = r->state;
@@ -572,6 +644,8 @@ int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 	if (n != s->v[i].info.nbytes)
 		return ckpt__fail(CKPT_EINVAL, s->path, s->v[i].path, -1, "buffer of %zu bytes, entry has %llu", n,
 			(unsigned long long)s->v[i].info.nbytes);
+	if (s->v[i].direct)
+		return read_direct(s, &s->v[i], dst);
 	ckpt__h5_lock();
 	rc = ckpt__h5_open(s->file, s->v[i].path, CKPT_H5_DATASET, s->path, &ds);
 	if (rc >= 0) {

@@ -10,6 +10,11 @@
  *   weight_names of a weightless layer         float64 SIMPLE(0)
  *   Keras 3 dataset@dtype                      "bfloat16" (VLEN UTF-8) for bfloat16
  *
+ * Data is written when a tensor is added, from the caller's buffer, as an
+ * anonymous contiguous dataset (H5Dcreate_anon); names, groups and the
+ * attributes are laid out at finish (H5Olink), once every name, the object
+ * graph and the metadata are known. No copy of a tensor is kept.
+ *
  * Dataset paths come from the names given to ckpt_writer_add: Keras paths
  * ("model_weights/dense/dense/kernel:0", "layers/dense/vars/0") are used as
  * they are; TensorFlow object-graph keys are mapped through the writer's
@@ -27,13 +32,96 @@
 
 typedef struct wentry {
 	char *path;              /* dataset path */
-	const ckpt_tensor *t;
-	int order;               /* for Keras 3 optimizer ordering */
+	haddr_t addr;            /* object header of the anonymous dataset holding its data */
 } wentry;
 
 static int has_prefix(const char *s, const char *p)
 {
 	return strncmp(s, p, strlen(p)) == 0;
+}
+
+/*
+ * Name -> value, by hash (open addressing, FNV-1a): files with 10,000
+ * tensors must not cost O(n^2) string compares. Keys are borrowed and looked
+ * up by (bytes, length), so prefixes of a path need no copy.
+ */
+typedef struct strmap {
+	const char **k;
+	size_t *kl;
+	uintptr_t *v;
+	size_t cap, n;
+} strmap;
+
+static size_t sm_hash(const char *s, size_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+	size_t i;
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return (size_t)h;
+}
+
+static size_t sm_slot(const strmap *m, const char *s, size_t len)
+{
+	size_t k = sm_hash(s, len) & (m->cap - 1);
+	while (m->k[k] && !(m->kl[k] == len && memcmp(m->k[k], s, len) == 0))
+		k = (k + 1) & (m->cap - 1);
+	return k;
+}
+
+/* The value of key s[0..len), or NULL. */
+static uintptr_t *sm_find(const strmap *m, const char *s, size_t len)
+{
+	size_t k;
+	if (!m->cap)
+		return NULL;
+	k = sm_slot(m, s, len);
+	return m->k[k] ? &m->v[k] : NULL;
+}
+
+/* Add key[0..len) (borrowed; not present yet). */
+static int sm_add(strmap *m, const char *key, size_t len, uintptr_t val)
+{
+	size_t k;
+	if ((m->n + 1) * 2 > m->cap) {
+		strmap g = { NULL, NULL, NULL, m->cap ? m->cap * 2 : 64, 0 };
+		size_t i;
+		g.k = ckpt__calloc(g.cap, sizeof(*g.k));
+		g.kl = ckpt__calloc(g.cap, sizeof(*g.kl));
+		g.v = ckpt__calloc(g.cap, sizeof(*g.v));
+		if (!g.k || !g.kl || !g.v) {
+			ckpt__free(g.k);
+			ckpt__free(g.kl);
+			ckpt__free(g.v);
+			return CKPT_ENOMEM;
+		}
+		for (i = 0; i < m->cap; i++)
+			if (m->k[i]) {
+				k = sm_slot(&g, m->k[i], m->kl[i]);
+				g.k[k] = m->k[i];
+				g.kl[k] = m->kl[i];
+				g.v[k] = m->v[i];
+			}
+		g.n = m->n;
+		ckpt__free(m->k);
+		ckpt__free(m->kl);
+		ckpt__free(m->v);
+		*m = g;
+	}
+	k = sm_slot(m, key, len);
+	m->k[k] = key;
+	m->kl[k] = len;
+	m->v[k] = val;
+	m->n++;
+	return CKPT_OK;
+}
+
+static void sm_free(strmap *m)
+{
+	ckpt__free(m->k);
+	ckpt__free(m->kl);
+	ckpt__free(m->v);
+	memset(m, 0, sizeof(*m));
 }
 
 /* "a/.ATTRIBUTES/VARIABLE_VALUE" -> unescaped object path components joined by '/'. */
@@ -64,16 +152,23 @@ static char *key_object_path(const char *key, int *is_slot, int *is_opt)
 	return out;
 }
 
-static const char *graph_full_name(const ckpt_object_graph *g, const char *key)
+/* checkpoint_key -> full_name of the writer's graph (first attribute with the key wins). */
+static int graph_map(const ckpt_object_graph *g, strmap *m)
 {
 	size_t i, j;
-	if (!g)
-		return NULL;
-	for (i = 0; i < g->nnodes; i++)
-		for (j = 0; j < g->nodes[i].nattrs; j++)
-			if (g->nodes[i].attrs[j].checkpoint_key && strcmp(g->nodes[i].attrs[j].checkpoint_key, key) == 0)
-				return g->nodes[i].attrs[j].full_name;
-	return NULL;
+	for (i = 0; g && i < g->nnodes; i++)
+		for (j = 0; j < g->nodes[i].nattrs; j++) {
+			const char *k = g->nodes[i].attrs[j].checkpoint_key;
+			if (k && !sm_find(m, k, strlen(k)))
+				CKPT_TRY(sm_add(m, k, strlen(k), (uintptr_t)g->nodes[i].attrs[j].full_name));
+		}
+	return CKPT_OK;
+}
+
+static const char *graph_full_name(const strmap *gm, const char *key)
+{
+	uintptr_t *v = sm_find(gm, key, strlen(key));
+	return v ? (const char *)*v : NULL;
 }
 
 static int is_legacy_path(const char *p)
@@ -89,7 +184,7 @@ static int is_v3_path(const char *p)
 }
 
 /* Dataset path for a legacy file. */
-static char *legacy_path(const ckpt_writer *w, const char *name)
+static char *legacy_path(const strmap *gm, const char *name)
 {
 	const char *fn;
 	char *obj, *out, *slash;
@@ -97,9 +192,9 @@ static char *legacy_path(const ckpt_writer *w, const char *name)
 	if (is_legacy_path(name))
 		return ckpt__strdup(name);
 	/* A weights-only dataset path ("<layer>/<weight>"): the same layer group under model_weights. */
-	if (!strstr(name, "/.ATTRIBUTES/") && !graph_full_name(w->graph, name) && strchr(name, '/'))
+	fn = graph_full_name(gm, name);
+	if (!strstr(name, "/.ATTRIBUTES/") && !fn && strchr(name, '/'))
 		return ckpt__asprintf("model_weights/%s", name);
-	fn = graph_full_name(w->graph, name);
 	if (fn && is_legacy_path(fn))
 		return ckpt__strdup(fn);
 	obj = key_object_path(name, &slot, &opt);
@@ -215,29 +310,58 @@ static int list_attr(hid_t obj, const char *name, char **items, size_t n)
 
 /* ---- datasets ---- */
 
-static int write_dataset(hid_t file, const char *path, const ckpt_tensor *t, const char *fpath)
+/*
+ * The data, now, from the caller's buffer: an anonymous contiguous dataset,
+ * no conversion (memory type = file type). An extra reference keeps it when
+ * it is closed (an unlinked object would be deleted); *addr finds it again.
+ */
+static int create_dataset(hid_t file, const char *name, const ckpt_tensor *t, const char *fpath, haddr_t *addr)
 {
-	hid_t ty, sp, lcpl, ds;
+	hid_t ty, sp, ds;
 	hsize_t dims[CKPT_MAX_RANK];
+	H5O_info_t oi;
 	int i, rc = CKPT_OK;
-	CKPT_TRY(ckpt__h5_check_relpath(path, fpath, "dataset path"));
 	CKPT_TRY(ckpt__h5_type_for(t->dtype, &ty));
 	for (i = 0; i < t->shape.rank; i++)
 		dims[i] = (hsize_t)t->shape.dims[i];
 	sp = t->shape.rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(t->shape.rank, dims, NULL);
-	lcpl = H5Pcreate(H5P_LINK_CREATE);
-	H5Pset_create_intermediate_group(lcpl, 1);
-	ds = H5Dcreate2(file, path, ty, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+	ds = sp < 0 ? -1 : H5Dcreate_anon(file, ty, sp, H5P_DEFAULT, H5P_DEFAULT);
 	if (ds < 0)
-		rc = ckpt__fail(CKPT_EINVAL, fpath, path, -1, "HDF5 could not create dataset '%s' (a name used both as group and dataset?)", path);
+		rc = ckpt__fail(CKPT_ERROR, fpath, name, -1, "HDF5 could not create the dataset for '%s'", name);
 	else if (t->nbytes && H5Dwrite(ds, ty, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0)
-		rc = ckpt__fail(CKPT_ERROR, fpath, path, -1, "HDF5 could not write dataset '%s'", path);
+		rc = ckpt__fail(CKPT_EIO, fpath, name, -1, "HDF5 could not write the %llu bytes of '%s'",
+			(unsigned long long)t->nbytes, name);
 	if (rc == CKPT_OK && t->dtype == CKPT_DT_BFLOAT16)
 		rc = str_attr(ds, "dtype", "bfloat16", H5T_CSET_UTF8);
+	if (rc == CKPT_OK && (H5Oget_info2(ds, &oi, H5O_INFO_BASIC) < 0 || H5Oincr_refcount(ds) < 0))
+		rc = ckpt__fail(CKPT_ERROR, fpath, name, -1, "HDF5 could not keep the dataset of '%s'", name);
+	if (rc == CKPT_OK)
+		*addr = oi.addr;
 	ckpt__h5_close(ds);
-	ckpt__h5_close(lcpl);
 	ckpt__h5_close(sp);
 	ckpt__h5_close(ty);
+	return rc;
+}
+
+/*
+ * Give an added dataset its path (groups created on the way). It was kept
+ * alive unlinked by an extra reference (ckpt__keras_h5w_add), dropped here.
+ */
+static int link_dataset(hid_t file, const char *path, haddr_t addr, const char *fpath)
+{
+	hid_t lcpl, ds;
+	int rc = CKPT_OK;
+	CKPT_TRY(ckpt__h5_check_relpath(path, fpath, "dataset path"));
+	ds = H5Oopen_by_addr(file, addr);
+	if (ds < 0)
+		return ckpt__fail(CKPT_ERROR, fpath, path, -1, "HDF5 could not reopen the data of '%s'", path);
+	lcpl = H5Pcreate(H5P_LINK_CREATE);
+	if (lcpl < 0 || H5Pset_create_intermediate_group(lcpl, 1) < 0 || H5Olink(ds, file, path, lcpl, H5P_DEFAULT) < 0)
+		rc = ckpt__fail(CKPT_EINVAL, fpath, path, -1, "HDF5 could not create dataset '%s' (a name used both as group and dataset?)", path);
+	else if (H5Odecr_refcount(ds) < 0)
+		rc = ckpt__fail(CKPT_ERROR, fpath, path, -1, "HDF5 could not update the link count of '%s'", path);
+	ckpt__h5_close(lcpl);
+	ckpt__h5_close(ds);
 	return rc;
 }
 
@@ -246,6 +370,7 @@ static int write_dataset(hid_t file, const char *path, const ckpt_tensor *t, con
 typedef struct strlist {
 	char **v;
 	size_t n, cap;
+	strmap idx;      /* item -> position */
 } strlist;
 
 static int sl_push(strlist *l, const char *s, size_t len)
@@ -260,22 +385,24 @@ static int sl_push(strlist *l, const char *s, size_t len)
 	}
 	if (!(l->v[l->n] = ckpt__strndup(s, len)))
 		return CKPT_ENOMEM;
+	if (!sm_find(&l->idx, s, len) && sm_add(&l->idx, l->v[l->n], len, l->n) < 0) {
+		ckpt__free(l->v[l->n]);
+		return CKPT_ENOMEM;
+	}
 	l->n++;
 	return CKPT_OK;
 }
 
 static int sl_find(const strlist *l, const char *s, size_t len)
 {
-	size_t i;
-	for (i = 0; i < l->n; i++)
-		if (strlen(l->v[i]) == len && strncmp(l->v[i], s, len) == 0)
-			return (int)i;
-	return -1;
+	uintptr_t *v = sm_find(&l->idx, s, len);
+	return v ? (int)*v : -1;
 }
 
 static void sl_free(strlist *l)
 {
 	ckpt__h5_free_strings(l->v, l->n);
+	sm_free(&l->idx);
 	l->v = NULL;
 	l->n = l->cap = 0;
 }
@@ -283,6 +410,7 @@ static void sl_free(strlist *l)
 static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
 {
 	strlist layers = { 0 }, opt = { 0 };
+	size_t *first = NULL, *order = NULL, *group = NULL;
 	const char *kv = ckpt__writer_meta(w, "keras_version"), *be = ckpt__writer_meta(w, "backend");
 	const char *mc = ckpt__writer_meta(w, "model_config"), *tc = ckpt__writer_meta(w, "training_config");
 	const char *ln = ckpt__writer_meta(w, "layer_names");
@@ -351,18 +479,43 @@ static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
 		(kv && (rc = str_attr(mw, "keras_version", kv, H5T_CSET_ASCII)) < 0) ||
 		(rc = list_attr(mw, "layer_names", layers.v, layers.n)) < 0)
 		goto out;
+	/* The entries of each layer group in the order added (counting sort); the last group is top_level_model_weights. */
+	first = ckpt__calloc(layers.n + 3, sizeof(size_t));
+	order = ckpt__calloc(n + 1, sizeof(size_t));
+	group = ckpt__calloc(n + 1, sizeof(size_t));
+	if (!first || !order || !group) {
+		rc = CKPT_ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		const char *l = e[i].path + 14, *s;
+		int k;
+		group[i] = layers.n + 1; /* none */
+		if (!has_prefix(e[i].path, "model_weights/"))
+			continue;
+		s = strchr(l, '/');
+		k = sl_find(&layers, l, (size_t)(s - l));
+		group[i] = k >= 0 ? (size_t)k : (size_t)(s - l) == 23 && strncmp(l, "top_level_model_weights", 23) == 0 ? layers.n : layers.n + 1;
+		first[group[i] + 1]++;
+	}
+	for (j = 1; j <= layers.n + 1; j++)
+		first[j] += first[j - 1];
+	for (i = 0; i < n; i++)
+		if (group[i] <= layers.n)
+			order[first[group[i]]++] = i;
+	for (j = layers.n + 1; j > 0; j--)
+		first[j] = first[j - 1];
+	first[0] = 0;
 	for (j = 0; j <= layers.n && rc >= 0; j++) {
 		const char *lname = j < layers.n ? layers.v[j] : "top_level_model_weights";
 		strlist wn = { 0 };
-		size_t ll = strlen(lname);
+		size_t ll = strlen(lname), q;
 		hid_t lg;
-		for (i = 0; i < n && rc >= 0; i++) {
-			const char *l = e[i].path + 14;
-			if (has_prefix(e[i].path, "model_weights/") && strncmp(l, lname, ll) == 0 && l[ll] == '/') {
-				rc = sl_push(&wn, l + ll + 1, strlen(l + ll + 1));
-				if (rc >= 0)
-					rc = write_dataset(f, e[i].path, e[i].t, w->path);
-			}
+		for (q = first[j]; q < first[j + 1] && rc >= 0; q++) {
+			const char *l = e[order[q]].path + 14;
+			rc = sl_push(&wn, l + ll + 1, strlen(l + ll + 1));
+			if (rc >= 0)
+				rc = link_dataset(f, e[order[q]].path, e[order[q]].addr, w->path);
 		}
 		if (rc >= 0) {
 			/* tf.keras >= 2.7 writes the model's own (normally empty) weight list here. */
@@ -383,7 +536,7 @@ static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
 		if (has_prefix(e[i].path, "optimizer_weights/")) {
 			rc = sl_push(&opt, e[i].path + 18, strlen(e[i].path + 18));
 			if (rc >= 0)
-				rc = write_dataset(f, e[i].path, e[i].t, w->path);
+				rc = link_dataset(f, e[i].path, e[i].addr, w->path);
 		}
 	}
 	if (rc >= 0 && opt.n) {
@@ -394,6 +547,9 @@ static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
 out:
 	ckpt__h5_close(g);
 	ckpt__h5_close(mw);
+	ckpt__free(first);
+	ckpt__free(order);
+	ckpt__free(group);
 	sl_free(&layers);
 	sl_free(&opt);
 	return rc;
@@ -401,37 +557,51 @@ out:
 
 static int build_v3(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
 {
-	size_t i, j;
-	/* Each vars group must hold exactly 0..k-1. */
-	for (i = 0; i < n; i++) {
+	strmap count = { 0 };  /* "<group>" -> entries named "<group>/<no slash>" */
+	size_t i;
+	int rc = CKPT_OK;
+	for (i = 0; i < n && rc >= 0; i++) {
 		const char *v = strrchr(e[i].path, '/');
-		size_t glen = v ? (size_t)(v - e[i].path) : 0, count = 0;
+		uintptr_t *c = v ? sm_find(&count, e[i].path, (size_t)(v - e[i].path)) : NULL;
+		if (c)
+			(*c)++;
+		else if (v)
+			rc = sm_add(&count, e[i].path, (size_t)(v - e[i].path), 1);
+	}
+	/* Each vars group must hold exactly 0..k-1 (paths are distinct: k indices below k). */
+	for (i = 0; i < n && rc >= 0; i++) {
+		const char *v = strrchr(e[i].path, '/');
+		size_t glen = v ? (size_t)(v - e[i].path) : 0, k;
 		long idx;
 		char *endp;
-		if (!v || glen < 4 || strncmp(v - 4, "vars", 4) != 0 || (glen > 4 && v[-5] != '/'))
-			return ckpt__fail(CKPT_EINVAL, w->path, e[i].path, -1, "'%s' is not a Keras 3 path '<...>/vars/<N>'", e[i].path);
+		if (!v || glen < 4 || strncmp(v - 4, "vars", 4) != 0 || (glen > 4 && v[-5] != '/')) {
+			rc = ckpt__fail(CKPT_EINVAL, w->path, e[i].path, -1, "'%s' is not a Keras 3 path '<...>/vars/<N>'", e[i].path);
+			break;
+		}
 		idx = strtol(v + 1, &endp, 10);
-		if (*endp || v[1] < '0' || v[1] > '9' || (v[1] == '0' && v[2]))
-			return ckpt__fail(CKPT_EINVAL, w->path, e[i].path, -1, "'%s': variable index must be a plain integer", e[i].path);
-		for (j = 0; j < n; j++)
-			if (strncmp(e[j].path, e[i].path, glen + 1) == 0 && !strchr(e[j].path + glen + 1, '/'))
-				count++;
-		if (idx < 0 || (size_t)idx >= count)
-			return ckpt__fail(CKPT_EINVAL, w->path, e[i].path, -1,
-				"'%s': index %ld but the group has %zu variables (indices must be 0..%zu)", e[i].path, idx, count, count ? count - 1 : 0);
+		if (*endp || v[1] < '0' || v[1] > '9' || (v[1] == '0' && v[2])) {
+			rc = ckpt__fail(CKPT_EINVAL, w->path, e[i].path, -1, "'%s': variable index must be a plain integer", e[i].path);
+			break;
+		}
+		k = (size_t)*sm_find(&count, e[i].path, glen);
+		if (idx < 0 || (size_t)idx >= k)
+			rc = ckpt__fail(CKPT_EINVAL, w->path, e[i].path, -1,
+				"'%s': index %ld but the group has %zu variables (indices must be 0..%zu)", e[i].path, idx, k, k ? k - 1 : 0);
 	}
+	sm_free(&count);
+	CKPT_TRY(rc);
 	/* Layers first (Keras walks model.layers first), then the rest, in the order given. */
 	for (i = 0; i < n; i++)
 		if (has_prefix(e[i].path, "layers/"))
-			CKPT_TRY(write_dataset(f, e[i].path, e[i].t, w->path));
+			CKPT_TRY(link_dataset(f, e[i].path, e[i].addr, w->path));
 	for (i = 0; i < n; i++)
 		if (!has_prefix(e[i].path, "layers/"))
-			CKPT_TRY(write_dataset(f, e[i].path, e[i].t, w->path));
+			CKPT_TRY(link_dataset(f, e[i].path, e[i].addr, w->path));
 	return CKPT_OK;
 }
 
 /* Keras 3 path for a name that is not one: TF keys via the graph, else by object path. */
-static int v3_paths(const ckpt_writer *w, wentry *e, const ckpt__keras_wtensor *v, size_t n)
+static int v3_paths(wentry *e, const char *const *names, size_t n)
 {
 	strlist groups = { 0 };
 	size_t *counts = NULL, i, opt_count = 0;
@@ -445,7 +615,7 @@ static int v3_paths(const ckpt_writer *w, wentry *e, const ckpt__keras_wtensor *
 		char *obj;
 		if (e[i].path)
 			continue;
-		obj = key_object_path(v[i].name, &slot, &opt);
+		obj = key_object_path(names[i], &slot, &opt);
 		if (!obj) {
 			rc = CKPT_ENOMEM;
 			break;
@@ -464,7 +634,7 @@ static int v3_paths(const ckpt_writer *w, wentry *e, const ckpt__keras_wtensor *
 		char *obj, *last;
 		if (e[i].path)
 			continue;
-		obj = key_object_path(v[i].name, &slot, &opt);
+		obj = key_object_path(names[i], &slot, &opt);
 		if (!obj) {
 			rc = CKPT_ENOMEM;
 			break;
@@ -493,120 +663,267 @@ static int v3_paths(const ckpt_writer *w, wentry *e, const ckpt__keras_wtensor *
 	return rc;
 }
 
-static int build_locked(const ckpt_writer *w, int layout, const ckpt__keras_wtensor *v, size_t n, void **image,
-	size_t *len);
+/* ---- the file being written ---- */
 
-int ckpt__keras_h5_build(const ckpt_writer *w, int layout, const ckpt__keras_wtensor *v, size_t n, void **image,
-	size_t *len)
+typedef struct staged {
+	char *name;             /* as added */
+	int var;                /* 0 for the serialized object graph (remembered, never stored) */
+	haddr_t addr;           /* its anonymous dataset */
+} staged;
+
+struct ckpt__keras_h5w {
+	const ckpt_writer *w;
+	int layout;
+	int in_memory;
+	int broken;             /* an HDF5 write failed: the file is not trusted any more */
+	int spent;              /* finish ran */
+	hid_t file;
+	staged *v;
+	size_t n, cap;
+	strmap names;           /* name -> index in v */
+};
+
+static int h5w_open_locked(ckpt__keras_h5w *b, const char *file)
+{
+	static unsigned seq;
+	char fname[96];
+	hid_t fapl;
+	int ok;
+	ckpt__h5_quiet();
+	fapl = H5Pcreate(H5P_FILE_ACCESS);
+	/* Superblock v0 and old-style groups, as h5py writes by default. */
+	ok = fapl >= 0 && H5Pset_libver_bounds(fapl, H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST) >= 0;
+	if (ok && !file) {
+		/* In memory only (no backing store). */
+		ok = H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0;
+		snprintf(fname, sizeof(fname), "ckpt-keras-%ld-%u.h5", (long)getpid(), ++seq);
+		if (ok)
+			b->file = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+	} else if (ok) {
+		/* sec2: one pwrite per dataset, straight from the caller's buffer. */
+		ok = H5Pset_fapl_sec2(fapl) >= 0;
+		if (ok)
+			b->file = H5Fcreate(file, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+	}
+	ckpt__h5_close(fapl);
+	if (b->file < 0)
+		return ckpt__fail(CKPT_EIO, file ? file : b->w->path, NULL, -1, "HDF5 could not create %s",
+			file ? "the temporary file" : "an in-memory file");
+	return CKPT_OK;
+}
+
+int ckpt__keras_h5w_open(ckpt__keras_h5w **out, const ckpt_writer *w, int layout, const char *file)
+{
+	ckpt__keras_h5w *b = ckpt__calloc(1, sizeof(*b));
+	int rc;
+	*out = NULL;
+	if (!b)
+		return CKPT_ENOMEM;
+	b->w = w;
+	b->layout = layout;
+	b->in_memory = file == NULL;
+	b->file = -1;
+	ckpt__h5_lock();
+	rc = h5w_open_locked(b, file);
+	ckpt__h5_unlock();
+	if (rc < 0) {
+		ckpt__keras_h5w_free(b);
+		return rc;
+	}
+	*out = b;
+	return CKPT_OK;
+}
+
+int ckpt__keras_h5w_add(ckpt__keras_h5w *b, const char *name, const ckpt_tensor *t)
+{
+	staged x = { NULL, 0, HADDR_UNDEF };
+	int rc;
+	if (b->spent)
+		return ckpt__fail(CKPT_EINVAL, b->w->path, name, -1, "the Keras file was already laid out");
+	CKPT_TRY(ckpt__keras_check_tensor(name, t));
+	if (sm_find(&b->names, name, strlen(name)))
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "tensor '%s' added twice", name);
+	if (b->n == b->cap) {
+		size_t nc = b->cap ? b->cap * 2 : 32;
+		staged *nv = ckpt__realloc(b->v, nc * sizeof(*nv));
+		if (!nv)
+			return CKPT_ENOMEM;
+		b->v = nv;
+		b->cap = nc;
+	}
+	if (!(x.name = ckpt__strdup(name)))
+		return CKPT_ENOMEM;
+	if (sm_add(&b->names, x.name, strlen(x.name), b->n) < 0) {
+		ckpt__free(x.name);
+		return CKPT_ENOMEM;
+	}
+	/* The serialized object graph of a bundle is not a variable. */
+	x.var = strcmp(name, CKPT_OBJECT_GRAPH_KEY) != 0;
+	if (x.var) {
+		ckpt__h5_lock();
+		rc = create_dataset(b->file, name, t, b->w->path, &x.addr);
+		ckpt__h5_unlock();
+		if (rc < 0) {
+			/* The name stays known (a retry is "added twice"); the file is not trusted any more. */
+			b->broken = 1;
+			x.var = 0;
+		}
+	} else {
+		rc = CKPT_OK;
+	}
+	b->v[b->n++] = x;
+	return rc;
+}
+
+/* Dataset paths for every variable, checked, in add order. */
+static int lay_out_paths(ckpt__keras_h5w *b, const strmap *gm, wentry *e, size_t *m_out)
+{
+	const ckpt_writer *w = b->w;
+	const char **names = NULL;
+	strmap seen = { 0 };
+	size_t i, m = 0;
+	int rc = CKPT_OK;
+	for (i = 0; i < b->n && rc >= 0; i++) {
+		const char *name = b->v[i].name, *fn;
+		if (!b->v[i].var)
+			continue;
+		e[m].addr = b->v[i].addr;
+		if (b->layout == CKPT_KERAS_LEGACY && is_v3_path(name)) {
+			rc = ckpt__fail(CKPT_EINVAL, w->path, name, -1,
+				"'%s' is a Keras 3 path; the keras-h5 layout needs model_weights/<layer>/<weight> or optimizer_weights/<weight>",
+				name);
+		} else if (b->layout == CKPT_KERAS_LEGACY) {
+			e[m].path = legacy_path(gm, name);
+			if (!e[m].path)
+				rc = CKPT_ENOMEM;
+		} else if (is_v3_path(name)) {
+			if (!(e[m].path = ckpt__strdup(name)))
+				rc = CKPT_ENOMEM;
+		} else if ((fn = graph_full_name(gm, name)) && is_v3_path(fn)) {
+			if (!(e[m].path = ckpt__strdup(fn)))
+				rc = CKPT_ENOMEM;
+		} else if (is_legacy_path(name)) {
+			rc = ckpt__fail(CKPT_EINVAL, w->path, name, -1,
+				"'%s' is a legacy Keras path; the keras-weights layout needs layers/<key>/vars/<N>", name);
+		}
+		m++;
+	}
+	*m_out = m;
+	if (rc >= 0 && b->layout == CKPT_KERAS_V3) {
+		size_t k = 0;
+		names = ckpt__calloc(m + 1, sizeof(*names));
+		if (!names)
+			return CKPT_ENOMEM;
+		for (i = 0; i < b->n; i++)
+			if (b->v[i].var)
+				names[k++] = b->v[i].name;
+		rc = v3_paths(e, names, m);
+		ckpt__free(names);
+	}
+	for (i = 0; rc >= 0 && i < m; i++) {
+		if (sm_find(&seen, e[i].path, strlen(e[i].path)))
+			rc = ckpt__fail(CKPT_EINVAL, w->path, e[i].path, -1, "two tensors map to dataset '%s'", e[i].path);
+		else
+			rc = sm_add(&seen, e[i].path, strlen(e[i].path), i);
+	}
+	sm_free(&seen);
+	return rc;
+}
+
+static int finish_locked(ckpt__keras_h5w *b, void **image, size_t *len)
+{
+	const ckpt_writer *w = b->w;
+	strmap gm = { 0 };
+	wentry *e;
+	size_t i, m = 0;
+	ssize_t sz;
+	int rc;
+	if (b->broken)
+		return ckpt__fail(CKPT_EIO, w->path, NULL, -1, "an earlier write to the Keras file failed");
+	e = ckpt__calloc(b->n + 1, sizeof(*e));
+	if (!e)
+		return CKPT_ENOMEM;
+	rc = graph_map(w->graph, &gm);
+	if (rc >= 0)
+		rc = lay_out_paths(b, &gm, e, &m);
+	if (rc >= 0)
+		rc = b->layout == CKPT_KERAS_LEGACY ? build_legacy(w, b->file, e, m) : build_v3(w, b->file, e, m);
+	for (i = 0; i < b->n; i++)
+		ckpt__free(e[i].path);
+	ckpt__free(e);
+	sm_free(&gm);
+	if (rc < 0)
+		return rc;
+	if (b->in_memory) {
+		if (H5Fflush(b->file, H5F_SCOPE_GLOBAL) < 0 || (sz = H5Fget_file_image(b->file, NULL, 0)) <= 0)
+			return ckpt__fail(CKPT_ERROR, w->path, NULL, -1, "HDF5 could not produce the file image");
+		if (!(*image = ckpt__malloc((size_t)sz)))
+			return CKPT_ENOMEM;
+		if (H5Fget_file_image(b->file, *image, (size_t)sz) != sz) {
+			ckpt__free(*image);
+			*image = NULL;
+			return ckpt__fail(CKPT_ERROR, w->path, NULL, -1, "HDF5 could not copy the file image");
+		}
+		*len = (size_t)sz;
+	}
+	/* The data is in the file already; closing writes the remaining metadata. */
+	rc = H5Fclose(b->file) < 0 ? ckpt__fail(CKPT_EIO, w->path, NULL, -1, "HDF5 could not finish writing the file") : CKPT_OK;
+	b->file = -1;
+	if (rc < 0 && b->in_memory) {
+		ckpt__free(*image);
+		*image = NULL;
+	}
+	return rc;
+}
+
+int ckpt__keras_h5w_finish(ckpt__keras_h5w *b, void **image, size_t *len)
 {
 	int rc;
+	if (image)
+		*image = NULL;
+	if (len)
+		*len = 0;
+	if (b->spent)
+		return ckpt__fail(CKPT_EINVAL, b->w->path, NULL, -1, "the Keras file was already laid out");
+	if (b->in_memory && (!image || !len))
+		return ckpt__fail(CKPT_EINVAL, b->w->path, NULL, -1, "an in-memory Keras file needs somewhere to put its image");
+	b->spent = 1;
 	ckpt__h5_lock();
-	rc = build_locked(w, layout, v, n, image, len);
+	rc = finish_locked(b, image, len);
 	ckpt__h5_unlock();
 	return rc;
 }
 
-static int build_locked(const ckpt_writer *w, int layout, const ckpt__keras_wtensor *v, size_t n, void **image,
+void ckpt__keras_h5w_free(ckpt__keras_h5w *b)
+{
+	size_t i;
+	if (!b)
+		return;
+	if (b->file >= 0) {
+		ckpt__h5_lock();
+		H5Fclose(b->file);
+		ckpt__h5_unlock();
+	}
+	for (i = 0; i < b->n; i++)
+		ckpt__free(b->v[i].name);
+	ckpt__free(b->v);
+	sm_free(&b->names);
+	ckpt__free(b);
+}
+
+int ckpt__keras_h5_build(const ckpt_writer *w, int layout, const ckpt__keras_wtensor *v, size_t n, void **image,
 	size_t *len)
 {
-	static unsigned seq;
-	wentry *e;
-	hid_t fapl = -1, f = -1;
-	char fname[96];
-	size_t i, m = 0;
-	ssize_t sz;
-	int rc = CKPT_OK;
+	ckpt__keras_h5w *b;
+	size_t i;
+	int rc;
 	*image = NULL;
 	*len = 0;
-	ckpt__h5_quiet();
-	e = ckpt__calloc(n + 1, sizeof(*e));
-	if (!e)
-		return CKPT_ENOMEM;
-	for (i = 0; i < n && rc >= 0; i++) {
-		const char *fn;
-		/* The serialized object graph of a bundle is not a variable. */
-		if (strcmp(v[i].name, CKPT_OBJECT_GRAPH_KEY) == 0)
-			continue;
-		e[m].t = v[i].t;
-		if (layout == CKPT_KERAS_LEGACY && is_v3_path(v[i].name)) {
-			rc = ckpt__fail(CKPT_EINVAL, w->path, v[i].name, -1,
-				"'%s' is a Keras 3 path; the keras-h5 layout needs model_weights/<layer>/<weight> or optimizer_weights/<weight>",
-				v[i].name);
-		} else if (layout == CKPT_KERAS_LEGACY) {
-			e[m].path = legacy_path(w, v[i].name);
-			if (!e[m].path)
-				rc = CKPT_ENOMEM;
-		} else if (is_v3_path(v[i].name)) {
-			if (!(e[m].path = ckpt__strdup(v[i].name)))
-				rc = CKPT_ENOMEM;
-		} else if ((fn = graph_full_name(w->graph, v[i].name)) && is_v3_path(fn)) {
-			if (!(e[m].path = ckpt__strdup(fn)))
-				rc = CKPT_ENOMEM;
-		} else if (is_legacy_path(v[i].name)) {
-			rc = ckpt__fail(CKPT_EINVAL, w->path, v[i].name, -1,
-				"'%s' is a legacy Keras path; the keras-weights layout needs layers/<key>/vars/<N>", v[i].name);
-		}
-		m++;
-	}
-	if (rc >= 0 && layout == CKPT_KERAS_V3) {
-		ckpt__keras_wtensor *vv = ckpt__calloc(m + 1, sizeof(*vv));
-		size_t k = 0;
-		if (!vv)
-			rc = CKPT_ENOMEM;
-		for (i = 0; rc >= 0 && i < n; i++)
-			if (strcmp(v[i].name, CKPT_OBJECT_GRAPH_KEY) != 0)
-				vv[k++] = v[i];
-		if (rc >= 0)
-			rc = v3_paths(w, e, vv, m);
-		ckpt__free(vv);
-	}
-	for (i = 0; rc >= 0 && i < m; i++) {
-		size_t j;
-		for (j = 0; j < i; j++)
-			if (strcmp(e[i].path, e[j].path) == 0) {
-				rc = ckpt__fail(CKPT_EINVAL, w->path, e[i].path, -1, "two tensors map to dataset '%s'", e[i].path);
-				break;
-			}
-	}
-	if (rc < 0)
-		goto out;
-	snprintf(fname, sizeof(fname), "ckpt-keras-%ld-%u.h5", (long)getpid(), ++seq);
-	fapl = H5Pcreate(H5P_FILE_ACCESS);
-	/* In memory only (no backing store); superblock v0 and old-style groups as h5py writes by default. */
-	if (fapl < 0 || H5Pset_fapl_core(fapl, 1 << 20, 0) < 0 ||
-		H5Pset_libver_bounds(fapl, H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST) < 0) {
-		rc = ckpt__fail(CKPT_ERROR, w->path, NULL, -1, "HDF5 could not set up an in-memory file");
-		goto out;
-	}
-	f = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-	if (f < 0) {
-		rc = ckpt__fail(CKPT_ERROR, w->path, NULL, -1, "HDF5 could not create an in-memory file");
-		goto out;
-	}
-	rc = layout == CKPT_KERAS_LEGACY ? build_legacy(w, f, e, m) : build_v3(w, f, e, m);
-	if (rc < 0)
-		goto out;
-	if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0 || (sz = H5Fget_file_image(f, NULL, 0)) <= 0) {
-		rc = ckpt__fail(CKPT_ERROR, w->path, NULL, -1, "HDF5 could not produce the file image");
-		goto out;
-	}
-	*image = ckpt__malloc((size_t)sz);
-	if (!*image) {
-		rc = CKPT_ENOMEM;
-		goto out;
-	}
-	if (H5Fget_file_image(f, *image, (size_t)sz) != sz) {
-		ckpt__free(*image);
-		*image = NULL;
-		rc = ckpt__fail(CKPT_ERROR, w->path, NULL, -1, "HDF5 could not copy the file image");
-		goto out;
-	}
-	*len = (size_t)sz;
-out:
-	ckpt__h5_close(f);
-	ckpt__h5_close(fapl);
-	for (i = 0; i < n; i++)
-		ckpt__free(e[i].path);
-	ckpt__free(e);
+	CKPT_TRY(ckpt__keras_h5w_open(&b, w, layout, NULL));
+	for (i = 0, rc = CKPT_OK; i < n && rc >= 0; i++)
+		rc = ckpt__keras_h5w_add(b, v[i].name, v[i].t);
+	if (rc >= 0)
+		rc = ckpt__keras_h5w_finish(b, image, len);
+	ckpt__keras_h5w_free(b);
 	return rc;
 }
