@@ -52,6 +52,10 @@ char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
 static inline int ckpt__add_u64(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_add_overflow(a, b, out); }
 static inline int ckpt__mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out); }
 
+/* ---- checksums ---- */
+/** crc32c of A || B from crc1 = crc32c(A), crc2 = crc32c(B) and len2 = |B| (ckpt_crc32c_extend's convention). */
+uint32_t ckpt__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+
 /* ---- paths ---- */
 /** dirname into a fresh string ("." when none). */
 char *ckpt__path_dir(const char *path);
