@@ -16,6 +16,7 @@
  * Keys are only ever keys: no key becomes a file path.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -23,7 +24,20 @@
 #include "tensor_bundle.pb-c.h"
 #include "tfb.h"
 
-#define READ_CHUNK (4u << 20) /* crc each chunk right after reading it, while it is in cache */
+/*
+ * The data path. An entry is read (or, for verify, streamed through a small
+ * bounce buffer) in pieces of READ_PIECE bytes, each crc-ed right after it is
+ * read, while it is still in cache. Entries of PAR_MIN_BYTES and more are cut
+ * into chunks that an OpenMP team reads and crc-s at once (pread is
+ * thread-safe); the per-chunk crcs are combined in order.
+ */
+#define READ_PIECE (1u << 20)
+#define BOUNCE_SIZE (1u << 20)
+#define PAR_MIN_BYTES (8u << 20)
+#define PAR_CHUNK_MIN (2u << 20)
+#define PAR_CHUNKS_PER_THREAD 2
+#define PAR_MAX_CHUNKS 256
+#define BOUNCE_POOL 16
 
 typedef struct tfb_reader {
 	char *index_path;
@@ -32,9 +46,11 @@ typedef struct tfb_reader {
 	size_t cap;
 	ckpt_io **io;          /* per shard, opened on first use */
 	uint64_t *size;        /* per shard, valid when io[i] */
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;  /* guards io, size and the bounce pool */
 	ckpt_reader *r;
 	struct tfb_extra *x;   /* parallel to r->vars, same capacity */
+	void *bounce[BOUNCE_POOL]; /* free verify buffers (BOUNCE_SIZE each) */
+	int nbounce;
 } tfb_reader;
 
 /* What the public ckpt_var_info has no room for. */
@@ -598,28 +614,169 @@ static int locate(ckpt_reader *r, size_t i, ckpt_io **io)
 	return CKPT_OK;
 }
 
-/* Read [offset, offset+n) of entry i into dst in chunks, crc-ing each chunk while hot. */
-static int read_verified(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, size_t n)
+/* Entry i's bytes [off, off+len) into dst (or, when dst is NULL, through `bounce`), crc-ed piece by piece. */
+static int read_span(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, unsigned char *bounce,
+	uint64_t off, size_t len, int verify, uint32_t *crc)
 {
 	const ckpt_var_info *v = &r->vars[i];
-	int verify = !r->opts.no_verify;
-	uint32_t crc = 0;
-	for (size_t done = 0; done < n;) {
-		size_t c = n - done < READ_CHUNK ? n - done : READ_CHUNK;
-		int rc = ckpt_io_read_exact(io, dst + done, c, (uint64_t)v->offset + done);
+	uint32_t c = 0;
+	size_t piece = dst ? READ_PIECE : BOUNCE_SIZE;
+	for (size_t done = 0; done < len;) {
+		size_t k = len - done < piece ? len - done : piece;
+		unsigned char *p = dst ? dst + done : bounce;
+		int rc = ckpt_io_read_exact(io, p, k, (uint64_t)v->offset + off + done);
 		if (rc < 0) {
 			ckpt__error_annotate(r->shard_paths[v->shard], v->name);
 			return rc;
 		}
 		if (verify)
-			crc = ckpt_crc32c_extend(crc, dst + done, c);
-		done += c;
+			c = ckpt_crc32c_extend(c, p, k);
+		done += k;
 	}
-	if (verify && crc != v->crc32c)
-		return ckpt__fail(CKPT_ECHECKSUM, r->shard_paths[v->shard], v->name, v->offset,
-			"crc32c mismatch: want 0x%08x, got 0x%08x (%zu bytes at offset %lld)",
-			v->crc32c, crc, n, (long long)v->offset);
+	*crc = c;
 	return CKPT_OK;
+}
+
+static int crc_mismatch(ckpt_reader *r, size_t i, uint32_t got)
+{
+	const ckpt_var_info *v = &r->vars[i];
+	return ckpt__fail(CKPT_ECHECKSUM, r->shard_paths[v->shard], v->name, v->offset,
+		"crc32c mismatch: want 0x%08x, got 0x%08x (%llu bytes at offset %lld)",
+		v->crc32c, got, (unsigned long long)v->nbytes, (long long)v->offset);
+}
+
+/* A verify buffer from the reader's pool (or a new one); NULL with ENOMEM set. */
+static unsigned char *bounce_get(tfb_reader *s)
+{
+	void *b = NULL;
+	pthread_mutex_lock(&s->lock);
+	if (s->nbounce > 0)
+		b = s->bounce[--s->nbounce];
+	pthread_mutex_unlock(&s->lock);
+	return b ? b : ckpt__malloc(BOUNCE_SIZE);
+}
+
+static void bounce_put(tfb_reader *s, unsigned char *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->nbounce < BOUNCE_POOL) {
+		s->bounce[s->nbounce++] = b;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	ckpt__free(b);
+}
+
+/* One parallel pass: chunk k is [k*chunk, min(n, (k+1)*chunk)). */
+typedef struct par_pass {
+	ckpt_reader *r;
+	size_t i;
+	ckpt_io *io;
+	unsigned char *dst;        /* NULL: verify through bounce buffers */
+	size_t n, chunk, nchunks;
+	int verify;
+	atomic_int failed;
+	pthread_mutex_t lock;
+	size_t err_chunk;          /* lowest failing chunk, SIZE_MAX = none */
+	ckpt__error_slot err;
+	uint32_t crc[PAR_MAX_CHUNKS];
+} par_pass;
+
+/* Keep the error of the lowest failing chunk (what a serial read would have reported). */
+static void par_fail(par_pass *p, size_t k)
+{
+	atomic_store(&p->failed, 1);
+	pthread_mutex_lock(&p->lock);
+	if (k < p->err_chunk) {
+		p->err_chunk = k;
+		ckpt__error_capture(&p->err);
+	}
+	pthread_mutex_unlock(&p->lock);
+	ckpt_error_clear(); /* a helper thread keeps no error strings */
+}
+
+static void par_chunk(void *arg, size_t k)
+{
+	par_pass *p = arg;
+	if (atomic_load_explicit(&p->failed, memory_order_relaxed))
+		return;
+	tfb_reader *s = p->r->state;
+	unsigned char *bounce = NULL;
+	if (!p->dst && !(bounce = bounce_get(s))) {
+		par_fail(p, k);
+		return;
+	}
+	size_t a = k * p->chunk, len = p->n - a < p->chunk ? p->n - a : p->chunk;
+	if (read_span(p->r, p->i, p->io, p->dst ? p->dst + a : NULL, bounce, a, len, p->verify, &p->crc[k]) < 0)
+		par_fail(p, k);
+	bounce_put(s, bounce);
+}
+
+/* Read (dst) or verify (dst NULL) entry i of n bytes in chunks on up to `threads` threads. */
+static int par_read(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, size_t n, int threads)
+{
+	par_pass *p = ckpt__malloc(sizeof(*p));
+	if (!p)
+		return CKPT_ENOMEM;
+	memset(p, 0, sizeof(*p));
+	p->r = r;
+	p->i = i;
+	p->io = io;
+	p->dst = dst;
+	p->n = n;
+	p->verify = !r->opts.no_verify;
+	p->err_chunk = SIZE_MAX;
+	atomic_init(&p->failed, 0);
+	pthread_mutex_init(&p->lock, NULL);
+	size_t chunk = n / ((size_t)threads * PAR_CHUNKS_PER_THREAD);
+	if (chunk < PAR_CHUNK_MIN)
+		chunk = PAR_CHUNK_MIN;
+	if (chunk < n / PAR_MAX_CHUNKS + 1)
+		chunk = n / PAR_MAX_CHUNKS + 1;
+	chunk = (chunk + 65535) & ~(size_t)65535; /* page-aligned pieces */
+	p->chunk = chunk;
+	p->nchunks = (n + chunk - 1) / chunk;
+	tfb_par_for(p->nchunks, par_chunk, p);
+	int rc = CKPT_OK;
+	if (p->err_chunk != SIZE_MAX) {
+		rc = ckpt__error_raise(&p->err);
+	} else if (p->verify) {
+		uint32_t crc = p->crc[0];
+		for (size_t k = 1; k < p->nchunks; k++) {
+			size_t len = n - k * chunk < chunk ? n - k * chunk : chunk;
+			crc = ckpt__crc32c_combine(crc, p->crc[k], len);
+		}
+		if (crc != r->vars[i].crc32c)
+			rc = crc_mismatch(r, i, crc);
+	}
+	ckpt__error_slot_clear(&p->err);
+	pthread_mutex_destroy(&p->lock);
+	ckpt__free(p);
+	return rc;
+}
+
+/* Read (dst) or verify (dst NULL) entry i, whose n bytes are located; parallel when it pays. */
+static int read_verified(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, size_t n)
+{
+	tfb_reader *s = r->state;
+	int verify = !r->opts.no_verify;
+	int threads = n >= PAR_MIN_BYTES ? tfb_par_threads() : 1;
+	if (threads > 1)
+		return par_read(r, i, io, dst, n, threads);
+	unsigned char small[4096], *bounce = NULL;
+	if (!dst)
+		bounce = n <= sizeof(small) ? small : bounce_get(s);
+	if (!dst && !bounce)
+		return CKPT_ENOMEM;
+	uint32_t crc = 0;
+	int rc = read_span(r, i, io, dst, bounce, 0, n, verify, &crc);
+	if (bounce != small)
+		bounce_put(s, bounce);
+	if (rc == CKPT_OK && verify && crc != r->vars[i].crc32c)
+		rc = crc_mismatch(r, i, crc);
+	return rc;
 }
 
 int tfb_string_decode(const unsigned char *p, size_t n, uint64_t nelem, ckpt_bytes *elems,
@@ -799,6 +956,35 @@ int tfb_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 	return read_verified(r, i, io, dst, n);
 }
 
+/*
+ * Check entry i's crc without keeping its bytes: streamed through a bounce
+ * buffer (parallel over chunks for big entries). String and partitioned
+ * entries are checked by a full read.
+ */
+int tfb_verify(ckpt_reader *r, size_t i)
+{
+	if (i >= r->nvars)
+		return ckpt__fail(CKPT_EINVAL, r->path, NULL, -1, "entry %zu out of range (%zu entries)", i, r->nvars);
+	const ckpt_var_info *v = &r->vars[i];
+	if (v->nslices || v->dtype == CKPT_DT_STRING) {
+		ckpt_tensor *t = NULL;
+		int rc = tfb_read(r, i, &t);
+		ckpt_tensor_free(t);
+		return rc;
+	}
+	ckpt_io *io = NULL;
+	CKPT_TRY(locate(r, i, &io));
+	if (r->opts.no_verify)
+		return CKPT_OK; /* structure only: locate checked the bounds against the file */
+	if (v->nbytes == 0) {
+		if (v->crc32c != 0)
+			return ckpt__fail(CKPT_ECHECKSUM, r->shard_paths[v->shard], v->name, v->offset,
+				"crc32c mismatch: want 0x%08x, got 0x00000000 (empty tensor)", v->crc32c);
+		return CKPT_OK;
+	}
+	return read_verified(r, i, io, NULL, (size_t)v->nbytes);
+}
+
 static int load_graph(ckpt_reader *r)
 {
 	size_t gi = r->nvars;
@@ -906,6 +1092,8 @@ void tfb_close(ckpt_reader *r)
 	ckpt__free(s->io);
 	ckpt__free(s->size);
 	ckpt__free(s->index_path);
+	for (int i = 0; i < s->nbounce; i++)
+		ckpt__free(s->bounce[i]);
 	pthread_mutex_destroy(&s->lock);
 	ckpt__free(s);
 	r->state = NULL;

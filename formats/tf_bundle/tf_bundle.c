@@ -53,5 +53,5 @@ const ckpt_format ckpt_format_tf_bundle = {
 	tfb_writer_add,
 	tfb_writer_commit,
 	tfb_writer_close,
-	NULL, /* verify: core fallback */
+	tfb_verify,
 };

@@ -122,10 +122,34 @@ int tfb_slices_check(const ckpt_var_info *v, const char *path, uint64_t off);
 void tfb_slice_scatter(unsigned char *dst, const ckpt_shape *full, size_t esize,
 	const int64_t *start, const int64_t *length, const unsigned char *src);
 
+/* ---- helper threads for the data path (par.c) ---- */
+
+typedef void (*tfb_par_fn)(void *arg, size_t k);
+/** A job of n chunks; fields are par.c's. */
+typedef struct tfb_par_job {
+	tfb_par_fn fn;
+	void *arg;
+	size_t n;
+	_Atomic size_t next, done;
+	int users, posted;
+} tfb_par_job;
+/** Threads a parallel pass may use now (1: stay serial, e.g. inside an OpenMP region). */
+int tfb_par_threads(void);
+/**
+ * Post fn(arg, k) for k in [0, n) to the helpers (when idle ones exist) and
+ * return at once; the caller may do other work, then must call finish, which
+ * runs the chunks no helper took and returns when all are done.
+ */
+void tfb_par_start(tfb_par_job *j, size_t n, tfb_par_fn fn, void *arg);
+void tfb_par_finish(tfb_par_job *j);
+/** start + finish. */
+void tfb_par_for(size_t n, tfb_par_fn fn, void *arg);
+
 /* ---- backend entry points (tf_bundle.c builds the vtable from these) ---- */
 int tfb_open(ckpt_reader *r);
 int tfb_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
 int tfb_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
+int tfb_verify(ckpt_reader *r, size_t i);
 void tfb_close(ckpt_reader *r);
 int tfb_writer_open(ckpt_writer *w);
 int tfb_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);
