@@ -23,7 +23,10 @@
 #include "tfb.h"
 
 #define WBUF_SIZE (1u << 20)      /* small tensors are gathered into 1 MiB writes */
-#define CRC_CHUNK (4u << 20)      /* big tensors: crc a chunk, then write it */
+#define CRC_CHUNK (4u << 20)      /* serial: crc a chunk, then write it while it is in cache */
+#define PAR_MIN_BYTES (2u << 20)  /* from here the crc runs on helper threads beside the write */
+#define PAR_CHUNK (1u << 20)
+#define PAR_MAX_CHUNKS 512
 
 typedef struct wentry {
 	char *key;
@@ -96,9 +99,47 @@ static int shard_append(wshard *s, const void *p, size_t n)
 	return CKPT_OK;
 }
 
-/* Fixed-size tensor: crc and write in one pass over the caller's bytes. */
+/* The crc of a big tensor, in chunks that helper threads take while the caller writes. */
+typedef struct crc_pass {
+	const unsigned char *p;
+	size_t n, chunk;
+	uint32_t crc[PAR_MAX_CHUNKS];
+} crc_pass;
+
+static void crc_chunk(void *arg, size_t k)
+{
+	crc_pass *c = arg;
+	size_t a = k * c->chunk, len = c->n - a < c->chunk ? c->n - a : c->chunk;
+	c->crc[k] = ckpt_crc32c_extend(0, c->p + a, len);
+}
+
+/*
+ * Fixed-size tensor. The write does not depend on the crc: for a big tensor
+ * the helpers crc while this thread writes (whatever they have not taken when
+ * the write returns, this thread crcs after it). Otherwise crc and write one
+ * chunk after the other, in one pass over the caller's bytes.
+ */
 static int put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t *crc)
 {
+	if (n >= PAR_MIN_BYTES && n <= SIZE_MAX && tfb_par_threads() > 1) {
+		crc_pass *c = ckpt__malloc(sizeof(*c));
+		if (!c)
+			return CKPT_ENOMEM;
+		c->p = p;
+		c->n = (size_t)n;
+		c->chunk = c->n / PAR_MAX_CHUNKS + 1 > PAR_CHUNK ? c->n / PAR_MAX_CHUNKS + 1 : PAR_CHUNK;
+		tfb_par_job job;
+		size_t nchunks = (c->n + c->chunk - 1) / c->chunk;
+		tfb_par_start(&job, nchunks, crc_chunk, c);
+		int rc = shard_append(s, p, c->n);
+		tfb_par_finish(&job);
+		uint32_t v = c->crc[0];
+		for (size_t k = 1; k < nchunks; k++)
+			v = ckpt__crc32c_combine(v, c->crc[k], c->n - k * c->chunk < c->chunk ? c->n - k * c->chunk : c->chunk);
+		ckpt__free(c);
+		*crc = v;
+		return rc;
+	}
 	uint32_t c = 0;
 	for (uint64_t done = 0; done < n;) {
 		size_t k = n - done < CRC_CHUNK ? (size_t)(n - done) : CRC_CHUNK;
