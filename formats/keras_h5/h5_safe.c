@@ -241,7 +241,7 @@ static int check_dtype(const oh_ctx *c, uint64_t off, size_t len, int depth, siz
 {
 	const unsigned char *p = c->im->buf + off;
 	unsigned ver, cls, bits, i;
-	uint64_t size, sub, nelem;
+	uint64_t size, sub = 0, nelem;
 	size_t pos = 8, u;
 	if (depth > DT_MAX_DEPTH)
 		return oh_fail(c, off, "datatype nested deeper than %d", DT_MAX_DEPTH);
@@ -410,7 +410,7 @@ static int check_attr_msg(const oh_ctx *c, uint64_t off, size_t size)
 	const unsigned char *m = c->im->buf + off;
 	unsigned ver, flags;
 	size_t nl, dl, dsl, pos, dtpos, dspos, used;
-	uint64_t esize, nelem, data;
+	uint64_t esize = 0, nelem = 0, data;
 	if (size < 8)
 		return oh_fail(c, off, "attribute message of %zu bytes", size);
 	ver = m[0];
