@@ -25,7 +25,6 @@
 #include "checkpoint_internal.h"
 
 #define STATE_FILE "checkpoint"
-#define MAX_STATE_BYTES (16u << 20)
 
 struct ckpt_manager {
 	ckpt_checkpoint *ck;
@@ -185,7 +184,7 @@ static int read_state(ckpt_manager *m, int *found)
 	}
 	void *buf = NULL;
 	size_t len = 0;
-	int rc = ckpt_vfs_read_all(m->vfs, path, MAX_STATE_BYTES, &buf, &len);
+	int rc = ckpt_vfs_read_all(m->vfs, path, CKPT_MAX_STATE_FILE_BYTES, &buf, &len);
 	if (rc < 0) {
 		ckpt__free(path);
 		return rc;

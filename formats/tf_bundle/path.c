@@ -97,7 +97,7 @@ static int from_state_file(ckpt_vfs *vfs, const char *dir, const char *state, ch
 {
 	void *buf = NULL;
 	size_t n = 0;
-	CKPT_TRY(ckpt_vfs_read_all(vfs, state, 1u << 20, &buf, &n));
+	CKPT_TRY(ckpt_vfs_read_all(vfs, state, CKPT_MAX_STATE_FILE_BYTES, &buf, &n));
 	char *mp = state_model_path(buf, n, state);
 	ckpt__free(buf);
 	if (!mp)
