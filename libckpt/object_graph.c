@@ -134,7 +134,7 @@ static int convert_node(ckpt_og_node *d, const PbNode *s)
 	return CKPT_OK;
 }
 
-int ckpt_object_graph_parse(ckpt_object_graph **out, const void *buf, size_t n)
+int ckpt__object_graph_parse_pb(ckpt_object_graph **out, const void *buf, size_t n)
 {
 	*out = NULL;
 	if (n > CKPT_MAX_OBJECT_GRAPH_BYTES)
@@ -165,6 +165,302 @@ int ckpt_object_graph_parse(ckpt_object_graph **out, const void *buf, size_t n)
 	}
 	*out = g;
 	return CKPT_OK;
+}
+
+/*
+ * Decoder for the graphs TensorFlow and this library write: straight into
+ * ckpt_og_node (one allocation per string and array) instead of protobuf-c's
+ * unpack and a conversion, which were most of opening a 10,000-variable
+ * checkpoint. It takes only the canonical subset: known fields with their
+ * wire types, singular fields at most once, minimal-form int32 / bool
+ * varints, strings without NUL bytes. Anything else (unknown or repeated
+ * singular fields, groups, odd varints, truncation) returns FALLBACK and the
+ * protobuf-c path decodes it, so unusual input behaves exactly as before.
+ */
+#define FALLBACK 1
+
+typedef struct rd {
+	const unsigned char *p, *end;
+} rd;
+
+static int rd_varint(rd *r, uint64_t *v)
+{
+	uint64_t x = 0;
+	for (int i = 0; i < 10; i++) {
+		if (r->p == r->end)
+			return FALLBACK;
+		unsigned char b = *r->p++;
+		if (i == 9 && b > 1)
+			return FALLBACK;
+		x |= (uint64_t)(b & 0x7f) << (7 * i);
+		if (!(b & 0x80)) {
+			*v = x;
+			return CKPT_OK;
+		}
+	}
+	return FALLBACK;
+}
+
+/* one-byte tag of a known field (fields 1..15) */
+static int rd_tag(rd *r, unsigned *field, unsigned *wire)
+{
+	unsigned char b = *r->p++;
+	if (b & 0x80)
+		return FALLBACK;
+	*field = b >> 3;
+	*wire = b & 7;
+	return *field ? CKPT_OK : FALLBACK;
+}
+
+static int rd_int32(rd *r, int *v)
+{
+	uint64_t x;
+	if (rd_varint(r, &x))
+		return FALLBACK;
+	if (x <= (uint64_t)INT32_MAX) {
+		*v = (int)x;
+		return CKPT_OK;
+	}
+	/* negative: the 10-byte sign extension, nothing else */
+	int64_t sx = (int64_t)x;
+	if (sx < INT32_MIN || sx >= 0)
+		return FALLBACK;
+	*v = (int)sx;
+	return CKPT_OK;
+}
+
+static int rd_bool(rd *r, int *v)
+{
+	uint64_t x;
+	if (rd_varint(r, &x) || x > 1)
+		return FALLBACK;
+	*v = (int)x;
+	return CKPT_OK;
+}
+
+static int rd_len(rd *r, rd *sub)
+{
+	uint64_t l;
+	if (rd_varint(r, &l) || l > (uint64_t)(r->end - r->p))
+		return FALLBACK;
+	sub->p = r->p;
+	sub->end = r->p + l;
+	r->p += l;
+	return CKPT_OK;
+}
+
+/* string field: a new NUL-terminated copy; *dst must be unset */
+static int rd_str(rd *r, char **dst)
+{
+	rd s;
+	if (*dst || rd_len(r, &s))
+		return FALLBACK;
+	size_t l = (size_t)(s.end - s.p);
+	if (l && memchr(s.p, 0, l))
+		return FALLBACK;
+	char *d = ckpt__malloc(l + 1);
+	if (!d)
+		return CKPT_ENOMEM;
+	memcpy(d, s.p, l);
+	d[l] = '\0';
+	*dst = d;
+	return CKPT_OK;
+}
+
+#define RD_TRY(x) do { int rd_rc_ = (x); if (rd_rc_) return rd_rc_; } while (0)
+
+static int rd_child(rd *r, ckpt_og_child *c)
+{
+	int have_id = 0;
+	while (r->p < r->end) {
+		unsigned f, w;
+		RD_TRY(rd_tag(r, &f, &w));
+		if (f == 1 && w == 0 && !have_id) {
+			RD_TRY(rd_int32(r, &c->node_id));
+			have_id = 1;
+		} else if (f == 2 && w == 2) {
+			RD_TRY(rd_str(r, &c->local_name));
+		} else {
+			return FALLBACK;
+		}
+	}
+	return CKPT_OK;
+}
+
+static int rd_attr(rd *r, ckpt_og_attr *a)
+{
+	int have_opt = 0;
+	while (r->p < r->end) {
+		unsigned f, w;
+		RD_TRY(rd_tag(r, &f, &w));
+		if (f == 1 && w == 2)
+			RD_TRY(rd_str(r, &a->name));
+		else if (f == 2 && w == 2)
+			RD_TRY(rd_str(r, &a->full_name));
+		else if (f == 3 && w == 2)
+			RD_TRY(rd_str(r, &a->checkpoint_key));
+		else if (f == 4 && w == 0 && !have_opt) {
+			RD_TRY(rd_bool(r, &a->optional_restore));
+			have_opt = 1;
+		} else
+			return FALLBACK;
+	}
+	return CKPT_OK;
+}
+
+static int rd_slot(rd *r, ckpt_og_slot *s)
+{
+	int have_o = 0, have_s = 0;
+	while (r->p < r->end) {
+		unsigned f, w;
+		RD_TRY(rd_tag(r, &f, &w));
+		if (f == 1 && w == 0 && !have_o) {
+			RD_TRY(rd_int32(r, &s->original_variable_node_id));
+			have_o = 1;
+		} else if (f == 2 && w == 2) {
+			RD_TRY(rd_str(r, &s->slot_name));
+		} else if (f == 3 && w == 0 && !have_s) {
+			RD_TRY(rd_int32(r, &s->slot_variable_node_id));
+			have_s = 1;
+		} else {
+			return FALLBACK;
+		}
+	}
+	return CKPT_OK;
+}
+
+/* missing strings read as "" (protobuf-c's default, copied by convert_node) */
+static int rd_default(char **s)
+{
+	if (!*s && !(*s = ckpt__strdup("")))
+		return CKPT_ENOMEM;
+	return CKPT_OK;
+}
+
+static int rd_node(rd *r, ckpt_og_node *d)
+{
+	/* count first: arrays are allocated once, exactly sized */
+	size_t nc = 0, na = 0, ns = 0;
+	int have_saver = 0, have_hcv = 0;
+	rd scan = *r;
+	while (scan.p < scan.end) {
+		unsigned f, w;
+		rd sub;
+		RD_TRY(rd_tag(&scan, &f, &w));
+		if (w != 2 || f > 5 || rd_len(&scan, &sub))
+			return FALLBACK;
+		nc += f == 1;
+		na += f == 2;
+		ns += f == 3;
+		if ((f == 4 && have_saver++) || (f == 5 && have_hcv++))
+			return FALLBACK;
+	}
+	d->has_checkpoint_values = -1;
+	if (nc && !(d->children = ckpt__calloc(nc, sizeof(*d->children))))
+		return CKPT_ENOMEM;
+	if (na && !(d->attrs = ckpt__calloc(na, sizeof(*d->attrs))))
+		return CKPT_ENOMEM;
+	if (ns && !(d->slots = ckpt__calloc(ns, sizeof(*d->slots))))
+		return CKPT_ENOMEM;
+	while (r->p < r->end) {
+		unsigned f, w;
+		rd sub;
+		RD_TRY(rd_tag(r, &f, &w));
+		RD_TRY(rd_len(r, &sub));
+		if (f == 1) {
+			ckpt_og_child *c = &d->children[d->nchildren++];
+			RD_TRY(rd_child(&sub, c));
+			RD_TRY(rd_default(&c->local_name));
+		} else if (f == 2) {
+			ckpt_og_attr *a = &d->attrs[d->nattrs++];
+			RD_TRY(rd_attr(&sub, a));
+			RD_TRY(rd_default(&a->name));
+			RD_TRY(rd_default(&a->full_name));
+			RD_TRY(rd_default(&a->checkpoint_key));
+		} else if (f == 3) {
+			ckpt_og_slot *s = &d->slots[d->nslots++];
+			RD_TRY(rd_slot(&sub, s));
+			RD_TRY(rd_default(&s->slot_name));
+		} else if (f == 4) {
+			int have_obj = 0;
+			while (sub.p < sub.end) {
+				unsigned sf, sw;
+				RD_TRY(rd_tag(&sub, &sf, &sw));
+				if (sf == 1 && sw == 2) {
+					RD_TRY(rd_str(&sub, &d->registered_saver));
+				} else if (sf == 2 && sw == 2 && !have_obj) {
+					rd skip;
+					RD_TRY(rd_len(&sub, &skip)); /* object_name: not kept */
+					have_obj = 1;
+				} else {
+					return FALLBACK;
+				}
+			}
+			RD_TRY(rd_default(&d->registered_saver));
+		} else {
+			int v = 0, have_v = 0;
+			while (sub.p < sub.end) {
+				unsigned sf, sw;
+				RD_TRY(rd_tag(&sub, &sf, &sw));
+				if (sf != 1 || sw != 0 || have_v++)
+					return FALLBACK;
+				RD_TRY(rd_bool(&sub, &v));
+			}
+			d->has_checkpoint_values = v;
+		}
+	}
+	return CKPT_OK;
+}
+
+/* CKPT_OK, CKPT_ENOMEM, or FALLBACK (input outside the canonical subset) */
+static int parse_fast(ckpt_object_graph **out, const void *buf, size_t n)
+{
+	rd r = { buf, (const unsigned char *)buf + n };
+	size_t nn = 0;
+	for (rd scan = r; scan.p < scan.end;) {
+		unsigned f, w;
+		rd sub;
+		if (rd_tag(&scan, &f, &w) || f != 1 || w != 2 || rd_len(&scan, &sub))
+			return FALLBACK;
+		nn++;
+	}
+	ckpt_object_graph *g = ckpt__calloc(1, sizeof(*g));
+	if (!g)
+		return CKPT_ENOMEM;
+	int rc = CKPT_OK;
+	if (nn && !(g->nodes = ckpt__calloc(nn, sizeof(*g->nodes))))
+		rc = CKPT_ENOMEM;
+	while (rc == CKPT_OK && r.p < r.end) {
+		unsigned f, w;
+		rd sub;
+		rd_tag(&r, &f, &w);
+		rd_len(&r, &sub);
+		rc = rd_node(&sub, &g->nodes[g->nnodes++]);
+	}
+	if (rc != CKPT_OK) {
+		ckpt_object_graph_free(g);
+		return rc;
+	}
+	*out = g;
+	return CKPT_OK;
+}
+
+int ckpt_object_graph_parse(ckpt_object_graph **out, const void *buf, size_t n)
+{
+	*out = NULL;
+	if (n > CKPT_MAX_OBJECT_GRAPH_BYTES)
+		return ckpt__fail(CKPT_ELIMIT, NULL, CKPT_OBJECT_GRAPH_KEY, -1,
+			"object graph of %zu bytes exceeds the %llu-byte cap", n,
+			(unsigned long long)CKPT_MAX_OBJECT_GRAPH_BYTES);
+	ckpt_object_graph *g = NULL;
+	int rc = parse_fast(&g, buf, n);
+	if (rc == FALLBACK)
+		return ckpt__object_graph_parse_pb(out, buf, n);
+	if (rc == CKPT_OK && (rc = ckpt_object_graph_validate(g)) < 0)
+		ckpt_object_graph_free(g);
+	else if (rc == CKPT_OK)
+		*out = g;
+	return rc;
 }
 
 /*
