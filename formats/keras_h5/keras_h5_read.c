@@ -113,14 +113,18 @@ static int add_var(kh5_state *s, char *path, const char *layer, const char *weig
 	return CKPT_OK;
 }
 
-/* Open dataset `rel`, validate it, record it as entry. `rel` is adopted. */
-static int take_dataset(kh5_state *s, char *rel, const char *layer, const char *weight, const char *vname,
-	int kind, int index)
+/*
+ * Open dataset `rel` (below group `loc` as `sub`, or from the root when sub
+ * is NULL), validate it, record it as entry. `rel` is adopted.
+ */
+static int take_dataset_at(kh5_state *s, hid_t loc, const char *sub, char *rel, const char *layer, const char *weight,
+	const char *vname, int kind, int index)
 {
 	hid_t ds;
 	ckpt__h5_dsinfo info;
-	int direct = 0, rc = ckpt__h5_open(s->file, rel, CKPT_H5_DATASET, s->path, &ds);
+	int direct = 0, rc = ckpt__h5_open(sub ? loc : s->file, sub ? sub : rel, CKPT_H5_DATASET, s->path, &ds);
 	if (rc < 0) {
+		ckpt__error_annotate(s->path, rel);
 		ckpt__free(rel);
 		return rc;
 	}
@@ -137,6 +141,12 @@ static int take_dataset(kh5_state *s, char *rel, const char *layer, const char *
 		return rc;
 	}
 	return add_var(s, rel, layer, weight, vname, kind, index, &info, direct);
+}
+
+static int take_dataset(kh5_state *s, char *rel, const char *layer, const char *weight, const char *vname,
+	int kind, int index)
+{
+	return take_dataset_at(s, -1, NULL, rel, layer, weight, vname, kind, index);
 }
 
 static char *join3(const char *a, const char *b, const char *c)
@@ -337,7 +347,8 @@ static int read_vars_group(kh5_state *s, hid_t vg, const char *owner, const char
 			rc = CKPT_ENOMEM;
 			break;
 		}
-		rc = take_dataset(s, p, owner, NULL, vname, kind, (int)i);
+		/* from the open vars group: one link, already checked by ckpt__h5_list, instead of the whole path */
+		rc = take_dataset_at(s, vg, l[slot[i]].name, p, owner, NULL, vname, kind, (int)i);
 	}
 out:
 	ckpt__free(slot);

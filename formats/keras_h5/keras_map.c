@@ -617,36 +617,72 @@ static int k3_split(const char *path, char **key, char **sub)
 	return *key && *sub ? 1 : -1;
 }
 
-/* The real layer names: the vars group's `name` attribute (Keras >= 3.6), else config.json. */
-static void k3_layer_names(mctx *c, const k3layer *L, size_t nl)
+/* Layer keys sorted bytewise, for lookups (files with thousands of layers: no O(layers x entries) scans). */
+typedef struct k3key {
+	const char *key;
+	size_t j;           /* index in L */
+} k3key;
+
+static int k3_cmp_key(const void *a, const void *b)
 {
+	return strcmp(((const k3key *)a)->key, ((const k3key *)b)->key);
+}
+
+static int k3_cmp_layer_key(const void *a, const void *b)
+{
+	return strcmp(((const k3layer *)a)->key, ((const k3layer *)b)->key);
+}
+
+/* Index in L of layer `key`, or (size_t)-1. */
+static size_t k3_find(const k3key *idx, size_t nl, const char *key)
+{
+	k3key want = { key, 0 };
+	const k3key *f = nl ? bsearch(&want, idx, nl, sizeof(*idx), k3_cmp_key) : NULL;
+	return f ? f->j : (size_t)-1;
+}
+
+/* The real layer names: the vars group's `name` attribute (Keras >= 3.6), else config.json. */
+static void k3_layer_names(mctx *c, const k3layer *L, size_t nl, const k3key *idx)
+{
+	const char **vn;
 	size_t i, j;
 	if (!c->layer_names && !(c->layer_names = json_object()))
 		return;
+	if (!(vn = ckpt__calloc(nl + 1, sizeof(*vn)))) {
+		c->b.err = CKPT_ENOMEM;
+		return;
+	}
+	/* the first entry (in order) of group "layers/<key>" itself that has a name */
+	for (i = 0; i < c->n; i++)
+		if (c->e[i].vname && c->e[i].layer && strncmp(c->e[i].layer, "layers/", 7) == 0 &&
+			(j = k3_find(idx, nl, c->e[i].layer + 7)) != (size_t)-1 && !vn[j])
+			vn[j] = c->e[i].vname;
 	for (j = 0; j < nl; j++) {
-		const char *nm = L[j].cname;
+		const char *nm = vn[j] ? vn[j] : L[j].cname;
 		char key[512];
 		snprintf(key, sizeof(key), "layers/%s", L[j].key);
-		for (i = 0; i < c->n; i++)
-			if (c->e[i].vname && c->e[i].layer && strcmp(c->e[i].layer, key) == 0) {
-				nm = c->e[i].vname;
-				break;
-			}
 		if (nm)
 			json_object_set_new(c->layer_names, key, json_string(nm));
 	}
+	ckpt__free(vn);
 }
 
 static void map_k3_model(mctx *c)
 {
 	k3layer *L = NULL;
+	k3key *idx = NULL;
 	char **ekey = NULL, **esub = NULL; /* per entry: layer key and sub-path, split once */
-	size_t nl = 0, i, j;
+	size_t *first = NULL, *order = NULL, *lj = NULL; /* entries of each layer, in entry order */
+	size_t nl = 0, i, j, q;
 	int by_config, k = 0;
 	L = ckpt__calloc(c->n + 1, sizeof(*L));
 	ekey = ckpt__calloc(c->n + 1, sizeof(char *));
 	esub = ckpt__calloc(c->n + 1, sizeof(char *));
-	if (!L || !ekey || !esub) {
+	idx = ckpt__calloc(c->n + 1, sizeof(*idx));
+	lj = ckpt__calloc(c->n + 1, sizeof(size_t));
+	order = ckpt__calloc(c->n + 1, sizeof(size_t));
+	first = ckpt__calloc(c->n + 2, sizeof(size_t));
+	if (!L || !ekey || !esub || !idx || !lj || !order || !first) {
 		c->b.err = CKPT_ENOMEM;
 		goto out;
 	}
@@ -663,14 +699,16 @@ static void map_k3_model(mctx *c)
 		/* entries of one layer are consecutive (the walk visits a layer's groups together) */
 		if (nl && strcmp(L[nl - 1].key, ekey[i]) == 0)
 			continue;
-		for (j = 0; j < nl && strcmp(L[j].key, ekey[i]) != 0; j++)
-			;
-		if (j < nl)
-			continue;
 		L[nl].key = ekey[i]; /* borrowed from ekey */
 		L[nl].order = -1;
 		nl++;
 	}
+	/* any other repeats: by sorting (positions do not matter: the order comes from k3_cmp_order below) */
+	qsort(L, nl, sizeof(*L), k3_cmp_layer_key);
+	for (i = 0, q = 0; i < nl; i++)
+		if (q == 0 || strcmp(L[q - 1].key, L[i].key) != 0)
+			L[q++] = L[i];
+	nl = q;
 	by_config = config_layer_order(c, L, nl);
 	if (!by_config) {
 		/* Without config.json's layer list only one order is certain: all keys share one class. */
@@ -692,17 +730,37 @@ static void map_k3_model(mctx *c)
 		}
 	}
 	qsort(L, nl, sizeof(*L), k3_cmp_order);
-	k3_layer_names(c, L, nl);
+	for (j = 0; j < nl; j++) {
+		idx[j].key = L[j].key;
+		idx[j].j = j;
+	}
+	qsort(idx, nl, sizeof(*idx), k3_cmp_key);
+	k3_layer_names(c, L, nl, idx);
+	/* entries by layer (counting sort: entry order kept within a layer) */
+	for (i = 0; i < c->n; i++) {
+		lj[i] = ekey[i] ? k3_find(idx, nl, ekey[i]) : (size_t)-1;
+		if (lj[i] != (size_t)-1)
+			first[lj[i] + 1]++;
+	}
+	for (j = 1; j <= nl; j++)
+		first[j] += first[j - 1];
+	for (i = 0; i < c->n; i++)
+		if (lj[i] != (size_t)-1)
+			order[first[lj[i]]++] = i;
+	for (j = nl; j > 0; j--)
+		first[j] = first[j - 1];
+	first[0] = 0;
 	for (j = 0; j < nl; j++) {
 		char nm[64];
 		int lnode = -1;
 		const char *cls = L[j].cls ? L[j].cls : class_from_key(L[j].key);
 		snprintf(nm, sizeof(nm), "layer_with_weights-%d", k++);
-		for (i = 0; i < c->n; i++) {
+		for (q = first[j]; q < first[j + 1]; q++) {
 			size_t cnt = 0, x;
 			const char *const *attrs;
 			int cell;
-			if (!ekey[i] || c->m[i].node >= 0 || c->m[i].trainable < 0 || strcmp(ekey[i], L[j].key) != 0)
+			i = order[q];
+			if (c->m[i].node >= 0 || c->m[i].trainable < 0)
 				continue;
 			/* entries of one vars group are consecutive and in index order */
 			for (x = i; x < c->n && c->e[x].layer && c->e[i].layer && strcmp(c->e[x].layer, c->e[i].layer) == 0; x++)
@@ -732,6 +790,10 @@ out:
 	}
 	ckpt__free(ekey);
 	ckpt__free(esub);
+	ckpt__free(idx);
+	ckpt__free(lj);
+	ckpt__free(order);
+	ckpt__free(first);
 	ckpt__free(L);
 }
 
