@@ -61,6 +61,7 @@ void ckpt_checkpoint_free(ckpt_checkpoint *ck)
 	if (!ck)
 		return;
 	ckpt_object_free(ck->root);
+	ckpt__find_cache_free(ck->find);
 	ckpt__free((char *)ck->opts.format);
 	ckpt__free(ck->last_path);
 	ckpt__free(ck);

@@ -389,10 +389,9 @@ struct ckpt_tracked_list {
 	ckpt__arena strings; /* keys and paths: the plan's, taken over */
 };
 
-int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ck)
+/* The list; with `owners`, also each entry's object (*owners: ckpt__malloc'ed, one per entry). */
+static int variables(ckpt_tracked_list **out, ckpt_checkpoint *ck, const ckpt_object ***owners)
 {
-	if (!out || !ck)
-		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_variables: NULL argument");
 	*out = NULL;
 	ckpt__plan p;
 	CKPT_TRY(ckpt__plan_build(&p, ck->root));
@@ -402,7 +401,13 @@ int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ck)
 	ckpt_tracked_list *l = ckpt__calloc(1, sizeof(*l));
 	if (l)
 		l->v = ckpt__calloc(total ? total : 1, sizeof(*l->v));
+	if (l && l->v && owners && !(*owners = ckpt__calloc(total ? total : 1, sizeof(**owners)))) {
+		ckpt__free(l->v);
+		l->v = NULL;
+	}
 	if (!l || !l->v) {
+		if (l)
+			ckpt__free(l->v);
 		ckpt__free(l);
 		ckpt__plan_free(&p);
 		return CKPT_ENOMEM;
@@ -411,6 +416,8 @@ int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ck)
 		const ckpt_og_node *gn = &p.graph->nodes[i];
 		ckpt_object *o = p.nodes[i].obj;
 		for (size_t a = 0; a < o->nattrs; a++) {
+			if (owners)
+				(*owners)[l->n] = o;
 			ckpt_tracked_variable *t = &l->v[l->n++];
 			t->key = gn->attrs[a].checkpoint_key;
 			t->path = o->is_var_node ? p.nodes[i].path : t->key;
@@ -429,6 +436,13 @@ int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ck)
 	ckpt__plan_free(&p);
 	*out = l;
 	return CKPT_OK;
+}
+
+int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ck)
+{
+	if (!out || !ck)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_variables: NULL argument");
+	return variables(out, ck, NULL);
 }
 
 size_t ckpt_tracked_list_count(const ckpt_tracked_list *l)
@@ -450,28 +464,138 @@ void ckpt_tracked_list_free(ckpt_tracked_list *l)
 	ckpt__free(l);
 }
 
+/*
+ * find_variable's index: the tracked list with its paths and keys, and the
+ * variables' names, hashed to their first position. Rebuilt when any object
+ * changed since (ckpt__tree_generation). Stored keys a variable was restored
+ * from (source_key) change without that, so they are read live from the
+ * owning objects, in list order, up to the first path / key hit.
+ */
+typedef struct name_slot {
+	const char *s;
+	size_t idx;
+} name_slot;
+
+typedef struct name_index {
+	size_t cap;          /* power of 2, 0 = empty */
+	name_slot *t;
+} name_index;
+
+struct ckpt__find_cache {
+	unsigned long gen;
+	ckpt_tracked_list *l;
+	const ckpt_object **owner;   /* per entry: the object whose source_key it reports */
+	name_index paths;            /* paths and keys */
+	name_index names;            /* full names */
+};
+
+static size_t str_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return (size_t)h;
+}
+
+static int index_init(name_index *x, size_t n)
+{
+	size_t cap = 16;
+	while (cap < n * 2)
+		cap *= 2;
+	x->t = ckpt__calloc(cap, sizeof(*x->t));
+	if (!x->t)
+		return CKPT_ENOMEM;
+	x->cap = cap;
+	return CKPT_OK;
+}
+
+/* first insertion of a string wins (entries are inserted in list order) */
+static void index_put(name_index *x, const char *s, size_t idx)
+{
+	size_t h = str_hash(s) & (x->cap - 1);
+	while (x->t[h].s) {
+		if (strcmp(x->t[h].s, s) == 0)
+			return;
+		h = (h + 1) & (x->cap - 1);
+	}
+	x->t[h] = (name_slot){ s, idx };
+}
+
+static size_t index_get(const name_index *x, const char *s)
+{
+	size_t h = str_hash(s) & (x->cap - 1);
+	while (x->t[h].s) {
+		if (strcmp(x->t[h].s, s) == 0)
+			return x->t[h].idx;
+		h = (h + 1) & (x->cap - 1);
+	}
+	return SIZE_MAX;
+}
+
+void ckpt__find_cache_free(struct ckpt__find_cache *c)
+{
+	if (!c)
+		return;
+	ckpt_tracked_list_free(c->l);
+	ckpt__free(c->owner);
+	ckpt__free(c->paths.t);
+	ckpt__free(c->names.t);
+	ckpt__free(c);
+}
+
+static int find_cache_build(struct ckpt__find_cache **out, ckpt_checkpoint *ck)
+{
+	*out = NULL;
+	unsigned long gen = ckpt__tree_generation();
+	struct ckpt__find_cache *c = ckpt__calloc(1, sizeof(*c));
+	if (!c)
+		return CKPT_ENOMEM;
+	c->gen = gen;
+	int rc = variables(&c->l, ck, &c->owner);
+	size_t n = c->l ? c->l->n : 0;
+	if (rc == CKPT_OK)
+		rc = index_init(&c->paths, 2 * n);
+	if (rc == CKPT_OK)
+		rc = index_init(&c->names, n);
+	if (rc < 0) {
+		ckpt__find_cache_free(c);
+		return rc;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const ckpt_tracked_variable *t = &c->l->v[i];
+		index_put(&c->paths, t->path, i);
+		index_put(&c->paths, t->key, i);
+		index_put(&c->names, t->full_name, i);
+	}
+	*out = c;
+	return CKPT_OK;
+}
+
 int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint *ck, const char *path)
 {
 	if (!out || !ck || !path)
 		return ckpt__fail(CKPT_EINVAL, NULL, path, -1, "ckpt_checkpoint_find_variable: NULL argument");
 	*out = NULL;
-	ckpt_tracked_list *l;
-	CKPT_TRY(ckpt_checkpoint_variables(&l, ck));
-	ckpt_variable *found = NULL;
-	for (int pass = 0; pass < 2 && !found; pass++) {
-		for (size_t i = 0; i < l->n && !found; i++) {
-			const ckpt_tracked_variable *t = &l->v[i];
-			if (pass == 0 && (strcmp(t->path, path) == 0 || strcmp(t->key, path) == 0 ||
-				(t->source_key && strcmp(t->source_key, path) == 0)))
-				found = t->variable;
-			if (pass == 1 && strcmp(t->full_name, path) == 0)
-				found = t->variable;
+	if (!ck->find || ck->find->gen != ckpt__tree_generation()) {
+		ckpt__find_cache_free(ck->find);
+		ck->find = NULL;
+		CKPT_TRY(find_cache_build(&ck->find, ck));
+	}
+	const struct ckpt__find_cache *c = ck->find;
+	size_t hit = index_get(&c->paths, path);
+	size_t upto = hit == SIZE_MAX ? c->l->n : hit;
+	for (size_t i = 0; i < upto; i++) {
+		const char *sk = c->owner[i]->source_key;
+		if (sk && strcmp(sk, path) == 0) {
+			hit = i;
+			break;
 		}
 	}
-	ckpt_tracked_list_free(l);
-	if (!found)
+	if (hit == SIZE_MAX)
+		hit = index_get(&c->names, path);
+	if (hit == SIZE_MAX)
 		return ckpt__fail(CKPT_ENOTFOUND, NULL, path, -1,
 			"no tracked variable with object path, key or stored name '%s'", path);
-	*out = found;
+	*out = c->l->v[hit].variable;
 	return CKPT_OK;
 }

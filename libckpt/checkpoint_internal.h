@@ -87,6 +87,7 @@ struct ckpt_checkpoint {
 	ckpt_object *root;
 	ckpt_checkpoint_options opts;
 	char *last_path;     /* of the last save / write */
+	struct ckpt__find_cache *find; /* ckpt_checkpoint_find_variable's index, NULL until used */
 };
 
 /* ---- stored values ---- */
@@ -125,6 +126,9 @@ struct ckpt__session {
 };
 
 /* checkpoint_object.c */
+/* Bumped by every change of any object's edges, attributes or slots (caches compare it). */
+unsigned long ckpt__tree_generation(void);
+void ckpt__tree_changed(void);
 int ckpt__object_alloc(ckpt_object **out);
 void ckpt__object_ref(ckpt_object *o);
 /* Edge without restore-on-create (load builds trees with it). */
@@ -166,6 +170,7 @@ typedef struct ckpt__plan {
 } ckpt__plan;
 int ckpt__plan_build(ckpt__plan *p, ckpt_object *root);
 void ckpt__plan_free(ckpt__plan *p);
+void ckpt__find_cache_free(struct ckpt__find_cache *c);
 
 
 /* checkpoint_restore.c */

@@ -15,6 +15,18 @@ int ckpt__check_not_replica(const char *what)
 	return CKPT_OK;
 }
 
+static unsigned long tree_gen;
+
+unsigned long ckpt__tree_generation(void)
+{
+	return __atomic_load_n(&tree_gen, __ATOMIC_RELAXED);
+}
+
+void ckpt__tree_changed(void)
+{
+	__atomic_fetch_add(&tree_gen, 1, __ATOMIC_RELAXED);
+}
+
 static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 {
 	if (n < *cap)
@@ -182,6 +194,7 @@ int ckpt__object_push_attr(ckpt_object *o, const char *name, ckpt_variable *var,
 	char *n = ckpt__strdup(name);
 	if (!n)
 		return CKPT_ENOMEM;
+	ckpt__tree_changed();
 	o->attrs[o->nattrs++] = (ckpt__attr){ n, var, owned };
 	return CKPT_OK;
 }
@@ -246,6 +259,7 @@ int ckpt__object_link(ckpt_object *parent, const char *name, ckpt_object *child,
 		return CKPT_ENOMEM;
 	if (!weak)
 		ckpt__object_ref(child);
+	ckpt__tree_changed();
 	parent->edges[parent->nedges++] = (ckpt__edge){ n, child, weak };
 	index_edges(parent);
 	return CKPT_OK;
@@ -472,6 +486,7 @@ int ckpt__slot_create(ckpt_variable **out, ckpt_object **node_out, ckpt_object *
 		ckpt__free(sname);
 		return rc;
 	}
+	ckpt__tree_changed();
 	opt->slots[opt->nslots++] = (ckpt__slot){ primary, sname, node, prev };
 	*out = v;
 	if (node_out)
@@ -493,6 +508,7 @@ int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_varia
 	int rc = ckpt__apply_pending_slot(opt, primary, slot_name, node);
 	if (rc < 0) {
 		/* restore-on-create failed (mismatch): the slot is not created */
+		ckpt__tree_changed();
 		opt->nslots--;
 		ckpt__ptrmap_put(&opt->slot_last, primary, (int)opt->slots[opt->nslots].prev); /* no growth: key exists */
 		ckpt_object_free(opt->slots[opt->nslots].node);
