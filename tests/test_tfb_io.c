@@ -425,3 +425,90 @@ Test(tfb_io, chunked_save_every_io_call_fails_cleanly, .timeout = 240)
 	ckpt_vfs_free(mem);
 	free_data();
 }
+
+/* ---- many tiny entries: runs read through the reader's window (POSIX files only) ---- */
+
+Test(tfb_io, tiny_entries_through_the_window, .timeout = 120)
+{
+	enum { NT = 3000 };
+	char *dir = ts_tmpdir();
+	char *prefix = ts_join(dir, "tiny");
+	static float vals[NT][16];
+	ckpt_write_options o = CKPT_WRITE_OPTIONS_INIT;
+	o.no_fsync = 1;
+	ckpt_writer *w;
+	cr_assert_eq(ckpt_writer_open(&w, prefix, NULL, &o), CKPT_OK);
+	ckpt_shape s;
+	int64_t d = 16;
+	cr_assert_eq(ckpt_shape_make(&s, 1, &d), CKPT_OK);
+	char name[64];
+	for (int i = 0; i < NT; i++) {
+		for (int k = 0; k < 16; k++)
+			vals[i][k] = (float)(i * 16 + k);
+		ckpt_tensor *t;
+		cr_assert_eq(ckpt_tensor_wrap(&t, CKPT_DT_FLOAT, &s, vals[i], sizeof(vals[i])), CKPT_OK);
+		snprintf(name, sizeof(name), "t/%05d", i);
+		cr_assert_eq(ckpt_writer_add(w, name, t, 0), CKPT_OK);
+		ckpt_tensor_free(t);
+	}
+	cr_assert_eq(ckpt_writer_commit(w), CKPT_OK);
+	ckpt_writer_free(w);
+	ckpt_reader *r = open_prefix(prefix, NULL);
+	float got[16];
+	/* forward, backward, strided: every order reads the right bytes */
+	for (int pass = 0; pass < 3; pass++)
+		for (int j = 0; j < NT; j++) {
+			int i = pass == 0 ? j : pass == 1 ? NT - 1 - j : (j * 7) % NT;
+			size_t k;
+			snprintf(name, sizeof(name), "t/%05d", i);
+			cr_assert_eq(ckpt_reader_find(r, name, &k), CKPT_OK);
+			cr_assert_eq(ckpt_reader_read_into(r, k, got, sizeof(got)), CKPT_OK);
+			cr_assert_eq(memcmp(got, vals[i], sizeof(got)), 0, "%s pass %d", name, pass);
+			cr_assert_eq(ckpt_reader_verify(r, k), CKPT_OK);
+		}
+	ckpt_reader_free(r);
+	/* a flipped byte in one tiny entry is caught (read_into, verify), its neighbours read */
+	snprintf(name, sizeof(name), "t/%05d", 1234);
+	r = open_prefix(prefix, NULL);
+	size_t k;
+	cr_assert_eq(ckpt_reader_find(r, name, &k), CKPT_OK);
+	int64_t off = ckpt_reader_var(r, k)->offset;
+	ckpt_reader_free(r);
+	char *dpath = ts_join(dir, "tiny.data-00000-of-00001");
+	flip(dpath, (long)off + 5);
+	r = open_prefix(prefix, NULL);
+	for (int i = 1230; i < 1240; i++) {
+		char nm[64];
+		snprintf(nm, sizeof(nm), "t/%05d", i);
+		size_t q;
+		cr_assert_eq(ckpt_reader_find(r, nm, &q), CKPT_OK);
+		if (i == 1234) {
+			expect_crc_error(ckpt_reader_read_into(r, q, got, sizeof(got)), nm, off);
+			expect_crc_error(ckpt_reader_verify(r, q), nm, off);
+		} else {
+			cr_assert_eq(ckpt_reader_read_into(r, q, got, sizeof(got)), CKPT_OK, "%s", nm);
+			cr_assert_eq(ckpt_reader_verify(r, q), CKPT_OK, "%s", nm);
+		}
+	}
+	ckpt_reader_free(r);
+	/* a data file cut short: entries before the cut still read, the ones past it fail */
+	flip(dpath, (long)off + 5);
+	cr_assert_eq(truncate(dpath, (off_t)off + 30), 0);
+	r = open_prefix(prefix, NULL);
+	for (int i = 1200; i < 1240; i++) {
+		char nm[64];
+		snprintf(nm, sizeof(nm), "t/%05d", i);
+		size_t q;
+		cr_assert_eq(ckpt_reader_find(r, nm, &q), CKPT_OK);
+		int rc = ckpt_reader_read_into(r, q, got, sizeof(got));
+		if (i < 1234)
+			cr_assert_eq(rc, CKPT_OK, "%s: %s", nm, ckpt_error_last()->message);
+		else
+			cr_assert_eq(rc, CKPT_EFORMAT, "%s: %s", nm, ckpt_status_name(rc));
+	}
+	ckpt_reader_free(r);
+	free(dpath);
+	free(prefix);
+	ts_rmtree(dir);
+	free(dir);
+}

@@ -38,6 +38,18 @@
 #define PAR_CHUNKS_PER_THREAD 2
 #define PAR_MAX_CHUNKS 256
 #define BOUNCE_POOL 16
+/*
+ * Many tiny entries: one pread system call per entry costs more than its
+ * bytes. Entries of at most SMALL_MAX bytes that lie next to each other in a
+ * data file form runs of at most WINDOW bytes (found at open); the first read
+ * in a run reads the whole run into a per-reader window, the next ones copy
+ * from it. Only on the POSIX file system, where a read is a system call and
+ * committed data files are never rewritten in place (commits rename new files
+ * over old ones, and an open descriptor keeps the old file): other file
+ * systems (memory, fault injection, caller-provided) read every entry anew.
+ */
+#define SMALL_MAX (64u << 10)
+#define WINDOW (1u << 20)
 
 typedef struct tfb_reader {
 	char *index_path;
@@ -51,6 +63,11 @@ typedef struct tfb_reader {
 	struct tfb_extra *x;   /* parallel to r->vars, same capacity */
 	void *bounce[BOUNCE_POOL]; /* free verify buffers (BOUNCE_SIZE each) */
 	int nbounce;
+	pthread_mutex_t wlock; /* guards the window */
+	unsigned char *wbuf;   /* WINDOW bytes, allocated on first use */
+	int wshard;            /* the window holds [woff, woff+wlen) of shard wshard */
+	uint64_t woff, wlen;
+	uint64_t wpos;         /* end of the last entry served from it: hits only move forward */
 } tfb_reader;
 
 /* What the public ckpt_var_info has no room for. */
@@ -58,6 +75,8 @@ typedef struct tfb_extra {
 	tfb_slice_key *key;    /* slice entries: the decoded key, else NULL */
 	uint64_t off;          /* offset of the entry in the index */
 	size_t *parts;         /* full entries: slice entry index per listed slice, SIZE_MAX = none */
+	uint64_t run_off;      /* small entries next to others: their run's data range */
+	uint32_t run_len;      /* 0 = not in a run (read on its own) */
 } tfb_extra;
 
 static int header_entry(tfb_reader *s, const unsigned char *val, size_t vlen, uint64_t off)
@@ -313,6 +332,25 @@ static int past_end(ckpt_reader *r, size_t i)
 		(long long)v->offset, (unsigned long long)v->nbytes, (unsigned long long)fsize);
 }
 
+/* Group small entries that follow each other without a gap (ranges sorted by shard, start). */
+static void mark_runs(ckpt_reader *r, const data_range *a, size_t n)
+{
+	tfb_reader *s = r->state;
+	for (size_t k = 0; k < n;) {
+		size_t e = k + 1;
+		if (a[k].end - a[k].start <= SMALL_MAX)
+			while (e < n && a[e].shard == a[k].shard && a[e].start == a[e - 1].end &&
+				a[e].end - a[e].start <= SMALL_MAX && a[e].end - a[k].start <= WINDOW)
+				e++;
+		if (e - k > 1)
+			for (size_t q = k; q < e; q++) {
+				s->x[a[q].idx].run_off = a[k].start;
+				s->x[a[q].idx].run_len = (uint32_t)(a[e - 1].end - a[k].start);
+			}
+		k = e;
+	}
+}
+
 /* Hostile item 3: two entries may not share data bytes (zero-size entries own none). */
 static int check_overlaps(ckpt_reader *r)
 {
@@ -326,6 +364,7 @@ static int check_overlaps(ckpt_reader *r)
 			a[n++] = (data_range){ v->shard, (uint64_t)v->offset, (uint64_t)v->offset + v->nbytes, i };
 	}
 	qsort(a, n, sizeof(*a), cmp_range);
+	mark_runs(r, a, n);
 	int rc = CKPT_OK;
 	size_t far = 0; /* the entry reaching furthest so far in this shard */
 	for (size_t k = 1; k < n; k++) {
@@ -757,6 +796,51 @@ static int par_read(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, s
 	return rc;
 }
 
+/* A small entry of a run: from the window, reading its whole run into it first when needed. */
+static int read_small(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, size_t n)
+{
+	tfb_reader *s = r->state;
+	const ckpt_var_info *v = &r->vars[i];
+	const tfb_extra *x = &s->x[i];
+	uint64_t off = (uint64_t)v->offset;
+	int rc = CKPT_OK;
+	pthread_mutex_lock(&s->wlock);
+	/*
+	 * Hits only move forward through a run: reading an entry again (or an
+	 * earlier one) rereads the file, so a file changed under the reader is
+	 * seen as it is now, as without the window.
+	 */
+	if (!(s->wlen && s->wshard == v->shard && off >= s->wpos && off + n <= s->woff + s->wlen)) {
+		s->wlen = 0;
+		if (!s->wbuf && !(s->wbuf = ckpt__malloc(WINDOW)))
+			rc = CKPT_ENOMEM;
+		/* a truncated file fails the entries past its end only (locate checked this one) */
+		uint64_t fsize = s->size[v->shard], len = x->run_len;
+		if (x->run_off + len > fsize)
+			len = fsize - x->run_off;
+		if (rc == CKPT_OK && (rc = ckpt_io_read_exact(io, s->wbuf, (size_t)len, x->run_off)) < 0)
+			ckpt__error_annotate(r->shard_paths[v->shard], v->name);
+		if (rc == CKPT_OK) {
+			s->wshard = v->shard;
+			s->woff = x->run_off;
+			s->wlen = len;
+		}
+	}
+	uint32_t crc = 0;
+	if (rc == CKPT_OK) {
+		s->wpos = off + n;
+		const unsigned char *p = s->wbuf + (off - s->woff);
+		if (dst)
+			memcpy(dst, p, n);
+		if (!r->opts.no_verify)
+			crc = ckpt_crc32c_extend(0, p, n);
+	}
+	pthread_mutex_unlock(&s->wlock);
+	if (rc == CKPT_OK && !r->opts.no_verify && crc != v->crc32c)
+		rc = crc_mismatch(r, i, crc);
+	return rc;
+}
+
 /* Read (dst) or verify (dst NULL) entry i, whose n bytes are located; parallel when it pays. */
 static int read_verified(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, size_t n)
 {
@@ -765,6 +849,8 @@ static int read_verified(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *d
 	int threads = n >= PAR_MIN_BYTES ? tfb_par_threads() : 1;
 	if (threads > 1)
 		return par_read(r, i, io, dst, n, threads);
+	if (s->x[i].run_len && r->vfs == ckpt_vfs_default())
+		return read_small(r, i, io, dst, n);
 	unsigned char small[4096], *bounce = NULL;
 	if (!dst)
 		bounce = n <= sizeof(small) ? small : bounce_get(s);
@@ -1019,6 +1105,7 @@ static int open_bundle(ckpt_reader *r)
 	if (!s)
 		return CKPT_ENOMEM;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->wlock, NULL);
 	s->r = r;
 	r->state = s;
 	r->format_name = "tf-bundle";
@@ -1094,6 +1181,8 @@ void tfb_close(ckpt_reader *r)
 	ckpt__free(s->index_path);
 	for (int i = 0; i < s->nbounce; i++)
 		ckpt__free(s->bounce[i]);
+	ckpt__free(s->wbuf);
+	pthread_mutex_destroy(&s->wlock);
 	pthread_mutex_destroy(&s->lock);
 	ckpt__free(s);
 	r->state = NULL;
