@@ -217,7 +217,14 @@ int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, co
 	ckpt__session *s = NULL;
 	ckpt__run *r = NULL;
 	int rc = ckpt__session_open(&s, path, &ck->opts);
-	if (rc == CKPT_OK)
+	/*
+	 * Without a load_variable hook the variables are created empty and the
+	 * restore run reads the values straight into them (no staged copy of the
+	 * state: half the peak memory, one pass of first-touch faults less).
+	 * The hook is told each value's size and gets it as initial value, so
+	 * then everything is staged first.
+	 */
+	if (rc == CKPT_OK && ck->opts.load_variable)
 		rc = ckpt__session_stage_all(s);
 	if (rc == CKPT_OK)
 		rc = s->graph ? build_graph_tree(s, ck->root, &ck->opts) : CKPT_OK;
