@@ -28,13 +28,15 @@
 #define PAR_CHUNK (1u << 20)
 #define PAR_MAX_CHUNKS 512
 
+/* Kept small (many-tiny saves add 10,000s): the dims live in tfb_writer.dims. */
 typedef struct wentry {
 	char *key;
 	ckpt_dtype dtype;
-	ckpt_shape shape;
+	int rank;
 	int shard;
-	uint64_t offset, size;
 	uint32_t masked_crc;
+	size_t dims_at;    /* index of dim 0 in tfb_writer.dims */
+	uint64_t offset, size;
 } wentry;
 
 typedef struct wshard {
@@ -50,6 +52,7 @@ typedef struct tfb_writer {
 	wshard *sh;
 	wentry *e;
 	size_t ne, cap;
+	tfb_buf dims;      /* int64 dims of every entry, in add order */
 	char *index_tmp, *index_final;
 	int failed;        /* first error; the writer refuses to commit after it */
 	int committed;
@@ -230,12 +233,16 @@ static int add_entry(ckpt_writer *w, const char *name, const ckpt_tensor *t, int
 	}
 	wentry *e = &s->e[s->ne];
 	memset(e, 0, sizeof(*e));
+	e->dims_at = s->dims.len / sizeof(int64_t);
+	CKPT_TRY(tfb_buf_append(&s->dims, t->shape.dims, (size_t)t->shape.rank * sizeof(int64_t)));
 	e->key = ckpt__strdup(name);
-	if (!e->key)
+	if (!e->key) {
+		s->dims.len = e->dims_at * sizeof(int64_t);
 		return CKPT_ENOMEM;
+	}
 	wshard *sh = &s->sh[shard];
 	e->dtype = t->dtype;
-	e->shape = t->shape;
+	e->rank = t->shape.rank;
 	e->shard = shard;
 	e->offset = sh->pos;
 	uint32_t crc = 0;
@@ -245,6 +252,7 @@ static int add_entry(ckpt_writer *w, const char *name, const ckpt_tensor *t, int
 		ckpt__error_annotate(sh->tmp, name);
 		s->failed = rc;
 		ckpt__free(e->key);
+		s->dims.len = e->dims_at * sizeof(int64_t);
 		return rc;
 	}
 	e->size = sh->pos - e->offset;
@@ -323,18 +331,18 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp(((const wentry *)a)->key, ((const wentry *)b)->key);
 }
 
-static int encode_entry(tfb_buf *out, const wentry *e)
+static int encode_entry(tfb_buf *out, const wentry *e, const int64_t *all_dims)
 {
 	CkptTf__TensorShapeProto__Dim dims[CKPT_MAX_RANK];
 	CkptTf__TensorShapeProto__Dim *dp[CKPT_MAX_RANK];
 	CkptTf__TensorShapeProto shape = CKPT_TF__TENSOR_SHAPE_PROTO__INIT;
 	CkptTf__BundleEntryProto pe = CKPT_TF__BUNDLE_ENTRY_PROTO__INIT;
-	for (int i = 0; i < e->shape.rank; i++) {
+	for (int i = 0; i < e->rank; i++) {
 		ckpt_tf__tensor_shape_proto__dim__init(&dims[i]);
-		dims[i].size = e->shape.dims[i];
+		memcpy(&dims[i].size, all_dims + e->dims_at + i, sizeof(int64_t));
 		dp[i] = &dims[i];
 	}
-	shape.n_dim = (size_t)e->shape.rank;
+	shape.n_dim = (size_t)e->rank;
 	shape.dim = dp;
 	pe.dtype = (int32_t)e->dtype;
 	pe.shape = &shape;
@@ -371,7 +379,7 @@ static int build_index(ckpt_writer *w, tfb_writer *s, tfb_buf *table)
 		ends[0] = vals.len;
 	}
 	for (size_t i = 0; i < s->ne && rc == CKPT_OK; i++) {
-		rc = encode_entry(&vals, &s->e[i]);
+		rc = encode_entry(&vals, &s->e[i], (const int64_t *)s->dims.p);
 		ends[i + 1] = vals.len;
 	}
 	if (rc == CKPT_OK) {
@@ -514,6 +522,7 @@ void tfb_writer_close(ckpt_writer *w)
 	for (size_t i = 0; i < s->ne; i++)
 		ckpt__free(s->e[i].key);
 	ckpt__free(s->e);
+	tfb_buf_free(&s->dims);
 	ckpt__free(s->sh);
 	ckpt__free(s->index_tmp);
 	ckpt__free(s->index_final);
