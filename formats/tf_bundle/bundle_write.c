@@ -124,22 +124,28 @@ static void crc_chunk(void *arg, size_t k)
  */
 static int put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t *crc)
 {
-	if (n >= PAR_MIN_BYTES && n <= SIZE_MAX && tfb_par_threads() > 1) {
-		crc_pass *c = ckpt__malloc(sizeof(*c));
-		if (!c)
-			return CKPT_ENOMEM;
-		c->p = p;
-		c->n = (size_t)n;
-		c->chunk = c->n / PAR_MAX_CHUNKS + 1 > PAR_CHUNK ? c->n / PAR_MAX_CHUNKS + 1 : PAR_CHUNK;
-		tfb_par_job job;
-		size_t nchunks = (c->n + c->chunk - 1) / c->chunk;
-		tfb_par_start(&job, nchunks, crc_chunk, c);
-		int rc = shard_append(s, p, c->n);
+	crc_pass *cp = NULL;
+	if (n >= PAR_MIN_BYTES && n <= SIZE_MAX && tfb_par_threads() > 1 && !(cp = ckpt__malloc(sizeof(*cp))))
+		return CKPT_ENOMEM;
+	tfb_par_job job;
+	size_t nchunks = 0;
+	if (cp) {
+		cp->p = p;
+		cp->n = (size_t)n;
+		cp->chunk = cp->n / PAR_MAX_CHUNKS + 1 > PAR_CHUNK ? cp->n / PAR_MAX_CHUNKS + 1 : PAR_CHUNK;
+		nchunks = (cp->n + cp->chunk - 1) / cp->chunk;
+		if (!tfb_par_start(&job, nchunks, crc_chunk, cp)) {
+			ckpt__free(cp); /* no idle helper: crc each chunk while it is hot, below */
+			cp = NULL;
+		}
+	}
+	if (cp) {
+		int rc = shard_append(s, p, cp->n);
 		tfb_par_finish(&job);
-		uint32_t v = c->crc[0];
+		uint32_t v = cp->crc[0];
 		for (size_t k = 1; k < nchunks; k++)
-			v = ckpt__crc32c_combine(v, c->crc[k], c->n - k * c->chunk < c->chunk ? c->n - k * c->chunk : c->chunk);
-		ckpt__free(c);
+			v = ckpt__crc32c_combine(v, cp->crc[k], cp->n - k * cp->chunk < cp->chunk ? cp->n - k * cp->chunk : cp->chunk);
+		ckpt__free(cp);
 		*crc = v;
 		return rc;
 	}

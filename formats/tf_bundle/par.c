@@ -97,7 +97,7 @@ static void spawn_helpers(void)
 	if (want <= 0 || pthread_attr_init(&a) != 0)
 		return;
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&a, 256u << 10);
+	pthread_attr_setstacksize(&a, 1u << 20);
 	for (int i = 0; i < want; i++) {
 		pthread_t t;
 		if (pthread_create(&t, &a, helper_main, NULL) != 0)
@@ -115,7 +115,7 @@ int tfb_par_threads(void)
 	return t > MAX_HELPERS + 1 ? MAX_HELPERS + 1 : (t > 1 ? t : 1);
 }
 
-void tfb_par_start(tfb_par_job *j, size_t n, tfb_par_fn fn, void *arg)
+int tfb_par_start(tfb_par_job *j, size_t n, tfb_par_fn fn, void *arg)
 {
 	j->fn = fn;
 	j->arg = arg;
@@ -125,7 +125,7 @@ void tfb_par_start(tfb_par_job *j, size_t n, tfb_par_fn fn, void *arg)
 	j->users = 0;
 	j->posted = 0;
 	if (n < 2 || tfb_par_threads() < 2)
-		return;
+		return 0;
 	pthread_once(&atfork_once, register_atfork);
 	pthread_mutex_lock(&pool.lock);
 	if (!pool.tried)
@@ -137,6 +137,7 @@ void tfb_par_start(tfb_par_job *j, size_t n, tfb_par_fn fn, void *arg)
 		pthread_cond_broadcast(&pool.wake);
 	}
 	pthread_mutex_unlock(&pool.lock);
+	return j->posted;
 }
 
 void tfb_par_finish(tfb_par_job *j)

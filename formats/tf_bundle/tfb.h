@@ -138,9 +138,11 @@ int tfb_par_threads(void);
 /**
  * Post fn(arg, k) for k in [0, n) to the helpers (when idle ones exist) and
  * return at once; the caller may do other work, then must call finish, which
- * runs the chunks no helper took and returns when all are done.
+ * runs the chunks no helper took and returns when all are done. Returns 0
+ * when nothing was posted (one thread, pool busy): then finish would run every
+ * chunk here, and the caller may instead do the work its own way and skip it.
  */
-void tfb_par_start(tfb_par_job *j, size_t n, tfb_par_fn fn, void *arg);
+int tfb_par_start(tfb_par_job *j, size_t n, tfb_par_fn fn, void *arg);
 void tfb_par_finish(tfb_par_job *j);
 /** start + finish. */
 void tfb_par_for(size_t n, tfb_par_fn fn, void *arg);
