@@ -6,7 +6,7 @@
 # Minimize into the committed corpus afterwards:
 #   fuzz_T -merge=1 tests/fuzz/corpora/T WORKDIR/corpus
 set -u
-build=$1 t=$2 secs=$3
+build=$(cd "$1" && pwd) t=$2 secs=$3  # absolute: the fuzzer runs inside WORKDIR
 src=$(cd "$(dirname "$0")" && pwd)
 work=${4:-/tmp/ckpt-fuzz/$t}
 bin=$build/tests/fuzz/fuzz_$t
