@@ -191,11 +191,6 @@ int ckpt__apply_pending_child(ckpt_object *parent, const char *name, ckpt_object
 int ckpt__apply_pending_slot(ckpt_object *opt, ckpt_variable *primary, const char *slot_name, ckpt_object *node);
 int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_checkpoint *ck);
 
-/* object_graph.c: the protobuf-c encoder ckpt_object_graph_serialize must match byte for byte (tests) */
-int ckpt__object_graph_serialize_pb(const ckpt_object_graph *g, void **buf, size_t *n);
-/* object_graph.c: the protobuf-c decoder ckpt_object_graph_parse falls back to for non-canonical input */
-int ckpt__object_graph_parse_pb(ckpt_object_graph **out, const void *buf, size_t n);
-
 /* checkpoint.c */
 /* Set save_counter to `number` and write `path`; the counter is rolled back on failure. */
 int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t number);
