@@ -186,6 +186,14 @@ int ckpt__run_new(ckpt__run **out, ckpt__session *s);
 int ckpt__run_match_root(ckpt__run *r, ckpt_object *root);
 int ckpt__run_commit(ckpt__run *r);
 void ckpt__run_discard(ckpt__run *r);
+/*
+ * Load: every variable of the run is new (not visible to the caller until
+ * the load succeeds, freed if it fails), so values are read straight in with
+ * their checksums and no verification pass, and a failure needs no undo.
+ */
+void ckpt__run_set_fresh(ckpt__run *r);
+/* Whether the committed run assigned `var` (load zero-fills what it did not). */
+int ckpt__run_assigned(const ckpt__run *r, const ckpt_variable *var);
 /* restore-on-create hooks, called by checkpoint_object.c */
 int ckpt__apply_pending_child(ckpt_object *parent, const char *name, ckpt_object *child);
 int ckpt__apply_pending_slot(ckpt_object *opt, ckpt_variable *primary, const char *slot_name, ckpt_object *node);

@@ -13,6 +13,7 @@
  */
 #include <string.h>
 #include "checkpoint_internal.h"
+#include "variable_internal.h"
 
 /* Options for the variable of stored value v: the load_variable hook, and its value as initial value. */
 static int var_options(ckpt_variable_options *vo, ckpt__value *v, const ckpt_checkpoint_options *o)
@@ -45,7 +46,9 @@ static int make_var(ckpt_variable **out, const ckpt__session *s, ckpt__value *v,
 	ckpt_variable_options vo;
 	CKPT_TRY(var_options(&vo, v, o));
 	const char *name = v->full_name && *v->full_name ? v->full_name : v->key;
-	int rc = ckpt_variable_new(out, name, v->dtype, &v->shape, &vo);
+	/* no initial value: the load's restore run writes every copy (see ckpt_checkpoint_load) */
+	int rc = vo.initial_value ? ckpt_variable_new(out, name, v->dtype, &v->shape, &vo)
+		: ckpt__variable_new_unfilled(out, name, v->dtype, &v->shape, &vo);
 	if (rc < 0)
 		ckpt__error_annotate(s->path, v->key);
 	else if (vo.initial_value && ckpt_variable_kind(*out) != CKPT_VAR_SYNC_ON_READ)
@@ -202,6 +205,20 @@ static int build_flat_tree(ckpt__session *s, ckpt_object *root, const ckpt_check
 	return CKPT_OK;
 }
 
+/* Variables created unfilled that the run did not assign (none expected) get zeros, never stale memory. */
+static int zero_unassigned(ckpt_checkpoint *ck, const ckpt__run *r)
+{
+	ckpt_tracked_list *list;
+	CKPT_TRY(ckpt_checkpoint_variables(&list, ck));
+	for (size_t i = 0; i < ckpt_tracked_list_count(list); i++) {
+		ckpt_variable *v = ckpt_tracked_list_get(list, i)->variable;
+		if (!ckpt__run_assigned(r, v))
+			ckpt__variable_zero(v);
+	}
+	ckpt_tracked_list_free(list);
+	return CKPT_OK;
+}
+
 int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, const char *path,
 	const ckpt_checkpoint_options *o)
 {
@@ -230,12 +247,14 @@ int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, co
 		rc = s->graph ? build_graph_tree(s, ck->root, &ck->opts) : CKPT_OK;
 	if (rc == CKPT_OK)
 		rc = build_flat_tree(s, ck->root, &ck->opts);
-	if (rc == CKPT_OK)
-		rc = ckpt__run_new(&r, s);
+	if (rc == CKPT_OK && (rc = ckpt__run_new(&r, s)) == CKPT_OK)
+		ckpt__run_set_fresh(r);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_match_root(r, ck->root);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
+	if (rc == CKPT_OK)
+		rc = zero_unassigned(ck, r);
 	ckpt__run_discard(r);
 	if (rc == CKPT_OK && status)
 		rc = ckpt__restore_status_new(status, s, ck);

@@ -272,7 +272,18 @@ struct ckpt__run {
 	unsigned char *visited;
 	ckpt_variable **bound;    /* per node, this run */
 	ckpt__ptrmap vars;        /* live variables given a value in this run */
+	int fresh;                /* load: every variable is new (ckpt__run_set_fresh) */
 };
+
+void ckpt__run_set_fresh(ckpt__run *r)
+{
+	r->fresh = 1;
+}
+
+int ckpt__run_assigned(const ckpt__run *r, const ckpt_variable *var)
+{
+	return ckpt__ptrmap_get(&r->vars, var) >= 0;
+}
 
 static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 {
@@ -828,7 +839,7 @@ int ckpt__run_commit(ckpt__run *r)
 		ckpt__value *v = &s->vals[a->val];
 		if (can_read_direct(s, v, a->var, uses[a->val])) {
 			is_direct[i] = 1;
-			dir[ndir++] = (direct){ ckpt_variable_num_replicas(a->var) > 1, a->val, v->reader_index, a->var,
+			dir[ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val, v->reader_index, a->var,
 				ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
 		} else if (!v->t && s->reader)
 			want_now[a->val] = 1;
@@ -891,7 +902,7 @@ int ckpt__run_commit(ckpt__run *r)
 		rc = run_direct(s->reader, dir, nrb, 1, touched);
 		if (rc == CKPT_OK)
 			rc = run_direct(s->reader, dir + nrb, ndir - nrb, 1, touched + nrb);
-		if (rc < 0)
+		if (rc < 0 && !r->fresh)
 			undo_direct(s, dir, ndir, touched);
 	}
 

@@ -154,10 +154,13 @@ static void run_pieces(const piece *p, size_t count, uint64_t bytes)
 }
 
 typedef struct {
-	piece batch[PIECE_BATCH];
-	size_t count;
+	piece *batch;      /* cap pieces: a small stack array for one variable, PIECE_BATCH for many */
+	size_t cap, count;
 	uint64_t bytes;
 } fanout;
+
+/* Pieces one variable's write queues before flushing (on the stack: no allocation per variable). */
+#define LOCAL_BATCH 64
 
 static void fanout_flush(fanout *f)
 {
@@ -177,7 +180,7 @@ static void fanout_add(fanout *f, ckpt_variable *v, const void *src, fill_mode m
 	for (size_t off = 0; off < v->nbytes; off += PIECE_BYTES) {
 		size_t len = v->nbytes - off < PIECE_BYTES ? (size_t)(v->nbytes - off) : PIECE_BYTES;
 		for (int c = per_copy ? 0 : -1; c < (per_copy ? v->copies : 0); c++) {
-			if (f->count == PIECE_BATCH)
+			if (f->count == f->cap)
 				fanout_flush(f);
 			piece *p = &f->batch[f->count++];
 			p->v = v;
@@ -345,8 +348,8 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 	return CKPT_OK;
 }
 
-int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
-	const ckpt_shape *shape, const ckpt_variable_options *o)
+static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
+	const ckpt_shape *shape, const ckpt_variable_options *o, int fill)
 {
 	static const ckpt_variable_options defaults = CKPT_VARIABLE_OPTIONS_INIT;
 	if (!out)
@@ -422,16 +425,12 @@ int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 		if (!v->bufs[i] && !v->wrapped)
 			goto nomem;
 	}
-	/* first touch of fresh buffers happens here, in parallel */
-	if (o->initial_value || !v->wrapped) {
-		fanout *f = ckpt__malloc(sizeof(*f));
-		if (!f)
-			goto nomem;
-		f->count = 0;
-		f->bytes = 0;
-		fanout_add(f, v, o->initial_value, o->initial_value ? FILL_COPY : FILL_ZERO);
-		fanout_flush(f);
-		ckpt__free(f);
+	/* first touch of fresh buffers happens here, in parallel (load leaves them to its reads) */
+	if (o->initial_value || (!v->wrapped && fill)) {
+		piece local[LOCAL_BATCH];
+		fanout f = { local, LOCAL_BATCH, 0, 0 };
+		fanout_add(&f, v, o->initial_value, o->initial_value ? FILL_COPY : FILL_ZERO);
+		fanout_flush(&f);
 	}
 	*out = v;
 	return CKPT_OK;
@@ -439,6 +438,28 @@ nomem:
 	ckpt_variable_free(v);
 	return ckpt__fail(CKPT_ENOMEM, NULL, name, -1, "out of memory creating variable '%s' (%d cop%s of %llu bytes)",
 		name, copies, copies == 1 ? "y" : "ies", (unsigned long long)nbytes);
+}
+
+int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
+	const ckpt_shape *shape, const ckpt_variable_options *o)
+{
+	return variable_new(out, name, dt, shape, o, 1);
+}
+
+int ckpt__variable_new_unfilled(ckpt_variable **out, const char *name, ckpt_dtype dt,
+	const ckpt_shape *shape, const ckpt_variable_options *o)
+{
+	return variable_new(out, name, dt, shape, o, 0);
+}
+
+void ckpt__variable_zero(ckpt_variable *v)
+{
+	if (!v || v->dtype == CKPT_DT_STRING || v->wrapped)
+		return;
+	piece local[LOCAL_BATCH];
+	fanout f = { local, LOCAL_BATCH, 0, 0 };
+	fanout_add(&f, v, NULL, FILL_ZERO);
+	fanout_flush(&f);
 }
 
 void ckpt_variable_free(ckpt_variable *v)
@@ -516,14 +537,10 @@ static int check_assign(const ckpt_variable *v, const void *src, size_t n, const
 int ckpt_variable_assign(ckpt_variable *v, const void *src, size_t n)
 {
 	CKPT_TRY(check_assign(v, src, n, "assign"));
-	fanout *f = ckpt__malloc(sizeof(*f));
-	if (!f)
-		return CKPT_ENOMEM;
-	f->count = 0;
-	f->bytes = 0;
-	fanout_add(f, v, src, assign_mode(v));
-	fanout_flush(f);
-	ckpt__free(f);
+	piece local[LOCAL_BATCH];
+	fanout f = { local, LOCAL_BATCH, 0, 0 };
+	fanout_add(&f, v, src, assign_mode(v));
+	fanout_flush(&f);
 	return CKPT_OK;
 }
 
@@ -545,6 +562,7 @@ struct ckpt__assign_plan {
 	const void **srcs;
 	size_t count;
 	fanout f;
+	piece batch[PIECE_BATCH];
 };
 
 int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, const void *const *srcs,
@@ -588,8 +606,7 @@ int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, c
 
 void ckpt__assign_plan_run(ckpt__assign_plan *p)
 {
-	p->f.count = 0;
-	p->f.bytes = 0;
+	p->f = (fanout){ p->batch, PIECE_BATCH, 0, 0 };
 	for (size_t i = 0; i < p->count; i++) {
 		ckpt_variable *v = p->vars[i];
 		/* a value read straight into a single copy is already in place */

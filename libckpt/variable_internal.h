@@ -96,6 +96,16 @@ void ckpt__assign_plan_run(ckpt__assign_plan *p);
 void ckpt__assign_plan_free(ckpt__assign_plan *p);
 
 /**
+ * ckpt_variable_new for load: without an initial value, library-allocated
+ * copies are left unwritten (not zero-filled) because every one is about to
+ * be assigned; whatever load does not assign it must ckpt__variable_zero.
+ */
+int ckpt__variable_new_unfilled(ckpt_variable **out, const char *name, ckpt_dtype dt,
+	const ckpt_shape *shape, const ckpt_variable_options *o);
+/** Zero every library-allocated copy (fixed-size dtypes; no-op otherwise). */
+void ckpt__variable_zero(ckpt_variable *v);
+
+/**
  * Whether a restore may read a value straight into copy 0 of `v` (fixed-size
  * dtype, non-empty; plain, or mirrored so that copy 1 still holds the old
  * value for ckpt__variable_rollback_primary). Sync-on-read copies differ, so

@@ -241,3 +241,49 @@ Test(restore_inplace, io_failure_at_every_call_keeps_mirrored_values, .timeout =
 	ckpt_vfs_free(mem);
 	ckpt_strategy_free(ms);
 }
+
+/* Load reads straight into variables it creates unfilled: right values on every replica, and a bad value fails the load. */
+Test(restore_inplace, load_reads_into_new_variables)
+{
+	ckpt_strategy *ms;
+	cr_assert_eq(ckpt_strategy_mirrored_new(&ms, REPLICAS), CKPT_OK);
+	live saved;
+	ckpt_vfs *mem = saved_checkpoint(ms, &saved);
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	o.vfs = mem;
+	o.warn = on_warn;
+	ckpt_checkpoint *ck = NULL;
+	cr_assert_eq(ckpt_scope_enter(ms), CKPT_OK);
+	int rc = ckpt_checkpoint_load(&ck, NULL, "/ck/ckpt-1", &o);
+	cr_assert_eq(ckpt_scope_exit(ms), CKPT_OK);
+	cr_assert_eq(rc, CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_variable *v;
+	cr_assert_eq(ckpt_checkpoint_find_variable(&v, ck, "model/m1/.ATTRIBUTES/VARIABLE_VALUE"), CKPT_OK);
+	cr_assert_eq(ckpt_variable_num_replicas(v), REPLICAS);
+	cr_assert(same_everywhere(v, ckpt_variable_replica_data(saved.m1, 0)), "loaded m1 differs on some replica");
+	cr_assert_eq(ckpt_checkpoint_find_variable(&v, ck, "model/plain/.ATTRIBUTES/VARIABLE_VALUE"), CKPT_OK);
+	cr_assert(same_everywhere(v, ckpt_variable_replica_data(saved.p, 0)), "loaded plain variable differs");
+	ckpt_checkpoint_free(ck);
+
+	/* a flipped byte in the last value read: ECHECKSUM naming it, nothing returned */
+	const char *data = "/ck/ckpt-1.data-00000-of-00001";
+	const void *buf;
+	size_t n;
+	cr_assert_eq(ckpt_vfs_memory_get(mem, data, &buf, &n), CKPT_OK);
+	unsigned char *bad = malloc(n);
+	memcpy(bad, buf, n);
+	bad[n - 100] ^= 1;
+	cr_assert_eq(ckpt_vfs_memory_put(mem, data, bad, n), CKPT_OK);
+	free(bad);
+	ck = NULL;
+	cr_assert_eq(ckpt_scope_enter(ms), CKPT_OK);
+	rc = ckpt_checkpoint_load(&ck, NULL, "/ck/ckpt-1", &o);
+	cr_assert_eq(ckpt_scope_exit(ms), CKPT_OK);
+	cr_assert_eq(rc, CKPT_ECHECKSUM, "%s", ckpt_error_last()->message);
+	cr_assert_null(ck);
+	cr_assert(ckpt_error_last()->variable && ckpt_error_last()->offset >= 0, "%s", ckpt_error_last()->message);
+	cr_assert_eq(g_partial_warnings, 0, "a failed load must not warn about live variables");
+	ckpt_checkpoint_free(saved.ck);
+	ckpt_vfs_free(mem);
+	ckpt_strategy_free(ms);
+}
