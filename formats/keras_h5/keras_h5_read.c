@@ -315,11 +315,11 @@ static int read_vars_group(kh5_state *s, hid_t vg, const char *owner, const char
 	char *vname = NULL;
 	int rc, exists = 0;
 	CKPT_TRY(ckpt__h5_list(vg, s->path, rel, &l, &n));
-	if (ckpt__h5_attr_exists(vg, "name", &exists) == 0 && exists) {
+	rc = ckpt__h5_attr_exists(vg, "name", &exists);
+	if (rc == CKPT_OK && exists)
 		rc = ckpt__h5_attr_string(vg, "name", s->path, rel, &vname);
-		if (rc < 0)
-			goto out;
-	}
+	if (rc < 0)
+		goto out;
 	slot = ckpt__calloc(n ? n : 1, sizeof(long));
 	if (!slot) {
 		rc = CKPT_ENOMEM;
@@ -439,7 +439,8 @@ static int meta_attr(ckpt_reader *r, kh5_state *s, hid_t obj, const char *attr, 
 	int rc, exists;
 	if (ckpt_reader_meta(r, key))
 		return CKPT_OK;
-	if (ckpt__h5_attr_exists(obj, attr, &exists) < 0 || !exists)
+	CKPT_TRY(ckpt__h5_attr_exists(obj, attr, &exists));
+	if (!exists)
 		return CKPT_OK;
 	rc = ckpt__h5_attr_string(obj, attr, s->path, attr, &v);
 	if (rc < 0)
