@@ -55,6 +55,8 @@ void ckpt_reader_free(ckpt_reader *r)
 	ckpt__free(r);
 }
 
+static int build_name_index(ckpt_reader *r);
+
 int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_options *o)
 {
 	if (!out || !path)
@@ -127,6 +129,11 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 		ckpt_reader_free(r);
 		return CKPT_ENOMEM;
 	}
+	/* built here, not on first lookup, so concurrent finds never race on it */
+	if (r->nvars > 8 && (rc = build_name_index(r)) < 0) {
+		ckpt_reader_free(r);
+		return rc;
+	}
 	*out = r;
 	return CKPT_OK;
 }
@@ -161,7 +168,7 @@ static int cmp_var_index(const void *a, const void *b)
 	return strcmp(sort_base[*(const size_t *)a].name, sort_base[*(const size_t *)b].name);
 }
 
-/* A name-sorted index of the entries, built on first lookup (restores look up every entry). */
+/* A name-sorted index of the entries, built at open (restores look up every entry). */
 static int build_name_index(ckpt_reader *r)
 {
 	size_t *idx = ckpt__calloc(r->nvars ? r->nvars : 1, sizeof(size_t));
@@ -182,9 +189,7 @@ int ckpt_reader_find(const ckpt_reader *r, const char *name, size_t *index)
 {
 	if (!r || !name)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_reader_find: NULL argument");
-	ckpt_reader *mr = (ckpt_reader *)r;  /* the index is a cache, not state */
-	if (!mr->name_index && mr->nvars > 8)
-		CKPT_TRY(build_name_index(mr));
+	const ckpt_reader *mr = r;
 	if (mr->name_index) {
 		size_t lo = 0, hi = r->nvars;
 		while (lo < hi) {
