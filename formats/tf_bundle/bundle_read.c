@@ -287,14 +287,17 @@ static int on_entry(void *ctx, const unsigned char *key, size_t klen,
 	}
 	v->role = ckpt__role_from_key(v->name);
 	ckpt_error_clear();
-	CkptTf__BundleEntryProto *e = ckpt_tf__bundle_entry_proto__unpack(&tfb_pb_allocator, vlen, val);
+	tfb_pb_scratch scratch;
+	ProtobufCAllocator pa;
+	tfb_pb_scratch_init(&scratch, &pa);
+	CkptTf__BundleEntryProto *e = ckpt_tf__bundle_entry_proto__unpack(&pa, vlen, val);
 	if (!e && ckpt_error_last()->code == CKPT_ENOMEM)
 		return CKPT_ENOMEM;
 	if (!e)
 		return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, (int64_t)off,
 			"cannot decode the BundleEntryProto (%zu bytes)", vlen);
 	int rc = check_entry(s, v, e, off);
-	ckpt_tf__bundle_entry_proto__free_unpacked(e, &tfb_pb_allocator);
+	ckpt_tf__bundle_entry_proto__free_unpacked(e, &pa);
 	return rc;
 }
 

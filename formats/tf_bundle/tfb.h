@@ -161,5 +161,15 @@ void tfb_writer_close(ckpt_writer *w);
 /** protobuf-c allocator routed through the ckpt__ hook. */
 struct ProtobufCAllocator;
 extern struct ProtobufCAllocator tfb_pb_allocator;
+/*
+ * Per-call scratch for unpacking one small message (an index entry: the
+ * entry, its shape and every dim are separate protobuf-c allocations): bump
+ * allocation in the caller's buffer, the allocator hook past it.
+ */
+typedef struct tfb_pb_scratch {
+	union { unsigned char b[1024]; long double align; } buf;
+	size_t used;
+} tfb_pb_scratch;
+void tfb_pb_scratch_init(tfb_pb_scratch *s, struct ProtobufCAllocator *a);
 
 #endif

@@ -101,3 +101,34 @@ static void pb_free(void *ctx, void *p)
 }
 
 ProtobufCAllocator tfb_pb_allocator = { pb_alloc, pb_free, NULL };
+
+#define SCRATCH_ALIGN ((size_t)16)
+
+static void *scratch_alloc(void *ctx, size_t n)
+{
+	tfb_pb_scratch *s = ctx;
+	n = n ? (n + SCRATCH_ALIGN - 1) & ~(SCRATCH_ALIGN - 1) : SCRATCH_ALIGN;
+	if (n <= sizeof(s->buf.b) - s->used) {
+		void *p = s->buf.b + s->used;
+		s->used += n;
+		return p;
+	}
+	return ckpt__malloc(n);
+}
+
+static void scratch_free(void *ctx, void *p)
+{
+	tfb_pb_scratch *s = ctx;
+	const unsigned char *q = p;
+	if (q >= s->buf.b && q < s->buf.b + sizeof(s->buf.b))
+		return; /* reused with the scratch */
+	ckpt__free(p);
+}
+
+void tfb_pb_scratch_init(tfb_pb_scratch *s, ProtobufCAllocator *a)
+{
+	s->used = 0;
+	a->alloc = scratch_alloc;
+	a->free = scratch_free;
+	a->allocator_data = s;
+}
