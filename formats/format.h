@@ -45,6 +45,7 @@ struct ckpt_writer {
 	char *path;                  /* target (bundle prefix or file) */
 	char *format_name;           /* as requested: "tf-bundle", "keras-h5", ... */
 	ckpt_object_graph *graph;    /* copy, or NULL */
+	const ckpt_object_graph *graph_borrowed; /* ckpt__writer_borrow_object_graph: used instead of graph */
 	char **meta_keys, **meta_vals;
 	size_t nmeta;
 	int committed;
@@ -77,6 +78,13 @@ struct ckpt_format {
 int ckpt__reader_set_meta(ckpt_reader *r, const char *key, const char *value);
 /** Core helper for backends: look up writer metadata (NULL when absent). */
 const char *ckpt__writer_meta(const ckpt_writer *w, const char *key);
+/** Core helper for backends: the object graph to write (set or borrowed), NULL when none. */
+const ckpt_object_graph *ckpt__writer_graph(const ckpt_writer *w);
+/**
+ * Core (checkpoint save): let the writer use `g` without copying it; `g` must
+ * stay valid and unchanged until the writer is committed or freed.
+ */
+int ckpt__writer_borrow_object_graph(ckpt_writer *w, const ckpt_object_graph *g);
 
 extern const ckpt_format ckpt_format_tf_bundle;
 #ifdef CKPT_HAVE_HDF5

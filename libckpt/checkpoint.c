@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "checkpoint_internal.h"
+#include "formats/format.h"
 
 #define SAVE_COUNTER "save_counter"
 
@@ -166,7 +167,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 			rc = add_value(w, o->attrs[a].var, p.graph->nodes[i].attrs[a].checkpoint_key, &buf, &cap);
 	}
 	if (rc == CKPT_OK)
-		rc = ckpt_writer_set_object_graph(w, p.graph);
+		rc = ckpt__writer_borrow_object_graph(w, p.graph); /* the plan outlives the commit */
 	if (rc == CKPT_OK)
 		rc = ckpt_writer_commit(w);
 	ckpt_writer_free(w);

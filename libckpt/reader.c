@@ -412,6 +412,22 @@ int ckpt_writer_set_object_graph(ckpt_writer *w, const ckpt_object_graph *g)
 		CKPT_TRY(ckpt_object_graph_copy(&copy, g));
 	ckpt_object_graph_free(w->graph);
 	w->graph = copy;
+	w->graph_borrowed = NULL;
+	return CKPT_OK;
+}
+
+const ckpt_object_graph *ckpt__writer_graph(const ckpt_writer *w)
+{
+	return w->graph_borrowed ? w->graph_borrowed : w->graph;
+}
+
+int ckpt__writer_borrow_object_graph(ckpt_writer *w, const ckpt_object_graph *g)
+{
+	if (!w)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt__writer_borrow_object_graph: NULL writer");
+	ckpt_object_graph_free(w->graph);
+	w->graph = NULL;
+	w->graph_borrowed = g;
 	return CKPT_OK;
 }
 

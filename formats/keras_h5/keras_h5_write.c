@@ -843,7 +843,7 @@ static int finish_locked(ckpt__keras_h5w *b, void **image, size_t *len)
 	e = ckpt__calloc(b->n + 1, sizeof(*e));
 	if (!e)
 		return CKPT_ENOMEM;
-	rc = graph_map(w->graph, &gm);
+	rc = graph_map(ckpt__writer_graph(w), &gm);
 	if (rc >= 0)
 		rc = lay_out_paths(b, &gm, e, &m);
 	if (rc >= 0)

@@ -410,7 +410,7 @@ static int add_graph(ckpt_writer *w)
 {
 	void *buf = NULL;
 	size_t n = 0;
-	CKPT_TRY(ckpt_object_graph_serialize(w->graph, &buf, &n));
+	CKPT_TRY(ckpt_object_graph_serialize(ckpt__writer_graph(w), &buf, &n));
 	ckpt_bytes b = { n, buf };
 	ckpt_tensor t;
 	memset(&t, 0, sizeof(t));
@@ -427,7 +427,7 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 {
 	if (s->failed)
 		return ckpt__fail(s->failed, w->path, NULL, -1, "writer failed earlier; nothing committed");
-	if (w->graph)
+	if (ckpt__writer_graph(w))
 		CKPT_TRY(add_graph(w));
 	for (int i = 0; i < s->nshards; i++) {
 		wshard *sh = &s->sh[i];
