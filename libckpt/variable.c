@@ -2,7 +2,7 @@
  * Variables created through the current strategy: plain (1 copy), mirrored
  * and sync-on-read (one copy per replica).
  *
- * Copies are separate ckpt__buffer_alloc buffers (huge pages from 2 MiB) or
+ * Copies are ckpt__variable_buffer_alloc buffers (packed into huge-page blocks) or
  * trainer-owned buffers (replica_buffers: zero copy, assign writes into the
  * caller's memory). Every multi-copy write (initial value, zeroing, assign,
  * assign_many) goes through one fan-out engine: the value is cut into
@@ -421,7 +421,7 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	if (!v->name || !v->origin || !v->bufs)
 		goto nomem;
 	for (int i = 0; i < copies; i++) {
-		v->bufs[i] = v->wrapped ? o->replica_buffers[i] : ckpt__buffer_alloc(nbytes, 0);
+		v->bufs[i] = v->wrapped ? o->replica_buffers[i] : ckpt__variable_buffer_alloc(nbytes);
 		if (!v->bufs[i] && !v->wrapped)
 			goto nomem;
 	}
@@ -470,7 +470,7 @@ void ckpt_variable_free(ckpt_variable *v)
 		free_string_copies(v->strs, v->copies);
 	else if (v->bufs && !v->wrapped)
 		for (int i = 0; i < v->copies; i++)
-			ckpt__buffer_free(v->bufs[i]);
+			ckpt__variable_buffer_free(v->bufs[i], v->nbytes);
 	ckpt__free(v->bufs);
 	ckpt__free(v->name);
 	ckpt__free(v->origin);

@@ -62,6 +62,13 @@ ckpt_strategy *ckpt__replica_running_strategy(void);
 void *ckpt__buffer_alloc(uint64_t n, int zero);
 /** Free a ckpt__buffer_alloc buffer (NULL ok). */
 void ckpt__buffer_free(void *p);
+/**
+ * A variable copy of n bytes: from 64 KiB on, packed with other variables'
+ * copies into shared 2 MiB-aligned huge-page blocks (64-byte aligned, not
+ * zeroed), so no copy has a tail in 4 KiB pages. Free with the same n.
+ */
+void *ckpt__variable_buffer_alloc(uint64_t n);
+void ckpt__variable_buffer_free(void *p, uint64_t n);
 
 /* ---- variables (variable.c) ---- */
 

@@ -269,7 +269,7 @@ Test(variable, large_assign_fans_out_to_huge_page_buffers)
 	cr_assert_eq(ckpt_variable_new(&v, "big", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
 	for (int r = 0; r < 4; r++)
-		cr_assert_eq((uintptr_t)ckpt_variable_replica_data(v, r) % ((uintptr_t)2 << 20), 0, "copy %d not 2 MiB aligned", r);
+		cr_assert_eq((uintptr_t)ckpt_variable_replica_data(v, r) % 64, 0, "copy %d not 64-byte aligned", r);
 	cr_assert_eq(ckpt_variable_assign(v, val, (size_t)n * sizeof(float)), CKPT_OK);
 	for (int r = 0; r < 4; r++)
 		cr_assert_eq(memcmp(ckpt_variable_replica_data(v, r), val, (size_t)n * sizeof(float)), 0);
@@ -839,5 +839,61 @@ Test(variable, string_local_in_replica_context_is_the_replica_copy)
 	void *p;
 	cr_assert_eq(ckpt_variable_local(v, &p), CKPT_ESCOPE);
 	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+}
+
+/* Copies packed into shared huge-page blocks: aligned, disjoint, and independent through frees and new variables. */
+Test(variable, packed_copies_are_disjoint_and_survive_neighbours)
+{
+	ckpt_strategy *s = mirrored(2);
+	enum { NV = 60 };
+	ckpt_variable *vs[NV] = { 0 };
+	int64_t lens[NV];
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	for (int i = 0; i < NV; i++) {
+		lens[i] = (int64_t)(16384 + (i * 37813) % (3 << 20) / 4); /* 64 KiB .. ~850 KiB of float32 */
+		ckpt_shape sh = shape1(lens[i]);
+		char nm[32];
+		snprintf(nm, sizeof nm, "v%d", i);
+		cr_assert_eq(ckpt_variable_new(&vs[i], nm, CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+		float *val = malloc((size_t)lens[i] * sizeof(float));
+		for (int64_t k = 0; k < lens[i]; k++)
+			val[k] = (float)(i * 1000003 + k);
+		cr_assert_eq(ckpt_variable_assign(vs[i], val, (size_t)lens[i] * sizeof(float)), CKPT_OK);
+		free(val);
+	}
+	/* free every third, make new ones in between: the others keep their values */
+	for (int i = 0; i < NV; i += 3) {
+		ckpt_variable_free(vs[i]);
+		ckpt_shape sh = shape1(lens[i]);
+		char nm[32];
+		snprintf(nm, sizeof nm, "w%d", i);
+		cr_assert_eq(ckpt_variable_new(&vs[i], nm, CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+		const float *z = ckpt_variable_replica_data(vs[i], 1);
+		for (int64_t k = 0; k < lens[i]; k++)
+			cr_assert_eq(z[k], 0.0f, "new variable w%d not zeroed at %lld", i, (long long)k);
+	}
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	for (int i = 0; i < NV; i++) {
+		for (int r = 0; r < 2; r++) {
+			const float *d = ckpt_variable_replica_data(vs[i], r);
+			cr_assert_eq((uintptr_t)d % 64, 0);
+			if (i % 3 == 0)
+				continue;
+			for (int64_t k = 0; k < lens[i]; k++)
+				cr_assert_eq(d[k], (float)(i * 1000003 + k), "v%d copy %d element %lld", i, r, (long long)k);
+		}
+		/* no two copies overlap */
+		for (int j = 0; j < i; j++)
+			for (int r = 0; r < 2; r++)
+				for (int q = 0; q < 2; q++) {
+					uintptr_t a = (uintptr_t)ckpt_variable_replica_data(vs[i], r);
+					uintptr_t b = (uintptr_t)ckpt_variable_replica_data(vs[j], q);
+					uintptr_t na = (uintptr_t)lens[i] * 4, nb = (uintptr_t)lens[j] * 4;
+					cr_assert(a + na <= b || b + nb <= a, "v%d copy %d overlaps v%d copy %d", i, r, j, q);
+				}
+	}
+	for (int i = 0; i < NV; i++)
+		ckpt_variable_free(vs[i]);
 	ckpt_strategy_free(s);
 }
