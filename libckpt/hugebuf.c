@@ -64,14 +64,15 @@ void ckpt__buffer_free(void *p)
  * its last whole huge page in 4 KiB pages (THP needs a whole aligned 2 MiB
  * inside the mapping): on the medium benchmark state that tail is ~11 % of
  * the bytes and most of the first-touch time. Variables therefore take their
- * copies one after another from shared 64 MiB huge-page blocks, so every
+ * copies one after another from shared 256 MiB huge-page blocks (address space only until touched), so every
  * byte but the last block's end is in a huge page, with no rounding waste.
  * A block is freed with its last buffer; space inside a block is not reused
  * (variables live as long as the model), so this is only for variables.
  *
  * Buffer layout inside a block: [packed_head (64 bytes) | data, 64-aligned].
  */
-#define BLOCK_BYTES ((uint64_t)64 << 20)
+/* big blocks: each block's last, partly used huge page is the only waste (<= 2 MiB a block) */
+#define BLOCK_BYTES ((uint64_t)256 << 20)
 #define PACK_MIN ((uint64_t)64 << 10)     /* smaller ones: plain ckpt__buffer_alloc */
 #define PACK_MAX (BLOCK_BYTES / 2)        /* bigger ones: a block of their own */
 #define PACK_MAGIC 0x6b6370616b6365ULL
