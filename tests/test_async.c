@@ -54,6 +54,16 @@ static void check_file(const char *prefix, float base, int64_t count)
 	ckpt_reader_free(r);
 }
 
+/* A saver without fsync (scratch files; the commit is still atomic). */
+static ckpt_async_saver *new_saver(void)
+{
+	ckpt_async_options o = CKPT_ASYNC_OPTIONS_INIT;
+	o.no_fsync = 1;
+	ckpt_async_saver *as;
+	cr_assert_eq(ckpt_async_saver_new(&as, &o), CKPT_OK);
+	return as;
+}
+
 static void teardown_state(small_state *st)
 {
 	ckpt_checkpoint_free(st->ck);
@@ -65,10 +75,7 @@ Test(async, writes_the_staged_state_while_training_continues)
 	char *dir = ts_tmpdir();
 	small_state st;
 	build(&st, 2);
-	ckpt_async_options o = CKPT_ASYNC_OPTIONS_INIT;
-	o.no_fsync = 1;
-	ckpt_async_saver *as;
-	cr_assert_eq(ckpt_async_saver_new(&as, &o), CKPT_OK);
+	ckpt_async_saver *as = new_saver();
 	char *p1 = ts_join(dir, "a-1"), *p2 = ts_join(dir, "a-2");
 	set_values(&st, 1.0f, 10);
 	cr_assert_eq(ckpt_async_save(as, st.ck, p1), CKPT_OK, "%s", ckpt_error_last()->message);
@@ -196,10 +203,7 @@ Test(async, stages_string_variables_as_deep_copies)
 	cr_assert_eq(ckpt_scope_enter(st.s), CKPT_OK);
 	cr_assert_eq(ckpt_object_add_variable(&vocab, model, "vocab", "vocab", CKPT_DT_STRING, &sh, NULL), CKPT_OK);
 	cr_assert_eq(ckpt_scope_exit(st.s), CKPT_OK);
-	ckpt_async_options o = CKPT_ASYNC_OPTIONS_INIT;
-	o.no_fsync = 1;
-	ckpt_async_saver *as;
-	cr_assert_eq(ckpt_async_saver_new(&as, &o), CKPT_OK);
+	ckpt_async_saver *as = new_saver();
 	char *p1 = ts_join(dir, "s-1"), *p2 = ts_join(dir, "s-2");
 	set_values(&st, 2.0f, 3);
 	assign_strings(vocab, "first", "");
@@ -227,10 +231,7 @@ Test(async, reserve_sizes_the_staging_area_before_the_first_save)
 	char *dir = ts_tmpdir();
 	small_state st;
 	build(&st, 2);
-	ckpt_async_options o = CKPT_ASYNC_OPTIONS_INIT;
-	o.no_fsync = 1;
-	ckpt_async_saver *as;
-	cr_assert_eq(ckpt_async_saver_new(&as, &o), CKPT_OK);
+	ckpt_async_saver *as = new_saver();
 	cr_assert_eq(ckpt_async_saver_reserve(NULL, st.ck), CKPT_EINVAL);
 	cr_assert_eq(ckpt_async_saver_reserve(as, st.ck), CKPT_OK, "%s", ckpt_error_last()->message);
 	char *p1 = ts_join(dir, "r-1"), *p2 = ts_join(dir, "r-2");
