@@ -5,7 +5,8 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config
   libhdf5-dev zlib1g-dev libarchive-dev libcriterion-dev
   libprotobuf-c-dev protobuf-c-compiler libsnappy-dev libjansson-dev libisal-dev
-  python3 python3-h5py python3-numpy
+  python3 python3-h5py python3-numpy python3-venv
+  libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev
   "$@")
 missing=()

@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+# the TensorFlow / Keras / safetensors / gguf oracles (pinned, in a venv this script owns)
+CKPT_ORACLE_PYTHON="$(bash scripts/install-oracles.sh | tail -n1)"
+export CKPT_ORACLE_PYTHON TF_CPP_MIN_LOG_LEVEL=3
 jobs=$(nproc)
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS="-Werror" >/dev/null

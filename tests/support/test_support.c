@@ -1,5 +1,6 @@
 #include "test_support.h"
 
+#include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -157,4 +158,14 @@ void ts_run_free(ts_run_result *res)
 	free(res->out);
 	free(res->err);
 	res->out = res->err = NULL;
+}
+
+const char *ts_oracle_python(void)
+{
+	const char *py = getenv("CKPT_ORACLE_PYTHON");
+
+	cr_assert(py && *py, "CKPT_ORACLE_PYTHON is not set: run the suite through scripts/test.sh "
+			     "(it installs the pinned oracles of tests/oracles/requirements.txt)");
+	cr_assert(access(py, X_OK) == 0, "CKPT_ORACLE_PYTHON=%s is not executable", py);
+	return py;
 }

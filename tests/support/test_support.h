@@ -36,6 +36,12 @@ void ts_run_free(ts_run_result *res);
 
 /** The system Python used as an independent oracle. */
 #define TS_PYTHON "/usr/bin/python3"
+/**
+ * The venv python holding TensorFlow, Keras 3, safetensors and gguf
+ * ($CKPT_ORACLE_PYTHON, set by scripts/test.sh). Fails the calling test when
+ * it is not set or not runnable: the oracle tier never skips.
+ */
+const char *ts_oracle_python(void);
 /** The ckpt CLI built with the tests. */
 #define TS_CLI CKPT_CLI_PATH
 
