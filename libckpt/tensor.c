@@ -224,6 +224,21 @@ uint32_t ckpt_tensor_crc32(const ckpt_tensor *t)
 	return crc32_big(crc, t->data, t->nbytes);
 }
 
+uint32_t ckpt_tensor_crc32c(const ckpt_tensor *t)
+{
+	uint32_t crc = 0;
+	if (!t || !t->data)
+		return crc;
+	if (t->dtype == CKPT_DT_STRING) {
+		uint64_t n = ckpt_tensor_num_elements(t);
+		const ckpt_bytes *b = t->data;
+		for (uint64_t i = 0; i < n; i++)
+			crc = ckpt_crc32c_extend(crc, b[i].data, (size_t)b[i].len);
+		return crc;
+	}
+	return ckpt_crc32c_extend(crc, t->data, (size_t)t->nbytes);
+}
+
 int ckpt_tensor_equal(const ckpt_tensor *a, const ckpt_tensor *b)
 {
 	if (!a || !b || a->dtype != b->dtype || !ckpt_shape_equal(&a->shape, &b->shape))

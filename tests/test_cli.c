@@ -89,7 +89,7 @@ static json_t *find_var(json_t *vars, const char *name)
 static void assert_json_layout(const char *out, json_t *doc)
 {
 	static const char *const top[] = { "path", "format", "variables" };
-	static const char *const var[] = { "name", "dtype", "shape", "bytes", "crc32", "role" };
+	static const char *const var[] = { "name", "dtype", "shape", "bytes", "crc32", "crc32c", "role" };
 	const char *key;
 	json_t *val, *v;
 	size_t i = 0, k;
@@ -103,10 +103,10 @@ static void assert_json_layout(const char *out, json_t *doc)
 	json_array_foreach(json_object_get(doc, "variables"), k, v) {
 		i = 0;
 		json_object_foreach(v, key, val) {
-			cr_assert_lt(i, 6);
+			cr_assert_lt(i, 7);
 			cr_assert_str_eq(key, var[i++], "variable key order");
 		}
-		cr_assert_eq(i, 6);
+		cr_assert_eq(i, 7);
 		const char *role = json_string_value(json_object_get(v, "role"));
 		cr_assert(role && (!strcmp(role, "model") || !strcmp(role, "optimizer") ||
 			!strcmp(role, "metric") || !strcmp(role, "other")), "role %s", role ? role : "(null)");
@@ -150,6 +150,9 @@ static void check_inspect_against_oracle(const char *path, const char *format_pr
 		cr_assert(json_is_string(json_object_get(g, "crc32")), "%s: crc32 of %s is null", path, name);
 		cr_assert_str_eq(json_string_value(json_object_get(g, "crc32")),
 			json_string_value(json_object_get(w, "crc32")), "%s: crc32 of %s", path, name);
+		cr_assert(json_is_string(json_object_get(g, "crc32c")), "%s: crc32c of %s is null", path, name);
+		cr_assert_str_eq(json_string_value(json_object_get(g, "crc32c")),
+			json_string_value(json_object_get(w, "crc32c")), "%s: crc32c of %s", path, name);
 	}
 	json_decref(got);
 	json_decref(want);
@@ -529,8 +532,8 @@ Test(cli, diff_missing_extra_and_dtype)
 
 /* ---- convert ---- */
 
-/* crc32 by name from `ckpt inspect --json`, without the object-graph entry. */
-static json_t *crcs_by_name(const char *path)
+/* `field` ("crc32" or "crc32c") by name from `ckpt inspect --json`, without the object-graph entry. */
+static json_t *checksums_by_name(const char *path, const char *field)
 {
 	ts_run_result r = cli("inspect", "--json", path, NULL);
 	json_t *doc, *v, *out = json_object();
@@ -541,11 +544,16 @@ static json_t *crcs_by_name(const char *path)
 	json_array_foreach(json_object_get(doc, "variables"), i, v) {
 		const char *name = json_string_value(json_object_get(v, "name"));
 		if (strcmp(name, CKPT_OBJECT_GRAPH_KEY) != 0)
-			json_object_set(out, name, json_object_get(v, "crc32"));
+			json_object_set(out, name, json_object_get(v, field));
 	}
 	json_decref(doc);
 	ts_run_free(&r);
 	return out;
+}
+
+static json_t *crcs_by_name(const char *path)
+{
+	return checksums_by_name(path, "crc32");
 }
 
 Test(cli, convert_tf_to_tf_preserves_every_value)
@@ -579,7 +587,7 @@ Test(cli, convert_tf_to_tf_preserves_every_value)
 
 /*
  * `ckpt restore PATH --strategy mirrored --replicas 4 --json`: every variable
- * mirrored (or sync-on-read) with 4 copies, crc32 as `ckpt inspect` prints it.
+ * mirrored (or sync-on-read) with 4 copies, crc32c as `ckpt inspect` prints it.
  * Variables hold every dtype (TF1 string tensors included), so nothing may
  * be left unmatched. `every_entry`: each entry `ckpt inspect` lists (but the
  * object graph) must be reported as a variable (TF files, whose variable
@@ -593,7 +601,7 @@ static void check_restore_mirrored(const char *path, int every_entry)
 	const char *key;
 
 	doc = parse_json(r.out, path);
-	crcs = crcs_by_name(path);
+	crcs = checksums_by_name(path, "crc32c");
 	cr_assert_str_eq(json_string_value(json_object_get(doc, "strategy")), "mirrored");
 	cr_assert_eq(json_integer_value(json_object_get(doc, "replicas")), 4);
 	nu = json_array_size(json_object_get(doc, "unmatched"));
@@ -610,7 +618,7 @@ static void check_restore_mirrored(const char *path, int every_entry)
 		cr_assert_eq(json_integer_value(json_object_get(v, "replicas")), 4, "%s: %s", path, name);
 		cr_assert(!strcmp(kind, "mirrored") || !strcmp(kind, "sync-on-read"), "%s: %s is %s", path, name, kind);
 		if (want) {
-			cr_assert(json_equal(json_object_get(v, "crc32"), want), "%s: crc32 of %s", path, name);
+			cr_assert(json_equal(json_object_get(v, "crc32c"), want), "%s: crc32c of %s", path, name);
 			json_object_set_new(seen, name, json_true());
 		}
 	}

@@ -10,9 +10,10 @@
  * --json prints exactly
  *   {"path": "...", "format": "tf-bundle", "variables": [{"name": "<key as
  *   stored>", "dtype": "float32", "shape": [2, 2], "bytes": 16,
- *   "crc32": "0x1a2b3c4d", "role": "model"}, ...]}
- * with crc32 = zlib crc32 of the tensor (ckpt_tensor_crc32), null when the
- * data cannot be read (the error goes to stderr and the exit status is 1).
+ *   "crc32": "0x1a2b3c4d", "crc32c": "0x5e6f7a8b", "role": "model"}, ...]}
+ * with crc32 = zlib crc32 of the tensor (ckpt_tensor_crc32) and crc32c its
+ * CRC-32C (ckpt_tensor_crc32c, what `ckpt restore` checks copies against),
+ * null when the data cannot be read (the error goes to stderr and the exit status is 1).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ typedef struct inspect_state {
 	size_t n;
 	int *status;        /* ST_* per entry */
 	uint32_t *crc;      /* zlib crc32 per entry when ST_OK */
+	uint32_t *crc32c;   /* CRC-32C per entry when ST_OK (what `ckpt restore` checks copies against) */
 	int failed;         /* entries that could not be read */
 } inspect_state;
 
@@ -58,6 +60,7 @@ static void read_all(inspect_state *st)
 			continue;
 		}
 		st->crc[i] = ckpt_tensor_crc32(t);
+		st->crc32c[i] = ckpt_tensor_crc32c(t);
 		st->status[i] = ST_OK;
 		ckpt_tensor_free(t);
 	}
@@ -84,6 +87,11 @@ static void print_json(const inspect_state *st)
 		printf(", \"bytes\": %" PRIu64 ", \"crc32\": ", v->nbytes);
 		if (st->status[i] == ST_OK)
 			jout_crc32(stdout, st->crc[i]);
+		else
+			fputs("null", stdout);
+		fputs(", \"crc32c\": ", stdout);
+		if (st->status[i] == ST_OK)
+			jout_crc32(stdout, st->crc32c[i]);
 		else
 			fputs("null", stdout);
 		fputs(", \"role\": ", stdout);
@@ -506,7 +514,8 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 	st.n = ckpt_reader_count(st.r);
 	st.status = calloc(st.n ? st.n : 1, sizeof(int));
 	st.crc = calloc(st.n ? st.n : 1, sizeof(uint32_t));
-	if (!st.status || !st.crc) {
+	st.crc32c = calloc(st.n ? st.n : 1, sizeof(uint32_t));
+	if (!st.status || !st.crc || !st.crc32c) {
 		rc = cli_report(path, NULL, -1, "out of memory");
 		goto done;
 	}
@@ -521,6 +530,7 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 done:
 	free(st.status);
 	free(st.crc);
+	free(st.crc32c);
 	ckpt_reader_free(st.r);
 	return rc;
 }
@@ -530,7 +540,7 @@ const cli_cmd cli_cmd_inspect = {
 	inspect_opts,
 	"Reads every tensor, so every stored checksum is verified. --json prints\n"
 	"{\"path\", \"format\", \"variables\": [{\"name\", \"dtype\", \"shape\", \"bytes\",\n"
-	"\"crc32\", \"role\"}]} where crc32 is zlib's crc32 of the tensor bytes (null\n"
-	"when they cannot be read). Missing data files and unreadable tensors are\n"
+	"\"crc32\", \"crc32c\", \"role\"}]} where crc32 is zlib's crc32 of the tensor\n"
+	"bytes and crc32c their CRC-32C (null when they cannot be read). Missing data files and unreadable tensors are\n"
 	"reported on stderr and make the exit status 1."
 };

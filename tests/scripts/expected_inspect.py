@@ -2,7 +2,7 @@
 """Independent oracle for `ckpt inspect --json` (tests/test_cli.c).
 
   expected_inspect.py PATH         print {"variables": [{"name", "dtype", "shape",
-                                   "bytes", "crc32"}, ...]} for one checkpoint
+                                   "bytes", "crc32", "crc32c"}, ...]} for one checkpoint
   expected_inspect.py --list DIR   print the checkpoint paths of every fixture under
                                    DIR (TF: one per "################ X.index" section
                                    of each CONTENTS.txt; Keras: each file with a
@@ -11,7 +11,8 @@
 TensorBundles are decoded with ../shared/tools/dump_bundle.py (imported as a
 module); HDF5 files (and model.weights.h5 inside .keras zips) with h5py.
 crc32 is zlib.crc32 of the raw little-endian bytes (string tensors: of the
-concatenated elements). Before printing, the result is checked against the
+concatenated elements), crc32c the CRC-32C of the same bytes (dump_bundle's
+table-driven implementation, itself checked against the standard check value). Before printing, the result is checked against the
 fixture's CONTENTS.txt dump (names, dtypes, shapes); a disagreement exits 1,
 so the C test compares against values that match the published dump.
 """
@@ -68,12 +69,13 @@ def bundle_expected(prefix):
             strings, probs, _ = dump_bundle.read_string_tensor(raw, count)
             if probs:
                 fail("%s: %s" % (key, probs))
-            crc = zlib.crc32(b"".join(strings))
+            value = b"".join(strings)
         else:
-            crc = zlib.crc32(raw)
+            value = raw
         out.append({"name": key.decode("utf-8", "surrogateescape"),
                     "dtype": TF_DTYPES[e["dtype"]], "shape": dims,
-                    "bytes": e["size"], "crc32": "0x%08x" % (crc & 0xffffffff)})
+                    "bytes": e["size"], "crc32": "0x%08x" % (zlib.crc32(value) & 0xffffffff),
+                    "crc32c": "0x%08x" % dump_bundle.crc32c(value)})
     return out
 
 
@@ -140,7 +142,8 @@ def h5_expected(f):
             a = np.asarray(arr)
             data = a.astype(a.dtype.newbyteorder("<")).tobytes()
         out.append({"name": name, "dtype": dt, "shape": list(obj.shape),
-                    "bytes": len(data), "crc32": "0x%08x" % (zlib.crc32(data) & 0xffffffff)})
+                    "bytes": len(data), "crc32": "0x%08x" % (zlib.crc32(data) & 0xffffffff),
+                    "crc32c": "0x%08x" % dump_bundle.crc32c(data)})
     f.visititems(visit)
     return out
 

@@ -93,6 +93,12 @@ CKPT_API uint32_t ckpt_tensor_crc32(const ckpt_tensor *t);
 /** 1 when dtype, shape and every byte are equal. */
 CKPT_API int ckpt_tensor_equal(const ckpt_tensor *a, const ckpt_tensor *b);
 
+/**
+ * CRC-32C (Castagnoli) of the raw bytes (STRING: of the concatenated element
+ * bytes). For fixed-size dtypes this is the checksum a TensorBundle stores
+ * for the entry; `ckpt inspect --json` and `ckpt restore --json` print it.
+ */
+CKPT_API uint32_t ckpt_tensor_crc32c(const ckpt_tensor *t);
 /** Standard CRC-32C (Castagnoli) of `n` bytes, continuing from `crc` (start with 0). */
 CKPT_API uint32_t ckpt_crc32c_extend(uint32_t crc, const void *buf, size_t n);
 /** TensorFlow's masked CRC (crc32c.h Mask / Unmask). */
