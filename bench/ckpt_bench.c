@@ -1551,6 +1551,31 @@ static void bench_state(const char *name)
 	state_free(&s);
 }
 
+/*
+ * --export STATE PATH: write STATE as a TensorFlow checkpoint (object graph,
+ * Adam slots) at bundle prefix PATH and exit; the whole-process benchmark
+ * (bench/whole_process.py) times the ckpt tool and the limit probe on it.
+ */
+static int export_state(const char *name, const char *path)
+{
+	bstate s;
+	tree t;
+	op_result r;
+	unsigned char *bufs[1];
+
+	memset(&r, 0, sizeof r);
+	build_state(&s, name);
+	bufs[0] = s.arena;
+	if (tree_build(&t, &s, bufs, 1, 0, &r) < 0 || ckpt_checkpoint_write(t.ck, path) < 0) {
+		fprintf(stderr, "ckpt_bench: export %s to %s failed: %s\n", name, path, ckpt_error_last()->message);
+		return 1;
+	}
+	printf("%zu %llu\n", s.n, (unsigned long long)s.bytes);
+	tree_free(&t);
+	state_free(&s);
+	return 0;
+}
+
 static int parse_ints(const char *arg, int *out, int max)
 {
 	int n = 0;
@@ -1564,7 +1589,8 @@ static int parse_ints(const char *arg, int *out, int max)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: ckpt_bench [--dir DIR] [--json FILE] [--states small,medium,large,tiny]\n"
+		"usage: ckpt_bench --export STATE PREFIX\n"
+		"       ckpt_bench [--dir DIR] [--json FILE] [--states small,medium,large,tiny]\n"
 		"                  [--ops " DEFAULT_OPS " | all (adds stage,wrap,varapi)]\n"
 		"                  [--reps N] [--large-reps N] [--threads T] [--replicas 2,4,8]\n"
 		"                  [--large-replicas 2]\n");
@@ -1580,6 +1606,8 @@ int main(int argc, char **argv)
 	O.large_reps = 5;
 	O.nreplicas = parse_ints("2,4,8", O.replicas, 8);
 	O.nlarge_replicas = parse_ints("2", O.large_replicas, 8);
+	if (argc == 4 && !strcmp(argv[1], "--export"))
+		return export_state(argv[2], argv[3]);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
