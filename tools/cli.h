@@ -104,6 +104,28 @@ void jout_double(FILE *f, double v);
 /** "0x1a2b3c4d". */
 void jout_crc32(FILE *f, uint32_t crc);
 
+/* ---- cli_progress.c: a progress line on stderr for long commands ---- */
+
+typedef struct cli_progress cli_progress;
+/**
+ * Start counting the bytes read and written through cli_progress_vfs(p);
+ * `total` is the expected count (what 100 % means). Draws one line on stderr,
+ * redrawn, once the command has run a second, when stderr is a terminal and
+ * `json` is 0. Never fails the command: *out may be NULL (no progress).
+ */
+int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int json);
+/** The counting VFS to pass in open/write/checkpoint options (NULL when p is NULL). */
+ckpt_vfs *cli_progress_vfs(cli_progress *p);
+void cli_progress_set_total(cli_progress *p, uint64_t total);
+/** Stop drawing and erase the line if one was drawn. Call before printing results. NULL ok. */
+void cli_progress_done(cli_progress *p);
+/** Free, after every reader or writer using the VFS is freed. NULL ok. */
+void cli_progress_free(cli_progress *p);
+/** Erase the progress line, if one is drawn, before other stderr output (it is redrawn later). */
+void cli_progress_clear_line(void);
+/** Sum of the stored bytes of every entry of `r`. */
+uint64_t cli_reader_bytes(const ckpt_reader *r);
+
 /* ---- commands (one file each) ---- */
 extern const cli_cmd cli_cmd_inspect;
 extern const cli_cmd cli_cmd_verify;

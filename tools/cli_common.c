@@ -80,6 +80,7 @@ const char *cli_vis(const char *str)
 
 static void error_line(const char *path, const char *var, int64_t offset, const char *msg)
 {
+	cli_progress_clear_line(); /* an error line never lands after a progress line */
 	fputs("ckpt: ", stderr);
 	if (path)
 		fprintf(stderr, "%s: ", cli_vis(path));

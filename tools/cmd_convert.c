@@ -81,6 +81,8 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	ckpt_writer *w = NULL;
 	const ckpt_object_graph *g;
 	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+	cli_progress *prog = NULL;
 	char **keys = NULL;
 	size_t i, k, n = 0, written = 0, unmapped = 0, *order = NULL;
 	uint64_t bytes = 0;
@@ -100,8 +102,14 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	if (!format)
 		return cli_usage_error(cmd, "--to wants tf, keras-h5, keras-weights or keras, got '%s'", to);
 
-	if (ckpt_reader_open(&r, in, NULL) != CKPT_OK)
+	cli_progress_start(&prog, "convert", 0, 0);
+	oo.vfs = cli_progress_vfs(prog);
+	wo.vfs = oo.vfs;
+	if (ckpt_reader_open(&r, in, &oo) != CKPT_OK) {
+		cli_progress_free(prog);
 		return cli_report_last(in, NULL);
+	}
+	cli_progress_set_total(prog, 2 * cli_reader_bytes(r)); /* read once, written once */
 	rc = CLI_EXIT_ERROR;
 	n = ckpt_reader_count(r);
 	if (cli_report_missing_shards(r))
@@ -153,6 +161,7 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 		ckpt_tensor_free(t);
 		if (arc == CKPT_EUNSUPPORTED) {
 			const ckpt_error *e = ckpt_error_last();
+			cli_progress_clear_line();
 			fprintf(stderr, "ckpt: %s: variable '%s': cannot be mapped to %s: ", cli_vis(in), cli_vis(v->name),
 				format);
 			fprintf(stderr, "%s\n", cli_vis(e->message ? e->message : "unsupported"));
@@ -176,6 +185,7 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 		cli_report_last(out, NULL);
 		goto done;
 	}
+	cli_progress_done(prog);
 	printf("wrote %s (%s): %zu entries, %" PRIu64 " bytes", cli_vis(out), format, written, bytes);
 	if (unmapped)
 		printf("; %zu entr%s not mappable, skipped", unmapped, unmapped == 1 ? "y" : "ies");
@@ -186,6 +196,7 @@ done:
 	ckpt_writer_free(w);
 	cli_keys_free(keys, n);
 	ckpt_reader_free(r);
+	cli_progress_free(prog);
 	return rc;
 }
 

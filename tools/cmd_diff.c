@@ -177,13 +177,15 @@ static const char *fallback_name(const char *name)
 	return name;
 }
 
-static int side_open(side *s, const char *arg)
+static int side_open(side *s, const char *arg, ckpt_vfs *vfs)
 {
 	size_t i;
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
 
 	memset(s, 0, sizeof(*s));
 	s->arg = arg;
-	if (ckpt_reader_open(&s->r, arg, NULL) != CKPT_OK)
+	oo.vfs = vfs;
+	if (ckpt_reader_open(&s->r, arg, &oo) != CKPT_OK)
 		return cli_report_last(arg, NULL);
 	s->n = ckpt_reader_count(s->r);
 	if (cli_canonical_keys(s->r, &s->keys) != CLI_EXIT_OK)
@@ -229,6 +231,8 @@ static void begin_item(diff_ctx *c)
 {
 	if (c->json)
 		fputs(c->first ? "" : ", ", stdout);
+	else
+		cli_progress_clear_line(); /* a difference line never lands after a progress line */
 	c->first = 0;
 }
 
@@ -369,6 +373,7 @@ static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 	const char *s;
 	int rc;
 	size_t i, only_a, only_b;
+	cli_progress *prog = NULL;
 
 	memset(&c, 0, sizeof(c));
 	rc = cli_parse(cmd, argc, argv, &args);
@@ -383,15 +388,19 @@ static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 	c.json = cli_get(cmd, &args, "json") != NULL;
 
 	memset(&B, 0, sizeof(B));
-	if (side_open(&A, cli_get(cmd, &args, "A")) != CLI_EXIT_OK) {
+	cli_progress_start(&prog, "diff", 0, c.json);
+	if (side_open(&A, cli_get(cmd, &args, "A"), cli_progress_vfs(prog)) != CLI_EXIT_OK) {
 		side_close(&A);
+		cli_progress_free(prog);
 		return CLI_EXIT_ERROR;
 	}
-	if (side_open(&B, cli_get(cmd, &args, "B")) != CLI_EXIT_OK) {
+	if (side_open(&B, cli_get(cmd, &args, "B"), cli_progress_vfs(prog)) != CLI_EXIT_OK) {
 		side_close(&A);
 		side_close(&B);
+		cli_progress_free(prog);
 		return CLI_EXIT_ERROR;
 	}
+	cli_progress_set_total(prog, cli_reader_bytes(A.r) + cli_reader_bytes(B.r));
 	c.A = &A;
 	c.B = &B;
 
@@ -435,6 +444,7 @@ static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 			diff_pair(&c, A.by_name[i].idx, hit->idx, A.by_name[i].key);
 	}
 
+	cli_progress_done(prog);
 	if (c.json)
 		fputs("], \"only_in_a\": [", stdout);
 	only_a = list_unmatched(&c, &A, "A");
@@ -452,6 +462,7 @@ static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 	fflush(stdout);
 	side_close(&A);
 	side_close(&B);
+	cli_progress_free(prog);
 	return rc;
 }
 

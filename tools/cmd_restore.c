@@ -265,6 +265,8 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 	ckpt_checkpoint_options co = CKPT_CHECKPOINT_OPTIONS_INIT;
 	ckpt_tracked_list *list = NULL;
 	ckpt_reader *r = NULL;
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+	cli_progress *prog = NULL;
 	var_check *checks = NULL;
 	size_t i, n = 0, nunmatched = 0;
 	uint64_t bytes = 0;
@@ -308,6 +310,16 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		}
 		entered = 1;
 	}
+	/* the reader the check uses, opened first: its sizes are what 100 % means */
+	cli_progress_start(&prog, "restore", 0, json);
+	oo.vfs = cli_progress_vfs(prog);
+	co.vfs = oo.vfs;
+	if (ckpt_reader_open(&r, path, &oo) != CKPT_OK) {
+		cli_report_last(path, NULL);
+		goto done;
+	}
+	/* plain variables are verified in the file before they are read: two passes */
+	cli_progress_set_total(prog, cli_reader_bytes(r) * (mirrored ? 1u : 2u) + (save ? cli_reader_bytes(r) : 0));
 	t0 = now_seconds();
 	if (ckpt_checkpoint_load(&ck, &st, path, &co) != CKPT_OK) {
 		cli_report_last(path, NULL);
@@ -324,10 +336,6 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		ckpt_restore_status_expect_partial(st);
 
 	/* check every variable against the file */
-	if (ckpt_reader_open(&r, path, NULL) != CKPT_OK) {
-		cli_report_last(path, NULL);
-		goto done;
-	}
 	if (ckpt_checkpoint_variables(&list, ck) != CKPT_OK) {
 		cli_report_last(path, NULL);
 		goto done;
@@ -375,6 +383,7 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		cli_report_last(save, NULL);
 		bad++;
 	}
+	cli_progress_done(prog);
 
 	if (json) {
 		fputs("{\"path\": ", stdout);
@@ -460,6 +469,7 @@ done:
 	ckpt_checkpoint_free(ck);
 	if (strat)
 		ckpt_strategy_free(strat);
+	cli_progress_free(prog);
 	return rc;
 }
 

@@ -17,6 +17,8 @@ static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
 	cli_args args;
 	const char *path;
 	ckpt_reader *r = NULL;
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+	cli_progress *prog = NULL;
 	size_t i, n, bad = 0, unchecked = 0;
 	uint64_t bytes = 0;
 	int rc;
@@ -28,20 +30,25 @@ static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
 		return rc;
 	path = cli_get(cmd, &args, "PATH");
 
-	if (ckpt_reader_open(&r, path, NULL) != CKPT_OK)
+	cli_progress_start(&prog, "verify", 0, 0);
+	oo.vfs = cli_progress_vfs(prog);
+	if (ckpt_reader_open(&r, path, &oo) != CKPT_OK) {
+		cli_progress_free(prog);
 		return cli_report_last(path, NULL);
+	}
 	n = ckpt_reader_count(r);
+	cli_progress_set_total(prog, cli_reader_bytes(r));
 	if (cli_report_missing_shards(r))
 		bad++;
 	for (i = 0; i < n; i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
-		ckpt_tensor *t = NULL;
 
 		if (cli_var_in_missing_shard(r, v)) {
 			bad++;
 			continue; /* reported once per file above */
 		}
-		if (ckpt_reader_read(r, i, &t) != CKPT_OK) {
+		/* through the reader's bounded buffers: no copy of the tensor is kept */
+		if (ckpt_reader_verify(r, i) != CKPT_OK) {
 			cli_report_last(ckpt_reader_path(r), v->name);
 			bad++;
 			continue;
@@ -49,12 +56,13 @@ static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
 		bytes += v->nbytes;
 		if (!v->has_crc32c)
 			unchecked++;
-		ckpt_tensor_free(t);
 	}
+	cli_progress_done(prog);
 	if (bad) {
 		cli_report(ckpt_reader_path(r), NULL, -1, "FAILED: %zu problem%s in %zu tensors", bad,
 			bad == 1 ? "" : "s", n);
 		ckpt_reader_free(r);
+		cli_progress_free(prog);
 		return CLI_EXIT_ERROR;
 	}
 	printf("OK: %zu tensors, %" PRIu64 " bytes verified (%s", n, bytes, ckpt_reader_format(r));
@@ -62,6 +70,7 @@ static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
 		printf("; %zu without a stored checksum, read and structure-checked", unchecked);
 	printf(")\n");
 	ckpt_reader_free(r);
+	cli_progress_free(prog);
 	return CLI_EXIT_OK;
 }
 
