@@ -192,7 +192,8 @@ static int build_values(ckpt__session *s)
 	 */
 	for (size_t i = 0; i < nr && rc == CKPT_OK; i++) {
 		const ckpt_var_info *vi = ckpt_reader_var(r, i);
-		if (used[i] || strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
+		/* slices of a partitioned entry are restored through that entry, never as variables of their own */
+		if (used[i] || vi->slice_part || strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
 			continue;
 		rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, "", vi, i, vi->name);
 	}
