@@ -24,7 +24,7 @@
 #define ORACLE_DIR CKPT_SOURCE_DIR "/tests/oracles/"
 
 /* Run `python tests/oracles/<script> args... NULL`; returns its result (the caller frees). */
-static ts_run_result oracle_run(const char *script, ...)
+static inline ts_run_result oracle_run(const char *script, ...)
 {
 	char *argv[24];
 	char path[4096];
@@ -45,12 +45,12 @@ static ts_run_result oracle_run(const char *script, ...)
 }
 
 /* The oracle must exit 0; its stderr is the diagnosis otherwise. */
-static void oracle_expect_ok(ts_run_result *r, const char *what)
+static inline void oracle_expect_ok(ts_run_result *r, const char *what)
 {
 	cr_assert_eq(r->status, 0, "%s failed (exit %d):\n%s\n%s", what, r->status, r->out, r->err);
 }
 
-static json_t *oracle_load_json(const char *path)
+static inline json_t *oracle_load_json(const char *path)
 {
 	json_error_t e;
 	json_t *j = json_load_file(path, 0, &e);
@@ -59,7 +59,7 @@ static json_t *oracle_load_json(const char *path)
 	return j;
 }
 
-static char *hex_of(const void *p, size_t n)
+static inline char *hex_of(const void *p, size_t n)
 {
 	static const char digits[] = "0123456789abcdef";
 	const unsigned char *b = p;
@@ -74,7 +74,7 @@ static char *hex_of(const void *p, size_t n)
 }
 
 /* One stored entry of `r` against TensorFlow's record of it: dtype, shape, every byte. */
-static void oracle_compare_entry(ckpt_reader *r, const char *ctx, const char *name, json_t *rec)
+static inline void oracle_compare_entry(ckpt_reader *r, const char *ctx, const char *name, json_t *rec)
 {
 	size_t idx;
 	const ckpt_var_info *vi;
@@ -112,7 +112,7 @@ static void oracle_compare_entry(ckpt_reader *r, const char *ctx, const char *na
  * Every entry TF lists is read by libckpt exactly, and libckpt lists no
  * other but the slices of partitioned entries (TF lists the assembled value).
  */
-static void oracle_compare_entries(ckpt_reader *r, const char *ctx, json_t *entries)
+static inline void oracle_compare_entries(ckpt_reader *r, const char *ctx, json_t *entries)
 {
 	const char *name;
 	json_t *rec;
@@ -128,7 +128,7 @@ static void oracle_compare_entries(ckpt_reader *r, const char *ctx, json_t *entr
 
 /* ---- libckpt's side, for the oracles: {"entries": {name: record}} as tf_manifest.py writes them ---- */
 
-static void json_put_tensor(json_t *entries, const char *name, const ckpt_tensor *t)
+static inline void json_put_tensor(json_t *entries, const char *name, const ckpt_tensor *t)
 {
 	json_t *rec = json_object(), *shape = json_array();
 
@@ -154,7 +154,7 @@ static void json_put_tensor(json_t *entries, const char *name, const ckpt_tensor
 }
 
 /* Every entry of `path` as libckpt reads it. */
-static json_t *oracle_entries_of(const char *path)
+static inline json_t *oracle_entries_of(const char *path)
 {
 	ckpt_reader *r;
 	json_t *entries = json_object();
@@ -170,13 +170,13 @@ static json_t *oracle_entries_of(const char *path)
 	return entries;
 }
 
-static void oracle_dump(const char *path, json_t *j)
+static inline void oracle_dump(const char *path, json_t *j)
 {
 	cr_assert_eq(json_dump_file(j, path, JSON_INDENT(1) | JSON_SORT_KEYS), 0, "cannot write %s", path);
 }
 
 /* Run the CLI with a NULL-terminated argument list; it must exit 0. */
-static void oracle_cli_ok(const char *arg, ...)
+static inline void oracle_cli_ok(const char *arg, ...)
 {
 	char *argv[24];
 	int n = 0;
