@@ -164,7 +164,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
 		const ckpt_object *o = p.nodes[i].obj;
 		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++)
-			rc = add_value(w, o->attrs[a].var, p.graph->nodes[i].attrs[a].checkpoint_key, &buf, &cap);
+			rc = add_value(w, o->attrs[a].var, p.nodes[i].keys[a], &buf, &cap);
 	}
 	if (rc == CKPT_OK)
 		rc = ckpt__writer_borrow_object_graph(w, p.graph); /* the plan outlives the commit */

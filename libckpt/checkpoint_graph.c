@@ -196,24 +196,62 @@ static int add_node(builder *b, ckpt_object *obj, char *path, int *id)
 		b->cap = nc;
 	}
 	*id = (int)b->p->n;
-	b->p->nodes[b->p->n++] = (ckpt__plan_node){ obj, path, -1, NULL, 0 };
+	b->p->nodes[b->p->n++] = (ckpt__plan_node){ obj, path, NULL, -1, NULL, 0 };
 	return ckpt__ptrmap_put(&b->ids, node_key(obj), *id);
 }
 
-/* Attribute and variable names are stable while the plan lives: the graph points at them. */
-static int fill_attrs(ckpt__arena *ar, ckpt_og_node *gn, const ckpt_object *obj, const char *path)
+/* "<path>/.ATTRIBUTES/<escaped attr><suffix>": the key a multi-tensor attribute's tensor is stored under */
+static char *tensor_key(ckpt__arena *a, const char *key, const char *suffix)
 {
+	size_t kl = strlen(key), sl = strlen(suffix);
+	char *d = arena_alloc(a, kl + sl + 1);
+	if (d) {
+		memcpy(d, key, kl);
+		memcpy(d + kl, suffix, sl + 1);
+	}
+	return d;
+}
+
+/*
+ * Attribute and variable names are stable while the plan lives: the graph
+ * points at them. The tensors of a multi-tensor attribute (same name, each
+ * with a suffix) are one SerializedTensor, as TF writes a SaveableObject:
+ * name "table", checkpoint_key "<path>/.ATTRIBUTES/table", no full_name
+ * (TF gives one to variables only); `pn->keys` has every tensor's own key.
+ */
+static int fill_attrs(ckpt__arena *ar, ckpt_og_node *gn, ckpt__plan_node *pn)
+{
+	const ckpt_object *obj = pn->obj;
 	if (!obj->nattrs)
 		return CKPT_OK;
 	gn->attrs = arena_calloc(ar, obj->nattrs, sizeof(*gn->attrs));
-	if (!gn->attrs)
+	pn->keys = arena_calloc(ar, obj->nattrs, sizeof(*pn->keys));
+	if (!gn->attrs || !pn->keys)
 		return CKPT_ENOMEM;
 	for (size_t i = 0; i < obj->nattrs; i++) {
+		const ckpt__attr *at = &obj->attrs[i];
+		if (at->suffix) {
+			size_t j = 0;
+			while (j < i && !(obj->attrs[j].suffix && strcmp(obj->attrs[j].name, at->name) == 0))
+				j++;
+			if (j < i) { /* a later tensor of an attribute already listed */
+				size_t k = 0;
+				while (strcmp(gn->attrs[k].name, at->name) != 0)
+					k++;
+				pn->keys[i] = tensor_key(ar, gn->attrs[k].checkpoint_key, at->suffix);
+				if (!pn->keys[i])
+					return CKPT_ENOMEM;
+				continue;
+			}
+		}
 		ckpt_og_attr *a = &gn->attrs[gn->nattrs++];
-		a->name = obj->attrs[i].name;
-		a->full_name = (char *)ckpt_variable_name(obj->attrs[i].var);
-		a->checkpoint_key = attr_key(ar, path, obj->attrs[i].name);
+		a->name = at->name;
+		a->full_name = at->suffix ? "" : (char *)ckpt_variable_name(at->var);
+		a->checkpoint_key = attr_key(ar, pn->path, at->name);
 		if (!a->checkpoint_key)
+			return CKPT_ENOMEM;
+		pn->keys[i] = at->suffix ? tensor_key(ar, a->checkpoint_key, at->suffix) : a->checkpoint_key;
+		if (!pn->keys[i])
 			return CKPT_ENOMEM;
 	}
 	return CKPT_OK;
@@ -340,7 +378,7 @@ static int build(builder *b, ckpt_object *root)
 				c->local_name = o->edges[e].name;
 			}
 		}
-		CKPT_TRY(fill_attrs(&p->arena, gn, o, p->nodes[i].path));
+		CKPT_TRY(fill_attrs(&p->arena, gn, &p->nodes[i]));
 	}
 	for (size_t i = 0; i < nbfs; i++) {
 		if (!p->nodes[i].obj->nslots)
@@ -351,7 +389,7 @@ static int build(builder *b, ckpt_object *root)
 			ckpt_og_node *gn = &p->graph->nodes[k];
 			gn->has_checkpoint_values = -1;
 			p->graph->nnodes = k + 1;
-			CKPT_TRY(fill_attrs(&p->arena, gn, p->nodes[k].obj, p->nodes[k].path));
+			CKPT_TRY(fill_attrs(&p->arena, gn, &p->nodes[k]));
 		}
 	}
 	return CKPT_OK;
@@ -389,8 +427,8 @@ struct ckpt_tracked_list {
 	ckpt__arena strings; /* keys and paths: the plan's, taken over */
 };
 
-/* The list; with `owners`, also each entry's object (*owners: ckpt__malloc'ed, one per entry). */
-static int variables(ckpt_tracked_list **out, ckpt_checkpoint *ck, const ckpt_object ***owners)
+/* The list; with `owners`, also where each entry's source_key lives (*owners: ckpt__malloc'ed, one per entry). */
+static int variables(ckpt_tracked_list **out, ckpt_checkpoint *ck, char ****owners)
 {
 	*out = NULL;
 	ckpt__plan p;
@@ -413,17 +451,16 @@ static int variables(ckpt_tracked_list **out, ckpt_checkpoint *ck, const ckpt_ob
 		return CKPT_ENOMEM;
 	}
 	for (size_t i = 0; i < p.n; i++) {
-		const ckpt_og_node *gn = &p.graph->nodes[i];
 		ckpt_object *o = p.nodes[i].obj;
 		for (size_t a = 0; a < o->nattrs; a++) {
 			if (owners)
-				(*owners)[l->n] = o;
+				(*owners)[l->n] = o->is_var_node ? &o->source_key : &o->attrs[a].source_key;
 			ckpt_tracked_variable *t = &l->v[l->n++];
-			t->key = gn->attrs[a].checkpoint_key;
+			t->key = p.nodes[i].keys[a];
 			t->path = o->is_var_node ? p.nodes[i].path : t->key;
 			t->variable = o->attrs[a].var;
 			t->full_name = ckpt_variable_name(t->variable);
-			t->source_key = o->source_key;
+			t->source_key = o->is_var_node ? o->source_key : o->attrs[a].source_key;
 			t->node_id = (int)i;
 			if (p.nodes[i].slot) {
 				t->slot_name = p.nodes[i].slot->name;
@@ -484,7 +521,7 @@ typedef struct name_index {
 struct ckpt__find_cache {
 	unsigned long gen;
 	ckpt_tracked_list *l;
-	const ckpt_object **owner;   /* per entry: the object whose source_key it reports */
+	char ***owner;               /* per entry: the source_key it reports (its object's, or its attribute's) */
 	name_index paths;            /* paths and keys */
 	name_index names;            /* full names */
 };
@@ -585,7 +622,7 @@ int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint *ck, cons
 	size_t hit = index_get(&c->paths, path);
 	size_t upto = hit == SIZE_MAX ? c->l->n : hit;
 	for (size_t i = 0; i < upto; i++) {
-		const char *sk = c->owner[i]->source_key;
+		const char *sk = *c->owner[i];
 		if (sk && strcmp(sk, path) == 0) {
 			hit = i;
 			break;

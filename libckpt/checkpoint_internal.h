@@ -37,10 +37,20 @@ typedef struct ckpt__edge {
 	int weak;            /* closes a cycle / alias made by load: holds no reference */
 } ckpt__edge;
 
+/*
+ * One stored tensor of an object. Most attributes are one tensor
+ * (VARIABLE_VALUE, key "<path>/.ATTRIBUTES/<name>"); TF's multi-tensor
+ * SaveableObjects (lookup tables) save one attribute as several tensors:
+ * attribute "table", checkpoint key "<path>/.ATTRIBUTES/table" in the
+ * object graph, tensors "<key>-keys" and "<key>-values". Those are one
+ * ckpt__attr per tensor, sharing `name`, each with its `suffix`.
+ */
 typedef struct ckpt__attr {
-	char *name;          /* "VARIABLE_VALUE" */
+	char *name;          /* "VARIABLE_VALUE", "table" */
+	char *suffix;        /* NULL: the attribute's only tensor; else "-keys", "-values" */
 	ckpt_variable *var;
 	int owned;           /* freed with the object */
+	char *source_key;    /* attributes of non-variable nodes: stored key last restored from */
 } ckpt__attr;
 
 typedef struct ckpt__slot {
@@ -94,7 +104,8 @@ struct ckpt_checkpoint {
 
 typedef struct ckpt__value {
 	int node;            /* stored node id; -1: no attribute refers to it (TF1 name-based files) */
-	char *attr;          /* attribute name ("VARIABLE_VALUE", or "table-keys" for prefix matches) */
+	char *attr;          /* attribute name ("VARIABLE_VALUE", "table") */
+	char *suffix;        /* "" or, for a multi-tensor attribute, the tensor's key suffix ("-keys") */
 	char *key;           /* stored key */
 	char *full_name;
 	size_t reader_index;
@@ -134,6 +145,8 @@ void ckpt__object_ref(ckpt_object *o);
 /* Edge without restore-on-create (load builds trees with it). */
 int ckpt__object_link(ckpt_object *parent, const char *name, ckpt_object *child, int weak);
 int ckpt__object_push_attr(ckpt_object *o, const char *name, ckpt_variable *var, int owned);
+/* Tensor `suffix` (NULL / "" = the only one) of attribute `name`. */
+int ckpt__object_push_attr_tensor(ckpt_object *o, const char *name, const char *suffix, ckpt_variable *var, int owned);
 /* A new variable node holding `var`. */
 int ckpt__var_node_new(ckpt_object **out, ckpt_variable *var, int owned);
 const ckpt__edge *ckpt__object_edge(const ckpt_object *o, const char *name);
@@ -158,6 +171,7 @@ void ckpt__arena_free(ckpt__arena *a);
 typedef struct ckpt__plan_node {
 	ckpt_object *obj;
 	char *path;
+	char **keys;                 /* per live attribute of obj: the key its tensor is stored under */
 	int slot_of;                 /* slot nodes: id of the primary's node, else -1 */
 	const ckpt__slot *slot;
 	int depth;                   /* BFS depth (capped at CKPT_MAX_OBJECT_GRAPH_DEPTH) */

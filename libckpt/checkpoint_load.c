@@ -70,7 +70,8 @@ static int loadable(const ckpt__value *v)
 static int is_var_node(const ckpt__session *s, int n)
 {
 	size_t a = s->node_first[n], b = s->node_first[n + 1];
-	return b - a == 1 && strcmp(s->vals[a].attr, CKPT_VARIABLE_VALUE_KEY) == 0 && loadable(&s->vals[a]) &&
+	return b - a == 1 && !*s->vals[a].suffix && strcmp(s->vals[a].attr, CKPT_VARIABLE_VALUE_KEY) == 0 &&
+		loadable(&s->vals[a]) &&
 		s->graph->nodes[n].nchildren == 0;
 }
 
@@ -91,7 +92,7 @@ static int make_object(ckpt_object **out, ckpt__session *s, int n, const ckpt_ch
 		if (!loadable(&s->vals[i]))
 			continue;
 		int rc = make_var(&v, s, &s->vals[i], o);
-		if (rc == CKPT_OK && (rc = ckpt__object_push_attr(obj, s->vals[i].attr, v, 1)) < 0)
+		if (rc == CKPT_OK && (rc = ckpt__object_push_attr_tensor(obj, s->vals[i].attr, s->vals[i].suffix, v, 1)) < 0)
 			ckpt_variable_free(v);
 		if (rc < 0) {
 			ckpt_object_free(obj);
@@ -120,7 +121,8 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 				continue;
 			ckpt_variable *v;
 			rc = make_var(&v, s, &s->vals[i], o);
-			if (rc == CKPT_OK && (rc = ckpt__object_push_attr(root, s->vals[i].attr, v, 1)) < 0)
+			if (rc == CKPT_OK &&
+				(rc = ckpt__object_push_attr_tensor(root, s->vals[i].attr, s->vals[i].suffix, v, 1)) < 0)
 				ckpt_variable_free(v);
 		}
 	}

@@ -100,6 +100,8 @@ void ckpt_object_free(ckpt_object *o)
 		if (o->attrs[i].owned)
 			ckpt_variable_free(o->attrs[i].var);
 		ckpt__free(o->attrs[i].name);
+		ckpt__free(o->attrs[i].suffix);
+		ckpt__free(o->attrs[i].source_key);
 	}
 	for (size_t i = 0; i < o->npchild; i++) {
 		ckpt__session_unref(o->pchild[i].s);
@@ -188,15 +190,24 @@ ckpt__slot *ckpt__object_slot(const ckpt_object *o, const ckpt_variable *primary
 	return NULL;
 }
 
-int ckpt__object_push_attr(ckpt_object *o, const char *name, ckpt_variable *var, int owned)
+int ckpt__object_push_attr_tensor(ckpt_object *o, const char *name, const char *suffix, ckpt_variable *var, int owned)
 {
 	CKPT_TRY(GROW(o->attrs, o->capattrs, o->nattrs));
 	char *n = ckpt__strdup(name);
-	if (!n)
+	char *sfx = suffix && *suffix ? ckpt__strdup(suffix) : NULL;
+	if (!n || (suffix && *suffix && !sfx)) {
+		ckpt__free(n);
+		ckpt__free(sfx);
 		return CKPT_ENOMEM;
+	}
 	ckpt__tree_changed();
-	o->attrs[o->nattrs++] = (ckpt__attr){ n, var, owned };
+	o->attrs[o->nattrs++] = (ckpt__attr){ n, sfx, var, owned, NULL };
 	return CKPT_OK;
+}
+
+int ckpt__object_push_attr(ckpt_object *o, const char *name, ckpt_variable *var, int owned)
+{
+	return ckpt__object_push_attr_tensor(o, name, NULL, var, owned);
 }
 
 int ckpt__var_node_new(ckpt_object **out, ckpt_variable *var, int owned)
@@ -338,6 +349,58 @@ int ckpt_object_add_variable(ckpt_variable **out, ckpt_object *obj, const char *
 	if (rc == CKPT_OK && out)
 		*out = v;
 	return rc;
+}
+
+int ckpt_object_add_attribute_tensor(ckpt_variable **out, ckpt_object *obj, const char *attr, const char *suffix,
+	const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o)
+{
+	if (out)
+		*out = NULL;
+	if (!obj || !attr || !suffix || !shape)
+		return ckpt__fail(CKPT_EINVAL, NULL, attr, -1, "ckpt_object_add_attribute_tensor: NULL argument");
+	CKPT_TRY(ckpt__check_not_replica("ckpt_object_add_attribute_tensor"));
+	if (!*attr || !*suffix || strchr(suffix, '/'))
+		return ckpt__fail(CKPT_EINVAL, NULL, attr, -1,
+			"ckpt_object_add_attribute_tensor: attribute '%s' tensor '%s': both must be non-empty, the suffix without '/'",
+			attr, suffix);
+	if (obj->is_var_node)
+		return ckpt__fail(CKPT_EINVAL, NULL, attr, -1,
+			"ckpt_object_add_attribute_tensor: '%s' is a variable node (its one attribute is VARIABLE_VALUE)", attr);
+	for (size_t i = 0; i < obj->nattrs; i++) {
+		const ckpt__attr *a = &obj->attrs[i];
+		if (strcmp(a->name, attr) == 0 && (!a->suffix || strcmp(a->suffix, suffix) == 0))
+			return ckpt__fail(CKPT_EINVAL, NULL, attr, -1, "attribute '%s' already has %s%s", attr,
+				a->suffix ? "a tensor " : "a single tensor", a->suffix ? a->suffix : "");
+	}
+	ckpt_variable *v;
+	char *dflt = NULL;
+	if (!var_name && !(dflt = ckpt__asprintf("%s%s", attr, suffix)))
+		return CKPT_ENOMEM;
+	int rc = ckpt_variable_new(&v, var_name ? var_name : dflt, dt, shape, o);
+	ckpt__free(dflt);
+	CKPT_TRY(rc);
+	if ((rc = ckpt__object_push_attr_tensor(obj, attr, suffix, v, 1)) < 0) {
+		ckpt_variable_free(v);
+		return rc;
+	}
+	if (out)
+		*out = v;
+	return CKPT_OK;
+}
+
+int ckpt_object_get_attribute_tensor(ckpt_variable **out, const ckpt_object *obj, const char *attr, const char *suffix)
+{
+	if (!out || !obj || !attr || !suffix)
+		return ckpt__fail(CKPT_EINVAL, NULL, attr, -1, "ckpt_object_get_attribute_tensor: NULL argument");
+	*out = NULL;
+	for (size_t i = 0; i < obj->nattrs; i++) {
+		const ckpt__attr *a = &obj->attrs[i];
+		if (a->suffix && strcmp(a->name, attr) == 0 && strcmp(a->suffix, suffix) == 0) {
+			*out = a->var;
+			return CKPT_OK;
+		}
+	}
+	return ckpt__fail(CKPT_ENOTFOUND, NULL, attr, -1, "no tensor '%s' of attribute '%s'", suffix, attr);
 }
 
 int ckpt_object_get_child(ckpt_object **out, const ckpt_object *obj, const char *local_name)

@@ -45,6 +45,7 @@ void ckpt__session_unref(ckpt__session *s)
 		return;
 	for (size_t i = 0; i < s->nvals; i++) {
 		ckpt__free(s->vals[i].attr);
+		ckpt__free(s->vals[i].suffix);
 		ckpt__free(s->vals[i].key);
 		ckpt__free(s->vals[i].full_name);
 		ckpt_tensor_free(s->vals[i].t);
@@ -77,14 +78,15 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 	ckpt__value *v = &s->vals[s->nvals];
 	memset(v, 0, sizeof(*v));
 	v->node = node;
-	v->attr = ckpt__asprintf("%s%s", attr, suffix);
+	v->attr = ckpt__strdup(attr);
+	v->suffix = ckpt__strdup(suffix);
 	v->key = ckpt__strdup(vi->name);
 	v->full_name = ckpt__strdup(full_name ? full_name : "");
 	v->reader_index = idx;
 	v->dtype = vi->dtype;
 	v->shape = vi->shape;
 	s->nvals++;
-	if (!v->attr || !v->key || !v->full_name)
+	if (!v->attr || !v->suffix || !v->key || !v->full_name)
 		return CKPT_ENOMEM;
 	return CKPT_OK;
 }
@@ -168,7 +170,7 @@ static int build_values(ckpt__session *s)
 					rc = push_value(s, &cap, (int)n, at->name, "", ckpt_reader_var(r, idx), idx, at->full_name);
 					continue;
 				}
-				/* multi-tensor legacy saveables: the key is a prefix ("…/table-keys") */
+				/* multi-tensor SaveableObjects: the key is a prefix ("…/table" of "…/table-keys") */
 				size_t kl = strlen(at->checkpoint_key);
 				for (size_t i = 0; i < nr && rc == CKPT_OK; i++) {
 					const ckpt_var_info *vi = ckpt_reader_var(r, i);
@@ -190,7 +192,8 @@ static int build_values(ckpt__session *s)
 	 */
 	for (size_t i = 0; i < nr && rc == CKPT_OK; i++) {
 		const ckpt_var_info *vi = ckpt_reader_var(r, i);
-		if (used[i] || strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
+		/* slices of a partitioned entry are restored through that entry, never as variables of their own */
+		if (used[i] || vi->slice_part || strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
 			continue;
 		rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, "", vi, i, vi->name);
 	}
@@ -499,10 +502,11 @@ static int match_values(ckpt__run *r, int n, ckpt_object *obj)
 		if (v->consumed)
 			continue;
 		for (size_t a = 0; a < obj->nattrs; a++) {
-			if (strcmp(obj->attrs[a].name, v->attr) != 0)
+			const char *sfx = obj->attrs[a].suffix ? obj->attrs[a].suffix : "";
+			if (strcmp(obj->attrs[a].name, v->attr) != 0 || strcmp(sfx, v->suffix) != 0)
 				continue;
 			CKPT_TRY(add_assignment(r, i, obj->attrs[a].var, obj));
-			if (strcmp(v->attr, CKPT_VARIABLE_VALUE_KEY) == 0)
+			if (!*v->suffix && strcmp(v->attr, CKPT_VARIABLE_VALUE_KEY) == 0)
 				r->bound[n] = obj->attrs[a].var;
 			break;
 		}
@@ -867,7 +871,7 @@ int ckpt__run_commit(ckpt__run *r)
 		const assignment *a = &r->asg[i];
 		const ckpt__value *v = &s->vals[a->val];
 		const ckpt_tensor *t = v->t;
-		if (a->owner->is_var_node && !(keys[i] = ckpt__strdup(v->key)))
+		if (!(keys[i] = ckpt__strdup(v->key)))
 			rc = CKPT_ENOMEM;
 		else if (is_direct[i]) {
 			vars[nwrite] = a->var;
@@ -946,15 +950,20 @@ int ckpt__run_commit(ckpt__run *r)
 	for (size_t i = 0; i < r->nasg; i++) {
 		assignment *a = &r->asg[i];
 		s->assigned[s->nassigned++] = a->var;
-		if (keys[i]) {
-			ckpt__free(a->owner->source_key);
-			a->owner->source_key = keys[i];
+		/* where the key is reported: the variable node, or the attribute of any other object */
+		char **sk = a->owner->is_var_node ? &a->owner->source_key : NULL;
+		for (size_t k = 0; !sk && k < a->owner->nattrs; k++)
+			if (a->owner->attrs[k].var == a->var)
+				sk = &a->owner->attrs[k].source_key;
+		if (keys[i] && sk) {
+			ckpt__free(*sk);
+			*sk = keys[i];
 			keys[i] = NULL;
 		}
 	}
 	for (size_t i = 0; i < r->nasg; i++) {
 		ckpt__value *v = &s->vals[r->asg[i].val];
-		if (v->node >= 0 && strcmp(v->attr, CKPT_VARIABLE_VALUE_KEY) == 0)
+		if (v->node >= 0 && !*v->suffix && strcmp(v->attr, CKPT_VARIABLE_VALUE_KEY) == 0)
 			s->bound_var[v->node] = r->asg[i].var;
 		if (!v->consumed) {
 			v->consumed = 1;

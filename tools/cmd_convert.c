@@ -150,8 +150,8 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 		i = order[k];
 		v = ckpt_reader_var(r, i);
 
-		/* the writer stores the graph given above as its own entry */
-		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0)
+		/* the writer stores the graph given above as its own entry; slices are in their full entry's value */
+		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0 || v->slice_part)
 			continue;
 		if (ckpt_reader_read(r, i, &t) != CKPT_OK) {
 			cli_report_last(ckpt_reader_path(r), v->name);

@@ -132,12 +132,34 @@ static int subtree_has_values(tree_ctx *c, int id, int depth)
 	return has;
 }
 
+/* The entries of a multi-tensor attribute: stored under its checkpoint key + a suffix ("…/table-keys"). */
+static size_t print_attr_tensors(const tree_ctx *c, const ckpt_og_attr *a, int depth)
+{
+	size_t i, kl, found = 0, n = ckpt_reader_count(c->r);
+	char shape[256];
+
+	if (!a->checkpoint_key || !*a->checkpoint_key)
+		return 0;
+	kl = strlen(a->checkpoint_key);
+	for (i = 0; i < n; i++) {
+		const ckpt_var_info *v = ckpt_reader_var(c->r, i);
+		if (strncmp(v->name, a->checkpoint_key, kl) != 0 || !v->name[kl] || strchr(v->name + kl, '/'))
+			continue;
+		if (!found++)
+			printf("\n");
+		ckpt_shape_format(&v->shape, shape, sizeof(shape));
+		printf("%*s%s  %s %s  <- %s\n", (depth + 1) * 2, "", cli_vis(v->name + kl), ckpt_dtype_name(v->dtype), shape,
+			cli_vis(v->name));
+	}
+	return found;
+}
+
 static void print_attr(const tree_ctx *c, const ckpt_og_attr *a, int depth)
 {
 	size_t idx;
 	char shape[256];
 
-	/* depth < 0: continue the caller's line (a variable shown as one line) */
+	/* depth < 0: continue the caller's line (a variable shown as one line), the node at depth -depth - 1 */
 	if (depth >= 0)
 		printf("%*s.%s", depth * 2, "", cli_vis(a->name ? a->name : "?"));
 	else if (a->name && strcmp(a->name, CKPT_VARIABLE_VALUE_KEY) != 0)
@@ -146,7 +168,7 @@ static void print_attr(const tree_ctx *c, const ckpt_og_attr *a, int depth)
 		const ckpt_var_info *v = ckpt_reader_var(c->r, idx);
 		ckpt_shape_format(&v->shape, shape, sizeof(shape));
 		printf("  %s %s  <- %s\n", ckpt_dtype_name(v->dtype), shape, cli_vis(v->name));
-	} else {
+	} else if (!print_attr_tensors(c, a, depth < 0 ? -depth : depth)) {
 		printf("  <- %s (not stored)\n", cli_vis(a->checkpoint_key ? a->checkpoint_key : "?"));
 	}
 }
@@ -168,7 +190,7 @@ static void print_node(tree_ctx *c, int id, const char *local, int depth)
 	if (n->nattrs == 1 && n->nchildren == 0 && n->nslots == 0) {
 		/* a plain variable: one line */
 		printf("%*s%s", depth * 2, "", cli_vis(local));
-		print_attr(c, &n->attrs[0], -1);
+		print_attr(c, &n->attrs[0], -depth - 1);
 		return;
 	}
 	printf("%*s%s/\n", depth * 2, "", cli_vis(local));

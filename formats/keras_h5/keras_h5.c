@@ -35,7 +35,7 @@ static int kh5_bid(ckpt_vfs *vfs, const char *path, const unsigned char *head, s
 	(void)path;
 	if (n >= 8 && memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0)
 		return 80;
-	return -1;
+	return ckpt__keras_sharded_bid(head, n);
 }
 
 /*
@@ -70,6 +70,26 @@ static int open_mapped(ckpt_reader *r, int *rc)
 	return 1;
 }
 
+/* The first bytes of the file (the bid saw them; open looks again to choose the path), length in *n. */
+static const unsigned char *head_of(ckpt_reader *r, int *n)
+{
+	static _Thread_local unsigned char head[16];
+	ckpt_io *io;
+	size_t got = 0;
+	*n = 0;
+	if (ckpt_vfs_open(r->vfs, r->user_path, CKPT_IO_READ, &io) < 0) {
+		ckpt_error_clear();
+		return head;
+	}
+	if (ckpt_io_pread(io, head, sizeof(head), 0, &got) < 0) {
+		ckpt_error_clear();
+		got = 0;
+	}
+	ckpt_io_close(io);
+	*n = (int)got;
+	return head;
+}
+
 static int kh5_open(ckpt_reader *r)
 {
 	void *buf = NULL;
@@ -78,6 +98,9 @@ static int kh5_open(ckpt_reader *r)
 	uint64_t max = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
 	if (!r->path && !(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
+	const unsigned char *head = head_of(r, &rc);
+	if (ckpt__keras_sharded_bid(head, (size_t)rc) > 0)
+		return ckpt__keras_sharded_open(r);
 	if (open_mapped(r, &rc))
 		return rc;
 	/* Whole file into memory, then an HDF5 file image: every byte goes through the VFS. */
@@ -256,14 +279,32 @@ static void kw_close(ckpt_writer *w)
 
 static const char *const kh5_write_formats[] = { "keras-h5", "keras-weights", NULL };
 
+static int kh5_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
+{
+	return ckpt__keras_sharded_is(r) ? ckpt__keras_sharded_read(r, i, out) : ckpt__keras_h5_read(r, i, out);
+}
+
+static int kh5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
+{
+	return ckpt__keras_sharded_is(r) ? ckpt__keras_sharded_read_into(r, i, dst, n) : ckpt__keras_h5_read_into(r, i, dst, n);
+}
+
+static void kh5_close(ckpt_reader *r)
+{
+	if (ckpt__keras_sharded_is(r))
+		ckpt__keras_sharded_close(r);
+	else
+		ckpt__keras_h5_close(r);
+}
+
 const ckpt_format ckpt_format_keras_h5 = {
 	1,
 	"keras-h5",
 	kh5_bid,
 	kh5_open,
-	ckpt__keras_h5_read,
-	ckpt__keras_h5_read_into,
-	ckpt__keras_h5_close,
+	kh5_read,
+	kh5_read_into,
+	kh5_close,
 	kh5_write_formats,
 	kw_open,
 	kw_add,

@@ -75,6 +75,23 @@ int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *con
  * with pread(fd) straight into the caller's buffer. Takes ownership of both.
  */
 int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n);
+/**
+ * attach_file (fd >= 0) or attach of an image (fd -1, `map` ckpt__malloc'ed)
+ * with `shard` 1: one file of a sharded Keras 3 store. Its vars groups may
+ * hold any distinct indices (a group can be split over shards) and no graph
+ * is built: keras_sharded.c checks and maps the union.
+ */
+int ckpt__keras_h5_attach_shard(ckpt_reader *r, int fd, void *map, size_t n, int shard);
+/* keras_sharded.c: sharded Keras 3 weights (x.weights.json + x_0000N.weights.h5), through this backend */
+int ckpt__keras_sharded_bid(const unsigned char *head, size_t n);
+int ckpt__keras_sharded_is(const ckpt_reader *r);
+int ckpt__keras_sharded_open(ckpt_reader *r);
+int ckpt__keras_sharded_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
+int ckpt__keras_sharded_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
+void ckpt__keras_sharded_close(ckpt_reader *r);
+
+/** The mapping's view of entry i of an attached reader. */
+void ckpt__keras_h5_entry(const ckpt_reader *r, size_t i, ckpt__keras_entry *e);
 int ckpt__keras_h5_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
 int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
 void ckpt__keras_h5_close(ckpt_reader *r);

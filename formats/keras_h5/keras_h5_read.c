@@ -50,6 +50,7 @@ typedef struct kh5_state {
 	uint64_t budget;
 	const char *path;   /* r->path, for messages */
 	ckpt_reader *r;
+	int shard;          /* one file of a sharded store: vars groups may hold any indices (keras_sharded.c checks the union) */
 } kh5_state;
 
 static void state_free(kh5_state *s)
@@ -328,6 +329,45 @@ static int read_vars_group(kh5_state *s, hid_t vg, const char *owner, const char
 	for (i = 0; i < n; i++)
 		slot[i] = -1;
 	rc = CKPT_OK;
+	if (s->shard) {
+		/* a shard holds some of the group's variables: distinct indices, in order; the union is checked later */
+		long *idx = ckpt__calloc(n ? n : 1, sizeof(long));
+		if (!idx) {
+			rc = CKPT_ENOMEM;
+			goto out;
+		}
+		for (i = 0; i < n && rc == CKPT_OK; i++)
+			if (l[i].kind != CKPT_H5_DATASET || parse_index(l[i].name, CKPT_MAX_VARIABLES - 1, &idx[i]) < 0)
+				rc = ckpt__fail(CKPT_EFORMAT, s->path, rel, -1,
+					"'%s/%s' is not a variable: a vars group holds datasets named by their index", rel, l[i].name);
+		for (i = 0; i < n && rc == CKPT_OK; i++) { /* insertion by index: a handful per group */
+			size_t k = i;
+			while (k > 0 && idx[slot[k - 1]] > idx[i]) {
+				slot[k] = slot[k - 1];
+				k--;
+			}
+			slot[k] = (long)i;
+		}
+		for (i = 1; i < n && rc == CKPT_OK; i++)
+			if (idx[slot[i]] == idx[slot[i - 1]])
+				rc = ckpt__fail(CKPT_EFORMAT, s->path, rel, -1, "'%s/%s' is listed twice", rel, l[slot[i]].name);
+		ckpt__free(idx);
+		if (rc < 0)
+			goto out;
+		for (i = 0; i < n && rc >= 0; i++) {
+			char *p = ckpt__asprintf("%s/%s", rel, l[slot[i]].name);
+			long k = 0;
+			int kind = strncmp(rel, "optimizer/", 10) == 0 ? CKPT_KE_OPTIMIZER :
+				(strncmp(rel, "layers/", 7) == 0 || strcmp(rel, "vars") == 0) ? CKPT_KE_MODEL : CKPT_KE_OTHER;
+			if (!p) {
+				rc = CKPT_ENOMEM;
+				break;
+			}
+			parse_index(l[slot[i]].name, CKPT_MAX_VARIABLES - 1, &k);
+			rc = take_dataset_at(s, vg, l[slot[i]].name, p, owner, NULL, vname, kind, (int)k);
+		}
+		goto out;
+	}
 	/* Names must be exactly 0..n-1: each parsed strictly, no gaps, no duplicates. */
 	for (i = 0; i < n; i++) {
 		long k;
@@ -511,13 +551,23 @@ int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *con
 
 int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n)
 {
+	return ckpt__keras_h5_attach_shard(r, fd, map, n, 0);
+}
+
+int ckpt__keras_h5_attach_shard(ckpt_reader *r, int fd, void *map, size_t n, int shard)
+{
 	kh5_state *s = state_new(r, map, n, fd);
 	int rc;
 	if (!s) {
-		munmap(map, n);
-		close(fd);
+		if (fd >= 0) {
+			munmap(map, n);
+			close(fd);
+		} else {
+			ckpt__free(map);
+		}
 		return CKPT_ENOMEM;
 	}
+	s->shard = shard;
 	ckpt__h5_lock();
 	rc = attach_locked(r, s, NULL, 0);
 	ckpt__h5_unlock();
@@ -537,6 +587,8 @@ static int attach_locked(ckpt_reader *r, kh5_state *s, const char *config_json, 
 	if (from_archive && s->layout != CKPT_KERAS_V3)
 		return ckpt__fail(CKPT_EFORMAT, s->path, "model.weights.h5", -1,
 			"model.weights.h5 of a .keras archive is not a Keras 3 weights store");
+	if (s->shard && s->layout != CKPT_KERAS_V3)
+		return ckpt__fail(CKPT_EFORMAT, s->path, NULL, -1, "a shard of sharded Keras weights is not a Keras 3 weights store");
 	if (s->layout == CKPT_KERAS_V3)
 		rc = walk_v3(s, s->file, "", 0);
 	else
@@ -588,6 +640,11 @@ static int attach_locked(ckpt_reader *r, kh5_state *s, const char *config_json, 
 	r->vars = s->infos;
 	r->nvars = s->nv;
 	r->nshards = 1;
+	if (s->shard) { /* the sharded store maps the union of its shards */
+		r->format_name = "keras-weights-h5";
+		ckpt__free(ents);
+		return CKPT_OK;
+	}
 	r->format_name = from_archive ? "keras-v3" :
 		s->layout == CKPT_KERAS_LEGACY ? "keras-h5-legacy" :
 		s->layout == CKPT_KERAS_LEGACY_WEIGHTS ? "keras-h5-legacy-weights" : "keras-weights-h5";
@@ -613,6 +670,21 @@ static int attach_locked(ckpt_reader *r, kh5_state *s, const char *config_json, 
 		rc = ckpt__reader_set_meta(r, "config_warnings", notes);
 	ckpt__free(notes);
 	return rc;
+}
+
+void ckpt__keras_h5_entry(const ckpt_reader *r, size_t i, ckpt__keras_entry *e)
+{
+	const kh5_state *s = r->state;
+	const kh5_var *x = &s->v[i];
+	memset(e, 0, sizeof(*e));
+	e->path = x->path;
+	e->kind = x->kind;
+	e->layer = x->layer;
+	e->weight = x->weight;
+	e->vname = x->vname;
+	e->index = x->index;
+	e->dtype = x->info.dtype;
+	e->shape = x->info.shape;
 }
 
 static int check_index(ckpt_reader *r, size_t i)

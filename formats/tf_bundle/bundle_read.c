@@ -275,6 +275,7 @@ static int on_entry(void *ctx, const unsigned char *key, size_t klen,
 			"key contains an embedded NUL byte at position %zu", (size_t)(nul - key));
 	if (nul) {
 		/* only a partitioned variable's slice key may start with 0x00 (checked against its entry later) */
+		v->slice_part = 1;
 		x->key = ckpt__calloc(1, sizeof(*x->key));
 		if (!x->key)
 			return CKPT_ENOMEM;

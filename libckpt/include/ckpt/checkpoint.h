@@ -120,6 +120,33 @@ CKPT_API int ckpt_object_track_variable(ckpt_object *obj, const char *local_name
 CKPT_API int ckpt_object_add_variable(ckpt_variable **out, ckpt_object *obj, const char *local_name,
 	const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o);
 
+/**
+ * Create a variable through the current strategy and make it tensor
+ * `suffix` of the multi-tensor attribute `attr` of `obj` (which owns it),
+ * the way TensorFlow saves a SaveableObject with several tensors: a
+ * tf.lookup MutableHashTable tracked as "table" has attribute "table"
+ * (checkpoint key "table/.ATTRIBUTES/table" in the object graph) whose
+ * tensors are stored under that key + "-keys" and + "-values":
+ *
+ *     ckpt_object_new_child(&table, root, "table");
+ *     ckpt_object_add_attribute_tensor(&k, table, "table", "-keys", NULL, CKPT_DT_STRING, &n, NULL);
+ *     ckpt_object_add_attribute_tensor(&v, table, "table", "-values", NULL, CKPT_DT_INT64, &n, NULL);
+ *
+ * `var_name` NULL = attr + suffix. Restore matches (attribute, suffix) with
+ * dtype and shape checked like any variable, so a table restores into
+ * tensors of the stored size (read it with ckpt_reader first); restore-on-
+ * create applies when the object is added to the tree after the restore,
+ * not to tensors added to an object already restored. EINVAL on an empty
+ * name or suffix, a suffix with '/', a variable node, or an existing
+ * (attr, suffix). `*out` (may be NULL) is borrowed from `obj`.
+ */
+CKPT_API int ckpt_object_add_attribute_tensor(ckpt_variable **out, ckpt_object *obj, const char *attr,
+	const char *suffix, const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o);
+
+/** Tensor `suffix` of multi-tensor attribute `attr` of `obj` (borrowed); ENOTFOUND when absent. */
+CKPT_API int ckpt_object_get_attribute_tensor(ckpt_variable **out, const ckpt_object *obj, const char *attr,
+	const char *suffix);
+
 /** The child object named `local_name` (borrowed); ENOTFOUND when absent. */
 CKPT_API int ckpt_object_get_child(ckpt_object **out, const ckpt_object *obj, const char *local_name);
 

@@ -60,6 +60,8 @@ typedef struct ckpt_var_info {
 	uint32_t crc32c;       /**< unmasked stored crc32c when has_crc32c */
 	size_t nslices;        /**< >0 for a partitioned "full" entry */
 	const ckpt_slice *slices;
+	int slice_part;        /**< 1: one slice of a partitioned entry, stored under its slice key; its
+	                            bytes are part of that entry's value (which TF lists instead) */
 } ckpt_var_info;
 
 typedef struct ckpt_open_options {
