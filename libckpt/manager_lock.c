@@ -33,9 +33,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "manager_internal.h"
+
+#define PID_TRIES 2000 /* x 1 ms: how long a contender waits for the holder's pid to appear */
 
 struct ckpt__dir_lock {
 	int fd;                /* POSIX: the locked file, else -1 */
@@ -80,8 +84,8 @@ static int refuse(const char *dir, const char *lock_path, long pid)
 			"checkpoint directory %s is in use by another trainer (pid %ld holds %s); one writer per "
 			"directory: stop that process first, or save to another directory", dir, pid, lock_path);
 	return ckpt__fail(CKPT_EBUSY, lock_path, NULL, -1,
-		"checkpoint directory %s is in use by another trainer (it holds %s and is starting: pid not "
-		"written yet); one writer per directory", dir, lock_path);
+		"checkpoint directory %s is in use by another trainer (it holds %s but has not written its pid "
+		"there); one writer per directory", dir, lock_path);
 }
 
 static int lock_posix(ckpt__dir_lock *l, const char *dir)
@@ -100,10 +104,21 @@ static int lock_posix(ckpt__dir_lock *l, const char *dir)
 		return CKPT_ENOMEM;
 	if (registry_find(l->key))
 		return refuse(dir, l->path, (long)getpid());
-	if (flock(l->fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK)
+	/*
+	 * A holder writes its pid just after it gets the lock, so a contender may
+	 * find it locked but without a live pid in it (empty, or a dead holder's):
+	 * look again, briefly, so that the refusal names the right process —
+	 * and the lock itself may come free meanwhile.
+	 */
+	for (int tries = 0;; tries++) {
+		if (flock(l->fd, LOCK_EX | LOCK_NB) == 0)
+			break;
+		if (errno != EWOULDBLOCK && errno != EINTR)
 			return ckpt__fail_errno(errno, l->path, "cannot lock the manager's lock file");
-		return refuse(dir, l->path, holder_pid(l->fd));
+		long pid = holder_pid(l->fd);
+		if ((pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) || tries == PID_TRIES)
+			return refuse(dir, l->path, pid > 0 && tries < PID_TRIES ? pid : 0);
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	}
 	char pid[32];
 	int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
