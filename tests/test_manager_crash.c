@@ -577,3 +577,53 @@ Test(manager_crash, reproduction_ckpt3_copied_to_ckpt4)
 	ts_rmtree(dir);
 	free(dir);
 }
+
+/* TensorFlow's own CheckpointManager reads the directory the recovery left: latest, list, values. */
+Test(manager_crash, tensorflow_reads_the_recovered_directory, .timeout = 300)
+{
+	const char *py = ts_oracle_python();
+	char *dir = ts_tmpdir();
+	mc_state s;
+	cr_assert_eq(mc_build(&s, NULL), CKPT_OK);
+	ckpt_manager *m;
+	cr_assert_eq(ckpt_manager_new(&m, s.ck, dir, 3), CKPT_OK);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(mc_save(&s, m, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	copy_file(dir, "ckpt-3.index", "ckpt-4.index");
+	copy_file(dir, "ckpt-3.data-00000-of-00001", "ckpt-4.data-00000-of-00001");
+	cr_assert_eq(mc_build(&s, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_manager_new(&m, s.ck, dir, 3), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_restore_status *st;
+	cr_assert_eq(ckpt_manager_restore_latest(&st, NULL, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_restore_status_free(st);
+	cr_assert_eq(mc_set(&s, 77), CKPT_OK);
+	cr_assert_eq(ckpt_manager_save(NULL, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	char *script = ts_join(dir, "oracle.py");
+	const char *src =
+		"import sys, os\n"
+		"import tensorflow as tf\n"
+		"d = sys.argv[1]\n"
+		"st = tf.train.get_checkpoint_state(d)\n"
+		"print('paths', [os.path.basename(p) for p in st.all_model_checkpoint_paths])\n"
+		"ck = tf.train.Checkpoint(value=tf.Variable(tf.constant(0, tf.int64)))\n"
+		"mgr = tf.train.CheckpointManager(ck, d, max_to_keep=3)\n"
+		"print('latest', os.path.basename(mgr.latest_checkpoint))\n"
+		"ck.restore(mgr.latest_checkpoint).expect_partial()\n"
+		"print('value', int(ck.value.numpy()), 'save_counter', int(ck.save_counter.numpy()))\n";
+	cr_assert_eq(ts_write_file(script, src, strlen(src)), 0);
+	char *const argv[] = { (char *)py, script, dir, NULL };
+	ts_run_result r;
+	cr_assert_eq(ts_run(&r, argv), 0);
+	cr_assert_eq(r.status, 0, "TensorFlow failed: %s", r.err);
+	cr_assert(strstr(r.out, "paths ['ckpt-3', 'ckpt-4', 'ckpt-5']"), "%s", r.out);
+	cr_assert(strstr(r.out, "latest ckpt-5"), "%s", r.out);
+	cr_assert(strstr(r.out, "value 77 save_counter 5"), "%s", r.out);
+	ts_run_free(&r);
+	free(script);
+	ts_rmtree(dir);
+	free(dir);
+}
