@@ -12,7 +12,7 @@
 #include <time.h>
 #include "internal.h"
 #include "variable_internal.h"
-#include "ckpt/async.h"
+#include "async_internal.h"
 
 #define STAGE_CHUNK ((uint64_t)2 << 20) /* one huge page per pre-faulting step */
 
@@ -33,6 +33,14 @@ struct ckpt_async_saver {
 	size_t nentries;
 	ckpt_object_graph *graph;
 	char *path;
+	/* a job of another saver built on this one (the manager): its options and hooks */
+	ckpt_write_options job_wo;
+	char *job_format;          /* owned copy (NULL = tf-bundle) */
+	int has_job_opts;
+	ckpt__async_done_fn done;
+	ckpt__async_detach_fn detach;
+	void *owner;               /* set while the job belongs to someone (see async_internal.h) */
+	char *owner_name;          /* for the refusal message */
 	/* result of the last background write */
 	int status;
 	ckpt__error_slot error;
@@ -82,8 +90,10 @@ static void *write_thread(void *arg)
 	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
 	wo.vfs = s->opts.vfs;
 	wo.no_fsync = s->opts.no_fsync;
+	if (s->has_job_opts)
+		wo = s->job_wo;
 	ckpt_writer *w = NULL;
-	int rc = ckpt_writer_open(&w, s->path, s->opts.format, &wo);
+	int rc = ckpt_writer_open(&w, s->path, s->has_job_opts ? s->job_format : s->opts.format, &wo);
 	for (size_t i = 0; rc == CKPT_OK && i < s->nentries; i++)
 		rc = ckpt_writer_add(w, s->entries[i].key, s->entries[i].str ? s->entries[i].str : &s->entries[i].tensor, 0);
 	if (rc == CKPT_OK && s->graph)
@@ -93,6 +103,14 @@ static void *write_thread(void *arg)
 	if (rc < 0)
 		ckpt__error_capture(&s->error);
 	ckpt_writer_free(w);  /* removes temporaries when not committed */
+	if (s->done) {
+		/* the hook sees the write's error as this thread's last error */
+		if (rc < 0)
+			ckpt__error_raise(&s->error);
+		rc = s->done(rc, s->owner);
+		if (rc < 0)
+			ckpt__error_capture(&s->error);
+	}
 	s->status = rc;
 	ckpt_error_clear();   /* this thread's error strings die with it (captured above) */
 	return NULL;
@@ -267,10 +285,8 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 	return rc;
 }
 
-int ckpt_async_save(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
+static int start(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 {
-	if (!s || !ck || !path)
-		return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "ckpt_async_save: NULL argument");
 	if (ckpt_replica_current())
 		return ckpt__fail(CKPT_ESCOPE, path, NULL, -1, "ckpt_async_save called from replica context; "
 			"save from the training loop, outside ckpt_strategy_run");
@@ -290,6 +306,70 @@ int ckpt_async_save(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 	return CKPT_OK;
 }
 
+static void clear_job(ckpt_async_saver *s)
+{
+	s->has_job_opts = 0;
+	ckpt__free(s->job_format);
+	s->job_format = NULL;
+	s->done = NULL;
+	s->detach = NULL;
+	s->owner = NULL;
+	ckpt__free(s->owner_name);
+	s->owner_name = NULL;
+}
+
+int ckpt_async_save(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
+{
+	if (!s || !ck || !path)
+		return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "ckpt_async_save: NULL argument");
+	if (s->owner)
+		return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "ckpt_async_save: this saver is writing a checkpoint for %s; "
+			"call ckpt_manager_wait on that manager before using the saver directly", s->owner_name);
+	return start(s, ck, path);
+}
+
+int ckpt__async_save_job(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path, const ckpt_write_options *wo,
+	const char *format, ckpt__async_done_fn done, ckpt__async_detach_fn detach, void *ctx, const char *owner_name)
+{
+	if (s->owner && s->owner != ctx)
+		return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "this saver is writing a checkpoint for %s; call "
+			"ckpt_manager_wait on that manager first", s->owner_name);
+	/* the previous job (and its status) first, under the old hooks */
+	CKPT_TRY(ckpt_async_wait(s));
+	clear_job(s);
+	char *name = ckpt__strdup(owner_name ? owner_name : "another saver");
+	char *fmt = format ? ckpt__strdup(format) : NULL;
+	if (!name || (format && !fmt)) {
+		ckpt__free(name);
+		ckpt__free(fmt);
+		return CKPT_ENOMEM;
+	}
+	s->job_wo = *wo;
+	s->job_format = fmt;
+	s->has_job_opts = 1;
+	s->done = done;
+	s->detach = detach;
+	s->owner = ctx;
+	s->owner_name = name;
+	int rc = start(s, ck, path);
+	if (rc < 0)
+		clear_job(s);
+	return rc;
+}
+
+void ckpt__async_release(ckpt_async_saver *s, void *ctx)
+{
+	if (!s || s->owner != ctx)
+		return;
+	/* the owner reports from its own copy of the result: consume the saver's */
+	ckpt__error_slot saved = { 0 };
+	ckpt__error_capture(&saved);
+	ckpt_async_wait(s);
+	ckpt__error_raise(&saved);
+	ckpt__error_slot_clear(&saved);
+	clear_job(s);
+}
+
 void ckpt_async_saver_free(ckpt_async_saver *s)
 {
 	if (!s)
@@ -298,6 +378,10 @@ void ckpt_async_saver_free(ckpt_async_saver *s)
 		pthread_join(s->thread, NULL);
 		s->running = 0;
 	}
+	/* an owner still holding a job hears that the saver is gone (it has been joined) */
+	if (s->owner && s->detach)
+		s->detach(s->owner);
+	clear_job(s);
 	release_staging(s);
 	ckpt__error_slot_clear(&s->error);
 	ckpt__buffer_free(s->arena);

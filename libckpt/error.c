@@ -37,6 +37,7 @@ const char *ckpt_status_name(int code)
 	case CKPT_ESCOPE: return "CKPT_ESCOPE";
 	case CKPT_EMISMATCH: return "CKPT_EMISMATCH";
 	case CKPT_ELIMIT: return "CKPT_ELIMIT";
+	case CKPT_EBUSY: return "CKPT_EBUSY";
 	default: return "CKPT_UNKNOWN";
 	}
 }

@@ -12,8 +12,20 @@
  *
  * Paths are written relative to the directory (save_relative_paths) and
  * the file is replaced atomically (ckpt_vfs_write_atomic). A checkpoint
- * "exists" when PREFIX.index exists; it is valid when that index parses and
- * every data shard it names exists.
+ * "exists" when PREFIX.index exists; it is complete when that index parses
+ * and every data shard it names exists with the size the index implies.
+ *
+ * Crash safety. A save is: write ckpt-N (atomic, index last), delete the
+ * oldest beyond max_to_keep (each index first), write the state file. A
+ * crash anywhere leaves the state file either current or one save behind;
+ * so at start-up the newest complete checkpoints that the state file does
+ * not list (numbers above every listed one) are adopted as the latest, with
+ * a warning when they are restored, and a manager that saves (it holds the
+ * directory's lock, manager_lock.c, so no other writer is running) finishes
+ * the interrupted save: deletes the leftover temporaries, applies
+ * max_to_keep, rewrites the state file. The directory then never holds
+ * more than max_to_keep complete checkpoints plus the one being written,
+ * and numbering continues from the newest.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,8 +35,15 @@
 #include <sys/time.h>
 #include <unistd.h>
 #include "checkpoint_internal.h"
+#include "manager_internal.h"
 
 #define STATE_FILE "checkpoint"
+
+typedef struct mgr_entry {
+	char *path;              /* full prefix */
+	double time;
+	int unlisted;            /* adopted from the directory: the state file did not list it */
+} mgr_entry;
 
 struct ckpt_manager {
 	ckpt_checkpoint *ck;
@@ -36,12 +55,14 @@ struct ckpt_manager {
 	void *warn_ctx;
 	int no_fsync;
 	size_t n, cap;
-	char **paths;            /* full prefixes, oldest first */
-	double *times;
+	mgr_entry *list;         /* oldest first */
 	double last_preserved;
 	int64_t max_number;      /* highest N of "<name>-N" seen */
 	char *last_saved;
 	char *latest_valid;
+	char *warned_unlisted;   /* the unlisted checkpoint already warned about */
+	ckpt__dir_lock *lock;    /* held by a manager that saves */
+	ckpt__manager_async *async; /* a save in flight (manager_async.c) */
 };
 
 static double now_seconds(void)
@@ -65,38 +86,49 @@ static void format_double(char *buf, size_t n, double d)
 
 /* ---- the list ---- */
 
-static int list_push(ckpt_manager *m, const char *path, double t)
+static int list_push(ckpt_manager *m, const char *path, double t, int unlisted)
 {
 	/* a re-saved prefix moves to the end */
 	for (size_t i = 0; i < m->n; i++) {
-		if (strcmp(m->paths[i], path) == 0) {
-			char *p = m->paths[i];
-			memmove(&m->paths[i], &m->paths[i + 1], (m->n - i - 1) * sizeof(char *));
-			memmove(&m->times[i], &m->times[i + 1], (m->n - i - 1) * sizeof(double));
-			m->paths[m->n - 1] = p;
-			m->times[m->n - 1] = t;
+		if (strcmp(m->list[i].path, path) == 0) {
+			mgr_entry e = m->list[i];
+			memmove(&m->list[i], &m->list[i + 1], (m->n - i - 1) * sizeof(mgr_entry));
+			e.time = t;
+			e.unlisted = unlisted;
+			m->list[m->n - 1] = e;
 			return CKPT_OK;
 		}
 	}
 	if (m->n == m->cap) {
 		size_t nc = m->cap ? m->cap * 2 : 8;
-		char **np = ckpt__realloc(m->paths, nc * sizeof(*np));
-		if (!np)
+		mgr_entry *nl = ckpt__realloc(m->list, nc * sizeof(*nl));
+		if (!nl)
 			return CKPT_ENOMEM;
-		m->paths = np;
-		double *nt = ckpt__realloc(m->times, nc * sizeof(*nt));
-		if (!nt)
-			return CKPT_ENOMEM;
-		m->times = nt;
+		m->list = nl;
 		m->cap = nc;
 	}
 	char *p = ckpt__strdup(path);
 	if (!p)
 		return CKPT_ENOMEM;
-	m->paths[m->n] = p;
-	m->times[m->n] = t;
-	m->n++;
+	m->list[m->n++] = (mgr_entry){ p, t, unlisted };
 	return CKPT_OK;
+}
+
+static void list_clear(ckpt_manager *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		ckpt__free(m->list[i].path);
+	ckpt__free(m->list);
+	m->list = NULL;
+	m->n = m->cap = 0;
+}
+
+static int list_find(const ckpt_manager *m, const char *path)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->list[i].path, path) == 0)
+			return (int)i;
+	return -1;
 }
 
 /* "<name>-<digits>" -> number, else -1 */
@@ -229,13 +261,13 @@ static int read_state(ckpt_manager *m, int *found)
 				ckpt__free(model);
 				model = full;
 			} else {
-				rc = list_push(m, full, 0.0);
+				rc = list_push(m, full, 0.0, 0);
 				ckpt__free(full);
 			}
 		} else if (strcmp(field, "all_model_checkpoint_timestamps") == 0) {
 			double t = strtod(val, NULL);
 			if (ntimes < m->n)
-				m->times[ntimes] = t;
+				m->list[ntimes].time = t;
 			ntimes++;
 		} else if (strcmp(field, "last_preserved_timestamp") == 0) {
 			m->last_preserved = strtod(val, NULL);
@@ -245,9 +277,9 @@ static int read_state(ckpt_manager *m, int *found)
 	if (rc == CKPT_OK && model) {
 		double t = 0.0;
 		for (size_t i = 0; i < m->n; i++)
-			if (strcmp(m->paths[i], model) == 0)
-				t = m->times[i];
-		rc = list_push(m, model, t);
+			if (strcmp(m->list[i].path, model) == 0)
+				t = m->list[i].time;
+		rc = list_push(m, model, t, 0);
 	}
 	ckpt__free(model);
 	ckpt__free(text);
@@ -302,18 +334,19 @@ static const char *relative(const ckpt_manager *m, const char *path)
 	return path;
 }
 
-static int write_state(ckpt_manager *m)
+/* Write the state file for `paths` (oldest first). Reads only m's fixed fields: safe on a background thread. */
+static int write_state(const ckpt_manager *m, char *const *paths, const double *times, size_t n)
 {
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
 	int rc = CKPT_OK;
 	char num[64];
-	if (m->n)
-		rc = append_quoted(&buf, &len, &cap, "model_checkpoint_path", relative(m, m->paths[m->n - 1]));
-	for (size_t i = 0; i < m->n && rc == CKPT_OK; i++)
-		rc = append_quoted(&buf, &len, &cap, "all_model_checkpoint_paths", relative(m, m->paths[i]));
-	for (size_t i = 0; i < m->n && rc == CKPT_OK; i++) {
-		format_double(num, sizeof(num), m->times[i]);
+	if (n)
+		rc = append_quoted(&buf, &len, &cap, "model_checkpoint_path", relative(m, paths[n - 1]));
+	for (size_t i = 0; i < n && rc == CKPT_OK; i++)
+		rc = append_quoted(&buf, &len, &cap, "all_model_checkpoint_paths", relative(m, paths[i]));
+	for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
+		format_double(num, sizeof(num), times[i]);
 		if ((rc = append(&buf, &len, &cap, "all_model_checkpoint_timestamps: ")) == CKPT_OK &&
 			(rc = append(&buf, &len, &cap, num)) == CKPT_OK)
 			rc = append(&buf, &len, &cap, "\n");
@@ -330,6 +363,23 @@ static int write_state(ckpt_manager *m)
 		ckpt__free(path);
 	}
 	ckpt__free(buf);
+	return rc;
+}
+
+/* The state file for the manager's own list. */
+static int write_state_current(ckpt_manager *m)
+{
+	char **paths = ckpt__calloc(m->n ? m->n : 1, sizeof(*paths));
+	double *times = ckpt__calloc(m->n ? m->n : 1, sizeof(*times));
+	int rc = (paths && times) ? CKPT_OK : CKPT_ENOMEM;
+	for (size_t i = 0; rc == CKPT_OK && i < m->n; i++) {
+		paths[i] = m->list[i].path;
+		times[i] = m->list[i].time;
+	}
+	if (rc == CKPT_OK)
+		rc = write_state(m, paths, times, m->n);
+	ckpt__free(paths);
+	ckpt__free(times);
 	return rc;
 }
 
@@ -384,9 +434,16 @@ static int make_dirs(ckpt_vfs *vfs, const char *dir)
 	return rc;
 }
 
-/* Delete PREFIX.index first (the checkpoint stops existing), then its data shards. */
+/*
+ * Delete PREFIX.index first (the checkpoint stops existing), then its data
+ * shards. Only checkpoints directly in the directory: a state file may name
+ * paths elsewhere ("../x/ckpt-1", "/abs/ckpt-1"), which are dropped from the
+ * list but never deleted.
+ */
 static int delete_checkpoint(ckpt_manager *m, const char *prefix)
 {
+	if (relative(m, prefix) == prefix)
+		return CKPT_OK;
 	char *idx = ckpt__asprintf("%s.index", prefix);
 	char *dir = ckpt__path_dir(prefix);
 	char *data = ckpt__asprintf("%s.data-", base_name(prefix));
@@ -449,8 +506,149 @@ static int orphan_data(const ckpt_manager *m, char **names, size_t n, const char
 	return 1;
 }
 
-/* Remove leftover temporaries, find "<name>-N.index" files. */
-static int scan_dir(ckpt_manager *m, int have_state)
+/* ---- completeness ---- */
+
+/* Bytes of data file `shard` the index implies: the end of its last entry. */
+static uint64_t implied_size(const ckpt_reader *r, int shard)
+{
+	uint64_t end = 0;
+	for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+		const ckpt_var_info *v = ckpt_reader_var(r, i);
+		if (v->shard == shard && v->offset >= 0 && (uint64_t)v->offset + v->nbytes > end)
+			end = (uint64_t)v->offset + v->nbytes;
+	}
+	return end;
+}
+
+/*
+ * Complete = the index exists and parses, and every data shard exists with
+ * the size the index implies. 1 / 0 (with the reason in `why`) / error.
+ */
+static int check_valid(ckpt_manager *m, const char *prefix, char *why, size_t nwhy)
+{
+	char *idx = ckpt__asprintf("%s.index", prefix);
+	if (!idx)
+		return CKPT_ENOMEM;
+	int exists = ckpt_vfs_exists(m->vfs, idx, NULL);
+	ckpt__free(idx);
+	if (!exists) {
+		snprintf(why, nwhy, "index file %s.index is missing", prefix);
+		return 0;
+	}
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+	oo.vfs = m->vfs;
+	ckpt_reader *r;
+	int orc = ckpt_reader_open(&r, prefix, &oo);
+	/* a failing device or allocator says nothing about the checkpoint: report it, do not skip */
+	if (orc == CKPT_EIO || orc == CKPT_ENOMEM)
+		return orc;
+	if (orc < 0) {
+		char e[512];
+		snprintf(why, nwhy, "unreadable: %s", ckpt_error_format(ckpt_error_last(), e, sizeof(e)));
+		return 0;
+	}
+	int ok = 1;
+	for (int i = 0; i < ckpt_reader_num_shards(r) && ok == 1; i++) {
+		int ex = 1;
+		const char *sp = ckpt_reader_shard_path(r, i, &ex);
+		if (!ex || !sp) {
+			snprintf(why, nwhy, "data file %s is missing", sp ? sp : "?");
+			ok = 0;
+			break;
+		}
+		uint64_t want = implied_size(r, i), have = 0;
+		ckpt_io *io = NULL;
+		int rc = ckpt_vfs_open(m->vfs, sp, CKPT_IO_READ, &io);
+		if (rc == CKPT_OK)
+			rc = ckpt_io_size(io, &have);
+		if (io) {
+			int crc = ckpt_io_close(io);
+			if (rc == CKPT_OK)
+				rc = crc;
+		}
+		if (rc == CKPT_EIO || rc == CKPT_ENOMEM) {
+			ok = rc;
+		} else if (rc < 0) {
+			char e[512];
+			snprintf(why, nwhy, "data file %s: %s", sp, ckpt_error_format(ckpt_error_last(), e, sizeof(e)));
+			ok = 0;
+		} else if (have != want) {
+			snprintf(why, nwhy, "data file %s has %llu bytes, its index implies %llu", sp,
+				(unsigned long long)have, (unsigned long long)want);
+			ok = 0;
+		}
+	}
+	ckpt_reader_free(r);
+	return ok;
+}
+
+/* ---- start-up: what the directory holds ---- */
+
+/* Highest number of the listed checkpoints that are ours ("<dir>/<name>-N"), -1 when none. */
+static int64_t max_listed(const ckpt_manager *m)
+{
+	int64_t best = -1;
+	for (size_t i = 0; i < m->n; i++) {
+		const char *p = m->list[i].path;
+		if (relative(m, p) == p)
+			continue;
+		int64_t num = prefix_number(base_name(p), m->name);
+		if (num > best)
+			best = num;
+	}
+	return best;
+}
+
+static void sort_numbers(int64_t *a, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && a[j - 1] > a[j]; j--) {
+			int64_t t = a[j];
+			a[j] = a[j - 1];
+			a[j - 1] = t;
+		}
+}
+
+/*
+ * Adopt the complete "<name>-N" the state file does not list: all of them
+ * when there is no state file, else those numbered above every listed one
+ * (a save that committed its checkpoint and died before the state file).
+ * Lower-numbered unlisted ones are left alone: TensorFlow's preserved
+ * checkpoints (keep_checkpoint_every_n_hours) live there too.
+ */
+static int adopt(ckpt_manager *m, int have_state, int64_t *found, size_t nf, int *adopted)
+{
+	*adopted = 0;
+	int64_t floor = have_state ? max_listed(m) : -1;
+	sort_numbers(found, nf);
+	for (size_t i = 0; i < nf; i++) {
+		if (found[i] <= floor)
+			continue;
+		char *p = ckpt__asprintf("%s/%s-%lld", m->dir, m->name, (long long)found[i]);
+		if (!p)
+			return CKPT_ENOMEM;
+		int rc = CKPT_OK;
+		if (list_find(m, p) < 0) {
+			char why[1024];
+			int ok = check_valid(m, p, why, sizeof(why));
+			if (ok > 0) {
+				rc = list_push(m, p, now_seconds(), 1);
+				(*adopted)++;
+			} else if (ok == 0) {
+				ckpt__warn(m->warn, m->warn_ctx, "ignoring %s: the state file does not list it and it is "
+					"incomplete (%s)", p, why);
+			} else {
+				rc = ok;
+			}
+		}
+		ckpt__free(p);
+		CKPT_TRY(rc);
+	}
+	return CKPT_OK;
+}
+
+/* Remove leftover temporaries (only with the lock), find "<name>-N.index" files, adopt unlisted ones. */
+static int scan_dir(ckpt_manager *m, int have_state, int *adopted)
 {
 	char **names = NULL;
 	size_t n = 0;
@@ -459,8 +657,11 @@ static int scan_dir(ckpt_manager *m, int have_state)
 	size_t nf = 0;
 	int rc = found ? CKPT_OK : CKPT_ENOMEM;
 	for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
-		/* only a manager that saves cleans up: a read-only one may watch a trainer that is writing */
-		if (m->ck && (is_temporary(names[i]) || orphan_data(m, names, n, names[i]))) {
+		/*
+		 * Only the lock holder cleans up: holding it proves the writer of any
+		 * temporary here is gone; a read-only manager may watch a live trainer.
+		 */
+		if (m->lock && (is_temporary(names[i]) || orphan_data(m, names, n, names[i]))) {
 			char *p = ckpt__path_join(m->dir, names[i]);
 			if (!p) {
 				rc = CKPT_ENOMEM;
@@ -482,23 +683,28 @@ static int scan_dir(ckpt_manager *m, int have_state)
 			m->max_number = num;
 		found[nf++] = num;
 	}
-	/* no state file: adopt the checkpoints that are there, in number order */
-	if (rc == CKPT_OK && !have_state && nf) {
-		for (size_t i = 1; i < nf; i++)
-			for (size_t j = i; j > 0 && found[j - 1] > found[j]; j--) {
-				int64_t t = found[j];
-				found[j] = found[j - 1];
-				found[j - 1] = t;
-			}
-		for (size_t i = 0; i < nf && rc == CKPT_OK; i++) {
-			char *p = ckpt__asprintf("%s/%s-%lld", m->dir, m->name, (long long)found[i]);
-			rc = p ? list_push(m, p, now_seconds()) : CKPT_ENOMEM;
-			ckpt__free(p);
-		}
-	}
+	if (rc == CKPT_OK)
+		rc = adopt(m, have_state, found, nf, adopted);
 	ckpt__free(found);
 	ckpt_vfs_free_list(names, n);
 	return rc;
+}
+
+/*
+ * The lock holder finishes what a dead writer left: the retention it did not
+ * get to, and a state file that lists what is there.
+ */
+static int finish_interrupted_save(ckpt_manager *m, int adopted)
+{
+	int changed = adopted > 0;
+	while (m->max_to_keep > 0 && m->n > (size_t)m->max_to_keep) {
+		CKPT_TRY(delete_checkpoint(m, m->list[0].path));
+		ckpt__free(m->list[0].path);
+		memmove(&m->list[0], &m->list[1], (m->n - 1) * sizeof(mgr_entry));
+		m->n--;
+		changed = 1;
+	}
+	return changed ? write_state_current(m) : CKPT_OK;
 }
 
 /* ---- public API ---- */
@@ -507,14 +713,25 @@ void ckpt_manager_free(ckpt_manager *m)
 {
 	if (!m)
 		return;
-	for (size_t i = 0; i < m->n; i++)
-		ckpt__free(m->paths[i]);
-	ckpt__free(m->paths);
-	ckpt__free(m->times);
+	if (m->async) {
+		/* nobody is left to report to: a background failure goes to the warning sink */
+		ckpt__error_slot saved = { 0 };
+		ckpt__error_capture(&saved);
+		if (ckpt__manager_async_finish(m) < 0) {
+			char e[1024];
+			ckpt__manager_warn(m, "the last asynchronous save failed and the manager was freed before it was "
+				"reported: %s", ckpt_error_format(ckpt_error_last(), e, sizeof(e)));
+		}
+		ckpt__error_raise(&saved);
+		ckpt__error_slot_clear(&saved);
+	}
+	list_clear(m);
+	ckpt__dir_lock_release(m->lock);
 	ckpt__free(m->dir);
 	ckpt__free(m->name);
 	ckpt__free(m->last_saved);
 	ckpt__free(m->latest_valid);
+	ckpt__free(m->warned_unlisted);
 	ckpt__free(m);
 }
 
@@ -543,6 +760,7 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	m->warn_ctx = opts.warn ? opts.warn_ctx : (ck ? ck->opts.warn_ctx : NULL);
 	m->no_fsync = opts.no_fsync || (ck && ck->opts.no_fsync);
 	m->last_preserved = now_seconds();
+	m->max_number = -1;
 	m->dir = ckpt__strdup(dir);
 	m->name = ckpt__strdup(name);
 	int rc = (!m->dir || !m->name) ? CKPT_ENOMEM : CKPT_OK;
@@ -551,16 +769,21 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		m->dir[l - 1] = '\0';
 	if (rc == CKPT_OK)
 		rc = make_dirs(m->vfs, m->dir);
-	int have_state = 0;
+	/* a manager that saves is the directory's only writer from here on */
+	if (rc == CKPT_OK && ck)
+		rc = ckpt__dir_lock_acquire(&m->lock, m->vfs, m->dir);
+	int have_state = 0, adopted = 0;
 	if (rc == CKPT_OK)
 		rc = read_state(m, &have_state);
 	if (rc == CKPT_OK)
-		rc = scan_dir(m, have_state);
+		rc = scan_dir(m, have_state, &adopted);
 	for (size_t i = 0; i < m->n && rc == CKPT_OK; i++) {
-		int64_t num = prefix_number(base_name(m->paths[i]), m->name);
+		int64_t num = prefix_number(base_name(m->list[i].path), m->name);
 		if (num > m->max_number)
 			m->max_number = num;
 	}
+	if (rc == CKPT_OK && m->lock)
+		rc = finish_interrupted_save(m, adopted);
 	if (rc < 0) {
 		ckpt__error_annotate(dir, NULL);
 		ckpt_manager_free(m);
@@ -575,46 +798,189 @@ int ckpt_manager_new(ckpt_manager **out, ckpt_checkpoint *ck, const char *dir, i
 	return ckpt_manager_new_ext(out, ck, dir, max_to_keep, NULL);
 }
 
+/* ---- one save: plan, commit, apply ---- */
+
+void ckpt__manager_save_free(ckpt__manager_save *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		ckpt__free(s->paths[i]);
+	for (size_t i = 0; i < s->ndel; i++)
+		ckpt__free(s->del[i]);
+	ckpt__free(s->paths);
+	ckpt__free(s->times);
+	ckpt__free(s->del);
+	ckpt__free(s->del_times);
+	ckpt__free(s->path);
+	ckpt__error_slot_clear(&s->error);
+	memset(s, 0, sizeof(*s));
+}
+
+int ckpt__manager_plan(ckpt__manager_save *s, ckpt_manager *m, int64_t number)
+{
+	memset(s, 0, sizeof(*s));
+	s->error.offset = -1;
+	s->number = number;
+	s->time = now_seconds();
+	s->old_counter = ckpt_checkpoint_save_counter(m->ck);
+	s->path = ckpt__asprintf("%s/%s-%lld", m->dir, m->name, (long long)number);
+	size_t cap = m->n + 1;
+	s->paths = ckpt__calloc(cap, sizeof(*s->paths));
+	s->times = ckpt__calloc(cap, sizeof(*s->times));
+	s->del = ckpt__calloc(cap, sizeof(*s->del));
+	s->del_times = ckpt__calloc(cap, sizeof(*s->del_times));
+	int rc = (s->path && s->paths && s->times && s->del && s->del_times) ? CKPT_OK : CKPT_ENOMEM;
+	/* the list after the save: a re-saved prefix moves to the end */
+	for (size_t i = 0; rc == CKPT_OK && i < m->n; i++) {
+		if (strcmp(m->list[i].path, s->path) == 0)
+			continue;
+		if (!(s->paths[s->n] = ckpt__strdup(m->list[i].path)))
+			rc = CKPT_ENOMEM;
+		else
+			s->times[s->n++] = m->list[i].time;
+	}
+	if (rc == CKPT_OK) {
+		if (!(s->paths[s->n] = ckpt__strdup(s->path)))
+			rc = CKPT_ENOMEM;
+		else
+			s->times[s->n++] = s->time;
+	}
+	/* retention: the oldest beyond max_to_keep */
+	size_t drop = (rc == CKPT_OK && m->max_to_keep > 0 && s->n > (size_t)m->max_to_keep) ?
+		s->n - (size_t)m->max_to_keep : 0;
+	if (drop) {
+		memcpy(s->del, s->paths, drop * sizeof(*s->del));
+		memcpy(s->del_times, s->times, drop * sizeof(*s->del_times));
+		s->ndel = drop;
+		memmove(s->paths, s->paths + drop, (s->n - drop) * sizeof(*s->paths));
+		memmove(s->times, s->times + drop, (s->n - drop) * sizeof(*s->times));
+		s->n -= drop;
+	}
+	if (rc < 0)
+		ckpt__manager_save_free(s);
+	return rc;
+}
+
+/*
+ * Retention before the state file: a crash between the two leaves the new
+ * checkpoint unlisted but numbered above every listed one, which the next
+ * start adopts; the other order would leave old complete checkpoints that
+ * nothing lists and nothing ever deletes.
+ */
+int ckpt__manager_commit_files(ckpt_manager *m, ckpt__manager_save *s)
+{
+	for (; s->ndeleted < s->ndel; s->ndeleted++)
+		CKPT_TRY(delete_checkpoint(m, s->del[s->ndeleted]));
+	return write_state(m, s->paths, s->times, s->n);
+}
+
+void ckpt__manager_apply(ckpt_manager *m, ckpt__manager_save *s)
+{
+	if (!s->written) {
+		/* nothing was saved: the counter goes back, unless something else moved it since */
+		ckpt_variable *v;
+		if (m->ck && ckpt_checkpoint_save_counter(m->ck) == s->number &&
+			ckpt_checkpoint_save_counter_variable(&v, m->ck) == CKPT_OK)
+			ckpt_variable_assign(v, &s->old_counter, sizeof(s->old_counter));
+		ckpt__manager_save_free(s);
+		return;
+	}
+	/* the new list: what could not be deleted (oldest), then the planned list */
+	size_t keep = s->ndel - s->ndeleted, nn = keep + s->n;
+	mgr_entry *nl = ckpt__calloc(nn ? nn : 1, sizeof(*nl));
+	if (nl) {
+		for (size_t i = 0; i < keep; i++) {
+			nl[i] = (mgr_entry){ s->del[s->ndeleted + i], s->del_times[s->ndeleted + i], 0 };
+			s->del[s->ndeleted + i] = NULL;
+		}
+		for (size_t i = 0; i < s->n; i++) {
+			nl[keep + i] = (mgr_entry){ s->paths[i], s->times[i], 0 };
+			s->paths[i] = NULL;
+		}
+		for (size_t i = 0; i < nn; i++) {
+			int j = list_find(m, nl[i].path);
+			nl[i].unlisted = j >= 0 && strcmp(nl[i].path, s->path) != 0 ? m->list[j].unlisted : 0;
+		}
+		list_clear(m);
+		m->list = nl;
+		m->n = m->cap = nn;
+	} else {
+		/* out of memory: keep the old list and add the new checkpoint (it is on disk) */
+		list_push(m, s->path, s->time, 0);
+	}
+	if (s->number > m->max_number)
+		m->max_number = s->number;
+	ckpt__free(m->last_saved);
+	m->last_saved = s->path;
+	s->path = NULL;
+	ckpt__manager_save_free(s);
+}
+
+int ckpt__manager_next_number(ckpt_manager *m, int64_t *out)
+{
+	int64_t c = ckpt_checkpoint_save_counter(m->ck);
+	int64_t base = c > m->max_number ? c : m->max_number;
+	if (base == INT64_MAX)
+		return ckpt__fail(CKPT_ELIMIT, m->dir, NULL, -1, "checkpoint number overflows");
+	*out = base + 1;
+	return CKPT_OK;
+}
+
+ckpt_checkpoint *ckpt__manager_checkpoint(ckpt_manager *m)
+{
+	return m->ck;
+}
+
+const char *ckpt__manager_dir(const ckpt_manager *m)
+{
+	return m->dir;
+}
+
+void ckpt__manager_warn(ckpt_manager *m, const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	ckpt__warn(m->warn, m->warn_ctx, "%s", buf);
+}
+
+ckpt__manager_async **ckpt__manager_async_slot(ckpt_manager *m)
+{
+	return &m->async;
+}
+
 static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 {
-	char *path = ckpt__asprintf("%s/%s-%lld", m->dir, m->name, (long long)number);
-	if (!path)
-		return CKPT_ENOMEM;
-	int rc = ckpt__checkpoint_save_as(m->ck, path, number);
-	if (rc == CKPT_OK)
-		rc = list_push(m, path, now_seconds());
-	if (rc == CKPT_OK && number > m->max_number)
-		m->max_number = number;
-	/* retention: the index goes first, so a crash leaves no half-deleted checkpoint that looks valid */
-	while (rc == CKPT_OK && m->max_to_keep > 0 && m->n > (size_t)m->max_to_keep) {
-		rc = delete_checkpoint(m, m->paths[0]);
-		if (rc < 0)
-			break;
-		ckpt__free(m->paths[0]);
-		memmove(&m->paths[0], &m->paths[1], (m->n - 1) * sizeof(char *));
-		memmove(&m->times[0], &m->times[1], (m->n - 1) * sizeof(double));
-		m->n--;
-	}
-	if (rc == CKPT_OK)
-		rc = write_state(m);
+	ckpt__manager_save s;
+	CKPT_TRY(ckpt__manager_plan(&s, m, number));
+	int rc = ckpt__checkpoint_save_as(m->ck, s.path, number);
 	if (rc == CKPT_OK) {
-		ckpt__free(m->last_saved);
-		m->last_saved = path;
-		path = NULL;
-		if (path_out)
-			*path_out = m->last_saved;
+		s.written = 1;
+		rc = ckpt__manager_commit_files(m, &s);
 	}
-	ckpt__free(path);
+	ckpt__manager_apply(m, &s);
+	if (rc == CKPT_OK && path_out)
+		*path_out = m->last_saved;
 	return rc;
+}
+
+static int check_saver(ckpt_manager *m, const char *what)
+{
+	if (!m || !m->ck)
+		return ckpt__fail(CKPT_EINVAL, m ? m->dir : NULL, NULL, -1, "%s: the manager has no checkpoint to save",
+			what);
+	/* a save still in flight comes first; its failure is reported now and nothing new starts */
+	return ckpt__manager_async_finish(m);
 }
 
 int ckpt_manager_save_number(const char **path_out, ckpt_manager *m, int64_t number)
 {
 	if (path_out)
 		*path_out = NULL;
-	if (!m || !m->ck)
-		return ckpt__fail(CKPT_EINVAL, m ? m->dir : NULL, NULL, -1,
-			"ckpt_manager_save: the manager has no checkpoint to save");
+	CKPT_TRY(check_saver(m, "ckpt_manager_save"));
 	if (number < 0)
 		return ckpt__fail(CKPT_EINVAL, m->dir, NULL, -1, "checkpoint number %lld is negative", (long long)number);
 	return save_number(path_out, m, number);
@@ -624,19 +990,15 @@ int ckpt_manager_save(const char **path_out, ckpt_manager *m)
 {
 	if (path_out)
 		*path_out = NULL;
-	if (!m || !m->ck)
-		return ckpt__fail(CKPT_EINVAL, m ? m->dir : NULL, NULL, -1,
-			"ckpt_manager_save: the manager has no checkpoint to save");
-	int64_t c = ckpt_checkpoint_save_counter(m->ck);
-	int64_t base = c > m->max_number ? c : m->max_number;
-	if (base == INT64_MAX)
-		return ckpt__fail(CKPT_ELIMIT, m->dir, NULL, -1, "checkpoint number overflows");
-	return save_number(path_out, m, base + 1);
+	CKPT_TRY(check_saver(m, "ckpt_manager_save"));
+	int64_t number = 0;
+	CKPT_TRY(ckpt__manager_next_number(m, &number));
+	return save_number(path_out, m, number);
 }
 
 const char *ckpt_manager_latest(const ckpt_manager *m)
 {
-	return m && m->n ? m->paths[m->n - 1] : NULL;
+	return m && m->n ? m->list[m->n - 1].path : NULL;
 }
 
 size_t ckpt_manager_count(const ckpt_manager *m)
@@ -646,40 +1008,7 @@ size_t ckpt_manager_count(const ckpt_manager *m)
 
 const char *ckpt_manager_checkpoint(const ckpt_manager *m, size_t i)
 {
-	return m && i < m->n ? m->paths[i] : NULL;
-}
-
-/* Complete = the index exists and parses, and every data shard exists. */
-static int check_valid(ckpt_manager *m, const char *prefix, char *why, size_t nwhy)
-{
-	char *idx = ckpt__asprintf("%s.index", prefix);
-	if (!idx)
-		return CKPT_ENOMEM;
-	int exists = ckpt_vfs_exists(m->vfs, idx, NULL);
-	ckpt__free(idx);
-	if (!exists) {
-		snprintf(why, nwhy, "index file %s.index is missing", prefix);
-		return 0;
-	}
-	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
-	oo.vfs = m->vfs;
-	ckpt_reader *r;
-	if (ckpt_reader_open(&r, prefix, &oo) < 0) {
-		char e[512];
-		snprintf(why, nwhy, "unreadable: %s", ckpt_error_format(ckpt_error_last(), e, sizeof(e)));
-		return 0;
-	}
-	int ok = 1;
-	for (int i = 0; i < ckpt_reader_num_shards(r) && ok; i++) {
-		int ex = 1;
-		const char *sp = ckpt_reader_shard_path(r, i, &ex);
-		if (!ex) {
-			snprintf(why, nwhy, "data file %s is missing", sp ? sp : "?");
-			ok = 0;
-		}
-	}
-	ckpt_reader_free(r);
-	return ok;
+	return m && i < m->n ? m->list[i].path : NULL;
 }
 
 int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m)
@@ -688,23 +1017,31 @@ int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m)
 		*path_out = NULL;
 	if (!m)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_manager_latest_valid: NULL manager");
+	CKPT_TRY(ckpt__manager_async_finish(m));
 	for (size_t i = m->n; i-- > 0;) {
 		char why[1024];
-		int ok = check_valid(m, m->paths[i], why, sizeof(why));
+		int ok = check_valid(m, m->list[i].path, why, sizeof(why));
 		if (ok < 0)
 			return ok;
 		if (ok) {
-			char *p = ckpt__strdup(m->paths[i]);
+			char *p = ckpt__strdup(m->list[i].path);
 			if (!p)
 				return CKPT_ENOMEM;
 			ckpt__free(m->latest_valid);
 			m->latest_valid = p;
 			if (path_out)
 				*path_out = p;
+			if (m->list[i].unlisted && (!m->warned_unlisted || strcmp(m->warned_unlisted, p) != 0)) {
+				ckpt__warn(m->warn, m->warn_ctx, "using %s, the newest complete checkpoint, which the state file "
+					"%s/" STATE_FILE " did not list (a save interrupted after the checkpoint was committed)",
+					p, m->dir);
+				ckpt__free(m->warned_unlisted);
+				m->warned_unlisted = ckpt__strdup(p);
+			}
 			ckpt_error_clear();
 			return CKPT_OK;
 		}
-		ckpt__warn(m->warn, m->warn_ctx, "skipping incomplete checkpoint %s (%s); %s", m->paths[i], why,
+		ckpt__warn(m->warn, m->warn_ctx, "skipping incomplete checkpoint %s (%s); %s", m->list[i].path, why,
 			i ? "falling back to the previous one" : "no older checkpoint left");
 	}
 	return ckpt__fail(CKPT_ENOTFOUND, m->dir, NULL, -1, "no complete checkpoint in %s", m->dir);

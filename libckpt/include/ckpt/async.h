@@ -70,6 +70,63 @@ CKPT_API double ckpt_async_last_blocking_seconds(const ckpt_async_saver *s);
 /** Wait, then free. NULL ok. */
 CKPT_API void ckpt_async_saver_free(ckpt_async_saver *s);
 
+/* ------------------------------------------------------------------ */
+/* Asynchronous saves through the checkpoint manager                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ *     ckpt_async_saver *as;
+ *     ckpt_async_saver_new(&as, NULL);
+ *     ckpt_manager_new(&mgr, ck, "run/ckpts", 3);
+ *     for (epoch ...) {
+ *         train(...);
+ *         if (ckpt_manager_save_async(&path, mgr, as) < 0)   // also reports the previous save's failure
+ *             report(ckpt_error_last());
+ *     }
+ *     ckpt_manager_wait(mgr);              // status of the last save, folded into the manager
+ *     ckpt_manager_free(mgr);
+ *     ckpt_async_saver_free(as);
+ */
+
+/**
+ * Everything ckpt_manager_save does — number N = max(save_counter, highest
+ * existing) + 1, save_counter set to N, "<dir>/ckpt-N" committed
+ * atomically, the oldest beyond max_to_keep deleted, the `checkpoint` state
+ * file rewritten, under the directory's lock — with the writing, deleting
+ * and state-file update on `s`'s background thread. Returns when the state
+ * is staged (the trainer may then change every variable).
+ *
+ * The checkpoint is written with the manager's checkpoint options (format,
+ * VFS, fsync), exactly as a synchronous save; `s`'s own options are not
+ * used. `*path_out` (may be NULL) names the checkpoint being written; it is
+ * borrowed from the manager, valid until the next call that waits.
+ *
+ * Calls that wait for the save in flight and fold its outcome into the
+ * manager: ckpt_manager_wait, ckpt_manager_save_async, ckpt_manager_save,
+ * ckpt_manager_save_number, ckpt_manager_latest_valid,
+ * ckpt_manager_restore_latest and ckpt_manager_free. The first of them
+ * reports a background failure (its status and last error, naming the
+ * path) and, for a save, starts nothing: call again to save. After a
+ * failure nothing of ckpt-N remains, save_counter is back to its value
+ * before the save, and the previous latest checkpoint is still the latest
+ * and valid. Until then ckpt_manager_latest / _count / _checkpoint show
+ * the manager as it was before the save.
+ *
+ * While the save is in flight `s` belongs to the manager: ckpt_async_save
+ * on it is refused (EINVAL); ckpt_async_wait on it is allowed (the manager
+ * still reports the outcome). Free the manager (or call ckpt_manager_wait)
+ * before freeing `s`; a saver freed first waits for the write, and the
+ * manager applies its outcome at its next call.
+ */
+CKPT_API int ckpt_manager_save_async(const char **path_out, ckpt_manager *m, ckpt_async_saver *s);
+
+/**
+ * Wait for the manager's asynchronous save in flight (if any) and fold it
+ * into the manager. Its status (CKPT_OK when none); a failure is reported
+ * once.
+ */
+CKPT_API int ckpt_manager_wait(ckpt_manager *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -383,12 +383,27 @@ typedef struct ckpt_manager_options {
 
 /**
  * tf.train.CheckpointManager over `dir` (created when missing) for `ckpt`
- * (borrowed; NULL = read-only use: latest / list / latest_valid). Reads
- * the `checkpoint` state file when present, adopts existing "ckpt-N"
- * checkpoints when there is none, and — only with a checkpoint, since a
- * read-only manager may watch a trainer that is writing — removes leftover
- * temporaries (`*.tempstate*`, `*_temp*`) and data shards of "ckpt-N" whose
- * index is gone. `max_to_keep` <= 0 keeps everything.
+ * (borrowed; NULL = read-only use: latest / list / latest_valid).
+ * `max_to_keep` <= 0 keeps everything.
+ *
+ * One writer per directory: a manager with a checkpoint holds the
+ * directory's lock until ckpt_manager_free — on the POSIX VFS an flock(2)
+ * on `dir/checkpoint.lock`, which holds the holder's pid and which the
+ * kernel releases when the holder dies (a killed trainer never blocks the
+ * next). A second manager with a checkpoint on the same directory, in this
+ * process or another, fails here with CKPT_EBUSY; the message names the
+ * holder's pid and the lock file. On other VFSs the lock excludes managers
+ * of this process only. Read-only managers and readers take no lock.
+ *
+ * Reads the `checkpoint` state file when present. Complete "ckpt-N" that it
+ * does not list are adopted as the newest: all of them when there is no
+ * state file, else those numbered above every listed one (a save that died
+ * after committing its checkpoint, before the state file). With a
+ * checkpoint — holding the lock proves their writer is gone — the manager
+ * also removes leftover temporaries (`*.tempstate*`, `*_temp*`) and data
+ * shards of "ckpt-N" whose index is gone, deletes the oldest beyond
+ * max_to_keep, and rewrites the state file if it changed anything: it
+ * finishes the save a crash interrupted.
  */
 CKPT_API int ckpt_manager_new(ckpt_manager **out, ckpt_checkpoint *ckpt, const char *dir, int max_to_keep);
 CKPT_API int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ckpt, const char *dir, int max_to_keep,
@@ -397,9 +412,14 @@ CKPT_API void ckpt_manager_free(ckpt_manager *m);
 
 /**
  * Save "<dir>/ckpt-N" with N = max(save_counter, highest existing number) + 1
- * (save_counter is set to N), update the state file atomically, and delete
- * the oldest checkpoints beyond max_to_keep. `*path_out` (may be NULL) is
- * borrowed from the manager until the next save or free.
+ * (save_counter is set to N): commit the checkpoint atomically, delete the
+ * oldest beyond max_to_keep (each index first), then replace the state file
+ * atomically. A crash at any point leaves at most max_to_keep complete
+ * checkpoints plus the one being written, and the next manager restores the
+ * newest complete one. `*path_out` (may be NULL) is borrowed from the
+ * manager until the next save or free. Waits for an async save in flight
+ * first (ckpt/async.h: ckpt_manager_save_async); if that failed, returns its
+ * error and saves nothing.
  */
 CKPT_API int ckpt_manager_save(const char **path_out, ckpt_manager *m);
 /** Same with an explicit number (for example the epoch); save_counter is set to it. */
@@ -413,9 +433,13 @@ CKPT_API const char *ckpt_manager_checkpoint(const ckpt_manager *m, size_t i);
 
 /**
  * The newest checkpoint that is complete: its index opens and parses and
- * every data shard exists. Incomplete or corrupt ones are skipped with a
- * warning naming the file and the reason. ENOTFOUND when none is valid.
- * `*path_out` is borrowed from the manager.
+ * every data shard exists with the size the index implies. Incomplete or
+ * corrupt ones are skipped with a warning naming the file and the reason;
+ * choosing one that the state file did not list (adopted, see
+ * ckpt_manager_new) warns once too. An I/O failure while checking is
+ * returned, not taken for incompleteness. ENOTFOUND when none is valid.
+ * `*path_out` is borrowed from the manager. Waits for an async save in
+ * flight first.
  */
 CKPT_API int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m);
 

@@ -1,0 +1,89 @@
+/*
+ * Internals of the checkpoint manager shared by manager.c, manager_lock.c,
+ * manager_async.c and a collective (multi-worker) manager. The pieces are
+ * split so that a caller that writes a checkpoint by other means (one data
+ * shard per worker, one merged index) can still reuse the lock and the
+ * commit bookkeeping:
+ *
+ *   lock      ckpt__dir_lock_acquire()        one writer per directory
+ *   plan      ckpt__manager_plan()            number, path, retention list
+ *   write     (any writer: ckpt__checkpoint_save_as, async, collective)
+ *   commit    ckpt__manager_commit_files()    delete the oldest, write the state file
+ *   apply     ckpt__manager_apply()           in-memory list, max_number, save_counter
+ *
+ * commit_files touches only the plan and the manager's read-only fields
+ * (vfs, dir, no_fsync), so it may run on a background thread while the
+ * trainer keeps the manager; apply runs on the caller's thread.
+ */
+#ifndef CKPT_MANAGER_INTERNAL_H
+#define CKPT_MANAGER_INTERNAL_H
+
+#include "internal.h"
+#include "ckpt/checkpoint.h"
+
+/* ---- the directory lock (manager_lock.c) ---- */
+
+/** The manager's lock file, beside the `checkpoint` state file. */
+#define CKPT_MANAGER_LOCK_FILE "checkpoint.lock"
+
+typedef struct ckpt__dir_lock ckpt__dir_lock;
+
+/**
+ * Become the only writer of `dir`. On the POSIX VFS: an flock(2) on
+ * `dir/checkpoint.lock` holding our pid (released by the kernel when the
+ * process dies), plus an in-process registry so that a second manager of
+ * the same process is refused whatever the file system's flock semantics
+ * (NFS emulates flock with per-process fcntl locks). Other VFSs: the
+ * registry only (keyed by VFS and directory). CKPT_EBUSY, naming the
+ * holder's pid and the lock file, when another manager holds it.
+ */
+int ckpt__dir_lock_acquire(ckpt__dir_lock **out, ckpt_vfs *vfs, const char *dir);
+/** NULL ok. */
+void ckpt__dir_lock_release(ckpt__dir_lock *l);
+
+/* ---- one save, planned / written / committed / applied ---- */
+
+typedef struct ckpt__manager_save {
+	char *path;            /* "<dir>/<name>-N" */
+	int64_t number;
+	int64_t old_counter;   /* save_counter before the save (rolled back when the write fails) */
+	double time;
+	char **paths;          /* the list after the save, oldest first (owned copies) */
+	double *times;
+	size_t n;
+	char **del;            /* the oldest beyond max_to_keep, to delete (owned copies) */
+	double *del_times;
+	size_t ndel;
+	/* results, filled by whoever writes and commits */
+	int written;           /* the checkpoint itself was committed */
+	size_t ndeleted;       /* del[0 .. ndeleted) are gone */
+	int rc;                /* first error of write + commit */
+	ckpt__error_slot error;/* its error, for a caller on another thread */
+} ckpt__manager_save;
+
+/** Plan the save of number `number` (list, retention) from the manager's current list. */
+int ckpt__manager_plan(ckpt__manager_save *s, ckpt_manager *m, int64_t number);
+/** After the checkpoint was written: delete s->del (index first), then write the state file. */
+int ckpt__manager_commit_files(ckpt_manager *m, ckpt__manager_save *s);
+/** Fold the outcome into the manager (list, max_number, last_saved); frees the plan. */
+void ckpt__manager_apply(ckpt_manager *m, ckpt__manager_save *s);
+void ckpt__manager_save_free(ckpt__manager_save *s);
+/** The number the next ckpt_manager_save gets: max(save_counter, highest seen) + 1. */
+int ckpt__manager_next_number(ckpt_manager *m, int64_t *out);
+/** The manager's checkpoint, directory, warning sink. */
+ckpt_checkpoint *ckpt__manager_checkpoint(ckpt_manager *m);
+const char *ckpt__manager_dir(const ckpt_manager *m);
+void ckpt__manager_warn(ckpt_manager *m, const char *fmt, ...) CKPT_PRINTF(2, 3);
+
+/* ---- async saves through the manager (manager_async.c) ---- */
+
+/** The manager's save in flight, if any (opaque to manager.c). */
+typedef struct ckpt__manager_async ckpt__manager_async;
+ckpt__manager_async **ckpt__manager_async_slot(ckpt_manager *m);
+/**
+ * Wait for the manager's async save in flight (if any) and apply it. Its
+ * status (the background error, re-raised on this thread) or CKPT_OK.
+ */
+int ckpt__manager_async_finish(ckpt_manager *m);
+
+#endif
