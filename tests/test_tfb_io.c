@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 #include "ckpt/ckpt.h"
 #include "libckpt/internal.h"
 #include "rel_common.h"
@@ -152,6 +153,8 @@ static void check_all(ckpt_reader *r)
 	}
 }
 
+static void flip(const char *path, long off);
+
 Test(tfb_io, chunked_save_read_into_and_verify_round_trip, .timeout = 120)
 {
 	make_data();
@@ -172,6 +175,44 @@ Test(tfb_io, chunked_save_read_into_and_verify_round_trip, .timeout = 120)
 	size_t n0, n1;
 	char *b0 = ts_read_file(d0, &n0), *b1 = ts_read_file(d1, &n1);
 	cr_assert(b0 && b1 && n0 == n1 && memcmp(b0, b1, n0) == 0);
+	/*
+	 * TensorFlow reads the chunked file (checking every crc32c) and gets the
+	 * bytes written; a copy with one byte of the 27 MiB entry flipped it
+	 * refuses: the oracle does check.
+	 */
+	char *bad = ts_join(dir, "bad");
+	char cmd[8192];
+	ts_run_result res;
+	snprintf(cmd, sizeof(cmd), "cp '%s.index' '%s.index' && cp '%s' '%s.data-00000-of-00001'", prefix, bad, d0, bad);
+	cr_assert_eq(ts_run_sh(&res, cmd), 0);
+	cr_assert_eq(res.status, 0, "%s", res.err);
+	ts_run_free(&res);
+	r = open_prefix(prefix, NULL);
+	int64_t big_off = ckpt_reader_var(r, index_of(r, NENTS - 1))->offset;
+	ckpt_reader_free(r);
+	char *bad_data = ts_join(dir, "bad.data-00000-of-00001");
+	flip(bad_data, (long)big_off + (long)(ents[NENTS - 1].n / 2));
+	free(bad_data);
+	snprintf(cmd, sizeof(cmd), "'%s' '%s/tests/oracles/tf_bundle_digest.py' '%s' '%s'", ts_oracle_python(),
+		CKPT_SOURCE_DIR, prefix, bad);
+	cr_assert_eq(ts_run_sh(&res, cmd), 0);
+	cr_assert_eq(res.status, 0, "tf_bundle_digest.py: %s", res.err);
+	char *second = strstr(res.out, "\n== ");
+	cr_assert_not_null(second, "%s", res.out);
+	char *bad_listing = second + 2;
+	second[1] = '\0'; /* the first listing ends with its last newline; the second starts after "=" */
+	for (size_t e = 0; e < NENTS; e++) {
+		char want[256];
+		snprintf(want, sizeof(want), "\n%s\tuint8\t%zu\t0x%08lx\n", ents[e].name, ents[e].n,
+			crc32(0L, data[e], (uInt)ents[e].n));
+		cr_assert_not_null(strstr(res.out, want), "TensorFlow does not read %s as written:\n%s", ents[e].name,
+			res.out);
+	}
+	char want_bad[128];
+	snprintf(want_bad, sizeof(want_bad), "%s\tERROR\t", ents[NENTS - 1].name);
+	cr_assert_not_null(strstr(bad_listing, want_bad), "TensorFlow read the flipped entry:\n%s", bad_listing);
+	ts_run_free(&res);
+	free(bad);
 	free(b0);
 	free(b1);
 	free(d0);
