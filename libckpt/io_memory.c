@@ -442,12 +442,14 @@ static const ckpt_io_methods borrowed_methods = { 1, bio_pread, bio_pwrite, bio_
 
 int ckpt_io_open_memory(ckpt_io **out, const void *buf, size_t n, const char *name)
 {
+	if (!out || (!buf && n))
+		return ckpt__fail(CKPT_EINVAL, name, NULL, -1, "ckpt_io_open_memory: NULL argument");
 	borrowed_io *b = ckpt__calloc(1, sizeof(*b));
 	char *copy = ckpt__strdup(name ? name : "<memory>");
 	if (!b || !copy) {
 		ckpt__free(b);
 		ckpt__free(copy);
-		return CKPT_ENOMEM;
+		return ckpt__fail(CKPT_ENOMEM, name, NULL, -1, "out of memory opening a memory buffer");
 	}
 	b->base.methods = &borrowed_methods;
 	b->base.path = copy;

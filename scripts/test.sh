@@ -18,9 +18,10 @@ if [ "${CKPT_SKIP_SANITIZE:-0}" != "1" ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKPT_SANITIZE=ON -DCKPT_BUILD_BENCH=OFF >/dev/null
   cmake --build build-asan -j"$jobs"
   echo "== test suite under ASan+UBSan =="
-  # the corruption/truncation sweeps thin their sample to 1/8 here; the full sample ran above
+  # the sweeps take 1/8 of each file's fixed sample here (at least 64 positions; rel_scaled in
+  # tests/rel_common.h); the full sample ran above. malloc_context_size=3: see tests/lsan.supp.
   CKPT_TEST_SWEEP_SCALE=0.125 \
   LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp":print_suppressions=0 \
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:malloc_context_size=3 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ./build-asan/tests/ckpt-tests --jobs "$jobs"
 fi

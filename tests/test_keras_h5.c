@@ -444,6 +444,37 @@ Test(keras_h5, keras3_weights_round_trip_and_h5py_check)
 	free(out);
 }
 
+/*
+ * How h5py (tests/scripts/h5_datasets.py, an independent reader) must see
+ * each dtype written: HDF5 class, size, signedness, byte order, dtype
+ * attribute. The two odd ones are as Keras writes them: bool is h5py's
+ * numpy-bool ENUM over int8; bfloat16 is a 2-byte OPAQUE with attribute
+ * dtype="bfloat16" (checked against Keras 3.15's save_weights, issue 16).
+ */
+static const struct { ckpt_dtype dt; const char *h5; } h5_kinds[] = {
+	{ CKPT_DT_FLOAT, "FLOAT\t4\t-\tLE\t-" }, { CKPT_DT_DOUBLE, "FLOAT\t8\t-\tLE\t-" },
+	{ CKPT_DT_HALF, "FLOAT\t2\t-\tLE\t-" }, { CKPT_DT_BFLOAT16, "OPAQUE\t2\t-\t-\tbfloat16" },
+	{ CKPT_DT_INT8, "INTEGER\t1\t1\tLE\t-" }, { CKPT_DT_INT16, "INTEGER\t2\t1\tLE\t-" },
+	{ CKPT_DT_INT32, "INTEGER\t4\t1\tLE\t-" }, { CKPT_DT_INT64, "INTEGER\t8\t1\tLE\t-" },
+	{ CKPT_DT_UINT8, "INTEGER\t1\t0\tLE\t-" }, { CKPT_DT_UINT16, "INTEGER\t2\t0\tLE\t-" },
+	{ CKPT_DT_UINT32, "INTEGER\t4\t0\tLE\t-" }, { CKPT_DT_UINT64, "INTEGER\t8\t0\tLE\t-" },
+	{ CKPT_DT_BOOL, "ENUM\t1\t1\tLE\t-" },
+};
+
+/* The line h5_datasets.py prints for `path`, from `listing` (NULL when absent). */
+static char *h5_line(const char *listing, const char *path)
+{
+	size_t n = strlen(path);
+	for (const char *p = listing; p && *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		if (len > n && strncmp(p, path, n) == 0 && p[n] == '\t')
+			return strndup(p + n + 1, len - n - 1);
+		p = eol ? eol + 1 : NULL;
+	}
+	return NULL;
+}
+
 Test(keras_h5, every_dtype_round_trips)
 {
 	static const ckpt_dtype dts[] = { CKPT_DT_FLOAT, CKPT_DT_DOUBLE, CKPT_DT_HALF, CKPT_DT_BFLOAT16, CKPT_DT_INT8,
@@ -473,6 +504,32 @@ Test(keras_h5, every_dtype_round_trips)
 		}
 		cr_assert_eq(ckpt_writer_commit(w), CKPT_OK);
 		ckpt_writer_free(w);
+		/* h5py reads every dataset with the expected type and the very bytes written */
+		char cmd[2048];
+		ts_run_result res;
+		snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/h5_datasets.py '%s'", TS_PYTHON, CKPT_SOURCE_DIR, out);
+		cr_assert_eq(ts_run_sh(&res, cmd), 0);
+		cr_assert_eq(res.status, 0, "h5_datasets.py: %s", res.err);
+		for (i = 0; i < 13; i++) {
+			char name[128], sha[41], want[256], shape[32];
+			if (f == 0)
+				snprintf(name, sizeof(name), "layers/l%zu/vars/0", i);
+			else
+				snprintf(name, sizeof(name), "model_weights/l%zu/l%zu/w:0", i, i);
+			char *line = h5_line(res.out, name);
+			cr_assert_not_null(line, "h5py does not see %s:\n%s", name, res.out);
+			kt_sha1_hex(ts[i]->data, (size_t)ts[i]->nbytes, sha);
+			if (ts[i]->shape.rank == 0)
+				shape[0] = '\0';
+			else
+				snprintf(shape, sizeof(shape), "%lld,%lld", (long long)ts[i]->shape.dims[0],
+					(long long)ts[i]->shape.dims[1]);
+			cr_assert_eq(h5_kinds[i].dt, dts[i]);
+			snprintf(want, sizeof(want), "%s\t%s\t%s", h5_kinds[i].h5, shape, sha);
+			cr_assert_str_eq(line, want, "%s (%s) as h5py reads it: %s, want %s", name, ckpt_dtype_name(dts[i]), line, want);
+			free(line);
+		}
+		ts_run_free(&res);
 		r = kt_open(out);
 		cr_assert_eq(ckpt_reader_count(r), 13);
 		for (i = 0; i < 13; i++) {

@@ -216,7 +216,7 @@ Test(keras_h5, every_io_failure_of_a_non_posix_save_keeps_the_old_file)
 	ckpt_tensor *t;
 	ckpt_shape s;
 	int64_t d = 100;
-	long k, calls = 0;
+	long k, calls = 0, failed = 0;
 	void *good = NULL;
 	size_t good_n = 0;
 	cr_assert_eq(ckpt_shape_make(&s, 1, &d), CKPT_OK);
@@ -233,6 +233,7 @@ Test(keras_h5, every_io_failure_of_a_non_posix_save_keeps_the_old_file)
 		cr_assert_eq(ckpt_vfs_memory_put(mem, "d/k.weights.h5", "previous", 8), CKPT_OK);
 		cr_assert_eq(ckpt_vfs_faulty_new(&faulty, mem, k), CKPT_OK);
 		o.vfs = faulty;
+		ckpt_error_clear();
 		rc = ckpt_writer_open(&w, "d/k.weights.h5", "keras-weights", &o);
 		if (rc == CKPT_OK) {
 			rc = ckpt_writer_add(w, "layers/d/vars/0", t, 0);
@@ -251,20 +252,32 @@ Test(keras_h5, every_io_failure_of_a_non_posix_save_keeps_the_old_file)
 			good = malloc(n);
 			memcpy(good, got, n);
 			good_n = n;
-		} else if (rc < 0) {
+		} else {
 			/*
-			 * The old file, or (a failure after the rename, e.g. syncing the
-			 * directory) the whole new one. HDF5 stamps object times, so a new
-			 * file written in another second differs in bytes: compare contents.
+			 * Every counted call is made again, so the fault fires. Failed: the
+			 * old file, or (a failure after the rename, e.g. syncing the
+			 * directory) the whole new one, and the failure's own error.
+			 * Absorbed (rc OK): the whole new file. HDF5 stamps object times,
+			 * so a new file written in another second differs in bytes:
+			 * compare contents.
 			 */
-			cr_assert(ckpt_vfs_faulty_fired(faulty));
+			cr_assert(ckpt_vfs_faulty_fired(faulty), "fail_at %ld of %ld never happened", k, calls);
 			int old_file = n == 8 && memcmp(got, "previous", 8) == 0;
 			int new_file = n == good_n && new_file_holds(mem, "d/k.weights.h5", t);
-			cr_assert(old_file || new_file, "fail_at %ld: the file is neither the old nor the new one", k);
+			if (rc < 0) {
+				cr_assert_eq(ckpt_error_last()->code, rc, "fail_at %ld: %s recorded no error of its own", k,
+					ckpt_status_name(rc));
+				cr_assert(ckpt_error_last()->message[0]);
+				cr_assert(old_file || new_file, "fail_at %ld: the file is neither the old nor the new one", k);
+				failed++;
+			} else {
+				cr_assert(new_file, "fail_at %ld: success reported but the file is not the new one", k);
+			}
 		}
 		ckpt_vfs_free(faulty);
 		ckpt_vfs_free(mem);
 	}
+	cr_assert_gt(failed, 0, "no injected failure reached the caller");
 	free(good);
 	ckpt_tensor_free(t);
 }

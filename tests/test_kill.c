@@ -87,7 +87,8 @@ Test(kill, manager_survives_sigkill_at_random_moments, .timeout = 180)
 	double t_save = 0.002;
 	useconds_t span = 15000;
 	int calibrated = 0;
-	while (kills < KILLS || rel_now() - t0 < 1.0) {
+	/* a fixed number of kills (not "for a second"): the same sample size on any machine */
+	while (kills < KILLS) {
 		int fds[2];
 		cr_assert_eq(pipe(fds), 0);
 		fflush(NULL);
@@ -185,7 +186,7 @@ Test(kill, manager_survives_sigkill_at_random_moments, .timeout = 180)
 		"nothing saved yet, %ld times the latest recorded checkpoint was skipped", kills, rel_now() - t0, mid_save,
 		(long long)max_started + 1, (long long)last_done + 1, fresh, fell_back);
 	cr_assert_gt(mid_save, 20, "too few kills landed inside a save");
-	cr_assert_geq(kills, KILLS);
+	cr_assert_eq(kills, KILLS);
 	cr_assert_gt(last_done, 10, "the saver never got far: kills too early to test anything");
 	ts_rmtree(tmp);
 	free(dir);

@@ -168,7 +168,7 @@ static void bit_exact_resume(int replicas)
 {
 	char *tmp = ts_tmpdir(), *a = ts_join(tmp, "straight"), *b = ts_join(tmp, "resumed");
 	char *a4 = ts_join(a, "ckpt-4"), *a3 = ts_join(a, "ckpt-3"), *b4 = ts_join(b, "ckpt-4");
-	char *m3, *m4, *r3, *r4, rep[16], kinds[64];
+	char *m3, *m4, *r3, *r4, rep[16];
 	ts_run_result straight, first, resumed, d;
 	ckpt_reader *r;
 
@@ -179,17 +179,12 @@ static void bit_exact_resume(int replicas)
 	expect_exit(&first, 0, "mlp_mirrored --epochs 2");
 	resumed = run(SAMPLE("finetune_resume"), "--replicas", rep, "--epochs", "2", "--dir", b, NULL);
 	expect_exit(&resumed, 0, "finetune_resume --epochs 2");
-	cr_expect(strstr(resumed.out, "resuming after epoch 2 (step 16, optimizer iteration 16)"),
-		"resume point not reported:\n%s", resumed.out);
-	/* the Adam slots did not exist at restore time: their 8 values were restored on create */
-	cr_expect(strstr(resumed.out, "15 values assigned to every replica, 8 held for the optimizer's slots"),
-		"restore-on-create not reported:\n%s", resumed.out);
-	/* restored inside the scope: mirrored / sync-on-read with one copy per replica */
-	snprintf(kinds, sizeof kinds, "mirrored x%d", replicas);
-	cr_expect(strstr(resumed.out, kinds), "no '%s' in:\n%s", kinds, resumed.out);
-	snprintf(kinds, sizeof kinds, "sync-on-read x%d", replicas);
-	cr_expect(strstr(resumed.out, kinds), "no '%s' in:\n%s", kinds, resumed.out);
-
+	/*
+	 * What decides is independent of what the samples say about themselves:
+	 * the two runs' checkpoints compared entry by entry (expect_identical,
+	 * `ckpt diff`), the state read back against the numbers 4 epochs of 8
+	 * steps must leave, and the printed metrics of both runs.
+	 */
 	/* the printed losses and metrics of epochs 3 and 4 agree too */
 	m3 = epoch_metrics(straight.out, 3, 4);
 	r3 = epoch_metrics(resumed.out, 3, 4);
@@ -271,11 +266,21 @@ Test(samples, scope_mistakes_all_caught, .timeout = 60)
 	int caught = 0;
 
 	expect_exit(&r, 0, "scope_mistakes");
-	for (p = r.out; (p = strstr(p, "caught: yes (CKPT_ESCOPE")) != NULL; p++)
+	/*
+	 * Judged on the library's own errors, which the sample prints verbatim
+	 * (ckpt_error_format after each mistake), not on its verdict lines: four
+	 * CKPT_ESCOPE failures, each naming the variable.
+	 */
+	for (p = r.out; (p = strstr(p, "    library: ")) != NULL; p++) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		char line[1024];
+		snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line - 1 ? len : sizeof line - 1), p);
+		cr_expect(strncmp(line, "    library: CKPT_ESCOPE: ", 26) == 0, "not a scope error: %s", line);
+		cr_expect(strstr(line, "variable '"), "the error does not name the variable: %s", line);
 		caught++;
-	cr_expect_eq(caught, 4, "want 4 mistakes caught:\n%s", r.out);
-	cr_expect(strstr(r.out, "OK: 4 of 4 mistakes caught"), "%s", r.out);
-	cr_expect(!strstr(r.out, "FAILED"), "%s", r.out);
+	}
+	cr_expect_eq(caught, 4, "want 4 library errors:\n%s", r.out);
 	ts_run_free(&r);
 	ts_rmtree(tmp);
 	free(tmp);
@@ -338,9 +343,7 @@ static void resume_from_tf(const char *replicas)
 	int n;
 
 	expect_exit(&r, 0, "resume_from_tf");
-	/* the momentum slots were created after the restore: restored on create */
-	cr_expect(strstr(r.out, "8 values now, 2 held for slots not created yet"), "%s", r.out);
-	cr_expect(strstr(r.out, "restored values match TensorFlow's, bit for bit, on every replica"), "%s", r.out);
+	/* judged below on the values: the printed step against reference_step(), the saved state against TF's */
 	cr_expect(strstr(r.out, "[9.22968483, 10.9011154, 10.3707628, 9.75736237]"), "kernel not printed:\n%s",
 		r.out);
 	p = strstr(r.out, "step 1: ");

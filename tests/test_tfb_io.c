@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 #include "ckpt/ckpt.h"
 #include "libckpt/internal.h"
 #include "rel_common.h"
@@ -152,6 +153,8 @@ static void check_all(ckpt_reader *r)
 	}
 }
 
+static void flip(const char *path, long off);
+
 Test(tfb_io, chunked_save_read_into_and_verify_round_trip, .timeout = 120)
 {
 	make_data();
@@ -172,6 +175,44 @@ Test(tfb_io, chunked_save_read_into_and_verify_round_trip, .timeout = 120)
 	size_t n0, n1;
 	char *b0 = ts_read_file(d0, &n0), *b1 = ts_read_file(d1, &n1);
 	cr_assert(b0 && b1 && n0 == n1 && memcmp(b0, b1, n0) == 0);
+	/*
+	 * TensorFlow reads the chunked file (checking every crc32c) and gets the
+	 * bytes written; a copy with one byte of the 27 MiB entry flipped it
+	 * refuses: the oracle does check.
+	 */
+	char *bad = ts_join(dir, "bad");
+	char cmd[8192];
+	ts_run_result res;
+	snprintf(cmd, sizeof(cmd), "cp '%s.index' '%s.index' && cp '%s' '%s.data-00000-of-00001'", prefix, bad, d0, bad);
+	cr_assert_eq(ts_run_sh(&res, cmd), 0);
+	cr_assert_eq(res.status, 0, "%s", res.err);
+	ts_run_free(&res);
+	r = open_prefix(prefix, NULL);
+	int64_t big_off = ckpt_reader_var(r, index_of(r, NENTS - 1))->offset;
+	ckpt_reader_free(r);
+	char *bad_data = ts_join(dir, "bad.data-00000-of-00001");
+	flip(bad_data, (long)big_off + (long)(ents[NENTS - 1].n / 2));
+	free(bad_data);
+	snprintf(cmd, sizeof(cmd), "'%s' '%s/tests/oracles/tf_bundle_digest.py' '%s' '%s'", ts_oracle_python(),
+		CKPT_SOURCE_DIR, prefix, bad);
+	cr_assert_eq(ts_run_sh(&res, cmd), 0);
+	cr_assert_eq(res.status, 0, "tf_bundle_digest.py: %s", res.err);
+	char *second = strstr(res.out, "\n== ");
+	cr_assert_not_null(second, "%s", res.out);
+	char *bad_listing = second + 2;
+	second[1] = '\0'; /* the first listing ends with its last newline; the second starts after "=" */
+	for (size_t e = 0; e < NENTS; e++) {
+		char want[256];
+		snprintf(want, sizeof(want), "\n%s\tuint8\t%zu\t0x%08lx\n", ents[e].name, ents[e].n,
+			crc32(0L, data[e], (uInt)ents[e].n));
+		cr_assert_not_null(strstr(res.out, want), "TensorFlow does not read %s as written:\n%s", ents[e].name,
+			res.out);
+	}
+	char want_bad[128];
+	snprintf(want_bad, sizeof(want_bad), "%s\tERROR\t", ents[NENTS - 1].name);
+	cr_assert_not_null(strstr(bad_listing, want_bad), "TensorFlow read the flipped entry:\n%s", bad_listing);
+	ts_run_free(&res);
+	free(bad);
 	free(b0);
 	free(b1);
 	free(d0);
@@ -325,30 +366,42 @@ Test(tfb_io, concurrent_read_into_and_verify, .timeout = 180)
 
 /* ---- injected failures on the chunked paths (memory file system) ---- */
 
-static int read_big(ckpt_vfs *vfs, int *io_ok)
+/*
+ * Open `prefix` and read_into + verify the large entries. *io_ok: the bytes
+ * were right and a failure recorded its own error (that status, a message;
+ * for an I/O failure of a read, the data file and the entry).
+ */
+static int read_big(ckpt_vfs *vfs, const char *prefix, int *io_ok)
 {
 	ckpt_open_options o = CKPT_OPEN_OPTIONS_INIT;
 	o.vfs = vfs;
 	ckpt_reader *r = NULL;
 	*io_ok = 1;
-	int rc = ckpt_reader_open(&r, "m/ck", &o);
+	ckpt_error_clear();
+	int rc = ckpt_reader_open(&r, prefix, &o);
+	if (rc < 0)
+		*io_ok = ckpt_error_last()->code == rc && ckpt_error_last()->message[0];
 	for (size_t e = 4; rc == CKPT_OK && e < NENTS; e++) {
 		size_t k;
 		rc = ckpt_reader_find(r, ents[e].name, &k);
 		unsigned char *buf = malloc(ents[e].n);
+		ckpt_error_clear();
 		if (rc == CKPT_OK)
 			rc = ckpt_reader_read_into(r, k, buf, ents[e].n);
 		if (rc == CKPT_OK && memcmp(buf, data[e], ents[e].n) != 0) {
 			*io_ok = 0;
 			rc = CKPT_ERROR;
 		}
-		if (rc == CKPT_OK)
+		if (rc == CKPT_OK) {
+			ckpt_error_clear();
 			rc = ckpt_reader_verify(r, k);
+		}
 		if (rc < 0 && *io_ok) {
-			/* a failed read names the file and the entry */
+			/* a failed read records its own error; an I/O failure also names the file and the entry */
 			const ckpt_error *err = ckpt_error_last();
-			*io_ok = err->path && strstr(err->path, "m/ck.data") && err->variable &&
-				strcmp(err->variable, ents[e].name) == 0 && err->message && *err->message;
+			*io_ok = err->code == rc && err->message && *err->message &&
+				(rc != CKPT_EIO || (err->path && strstr(err->path, ".data-") && err->variable &&
+					strcmp(err->variable, ents[e].name) == 0));
 		}
 		free(buf);
 	}
@@ -367,24 +420,26 @@ static void read_sweep(int alloc)
 	int ok;
 	cr_assert_eq(ckpt_vfs_faulty_new(&f, mem, 0), CKPT_OK);
 	rel_alloc_arm(0);
-	cr_assert_eq(read_big(f, &ok), CKPT_OK);
+	cr_assert_eq(read_big(f, "m/ck", &ok), CKPT_OK);
 	long total = alloc ? rel_calls : ckpt_vfs_faulty_calls(f);
 	ckpt_vfs_free(f);
+	long failed = 0;
 	for (long i = 1; i <= total; i++) {
 		long live = rel_live_blocks;
 		cr_assert_eq(ckpt_vfs_faulty_new(&f, mem, alloc ? 0 : i), CKPT_OK);
 		rel_alloc_arm(alloc ? i : 0);
-		int rc = read_big(f, &ok);
+		int rc = read_big(f, "m/ck", &ok);
 		rel_alloc_disarm();
+		int fired = alloc ? rel_calls >= i : ckpt_vfs_faulty_fired(f);
 		ckpt_vfs_free(f);
-		if (rc >= 0)
-			cr_assert(ok, "call %ld: success with wrong bytes", i); /* a probe absorbed it */
-		if (rc < 0)
-			cr_assert(ckpt_error_last()->message && *ckpt_error_last()->message, "call %ld", i);
-		if (rc < 0 && !alloc && ckpt_error_last()->code == CKPT_EIO)
-			cr_assert(ok, "call %ld: error lacks path or entry: %s", i, ckpt_error_last()->message);
+		cr_assert(fired, "call %ld of %ld never happened: the read is not deterministic", i, total);
+		/* success: a probe absorbed it and the bytes are right; failure: its own error, with file and entry */
+		cr_assert(ok, "call %ld: rc %s, wrong bytes or an error without its own status, message, file or entry "
+			"(\"%s\")", i, ckpt_status_name(rc), ckpt_error_last()->message);
+		failed += rc < 0;
 		cr_assert_eq(rel_live_blocks, live, "call %ld: %ld blocks leaked", i, rel_live_blocks - live);
 	}
+	cr_assert_gt(failed, 0, "no injected failure reached the caller");
 	rel_alloc_restore();
 	ckpt_vfs_free(mem);
 	free_data();
@@ -409,20 +464,34 @@ Test(tfb_io, chunked_save_every_io_call_fails_cleanly, .timeout = 240)
 	cr_assert_eq(save_all("m/ck", f), CKPT_OK);
 	long total = ckpt_vfs_faulty_calls(f);
 	ckpt_vfs_free(f);
+	ckpt_vfs_free(mem);
+	long failed = 0, absorbed = 0;
 	for (long i = 1; i <= total; i++) {
+		/* a fresh file system each time, so every try makes the same calls as the counting run */
+		cr_assert_eq(ckpt_vfs_memory_new(&mem), CKPT_OK);
 		cr_assert_eq(ckpt_vfs_faulty_new(&f, mem, i), CKPT_OK);
-		char name[64];
-		snprintf(name, sizeof(name), "m/f%ld", i);
-		int rc = save_all(name, f);
+		ckpt_error_clear();
+		int rc = save_all("m/ck", f);
 		int fired = ckpt_vfs_faulty_fired(f);
 		ckpt_vfs_free(f);
-		if (rc >= 0)
-			continue; /* not reached (the counting run also made the parent directory), or absorbed */
-		cr_assert_lt(rc, 0, "call %ld of %ld: fired %d, rc %d, last error %s", i, total, fired, rc,
-			ckpt_error_last()->message);
-		cr_assert(ckpt_error_last()->message && *ckpt_error_last()->message);
+		cr_assert(fired, "call %ld of %ld never happened: the save is not deterministic", i, total);
+		int ok;
+		if (rc >= 0) {
+			/* absorbed (cleanup): then the checkpoint is complete and right */
+			cr_assert_eq(read_big(mem, "m/ck", &ok), CKPT_OK, "call %ld: success reported, but: %s", i,
+				ckpt_error_last()->message);
+			cr_assert(ok, "call %ld: success reported with wrong bytes", i);
+			absorbed++;
+		} else {
+			cr_assert_eq(ckpt_error_last()->code, rc, "call %ld: returned %s without recording that error", i,
+				ckpt_status_name(rc));
+			cr_assert(ckpt_error_last()->message[0], "call %ld: empty message", i);
+			failed++;
+		}
+		ckpt_vfs_free(mem);
 	}
-	ckpt_vfs_free(mem);
+	cr_log_info("chunked save, failing each of %ld I/O calls: %ld failed, %ld absorbed", total, failed, absorbed);
+	cr_assert_gt(failed, 0, "no injected failure reached the caller");
 	free_data();
 }
 

@@ -55,11 +55,11 @@ static int main_usage_error(const char *fmt, const char *arg)
 	return CLI_EXIT_USAGE;
 }
 
-int main(int argc, char **argv)
+/* Run the command line; what it printed is checked by main. */
+static int run(int argc, char **argv)
 {
 	const cli_cmd *cmd;
 	const char *name;
-	int rc;
 
 	if (argc < 2)
 		return main_usage_error("%s", "no command given");
@@ -96,8 +96,13 @@ int main(int argc, char **argv)
 	cmd = find_command(name);
 	if (!cmd)
 		return main_usage_error("'%s' is not a ckpt command", name);
-	rc = cmd->fn(cmd, argc - 1, argv + 1);
-	/* output that did not reach its reader is an error (full disk, closed pipe) */
+	return cmd->fn(cmd, argc - 1, argv + 1);
+}
+
+int main(int argc, char **argv)
+{
+	int rc = run(argc, argv);
+	/* output that did not reach its reader is an error (full disk, closed pipe), help and --version too */
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		fprintf(stderr, "ckpt: error writing to standard output\n");
 		return CLI_EXIT_ERROR;

@@ -4,7 +4,9 @@
  * one-time load of the keras_config base members from tests/fuzz/data/.
  *
  * The checks here are the reader contract the fuzzers enforce:
- *  - a failing call returns a negative status and leaves a non-empty message;
+ *  - a failing call returns a negative status and records its own error:
+ *    that status and a non-empty message (the slot is cleared before each
+ *    checked call, FZ_CALL, so an earlier failure's message cannot stand in);
  *  - a listed entry can be found by its name, and a tensor read back has the
  *    dtype and shape it was listed with;
  *  - a parsed object graph re-serializes to bytes that parse and re-serialize
@@ -43,13 +45,16 @@ static void fz_die(const char *what, int rc)
 	abort();
 }
 
-/* A failing call must say what went wrong. */
+/* Clear the error slot, then make the call fz_check judges. */
+#define FZ_CALL(call) (ckpt_error_clear(), (call))
+
+/* A failing call must say what went wrong, itself. */
 static void fz_check(int rc, const char *what)
 {
 	if (rc >= 0)
 		return;
 	const ckpt_error *e = ckpt_error_last();
-	if (e->code >= 0 || !e->message || !e->message[0])
+	if (e->code != rc || !e->message || !e->message[0])
 		fz_die(what, rc);
 }
 
@@ -71,7 +76,7 @@ static void fz_walk_graph(const ckpt_object_graph *g)
 	size_t n = g->nnodes < FZ_MAX_NODES ? g->nnodes : FZ_MAX_NODES;
 	for (size_t i = 0; i < n; i++) {
 		char *p = NULL;
-		rc = ckpt_object_graph_path(g, (int)i, &p);
+		rc = FZ_CALL(ckpt_object_graph_path(g, (int)i, &p));
 		if (rc != CKPT_ENOTFOUND)
 			fz_check(rc, "ckpt_object_graph_path");
 		fz_touch(p);
@@ -110,7 +115,7 @@ static void fz_walk_reader(ckpt_reader *r)
 			fz_die("a listed entry cannot be found by its own name", rc);
 
 		ckpt_tensor *t = NULL;
-		rc = ckpt_reader_read(r, i, &t);
+		rc = FZ_CALL(ckpt_reader_read(r, i, &t));
 		fz_check(rc, "ckpt_reader_read");
 		if (rc >= 0) {
 			if (!t || t->dtype != v->dtype || !ckpt_shape_equal(&t->shape, &v->shape))
@@ -137,7 +142,7 @@ static void fz_walk_reader(ckpt_reader *r)
 		if (v->dtype != CKPT_DT_STRING && ckpt_dtype_size(v->dtype) && v->nbytes <= FZ_MAX_READ_INTO) {
 			void *buf = malloc(v->nbytes ? v->nbytes : 1);
 			if (buf) {
-				rc = ckpt_reader_read_into(r, i, buf, v->nbytes);
+				rc = FZ_CALL(ckpt_reader_read_into(r, i, buf, v->nbytes));
 				fz_check(rc, "ckpt_reader_read_into");
 				free(buf);
 			}
@@ -152,7 +157,7 @@ static void fz_open_walk(ckpt_vfs *vfs, const char *path, int no_verify)
 	o.vfs = vfs;
 	o.no_verify = no_verify;
 	ckpt_reader *r = NULL;
-	int rc = ckpt_reader_open(&r, path, &o);
+	int rc = FZ_CALL(ckpt_reader_open(&r, path, &o));
 	fz_check(rc, "ckpt_reader_open");
 	if (getenv("CKPT_FUZZ_VERBOSE")) {
 		char line[1024];
@@ -297,7 +302,7 @@ int ckpt_fuzz_object_graph(const uint8_t *data, size_t size)
 {
 	ckpt_vfs_free(fz_vfs()); /* installs the allocation check */
 	ckpt_object_graph *g = NULL;
-	int rc = ckpt_object_graph_parse(&g, data, size);
+	int rc = FZ_CALL(ckpt_object_graph_parse(&g, data, size));
 	fz_check(rc, "ckpt_object_graph_parse");
 	if (rc < 0) {
 		ckpt_object_graph_free(g);
@@ -316,7 +321,7 @@ int ckpt_fuzz_object_graph(const uint8_t *data, size_t size)
 	rc = ckpt_object_graph_serialize(g2, &b2, &n2);
 	if (rc < 0 || n1 != n2 || memcmp(b1, b2, n1) != 0)
 		fz_die("serialize(parse(serialize(g))) differs from serialize(g)", rc);
-	rc = ckpt_object_graph_copy(&g3, g);
+	rc = FZ_CALL(ckpt_object_graph_copy(&g3, g));
 	fz_check(rc, "ckpt_object_graph_copy");
 	if (rc >= 0) {
 		rc = ckpt_object_graph_serialize(g3, &b3, &n3);
@@ -351,7 +356,7 @@ int ckpt_fuzz_state_file(const uint8_t *data, size_t size)
 		mo.warn = fz_quiet_warn;
 		mo.no_fsync = 1;
 		ckpt_manager *m = NULL;
-		int rc = ckpt_manager_new_ext(&m, NULL, "d", 0, &mo);
+		int rc = FZ_CALL(ckpt_manager_new_ext(&m, NULL, "d", 0, &mo));
 		fz_check(rc, "ckpt_manager_new_ext");
 		if (rc >= 0) {
 			fz_touch(ckpt_manager_latest(m));
@@ -359,7 +364,7 @@ int ckpt_fuzz_state_file(const uint8_t *data, size_t size)
 			for (size_t i = 0; i < n; i++)
 				fz_touch(ckpt_manager_checkpoint(m, i));
 			const char *p = NULL;
-			rc = ckpt_manager_latest_valid(&p, m);
+			rc = FZ_CALL(ckpt_manager_latest_valid(&p, m));
 			fz_check(rc, "ckpt_manager_latest_valid");
 			fz_touch(p);
 		}
