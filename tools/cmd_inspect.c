@@ -66,6 +66,7 @@ static void read_all(inspect_state *st)
 static void print_json(const inspect_state *st)
 {
 	size_t i;
+	json_t *qtypes = cli_flat_qtypes(st->r);
 
 	fputs("{\"path\": ", stdout);
 	jout_cstring(stdout, ckpt_reader_path(st->r));
@@ -88,9 +89,14 @@ static void print_json(const inspect_state *st)
 			fputs("null", stdout);
 		fputs(", \"role\": ", stdout);
 		jout_cstring(stdout, ckpt_role_name(v->role));
+		if (cli_flat_qtype(qtypes, v->name)) { /* GGUF quantized: dtype is the uint8 byte view */
+			fputs(", \"ggml_type\": ", stdout);
+			jout_cstring(stdout, cli_flat_qtype(qtypes, v->name));
+		}
 		fputc('}', stdout);
 	}
 	fputs("]}\n", stdout);
+	json_decref(qtypes);
 }
 
 /* ---- the object tree ---- */
@@ -481,6 +487,7 @@ static void print_human(const inspect_state *st)
 	}
 	printf("\n");
 	print_keras_model(st->r);
+	cli_print_flat_meta(st->r);
 	print_object_tree(st->r);
 	print_table(st);
 }
