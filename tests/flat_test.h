@@ -151,7 +151,7 @@ FT_UNUSED static int ft_open_any(const void *buf, size_t n)
 	if (rc == CKPT_OK) {
 		for (size_t i = 0; i < ckpt_reader_count(r); i++) {
 			ckpt_tensor *t = NULL;
-			cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK, "an accepted file must read back");
+			cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK, "an accepted file must read back: %s", ckpt_error_last()->message);
 			ckpt_tensor_free(t);
 		}
 	} else {

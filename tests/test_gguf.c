@@ -422,6 +422,8 @@ Test(gguf_hostile, tensor_info_rules)
 	expect(&b, CKPT_EFORMAT, "t", 24, "must be 1..INT64_MAX", "negative dim");
 	one_tensor(&b, "t", 2, big, 0, 0, 0);
 	expect(&b, CKPT_EFORMAT, "t", 24, "overflows", "ne product");
+	one_tensor(&b, "t", 1, big, 0, 0, 0);
+	expect(&b, CKPT_EFORMAT, "t", 24, "row size overflows", "ne[0] x 4 bytes wraps to 0");
 	one_tensor(&b, "t", 1, ne4, 99, 0, 16);
 	expect(&b, CKPT_EFORMAT, "t", 24, "unknown ggml type 99", "ggml type");
 	one_tensor(&b, "t", 1, ne4, 17 + 100, 0, 16);

@@ -348,7 +348,8 @@ static int read_tensor_info(cur *c, ckpt_reader *r, gguf_state *s, json_t *seen,
 	if (ne0 % ti->type->blck)
 		return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': ne[0] = %llu is not a multiple of "
 			"%s's block of %u", name, (unsigned long long)ne0, ti->type->name, ti->type->blck);
-	rowb = ne0 / ti->type->blck * ti->type->size;
+	if (ckpt__mul_u64(ne0 / ti->type->blck, ti->type->size, &rowb) || rowb > INT64_MAX)
+		return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': row size overflows", name);
 	for (uint32_t d = 1; d < ti->ndims; d++)
 		if (ckpt__mul_u64(rows, ti->ne[d], &rows) || rows > INT64_MAX)
 			return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': element count overflows", name);
