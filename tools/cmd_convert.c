@@ -121,6 +121,13 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	if (ckpt_reader_open(&r, in, NULL) != CKPT_OK)
 		return cli_report_last(in, NULL);
 	rc = CLI_EXIT_ERROR;
+	/* Keras lays a layer's variables out by position (vars/0, vars/1); flat files sort by name and lose it */
+	if (strncmp(format, "keras", 5) == 0 && (strcmp(ckpt_reader_format(r), "safetensors") == 0 ||
+	    strcmp(ckpt_reader_format(r), "gguf") == 0)) {
+		cli_report(in, NULL, -1, "%s files do not record the order of a Keras layer's variables, so %s cannot "
+			"be written from them; convert to tf (or keep the original Keras file)", ckpt_reader_format(r), format);
+		goto done;
+	}
 	n = ckpt_reader_count(r);
 	if (cli_report_missing_shards(r))
 		goto done;
@@ -243,5 +250,7 @@ const cli_cmd cli_cmd_convert = {
 	"cannot take (GGUF: unsigned, bool and empty tensors, names over 63 bytes;\n"
 	"quantized GGUF tensors anywhere but GGUF) are listed; then nothing is\n"
 	"written and the exit status is 1, unless --allow-partial is given.\n"
-	"Optimizer slots and state are kept unless --no-optimizer is given."
+	"Optimizer slots and state are kept unless --no-optimizer is given.\n"
+	"safetensors and GGUF convert to tf, safetensors and gguf, not to Keras\n"
+	"files (they do not record the order of a layer's variables)."
 };
