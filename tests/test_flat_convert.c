@@ -148,6 +148,15 @@ Test(flat_convert, tf_to_safetensors_and_gguf_and_back, .timeout = 300)
 		free(a);
 		free(b);
 	}
+	/* restored from the flat file under a mirrored strategy: every entry placed, saved back unchanged */
+	r = cli("restore %s/m.gguf --strategy mirrored --replicas 2 --save %s/rs", dir, dir);
+	CLI_OK(r);
+	cr_assert(strstr(r.out, "23 variables") && strstr(r.out, "; 0 unmatched"), "%s", r.out);
+	ts_run_free(&r);
+	r = cli("diff %s %s/rs", ck, dir);
+	CLI_OK(r);
+	cr_assert(strstr(r.out, "equal: 23 compared, 0 differ, 0 only in A, 0 only in B"), "%s", r.out);
+	ts_run_free(&r);
 	/* TensorFlow: same keys and values, same object graph, tf.train.Checkpoint restores it */
 	snprintf(args, sizeof(args), "%s %s/back", ck, dir);
 	out = ft_oracle("flat_tf_check.py", args);
