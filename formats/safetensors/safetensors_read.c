@@ -52,8 +52,11 @@ static int64_t key_offset(const char *h, size_t hn, const char *name)
 	return 8;
 }
 
-/* jansson stops right after a duplicate key: recover that key (the string ending just before `pos`). */
-static char *dup_key_before(const char *h, size_t pos)
+/*
+ * jansson stops right after a duplicate key: recover that key (the string
+ * ending just before `pos`) and where it starts (*at, header-relative).
+ */
+static char *dup_key_before(const char *h, size_t pos, size_t *at)
 {
 	size_t end, start;
 	json_t *s;
@@ -75,6 +78,7 @@ static char *dup_key_before(const char *h, size_t pos)
 	}
 	if (start == 0)
 		return NULL;
+	*at = start - 1;
 	s = json_loadb(h + start - 1, end - start + 1, JSON_DECODE_ANY, NULL);
 	if (s && json_is_string(s))
 		out = ckpt__strdup(json_string_value(s));
@@ -202,8 +206,9 @@ static int parse_header(ckpt_reader *r, st_state *s, const char *h, size_t hn, u
 
 	if (!root) {
 		if (json_error_code(&err) == json_error_duplicate_key) {
-			char *key = dup_key_before(h, (size_t)err.position);
-			rc = ckpt__fail(CKPT_EFORMAT, r->path, key, 8 + (int64_t)err.position,
+			size_t at = (size_t)err.position;
+			char *key = dup_key_before(h, (size_t)err.position, &at);
+			rc = ckpt__fail(CKPT_EFORMAT, r->path, key, 8 + (int64_t)at,
 				"header has a duplicate key '%s'", key ? key : "?");
 			ckpt__free(key);
 			return rc;
