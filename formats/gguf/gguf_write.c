@@ -90,7 +90,8 @@ int ckpt__gguf_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t
 	if (!s->types_loaded) {
 		const char *m = ckpt__writer_meta(w, "gguf.tensor_types");
 		s->types_loaded = 1;
-		if (m && !json_is_object(s->types = json_loads(m, 0, NULL)))
+		s->types = m ? json_loads(m, 0, NULL) : NULL; /* json_is_* are macros: no call inside */
+		if (m && !json_is_object(s->types))
 			return ckpt__fail(CKPT_EINVAL, w->path, NULL, -1, "gguf.tensor_types is not a JSON object");
 	}
 	if (!(flat = ckpt__flat_from_key(name)))
@@ -224,7 +225,8 @@ static int put_kvs(ckpt_writer *w, bbuf *b, uint64_t *count, uint32_t *alignment
 	*count = 0;
 	if (!m)
 		return CKPT_OK;
-	if (!json_is_array(list = json_loads(m, 0, NULL))) {
+	list = json_loads(m, 0, NULL);
+	if (!json_is_array(list)) {
 		json_decref(list);
 		return ckpt__fail(CKPT_EINVAL, w->path, NULL, -1, "gguf.kv is not a JSON array");
 	}

@@ -136,7 +136,8 @@ int ckpt__st_writer_commit(ckpt_writer *w)
 	size_t hlen = 0;
 	uint64_t total;
 	int rc;
-	qsort(s->fw.e, s->fw.n, sizeof(*s->fw.e), cmp_entry);
+	if (s->fw.n) /* qsort(NULL, 0) is undefined */
+		qsort(s->fw.e, s->fw.n, sizeof(*s->fw.e), cmp_entry);
 	CKPT_TRY(build_header(w, s, &head, &hlen));
 	total = hlen;
 	for (size_t i = 0; i < s->fw.n; i++)
