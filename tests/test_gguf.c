@@ -467,6 +467,24 @@ Test(gguf_hostile, valid_corner_cases)
 {
 	gbuf b = { 0 };
 	uint64_t ne4[] = { 4 };
+	ckpt_reader *r;
+	ckpt_vfs *vfs;
+	/* 123 tensors put '{' at byte 8, where a safetensors header starts: still GGUF */
+	gb_head(&b, 3, 123, 0);
+	for (int i = 0; i < 123; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "t%d", i);
+		gb_ti(&b, name, 1, ne4, 0, (uint64_t)i * 32);
+	}
+	gb_pad(&b, 32, 123 * 32);
+	cr_assert_eq(b.p[8], '{');
+	cr_assert_eq(ft_open_mem(b.p, b.n, "g", &r, &vfs), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_str_eq(ckpt_reader_format(r), "gguf");
+	cr_assert_eq(ckpt_reader_count(r), 123);
+	ckpt_reader_free(r);
+	ckpt_vfs_free(vfs);
+	free(b.p);
+	memset(&b, 0, sizeof(b));
 	/* no tensors, no keys; a scalar (n_dims 0); a custom alignment */
 	gb_head(&b, 3, 0, 0);
 	cr_assert_eq(ft_open_any(b.p, b.n), CKPT_OK, "%s", ckpt_error_last()->message);

@@ -47,7 +47,7 @@ static int st_bid(ckpt_vfs *vfs, const char *path, const unsigned char *head, si
 	uint64_t hl = 0;
 	(void)vfs;
 	(void)path;
-	if (n < 9 || head[8] != '{')
+	if (n < 9 || head[8] != '{' || memcmp(head, "GGUF", 4) == 0) /* a GGUF with 123 tensors has '{' there too */
 		return -1;
 	for (int i = 7; i >= 0; i--)
 		hl = hl << 8 | head[i];
