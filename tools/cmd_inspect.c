@@ -21,7 +21,7 @@
 #include "cli.h"
 
 static const cli_opt inspect_opts[] = {
-	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint: bundle prefix, .index, directory, SavedModel, .h5, .keras" },
+	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint: bundle prefix, .index, directory, SavedModel, .h5, .keras, .safetensors, .gguf" },
 	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON (one object) instead of text" },
 	{ CLI_OPT_END, NULL, NULL, 0, NULL }
 };
