@@ -93,5 +93,7 @@ extern const ckpt_format ckpt_format_keras_h5;
 #ifdef CKPT_HAVE_LIBARCHIVE
 extern const ckpt_format ckpt_format_keras_archive;
 #endif
+extern const ckpt_format ckpt_format_safetensors;
+extern const ckpt_format ckpt_format_gguf;
 
 #endif

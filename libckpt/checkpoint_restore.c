@@ -148,7 +148,9 @@ static int build_values(ckpt__session *s)
 	size_t cap = 0;
 	keyidx ki = { 0 };
 	int rc = keyidx_build(&ki, r);
-	int keras = strncmp(ckpt_reader_format(r), "keras", 5) == 0;
+	/* readers that synthesize TF keys over entries stored under another name (full_name) */
+	int keras = strncmp(ckpt_reader_format(r), "keras", 5) == 0 || strcmp(ckpt_reader_format(r), "safetensors") == 0 ||
+		strcmp(ckpt_reader_format(r), "gguf") == 0;
 	if (s->graph) {
 		size_t nn = s->graph->nnodes;
 		s->node_first = ckpt__calloc(nn + 1, sizeof(size_t));

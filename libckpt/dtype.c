@@ -15,6 +15,7 @@ static const struct {
 	{ CKPT_DT_BFLOAT16, 2, "bfloat16" }, { CKPT_DT_UINT16, 2, "uint16" },
 	{ CKPT_DT_COMPLEX128, 16, "complex128" }, { CKPT_DT_HALF, 2, "float16" },
 	{ CKPT_DT_UINT32, 4, "uint32" },     { CKPT_DT_UINT64, 8, "uint64" },
+	{ CKPT_DT_FLOAT8_E5M2, 1, "float8_e5m2" }, { CKPT_DT_FLOAT8_E4M3FN, 1, "float8_e4m3fn" },
 };
 #define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
 

@@ -16,6 +16,8 @@ static const ckpt_format *const formats[] = {
 #ifdef CKPT_HAVE_LIBARCHIVE
 	&ckpt_format_keras_archive,
 #endif
+	&ckpt_format_safetensors,
+	&ckpt_format_gguf,
 	NULL
 };
 
@@ -104,7 +106,7 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 					"no such file, directory or checkpoint prefix (%s.index)", path);
 		}
 		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, nhead ? 0 : -1,
-			"not a recognized checkpoint (TensorBundle, Keras HDF5 or .keras archive)");
+			"not a recognized checkpoint (TensorBundle, Keras HDF5, .keras archive, safetensors or GGUF)");
 	}
 
 	ckpt_reader *r = ckpt__calloc(1, sizeof(*r));
@@ -362,7 +364,7 @@ int ckpt_writer_open(ckpt_writer **out, const char *path, const char *format, co
 	const ckpt_format *f = writer_backend(format);
 	if (!f)
 		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
-			"no writer for format '%s' (known: tf-bundle, keras-h5, keras-weights, keras)", format);
+			"no writer for format '%s' (known: tf-bundle, keras-h5, keras-weights, keras, safetensors, gguf)", format);
 	ckpt_writer *w = ckpt__calloc(1, sizeof(*w));
 	if (!w)
 		return CKPT_ENOMEM;

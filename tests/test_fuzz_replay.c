@@ -113,3 +113,5 @@ Test(fuzz_replay, keras_h5, .timeout = 120)
 }
 Test(fuzz_replay, keras_archive, .timeout = 120) { replay("keras_archive"); }
 Test(fuzz_replay, keras_config, .timeout = 120) { replay("keras_config"); }
+Test(fuzz_replay, safetensors, .timeout = 120) { replay("safetensors"); }
+Test(fuzz_replay, gguf, .timeout = 120) { replay("gguf"); }

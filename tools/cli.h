@@ -156,4 +156,21 @@ int cli_attr_find(const ckpt_reader *r, const ckpt_og_attr *a, size_t *idx);
 int cli_canonical_keys(const ckpt_reader *r, char ***keys);
 void cli_keys_free(char **keys, size_t n);
 
+/* ---- cli_flat.c: safetensors / GGUF extras ---- */
+
+struct json_t;
+/** The reader's quantized GGUF tensors ({name: {"type", "shape"}}), or NULL; json_decref it. */
+struct json_t *cli_flat_qtypes(const ckpt_reader *r);
+/** The ggml type name of `name` in `qtypes` ("Q8_0"), NULL when it is not quantized. */
+const char *cli_flat_qtype(struct json_t *qtypes, const char *name);
+/** safetensors __metadata__, GGUF key-value pairs and quantized tensors (human output). */
+void cli_print_flat_meta(const ckpt_reader *r);
+/**
+ * A copy of the reader's object graph without the attributes of entries
+ * with drop[i] set (and slots left without a value); NULL graph when the
+ * reader has none. Free with cli_graph_free.
+ */
+int cli_graph_without(const ckpt_reader *r, const unsigned char *drop, ckpt_object_graph **out);
+void cli_graph_free(ckpt_object_graph *g);
+
 #endif

@@ -1,5 +1,6 @@
 /*
- * `ckpt convert IN OUT --to tf|keras-h5|keras-weights|keras [--allow-partial]`
+ * `ckpt convert IN OUT --to tf|keras-h5|keras-weights|keras|safetensors|gguf
+ *   [--allow-partial] [--no-optimizer | --keep-optimizer]`
  *
  * Reads every entry, the object graph and the metadata of IN and writes
  * them with ckpt_writer_open(OUT, format). Entries go in under their
@@ -10,17 +11,24 @@
  * Entries the target cannot take (the writer answers CKPT_EUNSUPPORTED)
  * are listed; without --allow-partial nothing is written and the exit
  * status is 1. Values are copied bit for bit.
+ * Optimizer state (slots, iterations, hyper-parameters) is kept unless
+ * --no-optimizer drops it (and its attributes from the object graph).
+ * Quantized GGUF tensors go to GGUF only: any other target would need
+ * them dequantized, which convert refuses.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include "cli.h"
 
 static const cli_opt convert_opts[] = {
 	{ CLI_OPT_ARG, "IN", NULL, 1, "checkpoint to read (any supported format)" },
 	{ CLI_OPT_ARG, "OUT", NULL, 1, "output: bundle prefix, or the file to write" },
-	{ CLI_OPT_VALUE, "to", "FORMAT", 1, "tf | keras-h5 | keras-weights | keras" },
+	{ CLI_OPT_VALUE, "to", "FORMAT", 1, "tf | keras-h5 | keras-weights | keras | safetensors | gguf" },
 	{ CLI_OPT_SWITCH, "allow-partial", NULL, 0, "write what can be mapped even if some entries cannot" },
+	{ CLI_OPT_SWITCH, "no-optimizer", NULL, 0, "drop optimizer slots and state (default: keep them)" },
+	{ CLI_OPT_SWITCH, "keep-optimizer", NULL, 0, "keep optimizer slots and state (the default)" },
 	{ CLI_OPT_END, NULL, NULL, 0, NULL }
 };
 
@@ -31,10 +39,13 @@ static const struct {
 	{ "keras-h5", "keras-h5" },
 	{ "keras-weights", "keras-weights" },
 	{ "keras", "keras" },
+	{ "safetensors", "safetensors" },
+	{ "gguf", "gguf" },
 };
 
 static const char *const meta_keys[] = {
-	"keras_version", "backend", "model_config", "training_config", "config.json", "metadata.json"
+	"keras_version", "backend", "model_config", "training_config", "config.json", "metadata.json",
+	"safetensors.metadata", "gguf.kv", "gguf.tensor_types"
 };
 
 /*
@@ -76,7 +87,11 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 {
 	cli_args args;
 	const char *in, *out, *to, *format = NULL;
-	int allow_partial, rc;
+	int allow_partial, no_opt, rc;
+	unsigned char *drop = NULL;
+	ckpt_object_graph *pruned = NULL;
+	json_t *qtypes = NULL;
+	size_t dropped = 0;
 	ckpt_reader *r = NULL;
 	ckpt_writer *w = NULL;
 	const ckpt_object_graph *g;
@@ -96,11 +111,14 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	out = cli_get(cmd, &args, "OUT");
 	to = cli_get(cmd, &args, "to");
 	allow_partial = cli_get(cmd, &args, "allow-partial") != NULL;
+	no_opt = cli_get(cmd, &args, "no-optimizer") != NULL;
+	if (no_opt && cli_get(cmd, &args, "keep-optimizer"))
+		return cli_usage_error(cmd, "--no-optimizer and --keep-optimizer exclude each other");
 	for (i = 0; i < sizeof(targets) / sizeof(targets[0]); i++)
 		if (strcmp(targets[i].to, to) == 0)
 			format = targets[i].format;
 	if (!format)
-		return cli_usage_error(cmd, "--to wants tf, keras-h5, keras-weights or keras, got '%s'", to);
+		return cli_usage_error(cmd, "--to wants tf, keras-h5, keras-weights, keras, safetensors or gguf, got '%s'", to);
 
 	cli_progress_start(&prog, "convert", 0, 0);
 	oo.vfs = cli_progress_vfs(prog);
@@ -111,12 +129,32 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	}
 	cli_progress_set_total(prog, 2 * cli_reader_bytes(r)); /* read once, written once */
 	rc = CLI_EXIT_ERROR;
+	/* Keras lays a layer's variables out by position (vars/0, vars/1); flat files sort by name and lose it */
+	if (strncmp(format, "keras", 5) == 0 && (strcmp(ckpt_reader_format(r), "safetensors") == 0 ||
+	    strcmp(ckpt_reader_format(r), "gguf") == 0)) {
+		cli_report(in, NULL, -1, "%s files do not record the order of a Keras layer's variables, so %s cannot "
+			"be written from them; convert to tf (or keep the original Keras file)", ckpt_reader_format(r), format);
+		goto done;
+	}
 	n = ckpt_reader_count(r);
 	if (cli_report_missing_shards(r))
 		goto done;
 	if (cli_canonical_keys(r, &keys) != CLI_EXIT_OK)
 		goto done;
 	g = ckpt_reader_object_graph(r);
+	if (!(drop = calloc(n ? n : 1, 1))) {
+		cli_report(in, NULL, -1, "out of memory");
+		goto done;
+	}
+	for (i = 0; no_opt && i < n; i++)
+		if (ckpt_reader_var(r, i)->role == CKPT_ROLE_OPTIMIZER && (drop[i] = 1))
+			dropped++;
+	if (dropped) {
+		if (cli_graph_without(r, drop, &pruned) != CLI_EXIT_OK)
+			goto done;
+		g = pruned;
+	}
+	qtypes = cli_flat_qtypes(r);
 	if (ckpt_writer_open(&w, out, format, &wo) != CKPT_OK) {
 		cli_report_last(out, NULL);
 		goto done;
@@ -151,8 +189,16 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 		v = ckpt_reader_var(r, i);
 
 		/* the writer stores the graph given above as its own entry; slices are in their full entry's value */
-		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0 || v->slice_part)
+		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0 || v->slice_part || drop[i])
 			continue;
+		if (cli_flat_qtype(qtypes, v->name) && strcmp(format, "gguf") != 0) {
+			cli_progress_clear_line();
+			fprintf(stderr, "ckpt: %s: variable '%s': cannot be mapped to %s: it is %s-quantized and converting "
+				"it would need dequantizing, which ckpt does not do (GGUF -> GGUF copies it raw)\n", cli_vis(in),
+				cli_vis(v->name), format, cli_flat_qtype(qtypes, v->name));
+			unmapped++;
+			continue;
+		}
 		if (ckpt_reader_read(r, i, &t) != CKPT_OK) {
 			cli_report_last(ckpt_reader_path(r), v->name);
 			goto done;
@@ -189,10 +235,15 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	printf("wrote %s (%s): %zu entries, %" PRIu64 " bytes", cli_vis(out), format, written, bytes);
 	if (unmapped)
 		printf("; %zu entr%s not mappable, skipped", unmapped, unmapped == 1 ? "y" : "ies");
+	if (dropped)
+		printf("; %zu optimizer entr%s dropped", dropped, dropped == 1 ? "y" : "ies");
 	printf("\n");
 	rc = CLI_EXIT_OK;
 done:
 	free(order);
+	free(drop);
+	cli_graph_free(pruned);
+	json_decref(qtypes);
 	ckpt_writer_free(w);
 	cli_keys_free(keys, n);
 	ckpt_reader_free(r);
@@ -201,12 +252,17 @@ done:
 }
 
 const cli_cmd cli_cmd_convert = {
-	"convert", cmd_convert, "Convert between TensorBundle and Keras files",
+	"convert", cmd_convert, "Convert between TensorBundle, Keras, safetensors and GGUF files",
 	convert_opts,
 	"Reads every entry, the object graph and the metadata of IN and writes\n"
 	"OUT in the target format (tf: a TensorBundle at prefix OUT; keras-h5: a\n"
 	"legacy Keras .h5; keras-weights: a Keras 3 .weights.h5; keras: a .keras\n"
-	"archive). Values are copied bit for bit. Entries the target cannot take\n"
-	"are listed; then nothing is written and the exit status is 1, unless\n"
-	"--allow-partial is given."
+	"archive; safetensors, gguf: one flat file, TF keys mapped to dotted names\n"
+	"as README.md describes). Values are copied bit for bit. Entries the target\n"
+	"cannot take (GGUF: unsigned, bool and empty tensors, names over 63 bytes;\n"
+	"quantized GGUF tensors anywhere but GGUF) are listed; then nothing is\n"
+	"written and the exit status is 1, unless --allow-partial is given.\n"
+	"Optimizer slots and state are kept unless --no-optimizer is given.\n"
+	"safetensors and GGUF convert to tf, safetensors and gguf, not to Keras\n"
+	"files (they do not record the order of a layer's variables)."
 };

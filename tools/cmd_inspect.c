@@ -22,7 +22,7 @@
 #include "cli.h"
 
 static const cli_opt inspect_opts[] = {
-	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint: bundle prefix, .index, directory, SavedModel, .h5, .keras" },
+	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint: bundle prefix, .index, directory, SavedModel, .h5, .keras, .safetensors, .gguf" },
 	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON (one object) instead of text" },
 	{ CLI_OPT_END, NULL, NULL, 0, NULL }
 };
@@ -69,6 +69,7 @@ static void read_all(inspect_state *st)
 static void print_json(const inspect_state *st)
 {
 	size_t i;
+	json_t *qtypes = cli_flat_qtypes(st->r);
 
 	fputs("{\"path\": ", stdout);
 	jout_cstring(stdout, ckpt_reader_path(st->r));
@@ -96,9 +97,14 @@ static void print_json(const inspect_state *st)
 			fputs("null", stdout);
 		fputs(", \"role\": ", stdout);
 		jout_cstring(stdout, ckpt_role_name(v->role));
+		if (cli_flat_qtype(qtypes, v->name)) { /* GGUF quantized: dtype is the uint8 byte view */
+			fputs(", \"ggml_type\": ", stdout);
+			jout_cstring(stdout, cli_flat_qtype(qtypes, v->name));
+		}
 		fputc('}', stdout);
 	}
 	fputs("]}\n", stdout);
+	json_decref(qtypes);
 }
 
 /* ---- the object tree ---- */
@@ -511,6 +517,7 @@ static void print_human(const inspect_state *st)
 	}
 	printf("\n");
 	print_keras_model(st->r);
+	cli_print_flat_meta(st->r);
 	print_object_tree(st->r);
 	print_table(st);
 }

@@ -79,5 +79,7 @@ const cli_cmd cli_cmd_verify = {
 	verify_opts,
 	"Opens PATH (any supported format), reads every tensor and verifies every\n"
 	"stored checksum. Prints \"OK: N tensors, B bytes verified\" and exits 0, or\n"
-	"prints one error line per problem and exits 1."
+	"prints one error line per problem and exits 1. safetensors and GGUF store\n"
+	"no checksum: for them verify checks every structural rule of the reader\n"
+	"(sizes, offsets, dtypes, layout) and reads every byte of every tensor."
 };

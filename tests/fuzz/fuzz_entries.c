@@ -392,6 +392,72 @@ int ckpt_fuzz_keras_archive(const uint8_t *data, size_t size)
 	return 0;
 }
 
+/*
+ * A flat file (safetensors, GGUF): open and walk it; when it opens, write it
+ * again in the same format (metadata and quantized types carried over) and
+ * open the copy: it must open and list as many tensors.
+ */
+static void fz_flat(const uint8_t *data, size_t size, const char *format, const char *const *meta, size_t nmeta)
+{
+	ckpt_vfs *vfs = fz_vfs();
+	ckpt_open_options o = CKPT_OPEN_OPTIONS_INIT;
+	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
+	ckpt_reader *r = NULL, *r2 = NULL;
+	ckpt_writer *w = NULL;
+	int rc, ok = 1;
+	fz_put(vfs, "f/model", data, size);
+	fz_open_walk(vfs, "f/model", 0);
+	o.vfs = vfs;
+	wo.vfs = vfs;
+	wo.no_fsync = 1;
+	if (ckpt_reader_open(&r, "f/model", &o) != CKPT_OK || ckpt_reader_count(r) > FZ_MAX_ENTRIES)
+		goto out;
+	fz_check(rc = ckpt_writer_open(&w, "f/copy", format, &wo), "ckpt_writer_open");
+	if (rc < 0)
+		goto out;
+	for (size_t i = 0; ok && i < nmeta; i++)
+		if (ckpt_reader_meta(r, meta[i]) && ckpt_writer_set_meta(w, meta[i], ckpt_reader_meta(r, meta[i])) < 0)
+			fz_die("ckpt_writer_set_meta", -1);
+	for (size_t i = 0; ok && i < ckpt_reader_count(r); i++) {
+		ckpt_tensor *t = NULL;
+		if (ckpt_reader_read(r, i, &t) != CKPT_OK)
+			fz_die("a tensor of an opened flat file does not read", -1);
+		rc = ckpt_writer_add(w, ckpt_reader_var(r, i)->name, t, 0);
+		fz_check(rc, "ckpt_writer_add");
+		ok = rc == CKPT_OK; /* e.g. a 64-byte GGUF name: read, but ggml writes at most 63 */
+		ckpt_tensor_free(t);
+	}
+	if (!ok)
+		goto out;
+	fz_check(rc = ckpt_writer_commit(w), "ckpt_writer_commit");
+	if (rc < 0)
+		goto out;
+	rc = ckpt_reader_open(&r2, "f/copy", &o);
+	if (rc < 0)
+		fz_die("a flat file written from an opened one does not open", rc);
+	if (ckpt_reader_count(r2) != ckpt_reader_count(r))
+		fz_die("the rewritten flat file lists a different number of tensors", -1);
+out:
+	ckpt_reader_free(r2);
+	ckpt_writer_free(w);
+	ckpt_reader_free(r);
+	ckpt_vfs_free(vfs);
+}
+
+int ckpt_fuzz_safetensors(const uint8_t *data, size_t size)
+{
+	static const char *const meta[] = { "safetensors.metadata" };
+	fz_flat(data, size, "safetensors", meta, 1);
+	return 0;
+}
+
+int ckpt_fuzz_gguf(const uint8_t *data, size_t size)
+{
+	static const char *const meta[] = { "gguf.kv", "gguf.tensor_types" };
+	fz_flat(data, size, "gguf", meta, 2);
+	return 0;
+}
+
 static void put16(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t)v;
@@ -509,12 +575,13 @@ int ckpt_fuzz_keras_config(const uint8_t *data, size_t size)
 }
 
 const char *const ckpt_fuzz_targets[] = { "tf_index", "tf_bundle", "object_graph", "state_file", "keras_h5",
-	"keras_archive", "keras_config", NULL };
+	"keras_archive", "keras_config", "safetensors", "gguf", NULL };
 
 ckpt_fuzz_fn ckpt_fuzz_entry(const char *target)
 {
 	static const ckpt_fuzz_fn fns[] = { ckpt_fuzz_tf_index, ckpt_fuzz_tf_bundle, ckpt_fuzz_object_graph,
-		ckpt_fuzz_state_file, ckpt_fuzz_keras_h5, ckpt_fuzz_keras_archive, ckpt_fuzz_keras_config };
+		ckpt_fuzz_state_file, ckpt_fuzz_keras_h5, ckpt_fuzz_keras_archive, ckpt_fuzz_keras_config,
+		ckpt_fuzz_safetensors, ckpt_fuzz_gguf };
 	for (size_t i = 0; ckpt_fuzz_targets[i]; i++)
 		if (strcmp(ckpt_fuzz_targets[i], target) == 0)
 			return fns[i];

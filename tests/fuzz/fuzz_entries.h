@@ -35,6 +35,11 @@ int ckpt_fuzz_keras_archive(const uint8_t *data, size_t size);
 /** `config.json` of an otherwise valid `.keras` archive (stored zip built here). */
 int ckpt_fuzz_keras_config(const uint8_t *data, size_t size);
 
+/** A safetensors file from memory; when it opens, rewritten as safetensors and reopened. */
+int ckpt_fuzz_safetensors(const uint8_t *data, size_t size);
+/** A GGUF file from memory; when it opens, rewritten as GGUF and reopened. */
+int ckpt_fuzz_gguf(const uint8_t *data, size_t size);
+
 /** Entry point by target name ("tf_index", ...); NULL when unknown. */
 ckpt_fuzz_fn ckpt_fuzz_entry(const char *target);
 /** NULL-terminated list of the target names. */

@@ -29,7 +29,9 @@ typedef enum ckpt_dtype {
 	CKPT_DT_COMPLEX128 = 18,
 	CKPT_DT_HALF = 19,      /**< "float16" */
 	CKPT_DT_UINT32 = 22,
-	CKPT_DT_UINT64 = 23
+	CKPT_DT_UINT64 = 23,
+	CKPT_DT_FLOAT8_E5M2 = 24,   /**< "float8_e5m2" (safetensors F8_E5M2) */
+	CKPT_DT_FLOAT8_E4M3FN = 25  /**< "float8_e4m3fn" (safetensors F8_E4M3) */
 } ckpt_dtype;
 
 /** 1 if `v` is one of the ckpt_dtype values above (not INVALID), else 0. */

@@ -1,0 +1,60 @@
+/*
+ * Shared by the two flat formats (safetensors, GGUF): the name mapping
+ * between TensorFlow checkpoint keys and flat dotted names, the object graph
+ * synthesized from flat names, and a writer that stages tensors and commits
+ * one file atomically (temporary sibling, fsync, rename, fsync of the dir).
+ *
+ * Name mapping (documented in README.md, "safetensors and GGUF"):
+ *   P/.ATTRIBUTES/VARIABLE_VALUE                        <-> p            (P's "/" -> ".")
+ *   V/.OPTIMIZER_SLOT/O/S/.ATTRIBUTES/VARIABLE_VALUE    <-> v.__slot__.o.S
+ *   P/.ATTRIBUTES/A   (A != VARIABLE_VALUE)             <-> p.__attr__.A
+ * A key maps only when every component is non-empty, holds no '.' (TF writes
+ * a '.' in a name as ".." and '/' as ".S") and is not __slot__ / __attr__;
+ * any other key (TF1 names, Keras dataset paths) is stored verbatim, and a
+ * stored name that contains '/' is never mapped back.
+ */
+#ifndef CKPT_FLAT_H
+#define CKPT_FLAT_H
+
+#include "formats/format.h"
+
+/** TF key -> flat name (a fresh ckpt__malloc'ed string; the key itself when unmapped). */
+char *ckpt__flat_from_key(const char *key);
+/** Flat name -> TF key (fresh string), or NULL with no error when the name does not map. */
+char *ckpt__flat_to_key(const char *name);
+/**
+ * An object graph for the reader's entries: every name that maps gets the
+ * node path of its TF key, an attribute with that checkpoint key and
+ * full_name = the stored name; slots are registered on their optimizer node.
+ * Sets r->graph (NULL when no name maps) and each entry's role.
+ */
+int ckpt__flat_build_graph(ckpt_reader *r);
+
+/** One staged tensor of a flat writer. */
+typedef struct flat_entry {
+	char *name;          /* as stored */
+	ckpt_dtype dtype;
+	ckpt_shape shape;
+	uint64_t nbytes;
+	void *data;          /* copy (ckpt__malloc) */
+	int ftype;           /* format-specific element type (GGUF ggml type, safetensors dtype index) */
+	uint64_t offset;     /* in the data section, set by the format's layout */
+} flat_entry;
+
+typedef struct flat_writer {
+	flat_entry *e;
+	size_t n, cap;
+} flat_writer;
+
+/** Stage a copy of `t` under `name`; EINVAL for a duplicate name. */
+int ckpt__flat_stage(flat_writer *fw, const char *path, const char *name, const ckpt_tensor *t, int ftype);
+void ckpt__flat_writer_free(flat_writer *fw);
+/**
+ * Write `head` (hlen bytes) at 0, then every entry at data_start + offset,
+ * zero-filling gaps, to a temporary sibling of `path`; then sync and rename.
+ * `total` is the file size.
+ */
+int ckpt__flat_commit(ckpt_writer *w, const flat_writer *fw, const void *head, size_t hlen, uint64_t data_start,
+	uint64_t total);
+
+#endif

@@ -1,0 +1,541 @@
+/*
+ * GGUF reader. Every count, length, dim, type and offset is checked against
+ * the file before it is used or allocated for:
+ *   - magic, version 2 or 3 (little-endian; v1 and big-endian files refused);
+ *   - tensor_count and kv_count fit in the bytes left (at least 24 / 13 bytes each);
+ *   - string lengths fit in the file; keys and names are UTF-8, names 1..64 bytes;
+ *   - value and array element types are known (no arrays of arrays), array counts fit;
+ *   - duplicate keys and duplicate tensor names are refused;
+ *   - general.alignment is a u32 power of two in [8, 1 MiB];
+ *   - n_dims <= 4, every ne >= 1, the element count and byte size fit in int64;
+ *   - the ggml type is known and ne[0] a multiple of its block size;
+ *   - each offset is aligned and equals the end of the previous tensor padded to the
+ *     alignment (ggml's rule: no hole, no overlap), and the data lies inside the file.
+ * The metadata section is capped at GGUF_MAX_KV_BYTES; the key-value pairs
+ * are kept as JSON ("gguf.kv") of at most a small multiple of that size.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "gguf.h"
+
+#define GGUF_MAX_KV_BYTES (256ull << 20)
+#define WIN (256u << 10)
+
+typedef struct cur {
+	ckpt_io *io;
+	const char *path;
+	uint64_t size, pos;
+	unsigned char *buf;
+	uint64_t bstart;
+	size_t blen;
+	const char *what;      /* the current key or tensor, for messages */
+} cur;
+
+typedef struct gguf_state {
+	ckpt_io *io;
+	char **names;
+	size_t n;
+} gguf_state;
+
+static int get(cur *c, void *dst, size_t n)
+{
+	unsigned char *d = dst;
+	if (n > c->size || c->pos > c->size - n)
+		return ckpt__fail(CKPT_EFORMAT, c->path, c->what, (int64_t)c->pos, "truncated: %zu bytes wanted at "
+			"offset %llu, the file has %llu", n, (unsigned long long)c->pos, (unsigned long long)c->size);
+	while (n) {
+		if (c->pos < c->bstart || c->pos >= c->bstart + c->blen) {
+			uint64_t left = c->size - c->pos;
+			c->bstart = c->pos;
+			c->blen = left < WIN ? (size_t)left : WIN;
+			CKPT_TRY(ckpt_io_read_exact(c->io, c->buf, c->blen, c->bstart));
+		}
+		size_t off = (size_t)(c->pos - c->bstart), k = c->blen - off < n ? c->blen - off : n;
+		memcpy(d, c->buf + off, k);
+		d += k;
+		n -= k;
+		c->pos += k;
+	}
+	return CKPT_OK;
+}
+
+static int get_u32(cur *c, uint32_t *v)
+{
+	unsigned char b[4];
+	CKPT_TRY(get(c, b, 4));
+	*v = b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+	return CKPT_OK;
+}
+
+static int get_u64(cur *c, uint64_t *v)
+{
+	unsigned char b[8];
+	CKPT_TRY(get(c, b, 8));
+	*v = 0;
+	for (int i = 7; i >= 0; i--)
+		*v = *v << 8 | b[i];
+	return CKPT_OK;
+}
+
+/* A GGUF string into a fresh NUL-terminated buffer; its length checked against the file and `max`. */
+static int get_str(cur *c, uint64_t max, char **out, uint64_t *len)
+{
+	uint64_t at = c->pos, n;
+	char *s;
+	CKPT_TRY(get_u64(c, &n));
+	if (n > c->size - c->pos)
+		return ckpt__fail(CKPT_EFORMAT, c->path, c->what, (int64_t)at, "string length %llu runs past the end of "
+			"the file (%llu bytes left)", (unsigned long long)n, (unsigned long long)(c->size - c->pos));
+	if (n > max)
+		return ckpt__fail(CKPT_EFORMAT, c->path, c->what, (int64_t)at, "string of %llu bytes, at most %llu "
+			"allowed here", (unsigned long long)n, (unsigned long long)max);
+	if (!(s = ckpt__malloc((size_t)n + 1)))
+		return CKPT_ENOMEM;
+	if (get(c, s, (size_t)n) < 0) {
+		ckpt__free(s);
+		return CKPT_EFORMAT;
+	}
+	s[n] = '\0';
+	*out = s;
+	*len = n;
+	return CKPT_OK;
+}
+
+static const unsigned vsize[GV_COUNT] = { 1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8 };
+
+static char *hex(const unsigned char *b, size_t n)
+{
+	static const char d[] = "0123456789abcdef";
+	char *s = ckpt__malloc(2 * n + 1);
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		s[2 * i] = d[b[i] >> 4];
+		s[2 * i + 1] = d[b[i] & 15];
+	}
+	s[2 * n] = '\0';
+	return s;
+}
+
+/* A scalar of fixed-size type t (raw little-endian bytes) as a JSON number. */
+static json_t *num_json(unsigned t, const unsigned char *b)
+{
+	uint64_t u = 0;
+	for (int i = (int)vsize[t] - 1; i >= 0; i--)
+		u = u << 8 | b[i];
+	switch (t) {
+	case GV_U8: case GV_U16: case GV_U32: case GV_U64: return json_integer((json_int_t)u);
+	case GV_I8: return json_integer((int8_t)u);
+	case GV_I16: return json_integer((int16_t)u);
+	case GV_I32: return json_integer((int32_t)u);
+	case GV_I64: return json_integer((json_int_t)u);
+	case GV_BOOL: return json_boolean(u != 0);
+	case GV_F32: { float f; uint32_t v = (uint32_t)u; memcpy(&f, &v, 4); return f == f && f - f == 0 ? json_real(f) : json_null(); }
+	case GV_F64: { double f; memcpy(&f, &u, 8); return f == f && f - f == 0 ? json_real(f) : json_null(); }
+	default: return NULL;
+	}
+}
+
+/* A string value: JSON string when UTF-8, else {"hex": ...}. */
+static json_t *str_json(const char *s, uint64_t n)
+{
+	json_t *j = json_stringn(s, (size_t)n);
+	if (j)
+		return j;
+	char *h = hex((const unsigned char *)s, (size_t)n);
+	j = h ? json_pack("{s:s}", "hex", h) : NULL;
+	ckpt__free(h);
+	return j;
+}
+
+/* Read one value of type t into `obj` ("value", and "hex" for floats / numeric arrays). */
+static int read_value(cur *c, unsigned t, json_t *obj)
+{
+	int64_t at = (int64_t)c->pos;
+	if (t >= GV_COUNT)
+		return ckpt__fail(CKPT_EFORMAT, c->path, c->what, at - 4, "key '%s': unknown value type %u", c->what, t);
+	if (t == GV_STRING) {
+		char *s;
+		uint64_t n;
+		CKPT_TRY(get_str(c, c->size, &s, &n));
+		json_t *j = str_json(s, n);
+		ckpt__free(s);
+		return j && json_object_set_new(obj, "value", j) == 0 ? CKPT_OK : CKPT_ENOMEM;
+	}
+	if (t == GV_ARRAY) {
+		uint32_t et;
+		uint64_t count;
+		CKPT_TRY(get_u32(c, &et));
+		CKPT_TRY(get_u64(c, &count));
+		if (et >= GV_COUNT || et == GV_ARRAY)
+			return ckpt__fail(CKPT_EFORMAT, c->path, c->what, at, "key '%s': array of %s elements (type %u)",
+				c->what, et == GV_ARRAY ? "array" : "unknown", et);
+		unsigned es = et == GV_STRING ? 8 : vsize[et];
+		if (count > (c->size - c->pos) / es)
+			return ckpt__fail(CKPT_EFORMAT, c->path, c->what, at, "key '%s': array of %llu %s elements cannot fit "
+				"in the %llu bytes left", c->what, (unsigned long long)count, ckpt__gguf_vtype_name(et),
+				(unsigned long long)(c->size - c->pos));
+		if (json_object_set_new(obj, "elem", json_string(ckpt__gguf_vtype_name(et))) < 0)
+			return CKPT_ENOMEM;
+		if (et != GV_STRING) {
+			size_t nb = (size_t)count * es;
+			unsigned char *b = ckpt__malloc(nb ? nb : 1);
+			char *h;
+			int rc;
+			if (!b)
+				return CKPT_ENOMEM;
+			if ((rc = get(c, b, nb)) < 0) {
+				ckpt__free(b);
+				return rc;
+			}
+			h = hex(b, nb);
+			ckpt__free(b);
+			rc = h && json_object_set_new(obj, "count", json_integer((json_int_t)count)) == 0 &&
+				json_object_set_new(obj, "hex", json_string(h)) == 0 ? CKPT_OK : CKPT_ENOMEM;
+			ckpt__free(h);
+			return rc;
+		}
+		json_t *arr = json_array();
+		if (!arr || json_object_set_new(obj, "value", arr) < 0)
+			return CKPT_ENOMEM;
+		for (uint64_t i = 0; i < count; i++) {
+			char *s;
+			uint64_t n;
+			CKPT_TRY(get_str(c, c->size, &s, &n));
+			json_t *j = str_json(s, n);
+			ckpt__free(s);
+			if (!j || json_array_append_new(arr, j) < 0)
+				return CKPT_ENOMEM;
+		}
+		return CKPT_OK;
+	}
+	unsigned char b[8];
+	CKPT_TRY(get(c, b, vsize[t]));
+	json_t *j = num_json(t, b);
+	if (!j || json_object_set_new(obj, "value", j) < 0)
+		return CKPT_ENOMEM;
+	if (t == GV_F32 || t == GV_F64) {
+		char *h = hex(b, vsize[t]);
+		int rc = h && json_object_set_new(obj, "hex", json_string(h)) == 0 ? CKPT_OK : CKPT_ENOMEM;
+		ckpt__free(h);
+		return rc;
+	}
+	return CKPT_OK;
+}
+
+static int read_kvs(cur *c, ckpt_reader *r, uint64_t nkv, uint32_t *alignment)
+{
+	json_t *list = json_array(), *seen = json_object();
+	int rc = CKPT_OK;
+	uint64_t start = c->pos;
+	if (!list || !seen) {
+		rc = CKPT_ENOMEM;
+		goto out;
+	}
+	for (uint64_t i = 0; i < nkv; i++) {
+		int64_t at = (int64_t)c->pos;
+		char *key = NULL;
+		uint64_t kl;
+		uint32_t t;
+		json_t *obj;
+		c->what = NULL;
+		if ((rc = get_str(c, CKPT_MAX_NAME_LEN, &key, &kl)) < 0)
+			goto out;
+		if (!kl || strlen(key) != kl || !(obj = json_pack("{s:s}", "key", key))) {
+			rc = ckpt__fail(CKPT_EFORMAT, c->path, NULL, at, "key %llu is empty, holds a NUL or is not UTF-8",
+				(unsigned long long)i);
+			ckpt__free(key);
+			goto out;
+		}
+		c->what = json_string_value(json_object_get(obj, "key"));
+		json_array_append_new(list, obj);
+		if (json_object_get(seen, key)) {
+			rc = ckpt__fail(CKPT_EFORMAT, c->path, key, at, "duplicate key '%s'", key);
+			ckpt__free(key);
+			goto out;
+		}
+		json_object_set_new(seen, key, json_true());
+		if ((rc = get_u32(c, &t)) < 0) {
+			ckpt__free(key);
+			goto out;
+		}
+		if (t < GV_COUNT && json_object_set_new(obj, "type", json_string(ckpt__gguf_vtype_name(t))) < 0)
+			rc = CKPT_ENOMEM;
+		if (rc == CKPT_OK)
+			rc = read_value(c, t, obj);
+		if (rc == CKPT_OK && strcmp(key, "general.alignment") == 0) {
+			json_int_t a = json_integer_value(json_object_get(obj, "value"));
+			if (t != GV_U32)
+				rc = ckpt__fail(CKPT_EFORMAT, c->path, key, at, "general.alignment is %s, must be u32",
+					ckpt__gguf_vtype_name(t) ? ckpt__gguf_vtype_name(t) : "?");
+			else if (a < 8 || a > (1 << 20) || (a & (a - 1)))
+				rc = ckpt__fail(CKPT_EFORMAT, c->path, key, at, "general.alignment %lld is not a power of two "
+					"in [8, 1048576]", (long long)a);
+			else
+				*alignment = (uint32_t)a;
+		}
+		ckpt__free(key);
+		if (rc < 0)
+			goto out;
+		if (c->pos - start > GGUF_MAX_KV_BYTES) {
+			rc = ckpt__fail(CKPT_ELIMIT, c->path, NULL, at, "metadata section above %llu bytes",
+				(unsigned long long)GGUF_MAX_KV_BYTES);
+			goto out;
+		}
+	}
+	c->what = NULL;
+	{
+		char *s = json_dumps(list, JSON_COMPACT);
+		rc = s ? ckpt__reader_set_meta(r, "gguf.kv", s) : CKPT_ENOMEM;
+		free(s);
+	}
+out:
+	json_decref(list);
+	json_decref(seen);
+	return rc;
+}
+
+static int utf8_ok(const char *s)
+{
+	json_t *j = json_string(s);
+	json_decref(j);
+	return j != NULL;
+}
+
+typedef struct tinfo {
+	uint64_t ne[GGUF_MAX_DIMS];
+	uint32_t ndims;
+	const gguf_type *type;
+	uint64_t offset;
+	int64_t at;
+} tinfo;
+
+static int read_tensor_info(cur *c, ckpt_reader *r, gguf_state *s, json_t *seen, tinfo *ti, size_t i)
+{
+	ckpt_var_info *v = &r->vars[i];
+	uint64_t nl, rows = 1, rowb, nbytes;
+	uint32_t type;
+	char *name;
+	ti->at = (int64_t)c->pos;
+	c->what = NULL;
+	CKPT_TRY(get_str(c, 64, &name, &nl));
+	s->names[i] = name;
+	s->n = i + 1;
+	v->name = name;
+	if (!nl || strlen(name) != nl || !utf8_ok(name))
+		return ckpt__fail(CKPT_EFORMAT, c->path, NULL, ti->at, "tensor %zu: name is empty, holds a NUL or is not "
+			"UTF-8", i);
+	c->what = name;
+	if (json_object_get(seen, name))
+		return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "duplicate tensor name '%s'", name);
+	if (json_object_set_new(seen, name, json_true()) < 0)
+		return CKPT_ENOMEM;
+	CKPT_TRY(get_u32(c, &ti->ndims));
+	if (ti->ndims > GGUF_MAX_DIMS)
+		return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': n_dims %u above ggml's maximum of %d",
+			name, ti->ndims, GGUF_MAX_DIMS);
+	for (uint32_t d = 0; d < ti->ndims; d++) {
+		CKPT_TRY(get_u64(c, &ti->ne[d]));
+		if (ti->ne[d] == 0 || ti->ne[d] > INT64_MAX)
+			return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': ne[%u] = %llu (must be 1.."
+				"INT64_MAX)", name, d, (unsigned long long)ti->ne[d]);
+	}
+	CKPT_TRY(get_u32(c, &type));
+	if (!(ti->type = ckpt__gguf_type((int)type)))
+		return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': unknown ggml type %u", name, type);
+	CKPT_TRY(get_u64(c, &ti->offset));
+	uint64_t ne0 = ti->ndims ? ti->ne[0] : 1;
+	if (ne0 % ti->type->blck)
+		return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': ne[0] = %llu is not a multiple of "
+			"%s's block of %u", name, (unsigned long long)ne0, ti->type->name, ti->type->blck);
+	if (ckpt__mul_u64(ne0 / ti->type->blck, ti->type->size, &rowb) || rowb > INT64_MAX)
+		return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': row size overflows", name);
+	for (uint32_t d = 1; d < ti->ndims; d++)
+		if (ckpt__mul_u64(rows, ti->ne[d], &rows) || rows > INT64_MAX)
+			return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': element count overflows", name);
+	if (ckpt__mul_u64(rows, ne0, &nbytes) || nbytes > INT64_MAX || ckpt__mul_u64(rows, rowb, &nbytes) ||
+	    nbytes > INT64_MAX)
+		return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': size overflows", name);
+	/* row-major shape: ne reversed; a quantized row is its bytes */
+	v->shape.rank = (int)ti->ndims;
+	for (uint32_t d = 0; d < ti->ndims; d++)
+		v->shape.dims[ti->ndims - 1 - d] = (int64_t)ti->ne[d];
+	if (ti->type->dt == CKPT_DT_INVALID) {
+		v->dtype = CKPT_DT_UINT8;
+		if (ti->ndims == 0) {
+			v->shape.rank = 1;
+			v->shape.dims[0] = (int64_t)rowb;
+		} else {
+			v->shape.dims[ti->ndims - 1] = (int64_t)rowb;
+		}
+	} else {
+		v->dtype = ti->type->dt;
+	}
+	v->nbytes = nbytes;
+	v->shard = 0;
+	return CKPT_OK;
+}
+
+static int tensor_types_meta(ckpt_reader *r, const tinfo *ti)
+{
+	json_t *m = json_object();
+	int rc = CKPT_OK, any = 0;
+	if (!m)
+		return CKPT_ENOMEM;
+	for (size_t i = 0; i < r->nvars && rc == CKPT_OK; i++) {
+		if (ti[i].type->dt != CKPT_DT_INVALID)
+			continue;
+		json_t *sh = json_array();
+		for (uint32_t d = ti[i].ndims; sh && d > 0; d--)
+			json_array_append_new(sh, json_integer((json_int_t)ti[i].ne[d - 1]));
+		if (!sh || json_object_set_new(m, r->vars[i].name, json_pack("{s:s,s:o}", "type", ti[i].type->name,
+			"shape", sh)) < 0)
+			rc = CKPT_ENOMEM;
+		any = 1;
+	}
+	if (rc == CKPT_OK && any) {
+		char *s = json_dumps(m, JSON_COMPACT);
+		rc = s ? ckpt__reader_set_meta(r, "gguf.tensor_types", s) : CKPT_ENOMEM;
+		free(s);
+	}
+	json_decref(m);
+	return rc;
+}
+
+static int parse(ckpt_reader *r, gguf_state *s, cur *c)
+{
+	unsigned char magic[4];
+	uint32_t version, alignment = GGUF_DEFAULT_ALIGNMENT;
+	uint64_t nt, nkv, data_start, expect = 0;
+	tinfo *ti = NULL;
+	json_t *seen = NULL;
+	int rc;
+	char num[32];
+	CKPT_TRY(get(c, magic, 4));
+	if (memcmp(magic, "GGUF", 4) != 0)
+		return ckpt__fail(CKPT_EFORMAT, c->path, NULL, 0, "not a GGUF file (bad magic)");
+	CKPT_TRY(get_u32(c, &version));
+	if (version == 1)
+		return ckpt__fail(CKPT_EUNSUPPORTED, c->path, NULL, 4, "GGUF version 1 (32-bit counts) is not supported");
+	if (version != 2 && version != 3)
+		return ckpt__fail(CKPT_EUNSUPPORTED, c->path, NULL, 4, "GGUF version %u%s is not supported", version,
+			(version & 0xffff) == 0 ? " (a big-endian file)" : "");
+	CKPT_TRY(get_u64(c, &nt));
+	CKPT_TRY(get_u64(c, &nkv));
+	if (nkv > (c->size - c->pos) / 13)
+		return ckpt__fail(CKPT_EFORMAT, c->path, NULL, 16, "kv_count %llu cannot fit in the file (%llu bytes)",
+			(unsigned long long)nkv, (unsigned long long)c->size);
+	if (nt > (c->size - c->pos) / 24)
+		return ckpt__fail(CKPT_EFORMAT, c->path, NULL, 8, "tensor_count %llu cannot fit in the file (%llu bytes)",
+			(unsigned long long)nt, (unsigned long long)c->size);
+	if (nt > CKPT_MAX_VARIABLES)
+		return ckpt__fail(CKPT_ELIMIT, c->path, NULL, 8, "tensor_count %llu above the limit of %d",
+			(unsigned long long)nt, CKPT_MAX_VARIABLES);
+	CKPT_TRY(read_kvs(c, r, nkv, &alignment));
+	r->vars = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(*r->vars));
+	s->names = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(char *));
+	ti = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(*ti));
+	seen = json_object();
+	rc = r->vars && s->names && ti && seen ? CKPT_OK : CKPT_ENOMEM;
+	for (size_t i = 0; rc == CKPT_OK && i < nt; i++)
+		rc = read_tensor_info(c, r, s, seen, &ti[i], i);
+	if (rc < 0)
+		goto out;
+	r->nvars = (size_t)nt;
+	data_start = (c->pos + alignment - 1) / alignment * alignment;
+	for (size_t i = 0; i < nt; i++) {
+		const char *name = r->vars[i].name;
+		uint64_t end;
+		if (ti[i].offset % alignment) {
+			rc = ckpt__fail(CKPT_EFORMAT, c->path, name, ti[i].at, "tensor '%s': offset %llu is not a multiple of "
+				"the alignment %u", name, (unsigned long long)ti[i].offset, alignment);
+			goto out;
+		}
+		if (ti[i].offset != expect) {
+			rc = ckpt__fail(CKPT_EFORMAT, c->path, name, ti[i].at, "tensor '%s': offset %llu, expected %llu (the "
+				"end of the previous tensor, padded): %s", name, (unsigned long long)ti[i].offset,
+				(unsigned long long)expect, ti[i].offset > expect ? "a hole" : "overlapping data");
+			goto out;
+		}
+		if (ckpt__add_u64(data_start, ti[i].offset, &end) || ckpt__add_u64(end, r->vars[i].nbytes, &end) ||
+		    end > c->size) {
+			rc = ckpt__fail(CKPT_EFORMAT, c->path, name, (int64_t)(data_start + ti[i].offset), "tensor '%s': "
+				"%llu bytes of data at offset %llu run past the end of the file (%llu bytes): truncated", name,
+				(unsigned long long)r->vars[i].nbytes, (unsigned long long)(data_start + ti[i].offset),
+				(unsigned long long)c->size);
+			goto out;
+		}
+		r->vars[i].offset = (int64_t)(data_start + ti[i].offset);
+		expect = ti[i].offset + (r->vars[i].nbytes + alignment - 1) / alignment * alignment;
+	}
+	c->what = NULL;
+	if ((rc = tensor_types_meta(r, ti)) < 0)
+		goto out;
+	snprintf(num, sizeof(num), "%u", version);
+	if ((rc = ckpt__reader_set_meta(r, "gguf.version", num)) < 0)
+		goto out;
+	snprintf(num, sizeof(num), "%u", alignment);
+	rc = ckpt__reader_set_meta(r, "gguf.alignment", num);
+out:
+	ckpt__free(ti);
+	json_decref(seen);
+	return rc;
+}
+
+int ckpt__gguf_open(ckpt_reader *r)
+{
+	gguf_state *s = ckpt__calloc(1, sizeof(*s));
+	cur c = { 0 };
+	int rc;
+	if (!s)
+		return CKPT_ENOMEM;
+	r->state = s;
+	r->format_name = "gguf";
+	if (!(r->path = ckpt__strdup(r->user_path)))
+		return CKPT_ENOMEM;
+	CKPT_TRY(ckpt_vfs_open(r->vfs, r->path, CKPT_IO_READ, &s->io));
+	c.io = s->io;
+	c.path = r->path;
+	CKPT_TRY(ckpt_io_size(s->io, &c.size));
+	if (!(c.buf = ckpt__malloc(WIN)))
+		return CKPT_ENOMEM;
+	rc = parse(r, s, &c);
+	ckpt__free(c.buf);
+	if (rc < 0)
+		return rc;
+	return ckpt__flat_build_graph(r);
+}
+
+int ckpt__gguf_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
+{
+	gguf_state *s = r->state;
+	return n ? ckpt_io_read_exact(s->io, dst, n, (uint64_t)r->vars[i].offset) : CKPT_OK;
+}
+
+int ckpt__gguf_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
+{
+	ckpt_tensor *t;
+	int rc;
+	CKPT_TRY(ckpt_tensor_new(&t, r->vars[i].dtype, &r->vars[i].shape));
+	if ((rc = ckpt__gguf_read_into(r, i, t->data, (size_t)t->nbytes)) < 0) {
+		ckpt_tensor_free(t);
+		return rc;
+	}
+	*out = t;
+	return CKPT_OK;
+}
+
+void ckpt__gguf_close(ckpt_reader *r)
+{
+	gguf_state *s = r->state;
+	if (!s)
+		return;
+	ckpt_io_close(s->io);
+	for (size_t i = 0; i < s->n; i++)
+		ckpt__free(s->names[i]);
+	ckpt__free(s->names);
+	ckpt__free(r->vars);
+	r->vars = NULL;
+	ckpt__free(s);
+	r->state = NULL;
+}

@@ -1,0 +1,211 @@
+/*
+ * What the flat formats carry besides tensors, for inspect and convert:
+ * safetensors' __metadata__, GGUF's typed key-value pairs and the ggml
+ * types of quantized GGUF tensors (exposed by the reader as uint8 byte
+ * views; their type names come from the "gguf.tensor_types" metadata).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include "cli.h"
+
+json_t *cli_flat_qtypes(const ckpt_reader *r)
+{
+	const char *m = ckpt_reader_meta(r, "gguf.tensor_types");
+	json_t *j = m ? json_loads(m, 0, NULL) : NULL;
+	if (j && !json_is_object(j)) {
+		json_decref(j);
+		j = NULL;
+	}
+	return j;
+}
+
+const char *cli_flat_qtype(json_t *qtypes, const char *name)
+{
+	json_t *e = qtypes ? json_object_get(qtypes, name) : NULL;
+	return e ? json_string_value(json_object_get(e, "type")) : NULL;
+}
+
+static void print_value(json_t *o)
+{
+	const char *t = json_string_value(json_object_get(o, "type"));
+	json_t *v = json_object_get(o, "value");
+	if (t && strcmp(t, "array") == 0) {
+		const char *et = json_string_value(json_object_get(o, "elem"));
+		json_int_t n = json_is_array(v) ? (json_int_t)json_array_size(v) : json_integer_value(json_object_get(o, "count"));
+		printf("array[%s] of %lld", et ? et : "?", (long long)n);
+		if (json_is_array(v) && json_array_size(v))
+			printf(" (first: %s)", cli_vis(json_string_value(json_array_get(v, 0)) ?
+				json_string_value(json_array_get(v, 0)) : "?"));
+		return;
+	}
+	if (json_is_string(v)) {
+		const char *s = json_string_value(v);
+		if (strlen(s) > 60)
+			printf("\"%.60s...\" (%zu bytes)", cli_vis(s), strlen(s));
+		else
+			printf("\"%s\"", cli_vis(s));
+	} else if (json_is_integer(v)) {
+		printf("%lld", (long long)json_integer_value(v));
+	} else if (json_is_real(v)) {
+		printf("%.9g", json_real_value(v));
+	} else if (json_is_boolean(v)) {
+		printf("%s", json_is_true(v) ? "true" : "false");
+	} else {
+		printf("(not printable)");
+	}
+}
+
+void cli_print_flat_meta(const ckpt_reader *r)
+{
+	const char *st = ckpt_reader_meta(r, "safetensors.metadata");
+	const char *kv = ckpt_reader_meta(r, "gguf.kv");
+	json_t *j, *v;
+	const char *k;
+	size_t i;
+
+	if (st && (j = json_loads(st, 0, NULL))) {
+		printf("safetensors __metadata__: %zu entr%s\n", json_object_size(j), json_object_size(j) == 1 ? "y" : "ies");
+		json_object_foreach(j, k, v)
+			printf("  %s = %s\n", cli_vis(k), cli_vis(json_string_value(v) ? json_string_value(v) : ""));
+		printf("\n");
+		json_decref(j);
+	}
+	if (kv && (j = json_loads(kv, 0, NULL))) {
+		printf("gguf: version %s, alignment %s, %zu key-value pair%s\n",
+			cli_vis(ckpt_reader_meta(r, "gguf.version") ? ckpt_reader_meta(r, "gguf.version") : "?"),
+			cli_vis(ckpt_reader_meta(r, "gguf.alignment") ? ckpt_reader_meta(r, "gguf.alignment") : "?"),
+			json_array_size(j), json_array_size(j) == 1 ? "" : "s");
+		json_array_foreach(j, i, v) {
+			printf("  %s (%s) = ", cli_vis(json_string_value(json_object_get(v, "key"))),
+				json_string_value(json_object_get(v, "type")));
+			print_value(v);
+			printf("\n");
+		}
+		printf("\n");
+		json_decref(j);
+	}
+	if ((j = cli_flat_qtypes(r))) {
+		printf("quantized tensors (uint8 views [rows..., bytes per row]; copied raw GGUF -> GGUF only):\n");
+		for (i = 0; i < ckpt_reader_count(r); i++) {
+			const ckpt_var_info *var = ckpt_reader_var(r, i);
+			json_t *e = json_object_get(j, var->name), *sh;
+			size_t d;
+			if (!e)
+				continue;
+			printf("  %s  %s [", cli_vis(var->name), json_string_value(json_object_get(e, "type")));
+			sh = json_object_get(e, "shape");
+			for (d = 0; d < json_array_size(sh); d++)
+				printf("%s%lld", d ? ", " : "", (long long)json_integer_value(json_array_get(sh, d)));
+			printf("]  %" PRIu64 " bytes\n", var->nbytes);
+		}
+		printf("\n");
+		json_decref(j);
+	}
+}
+
+/* ---- the object graph without some entries (convert --no-optimizer) ---- */
+
+static char *dup_or_null(const char *s)
+{
+	char *d;
+	if (!s)
+		return NULL;
+	d = malloc(strlen(s) + 1);
+	if (d)
+		strcpy(d, s);
+	return d;
+}
+
+void cli_graph_free(ckpt_object_graph *g)
+{
+	size_t i, k;
+	if (!g)
+		return;
+	for (i = 0; i < g->nnodes; i++) {
+		ckpt_og_node *n = &g->nodes[i];
+		for (k = 0; k < n->nchildren; k++)
+			free(n->children[k].local_name);
+		for (k = 0; k < n->nattrs; k++) {
+			free(n->attrs[k].name);
+			free(n->attrs[k].full_name);
+			free(n->attrs[k].checkpoint_key);
+		}
+		for (k = 0; k < n->nslots; k++)
+			free(n->slots[k].slot_name);
+		free(n->children);
+		free(n->attrs);
+		free(n->slots);
+		free(n->registered_saver);
+	}
+	free(g->nodes);
+	free(g);
+}
+
+int cli_graph_without(const ckpt_reader *r, const unsigned char *drop, ckpt_object_graph **out)
+{
+	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
+	ckpt_object_graph *c;
+	size_t i, k;
+	int oom = 0;
+
+	*out = NULL;
+	if (!g)
+		return CLI_EXIT_OK;
+	if (!(c = calloc(1, sizeof(*c))) || !(c->nodes = calloc(g->nnodes ? g->nnodes : 1, sizeof(*c->nodes)))) {
+		free(c);
+		return cli_report(ckpt_reader_path(r), NULL, -1, "out of memory");
+	}
+	c->nnodes = g->nnodes;
+	for (i = 0; i < g->nnodes && !oom; i++) {
+		const ckpt_og_node *s = &g->nodes[i];
+		ckpt_og_node *d = &c->nodes[i];
+		d->has_checkpoint_values = s->has_checkpoint_values;
+		d->registered_saver = dup_or_null(s->registered_saver);
+		d->children = calloc(s->nchildren ? s->nchildren : 1, sizeof(*d->children));
+		d->attrs = calloc(s->nattrs ? s->nattrs : 1, sizeof(*d->attrs));
+		d->slots = calloc(s->nslots ? s->nslots : 1, sizeof(*d->slots));
+		if (!d->children || !d->attrs || !d->slots || (s->registered_saver && !d->registered_saver)) {
+			oom = 1;
+			break;
+		}
+		for (k = 0; k < s->nchildren; k++) {
+			d->children[d->nchildren].node_id = s->children[k].node_id;
+			if (!(d->children[d->nchildren++].local_name = dup_or_null(s->children[k].local_name)))
+				oom = 1;
+		}
+		for (k = 0; k < s->nattrs; k++) {
+			size_t idx;
+			ckpt_og_attr *a = &d->attrs[d->nattrs];
+			if (cli_attr_find(r, &s->attrs[k], &idx) && drop[idx])
+				continue;
+			a->optional_restore = s->attrs[k].optional_restore;
+			a->name = dup_or_null(s->attrs[k].name);
+			a->full_name = dup_or_null(s->attrs[k].full_name);
+			a->checkpoint_key = dup_or_null(s->attrs[k].checkpoint_key);
+			d->nattrs++;
+			if (!a->name || !a->full_name || !a->checkpoint_key)
+				oom = 1;
+		}
+	}
+	/* a slot whose variable lost its value is no slot any more */
+	for (i = 0; i < g->nnodes && !oom; i++) {
+		const ckpt_og_node *s = &g->nodes[i];
+		ckpt_og_node *d = &c->nodes[i];
+		for (k = 0; k < s->nslots; k++) {
+			int sv = s->slots[k].slot_variable_node_id;
+			if (sv >= 0 && (size_t)sv < c->nnodes && g->nodes[sv].nattrs && !c->nodes[sv].nattrs)
+				continue;
+			d->slots[d->nslots] = s->slots[k];
+			if (!(d->slots[d->nslots++].slot_name = dup_or_null(s->slots[k].slot_name)))
+				oom = 1;
+		}
+	}
+	if (oom) {
+		cli_graph_free(c);
+		return cli_report(ckpt_reader_path(r), NULL, -1, "out of memory");
+	}
+	*out = c;
+	return CLI_EXIT_OK;
+}
