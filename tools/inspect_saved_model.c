@@ -39,7 +39,8 @@ static void print_tensor(FILE *f, const char *map, const ckpt_sm_tensor *t)
 			fprintf(f, "%s%" PRId64, i ? ", " : "", t->dims[i]);
 		fprintf(f, ")\n");
 	}
-	fprintf(f, "        name: %s\n", cli_vis(t->name));
+	/* TensorInfo.name, as saved_model_cli prints it: "" for sparse and composite tensors */
+	fprintf(f, "        name: %s\n", t->encoding == CKPT_SM_ENCODING_NAME ? cli_vis(t->name) : "");
 }
 
 typedef struct mg_ref {

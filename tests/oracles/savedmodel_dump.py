@@ -1,6 +1,6 @@
 """What TensorFlow says a SavedModel holds: the reference for `ckpt inspect` of SavedModels.
 
-usage: savedmodel_dump.py [--cli] DIR...
+usage: savedmodel_dump.py [cli:]DIR...
 
 Prints one JSON object {DIR: {...}} with, per SavedModel directory:
   "saved_model": saved_model.pb decoded by TensorFlow's own protobuf classes
@@ -15,9 +15,9 @@ Prints one JSON object {DIR: {...}} with, per SavedModel directory:
                  SavedVariable that is not AUTO, its key derived from its object
                  path (BFS over the SavedObjectGraph's children, TF's escaping),
                  each key checked to exist in tf.train.list_variables.
-With --cli, "show_all_cli" also holds the same part of the real
-`saved_model_cli show --all --dir DIR` output (a subprocess), so the in-process
-text can be checked against the tool itself.
+For an argument written cli:DIR, "show_all_cli" also holds the same part of the
+real `saved_model_cli show --all --dir DIR` output (a subprocess, a few seconds
+each), so the in-process text can be checked against the tool itself.
 """
 import contextlib
 import io
@@ -116,12 +116,10 @@ def signatures_part(text):
 
 
 def main():
-    args = sys.argv[1:]
-    cli = args and args[0] == "--cli"
-    if cli:
-        args = args[1:]
     res = {}
-    for d in args:
+    for arg in sys.argv[1:]:
+        cli = arg.startswith("cli:")
+        d = arg[4:] if cli else arg
         res[d] = dump(d)
         if cli:
             tool = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
