@@ -109,3 +109,4 @@ Test(fuzz_replay, state_file, .timeout = 120) { replay("state_file"); }
 Test(fuzz_replay, keras_h5, .timeout = 120) { replay("keras_h5"); }
 Test(fuzz_replay, keras_archive, .timeout = 120) { replay("keras_archive"); }
 Test(fuzz_replay, keras_config, .timeout = 120) { replay("keras_config"); }
+Test(fuzz_replay, saved_model, .timeout = 120) { replay("saved_model"); }

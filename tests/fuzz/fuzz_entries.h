@@ -35,6 +35,13 @@ int ckpt_fuzz_keras_archive(const uint8_t *data, size_t size);
 /** `config.json` of an otherwise valid `.keras` archive (stored zip built here). */
 int ckpt_fuzz_keras_config(const uint8_t *data, size_t size);
 
+/**
+ * A saved_model.pb: ckpt_saved_model_parse, then as sm/saved_model.pb beside a
+ * fixed valid bundle sm/variables/variables through ckpt_reader_open("sm")
+ * (signatures, variable synchronization mapped onto the bundle, sync rules).
+ */
+int ckpt_fuzz_saved_model(const uint8_t *data, size_t size);
+
 /** Entry point by target name ("tf_index", ...); NULL when unknown. */
 ckpt_fuzz_fn ckpt_fuzz_entry(const char *target);
 /** NULL-terminated list of the target names. */
