@@ -568,6 +568,22 @@ Test(saved_model, option_versions_and_rule_checks)
 	cr_assert(ckpt_sync_rule_matches(&m, ACC_TOTAL));
 	cr_assert(!ckpt_sync_rule_matches(&m, ACC_COUNT));
 
+	/* ckpt_saved_model_read: a directory without saved_model.pb, and one with only the text form */
+	ckpt_saved_model *sm = NULL;
+	cr_assert_eq(ckpt_saved_model_read(&sm, ts_fixture("tf/tensorflow__lso_ckpt_tf2.2"), NULL), CKPT_ENOTFOUND);
+	cr_assert(strstr(ckpt_error_last()->path, "saved_model.pb"), "%s", ckpt_error_last()->path);
+	char *tmp = ts_tmpdir(), *txt = ts_join(tmp, "saved_model.pbtxt");
+	cr_assert_eq(ts_write_file(txt, "meta_graphs {}\n", 15), 0);
+	cr_assert_eq(ckpt_saved_model_read(&sm, tmp, NULL), CKPT_EUNSUPPORTED);
+	cr_assert_null(sm);
+	free(txt);
+	ts_rmtree(tmp);
+	free(tmp);
+	cr_assert_eq(ckpt_saved_model_read(&sm, ts_fixture("tf/tfjs__int64_multiply/saved_model.pb"), NULL), CKPT_OK);
+	cr_assert_eq(sm->nmeta_graphs, 1);
+	ckpt_saved_model_free(sm);
+	ckpt_saved_model_free(NULL);
+
 	/* dtype names as types.proto spells them */
 	cr_assert_str_eq(ckpt_tf_dtype_name(1), "DT_FLOAT");
 	cr_assert_str_eq(ckpt_tf_dtype_name(101), "DT_FLOAT_REF");
