@@ -35,6 +35,7 @@ struct ckpt_reader {
 	char **meta_keys, **meta_vals; /* via ckpt__reader_set_meta; core-owned */
 	size_t nmeta;
 	size_t *name_index;          /* core-owned: entries sorted by name, built on first find */
+	struct ckpt_saved_model *saved_model; /* set by the backend (TensorBundle in a SavedModel); freed by the core */
 };
 
 struct ckpt_writer {

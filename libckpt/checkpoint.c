@@ -35,16 +35,27 @@ int ckpt_checkpoint_new(ckpt_checkpoint **out, const ckpt_checkpoint_options *o)
 	*out = NULL;
 	ckpt_checkpoint_options opts = CKPT_CHECKPOINT_OPTIONS_INIT;
 	if (o) {
-		if (o->version != CKPT_CHECKPOINT_OPTIONS_VERSION)
+		if (o->version == 1) { /* before sync_rules */
+			memcpy(&opts, o, offsetof(ckpt_checkpoint_options, sync_rules));
+			opts.version = CKPT_CHECKPOINT_OPTIONS_VERSION;
+		} else if (o->version == CKPT_CHECKPOINT_OPTIONS_VERSION) {
+			opts = *o;
+		} else {
 			return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "unsupported ckpt_checkpoint_options version %u",
 				o->version);
-		opts = *o;
+		}
 	}
+	ckpt_sync_rule *rules = NULL;
+	CKPT_TRY(ckpt__sync_rules_copy(&rules, opts.sync_rules, opts.num_sync_rules));
 	ckpt_checkpoint *ck = ckpt__calloc(1, sizeof(*ck));
-	if (!ck)
+	if (!ck) {
+		ckpt__sync_rules_free(rules, opts.num_sync_rules);
 		return CKPT_ENOMEM;
+	}
 	ck->opts = opts;
+	ck->opts.sync_rules = rules;
 	if (opts.format && !(ck->opts.format = ckpt__strdup(opts.format))) {
+		ckpt__sync_rules_free(rules, opts.num_sync_rules);
 		ckpt__free(ck);
 		return CKPT_ENOMEM;
 	}
@@ -64,6 +75,7 @@ void ckpt_checkpoint_free(ckpt_checkpoint *ck)
 	ckpt_object_free(ck->root);
 	ckpt__find_cache_free(ck->find);
 	ckpt__free((char *)ck->opts.format);
+	ckpt__sync_rules_free((ckpt_sync_rule *)ck->opts.sync_rules, ck->opts.num_sync_rules);
 	ckpt__free(ck->last_path);
 	ckpt__free(ck);
 }

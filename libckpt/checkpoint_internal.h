@@ -115,6 +115,10 @@ typedef struct ckpt__value {
 	int consumed;
 	int temp;            /* staged in the current commit's temporary arena */
 	int initialized;     /* load created its variable with this value (no assign needed) */
+	ckpt_role role;      /* from the reader's entry, as are the three below */
+	ckpt_synchronization sync;
+	ckpt_aggregation aggregation;
+	int sync_source;     /* CKPT_SYNC_SOURCE_* */
 } ckpt__value;
 
 struct ckpt__session {

@@ -15,19 +15,42 @@
 #include "checkpoint_internal.h"
 #include "variable_internal.h"
 
+/*
+ * Sync-on-read where the file (saved_model.pb) or a sync rule says so
+ * (ckpt_var_info.sync, set by the reader). Strings cannot be sync-on-read;
+ * SUM / MEAN need float32/64 or int32/64 (variable.h), other dtypes keep
+ * one value with ONLY_FIRST_REPLICA, as does an ON_READ variable stored
+ * without an aggregation.
+ */
+static void stored_sync(ckpt_variable_options *vo, const ckpt__value *v)
+{
+	if (v->sync != CKPT_SYNC_ON_READ || v->dtype == CKPT_DT_STRING)
+		return;
+	vo->sync = CKPT_SYNC_ON_READ;
+	vo->aggregation = v->aggregation;
+	ckpt_dtype dt = v->dtype;
+	int summable = dt == CKPT_DT_FLOAT || dt == CKPT_DT_DOUBLE || dt == CKPT_DT_INT32 || dt == CKPT_DT_INT64;
+	if (vo->aggregation == CKPT_AGG_NONE || (!summable && vo->aggregation != CKPT_AGG_ONLY_FIRST_REPLICA))
+		vo->aggregation = CKPT_AGG_ONLY_FIRST_REPLICA;
+}
+
 /* Options for the variable of stored value v: the load_variable hook, and its value as initial value. */
 static int var_options(ckpt_variable_options *vo, ckpt__value *v, const ckpt_checkpoint_options *o)
 {
 	*vo = (ckpt_variable_options)CKPT_VARIABLE_OPTIONS_INIT;
+	stored_sync(vo, v);
 	if (o->load_variable) {
 		ckpt_var_info vi = { 0 };
 		vi.name = v->key;
 		vi.dtype = v->dtype;
 		vi.shape = v->shape;
 		vi.nbytes = v->t ? v->t->nbytes : 0;
-		vi.role = ckpt__role_from_key(v->key);
+		vi.role = v->role;
 		vi.shard = -1;
 		vi.offset = -1;
+		vi.sync = v->sync;
+		vi.aggregation = v->aggregation;
+		vi.sync_source = v->sync_source;
 		CKPT_TRY(o->load_variable(vo, v->key, &vi, o->load_ctx));
 		vo->version = CKPT_VARIABLE_OPTIONS_VERSION;
 	}

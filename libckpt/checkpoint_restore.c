@@ -85,6 +85,10 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 	v->reader_index = idx;
 	v->dtype = vi->dtype;
 	v->shape = vi->shape;
+	v->role = vi->role;
+	v->sync = vi->sync;
+	v->aggregation = vi->aggregation;
+	v->sync_source = vi->sync_source;
 	s->nvals++;
 	if (!v->attr || !v->suffix || !v->key || !v->full_name)
 		return CKPT_ENOMEM;
@@ -215,6 +219,8 @@ int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpo
 	s->warn_ctx = o ? o->warn_ctx : NULL;
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
 	oo.vfs = o ? o->vfs : NULL;
+	oo.sync_rules = o ? o->sync_rules : NULL;
+	oo.num_sync_rules = o ? o->num_sync_rules : 0;
 	int rc = ckpt_reader_open(&s->reader, path, &oo);
 	if (rc == CKPT_OK) {
 		s->path = ckpt__strdup(ckpt_reader_path(s->reader));

@@ -66,4 +66,16 @@ char *ckpt__path_join(const char *a, const char *b);
 /** Classify a stored key / dataset path as model, optimizer, metric or other. */
 ckpt_role ckpt__role_from_key(const char *key);
 
+/* ---- synchronization of stored variables (sync.c) ---- */
+/** EINVAL unless every rule is well formed (pattern, ON_READ + aggregation, or ON_WRITE). */
+int ckpt__sync_rules_check(const ckpt_sync_rule *rules, size_t n);
+/** Deep copy (patterns too), checked; *out NULL when n == 0. */
+int ckpt__sync_rules_copy(ckpt_sync_rule **out, const ckpt_sync_rule *rules, size_t n);
+void ckpt__sync_rules_free(ckpt_sync_rule *rules, size_t n);
+/**
+ * After a backend opened `r` (name index built): sync / aggregation from its
+ * SavedModel, then from `rules`; sync-on-read SUM entries become metrics.
+ */
+int ckpt__reader_apply_sync(ckpt_reader *r, const ckpt_sync_rule *rules, size_t n);
+
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "formats/format.h"
+#include "ckpt/saved_model.h"
 
 static const ckpt_format *const formats[] = {
 	&ckpt_format_tf_bundle,
@@ -45,6 +46,7 @@ void ckpt_reader_free(ckpt_reader *r)
 	if (r->fmt && r->fmt->close)
 		r->fmt->close(r);
 	ckpt_object_graph_free(r->graph);
+	ckpt_saved_model_free(r->saved_model);
 	for (size_t i = 0; i < r->nmeta; i++) {
 		ckpt__free(r->meta_keys[i]);
 		ckpt__free(r->meta_vals[i]);
@@ -66,10 +68,20 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 	*out = NULL;
 	ckpt_open_options opts = CKPT_OPEN_OPTIONS_INIT;
 	if (o) {
-		if (o->version != CKPT_OPEN_OPTIONS_VERSION)
+		if (o->version == 1) { /* before sync_rules */
+			memcpy(&opts, o, offsetof(ckpt_open_options, sync_rules));
+			opts.version = CKPT_OPEN_OPTIONS_VERSION;
+		} else if (o->version == CKPT_OPEN_OPTIONS_VERSION) {
+			opts = *o;
+		} else {
 			return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "unsupported ckpt_open_options version %u", o->version);
-		opts = *o;
+		}
 	}
+	const ckpt_sync_rule *rules = opts.sync_rules;
+	size_t nrules = opts.num_sync_rules;
+	opts.sync_rules = NULL; /* read during this call only */
+	opts.num_sync_rules = 0;
+	CKPT_TRY(ckpt__sync_rules_check(rules, nrules));
 	if (!opts.vfs)
 		opts.vfs = ckpt_vfs_default();
 	if (!opts.memory_budget)
@@ -136,9 +148,15 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 		ckpt_reader_free(r);
 		return rc;
 	}
+	if ((rc = ckpt__reader_apply_sync(r, rules, nrules)) < 0) {
+		ckpt_reader_free(r);
+		return rc;
+	}
 	*out = r;
 	return CKPT_OK;
 }
+
+const ckpt_saved_model *ckpt_reader_saved_model(const ckpt_reader *r) { return r ? r->saved_model : NULL; }
 
 const char *ckpt_reader_format(const ckpt_reader *r) { return r ? r->format_name : NULL; }
 const char *ckpt_reader_path(const ckpt_reader *r) { return r ? r->path : NULL; }

@@ -115,3 +115,4 @@ Test(fuzz_replay, keras_archive, .timeout = 120) { replay("keras_archive"); }
 Test(fuzz_replay, keras_config, .timeout = 120) { replay("keras_config"); }
 Test(fuzz_replay, safetensors, .timeout = 120) { replay("safetensors"); }
 Test(fuzz_replay, gguf, .timeout = 120) { replay("gguf"); }
+Test(fuzz_replay, saved_model, .timeout = 120) { replay("saved_model"); }

@@ -125,6 +125,28 @@ void cli_progress_free(cli_progress *p);
 void cli_progress_clear_line(void);
 /** Sum of the stored bytes of every entry of `r`. */
 uint64_t cli_reader_bytes(const ckpt_reader *r);
+/* ---- cli_sync.c: --sync-on-read PATTERN=AGG[,...] ---- */
+
+/** Rules parsed from one --sync-on-read value (patterns point into `text`). */
+typedef struct cli_sync_rules {
+	ckpt_sync_rule *rules;
+	size_t n;
+	char *text;
+} cli_sync_rules;
+/** Parse `spec` (NULL: no rules); CLI_EXIT_USAGE with a message on a bad item. */
+int cli_parse_sync_rules(const cli_cmd *cmd, const char *spec, cli_sync_rules *out);
+void cli_sync_rules_free(cli_sync_rules *r);
+/** "on_read", "on_write", "auto"; "sum", "mean", "only_first_replica", "none"; "saved_model", "rule", "none". */
+const char *cli_sync_name(ckpt_synchronization s);
+const char *cli_aggregation_name(ckpt_aggregation a);
+const char *cli_sync_source_name(int source);
+
+/* ---- inspect_saved_model.c: what saved_model.pb says ---- */
+
+/** As `saved_model_cli show --all` prints tag-sets and SignatureDefs (without ops and functions). */
+void cli_print_saved_model(FILE *f, const ckpt_saved_model *sm);
+/** {"schema_version", "meta_graphs": [{"tags", "tensorflow_version", "signatures", "variables"}]}. */
+void cli_print_saved_model_json(FILE *f, const ckpt_saved_model *sm);
 
 /* ---- commands (one file each) ---- */
 extern const cli_cmd cli_cmd_inspect;

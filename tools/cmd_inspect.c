@@ -24,6 +24,8 @@
 static const cli_opt inspect_opts[] = {
 	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint: bundle prefix, .index, directory, SavedModel, .h5, .keras, .safetensors, .gguf" },
 	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON (one object) instead of text" },
+	{ CLI_OPT_VALUE, "sync-on-read", "PATTERN=AGG[,...]", 0,
+		"treat matching variables as sync-on-read (AGG sum, mean or first; sum: role metric)" },
 	{ CLI_OPT_END, NULL, NULL, 0, NULL }
 };
 
@@ -101,10 +103,45 @@ static void print_json(const inspect_state *st)
 			fputs(", \"ggml_type\": ", stdout);
 			jout_cstring(stdout, cli_flat_qtype(qtypes, v->name));
 		}
+		if (v->sync_source != CKPT_SYNC_SOURCE_NONE) {
+			/* only where saved_model.pb or --sync-on-read says it */
+			fputs(", \"sync\": ", stdout);
+			jout_cstring(stdout, cli_sync_name(v->sync));
+			fputs(", \"aggregation\": ", stdout);
+			jout_cstring(stdout, cli_aggregation_name(v->aggregation));
+			fputs(", \"sync_source\": ", stdout);
+			jout_cstring(stdout, cli_sync_source_name(v->sync_source));
+		}
 		fputc('}', stdout);
 	}
-	fputs("]}\n", stdout);
+	fputs("]", stdout);
+	if (ckpt_reader_saved_model(st->r)) {
+		fputs(", \"saved_model\": ", stdout);
+		cli_print_saved_model_json(stdout, ckpt_reader_saved_model(st->r));
+	}
+	fputs("}\n", stdout);
 	json_decref(qtypes);
+}
+
+/* Variables whose synchronization saved_model.pb or --sync-on-read gives. */
+static void print_sync(const ckpt_reader *r)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < ckpt_reader_count(r); i++)
+		n += ckpt_reader_var(r, i)->sync_source != CKPT_SYNC_SOURCE_NONE;
+	if (!n)
+		return;
+	printf("synchronization (%zu variable%s):\n", n, n == 1 ? "" : "s");
+	for (i = 0; i < ckpt_reader_count(r); i++) {
+		const ckpt_var_info *v = ckpt_reader_var(r, i);
+		if (v->sync_source == CKPT_SYNC_SOURCE_NONE)
+			continue;
+		printf("  %s  %s %s  (%s)\n", cli_vis(v->name), v->sync == CKPT_SYNC_ON_READ ? "sync-on-read" : "on-write",
+			cli_aggregation_name(v->aggregation),
+			v->sync_source == CKPT_SYNC_SOURCE_SAVED_MODEL ? "saved_model.pb" : "--sync-on-read");
+	}
+	printf("\n");
 }
 
 /* ---- the object tree ---- */
@@ -518,7 +555,10 @@ static void print_human(const inspect_state *st)
 	printf("\n");
 	print_keras_model(st->r);
 	cli_print_flat_meta(st->r);
+	if (ckpt_reader_saved_model(st->r))
+		cli_print_saved_model(stdout, ckpt_reader_saved_model(st->r));
 	print_object_tree(st->r);
+	print_sync(st->r);
 	print_table(st);
 }
 
@@ -528,6 +568,8 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 	const char *path;
 	int json, rc, missing;
 	inspect_state st;
+	cli_sync_rules rules;
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
 
 	rc = cli_parse(cmd, argc, argv, &args);
 	if (rc == CLI_PARSE_HELP)
@@ -536,9 +578,15 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 		return rc;
 	path = cli_get(cmd, &args, "PATH");
 	json = cli_get(cmd, &args, "json") != NULL;
+	if (cli_parse_sync_rules(cmd, cli_get(cmd, &args, "sync-on-read"), &rules) != CLI_EXIT_OK)
+		return CLI_EXIT_USAGE;
+	oo.sync_rules = rules.rules;
+	oo.num_sync_rules = rules.n;
 
 	memset(&st, 0, sizeof(st));
-	if (ckpt_reader_open(&st.r, path, NULL) != CKPT_OK)
+	rc = ckpt_reader_open(&st.r, path, &oo);
+	cli_sync_rules_free(&rules);
+	if (rc != CKPT_OK)
 		return cli_report_last(path, NULL);
 	st.n = ckpt_reader_count(st.r);
 	st.status = calloc(st.n ? st.n : 1, sizeof(int));
@@ -570,6 +618,10 @@ const cli_cmd cli_cmd_inspect = {
 	"Reads every tensor, so every stored checksum is verified. --json prints\n"
 	"{\"path\", \"format\", \"variables\": [{\"name\", \"dtype\", \"shape\", \"bytes\",\n"
 	"\"crc32\", \"crc32c\", \"role\"}]} where crc32 is zlib's crc32 of the tensor\n"
-	"bytes and crc32c their CRC-32C (null when they cannot be read). Missing data files and unreadable tensors are\n"
-	"reported on stderr and make the exit status 1."
+	"bytes and crc32c their CRC-32C (null when they cannot be read). Missing\n"
+	"data files and unreadable tensors are reported on stderr and make the\n"
+	"exit status 1. A SavedModel also shows what `saved_model_cli show --all`\n"
+	"shows of its signatures (JSON: \"saved_model\"); variables whose\n"
+	"synchronization saved_model.pb or --sync-on-read gives also get \"sync\",\n"
+	"\"aggregation\", \"sync_source\"."
 };

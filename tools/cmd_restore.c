@@ -26,6 +26,8 @@ static const cli_opt restore_opts[] = {
 	{ CLI_OPT_SWITCH, "expect-partial", NULL, 0, "entries that cannot be placed are not an error" },
 	{ CLI_OPT_VALUE, "save", "OUT", 0, "write the restored state to the bundle prefix OUT" },
 	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON" },
+	{ CLI_OPT_VALUE, "sync-on-read", "PATTERN=AGG[,...]", 0,
+		"create matching variables sync-on-read with AGG sum, mean or first (metrics)" },
 	{ CLI_OPT_END, NULL, NULL, 0, NULL }
 };
 
@@ -263,6 +265,7 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 	ckpt_checkpoint *ck = NULL;
 	ckpt_restore_status *st = NULL;
 	ckpt_checkpoint_options co = CKPT_CHECKPOINT_OPTIONS_INIT;
+	cli_sync_rules rules;
 	ckpt_tracked_list *list = NULL;
 	ckpt_reader *r = NULL;
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
@@ -296,6 +299,10 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		replicas = 1;
 	}
 
+	if (cli_parse_sync_rules(cmd, cli_get(cmd, &args, "sync-on-read"), &rules) != CLI_EXIT_OK)
+		return CLI_EXIT_USAGE;
+	co.sync_rules = rules.rules; /* copied by ckpt_checkpoint_load */
+	co.num_sync_rules = rules.n;
 	co.warn = warn_line;
 	co.warn_ctx = (void *)path;
 	rc = CLI_EXIT_ERROR;
@@ -321,10 +328,14 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 	/* plain variables are verified in the file before they are read: two passes */
 	cli_progress_set_total(prog, cli_reader_bytes(r) * (mirrored ? 1u : 2u) + (save ? cli_reader_bytes(r) : 0));
 	t0 = now_seconds();
-	if (ckpt_checkpoint_load(&ck, &st, path, &co) != CKPT_OK) {
+	rc = ckpt_checkpoint_load(&ck, &st, path, &co);
+	cli_sync_rules_free(&rules);
+	if (rc != CKPT_OK) {
+		rc = CLI_EXIT_ERROR;
 		cli_report_last(path, NULL);
 		goto done;
 	}
+	rc = CLI_EXIT_ERROR;
 	seconds = now_seconds() - t0;
 	if (entered) {
 		ckpt_scope_exit(strat);
@@ -459,6 +470,7 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 			nunmatched, nunmatched == 1 ? "y" : "ies");
 	rc = (bad || (nunmatched && !expect_partial)) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
 done:
+	cli_sync_rules_free(&rules);
 	fflush(stdout);
 	if (entered)
 		ckpt_scope_exit(strat);

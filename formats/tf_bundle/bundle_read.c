@@ -1195,6 +1195,8 @@ void tfb_close(ckpt_reader *r)
 int tfb_open(ckpt_reader *r)
 {
 	int rc = open_bundle(r);
+	if (rc == CKPT_OK)
+		rc = tfb_attach_saved_model(r);
 	if (rc < 0)
 		tfb_close(r); /* leave nothing half-built; close is a no-op after this */
 	return rc;

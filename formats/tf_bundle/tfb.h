@@ -87,6 +87,9 @@ int tfb_resolve_path(ckpt_vfs *vfs, const char *path, char **prefix);
 char *tfb_index_path(const char *prefix);
 char *tfb_data_path(const char *prefix, int shard, int nshards);
 
+/** DIR/saved_model.pb into r->saved_model when r->path is DIR/variables/variables (saved_model_dir.c). */
+int tfb_attach_saved_model(ckpt_reader *r);
+
 /* ---- masked crc over a string tensor's stored bytes, and its decoder ---- */
 
 /**

@@ -84,6 +84,57 @@ static void fz_walk_graph(const ckpt_object_graph *g)
 	}
 }
 
+static void fz_walk_dims(int rank, const int64_t *dims)
+{
+	if (rank < -1 || rank > CKPT_MAX_RANK || (rank > 0 && !dims))
+		fz_die("a SavedModel shape has a rank outside [-1, CKPT_MAX_RANK] or no dims", rank);
+	for (int i = 0; i < rank; i++) {
+		volatile int64_t d = dims[i];
+		(void)d;
+	}
+}
+
+static void fz_walk_tensors(const ckpt_sm_tensor *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		fz_touch(t[i].key);
+		fz_touch(t[i].name);
+		fz_touch(ckpt_tf_dtype_name(t[i].dtype));
+		fz_walk_dims(t[i].rank, t[i].dims);
+		if (i && strcmp(t[i - 1].key, t[i].key) >= 0)
+			fz_die("signature tensors are not sorted by key, one per key", 0);
+	}
+}
+
+/* Everything a decoded saved_model.pb exposes, with its invariants. */
+static void fz_walk_saved_model(const ckpt_saved_model *sm)
+{
+	if (!sm)
+		return;
+	for (size_t i = 0; i < sm->nmeta_graphs; i++) {
+		const ckpt_sm_meta_graph *m = &sm->meta_graphs[i];
+		for (size_t k = 0; k < m->ntags; k++)
+			fz_touch(m->tags[k]);
+		fz_touch(m->tensorflow_version);
+		for (size_t k = 0; k < m->nsignatures; k++) {
+			const ckpt_sm_signature *s = &m->signatures[k];
+			fz_touch(s->key);
+			fz_touch(s->method_name);
+			if (k && strcmp(m->signatures[k - 1].key, s->key) >= 0)
+				fz_die("signatures are not sorted by key, one per key", 0);
+			fz_walk_tensors(s->inputs, s->ninputs);
+			fz_walk_tensors(s->outputs, s->noutputs);
+		}
+		for (size_t k = 0; k < m->nvariables; k++) {
+			const ckpt_sm_variable *v = &m->variables[k];
+			fz_touch(v->name);
+			fz_walk_dims(v->rank, v->dims);
+			if (v->node_id < 0 || (size_t)v->node_id >= m->nobjects)
+				fz_die("a SavedModel variable's node id is outside its object graph", v->node_id);
+		}
+	}
+}
+
 static void fz_walk_reader(ckpt_reader *r)
 {
 	fz_touch(ckpt_reader_format(r));
@@ -98,6 +149,7 @@ static void fz_walk_reader(ckpt_reader *r)
 	for (size_t k = 0; k < sizeof(meta) / sizeof(meta[0]); k++)
 		fz_touch(ckpt_reader_meta(r, meta[k]));
 	fz_walk_graph(ckpt_reader_object_graph(r));
+	fz_walk_saved_model(ckpt_reader_saved_model(r));
 
 	size_t n = ckpt_reader_count(r);
 	if (n > FZ_MAX_ENTRIES)
@@ -574,14 +626,126 @@ int ckpt_fuzz_keras_config(const uint8_t *data, size_t size)
 	return 0;
 }
 
+/*
+ * The bundle a fuzzed saved_model.pb sits beside (sm/variables/variables):
+ * written once through the library, with an object graph whose nodes 1..4
+ * hold VARIABLE_VALUE attributes, so the SavedObjectGraph's variables map
+ * onto entries (and sync rules apply) for any node ids in that range.
+ */
+static uint8_t *sm_index, *sm_data;
+static size_t sm_nindex, sm_ndata;
+
+static void fz_read_back(ckpt_vfs *vfs, const char *path, uint8_t **buf, size_t *n)
+{
+	void *b = NULL;
+	if (ckpt_vfs_read_all(vfs, path, 1u << 20, &b, n) < 0)
+		abort();
+	*buf = malloc(*n ? *n : 1);
+	if (!*buf)
+		abort();
+	memcpy(*buf, b, *n);
+	free(b); /* fz_vfs installed a malloc-based allocator hook */
+}
+
+static void fz_make_sm_bundle(void)
+{
+	static const char *const keys[] = { "a/.ATTRIBUTES/VARIABLE_VALUE", "b/.ATTRIBUTES/VARIABLE_VALUE",
+		"m/total/.ATTRIBUTES/VARIABLE_VALUE", "m/count/.ATTRIBUTES/VARIABLE_VALUE" };
+	static const char *const names[] = { "a", "b", "total", "count" };
+	ckpt_vfs *vfs = fz_vfs();
+	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
+	wo.vfs = vfs;
+	wo.no_fsync = 1;
+	ckpt_writer *w = NULL;
+	if (ckpt_writer_open(&w, "sm/variables/variables", NULL, &wo) < 0)
+		abort();
+	ckpt_og_child rootc[3] = { { 1, "a" }, { 2, "b" }, { 5, "m" } }, mc[2] = { { 3, "total" }, { 4, "count" } };
+	ckpt_og_attr attrs[4];
+	ckpt_og_node nodes[6];
+	memset(nodes, 0, sizeof(nodes));
+	nodes[0].nchildren = 3;
+	nodes[0].children = rootc;
+	nodes[5].nchildren = 2;
+	nodes[5].children = mc;
+	for (int i = 0; i < 4; i++) {
+		float f = (float)i + 0.5f;
+		ckpt_shape sc = { 0, { 0 } };
+		ckpt_tensor *t = NULL;
+		if (ckpt_tensor_new(&t, CKPT_DT_FLOAT, &sc) < 0)
+			abort();
+		memcpy(t->data, &f, 4);
+		if (ckpt_writer_add(w, keys[i], t, 0) < 0)
+			abort();
+		ckpt_tensor_free(t);
+		attrs[i].name = CKPT_VARIABLE_VALUE_KEY;
+		attrs[i].full_name = (char *)names[i];
+		attrs[i].checkpoint_key = (char *)keys[i];
+		attrs[i].optional_restore = 0;
+		nodes[i + 1].nattrs = 1;
+		nodes[i + 1].attrs = &attrs[i];
+	}
+	for (int i = 0; i < 6; i++)
+		nodes[i].has_checkpoint_values = -1;
+	ckpt_object_graph g = { 6, nodes };
+	if (ckpt_writer_set_object_graph(w, &g) < 0 || ckpt_writer_commit(w) < 0)
+		abort();
+	ckpt_writer_free(w);
+	fz_read_back(vfs, "sm/variables/variables.index", &sm_index, &sm_nindex);
+	fz_read_back(vfs, "sm/variables/variables.data-00000-of-00001", &sm_data, &sm_ndata);
+	ckpt_vfs_free(vfs);
+}
+
+int ckpt_fuzz_saved_model(const uint8_t *data, size_t size)
+{
+	if (!sm_index)
+		fz_make_sm_bundle();
+	ckpt_vfs *vfs = fz_vfs();
+	ckpt_saved_model *sm = NULL;
+	int rc = ckpt_saved_model_parse(&sm, data, size);
+	fz_check(rc, "ckpt_saved_model_parse");
+	if (rc >= 0)
+		fz_walk_saved_model(sm);
+	ckpt_saved_model_free(sm);
+	/* the same bytes as a SavedModel's saved_model.pb, through the reader, with and without a rule */
+	fz_put(vfs, "sm/saved_model.pb", data, size);
+	fz_put(vfs, "sm/variables/variables.index", sm_index, sm_nindex);
+	fz_put(vfs, "sm/variables/variables.data-00000-of-00001", sm_data, sm_ndata);
+	for (int pass = 0; pass < 2; pass++) {
+		ckpt_sync_rule rule = { "m/*", CKPT_SYNC_ON_READ, CKPT_AGG_SUM };
+		ckpt_open_options o = CKPT_OPEN_OPTIONS_INIT;
+		o.vfs = vfs;
+		o.sync_rules = &rule;
+		o.num_sync_rules = (size_t)pass;
+		ckpt_reader *r = NULL;
+		rc = ckpt_reader_open(&r, "sm", &o);
+		fz_check(rc, "ckpt_reader_open of a SavedModel");
+		if (rc >= 0) {
+			if (!ckpt_reader_saved_model(r))
+				fz_die("a SavedModel opened without its saved_model.pb", 0);
+			for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+				const ckpt_var_info *v = ckpt_reader_var(r, i);
+				if ((unsigned)v->sync > CKPT_SYNC_ON_READ || (unsigned)v->aggregation > CKPT_AGG_ONLY_FIRST_REPLICA ||
+				    (v->sync_source == CKPT_SYNC_SOURCE_NONE && v->sync != CKPT_SYNC_AUTO))
+					fz_die("an entry's synchronization is out of range or from nowhere", (int)v->sync);
+				if (pass && strncmp(v->name, "m/", 2) == 0 && v->sync_source != CKPT_SYNC_SOURCE_RULE)
+					fz_die("a sync rule did not apply", 0);
+			}
+			fz_walk_reader(r);
+		}
+		ckpt_reader_free(r);
+	}
+	ckpt_vfs_free(vfs);
+	return 0;
+}
+
 const char *const ckpt_fuzz_targets[] = { "tf_index", "tf_bundle", "object_graph", "state_file", "keras_h5",
-	"keras_archive", "keras_config", "safetensors", "gguf", NULL };
+	"keras_archive", "keras_config", "safetensors", "gguf", "saved_model", NULL };
 
 ckpt_fuzz_fn ckpt_fuzz_entry(const char *target)
 {
 	static const ckpt_fuzz_fn fns[] = { ckpt_fuzz_tf_index, ckpt_fuzz_tf_bundle, ckpt_fuzz_object_graph,
 		ckpt_fuzz_state_file, ckpt_fuzz_keras_h5, ckpt_fuzz_keras_archive, ckpt_fuzz_keras_config,
-		ckpt_fuzz_safetensors, ckpt_fuzz_gguf };
+		ckpt_fuzz_safetensors, ckpt_fuzz_gguf, ckpt_fuzz_saved_model };
 	for (size_t i = 0; ckpt_fuzz_targets[i]; i++)
 		if (strcmp(ckpt_fuzz_targets[i], target) == 0)
 			return fns[i];

@@ -39,6 +39,12 @@ int ckpt_fuzz_keras_config(const uint8_t *data, size_t size);
 int ckpt_fuzz_safetensors(const uint8_t *data, size_t size);
 /** A GGUF file from memory; when it opens, rewritten as GGUF and reopened. */
 int ckpt_fuzz_gguf(const uint8_t *data, size_t size);
+/**
+ * A saved_model.pb: ckpt_saved_model_parse, then as sm/saved_model.pb beside a
+ * fixed valid bundle sm/variables/variables through ckpt_reader_open("sm")
+ * (signatures, variable synchronization mapped onto the bundle, sync rules).
+ */
+int ckpt_fuzz_saved_model(const uint8_t *data, size_t size);
 
 /** Entry point by target name ("tf_index", ...); NULL when unknown. */
 ckpt_fuzz_fn ckpt_fuzz_entry(const char *target);

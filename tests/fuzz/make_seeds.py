@@ -54,6 +54,8 @@ def main():
             data = datas[e["shard_id"]][e["offset"]:e["offset"] + e["size"]]
             strings, probs, _ = db.read_string_tensor(data, 1)
             put("object_graph", tag(ix), strings[0])
+    for sm in sorted(glob.glob(os.path.join(FIX, "tf", "**", "saved_model.pb"), recursive=True)):
+        put("saved_model", tag(sm), open(sm, "rb").read())
     for st in sorted(glob.glob(os.path.join(FIX, "tf", "*", "checkpoint"))):
         put("state_file", tag(st), open(st, "rb").read())
     put("state_file", "manager_example", b'model_checkpoint_path: "ckpt-1"\n'

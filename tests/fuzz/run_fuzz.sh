@@ -17,6 +17,7 @@ mkdir -p "$work/corpus" "$work/artifacts"
 case $t in
   keras_h5|keras_archive) maxlen=262144 malloc=1000000 ;;
   keras_config) maxlen=65536 malloc=1000000 ;;
+  saved_model) maxlen=262144 malloc=1024 ;;  # the Keras fixture's saved_model.pb is 126 KB
   *) maxlen=65536 malloc=1024 ;;
 esac
 export ASAN_OPTIONS=allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}

@@ -201,8 +201,10 @@ CKPT_API int ckpt_optimizer_get_slot(ckpt_variable **out, const ckpt_object *opt
 /**
  * Called by load for every variable it creates, to choose its options (for
  * example sync-on-read SUM for metric accumulators). `o` arrives as
- * CKPT_VARIABLE_OPTIONS_INIT; `key` is the stored key. Return CKPT_OK or a
- * status to abort the load.
+ * CKPT_VARIABLE_OPTIONS_INIT, with `sync` / `aggregation` already set where
+ * the file or a sync rule says the variable is sync-on-read (`info->sync`,
+ * `info->sync_source`); `key` is the stored key. Return CKPT_OK or a status
+ * to abort the load.
  */
 typedef int (*ckpt_load_variable_fn)(ckpt_variable_options *o, const char *key,
 	const ckpt_var_info *info, void *ctx);
@@ -216,9 +218,21 @@ typedef struct ckpt_checkpoint_options {
 	void *warn_ctx;
 	ckpt_load_variable_fn load_variable; /**< NULL = defaults (mirrored in a mirrored scope, else plain) */
 	void *load_ctx;
+	/* version 2 */
+	/**
+	 * Synchronization by name where the file does not say it (reader.h):
+	 * load creates the variables a rule marks CKPT_SYNC_ON_READ as
+	 * sync-on-read with the rule's aggregation (inside a mirrored scope),
+	 * e.g. { "train_accuracy*", CKPT_SYNC_ON_READ, CKPT_AGG_SUM }. Without a
+	 * rule, what a SavedModel's saved_model.pb records is used. Copied by
+	 * ckpt_checkpoint_new.
+	 */
+	const ckpt_sync_rule *sync_rules;
+	size_t num_sync_rules;
 } ckpt_checkpoint_options;
-#define CKPT_CHECKPOINT_OPTIONS_VERSION 1
-#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL }
+/** 2 adds sync_rules; version 1 structs (without them) are still accepted. */
+#define CKPT_CHECKPOINT_OPTIONS_VERSION 2
+#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0 }
 
 /** A checkpoint: an empty root object plus options. `o` may be NULL (copied). */
 CKPT_API int ckpt_checkpoint_new(ckpt_checkpoint **out, const ckpt_checkpoint_options *o);

@@ -7,6 +7,7 @@
  *   ckpt/io.h            files and file systems (POSIX, memory, fault injection)
  *   ckpt/object_graph.h  TensorFlow's object graph and key naming
  *   ckpt/reader.h        reading and writing checkpoint files of any format
+ *   ckpt/saved_model.h   a SavedModel's signatures and variable synchronization
  *   ckpt/strategy.h      strategies, scopes, replica context, all-reduce
  *   ckpt/variable.h      plain, mirrored and sync-on-read variables
  *   ckpt/checkpoint.h    trackable objects, save / restore / load, the manager
@@ -20,6 +21,7 @@
 #include "ckpt/io.h"
 #include "ckpt/object_graph.h"
 #include "ckpt/reader.h"
+#include "ckpt/saved_model.h"
 #include "ckpt/strategy.h"
 #include "ckpt/variable.h"
 #include "ckpt/checkpoint.h"

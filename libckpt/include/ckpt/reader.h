@@ -20,6 +20,7 @@
 #include "ckpt/tensor.h"
 #include "ckpt/io.h"
 #include "ckpt/object_graph.h"
+#include "ckpt/variable.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,16 +63,56 @@ typedef struct ckpt_var_info {
 	const ckpt_slice *slices;
 	int slice_part;        /**< 1: one slice of a partitioned entry, stored under its slice key; its
 	                            bytes are part of that entry's value (which TF lists instead) */
+	/**
+	 * How TensorFlow synchronizes the variable, where something says it
+	 * (`sync_source`): a SavedModel's saved_model.pb, or a caller's
+	 * ckpt_sync_rule. CKPT_SYNC_AUTO / CKPT_AGG_NONE when nothing does.
+	 * ckpt_checkpoint_load creates sync-on-read variables from it.
+	 */
+	ckpt_synchronization sync;
+	ckpt_aggregation aggregation;
+	int sync_source;       /**< CKPT_SYNC_SOURCE_* */
 } ckpt_var_info;
+
+#define CKPT_SYNC_SOURCE_NONE 0        /**< nothing says: the default */
+#define CKPT_SYNC_SOURCE_SAVED_MODEL 1 /**< the SavedObjectGraph of saved_model.pb */
+#define CKPT_SYNC_SOURCE_RULE 2        /**< a ckpt_sync_rule of the caller */
+
+/**
+ * The caller's word on synchronization, where the file does not record it
+ * (a TensorBundle never does): entries whose stored key or object path
+ * (the key without "/.ATTRIBUTES/VARIABLE_VALUE") matches `pattern`, an
+ * fnmatch(3) glob without flags ("*" also matches "/"), get `sync` and
+ * `aggregation`. The first matching rule wins, and a rule wins over what a
+ * saved_model.pb says. `sync` is CKPT_SYNC_ON_READ (aggregation SUM, MEAN or
+ * ONLY_FIRST_REPLICA) or CKPT_SYNC_ON_WRITE (mirrored: overrides the file).
+ * A sync-on-read SUM entry gets the role "metric" (a metric accumulator,
+ * like tf.keras Metric.add_weight makes them).
+ */
+typedef struct ckpt_sync_rule {
+	const char *pattern;
+	ckpt_synchronization sync;
+	ckpt_aggregation aggregation;
+} ckpt_sync_rule;
+
+/**
+ * Does `key` match `rule` (the key itself, or its object path)? 1 / 0.
+ * This is the test ckpt_reader_open applies with ckpt_open_options.sync_rules.
+ */
+CKPT_API int ckpt_sync_rule_matches(const ckpt_sync_rule *rule, const char *key);
 
 typedef struct ckpt_open_options {
 	unsigned version;      /**< CKPT_OPEN_OPTIONS_VERSION */
 	ckpt_vfs *vfs;         /**< NULL = POSIX */
 	int no_verify;         /**< 1 = skip data checksums (structure is still checked) */
 	uint64_t memory_budget;/**< 0 = CKPT_DEFAULT_MEMORY_BUDGET */
+	/* version 2 */
+	const ckpt_sync_rule *sync_rules; /**< applied to every entry at open (read during the call only; may be NULL) */
+	size_t num_sync_rules;
 } ckpt_open_options;
-#define CKPT_OPEN_OPTIONS_VERSION 1
-#define CKPT_OPEN_OPTIONS_INIT { CKPT_OPEN_OPTIONS_VERSION, NULL, 0, 0 }
+/** 2 adds sync_rules; version 1 structs (without them) are still accepted. */
+#define CKPT_OPEN_OPTIONS_VERSION 2
+#define CKPT_OPEN_OPTIONS_INIT { CKPT_OPEN_OPTIONS_VERSION, NULL, 0, 0, NULL, 0 }
 
 /** Open PATH (any supported format). `o` may be NULL. */
 CKPT_API int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_options *o);
