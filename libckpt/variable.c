@@ -15,11 +15,13 @@
  *    variable's type (int32 / int64 overflow: ELIMIT); MEAN: that sum
  *    divided by N (integers truncate toward zero); ONLY_FIRST_REPLICA:
  *    replica 0.
- *  - assign SUM, floats: every replica gets value / N, as TensorFlow
- *    restores (the aggregate is the value exactly when N is a power of 2,
- *    else up to rounding). Integers: replica 0 gets the value and the others
- *    0, so the aggregate is exact. MEAN / ONLY_FIRST_REPLICA: every replica
- *    gets the value.
+ *  - assign SUM: replica 0 gets the value and the others zero, so the
+ *    aggregate read back is the value bit for bit for every N. (TensorFlow
+ *    divides by N instead, which is inexact unless N is a power of 2.)
+ *    Floats: the others get -0.0, the identity of IEEE addition: x + -0.0
+ *    is x for every x, +0.0 and -0.0 included (+0.0 would turn a stored
+ *    -0.0 into +0.0). MEAN / ONLY_FIRST_REPLICA: every replica gets the
+ *    value.
  * The initial value (creation) is copied into every replica unsplit.
  *
  * STRING variables (plain or mirrored only) keep one ckpt_tensor of
@@ -80,8 +82,8 @@ static int summable(ckpt_dtype dt)
 typedef enum {
 	FILL_COPY,      /* every copy = src */
 	FILL_ZERO,      /* every copy = 0 */
-	FILL_SPLIT_F32, /* every copy = src / N */
-	FILL_SPLIT_F64,
+	FILL_SPLIT_F32, /* copy 0 = src, others = -0.0f */
+	FILL_SPLIT_F64, /* copy 0 = src, others = -0.0 */
 	FILL_SPLIT_INT  /* copy 0 = src, others = 0 */
 } fill_mode;
 
@@ -115,25 +117,21 @@ static void apply_piece(const piece *p)
 			memset(dst, 0, p->len);
 			break;
 		case FILL_SPLIT_INT:
-			if (r > 0)
-				memset(dst, 0, p->len);
-			else if (dst != src)
-				memcpy(dst, src, p->len);
-			break;
 		case FILL_SPLIT_F32:
-			for (size_t i = 0; i < p->len; i += sizeof(float)) {
-				float x;
-				memcpy(&x, src + i, sizeof(x)); /* src may be unaligned */
-				x /= (float)n;
-				memcpy(dst + i, &x, sizeof(x));
-			}
-			break;
 		case FILL_SPLIT_F64:
-			for (size_t i = 0; i < p->len; i += sizeof(double)) {
-				double x;
-				memcpy(&x, src + i, sizeof(x));
-				x /= (double)n;
-				memcpy(dst + i, &x, sizeof(x));
+			if (r == 0) {
+				if (dst != src)
+					memcpy(dst, src, p->len);
+			} else if (p->mode == FILL_SPLIT_INT) {
+				memset(dst, 0, p->len);
+			} else if (p->mode == FILL_SPLIT_F32) {
+				const float nz = -0.0f;
+				for (size_t i = 0; i < p->len; i += sizeof(float))
+					memcpy(dst + i, &nz, sizeof(nz));
+			} else {
+				const double nz = -0.0;
+				for (size_t i = 0; i < p->len; i += sizeof(double))
+					memcpy(dst + i, &nz, sizeof(nz));
 			}
 			break;
 		}

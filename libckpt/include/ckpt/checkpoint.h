@@ -234,7 +234,8 @@ CKPT_API int ckpt_checkpoint_write(ckpt_checkpoint *ckpt, const char *path);
  * graph node refers to — all of a TF1 name-based file — are matched by
  * variable name, without restore-on-create), check
  * dtype and shape, then assign each matched value to every replica
- * (sync-on-read SUM: split across replicas). A failure (EMISMATCH naming
+ * (sync-on-read SUM: replica 0 gets the value, the others zero, so the
+ * aggregate reads back bit for bit). A failure (EMISMATCH naming
  * the variable and both shapes; read or checksum errors) changes no live
  * variable.
  *
