@@ -189,9 +189,19 @@ typedef struct ckpt_checkpoint_options {
 	void *warn_ctx;
 	ckpt_load_variable_fn load_variable; /**< NULL = defaults (mirrored in a mirrored scope, else plain) */
 	void *load_ctx;
+	/**
+	 * 1 = a debugging aid: every save / write / async save first compares
+	 * the copies of every mirrored variable with replica 0's and, when one
+	 * differs, fails with CKPT_ESCOPE before writing anything, naming the
+	 * first diverged variable (save order), its key, the replicas that
+	 * differ and the first differing element. A save writes replica 0's
+	 * copy only, so without it a replica-dependent update is saved silently.
+	 * Costs a read of every copy per save. 0 (default) = no check.
+	 */
+	int check_mirrored;
 } ckpt_checkpoint_options;
 #define CKPT_CHECKPOINT_OPTIONS_VERSION 1
-#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL }
+#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0 }
 
 /** A checkpoint: an empty root object plus options. `o` may be NULL (copied). */
 CKPT_API int ckpt_checkpoint_new(ckpt_checkpoint **out, const ckpt_checkpoint_options *o);
