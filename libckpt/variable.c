@@ -47,6 +47,7 @@ struct ckpt_variable {
 	ckpt_strategy *strategy; /* holds a CKPT__REF_VARIABLE reference */
 	int copies;
 	int wrapped;             /* bufs belong to the caller */
+	int host;                /* host state tracked by pointer: one copy, no strategy's (ckpt/host.h) */
 	void **bufs;             /* copies pointers (STRING: strs[r]->data) */
 	ckpt_tensor **strs;      /* STRING only: one deep copy per replica */
 };
@@ -346,8 +347,9 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 	return CKPT_OK;
 }
 
+/* host = 1: one copy wrapping o->replica_buffers[0] under the default strategy, whatever the scope */
 static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
-	const ckpt_shape *shape, const ckpt_variable_options *o, int fill)
+	const ckpt_shape *shape, const ckpt_variable_options *o, int fill, int host)
 {
 	static const ckpt_variable_options defaults = CKPT_VARIABLE_OPTIONS_INIT;
 	if (!out)
@@ -378,7 +380,7 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 			(unsigned long long)nbytes);
 	CKPT_TRY(check_options(o, name, dt));
 
-	ckpt_strategy *s = ckpt_strategy_current();
+	ckpt_strategy *s = host ? ckpt_strategy_default() : ckpt_strategy_current();
 	int mirrored = ckpt_strategy_get_kind(s) == CKPT_STRATEGY_MIRRORED;
 	int copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
 	if (o->replica_buffers) {
@@ -410,10 +412,12 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	v->trainable = o->trainable;
 	v->copies = copies;
 	v->wrapped = o->replica_buffers != NULL;
+	v->host = host;
 	v->strategy = s;
 	ckpt__strategy_retain(s, CKPT__REF_VARIABLE);
 	v->name = ckpt__strndup(name, name_len);
-	v->origin = mirrored ? ckpt__asprintf("inside %s scope", ckpt_strategy_describe(s))
+	v->origin = host ? ckpt__strdup("host memory tracked by pointer (one copy per process, no strategy's)")
+		: mirrored ? ckpt__asprintf("inside %s scope", ckpt_strategy_describe(s))
 		: ckpt__strdup("outside any strategy scope");
 	v->bufs = ckpt__calloc((size_t)copies, sizeof(*v->bufs));
 	if (!v->name || !v->origin || !v->bufs)
@@ -441,13 +445,33 @@ nomem:
 int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	const ckpt_shape *shape, const ckpt_variable_options *o)
 {
-	return variable_new(out, name, dt, shape, o, 1);
+	return variable_new(out, name, dt, shape, o, 1, 0);
 }
 
 int ckpt__variable_new_unfilled(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	const ckpt_shape *shape, const ckpt_variable_options *o)
 {
-	return variable_new(out, name, dt, shape, o, 0);
+	return variable_new(out, name, dt, shape, o, 0, 0);
+}
+
+int ckpt__variable_new_host(ckpt_variable **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
+	void *ptr)
+{
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	void *bufs[1] = { ptr };
+	if (out)
+		*out = NULL;
+	if (dt == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+			"host state '%s': a string tensor is not plain memory; track it as a variable instead", name);
+	o.trainable = 0;
+	o.replica_buffers = bufs;
+	return variable_new(out, name, dt, shape, &o, 0, 1);
+}
+
+int ckpt_variable_is_host(const ckpt_variable *v)
+{
+	return v ? v->host : 0;
 }
 
 void ckpt__variable_zero(ckpt_variable *v)
@@ -750,6 +774,12 @@ int ckpt_variable_local(ckpt_variable *v, void **out)
 		return CKPT_OK;
 	}
 	ckpt_strategy *running = ckpt_replica_strategy(ctx);
+	if (v->host)
+		return ckpt__fail(CKPT_ESCOPE, NULL, v->name, -1,
+			"'%s' is host state tracked by pointer (ckpt_object_track_host), not a variable of %s: update "
+			"your own memory directly; from replica context, keeping it consistent is the trainer's "
+			"business (for example only replica 0 writes it, or the loop does after ckpt_strategy_run)",
+			v->name, ckpt_strategy_describe(running));
 	if (running != v->strategy) {
 		if (v->kind == CKPT_VAR_PLAIN)
 			return ckpt__fail(CKPT_ESCOPE, NULL, v->name, -1,
