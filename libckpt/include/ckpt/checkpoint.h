@@ -319,6 +319,25 @@ CKPT_API int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint 
 
 /* ---- restore status ---- */
 
+/*
+ * A NULL status stands for "nothing was restored": it is what
+ * ckpt_manager_restore_latest returns on a fresh start. Every call below
+ * accepts it: the counts are 0, the path is NULL, and the assertions return
+ * CKPT_OK — they check that a restore matched the live tree, and with no
+ * restore there is nothing to mismatch. So one pattern serves a first start
+ * and a resume:
+ *
+ *     ckpt_manager_restore_latest(&st, &from, mgr);   // from == NULL: fresh start, st == NULL
+ *     ... create the optimizer's slots (restored on create) ...
+ *     rc = ckpt_restore_status_assert_consumed(st);    // CKPT_OK on a fresh start
+ *     ckpt_restore_status_free(st);
+ *
+ * Tell the two apart by `from` (or ckpt_manager_latest), not by the status.
+ * (TensorFlow's restore(None) returns an initialization-only status whose
+ * assert_consumed raises, so Python trainers branch on latest_checkpoint;
+ * in C the NULL status makes that branch unnecessary.)
+ */
+
 /**
  * What a restore matched. The lists are snapshots taken when *_count() is
  * called (restore-on-create changes them); the strings stay valid until the
@@ -338,9 +357,10 @@ CKPT_API const char *ckpt_restore_status_path(const ckpt_restore_status *st);
 /**
  * assert_consumed: CKPT_OK when every stored value was assigned and every
  * live variable got one; else CKPT_ENOTFOUND naming the first offenders.
+ * CKPT_OK for a NULL status (nothing was restored).
  */
 CKPT_API int ckpt_restore_status_assert_consumed(ckpt_restore_status *st);
-/** assert_existing_objects_matched: every live variable received a value. */
+/** assert_existing_objects_matched: every live variable received a value (CKPT_OK for NULL). */
 CKPT_API int ckpt_restore_status_assert_existing_objects_matched(ckpt_restore_status *st);
 /**
  * expect_partial: silence the warning that ckpt_restore_status_free otherwise
@@ -406,7 +426,8 @@ CKPT_API int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m);
 /**
  * Restore the latest valid checkpoint into the manager's checkpoint.
  * When there is none, returns CKPT_OK with *path_out = NULL and *status =
- * NULL (a fresh start). `status` and `path_out` may be NULL.
+ * NULL (a fresh start; the NULL status's assertions pass, see "restore
+ * status" above). `status` and `path_out` may be NULL.
  */
 CKPT_API int ckpt_manager_restore_latest(ckpt_restore_status **status, const char **path_out, ckpt_manager *m);
 
