@@ -9,7 +9,7 @@
  * a block without one is a program by itself (named after its line). A
  * marker not followed by a ```c block is an error, so a typo cannot drop an
  * example silently. Each program is compiled with the C compiler of the
- * build, -std=c99 -Wall -Wextra -Werror, against the public headers and
+ * build, -std=c99 -pedantic -Wall -Wextra -Werror, against the public headers and
  * libckpt.so (plus the sanitizers in a sanitized build), then run twice in a
  * fresh empty directory — a first start, then a resume — and both runs must
  * exit 0. New blocks are picked up with no change here.
@@ -150,7 +150,7 @@ static char *build(const char *dir, const program *p)
 	char *slash = strrchr(libdir, '/');
 	cr_assert_not_null(slash);
 	*slash = '\0';
-	snprintf(cmd, 8192, "%s -std=c99 -Wall -Wextra -Werror %s -I%s/libckpt/include -o %s %s %s -Wl,-rpath,%s -lm",
+	snprintf(cmd, 8192, "%s -std=c99 -pedantic -Wall -Wextra -Werror %s -I%s/libckpt/include -o %s %s %s -Wl,-rpath,%s -lm",
 		CKPT_C_COMPILER, CKPT_EXAMPLE_CFLAGS, CKPT_SOURCE_DIR, exe, src, CKPT_LIBRARY, libdir);
 	ts_run_result r;
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
