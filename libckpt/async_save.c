@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include "internal.h"
+#include "checkpoint_internal.h"
 #include "variable_internal.h"
 #include "async_internal.h"
 
@@ -206,6 +207,7 @@ int ckpt_async_saver_reserve(ckpt_async_saver *s, ckpt_checkpoint *ck)
 static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 {
 	ckpt_tracked_list *list = NULL;
+	CKPT_TRY(ckpt__checkpoint_check_mirrored(ck, path));
 	CKPT_TRY(ckpt_checkpoint_variables(&list, ck));
 	size_t n = ckpt_tracked_list_count(list);
 	int rc = CKPT_OK;

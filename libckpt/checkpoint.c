@@ -164,6 +164,7 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 static int write_to(ckpt_checkpoint *ck, const char *path)
 {
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_write"));
+	CKPT_TRY(ckpt__checkpoint_check_mirrored(ck, path));
 	ckpt__plan p;
 	CKPT_TRY(ckpt__plan_build(&p, ck->root));
 	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;

@@ -217,6 +217,9 @@ int ckpt__apply_pending_child(ckpt_object *parent, const char *name, ckpt_object
 int ckpt__apply_pending_slot(ckpt_object *opt, ckpt_variable *primary, const char *slot_name, ckpt_object *node);
 int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_checkpoint *ck);
 
+/* checkpoint_divergence.c: with opts.check_mirrored, ESCOPE naming the first mirrored variable whose copies differ */
+int ckpt__checkpoint_check_mirrored(ckpt_checkpoint *ck, const char *path);
+
 /* checkpoint.c */
 /* Set save_counter to `number` and write `path`; the counter is rolled back on failure. */
 int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t number);

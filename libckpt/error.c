@@ -141,6 +141,17 @@ void ckpt_error_clear(void)
 	tls_oom = 0;
 }
 
+int ckpt__message_names(const char *message, const char *name)
+{
+	if (!message || !name || !*name)
+		return 0;
+	size_t n = strlen(name);
+	for (const char *p = strchr(message, '\''); p; p = strchr(p + 1, '\''))
+		if (strncmp(p + 1, name, n) == 0 && p[1 + n] == '\'')
+			return 1;
+	return 0;
+}
+
 char *ckpt_error_format(const ckpt_error *e, char *buf, size_t n)
 {
 	if (!buf || n == 0)
@@ -151,7 +162,8 @@ char *ckpt_error_format(const ckpt_error *e, char *buf, size_t n)
 	char where[64] = "";
 	if (e->offset >= 0)
 		snprintf(where, sizeof(where), "at offset %lld", (long long)e->offset);
-	const char *var = e->variable;
+	/* most messages name their variable already: say it once */
+	const char *var = ckpt__message_names(e->message, e->variable) ? NULL : e->variable;
 	snprintf(buf, n, "%s%s%s%s%s%s%s%s",
 		e->path ? e->path : "", e->path ? ": " : "",
 		var ? "variable '" : "", var ? var : "", var ? "'" : "",

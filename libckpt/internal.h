@@ -23,6 +23,9 @@ int ckpt__fail_errno(int err, const char *path, const char *fmt, ...) CKPT_PRINT
 /** Add a variable name / path to the current error when it has none (keeps the message). */
 void ckpt__error_annotate(const char *path, const char *var);
 
+/** 1 when `message` quotes `name` ('name'): ckpt_error_format then leaves the variable prefix out. */
+int ckpt__message_names(const char *message, const char *name);
+
 /** A copy of an error that can cross threads (OpenMP replicas → caller). */
 typedef struct ckpt__error_slot {
 	int code;

@@ -15,11 +15,13 @@
  *    variable's type (int32 / int64 overflow: ELIMIT); MEAN: that sum
  *    divided by N (integers truncate toward zero); ONLY_FIRST_REPLICA:
  *    replica 0.
- *  - assign SUM, floats: every replica gets value / N, as TensorFlow
- *    restores (the aggregate is the value exactly when N is a power of 2,
- *    else up to rounding). Integers: replica 0 gets the value and the others
- *    0, so the aggregate is exact. MEAN / ONLY_FIRST_REPLICA: every replica
- *    gets the value.
+ *  - assign SUM: replica 0 gets the value and the others zero, so the
+ *    aggregate read back is the value bit for bit for every N. (TensorFlow
+ *    divides by N instead, which is inexact unless N is a power of 2.)
+ *    Floats: the others get -0.0, the identity of IEEE addition: x + -0.0
+ *    is x for every x, +0.0 and -0.0 included (+0.0 would turn a stored
+ *    -0.0 into +0.0). MEAN / ONLY_FIRST_REPLICA: every replica gets the
+ *    value.
  * The initial value (creation) is copied into every replica unsplit.
  *
  * STRING variables (plain or mirrored only) keep one ckpt_tensor of
@@ -45,6 +47,7 @@ struct ckpt_variable {
 	ckpt_strategy *strategy; /* holds a CKPT__REF_VARIABLE reference */
 	int copies;
 	int wrapped;             /* bufs belong to the caller */
+	int host;                /* host state tracked by pointer: one copy, no strategy's (ckpt/host.h) */
 	void **bufs;             /* copies pointers (STRING: strs[r]->data) */
 	ckpt_tensor **strs;      /* STRING only: one deep copy per replica */
 };
@@ -80,8 +83,8 @@ static int summable(ckpt_dtype dt)
 typedef enum {
 	FILL_COPY,      /* every copy = src */
 	FILL_ZERO,      /* every copy = 0 */
-	FILL_SPLIT_F32, /* every copy = src / N */
-	FILL_SPLIT_F64,
+	FILL_SPLIT_F32, /* copy 0 = src, others = -0.0f */
+	FILL_SPLIT_F64, /* copy 0 = src, others = -0.0 */
 	FILL_SPLIT_INT  /* copy 0 = src, others = 0 */
 } fill_mode;
 
@@ -115,25 +118,21 @@ static void apply_piece(const piece *p)
 			memset(dst, 0, p->len);
 			break;
 		case FILL_SPLIT_INT:
-			if (r > 0)
-				memset(dst, 0, p->len);
-			else if (dst != src)
-				memcpy(dst, src, p->len);
-			break;
 		case FILL_SPLIT_F32:
-			for (size_t i = 0; i < p->len; i += sizeof(float)) {
-				float x;
-				memcpy(&x, src + i, sizeof(x)); /* src may be unaligned */
-				x /= (float)n;
-				memcpy(dst + i, &x, sizeof(x));
-			}
-			break;
 		case FILL_SPLIT_F64:
-			for (size_t i = 0; i < p->len; i += sizeof(double)) {
-				double x;
-				memcpy(&x, src + i, sizeof(x));
-				x /= (double)n;
-				memcpy(dst + i, &x, sizeof(x));
+			if (r == 0) {
+				if (dst != src)
+					memcpy(dst, src, p->len);
+			} else if (p->mode == FILL_SPLIT_INT) {
+				memset(dst, 0, p->len);
+			} else if (p->mode == FILL_SPLIT_F32) {
+				const float nz = -0.0f;
+				for (size_t i = 0; i < p->len; i += sizeof(float))
+					memcpy(dst + i, &nz, sizeof(nz));
+			} else {
+				const double nz = -0.0;
+				for (size_t i = 0; i < p->len; i += sizeof(double))
+					memcpy(dst + i, &nz, sizeof(nz));
 			}
 			break;
 		}
@@ -348,8 +347,9 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 	return CKPT_OK;
 }
 
+/* host = 1: one copy wrapping o->replica_buffers[0] under the default strategy, whatever the scope */
 static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
-	const ckpt_shape *shape, const ckpt_variable_options *o, int fill)
+	const ckpt_shape *shape, const ckpt_variable_options *o, int fill, int host)
 {
 	static const ckpt_variable_options defaults = CKPT_VARIABLE_OPTIONS_INIT;
 	if (!out)
@@ -380,7 +380,7 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 			(unsigned long long)nbytes);
 	CKPT_TRY(check_options(o, name, dt));
 
-	ckpt_strategy *s = ckpt_strategy_current();
+	ckpt_strategy *s = host ? ckpt_strategy_default() : ckpt_strategy_current();
 	int mirrored = ckpt_strategy_get_kind(s) == CKPT_STRATEGY_MIRRORED;
 	int copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
 	if (o->replica_buffers) {
@@ -412,10 +412,12 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	v->trainable = o->trainable;
 	v->copies = copies;
 	v->wrapped = o->replica_buffers != NULL;
+	v->host = host;
 	v->strategy = s;
 	ckpt__strategy_retain(s, CKPT__REF_VARIABLE);
 	v->name = ckpt__strndup(name, name_len);
-	v->origin = mirrored ? ckpt__asprintf("inside %s scope", ckpt_strategy_describe(s))
+	v->origin = host ? ckpt__strdup("host memory tracked by pointer (one copy per process, no strategy's)")
+		: mirrored ? ckpt__asprintf("inside %s scope", ckpt_strategy_describe(s))
 		: ckpt__strdup("outside any strategy scope");
 	v->bufs = ckpt__calloc((size_t)copies, sizeof(*v->bufs));
 	if (!v->name || !v->origin || !v->bufs)
@@ -443,13 +445,33 @@ nomem:
 int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	const ckpt_shape *shape, const ckpt_variable_options *o)
 {
-	return variable_new(out, name, dt, shape, o, 1);
+	return variable_new(out, name, dt, shape, o, 1, 0);
 }
 
 int ckpt__variable_new_unfilled(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	const ckpt_shape *shape, const ckpt_variable_options *o)
 {
-	return variable_new(out, name, dt, shape, o, 0);
+	return variable_new(out, name, dt, shape, o, 0, 0);
+}
+
+int ckpt__variable_new_host(ckpt_variable **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
+	void *ptr)
+{
+	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
+	void *bufs[1] = { ptr };
+	if (out)
+		*out = NULL;
+	if (dt == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+			"host state '%s': a string tensor is not plain memory; track it as a variable instead", name);
+	o.trainable = 0;
+	o.replica_buffers = bufs;
+	return variable_new(out, name, dt, shape, &o, 0, 1);
+}
+
+int ckpt_variable_is_host(const ckpt_variable *v)
+{
+	return v ? v->host : 0;
 }
 
 void ckpt__variable_zero(ckpt_variable *v)
@@ -752,6 +774,12 @@ int ckpt_variable_local(ckpt_variable *v, void **out)
 		return CKPT_OK;
 	}
 	ckpt_strategy *running = ckpt_replica_strategy(ctx);
+	if (v->host)
+		return ckpt__fail(CKPT_ESCOPE, NULL, v->name, -1,
+			"'%s' is host state tracked by pointer (ckpt_object_track_host), not a variable of %s: update "
+			"your own memory directly; from replica context, keeping it consistent is the trainer's "
+			"business (for example only replica 0 writes it, or the loop does after ckpt_strategy_run)",
+			v->name, ckpt_strategy_describe(running));
 	if (running != v->strategy) {
 		if (v->kind == CKPT_VAR_PLAIN)
 			return ckpt__fail(CKPT_ESCOPE, NULL, v->name, -1,

@@ -109,6 +109,14 @@ void ckpt__assign_plan_free(ckpt__assign_plan *p);
  */
 int ckpt__variable_new_unfilled(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	const ckpt_shape *shape, const ckpt_variable_options *o);
+/**
+ * A host-state variable (ckpt/host.h): one copy wrapping `ptr` (the
+ * caller's memory, contents kept), under the default strategy whatever
+ * scope is active, so saves read `ptr` and restores write it. Fixed-size
+ * dtypes only (EINVAL for STRING).
+ */
+int ckpt__variable_new_host(ckpt_variable **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
+	void *ptr);
 /** Zero every library-allocated copy (fixed-size dtypes; no-op otherwise). */
 void ckpt__variable_zero(ckpt_variable *v);
 

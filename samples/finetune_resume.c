@@ -124,7 +124,7 @@ int main(int argc, char **argv)
 	}
 	if (rc == CKPT_OK) {
 		mlp_print_variables(&m, "restored inside the scope: ");
-		ckpt_variable_read(m.step, &step, sizeof step);
+		step = m.state.step; /* host state: the restore wrote it in place */
 		ckpt_variable_read(m.iter, &iter, sizeof iter);
 		done = mlp_epochs_done(&m);
 		printf("resuming after epoch %lld (step %lld, optimizer iteration %lld) for %d more epochs\n",

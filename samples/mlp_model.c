@@ -161,15 +161,23 @@ static int add_metric_var(ckpt_variable **out, ckpt_object *metric, const char *
 	return ckpt_object_add_variable(out, metric, local, full, CKPT_DT_FLOAT, &scalar, &o);
 }
 
+/* The loop's own state, tracked by pointer under the keys TF would use for variables. */
+static const ckpt_host_field state_fields[] = {
+	CKPT_HOST_SCALAR(mlp_train_state, step, CKPT_DT_INT64),
+	CKPT_HOST_ARRAY(mlp_train_state, rng_state, CKPT_DT_INT64),
+	CKPT_HOST_SCALAR(mlp_train_state, data_position, CKPT_DT_INT64),
+};
+
 static int build(mlp_model *m, mlp_rng *init)
 {
 	const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, decay = 0.0f;
-	const int64_t zero = 0, four[1] = { 4 };
-	int64_t rng_words[4];
+	const int64_t zero = 0;
+	ckpt_checkpoint_options co = CKPT_CHECKPOINT_OPTIONS_INIT;
 	ckpt_object *root, *opt;
-	int rc, i;
+	int rc;
 
-	TRY(ckpt_checkpoint_new(&m->ckpt, NULL));
+	co.check_mirrored = 1; /* a save fails if a replica-dependent update split the copies */
+	TRY(ckpt_checkpoint_new(&m->ckpt, &co));
 	root = ckpt_checkpoint_root(m->ckpt);
 
 	TRY(ckpt_object_new_child(&m->model, root, "model"));
@@ -192,11 +200,11 @@ static int build(mlp_model *m, mlp_rng *init)
 	TRY(add_metric_var(&m->count, m->metric, "count", "mean_absolute_error/count"));
 
 	/* Custom state: what a bit-exact resume needs beyond weights and slots. */
-	for (i = 0; i < 4; i++)
-		memcpy(&rng_words[i], &init->s[i], sizeof rng_words[i]);
-	TRY(add_var(&m->step, root, "step", "step", CKPT_DT_INT64, 0, NULL, &zero, 0));
-	TRY(add_var(&m->rng_state, root, "rng_state", "rng_state", CKPT_DT_INT64, 1, four, rng_words, 0));
-	TRY(add_var(&m->data_position, root, "data_position", "data_position", CKPT_DT_INT64, 0, NULL, &zero, 0));
+	m->state.step = 0;
+	memcpy(m->state.rng_state, init->s, sizeof m->state.rng_state);
+	m->state.data_position = 0;
+	TRY(ckpt_object_track_host_struct(root, &m->state, state_fields,
+		sizeof state_fields / sizeof state_fields[0]));
 	/* Created here, inside the scope, like every other variable of the tree. */
 	return ckpt_checkpoint_save_counter_variable(&m->save_counter, m->ckpt);
 }
@@ -256,9 +264,6 @@ int mlp_model_bind(mlp_model *m, ckpt_checkpoint *ckpt)
 	TRY(ckpt_checkpoint_find_variable(&m->decay, ckpt, "optimizer/decay"));
 	TRY(ckpt_checkpoint_find_variable(&m->total, ckpt, "metric/total"));
 	TRY(ckpt_checkpoint_find_variable(&m->count, ckpt, "metric/count"));
-	TRY(ckpt_checkpoint_find_variable(&m->step, ckpt, "step"));
-	TRY(ckpt_checkpoint_find_variable(&m->rng_state, ckpt, "rng_state"));
-	TRY(ckpt_checkpoint_find_variable(&m->data_position, ckpt, "data_position"));
 	for (i = 0; i < 4; i++) {
 		ckpt_optimizer_get_slot(&m->m[i], m->optimizer, *param(m, i), "m");
 		ckpt_optimizer_get_slot(&m->v[i], m->optimizer, *param(m, i), "v");
@@ -273,18 +278,9 @@ void mlp_model_free(mlp_model *m)
 	memset(m, 0, sizeof *m);
 }
 
-static int64_t read_i64(const ckpt_variable *v)
-{
-	int64_t x = 0;
-
-	if (ckpt_variable_read(v, &x, sizeof x) < 0)
-		return -1;
-	return x;
-}
-
 int64_t mlp_epochs_done(const mlp_model *m)
 {
-	return read_i64(m->step) / MLP_STEPS_PER_EPOCH;
+	return m->state.step / MLP_STEPS_PER_EPOCH;
 }
 
 /* ---- one training step, run once per replica ---- */
@@ -301,7 +297,7 @@ typedef struct step_args {
 typedef struct local_vars {
 	float *w[4], *mo[4], *ve[4];
 	float *lr, *b1, *b2, *decay, *total, *count;
-	int64_t *iter, *step;
+	int64_t *iter;
 } local_vars;
 
 int mlp_local_f32(ckpt_variable *v, float **out)
@@ -337,8 +333,7 @@ static int get_locals(mlp_model *m, local_vars *l)
 	TRY(mlp_local_f32(m->decay, &l->decay));
 	TRY(mlp_local_f32(m->total, &l->total));
 	TRY(mlp_local_f32(m->count, &l->count));
-	TRY(mlp_local_i64(m->iter, &l->iter));
-	return mlp_local_i64(m->step, &l->step);
+	return mlp_local_i64(m->iter, &l->iter);
 }
 
 static const int param_size[4] = { MLP_IN * MLP_HIDDEN, MLP_HIDDEN, MLP_HIDDEN * MLP_OUT, MLP_OUT };
@@ -424,7 +419,6 @@ static int replica_step(ckpt_replica_ctx *ctx, void *arg)
 	/* sync-on-read metric: each replica accumulates its own share */
 	*l.total += ae_sum;
 	*l.count += (float)per;
-	*l.step += 1;
 	if (id == 0)
 		a->loss = g[MLP_NPARAMS];
 	return CKPT_OK;
@@ -460,28 +454,6 @@ static void progress(int tty, int64_t epoch, int64_t epochs, int done, int total
 	fflush(stdout);
 }
 
-/* Every mirrored copy must still be bit-identical: assert it, loudly. */
-static int check_mirrored(mlp_model *m)
-{
-	ckpt_tracked_list *list;
-	size_t i, n;
-	int rc = CKPT_OK;
-
-	TRY(ckpt_checkpoint_variables(&list, m->ckpt));
-	n = ckpt_tracked_list_count(list);
-	for (i = 0; i < n && rc == CKPT_OK; i++) {
-		const ckpt_tracked_variable *t = ckpt_tracked_list_get(list, i);
-
-		if (ckpt_variable_kind(t->variable) == CKPT_VAR_MIRRORED &&
-			!ckpt_variable_replicas_identical(t->variable)) {
-			fprintf(stderr, "mirrored variable '%s' diverged across replicas\n", t->key);
-			rc = CKPT_ERROR;
-		}
-	}
-	ckpt_tracked_list_free(list);
-	return rc;
-}
-
 int mlp_print_variables(mlp_model *m, const char *indent)
 {
 	ckpt_tracked_list *list;
@@ -513,7 +485,7 @@ static int run_epoch(mlp_model *m, ckpt_strategy *s, const mlp_data *d, int64_t 
 	mlp_epoch_result *res)
 {
 	int tty = isatty(STDOUT_FILENO);
-	int64_t words[4], pos = 0, zero = 0;
+	int64_t pos;
 	const float fzero = 0.0f;
 	int perm[MLP_SAMPLES];
 	step_args a;
@@ -522,13 +494,11 @@ static int run_epoch(mlp_model *m, ckpt_strategy *s, const mlp_data *d, int64_t 
 	float total = 0.0f, count = 0.0f;
 	int i, steps = 0, first_batch;
 
-	/* The state variable holds the RNG at the epoch's start until the epoch
-	 * ends, so a mid-epoch resume regenerates the same order. */
-	TRY(ckpt_variable_read(m->rng_state, words, sizeof words));
-	for (i = 0; i < 4; i++)
-		memcpy(&r.s[i], &words[i], sizeof words[i]);
+	/* The state holds the RNG at the epoch's start until the epoch ends, so
+	 * a mid-epoch resume regenerates the same order. */
+	memcpy(r.s, m->state.rng_state, sizeof r.s);
 	shuffle(perm, &r);
-	TRY(ckpt_variable_read(m->data_position, &pos, sizeof pos));
+	pos = m->state.data_position;
 	if (pos < 0 || pos >= MLP_SAMPLES || pos % MLP_GLOBAL_BATCH != 0) {
 		fprintf(stderr, "data_position %lld is not a batch boundary\n", (long long)pos);
 		return CKPT_EINVAL;
@@ -548,18 +518,17 @@ static int run_epoch(mlp_model *m, ckpt_strategy *s, const mlp_data *d, int64_t 
 		TRY(ckpt_strategy_run(s, replica_step, &a));
 		loss_sum += a.loss;
 		steps++;
+		/* host state: the loop updates it, once, outside replica context */
+		m->state.step++;
 		pos = (int64_t)(i + 1) * MLP_GLOBAL_BATCH;
 		if (pos < MLP_SAMPLES)
-			TRY(ckpt_variable_assign(m->data_position, &pos, sizeof pos));
+			m->state.data_position = pos;
 		if (tty)
 			progress(1, epoch, until, i + 1, MLP_STEPS_PER_EPOCH);
 	}
 	/* epoch done: next epoch starts at sample 0 with the advanced RNG */
-	for (i = 0; i < 4; i++)
-		memcpy(&words[i], &r.s[i], sizeof words[i]);
-	TRY(ckpt_variable_assign(m->rng_state, words, sizeof words));
-	TRY(ckpt_variable_assign(m->data_position, &zero, sizeof zero));
-	TRY(check_mirrored(m));
+	memcpy(m->state.rng_state, r.s, sizeof m->state.rng_state);
+	m->state.data_position = 0;
 	TRY(ckpt_variable_read(m->total, &total, sizeof total));
 	TRY(ckpt_variable_read(m->count, &count, sizeof count));
 	res->loss = steps ? loss_sum / steps : 0.0;

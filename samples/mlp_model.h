@@ -9,12 +9,14 @@
  *   model/layer_with_weights-k/{kernel,bias}/.OPTIMIZER_SLOT/optimizer/{m,v}
  *   optimizer/{iter,learning_rate,beta_1,beta_2,decay}
  *   metric/{total,count}          sync-on-read, SUM
- *   step, rng_state, data_position   custom training state
+ *   step, rng_state, data_position   the loop's own state: host memory (mlp_model.state)
+ *                                    tracked by pointer, one copy, not replicated
  *   save_counter
  *
  * Everything that owns state is created by mlp_build_model() and
  * mlp_build_slots(), which must run inside the strategy's scope. The
- * dataset and the loop (mlp_fit) need no scope.
+ * dataset and the loop (mlp_fit) need no scope. Every save checks that the
+ * mirrored copies are still identical (ckpt_checkpoint_options.check_mirrored).
  */
 #ifndef MLP_MODEL_H
 #define MLP_MODEL_H
@@ -57,6 +59,16 @@ void mlp_data_make(mlp_data *d, mlp_rng *r);
 
 /* ---- model, optimizer, metric, training state ---- */
 
+/**
+ * What a bit-exact resume needs beyond weights and slots: plain memory the
+ * loop updates directly, saved and restored in place (ckpt/host.h).
+ */
+typedef struct mlp_train_state {
+	int64_t step;              /* global steps done */
+	uint64_t rng_state[4];     /* the RNG at the start of the current epoch (saved as int64 [4]) */
+	int64_t data_position;     /* samples of the current epoch done */
+} mlp_train_state;
+
 typedef struct mlp_model {
 	ckpt_checkpoint *ckpt;          /* root of the object tree */
 	ckpt_object *model, *dense[2], *optimizer, *metric;
@@ -64,15 +76,15 @@ typedef struct mlp_model {
 	ckpt_variable *iter, *learning_rate, *beta_1, *beta_2, *decay;
 	ckpt_variable *m[4], *v[4];     /* Adam slots of kernel0, bias0, kernel1, bias1 */
 	ckpt_variable *total, *count;   /* MeanAbsoluteError state */
-	ckpt_variable *step, *rng_state, *data_position;
 	ckpt_variable *save_counter;
+	mlp_train_state state;          /* tracked by pointer: `m` must not move once built */
 } mlp_model;
 
 /**
  * build_model(): create the model, the optimizer (iter and hyper-parameters),
  * the metric and the custom state through the current strategy: call it
  * inside the strategy's scope. Kernels get Glorot-uniform values from
- * `init`, the RNG state variable gets `init`'s state after that.
+ * `init`, m->state.rng_state gets `init`'s state after that.
  */
 int mlp_build_model(mlp_model *m, mlp_rng *init);
 
@@ -86,7 +98,8 @@ int mlp_build_slots(mlp_model *m);
 /**
  * Point `m` at the variables of an existing tree (for example one made by
  * ckpt_checkpoint_load) by object path; `m` takes over `ckpt`. Slots that
- * the tree lacks are left NULL.
+ * the tree lacks are left NULL; m->state is zero (a loaded tree holds the
+ * loop state as variables: enough for mlp_train_step, not for mlp_fit).
  */
 int mlp_model_bind(mlp_model *m, ckpt_checkpoint *ckpt);
 

@@ -166,7 +166,10 @@ Test(restore_inplace, corrupt_value_changes_nothing)
 		live l;
 		build(&l, ms, mem);
 		fill(&l, -5.0f);
-		void *m1 = copy0(l.m1), *m2 = copy0(l.m2), *p = copy0(l.p), *t = copy0(l.metric);
+		void *m1 = copy0(l.m1), *m2 = copy0(l.m2), *p = copy0(l.p);
+		/* sync-on-read copies differ (the value sits in replica 0): compare the aggregate */
+		float t[4], t_after[4];
+		cr_assert_eq(ckpt_variable_read(l.metric, t, sizeof(t)), CKPT_OK);
 		ckpt_restore_status *st = NULL;
 		cr_assert_eq(ckpt_checkpoint_restore(&st, l.ck, "/ck/ckpt-1"), CKPT_ECHECKSUM, "flip in %s", vi->name);
 		const ckpt_error *e = ckpt_error_last();
@@ -174,13 +177,13 @@ Test(restore_inplace, corrupt_value_changes_nothing)
 		cr_assert(e->variable && strcmp(e->variable, vi->name) == 0 && e->offset == vi->offset,
 			"error names %s at %lld: %s (%s, %lld)", vi->name, (long long)vi->offset, e->message,
 			e->variable ? e->variable : "-", (long long)e->offset);
+		cr_assert_eq(ckpt_variable_read(l.metric, t_after, sizeof(t_after)), CKPT_OK);
 		cr_assert(same_everywhere(l.m1, m1) && same_everywhere(l.m2, m2) && same_everywhere(l.p, p) &&
-			same_everywhere(l.metric, t), "a flip in %s changed a live variable", vi->name);
+			memcmp(t, t_after, sizeof(t)) == 0, "a flip in %s changed a live variable", vi->name);
 		cr_assert_eq(g_partial_warnings, 0);
 		free(m1);
 		free(m2);
 		free(p);
-		free(t);
 		ckpt_checkpoint_free(l.ck);
 	}
 	ckpt_reader_free(rd);

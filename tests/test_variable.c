@@ -1,5 +1,6 @@
 /* Variables created through the current strategy: plain, mirrored, sync-on-read. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -369,15 +370,18 @@ static void check_sync_on_read(int n)
 	const float val[3] = { 2.0f, 6.0f, -3.0f };
 	float got[3];
 
-	/* SUM, float: split value / N into every replica; the aggregate is the value */
+	/* SUM, float: the value in replica 0, -0.0 elsewhere; the aggregate is the value */
 	ckpt_variable *sum = sor_new(s, "metric/total", CKPT_DT_FLOAT, 3, CKPT_AGG_SUM);
 	cr_assert_eq(ckpt_variable_kind(sum), CKPT_VAR_SYNC_ON_READ);
 	cr_assert_eq(ckpt_variable_aggregation(sum), CKPT_AGG_SUM);
 	cr_assert_eq(ckpt_variable_num_replicas(sum), n);
 	cr_assert_eq(ckpt_variable_assign(sum, val, sizeof(val)), CKPT_OK);
-	for (int r = 0; r < n; r++)
-		for (int i = 0; i < 3; i++)
-			cr_assert_eq(((const float *)ckpt_variable_replica_data(sum, r))[i], val[i] / (float)n);
+	cr_assert_eq(memcmp(ckpt_variable_replica_data(sum, 0), val, sizeof(val)), 0);
+	for (int r = 1; r < n; r++)
+		for (int i = 0; i < 3; i++) {
+			float x = ((const float *)ckpt_variable_replica_data(sum, r))[i];
+			cr_assert(x == 0.0f && signbit(x), "replica %d element %d: %g, want -0.0", r, i, (double)x);
+		}
 	cr_assert_eq(ckpt_variable_read(sum, got, sizeof(got)), CKPT_OK);
 	cr_assert_eq(memcmp(got, val, sizeof(val)), 0);
 	/* per-replica accumulation, then the aggregate */
@@ -434,7 +438,9 @@ Test(variable, sync_on_read_f64_split_and_int32_overflow)
 	ckpt_variable *d = sor_new(s, "d", CKPT_DT_DOUBLE, 1, CKPT_AGG_SUM);
 	double x = 10.0, y;
 	cr_assert_eq(ckpt_variable_assign(d, &x, sizeof(x)), CKPT_OK);
-	cr_assert_eq(((const double *)ckpt_variable_replica_data(d, 3))[0], 2.5);
+	cr_assert_eq(((const double *)ckpt_variable_replica_data(d, 0))[0], 10.0);
+	cr_assert(signbit(((const double *)ckpt_variable_replica_data(d, 3))[0]));
+	cr_assert_eq(((const double *)ckpt_variable_replica_data(d, 3))[0], 0.0);
 	cr_assert_eq(ckpt_variable_read(d, &y, sizeof(y)), CKPT_OK);
 	cr_assert_eq(y, 10.0);
 	ckpt_variable *i = sor_new(s, "i", CKPT_DT_INT32, 1, CKPT_AGG_SUM);
@@ -579,10 +585,13 @@ Test(variable, large_sync_on_read_broadcast_splits_in_place)
 		p0[i] = (float)(i % 1000) * 4.0f;
 	cr_assert_eq(ckpt__variable_broadcast_primary(v), CKPT_OK);
 	for (int r = 0; r < 4; r++) {
+		/* copy 0 keeps the value, the others get -0.0 */
 		const float *p = ckpt_variable_replica_data(v, r);
+		float want = r ? -0.0f : (float)((n - 1) % 1000) * 4.0f;
 		for (int64_t i = 0; i < n; i += 4099)
-			cr_assert_eq(p[i], (float)(i % 1000), "replica %d element %lld", r, (long long)i);
-		cr_assert_eq(p[n - 1], (float)((n - 1) % 1000));
+			cr_assert_eq(p[i], r ? -0.0f : (float)(i % 1000) * 4.0f, "replica %d element %lld", r, (long long)i);
+		cr_assert_eq(p[n - 1], want);
+		cr_assert_eq(signbit(p[n - 1]) != 0, r != 0);
 	}
 	float *got = malloc((size_t)n * sizeof(float));
 	cr_assert_eq(ckpt_variable_read(v, got, (size_t)n * sizeof(float)), CKPT_OK);

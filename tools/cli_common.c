@@ -78,21 +78,22 @@ const char *cli_vis(const char *str)
 	return out;
 }
 
+/* "ckpt: <path>: variable '<v>' at offset <n>: <msg>", laid out by the library's
+ * formatter so the two agree (it says the name once when msg quotes it). */
 static void error_line(const char *path, const char *var, int64_t offset, const char *msg)
 {
 	cli_progress_clear_line(); /* an error line never lands after a progress line */
-	fputs("ckpt: ", stderr);
-	if (path)
-		fprintf(stderr, "%s: ", cli_vis(path));
-	if (var) {
-		fprintf(stderr, "variable '%s'", cli_vis(var));
-		if (offset >= 0)
-			fprintf(stderr, " at offset %" PRId64, offset);
-		fputs(": ", stderr);
-	} else if (offset >= 0) {
-		fprintf(stderr, "at offset %" PRId64 ": ", offset);
-	}
-	fprintf(stderr, "%s\n", cli_vis(msg));
+	static char line[4 * CKPT_MAX_NAME_LEN + 4096];
+	ckpt_error e;
+
+	memset(&e, 0, sizeof e);
+	e.code = CKPT_ERROR;
+	e.message = msg;
+	e.path = path;
+	e.variable = var;
+	e.offset = offset;
+	ckpt_error_format(&e, line, sizeof line);
+	fprintf(stderr, "ckpt: %s\n", cli_vis(line));
 }
 
 int cli_report_last(const char *path, const char *var)

@@ -229,10 +229,20 @@ typedef struct ckpt_checkpoint_options {
 	 */
 	const ckpt_sync_rule *sync_rules;
 	size_t num_sync_rules;
+	/**
+	 * 1 = a debugging aid: every save / write / async save first compares
+	 * the copies of every mirrored variable with replica 0's and, when one
+	 * differs, fails with CKPT_ESCOPE before writing anything, naming the
+	 * first diverged variable (save order), its key, the replicas that
+	 * differ and the first differing element. A save writes replica 0's
+	 * copy only, so without it a replica-dependent update is saved silently.
+	 * Costs a read of every copy per save. 0 (default) = no check.
+	 */
+	int check_mirrored;
 } ckpt_checkpoint_options;
-/** 2 adds sync_rules; version 1 structs (without them) are still accepted. */
+/** 2 adds sync_rules and check_mirrored; version 1 structs (without them) are still accepted. */
 #define CKPT_CHECKPOINT_OPTIONS_VERSION 2
-#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0 }
+#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 }
 
 /** A checkpoint: an empty root object plus options. `o` may be NULL (copied). */
 CKPT_API int ckpt_checkpoint_new(ckpt_checkpoint **out, const ckpt_checkpoint_options *o);
@@ -275,7 +285,8 @@ CKPT_API int ckpt_checkpoint_write(ckpt_checkpoint *ckpt, const char *path);
  * graph node refers to — all of a TF1 name-based file — are matched by
  * variable name, without restore-on-create), check
  * dtype and shape, then assign each matched value to every replica
- * (sync-on-read SUM: split across replicas). A failure (EMISMATCH naming
+ * (sync-on-read SUM: replica 0 gets the value, the others zero, so the
+ * aggregate reads back bit for bit). A failure (EMISMATCH naming
  * the variable and both shapes; read or checksum errors) changes no live
  * variable.
  *
@@ -349,6 +360,25 @@ CKPT_API int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint 
 
 /* ---- restore status ---- */
 
+/*
+ * A NULL status stands for "nothing was restored": it is what
+ * ckpt_manager_restore_latest returns on a fresh start. Every call below
+ * accepts it: the counts are 0, the path is NULL, and the assertions return
+ * CKPT_OK — they check that a restore matched the live tree, and with no
+ * restore there is nothing to mismatch. So one pattern serves a first start
+ * and a resume:
+ *
+ *     ckpt_manager_restore_latest(&st, &from, mgr);   // from == NULL: fresh start, st == NULL
+ *     ... create the optimizer's slots (restored on create) ...
+ *     rc = ckpt_restore_status_assert_consumed(st);    // CKPT_OK on a fresh start
+ *     ckpt_restore_status_free(st);
+ *
+ * Tell the two apart by `from` (or ckpt_manager_latest), not by the status.
+ * (TensorFlow's restore(None) returns an initialization-only status whose
+ * assert_consumed raises, so Python trainers branch on latest_checkpoint;
+ * in C the NULL status makes that branch unnecessary.)
+ */
+
 /**
  * What a restore matched. The lists are snapshots taken when *_count() is
  * called (restore-on-create changes them); the strings stay valid until the
@@ -368,9 +398,10 @@ CKPT_API const char *ckpt_restore_status_path(const ckpt_restore_status *st);
 /**
  * assert_consumed: CKPT_OK when every stored value was assigned and every
  * live variable got one; else CKPT_ENOTFOUND naming the first offenders.
+ * CKPT_OK for a NULL status (nothing was restored).
  */
 CKPT_API int ckpt_restore_status_assert_consumed(ckpt_restore_status *st);
-/** assert_existing_objects_matched: every live variable received a value. */
+/** assert_existing_objects_matched: every live variable received a value (CKPT_OK for NULL). */
 CKPT_API int ckpt_restore_status_assert_existing_objects_matched(ckpt_restore_status *st);
 /**
  * expect_partial: silence the warning that ckpt_restore_status_free otherwise
@@ -460,7 +491,8 @@ CKPT_API int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m);
 /**
  * Restore the latest valid checkpoint into the manager's checkpoint.
  * When there is none, returns CKPT_OK with *path_out = NULL and *status =
- * NULL (a fresh start). `status` and `path_out` may be NULL.
+ * NULL (a fresh start; the NULL status's assertions pass, see "restore
+ * status" above). `status` and `path_out` may be NULL.
  */
 CKPT_API int ckpt_manager_restore_latest(ckpt_restore_status **status, const char **path_out, ckpt_manager *m);
 

@@ -83,7 +83,9 @@ CKPT_API const ckpt_error *ckpt_error_last(void);
 CKPT_API void ckpt_error_clear(void);
 /**
  * Format the last error as one line: "<path>: variable '<v>' at offset <n>:
- * <message>" (parts omitted when unknown). Returns `buf`.
+ * <message>" (parts omitted when unknown; the "variable '<v>'" part also
+ * when the message already quotes '<v>', so the name is said once).
+ * `e` NULL = ckpt_error_last(). Returns `buf`.
  */
 CKPT_API char *ckpt_error_format(const ckpt_error *e, char *buf, size_t n);
 

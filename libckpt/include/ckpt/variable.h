@@ -96,10 +96,12 @@ CKPT_API const void *ckpt_variable_replica_data(const ckpt_variable *v, int repl
 /**
  * Cross-replica assign (outside replica context): copy `n` (== nbytes) bytes
  * into every copy. For SYNC_ON_READ with SUM the value is divided across
- * replicas (floating dtypes) so that the aggregate equals `src`, as
- * TensorFlow restores; with MEAN / ONLY_FIRST_REPLICA every copy gets `src`.
- * (Float SUM: every copy gets src / N, exact for N a power of two. Integer
- * SUM: replica 0 gets `src`, the others 0, so the aggregate is exact.)
+ * replicas so that the aggregate equals `src` bit for bit, for every N:
+ * replica 0 gets `src` and the others zero (floats: -0.0, the exact
+ * identity of addition, so a stored -0.0 also reads back as -0.0). The
+ * per-replica partial sums are therefore not the ones that were saved, only
+ * their aggregate. (TensorFlow divides `src` by N instead, inexact unless N
+ * is a power of two.) With MEAN / ONLY_FIRST_REPLICA every copy gets `src`.
  * Copies are written in parallel (OpenMP). `src` may be copy 0 but must not
  * overlap another copy (EINVAL). In replica context: ESCOPE.
  */
