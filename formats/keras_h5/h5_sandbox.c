@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include "formats/keras_h5/h5_safe.h"
 #include "formats/keras_h5/h5_sandbox.h"
 #include "formats/format.h"
 
@@ -238,6 +239,7 @@ int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *
 		*out = NULL;
 	if (n)
 		*n = 0;
+	ckpt__h5_prepare();
 	if (pipe(p) < 0)
 		return ckpt__fail_errno(errno, path, "pipe for the libhdf5 reader process failed");
 	/* other threads' children must not hold our pipe open */
