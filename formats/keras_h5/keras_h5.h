@@ -75,6 +75,13 @@ int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *con
  * with pread(fd) straight into the caller's buffer. Takes ownership of both.
  */
 int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n);
+/**
+ * The model.weights.h5 member of a .keras archive, spooled to file `fd`
+ * (mapped at `map`, `n` bytes): as ckpt__keras_h5_attach_file, with the
+ * archive's rules (Keras 3 layout, format "keras-v3", `config_json` for the
+ * mapping, which must not be NULL).
+ */
+int ckpt__keras_h5_attach_member(ckpt_reader *r, int fd, void *map, size_t n, const char *config_json);
 int ckpt__keras_h5_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
 int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
 void ckpt__keras_h5_close(ckpt_reader *r);

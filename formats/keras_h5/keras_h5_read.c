@@ -517,7 +517,7 @@ int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *con
 	return rc;
 }
 
-int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n)
+int ckpt__keras_h5_attach_member(ckpt_reader *r, int fd, void *map, size_t n, const char *config_json)
 {
 	kh5_state *s = state_new(r, map, n, fd);
 	int rc;
@@ -527,9 +527,14 @@ int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n)
 		return CKPT_ENOMEM;
 	}
 	ckpt__h5_lock();
-	rc = attach_locked(r, s, NULL, 0);
+	rc = attach_locked(r, s, config_json, config_json != NULL);
 	ckpt__h5_unlock();
 	return rc;
+}
+
+int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n)
+{
+	return ckpt__keras_h5_attach_member(r, fd, map, n, NULL);
 }
 
 /* The libhdf5 part of opening, run in the sandboxed child: entries and metadata into s and r. */
