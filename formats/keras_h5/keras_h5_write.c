@@ -671,9 +671,12 @@ static int v3_paths(wentry *e, const char *const *names, size_t n)
 		if (opt) {
 			e[i].path = ckpt__asprintf("optimizer/vars/%zu", opt_count++);
 		} else {
+			/* owner object = the path less its last component; top-level variables share the root's vars/ */
 			last = strrchr(obj, '/');
 			if (last)
 				*last = '\0';
+			else
+				obj[0] = '\0';
 			gi = sl_find(&groups, obj, strlen(obj));
 			if (gi < 0) {
 				rc = sl_push(&groups, obj, strlen(obj));
