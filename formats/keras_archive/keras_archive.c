@@ -7,26 +7,38 @@
  *   entry 2  model.weights.h5  STORED  a Keras 3 weights store (HDF5, not aligned)
  *   entry 3… assets/...        ignored (never extracted)
  *
- * Read with libarchive from memory (central directory first: the seekable
- * zip reader), members by exact name into bounded buffers, never to disk.
+ * Read with libarchive (central directory first: the seekable zip reader),
+ * from the file's descriptor on the POSIX VFS, from memory on others. The
+ * JSON members go into bounded buffers; model.weights.h5 is streamed into an
+ * unnamed temporary file (member_spool.c) and opened like a plain
+ * .weights.h5 (mapped, data read with pread), so opening costs bounded memory
+ * whatever the member inflates to; nothing is ever extracted by name.
  * Refused: names with "..", a leading '/', a backslash or empty components,
  * symlinks and other non-regular entries, encrypted entries, duplicate or
  * missing members, declared sizes over CKPT_MAX_ZIP_MEMBER_BYTES or the
  * memory budget, and declared sizes above 4 GiB that exceed CKPT_MAX_ZIP_RATIO
- * times the archive. model.weights.h5 is then opened as an HDF5 file image
- * by the keras-h5 backend (format name "keras-v3"). config.json is data:
+ * times the archive, and members that inflate past the cap or, above
+ * CKPT_ZIP_RATIO_FLOOR, past that ratio (refused while inflating).
+ * model.weights.h5 is then opened by the keras-h5 backend (format name
+ * "keras-v3"). config.json is data:
  * Lambda layers, __lambda__ objects, module and registered_name values are
  * reported in the "config_warnings" metadata, never acted upon.
  *
  * Writer "keras": metadata.json, config.json, model.weights.h5, STORED, in
  * that order, committed with ckpt_vfs_write_atomic.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <archive.h>
 #include <archive_entry.h>
 #include <jansson.h>
 #include "formats/format.h"
+#include "formats/keras_archive/member_spool.h"
 #ifdef CKPT_HAVE_HDF5
 #include "formats/keras_h5/keras_h5.h"
 #endif
@@ -80,10 +92,11 @@ static uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 
  * directory (EOCD: "PK\5\6", entries "PK\1\2", name at +46) for
  * backslashes first. Zip64 directories are left to libarchive.
  */
-static int check_raw_names(const unsigned char *b, size_t n, const char *path)
+static int check_raw_names(const unsigned char *b, size_t n, uint64_t base, const char *path)
 {
 	size_t eocd, off, end, i;
 	uint16_t count;
+	uint64_t cd;
 	if (n < 22)
 		return CKPT_OK;
 	for (eocd = n - 22;; eocd--) {
@@ -93,21 +106,24 @@ static int check_raw_names(const unsigned char *b, size_t n, const char *path)
 			return CKPT_OK; /* libarchive reports the missing directory */
 	}
 	count = le16(b + eocd + 10);
-	off = le32(b + eocd + 16);
+	cd = le32(b + eocd + 16);
+	if (count == 0xFFFF || cd == 0xFFFFFFFFu || cd < base)
+		return CKPT_OK; /* zip64, or a directory before what we hold: libarchive's to judge */
+	off = (size_t)(cd - base);
 	end = off + (size_t)le32(b + eocd + 12);
-	if (count == 0xFFFF || le32(b + eocd + 16) == 0xFFFFFFFFu || end > eocd || off > end)
+	if (end > eocd || off > end)
 		return CKPT_OK;
 	for (i = 0; i < count; i++) {
 		size_t nl, el, cl;
 		if (off + 46 > end || memcmp(b + off, "PK\x01\x02", 4) != 0)
-			return ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)off, "zip central directory entry %zu is malformed", i);
+			return ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)(base + off), "zip central directory entry %zu is malformed", i);
 		nl = le16(b + off + 28);
 		el = le16(b + off + 30);
 		cl = le16(b + off + 32);
 		if (off + 46 + nl + el + cl > end)
-			return ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)off, "zip central directory entry %zu overruns the directory", i);
+			return ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)(base + off), "zip central directory entry %zu overruns the directory", i);
 		if (memchr(b + off + 46, '\\', nl))
-			return ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)off, "zip entry '%.*s' contains a backslash", (int)nl,
+			return ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)(base + off), "zip entry '%.*s' contains a backslash", (int)nl,
 				(const char *)b + off + 46);
 		off += 46 + nl + el + cl;
 	}
@@ -201,10 +217,75 @@ static int json_depth_ok(json_t *j, int depth)
 	return 1;
 }
 
+/*
+ * A regular file of the POSIX VFS: its descriptor (libarchive reads it with
+ * seeks, nothing is held in memory) and size; -1 when the VFS path applies.
+ */
+static int open_regular(ckpt_reader *r, uint64_t *size)
+{
+	struct stat st;
+	int fd;
+	if (r->vfs != ckpt_vfs_default())
+		return -1;
+	do
+		fd = open(r->user_path, O_RDONLY | O_CLOEXEC);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return -1; /* the VFS path reports the error */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -1;
+	}
+	*size = (uint64_t)st.st_size;
+	return fd;
+}
+
+/* The end of the archive: the end-of-directory record and, when it says where, the whole central directory. */
+static int read_directory(int fd, uint64_t size, const char *path, unsigned char **out, size_t *n, uint64_t *base)
+{
+	uint64_t from = size > 22 + 65535 ? size - (22 + 65535) : 0, cd = UINT64_MAX;
+	size_t i;
+	unsigned char *b;
+	ssize_t k;
+	for (int pass = 0; pass < 2; pass++) {
+		size_t len = (size_t)(size - from);
+		if (!(b = ckpt__malloc(len ? len : 1)))
+			return CKPT_ENOMEM;
+		if ((k = pread(fd, b, len, (off_t)from)) != (ssize_t)len) {
+			int e = k < 0 ? errno : EIO;
+			ckpt__free(b);
+			return ckpt__fail_errno(e, path, "reading the zip central directory failed");
+		}
+		*out = b;
+		*n = len;
+		*base = from;
+		if (pass == 1 || len < 22)
+			return CKPT_OK;
+		for (i = len - 22;; i--) {
+			if (memcmp(b + i, "PK\x05\x06", 4) == 0) {
+				cd = le32(b + i + 16);
+				break;
+			}
+			if (i == 0)
+				break;
+		}
+		if (cd == UINT64_MAX || cd == 0xFFFFFFFFu || cd >= from)
+			return CKPT_OK;
+		if (size - cd > (64ull << 20))
+			return ckpt__fail(CKPT_ELIMIT, path, NULL, (int64_t)cd, "zip central directory of %llu bytes (cap 64 MiB)",
+				(unsigned long long)(size - cd));
+		ckpt__free(b);
+		from = cd;
+	}
+	return CKPT_OK;
+}
+
 static int ka_open(ckpt_reader *r)
 {
-	void *file = NULL;
-	size_t fsize = 0, i;
+	unsigned char *file = NULL;
+	size_t held = 0, i;
+	uint64_t fsize = 0, base = 0, wlen = 0;
+	int zfd, wfd = -1;
 	struct archive *a = NULL;
 	struct archive_entry *ent;
 	char *data[M_COUNT] = { NULL, NULL, NULL };
@@ -215,8 +296,16 @@ static int ka_open(ckpt_reader *r)
 	json_error_t jerr;
 	if (!r->path && !(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
-	CKPT_TRY(ckpt_vfs_read_all(r->vfs, r->user_path, budget, &file, &fsize));
-	if ((rc = check_raw_names(file, fsize, r->path)) < 0)
+	/* A regular file is read through its descriptor; other VFS hold the archive in memory anyway. */
+	if ((zfd = open_regular(r, &fsize)) >= 0) {
+		rc = read_directory(zfd, fsize, r->path, &file, &held, &base);
+	} else {
+		void *all = NULL;
+		rc = ckpt_vfs_read_all(r->vfs, r->user_path, budget, &all, &held);
+		file = all;
+		fsize = held;
+	}
+	if (rc < 0 || (rc = check_raw_names(file, held, base, r->path)) < 0)
 		goto out;
 	a = archive_read_new();
 	if (!a) {
@@ -224,7 +313,7 @@ static int ka_open(ckpt_reader *r)
 		goto out;
 	}
 	archive_read_support_format_zip_seekable(a);
-	if (archive_read_open_memory(a, file, fsize) != ARCHIVE_OK) {
+	if ((zfd >= 0 ? archive_read_open_fd(a, zfd, 1 << 16) : archive_read_open_memory(a, file, held)) != ARCHIVE_OK) {
 		rc = ckpt__fail(CKPT_EFORMAT, r->path, NULL, -1, "not a readable zip archive: %s", archive_error_string(a));
 		goto out;
 	}
@@ -267,8 +356,8 @@ static int ka_open(ckpt_reader *r)
 		/* Compressed size <= archive size, so this bounds the ratio from below (Keras' 4 GiB / 100x rule). */
 		if (declared > (int64_t)(4ull << 30) && (uint64_t)declared / CKPT_MAX_ZIP_RATIO > fsize) {
 			rc = ckpt__fail(CKPT_ELIMIT, r->path, name, -1,
-				"zip bomb: entry declares %lld bytes from a %zu-byte archive (ratio cap %d)", (long long)declared, fsize,
-				CKPT_MAX_ZIP_RATIO);
+				"zip bomb: entry declares %lld bytes from a %llu-byte archive (ratio cap %d)", (long long)declared,
+				(unsigned long long)fsize, CKPT_MAX_ZIP_RATIO);
 			goto out;
 		}
 		for (i = 0; i < M_COUNT; i++)
@@ -281,18 +370,21 @@ static int ka_open(ckpt_reader *r)
 			}
 			continue; /* assets/... and anything else: validated, never extracted */
 		}
-		if (data[which]) {
+		if (data[which] || (which == M_WEIGHTS && wfd >= 0)) {
 			rc = ckpt__fail(CKPT_EFORMAT, r->path, name, -1, "duplicate zip member '%s'", name);
 			goto out;
 		}
-		rc = read_member(a, r->path, name, declared,
-			which == M_WEIGHTS ? (budget < CKPT_MAX_ZIP_MEMBER_BYTES ? budget : CKPT_MAX_ZIP_MEMBER_BYTES) : CKPT_MAX_ATTR_BYTES,
-			&data[which], &dlen[which]);
+		if (which == M_WEIGHTS) /* to a temporary file: memory stays bounded whatever it inflates to */
+			rc = ckpt__zip_spool_member(a, r->path, name, declared,
+				budget < CKPT_MAX_ZIP_MEMBER_BYTES ? budget : CKPT_MAX_ZIP_MEMBER_BYTES, fsize, "\x89HDF\r\n\x1a\n", 8,
+				&wfd, &wlen);
+		else
+			rc = read_member(a, r->path, name, declared, CKPT_MAX_ATTR_BYTES, &data[which], &dlen[which]);
 		if (rc < 0)
 			goto out;
 	}
 	for (i = 0; i < M_COUNT; i++)
-		if (!data[i]) {
+		if (i == M_WEIGHTS ? wfd < 0 : !data[i]) {
 			rc = ckpt__fail(CKPT_EFORMAT, r->path, member_names[i], -1, "missing zip member '%s' (a .keras archive has %s, %s, %s)",
 				member_names[i], member_names[0], member_names[1], member_names[2]);
 			goto out;
@@ -314,8 +406,21 @@ static int ka_open(ckpt_reader *r)
 		(rc = ckpt__reader_set_meta(r, "keras_version", json_string_value(json_object_get(md, "keras_version")))) < 0)
 		goto out;
 #ifdef CKPT_HAVE_HDF5
-	rc = ckpt__keras_h5_attach(r, data[M_WEIGHTS], dlen[M_WEIGHTS], data[M_CONFIG], 1);
-	data[M_WEIGHTS] = NULL; /* adopted */
+	if (wlen > SIZE_MAX) {
+		rc = ckpt__fail(CKPT_ELIMIT, r->path, "model.weights.h5", -1, "member of %llu bytes", (unsigned long long)wlen);
+		goto out;
+	}
+	{
+		void *map = mmap(NULL, (size_t)wlen, PROT_READ, MAP_PRIVATE, wfd, 0);
+		if (map == MAP_FAILED) {
+			rc = ckpt__fail_errno(errno, r->path, "mapping the spooled model.weights.h5 (%llu bytes) failed",
+				(unsigned long long)wlen);
+			goto out;
+		}
+		madvise(map, (size_t)wlen, MADV_RANDOM);
+		rc = ckpt__keras_h5_attach_member(r, wfd, map, (size_t)wlen, data[M_CONFIG]);
+		wfd = -1; /* adopted with the mapping */
+	}
 #else
 	rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, "model.weights.h5", -1, "libckpt was built without HDF5");
 #endif
@@ -329,6 +434,10 @@ out:
 	for (i = 0; i < M_COUNT; i++)
 		ckpt__free(data[i]);
 	ckpt__free(file);
+	if (wfd >= 0)
+		close(wfd);
+	if (zfd >= 0)
+		close(zfd);
 	return rc;
 }
 

@@ -133,6 +133,14 @@ static int raw_vlen_init(void)
 	return 0;
 }
 
+void ckpt__h5_prepare(void)
+{
+	/* library set-up and our conversion, once, here: every sandboxed child inherits them */
+	H5open();
+	ckpt__h5_quiet();
+	(void)raw_vlen_init();
+}
+
 static h5_image *image_of_addr(hid_t obj, haddr_t *addr)
 {
 	H5O_info_t oi;

@@ -32,6 +32,9 @@
 void ckpt__h5_lock(void);
 void ckpt__h5_unlock(void);
 
+/** Initialize libhdf5, silence it and register our conversions (idempotent; before forking a sandboxed child). */
+void ckpt__h5_prepare(void);
+
 /** Silence HDF5's automatic error stack printing (idempotent). */
 void ckpt__h5_quiet(void);
 

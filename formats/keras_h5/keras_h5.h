@@ -92,6 +92,13 @@ void ckpt__keras_sharded_close(ckpt_reader *r);
 
 /** The mapping's view of entry i of an attached reader. */
 void ckpt__keras_h5_entry(const ckpt_reader *r, size_t i, ckpt__keras_entry *e);
+/**
+ * The model.weights.h5 member of a .keras archive, spooled to file `fd`
+ * (mapped at `map`, `n` bytes): as ckpt__keras_h5_attach_file, with the
+ * archive's rules (Keras 3 layout, format "keras-v3", `config_json` for the
+ * mapping, which must not be NULL).
+ */
+int ckpt__keras_h5_attach_member(ckpt_reader *r, int fd, void *map, size_t n, const char *config_json);
 int ckpt__keras_h5_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
 int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
 void ckpt__keras_h5_close(ckpt_reader *r);

@@ -9,6 +9,13 @@
  * ckpt__h5_dataset_info checked against the file size: no HDF5 call, no lock.
  * Everything else goes through H5Dread on the image.
  *
+ * libhdf5 never runs on the file in the caller's process (h5_sandbox.h):
+ * the layout walk below runs in a sandboxed child that sends back the
+ * entries and metadata (encode_layout / decode_layout, which checks the
+ * answer as untrusted input), and a dataset that is not one contiguous,
+ * as-stored extent is read by a child with H5Dread. Contiguous extents are
+ * read here with pread (mapped file) or memcpy (image): no libhdf5 at all.
+ *
  * Layouts, classified from the root:
  *   legacy full model   root@model_config or /model_weights
  *       /model_weights@layer_names[0..]  -> /model_weights/<layer>@weight_names[0..]
@@ -26,6 +33,7 @@
 #include <sys/mman.h>
 #include <jansson.h>
 #include "formats/keras_h5/h5_safe.h"
+#include "formats/keras_h5/h5_sandbox.h"
 #include "formats/keras_h5/keras_h5.h"
 
 typedef struct kh5_var {
@@ -34,7 +42,7 @@ typedef struct kh5_var {
 	char *weight;    /* legacy weight name */
 	char *vname;     /* v3 vars@name */
 	int kind, index;
-	int direct;      /* contiguous, stored as in memory: pread at info.offset */
+	int direct;      /* contiguous, stored as in memory: pread (or memcpy from the image) at info.offset */
 	ckpt__h5_dsinfo info;
 } kh5_var;
 
@@ -130,7 +138,7 @@ static int take_dataset_at(kh5_state *s, hid_t loc, const char *sub, char *rel, 
 		return rc;
 	}
 	rc = ckpt__h5_dataset_info(ds, s->path, rel, s->image_len, s->budget, &info);
-	if (rc >= 0 && s->fd >= 0 && info.offset >= 0 && info.nbytes > 0) {
+	if (rc >= 0 && info.offset >= 0 && info.nbytes > 0) {
 		/* Bytes as stored = bytes in memory when read raw, or for little-endian (or 1-byte) numbers. */
 		hid_t ft = H5Dget_type(ds);
 		direct = info.raw || (ft >= 0 && (H5Tget_order(ft) == H5T_ORDER_LE || H5Tget_size(ft) == 1));
@@ -549,7 +557,7 @@ int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *con
 	return rc;
 }
 
-int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n)
+int ckpt__keras_h5_attach_member(ckpt_reader *r, int fd, void *map, size_t n, const char *config_json)
 {
 	return ckpt__keras_h5_attach_shard(r, fd, map, n, 0);
 }
@@ -569,19 +577,20 @@ int ckpt__keras_h5_attach_shard(ckpt_reader *r, int fd, void *map, size_t n, int
 	}
 	s->shard = shard;
 	ckpt__h5_lock();
-	rc = attach_locked(r, s, NULL, 0);
+	rc = attach_locked(r, s, config_json, config_json != NULL);
 	ckpt__h5_unlock();
 	return rc;
 }
 
-static int attach_locked(ckpt_reader *r, kh5_state *s, const char *config_json, int from_archive)
+int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n)
 {
-	ckpt__keras_entry *ents = NULL;
-	ckpt__keras_ctx ctx;
-	char *notes = NULL, *names = NULL;
-	size_t i;
+	return ckpt__keras_h5_attach_member(r, fd, map, n, NULL);
+}
+
+/* The libhdf5 part of opening, run in the sandboxed child: entries and metadata into s and r. */
+static int scan_locked(ckpt_reader *r, kh5_state *s, int from_archive)
+{
 	int rc;
-	r->state = s;
 	CKPT_TRY(ckpt__h5_open_image(&s->file, s->image, s->image_len, s->path));
 	CKPT_TRY(classify(s, &s->layout));
 	if (from_archive && s->layout != CKPT_KERAS_V3)
@@ -612,6 +621,228 @@ static int attach_locked(ckpt_reader *r, kh5_state *s, const char *config_json, 
 		}
 		ckpt_error_clear();
 	}
+	return CKPT_OK;
+}
+
+/* ---- the child's answer: layout, entries, metadata (little-endian fields, length-prefixed strings) ---- */
+
+typedef struct wbuf {
+	unsigned char *p;
+	size_t n, cap;
+	int oom;
+} wbuf;
+
+static void put(wbuf *b, const void *v, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->cap - b->n < n) {
+		size_t nc = b->cap ? b->cap : 4096;
+		unsigned char *np;
+		while (nc - b->n < n)
+			nc *= 2;
+		if (!(np = ckpt__realloc(b->p, nc))) {
+			b->oom = 1;
+			return;
+		}
+		b->p = np;
+		b->cap = nc;
+	}
+	memcpy(b->p + b->n, v, n);
+	b->n += n;
+}
+static void put_u64(wbuf *b, uint64_t v) { put(b, &v, 8); }
+static void put_str(wbuf *b, const char *s)
+{
+	uint64_t n = s ? strlen(s) : UINT64_MAX;
+	put_u64(b, n);
+	if (s)
+		put(b, s, (size_t)n);
+}
+
+static int encode_layout(const ckpt_reader *r, const kh5_state *s, void **out, size_t *len)
+{
+	wbuf b = { NULL, 0, 0, 0 };
+	size_t i;
+	int d;
+	put_u64(&b, (uint64_t)s->layout);
+	put_u64(&b, s->nv);
+	for (i = 0; i < s->nv; i++) {
+		const kh5_var *x = &s->v[i];
+		put_str(&b, x->path);
+		put_str(&b, x->layer);
+		put_str(&b, x->weight);
+		put_str(&b, x->vname);
+		put_u64(&b, (uint64_t)x->kind);
+		put_u64(&b, (uint64_t)x->index);
+		put_u64(&b, (uint64_t)x->direct);
+		put_u64(&b, (uint64_t)x->info.dtype);
+		put_u64(&b, (uint64_t)x->info.shape.rank);
+		for (d = 0; d < x->info.shape.rank; d++)
+			put_u64(&b, (uint64_t)x->info.shape.dims[d]);
+		put_u64(&b, x->info.nbytes);
+		put_u64(&b, (uint64_t)x->info.offset);
+		put_u64(&b, (uint64_t)x->info.raw);
+	}
+	put_u64(&b, r->nmeta);
+	for (i = 0; i < r->nmeta; i++) {
+		put_str(&b, r->meta_keys[i]);
+		put_str(&b, r->meta_vals[i]);
+	}
+	if (b.oom) {
+		ckpt__free(b.p);
+		return CKPT_ENOMEM;
+	}
+	*out = b.p;
+	*len = b.n;
+	return CKPT_OK;
+}
+
+typedef struct rbuf {
+	const unsigned char *p;
+	size_t n, at;
+	int bad;
+} rbuf;
+
+static uint64_t get_u64(rbuf *b)
+{
+	uint64_t v = 0;
+	if (b->bad || b->n - b->at < 8) {
+		b->bad = 1;
+		return 0;
+	}
+	memcpy(&v, b->p + b->at, 8);
+	b->at += 8;
+	return v;
+}
+/* A fresh string, or NULL (absent, or b->bad set on a malformed/oversized one). */
+static char *get_str(rbuf *b, int *absent)
+{
+	uint64_t n = get_u64(b);
+	char *s;
+	*absent = 0;
+	if (b->bad)
+		return NULL;
+	if (n == UINT64_MAX) {
+		*absent = 1;
+		return NULL;
+	}
+	if (n > b->n - b->at || memchr(b->p + b->at, 0, (size_t)n)) {
+		b->bad = 1;
+		return NULL;
+	}
+	if (!(s = ckpt__strndup((const char *)b->p + b->at, (size_t)n))) {
+		b->bad = 2;
+		return NULL;
+	}
+	b->at += (size_t)n;
+	return s;
+}
+
+/* The child's memory may have been damaged by libhdf5 before it answered: check everything. */
+static int decode_layout(ckpt_reader *r, kh5_state *s, const void *buf, size_t len)
+{
+	rbuf b = { buf, len, 0, 0 };
+	uint64_t nv, nm, i, v;
+	int absent, rc = CKPT_OK, d;
+	v = get_u64(&b);
+	if (v < CKPT_KERAS_LEGACY || v > CKPT_KERAS_V3)
+		b.bad = 1;
+	s->layout = (int)v;
+	nv = get_u64(&b);
+	if (nv > CKPT_MAX_VARIABLES)
+		b.bad = 1;
+	for (i = 0; !b.bad && i < nv && rc >= 0; i++) {
+		char *path, *layer, *weight, *vname;
+		ckpt__h5_dsinfo info;
+		int kind, index, direct, a2, a3, a4;
+		uint64_t want, end;
+		memset(&info, 0, sizeof(info));
+		path = get_str(&b, &absent);
+		layer = get_str(&b, &a2);
+		weight = get_str(&b, &a3);
+		vname = get_str(&b, &a4);
+		kind = (int)get_u64(&b);
+		index = (int)get_u64(&b);
+		direct = (int)get_u64(&b);
+		info.dtype = (ckpt_dtype)get_u64(&b);
+		info.shape.rank = (int)get_u64(&b);
+		if (info.shape.rank < 0 || info.shape.rank > CKPT_MAX_RANK)
+			b.bad = 1;
+		for (d = 0; !b.bad && d < info.shape.rank; d++)
+			info.shape.dims[d] = (int64_t)get_u64(&b);
+		info.nbytes = get_u64(&b);
+		info.offset = (int64_t)get_u64(&b);
+		info.raw = (int)get_u64(&b);
+		if (!b.bad && (!path || absent || ckpt_dtype_size(info.dtype) == 0 ||
+			ckpt_shape_nbytes(&info.shape, info.dtype, &want) < 0 || want != info.nbytes || info.nbytes > s->budget ||
+			kind < CKPT_KE_MODEL || kind > CKPT_KE_OTHER || (direct != 0 && direct != 1) ||
+			(direct && (info.offset < 0 || ckpt__add_u64((uint64_t)info.offset, info.nbytes, &end) || end > s->image_len))))
+			b.bad = 1;
+		if (b.bad) {
+			ckpt__free(path);
+			ckpt__free(layer);
+			ckpt__free(weight);
+			ckpt__free(vname);
+			break;
+		}
+		rc = add_var(s, path, layer, weight, vname, kind, index, &info, direct);
+		ckpt__free(layer);
+		ckpt__free(weight);
+		ckpt__free(vname);
+	}
+	nm = b.bad ? 0 : get_u64(&b);
+	if (nm > 4096)
+		b.bad = 1;
+	for (i = 0; !b.bad && i < nm && rc >= 0; i++) {
+		char *k = get_str(&b, &absent), *val = k ? get_str(&b, &absent) : NULL;
+		if (k && val)
+			rc = ckpt__reader_set_meta(r, k, val);
+		ckpt__free(k);
+		ckpt__free(val);
+	}
+	if (rc < 0)
+		return rc;
+	if (b.bad == 2)
+		return CKPT_ENOMEM;
+	if (b.bad || b.at != b.n)
+		return ckpt__fail(CKPT_EFORMAT, s->path, NULL, -1,
+			"the libhdf5 reader process sent a malformed layout (%zu of %zu bytes parsed): corrupt HDF5 metadata?", b.at, b.n);
+	return CKPT_OK;
+}
+
+typedef struct scan_arg {
+	ckpt_reader *r;
+	kh5_state *s;
+	int from_archive;
+} scan_arg;
+
+static int scan_child(void *arg, void **payload, size_t *len)
+{
+	scan_arg *a = arg;
+	CKPT_TRY(scan_locked(a->r, a->s, a->from_archive));
+	return encode_layout(a->r, a->s, payload, len);
+}
+
+static int attach_locked(ckpt_reader *r, kh5_state *s, const char *config_json, int from_archive)
+{
+	ckpt__keras_entry *ents = NULL;
+	ckpt__keras_ctx ctx;
+	ckpt__h5_limits lim;
+	scan_arg sa;
+	char *notes = NULL, *names = NULL;
+	void *wire = NULL;
+	size_t i, wlen = 0;
+	int rc;
+	r->state = s;
+	sa.r = r;
+	sa.s = s;
+	sa.from_archive = from_archive;
+	ckpt__h5_limits_layout(&lim);
+	CKPT_TRY(ckpt__h5_sandbox(s->path, "reading the file's layout", &lim, scan_child, &sa, NULL, 0, 256u << 20, &wire, &wlen));
+	rc = decode_layout(r, s, wire, wlen);
+	ckpt__free(wire);
+	CKPT_TRY(rc);
 	s->infos = ckpt__calloc(s->nv ? s->nv : 1, sizeof(ckpt_var_info));
 	ents = ckpt__calloc(s->nv ? s->nv : 1, sizeof(*ents));
 	if (!s->infos || !ents) {
@@ -719,24 +950,66 @@ static int read_direct(const kh5_state *s, const kh5_var *x, void *dst)
 	return CKPT_OK;
 }
 
+typedef struct read_arg {
+	kh5_state *s;
+	size_t i;
+} read_arg;
+
+/* In the sandboxed child: H5Dread of entry i into a fresh buffer. */
+static int read_child(void *arg, void **payload, size_t *len)
+{
+	read_arg *a = arg;
+	kh5_state *s = a->s;
+	const kh5_var *x = &s->v[a->i];
+	void *buf;
+	hid_t ds;
+	int rc;
+	CKPT_TRY(ckpt__h5_open_image(&s->file, s->image, s->image_len, s->path));
+	CKPT_TRY(ckpt__h5_open(s->file, x->path, CKPT_H5_DATASET, s->path, &ds));
+	if (!(buf = ckpt__malloc(x->info.nbytes ? (size_t)x->info.nbytes : 1))) {
+		ckpt__h5_close(ds);
+		return CKPT_ENOMEM;
+	}
+	rc = ckpt__h5_dataset_read(ds, &x->info, s->path, x->path, buf);
+	if (rc < 0) {
+		ckpt__free(buf);
+		return rc;
+	}
+	*payload = buf;
+	*len = (size_t)x->info.nbytes;
+	return CKPT_OK;
+}
+
 int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 {
 	kh5_state *s = r->state;
-	hid_t ds;
+	ckpt__h5_limits lim;
+	read_arg a;
+	uint64_t t;
 	int rc;
 	CKPT_TRY(check_index(r, i));
 	if (n != s->v[i].info.nbytes)
 		return ckpt__fail(CKPT_EINVAL, s->path, s->v[i].path, -1, "buffer of %zu bytes, entry has %llu", n,
 			(unsigned long long)s->v[i].info.nbytes);
-	if (s->v[i].direct)
+	if (n == 0)
+		return CKPT_OK;
+	if (s->v[i].direct && s->fd >= 0)
 		return read_direct(s, &s->v[i], dst);
-	ckpt__h5_lock();
-	rc = ckpt__h5_open(s->file, s->v[i].path, CKPT_H5_DATASET, s->path, &ds);
-	if (rc >= 0) {
-		rc = ckpt__h5_dataset_read(ds, &s->v[i].info, s->path, s->v[i].path, dst);
-		ckpt__h5_close(ds);
+	if (s->v[i].direct) { /* extent checked against the image by decode_layout */
+		memcpy(dst, (const char *)s->image + s->v[i].info.offset, n);
+		return CKPT_OK;
 	}
+	/* Chunked, compact or byte-swapped: libhdf5 reads it, in a child; room for the data twice (conversion). */
+	lim.mem_bytes = (2ull << 30) + 2 * (uint64_t)n;
+	t = 60000 + (uint64_t)n / (8u << 20) * 1000; /* 60 s plus a second per 8 MiB */
+	lim.timeout_ms = t > 3600000 ? 3600000u : (unsigned)t;
+	a.s = s;
+	a.i = i;
+	ckpt__h5_lock();
+	rc = ckpt__h5_sandbox(s->path, "reading a dataset", &lim, read_child, &a, dst, n, 0, NULL, NULL);
 	ckpt__h5_unlock();
+	if (rc < 0)
+		ckpt__error_annotate(s->path, s->v[i].path);
 	return rc;
 }
 

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* memfd_create */
 /*
  * Building Keras HDF5 images the way Keras + h5py 3 write them (keras.md
  * §1.2, §2, §4): superblock v0 (libver earliest), symbol-table groups,
@@ -20,6 +21,9 @@
  * they are; TensorFlow object-graph keys are mapped through the writer's
  * graph (attribute full_name) or, without one, derived from the key.
  */
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -308,6 +312,29 @@ static int list_attr(hid_t obj, const char *name, char **items, size_t n)
 	return CKPT_OK;
 }
 
+/*
+ * A write to an on-disk file failed (ENOSPC, or EFBIG under ulimit -f with
+ * SIGXFSZ ignored): the file is given up. libhdf5 1.10 drops the id of a
+ * dataset or file whose close failed to flush but keeps the object, and
+ * H5_term_library then crashes on it at exit. So the file's descriptor is
+ * pointed at a memfd, where the flushes and the final truncate to the
+ * allocated size succeed and every close completes; the temporary itself is
+ * removed by its path. (The in-memory core driver never fails this way.)
+ */
+static void neutralize(hid_t file)
+{
+	hid_t fapl = H5Fget_access_plist(file);
+	void *h = NULL;
+	int sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2, sink;
+	ckpt__h5_close(fapl);
+	if (!sec2 || H5Fget_vfd_handle(file, H5P_DEFAULT, &h) < 0 || !h)
+		return;
+	if ((sink = memfd_create("ckpt-abandoned-h5", MFD_CLOEXEC)) >= 0) {
+		dup2(sink, *(int *)h);
+		close(sink);
+	}
+}
+
 /* ---- datasets ---- */
 
 /*
@@ -328,9 +355,11 @@ static int create_dataset(hid_t file, const char *name, const ckpt_tensor *t, co
 	ds = sp < 0 ? -1 : H5Dcreate_anon(file, ty, sp, H5P_DEFAULT, H5P_DEFAULT);
 	if (ds < 0)
 		rc = ckpt__fail(CKPT_ERROR, fpath, name, -1, "HDF5 could not create the dataset for '%s'", name);
-	else if (t->nbytes && H5Dwrite(ds, ty, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0)
-		rc = ckpt__fail(CKPT_EIO, fpath, name, -1, "HDF5 could not write the %llu bytes of '%s'",
+	else if (t->nbytes && H5Dwrite(ds, ty, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0) {
+		rc = ckpt__fail(CKPT_EIO, fpath, name, -1, "HDF5 could not write the %llu bytes of '%s' (disk full or file too large?)",
 			(unsigned long long)t->nbytes, name);
+		neutralize(file); /* before H5Dclose flushes again */
+	}
 	if (rc == CKPT_OK && t->dtype == CKPT_DT_BFLOAT16)
 		rc = str_attr(ds, "dtype", "bfloat16", H5T_CSET_UTF8);
 	if (rc == CKPT_OK && (H5Oget_info2(ds, &oi, H5O_INFO_BASIC) < 0 || H5Oincr_refcount(ds) < 0))
@@ -642,9 +671,12 @@ static int v3_paths(wentry *e, const char *const *names, size_t n)
 		if (opt) {
 			e[i].path = ckpt__asprintf("optimizer/vars/%zu", opt_count++);
 		} else {
+			/* owner object = the path less its last component; top-level variables share the root's vars/ */
 			last = strrchr(obj, '/');
 			if (last)
 				*last = '\0';
+			else
+				obj[0] = '\0';
 			gi = sl_find(&groups, obj, strlen(obj));
 			if (gi < 0) {
 				rc = sl_push(&groups, obj, strlen(obj));
@@ -702,6 +734,8 @@ static int h5w_open_locked(ckpt__keras_h5w *b, const char *file)
 	} else if (ok) {
 		/* sec2: one pwrite per dataset, straight from the caller's buffer. */
 		ok = H5Pset_fapl_sec2(fapl) >= 0;
+		/* no sieve buffer: a dataset's bytes are written (or fail) in H5Dwrite, not later in a close */
+		ok = ok && H5Pset_sieve_buf_size(fapl, 0) >= 0;
 		if (ok)
 			b->file = H5Fcreate(file, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
 	}
@@ -830,6 +864,34 @@ static int lay_out_paths(ckpt__keras_h5w *b, const strmap *gm, wentry *e, size_t
 	return rc;
 }
 
+/*
+ * Close a file being given up (see neutralize()).
+ */
+static void close_abandoned(ckpt__keras_h5w *b)
+{
+	struct rlimit fl, raised;
+	int restore = 0;
+	if (b->file < 0)
+		return;
+	if (!b->in_memory) {
+		neutralize(b->file);
+		/*
+		 * RLIMIT_FSIZE limits the memfd too: lift the soft limit to the hard
+		 * one for the close (a hard limit below the allocated size is the
+		 * one case left where the close fails; then libhdf5 may crash at exit).
+		 */
+		if (getrlimit(RLIMIT_FSIZE, &fl) == 0 && fl.rlim_cur != fl.rlim_max) {
+			raised = fl;
+			raised.rlim_cur = fl.rlim_max;
+			restore = setrlimit(RLIMIT_FSIZE, &raised) == 0;
+		}
+	}
+	H5Fclose(b->file);
+	b->file = -1;
+	if (restore)
+		setrlimit(RLIMIT_FSIZE, &fl);
+}
+
 static int finish_locked(ckpt__keras_h5w *b, void **image, size_t *len)
 {
 	const ckpt_writer *w = b->w;
@@ -866,7 +928,11 @@ static int finish_locked(ckpt__keras_h5w *b, void **image, size_t *len)
 		}
 		*len = (size_t)sz;
 	}
-	/* The data is in the file already; closing writes the remaining metadata. */
+	/* The data is in the file already; flushing writes the remaining metadata (and may fail: then give it up). */
+	if (!b->in_memory && H5Fflush(b->file, H5F_SCOPE_GLOBAL) < 0) {
+		close_abandoned(b);
+		return ckpt__fail(CKPT_EIO, w->path, NULL, -1, "HDF5 could not finish writing the file (disk full or file too large?)");
+	}
 	rc = H5Fclose(b->file) < 0 ? ckpt__fail(CKPT_EIO, w->path, NULL, -1, "HDF5 could not finish writing the file") : CKPT_OK;
 	b->file = -1;
 	if (rc < 0 && b->in_memory) {
@@ -901,7 +967,7 @@ void ckpt__keras_h5w_free(ckpt__keras_h5w *b)
 		return;
 	if (b->file >= 0) {
 		ckpt__h5_lock();
-		H5Fclose(b->file);
+		close_abandoned(b);
 		ckpt__h5_unlock();
 	}
 	for (i = 0; i < b->n; i++)

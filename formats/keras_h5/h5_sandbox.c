@@ -1,0 +1,326 @@
+/*
+ * The libhdf5 process boundary (h5_sandbox.h). fork() rather than an exec'ed
+ * helper: the child needs the file image (a mapping or a buffer) and the
+ * reader's state, which it inherits; no helper binary has to be found and
+ * installed. The cost is the page-table copy, proportional to the caller's
+ * resident memory in 4 KiB pages (tests/fuzz/README.md and the issue-12 note
+ * give the figures).
+ *
+ * Wire format, child -> parent, one message:
+ *   u32 magic "KHH5", i32 status, u64 length, then `length` bytes:
+ *   status >= 0: the payload; status < 0: i32 errno, i64 offset,
+ *   u32 variable length, variable, message (the child's last error).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include "formats/keras_h5/h5_safe.h"
+#include "formats/keras_h5/h5_sandbox.h"
+#include "formats/format.h"
+
+#define SB_MAGIC 0x3548484bu /* "KHH5" little-endian */
+#define SB_MAX_ERROR 65536
+
+static uint64_t sb_count;
+
+uint64_t ckpt__h5_sandbox_count(void) { return __atomic_load_n(&sb_count, __ATOMIC_RELAXED); }
+
+void ckpt__h5_limits_layout(ckpt__h5_limits *lim)
+{
+	/* Keras metadata is attributes of <= CKPT_MAX_ATTR_BYTES each plus HDF5's caches. */
+	lim->mem_bytes = 2ull << 30;
+	lim->timeout_ms = 60000;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t k = write(fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Address space already mapped (from /proc; ASan's shadow makes it huge), in bytes; 0 if unknown. */
+static uint64_t vm_size(void)
+{
+	unsigned long long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &pages) != 1)
+		pages = 0;
+	fclose(f);
+	return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void child_limits(const ckpt__h5_limits *lim)
+{
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGXCPU, SIGPIPE };
+	struct rlimit rl;
+	uint64_t vm = vm_size(), as;
+	size_t i;
+	int null;
+	/* A crash is a signal for the parent to name, not a report (the sanitizers' handlers included). */
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_DFL);
+	if (!getenv("CKPT_H5_SANDBOX_STDERR") && (null = open("/dev/null", O_WRONLY)) >= 0) {
+		dup2(null, 1);
+		dup2(null, 2);
+		close(null);
+	}
+	rl.rlim_cur = rl.rlim_max = 0;
+	setrlimit(RLIMIT_CORE, &rl);
+	rl.rlim_cur = rl.rlim_max = (lim->timeout_ms + 999) / 1000;
+	setrlimit(RLIMIT_CPU, &rl);
+	if (vm && !ckpt__add_u64(vm, lim->mem_bytes, &as)) {
+		rl.rlim_cur = rl.rlim_max = (rlim_t)as;
+		setrlimit(RLIMIT_AS, &rl);
+	}
+}
+
+static void child_main(int wfd, const ckpt__h5_limits *lim, ckpt__h5_child_fn fn, void *arg)
+{
+	void *payload = NULL;
+	size_t len = 0;
+	unsigned char hdr[16];
+	uint32_t magic = SB_MAGIC;
+	int32_t status;
+	uint64_t n;
+	child_limits(lim);
+	status = fn(arg, &payload, &len);
+	if (status < 0) {
+		const ckpt_error *e = ckpt_error_last();
+		const char *msg = e->message ? e->message : "", *var = e->variable ? e->variable : "";
+		size_t ml = strnlen(msg, SB_MAX_ERROR / 2), vl = strnlen(var, SB_MAX_ERROR / 4);
+		int32_t err = e->sys_errno;
+		int64_t off = e->offset;
+		uint32_t vl32 = (uint32_t)vl;
+		unsigned char *b = malloc(16 + vl + ml);
+		if (!b)
+			_exit(3);
+		memcpy(b, &err, 4);
+		memcpy(b + 4, &off, 8);
+		memcpy(b + 12, &vl32, 4);
+		memcpy(b + 16, var, vl);
+		memcpy(b + 16 + vl, msg, ml);
+		payload = b;
+		len = 16 + vl + ml;
+		if (e->code < 0)
+			status = e->code;
+	}
+	n = len;
+	memcpy(hdr, &magic, 4);
+	memcpy(hdr + 4, &status, 4);
+	memcpy(hdr + 8, &n, 8);
+	if (write_all(wfd, hdr, 16) < 0 || (len && write_all(wfd, payload, len) < 0))
+		_exit(4);
+	/* No atexit handlers: libhdf5's and the sanitizers' belong to the parent. */
+	_exit(0);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Read exactly n bytes before `deadline`: 0 ok, 1 EOF (child gone), 2 timeout, -1 error. */
+static int read_full(int fd, void *buf, size_t n, int64_t deadline)
+{
+	char *p = buf;
+	while (n) {
+		struct pollfd pf;
+		ssize_t k;
+		int64_t left = deadline - now_ms();
+		int e;
+		if (left <= 0)
+			return 2;
+		pf.fd = fd;
+		pf.events = POLLIN;
+		pf.revents = 0;
+		e = poll(&pf, 1, left > 1000000 ? 1000000 : (int)left);
+		if (e < 0 && errno == EINTR)
+			continue;
+		if (e < 0)
+			return -1;
+		if (e == 0)
+			continue;
+		k = read(fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -1;
+		if (k == 0)
+			return 1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static const char *sig_name(int s)
+{
+	switch (s) {
+	case SIGSEGV: return "SIGSEGV";
+	case SIGBUS: return "SIGBUS";
+	case SIGABRT: return "SIGABRT";
+	case SIGFPE: return "SIGFPE";
+	case SIGILL: return "SIGILL";
+	case SIGKILL: return "SIGKILL";
+	case SIGXCPU: return "SIGXCPU";
+	default: return "signal";
+	}
+}
+
+/* The child's error, re-raised here with our path. */
+static int raise_child_error(int status, const unsigned char *b, size_t n, const char *path)
+{
+	int32_t err;
+	int64_t off;
+	uint32_t vl;
+	char *var, *msg;
+	int rc;
+	if (n < 16)
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process sent a malformed error");
+	memcpy(&err, b, 4);
+	memcpy(&off, b + 4, 8);
+	memcpy(&vl, b + 12, 4);
+	if (vl > n - 16)
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process sent a malformed error");
+	var = ckpt__strndup((const char *)b + 16, vl);
+	msg = ckpt__strndup((const char *)b + 16 + vl, n - 16 - vl);
+	if (!var || !msg) {
+		ckpt__free(var);
+		ckpt__free(msg);
+		return CKPT_ENOMEM;
+	}
+	rc = ckpt__fail(status, path, *var ? var : NULL, off, "%s", msg);
+	if (err) {
+		ckpt__error_slot slot;
+		memset(&slot, 0, sizeof(slot));
+		ckpt__error_capture(&slot);
+		slot.sys_errno = err;
+		rc = ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
+	ckpt__free(var);
+	ckpt__free(msg);
+	return rc;
+}
+
+int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *lim, ckpt__h5_child_fn fn,
+	void *arg, void *dst, size_t dst_len, size_t max, void **out, size_t *n)
+{
+	int p[2], st = 0, got, rc = CKPT_OK, reaped;
+	unsigned char hdr[16];
+	uint32_t magic;
+	int32_t status = 0;
+	uint64_t len;
+	int64_t deadline;
+	pid_t pid;
+	void *buf = NULL;
+	if (out)
+		*out = NULL;
+	if (n)
+		*n = 0;
+	ckpt__h5_prepare();
+	if (pipe(p) < 0)
+		return ckpt__fail_errno(errno, path, "pipe for the libhdf5 reader process failed");
+	/* other threads' children must not hold our pipe open */
+	fcntl(p[0], F_SETFD, FD_CLOEXEC);
+	fcntl(p[1], F_SETFD, FD_CLOEXEC);
+	pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(p[0]);
+		close(p[1]);
+		return ckpt__fail_errno(e, path, "fork of the libhdf5 reader process failed");
+	}
+	if (pid == 0) {
+		close(p[0]);
+		child_main(p[1], lim, fn, arg);
+	}
+	__atomic_add_fetch(&sb_count, 1, __ATOMIC_RELAXED);
+	close(p[1]);
+	deadline = now_ms() + lim->timeout_ms;
+	got = read_full(p[0], hdr, sizeof(hdr), deadline);
+	if (got == 0) {
+		memcpy(&magic, hdr, 4);
+		memcpy(&status, hdr + 4, 4);
+		memcpy(&len, hdr + 8, 8);
+		if (magic != SB_MAGIC)
+			got = -1;
+		else if (status < 0) {
+			if (len > SB_MAX_ERROR)
+				got = -1;
+			else if (!(buf = ckpt__malloc(len ? (size_t)len : 1)))
+				rc = CKPT_ENOMEM;
+			else if ((got = read_full(p[0], buf, (size_t)len, deadline)) == 0)
+				rc = raise_child_error(status, buf, (size_t)len, path);
+		} else if (dst) {
+			if (len != dst_len)
+				rc = ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process sent %llu bytes for %s, wanted %zu",
+					(unsigned long long)len, what, dst_len);
+			else
+				got = read_full(p[0], dst, dst_len, deadline);
+		} else if (len > max) {
+			rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "%s: %llu bytes, cap is %zu", what, (unsigned long long)len, max);
+		} else if (!(buf = ckpt__malloc(len ? (size_t)len : 1))) {
+			rc = CKPT_ENOMEM;
+		} else if ((got = read_full(p[0], buf, (size_t)len, deadline)) == 0) {
+			*out = buf;
+			*n = (size_t)len;
+			buf = NULL;
+		}
+	}
+	if (got != 0 || rc < 0)
+		kill(pid, SIGKILL); /* gone already, or stuck, or no longer listened to */
+	close(p[0]);
+	do
+		reaped = waitpid(pid, &st, 0);
+	while (reaped < 0 && errno == EINTR);
+	ckpt__free(buf);
+	if (rc < 0 && got == 0)
+		return rc; /* the child's own error, or ours about its answer */
+	if (got == 0) {
+		if (status < 0)
+			return status;
+		return CKPT_OK;
+	}
+	if (out && *out) {
+		ckpt__free(*out);
+		*out = NULL;
+	}
+	if (got == 2)
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+			"libhdf5 took longer than %u ms %s (killed): corrupt metadata loops?", lim->timeout_ms, what);
+	if (reaped == pid && WIFSIGNALED(st)) {
+		int s = WTERMSIG(st);
+		if (s == SIGXCPU)
+			return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+				"libhdf5 used more than %u s of CPU %s (killed): corrupt metadata loops?", (lim->timeout_ms + 999) / 1000, what);
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+			"libhdf5 crashed %s (signal %d, %s): the file's HDF5 metadata is corrupt", what, s, sig_name(s));
+	}
+	if (reaped == pid && WIFEXITED(st))
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+			"libhdf5 reader process exited with status %d %s without an answer (past its %llu MiB memory limit?)",
+			WEXITSTATUS(st), what, (unsigned long long)(lim->mem_bytes >> 20));
+	return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process gave no answer %s", what);
+}

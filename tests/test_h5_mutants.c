@@ -1,0 +1,222 @@
+/*
+ * Issue 12.1: no HDF5 file crashes us or makes us allocate beyond the
+ * budget. The mutation campaign (tests/fuzz/h5_mutants.h) writes 8 bytes of
+ * all ones, all zeros or a seeded random value at metadata offsets of every
+ * Keras fixture, plus seeded random bit flips, and opens and reads each
+ * mutant: every one must be read or refused with a proper error, never
+ * crash the test process (Criterion reports a crash; the ASan pass reports
+ * any sanitizer finding). The libhdf5 sandbox (formats/keras_h5/h5_sandbox.h)
+ * is tested directly too: a child that segfaults, hangs, allocates without
+ * bound or fails cleanly.
+ *
+ * Size: CKPT_H5_MUTANTS per fixture (default 600, times
+ * CKPT_TEST_SWEEP_SCALE under ASan); a fixture whose 3 x metadata-offsets
+ * slots fit in that gets every offset with every kind, a larger one a
+ * systematic sample across all of its metadata (seeded phase). "all" runs
+ * every slot of every fixture (minutes per fixture; not the default).
+ */
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "keras_test.h"
+#include <criterion/parameterized.h>
+#include "formats/keras_h5/h5_safe.h"
+#include "formats/keras_h5/h5_sandbox.h"
+#include "tests/fuzz/h5_mutants.h"
+#include "tests/fuzz/h5_mutants.c"
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static size_t mutants_per_fixture(size_t slots)
+{
+	const char *e = getenv("CKPT_H5_MUTANTS"), *sc = getenv("CKPT_TEST_SWEEP_SCALE");
+	double scale = sc ? atof(sc) : 1.0, n;
+	if (e && strcmp(e, "all") == 0)
+		return slots;
+	n = (e ? atof(e) : 600.0) * (scale > 0 && scale <= 1 ? scale : 1.0);
+	if (n < 50)
+		n = 50;
+	return (size_t)n < slots ? (size_t)n : slots;
+}
+
+static void campaign(size_t fi)
+{
+	ckpt_h5m_base b;
+	uint64_t seed = 0x12c0ffee00ull + fi, tally[3] = { 0, 0, 0 }, before = ckpt__h5_sandbox_count();
+	size_t slots, n, nflip, j;
+	uint8_t *buf;
+	cr_assert_eq(ckpt_h5m_load(&b, ts_fixture(kt_fixtures[fi].rel)), 0, "cannot load %s", kt_fixtures[fi].rel);
+	cr_assert_gt(b.nmeta, 0);
+	buf = malloc(b.n);
+	cr_assert(buf);
+	cr_assert_eq(ckpt_h5m_run(b.bytes, b.n), CKPT_H5M_OPENED, "%s: the pristine file does not read", b.name);
+	slots = 3 * b.nmeta;
+	n = mutants_per_fixture(slots);
+	for (j = 0; j < n; j++) {
+		/* slot s: metadata offset s / 3, kind s % 3 (ones, zeros, random value) */
+		size_t s = n == slots ? j : (size_t)(((unsigned __int128)j * slots) / n + splitmix(&seed) % (slots / n));
+		memcpy(buf, b.bytes, b.n);
+		ckpt_h5m_apply(&b, buf, s / 3, (int)(s % 3), splitmix(&seed));
+		tally[ckpt_h5m_run(buf, b.n)]++;
+	}
+	/* random bit flips: 1-4 positions, 1-3 bits each */
+	nflip = n / 4 > 20 ? n / 4 : 20;
+	for (j = 0; j < nflip; j++) {
+		int k, np = 1 + (int)(splitmix(&seed) % 4);
+		memcpy(buf, b.bytes, b.n);
+		for (k = 0; k < np; k++) {
+			uint64_t r = splitmix(&seed), mask = (1ull << (r & 7)) | (1ull << ((r >> 3) & 63)) | (1ull << ((r >> 9) & 63));
+			ckpt_h5m_apply(&b, buf, (size_t)(r >> 16), CKPT_H5M_XOR, mask & ((r >> 15) & 1 ? ~0ull : 0xffull));
+		}
+		tally[ckpt_h5m_run(buf, b.n)]++;
+	}
+	fprintf(stderr, "h5_mutants: %s: %zu metadata bytes, %zu offset mutants (%s) + %zu flip mutants: %llu opened, "
+		"%llu refused, %llu contained libhdf5 failures\n", b.name, b.nmeta, n, n == slots ? "every offset" : "sampled",
+		nflip, (unsigned long long)tally[CKPT_H5M_OPENED], (unsigned long long)tally[CKPT_H5M_REFUSED],
+		(unsigned long long)tally[CKPT_H5M_CONTAINED]);
+	/* every mutant went through the sandbox: libhdf5 never ran on it in this process */
+	cr_assert_geq(ckpt__h5_sandbox_count() - before, n + nflip);
+	/* a mutant campaign that refuses nothing mutated nothing */
+	cr_assert_gt(tally[CKPT_H5M_REFUSED] + tally[CKPT_H5M_CONTAINED], 0);
+	free(buf);
+	ckpt_h5m_free(&b);
+}
+
+ParameterizedTestParameters(h5_mutants, every_fixture_survives_metadata_mutants)
+{
+	static size_t idx[KT_NFIX];
+	size_t i;
+	for (i = 0; i < KT_NFIX; i++)
+		idx[i] = i;
+	return cr_make_param_array(size_t, idx, KT_NFIX);
+}
+
+ParameterizedTest(size_t *fi, h5_mutants, every_fixture_survives_metadata_mutants, .timeout = 900)
+{
+	campaign(*fi);
+}
+
+/* ---- the sandbox itself ---- */
+
+static int child_segv(void *arg, void **p, size_t *n)
+{
+	(void)p;
+	(void)n;
+	(void)arg;
+	raise(SIGSEGV);
+	return 0;
+}
+
+static int child_hang(void *arg, void **p, size_t *n)
+{
+	(void)p;
+	(void)n;
+	(void)arg;
+	for (;;)
+		pause();
+	return 0;
+}
+
+static int child_spin(void *arg, void **p, size_t *n)
+{
+	volatile uint64_t x = 0;
+	(void)p;
+	(void)n;
+	(void)arg;
+	for (;;)
+		x++;
+	return 0;
+}
+
+/* Tries to allocate and touch 8 GiB in 64 MiB steps: the address-space limit must stop it. */
+static int child_hog(void *arg, void **p, size_t *n)
+{
+	size_t i;
+	(void)arg;
+	(void)p;
+	(void)n;
+	for (i = 0; i < 128; i++) {
+		char *b = malloc(64u << 20);
+		if (!b)
+			return ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "allocation %zu of 64 MiB failed", i);
+		memset(b, 1, 64u << 20);
+	}
+	*p = NULL;
+	*n = 0;
+	return CKPT_OK; /* not reached under the limit */
+}
+
+static int child_fail(void *arg, void **p, size_t *n)
+{
+	(void)arg;
+	(void)p;
+	(void)n;
+	return ckpt__fail(CKPT_ELIMIT, "ignored", "layers/dense/vars/0", 1234, "a clean refusal from the child");
+}
+
+static int child_ok(void *arg, void **p, size_t *n)
+{
+	*p = ckpt__strdup((const char *)arg);
+	*n = strlen((const char *)arg);
+	return CKPT_OK;
+}
+
+static int boxed(ckpt__h5_child_fn fn, void *arg, unsigned timeout_ms, uint64_t mem)
+{
+	ckpt__h5_limits lim = { mem, timeout_ms };
+	void *out = NULL;
+	size_t n = 0;
+	int rc;
+	ckpt__h5_lock();
+	rc = ckpt__h5_sandbox("/x/file.h5", "in a test", &lim, fn, arg, NULL, 0, 1 << 20, &out, &n);
+	ckpt__h5_unlock();
+	ckpt__free(out);
+	return rc;
+}
+
+static void assert_msg(int rc, int code, const char *needle)
+{
+	const ckpt_error *e = ckpt_error_last();
+	cr_assert_eq(rc, code, "rc %d (%s), want %d", rc, e->message ? e->message : "", code);
+	cr_assert(e->message && strstr(e->message, needle), "message '%s' lacks '%s'", e->message ? e->message : "", needle);
+	cr_assert(e->path && strcmp(e->path, "/x/file.h5") == 0, "path '%s'", e->path ? e->path : "(null)");
+}
+
+Test(h5_mutants, sandbox_turns_crash_hang_and_hog_into_errors, .timeout = 120)
+{
+	assert_msg(boxed(child_segv, NULL, 10000, 64u << 20), CKPT_EFORMAT, "signal 11, SIGSEGV");
+	assert_msg(boxed(child_hang, NULL, 300, 64u << 20), CKPT_EFORMAT, "longer than 300 ms");
+	assert_msg(boxed(child_spin, NULL, 1000, 64u << 20), CKPT_EFORMAT, "libhdf5 ");
+	{
+		int rc = boxed(child_hog, NULL, 60000, 256u << 20);
+		cr_assert_lt(rc, 0, "the child allocated 8 GiB under a 256 MiB limit");
+		cr_assert(strstr(ckpt_error_last()->message, "64 MiB failed") || strstr(ckpt_error_last()->message, "libhdf5 "),
+			"%s", ckpt_error_last()->message);
+	}
+	assert_msg(boxed(child_fail, NULL, 10000, 64u << 20), CKPT_ELIMIT, "a clean refusal from the child");
+	cr_assert_str_eq(ckpt_error_last()->variable, "layers/dense/vars/0");
+	cr_assert_eq(ckpt_error_last()->offset, 1234);
+}
+
+Test(h5_mutants, a_good_answer_arrives_whole)
+{
+	ckpt__h5_limits lim = { 64u << 20, 10000 };
+	char *out = NULL, text[] = "layout bytes", dst[12];
+	size_t n = 0;
+	ckpt__h5_lock();
+	cr_assert_eq(ckpt__h5_sandbox("/x/file.h5", "in a test", &lim, child_ok, text, NULL, 0, 100, (void **)&out, &n), CKPT_OK);
+	cr_assert_eq(n, 12);
+	cr_assert(memcmp(out, "layout bytes", 12) == 0);
+	ckpt__free(out);
+	cr_assert_eq(ckpt__h5_sandbox("/x/file.h5", "in a test", &lim, child_ok, text, dst, sizeof(dst), 0, NULL, NULL), CKPT_OK);
+	cr_assert(memcmp(dst, "layout bytes", 12) == 0);
+	cr_assert_eq(ckpt__h5_sandbox("/x/file.h5", "in a test", &lim, child_ok, text, dst, 5, 0, NULL, NULL), CKPT_EFORMAT);
+	cr_assert_eq(ckpt__h5_sandbox("/x/file.h5", "in a test", &lim, child_ok, text, NULL, 0, 4, (void **)&out, &n), CKPT_ELIMIT);
+	ckpt__h5_unlock();
+}
