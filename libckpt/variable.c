@@ -32,6 +32,7 @@
 #include <string.h>
 #include <omp.h>
 #include "variable_internal.h"
+#include "strategy_impl.h"
 
 struct ckpt_variable {
 	char *name;
@@ -43,7 +44,9 @@ struct ckpt_variable {
 	ckpt_aggregation agg;
 	int trainable;
 	ckpt_strategy *strategy; /* holds a CKPT__REF_VARIABLE reference */
-	int copies;
+	int copies;              /* local copies (this process's replicas) */
+	int global_copies;       /* replicas over every process: sync-on-read SUM splits by it */
+	int holds_replica0;      /* copy 0 is global replica 0 (integer SUM split keeps the value there) */
 	int wrapped;             /* bufs belong to the caller */
 	void **bufs;             /* copies pointers (STRING: strs[r]->data) */
 	ckpt_tensor **strs;      /* STRING only: one deep copy per replica */
@@ -115,7 +118,7 @@ static void apply_piece(const piece *p)
 			memset(dst, 0, p->len);
 			break;
 		case FILL_SPLIT_INT:
-			if (r > 0)
+			if (r > 0 || !v->holds_replica0)
 				memset(dst, 0, p->len);
 			else if (dst != src)
 				memcpy(dst, src, p->len);
@@ -124,7 +127,7 @@ static void apply_piece(const piece *p)
 			for (size_t i = 0; i < p->len; i += sizeof(float)) {
 				float x;
 				memcpy(&x, src + i, sizeof(x)); /* src may be unaligned */
-				x /= (float)n;
+				x /= (float)v->global_copies;
 				memcpy(dst + i, &x, sizeof(x));
 			}
 			break;
@@ -132,7 +135,7 @@ static void apply_piece(const piece *p)
 			for (size_t i = 0; i < p->len; i += sizeof(double)) {
 				double x;
 				memcpy(&x, src + i, sizeof(x));
-				x /= (double)n;
+				x /= (double)v->global_copies;
 				memcpy(dst + i, &x, sizeof(x));
 			}
 			break;
@@ -315,8 +318,8 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 		CKPT_TRY(strings_nbytes(o->initial_value, nelem, name, &nbytes));
 
 	ckpt_strategy *s = ckpt_strategy_current();
-	int mirrored = ckpt_strategy_get_kind(s) == CKPT_STRATEGY_MIRRORED;
-	int copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
+	int mirrored = ckpt_strategy_get_kind(s) != CKPT_STRATEGY_DEFAULT;
+	int copies = mirrored ? ckpt__strategy_local_replicas(s) : 1;
 	ckpt_variable *v = ckpt__calloc(1, sizeof(*v));
 	if (!v)
 		return CKPT_ENOMEM;
@@ -344,6 +347,10 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 		return rc;
 	}
 	install_string_copies(v, ts);
+	if (ckpt__strategy_ops_of(s)->on_create && (rc = ckpt__strategy_ops_of(s)->on_create(s, v, 1)) < 0) {
+		ckpt_variable_free(v);
+		return rc;
+	}
 	*out = v;
 	return CKPT_OK;
 }
@@ -381,8 +388,8 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	CKPT_TRY(check_options(o, name, dt));
 
 	ckpt_strategy *s = ckpt_strategy_current();
-	int mirrored = ckpt_strategy_get_kind(s) == CKPT_STRATEGY_MIRRORED;
-	int copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
+	int mirrored = ckpt_strategy_get_kind(s) != CKPT_STRATEGY_DEFAULT;
+	int copies = mirrored ? ckpt__strategy_local_replicas(s) : 1;
 	if (o->replica_buffers) {
 		for (int i = 0; i < copies; i++) {
 			if (!o->replica_buffers[i] && nbytes > 0)
@@ -411,6 +418,8 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	v->agg = o->aggregation;
 	v->trainable = o->trainable;
 	v->copies = copies;
+	v->global_copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
+	v->holds_replica0 = !mirrored || ckpt__strategy_replica_offset(s) == 0;
 	v->wrapped = o->replica_buffers != NULL;
 	v->strategy = s;
 	ckpt__strategy_retain(s, CKPT__REF_VARIABLE);
@@ -431,6 +440,14 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 		fanout f = { local, LOCAL_BATCH, 0, 0 };
 		fanout_add(&f, v, o->initial_value, o->initial_value ? FILL_COPY : FILL_ZERO);
 		fanout_flush(&f);
+	}
+	/* cross-process strategies: the same variable everywhere, process 0's initial value */
+	if (ckpt__strategy_ops_of(s)->on_create) {
+		int rc = ckpt__strategy_ops_of(s)->on_create(s, v, fill || o->initial_value || v->wrapped);
+		if (rc < 0) {
+			ckpt_variable_free(v);
+			return rc;
+		}
 	}
 	*out = v;
 	return CKPT_OK;
@@ -500,6 +517,21 @@ const void *ckpt_variable_replica_data(const ckpt_variable *v, int replica)
 void *ckpt__variable_data(ckpt_variable *v, int replica)
 {
 	return (void *)ckpt_variable_replica_data(v, replica);
+}
+
+void *ckpt__variable_local_copy(ckpt_variable *v, int i)
+{
+	return ckpt__variable_data(v, i);
+}
+
+void ckpt__variable_fill_from_primary(ckpt_variable *v)
+{
+	if (!v || v->copies < 2 || v->dtype == CKPT_DT_STRING)
+		return;
+	piece local[LOCAL_BATCH];
+	fanout f = { local, LOCAL_BATCH, 0, 0 };
+	fanout_add(&f, v, v->bufs[0], FILL_COPY);
+	fanout_flush(&f);
 }
 
 /* ---- cross-replica assign ---- */
@@ -712,6 +744,9 @@ int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n)
 			v->name, (unsigned long long)v->nbytes, n);
 	if (!dst && n > 0)
 		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1, "read of variable '%s': destination is NULL", v->name);
+	/* the aggregate over other processes' replicas too: collective */
+	if (v->kind == CKPT_VAR_SYNC_ON_READ && ckpt__strategy_ops_of(v->strategy)->read)
+		return ckpt__strategy_ops_of(v->strategy)->read(v->strategy, v, dst, n);
 	if (v->kind != CKPT_VAR_SYNC_ON_READ || v->copies == 1 ||
 	    (v->agg != CKPT_AGG_SUM && v->agg != CKPT_AGG_MEAN)) {
 		if (n > 0)
@@ -766,7 +801,7 @@ int ckpt_variable_local(ckpt_variable *v, void **out)
 			ckpt_var_kind_name(v->kind), ckpt_strategy_describe(running),
 			ckpt_strategy_describe(running));
 	}
-	*out = v->bufs[ckpt_replica_id(ctx)];
+	*out = v->bufs[ckpt_replica_id(ctx) - ckpt__strategy_replica_offset(running)];
 	return CKPT_OK;
 }
 
