@@ -23,6 +23,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 #include "checkpoint_internal.h"
+#include "strategy_impl.h"
 
 #define STATE_FILE "checkpoint"
 
@@ -43,6 +44,28 @@ struct ckpt_manager {
 	char *last_saved;
 	char *latest_valid;
 };
+
+/*
+ * Multi-process checkpoints (a cross-process strategy, strategy_impl.h):
+ * every process runs the same manager calls; process 0 alone changes shared
+ * files (cleanup, retention, the state file) and each call ends by agreeing
+ * on its status. A one-writer-per-directory lock belongs to the writer
+ * process only: take it where writer_process() is 1 and agree on the result.
+ */
+static ckpt_strategy *collective(const ckpt_manager *m)
+{
+	return m->ck ? ckpt__checkpoint_collective(m->ck) : NULL;
+}
+
+static int writer_process(ckpt_strategy *cs)
+{
+	return !cs || ckpt__strategy_ops_of(cs)->is_writer(cs);
+}
+
+static int agree(ckpt_strategy *cs, int rc)
+{
+	return cs ? ckpt__strategy_ops_of(cs)->agree(cs, rc) : rc;
+}
 
 static double now_seconds(void)
 {
@@ -450,7 +473,7 @@ static int orphan_data(const ckpt_manager *m, char **names, size_t n, const char
 }
 
 /* Remove leftover temporaries, find "<name>-N.index" files. */
-static int scan_dir(ckpt_manager *m, int have_state)
+static int scan_dir(ckpt_manager *m, int have_state, int writer)
 {
 	char **names = NULL;
 	size_t n = 0;
@@ -460,7 +483,7 @@ static int scan_dir(ckpt_manager *m, int have_state)
 	int rc = found ? CKPT_OK : CKPT_ENOMEM;
 	for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
 		/* only a manager that saves cleans up: a read-only one may watch a trainer that is writing */
-		if (m->ck && (is_temporary(names[i]) || orphan_data(m, names, n, names[i]))) {
+		if (m->ck && writer && (is_temporary(names[i]) || orphan_data(m, names, n, names[i]))) {
 			char *p = ckpt__path_join(m->dir, names[i]);
 			if (!p) {
 				rc = CKPT_ENOMEM;
@@ -533,9 +556,10 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	const char *name = opts.checkpoint_name ? opts.checkpoint_name : "ckpt";
 	if (!*name || strchr(name, '/'))
 		return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "checkpoint_name '%s' must be a plain file name", name);
+	ckpt_strategy *cs = ck ? ckpt__checkpoint_collective(ck) : NULL;
 	ckpt_manager *m = ckpt__calloc(1, sizeof(*m));
 	if (!m)
-		return CKPT_ENOMEM;
+		return agree(cs, CKPT_ENOMEM);
 	m->ck = ck;
 	m->max_to_keep = max_to_keep;
 	m->vfs = opts.vfs ? opts.vfs : (ck && ck->opts.vfs ? ck->opts.vfs : ckpt_vfs_default());
@@ -555,12 +579,13 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	if (rc == CKPT_OK)
 		rc = read_state(m, &have_state);
 	if (rc == CKPT_OK)
-		rc = scan_dir(m, have_state);
+		rc = scan_dir(m, have_state, writer_process(cs));
 	for (size_t i = 0; i < m->n && rc == CKPT_OK; i++) {
 		int64_t num = prefix_number(base_name(m->paths[i]), m->name);
 		if (num > m->max_number)
 			m->max_number = num;
 	}
+	rc = agree(cs, rc);
 	if (rc < 0) {
 		ckpt__error_annotate(dir, NULL);
 		ckpt_manager_free(m);
@@ -580,14 +605,19 @@ static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 	char *path = ckpt__asprintf("%s/%s-%lld", m->dir, m->name, (long long)number);
 	if (!path)
 		return CKPT_ENOMEM;
+	ckpt_strategy *cs = collective(m);
+	int writer = writer_process(cs);
+	/* collective by itself: on failure every process already has the same status */
 	int rc = ckpt__checkpoint_save_as(m->ck, path, number);
+	int saved = rc == CKPT_OK;
 	if (rc == CKPT_OK)
 		rc = list_push(m, path, now_seconds());
 	if (rc == CKPT_OK && number > m->max_number)
 		m->max_number = number;
 	/* retention: the index goes first, so a crash leaves no half-deleted checkpoint that looks valid */
 	while (rc == CKPT_OK && m->max_to_keep > 0 && m->n > (size_t)m->max_to_keep) {
-		rc = delete_checkpoint(m, m->paths[0]);
+		if (writer)
+			rc = delete_checkpoint(m, m->paths[0]);
 		if (rc < 0)
 			break;
 		ckpt__free(m->paths[0]);
@@ -595,8 +625,10 @@ static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 		memmove(&m->times[0], &m->times[1], (m->n - 1) * sizeof(double));
 		m->n--;
 	}
-	if (rc == CKPT_OK)
+	if (rc == CKPT_OK && writer)
 		rc = write_state(m);
+	if (saved)
+		rc = agree(cs, rc);
 	if (rc == CKPT_OK) {
 		ckpt__free(m->last_saved);
 		m->last_saved = path;
