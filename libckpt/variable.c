@@ -200,7 +200,7 @@ static void fanout_add(fanout *f, ckpt_variable *v, const void *src, fill_mode m
 /* How assign writes `v`. */
 static fill_mode assign_mode(const ckpt_variable *v)
 {
-	if (v->kind != CKPT_VAR_SYNC_ON_READ || v->agg != CKPT_AGG_SUM || v->copies == 1)
+	if (v->kind != CKPT_VAR_SYNC_ON_READ || v->agg != CKPT_AGG_SUM || v->global_copies == 1)
 		return FILL_COPY;
 	switch (v->dtype) {
 	case CKPT_DT_FLOAT: return FILL_SPLIT_F32;
@@ -642,7 +642,7 @@ void ckpt__assign_plan_run(ckpt__assign_plan *p)
 	for (size_t i = 0; i < p->count; i++) {
 		ckpt_variable *v = p->vars[i];
 		/* a value read straight into a single copy is already in place */
-		if (p->srcs[i] == v->bufs[0] && v->copies == 1)
+		if (p->srcs[i] == v->bufs[0] && v->copies == 1 && assign_mode(v) == FILL_COPY)
 			continue;
 		fanout_add(&p->f, v, p->srcs[i], assign_mode(v));
 	}
