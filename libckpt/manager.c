@@ -629,6 +629,17 @@ static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 		rc = write_state(m);
 	if (saved)
 		rc = agree(cs, rc);
+	/* multi-process: a save that failed after its commit is taken back, so no new checkpoint is visible */
+	if (cs && saved && rc < 0) {
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		if (writer)
+			delete_checkpoint(m, path);
+		if (m->n && strcmp(m->paths[m->n - 1], path) == 0)
+			ckpt__free(m->paths[--m->n]);
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
 	if (rc == CKPT_OK) {
 		ckpt__free(m->last_saved);
 		m->last_saved = path;
