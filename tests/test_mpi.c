@@ -142,6 +142,31 @@ Test(mpi, io_failure_on_committing_worker_0_fails_every_worker_and_keeps_the_lat
 	free(dir);
 }
 
+Test(mpi, sample_2x2_killed_resumed_1x4_then_4x1_equals_straight_run_and_mirrored_4, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	char cmd[4096];
+	ts_run_result r;
+	const char *mw = CKPT_BINARY_DIR "/samples/mlp_multiworker";
+	snprintf(cmd, sizeof(cmd),
+		"set -e; cd %s; "
+		MPIRUN " -np 2 %s --local 2 --epochs 4 --dir straight; "
+		"if " MPIRUN " -np 2 %s --local 2 --epochs 4 --dir resumed --die-after-epoch 2; then exit 9; fi; "
+		"if " MPIRUN " -np 1 %s --local 4 --epochs 4 --dir resumed --die-after-epoch 3; then exit 9; fi; "
+		MPIRUN " -np 4 %s --local 1 --epochs 4 --dir resumed; "
+		CKPT_BINARY_DIR "/samples/mlp_mirrored --replicas 4 --epochs 4 --dir mirrored; "
+		TS_CLI " diff straight/ckpt-4 resumed/ckpt-4; " TS_CLI " diff straight/ckpt-4 mirrored/ckpt-4",
+		dir, mw, mw, mw, mw);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "exit %d\n%s\n%s", r.status, r.out, r.err);
+	cr_assert(strstr(r.out, "resumed from resumed/ckpt-2 after epoch 2, onto 1 worker(s) x 4 local replica(s)"), "%s", r.out);
+	cr_assert(strstr(r.out, "resumed from resumed/ckpt-3 after epoch 3, onto 4 worker(s) x 1 local replica(s)"), "%s", r.out);
+	cr_assert(strstr(r.out, "equal: 23 compared, 0 differ"), "%s", r.out);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+}
+
 /* ---- kill -9 of one worker in the middle of a save loop ---- */
 
 static uint64_t rng_next(uint64_t *s)
