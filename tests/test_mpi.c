@@ -167,6 +167,31 @@ Test(mpi, sample_2x2_killed_resumed_1x4_then_4x1_equals_straight_run_and_mirrore
 	free(dir);
 }
 
+Test(mpi, tensorflow_partitioned_p3_restores_on_2_workers_and_inspect_shows_partitions, .timeout = 300)
+{
+	const char *py = ts_oracle_python();
+	char *dir = ts_tmpdir();
+	char cmd[4096];
+	ts_run_result r;
+	/* the reference: TF1 PartitionedVariable and TF2 ShardedVariable, written now by TensorFlow */
+	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_partitioned.py %s", py, dir);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "TF PARTITIONED OK"), "%s", r.out);
+	ts_run_free(&r);
+	run_mpi(2, "mpi_partitioned 2 %s", dir);
+	run_mpi(1, "mpi_partitioned 1 %s", dir);
+	for (int k = 0; k < 2; k++) {
+		snprintf(cmd, sizeof(cmd), TS_CLI " inspect %s/%s", dir, k ? "tf1/model.ckpt" : "tf2/ckpt-1");
+		cr_assert_eq(ts_run_sh(&r, cmd), 0);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		cr_assert(strstr(r.out, "partitioned into 3 slices: [0:3, 0:4] [3:5, 0:4] [5:7, 0:4]"), "%s", r.out);
+		ts_run_free(&r);
+	}
+	ts_rmtree(dir);
+	free(dir);
+}
+
 /* ---- kill -9 of one worker in the middle of a save loop ---- */
 
 static uint64_t rng_next(uint64_t *s)
