@@ -12,6 +12,7 @@
 #include <string.h>
 #include "checkpoint_internal.h"
 #include "formats/format.h"
+#include "strategy_impl.h"
 
 #define SAVE_COUNTER "save_counter"
 
@@ -161,12 +162,84 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 	return rc;
 }
 
+static ckpt_strategy *collective_in_plan(const ckpt__plan *p)
+{
+	ckpt_strategy *cur = ckpt_strategy_current();
+	if (ckpt__strategy_is_collective(cur))
+		return cur;
+	for (size_t i = 0; i < p->n; i++) {
+		const ckpt_object *o = p->nodes[i].obj;
+		for (size_t a = 0; a < o->nattrs; a++)
+			if (ckpt__strategy_is_collective(ckpt_variable_strategy(o->attrs[a].var)))
+				return ckpt_variable_strategy(o->attrs[a].var);
+	}
+	return NULL;
+}
+
+ckpt_strategy *ckpt__checkpoint_collective(ckpt_checkpoint *ck)
+{
+	ckpt_strategy *cur = ckpt_strategy_current();
+	if (ckpt__strategy_is_collective(cur) || !ck)
+		return ckpt__strategy_is_collective(cur) ? cur : NULL;
+	ckpt__plan p;
+	if (ckpt__plan_build(&p, ck->root) < 0) {
+		ckpt_error_clear();
+		return NULL;
+	}
+	ckpt_strategy *s = collective_in_plan(&p);
+	ckpt__plan_free(&p);
+	return s;
+}
+
+/* A cross-process strategy writes the checkpoint itself (sharded over its processes). */
+static int write_collective(ckpt_strategy *cs, ckpt_checkpoint *ck, const ckpt__plan *p, const char *path)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < p->n; i++)
+		n += p->nodes[i].obj->nattrs;
+	const char **keys = ckpt__calloc(n ? n : 1, sizeof(*keys));
+	ckpt_variable **vars = ckpt__calloc(n ? n : 1, sizeof(*vars));
+	if (!keys || !vars) {
+		ckpt__free(keys);
+		ckpt__free(vars);
+		/* still take part, so the other processes fail instead of waiting */
+		return ckpt__strategy_ops_of(cs)->agree(cs, ckpt__fail(CKPT_ENOMEM, path, NULL, -1, "out of memory"));
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		const ckpt_object *o = p->nodes[i].obj;
+		for (size_t a = 0; a < o->nattrs; a++, k++) {
+			keys[k] = p->graph->nodes[i].attrs[a].checkpoint_key;
+			vars[k] = o->attrs[a].var;
+		}
+	}
+	ckpt__save_request req = { path, ck->opts.vfs ? ck->opts.vfs : ckpt_vfs_default(), ck->opts.no_fsync,
+		n, keys, vars, p->graph };
+	int rc = ckpt__strategy_ops_of(cs)->write(cs, &req);
+	ckpt__free(keys);
+	ckpt__free(vars);
+	return rc;
+}
+
 static int write_to(ckpt_checkpoint *ck, const char *path)
 {
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_write"));
 	CKPT_TRY(ckpt__checkpoint_check_mirrored(ck, path));
 	ckpt__plan p;
 	CKPT_TRY(ckpt__plan_build(&p, ck->root));
+	ckpt_strategy *cs = collective_in_plan(&p);
+	if (cs) {
+		int crc = write_collective(cs, ck, &p, path);
+		ckpt__plan_free(&p);
+		if (crc == CKPT_OK) {
+			char *lp = ckpt__strdup(path);
+			if (!lp)
+				return CKPT_ENOMEM;
+			ckpt__free(ck->last_path);
+			ck->last_path = lp;
+		}
+		return crc;
+	}
 	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
 	wo.vfs = ck->opts.vfs;
 	wo.no_fsync = ck->opts.no_fsync;

@@ -223,6 +223,12 @@ int ckpt__checkpoint_check_mirrored(ckpt_checkpoint *ck, const char *path);
 /* checkpoint.c */
 /* Set save_counter to `number` and write `path`; the counter is rolled back on failure. */
 int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t number);
+/*
+ * The cross-process strategy (strategy_impl.h) a checkpoint's save / restore
+ * must be collective under: the current scope's when it is one, else the
+ * first among the tree's variables; NULL for a single-process checkpoint.
+ */
+ckpt_strategy *ckpt__checkpoint_collective(ckpt_checkpoint *ck);
 void ckpt__warn(ckpt_warning_fn fn, void *ctx, const char *fmt, ...) CKPT_PRINTF(3, 4);
 
 #endif

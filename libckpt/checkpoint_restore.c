@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "checkpoint_internal.h"
+#include "strategy_impl.h"
 #include "variable_internal.h"
 
 /* ================================================================== */
@@ -1083,9 +1084,12 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 	if (!ck || !path)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_restore: NULL argument");
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_restore"));
+	/* multi-process: every process agrees before any assigns, so all restore or none does */
+	ckpt_strategy *cs = ckpt__checkpoint_collective(ck);
 	ckpt__session *s;
-	CKPT_TRY(ckpt__session_open(&s, path, &ck->opts));
-	int rc = CKPT_OK;
+	int rc = ckpt__session_open(&s, path, &ck->opts);
+	if (rc < 0)
+		return cs ? ckpt__strategy_ops_of(cs)->agree(cs, rc) : rc;
 	/* like TF, restoring a file that has a save_counter creates ours */
 	if (s->graph) {
 		const ckpt_og_node *root = &s->graph->nodes[0];
@@ -1107,8 +1111,18 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 	/* the status first: nothing may fail once values are assigned */
 	if (rc == CKPT_OK && status)
 		rc = ckpt__restore_status_new(&st, s, ck);
+	if (cs)
+		rc = ckpt__strategy_ops_of(cs)->agree(cs, rc);
+	int agreed = rc == CKPT_OK;
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
+	/*
+	 * A read failing inside the commit on one process (which keeps its old
+	 * values: all-or-nothing locally) while the others commit: the status
+	 * is still the same everywhere.
+	 */
+	if (cs && agreed)
+		rc = ckpt__strategy_ops_of(cs)->agree(cs, rc);
 	ckpt__run_discard(r);
 	if (rc < 0) {
 		if (st)

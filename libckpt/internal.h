@@ -1,6 +1,8 @@
 /*
  * libckpt internals shared by the core and the format backends. Not
  * installed. Error helpers after zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR.
+ * The few marked CKPT_API are exported for the in-tree ckpt_mpi library
+ * (errors and memory through the same hooks as the core).
  */
 #ifndef CKPT_INTERNAL_H
 #define CKPT_INTERNAL_H
@@ -16,7 +18,7 @@
  * Record an error on this thread and return `code`. `path`, `var` may be NULL,
  * `offset` -1 when unknown. The message is formatted with printf rules.
  */
-int ckpt__fail(int code, const char *path, const char *var, int64_t offset, const char *fmt, ...)
+CKPT_API int ckpt__fail(int code, const char *path, const char *var, int64_t offset, const char *fmt, ...)
 	CKPT_PRINTF(5, 6);
 /** Same, with the errno of a failed system call (CKPT_EIO). */
 int ckpt__fail_errno(int err, const char *path, const char *fmt, ...) CKPT_PRINTF(3, 4);
@@ -34,22 +36,22 @@ typedef struct ckpt__error_slot {
 	int sys_errno;
 } ckpt__error_slot;
 /** Copy this thread's last error into `slot` (frees what the slot held). */
-void ckpt__error_capture(ckpt__error_slot *slot);
+CKPT_API void ckpt__error_capture(ckpt__error_slot *slot);
 /** Make `slot` this thread's last error; returns slot->code. */
-int ckpt__error_raise(const ckpt__error_slot *slot);
-void ckpt__error_slot_clear(ckpt__error_slot *slot);
+CKPT_API int ckpt__error_raise(const ckpt__error_slot *slot);
+CKPT_API void ckpt__error_slot_clear(ckpt__error_slot *slot);
 
 #define CKPT_TRY(expr) do { int ckpt__rc = (expr); if (ckpt__rc < 0) return ckpt__rc; } while (0)
 
 /* ---- memory (through the allocator hook) ---- */
-void *ckpt__malloc(size_t n);
-void *ckpt__calloc(size_t count, size_t size); /* overflow-checked */
-void *ckpt__realloc(void *p, size_t n);
-void ckpt__free(void *p);
-char *ckpt__strdup(const char *s);
+CKPT_API void *ckpt__malloc(size_t n);
+CKPT_API void *ckpt__calloc(size_t count, size_t size); /* overflow-checked */
+CKPT_API void *ckpt__realloc(void *p, size_t n);
+CKPT_API void ckpt__free(void *p);
+CKPT_API char *ckpt__strdup(const char *s);
 char *ckpt__strndup(const char *s, size_t n);
 /** printf into a fresh ckpt__malloc'ed string (NULL on failure, error set). */
-char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
+CKPT_API char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
 
 /* ---- checked arithmetic ---- */
 static inline int ckpt__add_u64(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_add_overflow(a, b, out); }

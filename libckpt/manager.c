@@ -36,6 +36,7 @@
 #include <unistd.h>
 #include "checkpoint_internal.h"
 #include "manager_internal.h"
+#include "strategy_impl.h"
 
 #define STATE_FILE "checkpoint"
 
@@ -64,6 +65,28 @@ struct ckpt_manager {
 	ckpt__dir_lock *lock;    /* held by a manager that saves */
 	ckpt__manager_async *async; /* a save in flight (manager_async.c) */
 };
+
+/*
+ * Multi-process checkpoints (a cross-process strategy, strategy_impl.h):
+ * every process runs the same manager calls; process 0 alone changes shared
+ * files (cleanup, retention, the state file) and each call ends by agreeing
+ * on its status. A one-writer-per-directory lock belongs to the writer
+ * process only: take it where writer_process() is 1 and agree on the result.
+ */
+static ckpt_strategy *collective(const ckpt_manager *m)
+{
+	return m->ck ? ckpt__checkpoint_collective(m->ck) : NULL;
+}
+
+static int writer_process(ckpt_strategy *cs)
+{
+	return !cs || ckpt__strategy_ops_of(cs)->is_writer(cs);
+}
+
+static int agree(ckpt_strategy *cs, int rc)
+{
+	return cs ? ckpt__strategy_ops_of(cs)->agree(cs, rc) : rc;
+}
 
 static double now_seconds(void)
 {
@@ -694,17 +717,18 @@ static int scan_dir(ckpt_manager *m, int have_state, int *adopted)
  * The lock holder finishes what a dead writer left: the retention it did not
  * get to, and a state file that lists what is there.
  */
-static int finish_interrupted_save(ckpt_manager *m, int adopted)
+static int finish_interrupted_save(ckpt_manager *m, int adopted, int writer)
 {
 	int changed = adopted > 0;
 	while (m->max_to_keep > 0 && m->n > (size_t)m->max_to_keep) {
-		CKPT_TRY(delete_checkpoint(m, m->list[0].path));
+		if (writer)
+			CKPT_TRY(delete_checkpoint(m, m->list[0].path));
 		ckpt__free(m->list[0].path);
 		memmove(&m->list[0], &m->list[1], (m->n - 1) * sizeof(mgr_entry));
 		m->n--;
 		changed = 1;
 	}
-	return changed ? write_state_current(m) : CKPT_OK;
+	return changed && writer ? write_state_current(m) : CKPT_OK;
 }
 
 /* ---- public API ---- */
@@ -750,9 +774,10 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	const char *name = opts.checkpoint_name ? opts.checkpoint_name : "ckpt";
 	if (!*name || strchr(name, '/'))
 		return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "checkpoint_name '%s' must be a plain file name", name);
+	ckpt_strategy *cs = ck ? ckpt__checkpoint_collective(ck) : NULL;
 	ckpt_manager *m = ckpt__calloc(1, sizeof(*m));
 	if (!m)
-		return CKPT_ENOMEM;
+		return agree(cs, CKPT_ENOMEM);
 	m->ck = ck;
 	m->max_to_keep = max_to_keep;
 	m->vfs = opts.vfs ? opts.vfs : (ck && ck->opts.vfs ? ck->opts.vfs : ckpt_vfs_default());
@@ -769,8 +794,8 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		m->dir[l - 1] = '\0';
 	if (rc == CKPT_OK)
 		rc = make_dirs(m->vfs, m->dir);
-	/* a manager that saves is the directory's only writer from here on */
-	if (rc == CKPT_OK && ck)
+	/* a manager that saves is the directory's only writer from here on (a multi-process job: its writer process) */
+	if (rc == CKPT_OK && ck && writer_process(cs))
 		rc = ckpt__dir_lock_acquire(&m->lock, m->vfs, m->dir);
 	int have_state = 0, adopted = 0;
 	if (rc == CKPT_OK)
@@ -782,8 +807,10 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		if (num > m->max_number)
 			m->max_number = num;
 	}
-	if (rc == CKPT_OK && m->lock)
-		rc = finish_interrupted_save(m, adopted);
+	/* multi-process: the list is trimmed on every process, files change on the writer only */
+	if (rc == CKPT_OK && (m->lock || (cs && m->ck && !writer_process(cs))))
+		rc = finish_interrupted_save(m, adopted, writer_process(cs));
+	rc = agree(cs, rc);
 	if (rc < 0) {
 		ckpt__error_annotate(dir, NULL);
 		ckpt_manager_free(m);
@@ -955,8 +982,31 @@ ckpt__manager_async **ckpt__manager_async_slot(ckpt_manager *m)
 static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 {
 	ckpt__manager_save s;
+	ckpt_strategy *cs = collective(m);
+	int writer = writer_process(cs);
 	CKPT_TRY(ckpt__manager_plan(&s, m, number));
+	/* collective by itself: on failure every process already has the same status */
 	int rc = ckpt__checkpoint_save_as(m->ck, s.path, number);
+	int saved = rc == CKPT_OK;
+	if (rc == CKPT_OK) {
+		s.written = 1;
+		if (writer)
+			rc = ckpt__manager_commit_files(m, &s);
+		else
+			s.ndeleted = s.ndel; /* the writer deletes them: the lists stay equal */
+	}
+	if (saved)
+		rc = agree(cs, rc);
+	/* multi-process: a save that failed after its commit is taken back, so no new checkpoint is visible */
+	if (cs && saved && rc < 0) {
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		if (writer)
+			delete_checkpoint(m, s.path);
+		s.written = 0;
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
 	if (rc == CKPT_OK) {
 		s.written = 1;
 		rc = ckpt__manager_commit_files(m, &s);

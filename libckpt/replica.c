@@ -25,11 +25,20 @@
  * bit-identical for all replicas and independent of timing. Accumulation is
  * in the buffer's type; MEAN divides the fixed-order sum by N (not a
  * multiplication by 1/N, which rounds differently for N not a power of 2).
+ *
+ * Cross-process strategies (strategy_impl.h): the run holds this process's
+ * local replicas; ids are global (offset + local index). Barrier and
+ * all-reduce first meet locally, then local replica 0 — the calling thread,
+ * so MPI_THREAD_FUNNELED suffices — runs the strategy's hook for the whole
+ * process while its peers wait in a second local barrier, and every local
+ * replica returns the hook's status. The run's status is agreed by run_end.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <omp.h>
 #include "variable_internal.h"
+#include "strategy_impl.h"
 
 struct run;
 
@@ -63,6 +72,12 @@ struct run {
 	ckpt__error_slot *slots;
 	int *rcs;
 
+	/* cross-process hooks: local replica 0's result, for its peers */
+	int coll_rc;
+	ckpt__error_slot coll_err;
+	int offset;         /* global id of local replica 0 */
+	int global_n;
+
 	/* POSIX fallback: start gate */
 	int go;             /* 1 = run, -1 = abort (could not start every thread) */
 };
@@ -81,12 +96,12 @@ ckpt_strategy *ckpt__replica_running_strategy(void)
 
 int ckpt_replica_id(const ckpt_replica_ctx *ctx)
 {
-	return ctx ? ctx->id : 0;
+	return ctx ? ctx->run->offset + ctx->id : 0;
 }
 
 int ckpt_replica_num_replicas(const ckpt_replica_ctx *ctx)
 {
-	return ctx ? ctx->run->n : 1;
+	return ctx ? ctx->run->global_n : 1;
 }
 
 ckpt_strategy *ckpt_replica_strategy(const ckpt_replica_ctx *ctx)
@@ -165,10 +180,34 @@ static int check_ctx(ckpt_replica_ctx *ctx, const char *what)
 	return CKPT_OK;
 }
 
+/*
+ * Local replica 0 runs `hook_rc` (already computed by the caller on replica
+ * 0) for the process; the second barrier hands its status to the peers.
+ */
+static int share_hook_result(ckpt_replica_ctx *ctx, int hook_rc)
+{
+	struct run *r = ctx->run;
+	if (ctx->id == 0) {
+		r->coll_rc = hook_rc;
+		if (hook_rc < 0)
+			ckpt__error_capture(&r->coll_err);
+	}
+	int rc = barrier(ctx);
+	if (rc < 0)
+		return rc;
+	if (r->coll_rc < 0)
+		return ctx->id == 0 ? r->coll_rc : ckpt__error_raise(&r->coll_err);
+	return CKPT_OK;
+}
+
 int ckpt_replica_barrier(ckpt_replica_ctx *ctx)
 {
 	CKPT_TRY(check_ctx(ctx, "ckpt_replica_barrier"));
-	return barrier(ctx);
+	const ckpt__strategy_ops *ops = ckpt__strategy_ops_of(ctx->run->strategy);
+	int rc = barrier(ctx);
+	if (!ops->barrier || rc < 0)
+		return rc;
+	return share_hook_result(ctx, ctx->id == 0 ? ops->barrier(ctx->run->strategy) : CKPT_OK);
 }
 
 /* ---- all-reduce ---- */
@@ -205,7 +244,29 @@ static void NAME(T *const *bufs, int k, size_t lo, size_t hi, int mean) \
 DEFINE_REDUCE(reduce_f32, float)
 DEFINE_REDUCE(reduce_f64, double)
 
-enum { KIND_F32 = 0, KIND_F64 = 1 };
+enum { KIND_F32 = CKPT__KIND_F32, KIND_F64 = CKPT__KIND_F64 };
+
+/* Multi-process all-reduce: local replica 0 hands every local buffer to the strategy. */
+static int cross_reduce(ckpt_replica_ctx *ctx, const ckpt__strategy_ops *ops, ckpt_reduce_op op,
+	void *buf, size_t n, int kind)
+{
+	struct run *r = ctx->run;
+	int hook_rc = CKPT_OK;
+	if (ctx->id == 0) {
+		/* local disagreement still takes part, so other processes fail instead of waiting */
+		char why[256] = "";
+		for (int i = 0; i < r->n && !why[0]; i++) {
+			if (r->counts[i] == (size_t)-1)
+				snprintf(why, sizeof(why), "replica %d passed invalid arguments", r->offset + i);
+			else if (r->counts[i] != n || r->kinds[i] != r->kinds[0])
+				snprintf(why, sizeof(why), "replicas %d and %d disagree (%zu vs %zu values, kind %d vs %d)",
+					r->offset, r->offset + i, n, r->counts[i], r->kinds[0], r->kinds[i]);
+		}
+		hook_rc = ops->all_reduce(r->strategy, r->bufs, n, kind, op, why[0] ? why : NULL);
+	}
+	(void)buf;
+	return share_hook_result(ctx, hook_rc);
+}
 
 static int all_reduce(ckpt_replica_ctx *ctx, ckpt_reduce_op op, void *buf, size_t n, int kind)
 {
@@ -218,6 +279,9 @@ static int all_reduce(ckpt_replica_ctx *ctx, ckpt_reduce_op op, void *buf, size_
 	r->counts[ctx->id] = bad ? (size_t)-1 : n;
 	r->kinds[ctx->id] = kind * 2 + (op == CKPT_REDUCE_MEAN);
 	int rc = barrier(ctx);
+	const ckpt__strategy_ops *ops = ckpt__strategy_ops_of(r->strategy);
+	if (ops->all_reduce && rc == CKPT_OK)
+		return cross_reduce(ctx, ops, op, buf, n, kind);
 	if (bad == 1)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s: unknown reduce op %d", fn_name[kind], (int)op);
 	if (bad == 2)
@@ -366,11 +430,14 @@ int ckpt_strategy_run(ckpt_strategy *s, ckpt_replica_fn fn, void *arg)
 		return ckpt__fail(CKPT_ESCOPE, NULL, NULL, -1,
 			"ckpt_strategy_run(%s) called from replica %d of %s: runs do not nest",
 			ckpt_strategy_describe(s), tls_ctx->id, ckpt_strategy_describe(tls_ctx->run->strategy));
-	int n = ckpt_strategy_num_replicas(s);
+	int n = ckpt__strategy_local_replicas(s);
 	struct run r;
 	memset(&r, 0, sizeof(r));
 	r.strategy = s;
 	r.n = n;
+	r.offset = ckpt__strategy_replica_offset(s);
+	r.global_n = ckpt_strategy_num_replicas(s);
+	r.coll_err.offset = -1;
 	r.fn = fn;
 	r.arg = arg;
 	r.first_failed = -1;
@@ -415,6 +482,10 @@ int ckpt_strategy_run(ckpt_strategy *s, ckpt_replica_fn fn, void *arg)
 		else
 			ckpt_error_clear();
 	}
+	/* every process returns the same status */
+	if (ckpt__strategy_ops_of(s)->run_end)
+		rc = ckpt__strategy_ops_of(s)->run_end(s, rc);
+	ckpt__error_slot_clear(&r.coll_err);
 out:
 	if (r.slots)
 		for (int i = 0; i < n; i++)

@@ -14,24 +14,36 @@
  * entry hold a reference. ckpt_strategy_free() drops the owner's; memory goes
  * with the last reference, so freeing a strategy that is still in scope or
  * still has variables is reported (EINVAL in ckpt_error_last) but safe.
+ *
+ * Implementations (strategy_impl.h): default and mirrored live here and have
+ * no cross-process hooks; multi-worker is in the ckpt_mpi library.
  */
 #include <stdio.h>
 #include <string.h>
 #include "variable_internal.h"
+#include "strategy_impl.h"
 
 struct ckpt_strategy {
 	ckpt_strategy_kind kind;
-	int num_replicas;
+	const ckpt__strategy_ops *ops;
+	int num_replicas;     /* over every process */
+	int local_replicas;   /* in this process: copies per variable */
+	int replica_offset;   /* global id of local replica 0 */
+	void *impl;
 	unsigned id;
 	int refs;      /* atomic: owner (until released) + variables + scope entries */
 	int variables; /* atomic: live variables (for messages) */
 	int scopes;    /* atomic: scope-stack entries over all threads (for messages) */
 	int released;  /* atomic: owner called ckpt_strategy_free */
-	char desc[48];
+	char desc[112];
 };
 
+static const ckpt__strategy_ops default_ops = { .name = "default", .kind = CKPT_STRATEGY_DEFAULT };
+static const ckpt__strategy_ops mirrored_ops = { .name = "mirrored", .kind = CKPT_STRATEGY_MIRRORED };
+
 static ckpt_strategy default_strategy = {
-	CKPT_STRATEGY_DEFAULT, 1, 0, 1, 0, 0, 0, "DefaultStrategy"
+	.kind = CKPT_STRATEGY_DEFAULT, .ops = &default_ops, .num_replicas = 1, .local_replicas = 1,
+	.refs = 1, .desc = "DefaultStrategy"
 };
 
 static unsigned next_id; /* atomic */
@@ -40,6 +52,25 @@ static _Thread_local ckpt_strategy *scope_stack[CKPT__MAX_SCOPE_DEPTH];
 static _Thread_local int scope_depth;
 /* entries below this were entered before the running replica began: not visible to it */
 static _Thread_local int scope_base;
+
+int ckpt__strategy_create(ckpt_strategy **out, const ckpt__strategy_ops *ops, int num_replicas,
+	int local_replicas, int replica_offset, void *impl, const char *desc)
+{
+	ckpt_strategy *s = ckpt__calloc(1, sizeof(*s));
+	if (!s)
+		return CKPT_ENOMEM;
+	s->kind = ops->kind;
+	s->ops = ops;
+	s->num_replicas = num_replicas;
+	s->local_replicas = local_replicas;
+	s->replica_offset = replica_offset;
+	s->impl = impl;
+	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
+	s->refs = 1;
+	snprintf(s->desc, sizeof(s->desc), "%.95s#%u", desc, s->id);
+	*out = s;
+	return CKPT_OK;
+}
 
 int ckpt_strategy_mirrored_new(ckpt_strategy **out, int num_replicas)
 {
@@ -52,17 +83,34 @@ int ckpt_strategy_mirrored_new(ckpt_strategy **out, int num_replicas)
 	if (num_replicas > CKPT__MAX_REPLICAS)
 		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1,
 			"a mirrored strategy has at most %d replicas, got %d", CKPT__MAX_REPLICAS, num_replicas);
-	ckpt_strategy *s = ckpt__calloc(1, sizeof(*s));
-	if (!s)
-		return CKPT_ENOMEM;
-	s->kind = CKPT_STRATEGY_MIRRORED;
-	s->num_replicas = num_replicas;
-	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
-	s->refs = 1;
-	snprintf(s->desc, sizeof(s->desc), "MirroredStrategy(%d replica%s)#%u",
-		num_replicas, num_replicas == 1 ? "" : "s", s->id);
-	*out = s;
-	return CKPT_OK;
+	char desc[64];
+	snprintf(desc, sizeof(desc), "MirroredStrategy(%d replica%s)", num_replicas, num_replicas == 1 ? "" : "s");
+	return ckpt__strategy_create(out, &mirrored_ops, num_replicas, num_replicas, 0, NULL, desc);
+}
+
+const ckpt__strategy_ops *ckpt__strategy_ops_of(const ckpt_strategy *s)
+{
+	return s ? s->ops : &default_ops;
+}
+
+void *ckpt__strategy_impl(const ckpt_strategy *s)
+{
+	return s ? s->impl : NULL;
+}
+
+int ckpt__strategy_local_replicas(const ckpt_strategy *s)
+{
+	return s ? s->local_replicas : 1;
+}
+
+int ckpt__strategy_replica_offset(const ckpt_strategy *s)
+{
+	return s ? s->replica_offset : 0;
+}
+
+int ckpt__strategy_is_collective(const ckpt_strategy *s)
+{
+	return s && s->ops->on_create != NULL;
 }
 
 ckpt_strategy *ckpt_strategy_default(void)
@@ -72,8 +120,11 @@ ckpt_strategy *ckpt_strategy_default(void)
 
 static void drop_ref(ckpt_strategy *s)
 {
-	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (s->ops->destroy)
+			s->ops->destroy(s);
 		ckpt__free(s);
+	}
 }
 
 void ckpt_strategy_free(ckpt_strategy *s)
@@ -119,7 +170,7 @@ ckpt_strategy_kind ckpt_strategy_get_kind(const ckpt_strategy *s)
 
 const char *ckpt_strategy_name(const ckpt_strategy *s)
 {
-	return ckpt_strategy_get_kind(s) == CKPT_STRATEGY_MIRRORED ? "mirrored" : "default";
+	return ckpt__strategy_ops_of(s)->name;
 }
 
 int ckpt_strategy_num_replicas(const ckpt_strategy *s)

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <omp.h>
 #include "variable_internal.h"
+#include "strategy_impl.h"
 
 struct ckpt_variable {
 	char *name;
@@ -45,7 +46,9 @@ struct ckpt_variable {
 	ckpt_aggregation agg;
 	int trainable;
 	ckpt_strategy *strategy; /* holds a CKPT__REF_VARIABLE reference */
-	int copies;
+	int copies;              /* local copies (this process's replicas) */
+	int global_copies;       /* replicas over every process: sync-on-read SUM splits by it */
+	int holds_replica0;      /* copy 0 is global replica 0 (integer SUM split keeps the value there) */
 	int wrapped;             /* bufs belong to the caller */
 	int host;                /* host state tracked by pointer: one copy, no strategy's (ckpt/host.h) */
 	void **bufs;             /* copies pointers (STRING: strs[r]->data) */
@@ -120,7 +123,8 @@ static void apply_piece(const piece *p)
 		case FILL_SPLIT_INT:
 		case FILL_SPLIT_F32:
 		case FILL_SPLIT_F64:
-			if (r == 0) {
+			/* the value in global replica 0's copy, zero (-0.0: x + -0.0 == x bit for bit) elsewhere */
+			if (r == 0 && v->holds_replica0) {
 				if (dst != src)
 					memcpy(dst, src, p->len);
 			} else if (p->mode == FILL_SPLIT_INT) {
@@ -196,7 +200,7 @@ static void fanout_add(fanout *f, ckpt_variable *v, const void *src, fill_mode m
 /* How assign writes `v`. */
 static fill_mode assign_mode(const ckpt_variable *v)
 {
-	if (v->kind != CKPT_VAR_SYNC_ON_READ || v->agg != CKPT_AGG_SUM || v->copies == 1)
+	if (v->kind != CKPT_VAR_SYNC_ON_READ || v->agg != CKPT_AGG_SUM || v->global_copies == 1)
 		return FILL_COPY;
 	switch (v->dtype) {
 	case CKPT_DT_FLOAT: return FILL_SPLIT_F32;
@@ -314,8 +318,8 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 		CKPT_TRY(strings_nbytes(o->initial_value, nelem, name, &nbytes));
 
 	ckpt_strategy *s = ckpt_strategy_current();
-	int mirrored = ckpt_strategy_get_kind(s) == CKPT_STRATEGY_MIRRORED;
-	int copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
+	int mirrored = ckpt_strategy_get_kind(s) != CKPT_STRATEGY_DEFAULT;
+	int copies = mirrored ? ckpt__strategy_local_replicas(s) : 1;
 	ckpt_variable *v = ckpt__calloc(1, sizeof(*v));
 	if (!v)
 		return CKPT_ENOMEM;
@@ -343,6 +347,10 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 		return rc;
 	}
 	install_string_copies(v, ts);
+	if (ckpt__strategy_ops_of(s)->on_create && (rc = ckpt__strategy_ops_of(s)->on_create(s, v, 1)) < 0) {
+		ckpt_variable_free(v);
+		return rc;
+	}
 	*out = v;
 	return CKPT_OK;
 }
@@ -381,8 +389,8 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	CKPT_TRY(check_options(o, name, dt));
 
 	ckpt_strategy *s = host ? ckpt_strategy_default() : ckpt_strategy_current();
-	int mirrored = ckpt_strategy_get_kind(s) == CKPT_STRATEGY_MIRRORED;
-	int copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
+	int mirrored = ckpt_strategy_get_kind(s) != CKPT_STRATEGY_DEFAULT;
+	int copies = mirrored ? ckpt__strategy_local_replicas(s) : 1;
 	if (o->replica_buffers) {
 		for (int i = 0; i < copies; i++) {
 			if (!o->replica_buffers[i] && nbytes > 0)
@@ -411,6 +419,8 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	v->agg = o->aggregation;
 	v->trainable = o->trainable;
 	v->copies = copies;
+	v->global_copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
+	v->holds_replica0 = !mirrored || ckpt__strategy_replica_offset(s) == 0;
 	v->wrapped = o->replica_buffers != NULL;
 	v->host = host;
 	v->strategy = s;
@@ -433,6 +443,14 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 		fanout f = { local, LOCAL_BATCH, 0, 0 };
 		fanout_add(&f, v, o->initial_value, o->initial_value ? FILL_COPY : FILL_ZERO);
 		fanout_flush(&f);
+	}
+	/* cross-process strategies: the same variable everywhere, process 0's initial value */
+	if (ckpt__strategy_ops_of(s)->on_create) {
+		int rc = ckpt__strategy_ops_of(s)->on_create(s, v, fill || o->initial_value || v->wrapped);
+		if (rc < 0) {
+			ckpt_variable_free(v);
+			return rc;
+		}
 	}
 	*out = v;
 	return CKPT_OK;
@@ -522,6 +540,21 @@ const void *ckpt_variable_replica_data(const ckpt_variable *v, int replica)
 void *ckpt__variable_data(ckpt_variable *v, int replica)
 {
 	return (void *)ckpt_variable_replica_data(v, replica);
+}
+
+void *ckpt__variable_local_copy(ckpt_variable *v, int i)
+{
+	return ckpt__variable_data(v, i);
+}
+
+void ckpt__variable_fill_from_primary(ckpt_variable *v)
+{
+	if (!v || v->copies < 2 || v->dtype == CKPT_DT_STRING)
+		return;
+	piece local[LOCAL_BATCH];
+	fanout f = { local, LOCAL_BATCH, 0, 0 };
+	fanout_add(&f, v, v->bufs[0], FILL_COPY);
+	fanout_flush(&f);
 }
 
 /* ---- cross-replica assign ---- */
@@ -632,7 +665,7 @@ void ckpt__assign_plan_run(ckpt__assign_plan *p)
 	for (size_t i = 0; i < p->count; i++) {
 		ckpt_variable *v = p->vars[i];
 		/* a value read straight into a single copy is already in place */
-		if (p->srcs[i] == v->bufs[0] && v->copies == 1)
+		if (p->srcs[i] == v->bufs[0] && v->copies == 1 && assign_mode(v) == FILL_COPY)
 			continue;
 		fanout_add(&p->f, v, p->srcs[i], assign_mode(v));
 	}
@@ -734,6 +767,9 @@ int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n)
 			v->name, (unsigned long long)v->nbytes, n);
 	if (!dst && n > 0)
 		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1, "read of variable '%s': destination is NULL", v->name);
+	/* the aggregate over other processes' replicas too: collective */
+	if (v->kind == CKPT_VAR_SYNC_ON_READ && ckpt__strategy_ops_of(v->strategy)->read)
+		return ckpt__strategy_ops_of(v->strategy)->read(v->strategy, v, dst, n);
 	if (v->kind != CKPT_VAR_SYNC_ON_READ || v->copies == 1 ||
 	    (v->agg != CKPT_AGG_SUM && v->agg != CKPT_AGG_MEAN)) {
 		if (n > 0)
@@ -794,7 +830,7 @@ int ckpt_variable_local(ckpt_variable *v, void **out)
 			ckpt_var_kind_name(v->kind), ckpt_strategy_describe(running),
 			ckpt_strategy_describe(running));
 	}
-	*out = v->bufs[ckpt_replica_id(ctx)];
+	*out = v->bufs[ckpt_replica_id(ctx) - ckpt__strategy_replica_offset(running)];
 	return CKPT_OK;
 }
 

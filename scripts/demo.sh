@@ -4,13 +4,16 @@
 #   2-replica mirrored strategy (a checkpoint per epoch), inspect the latest
 #   checkpoint, restore it mirrored on 4 replicas, resume fine-tuning in a new
 #   process, train the same 4 epochs straight in another directory, and
-#   `ckpt diff` the two final checkpoints: identical bit for bit.
+#   `ckpt diff` the two final checkpoints: identical bit for bit. Then the
+#   same MLP on 2 MPI workers x 2 local replicas, crashed after epoch 2,
+#   resumed on 1 worker x 4, crashed again, resumed on 4 workers x 1, and
+#   diffed against a straight 2 x 2 run: identical bit for bit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=${CKPT_DEMO_BUILD_DIR:-build}   # override to reuse another build tree
 step=0
-steps=8
+steps=10
 bold="" plain=""
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; fi
 section() {
@@ -32,7 +35,7 @@ fi
 section "build in ./$build"
 jobs=$(nproc)
 run cmake -S . -B "$build" >/dev/null   # RelWithDebInfo by default
-run cmake --build "$build" -j"$jobs" --target ckpt-cli mlp_mirrored finetune_resume
+run cmake --build "$build" -j"$jobs" --target ckpt-cli mlp_mirrored finetune_resume mlp_multiworker
 
 ckpt=./$build/ckpt
 samples=./$build/samples
@@ -60,5 +63,22 @@ if run "$ckpt" diff "$work/straight/ckpt-4" "$work/resumed/ckpt-4"; then
   printf '\nresumed == straight: weights, Adam slots, iteration count, metric state and RNG identical bit for bit\n'
 else
   printf '\nthe resumed run differs from the straight run\n' >&2
+  exit 1
+fi
+
+# as root (CI is) mpirun needs --allow-run-as-root; more ranks than cores need --oversubscribe
+mpirun="mpirun --allow-run-as-root --oversubscribe"
+section "multi-worker: 2 MPI workers x 2 local replicas, crash after epoch 2, resume on 1 x 4, crash after epoch 3, resume on 4 x 1"
+run $mpirun -np 2 "$samples/mlp_multiworker" --local 2 --epochs 4 --dir "$work/mw-resumed" --die-after-epoch 2 || true
+run ls "$work/mw-resumed"
+run $mpirun -np 1 "$samples/mlp_multiworker" --local 4 --epochs 4 --dir "$work/mw-resumed" --die-after-epoch 3 || true
+run $mpirun -np 4 "$samples/mlp_multiworker" --local 1 --epochs 4 --dir "$work/mw-resumed"
+
+section "diff: straight 2 x 2 multi-worker run vs crashed-and-resumed (exact, bit for bit)"
+run $mpirun -np 2 "$samples/mlp_multiworker" --local 2 --epochs 4 --dir "$work/mw-straight"
+if run "$ckpt" diff "$work/mw-straight/ckpt-4" "$work/mw-resumed/ckpt-4"; then
+  printf '\nmulti-worker resumed on 1 x 4 and 4 x 1 == straight 2 x 2: identical bit for bit\n'
+else
+  printf '\nthe resumed multi-worker run differs from the straight run\n' >&2
   exit 1
 fi

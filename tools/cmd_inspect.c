@@ -488,6 +488,26 @@ static void print_keras_model(const ckpt_reader *r)
 
 /* ---- the tensor table ---- */
 
+
+/* A partitioned variable's full entry: its parts, as "[start:end, :]" per slice. */
+static void print_partitions(const ckpt_var_info *v, int w)
+{
+	printf("%-*s  partitioned into %zu slice%s:", w, "", v->nslices, v->nslices == 1 ? "" : "s");
+	for (size_t k = 0; k < v->nslices; k++) {
+		const ckpt_slice *sl = &v->slices[k];
+		printf(" [");
+		for (int d = 0; d < sl->rank; d++) {
+			const ckpt_extent *e = &sl->extents[d];
+			if (e->length < 0)
+				printf("%s:", d ? ", " : "");
+			else
+				printf("%s%" PRId64 ":%" PRId64, d ? ", " : "", e->start, e->start + e->length);
+		}
+		printf("]");
+	}
+	printf("\n");
+}
+
 static void print_table(const inspect_state *st)
 {
 	size_t i, w = 4;
@@ -523,6 +543,8 @@ static void print_table(const inspect_state *st)
 		}
 		printf("%-*s  %-9s %-16s %12" PRIu64 "  %-9s %s\n", (int)w, cli_vis(v->name), ckpt_dtype_name(v->dtype),
 			shape, v->nbytes, ckpt_role_name(v->role), check);
+		if (v->nslices)
+			print_partitions(v, (int)w);
 		total += v->nbytes;
 		if ((unsigned)v->role < 4) {
 			role_count[v->role]++;

@@ -557,12 +557,8 @@ int ckpt__keras_h5_attach(ckpt_reader *r, void *image, size_t n, const char *con
 	return rc;
 }
 
-int ckpt__keras_h5_attach_member(ckpt_reader *r, int fd, void *map, size_t n, const char *config_json)
-{
-	return ckpt__keras_h5_attach_shard(r, fd, map, n, 0);
-}
-
-int ckpt__keras_h5_attach_shard(ckpt_reader *r, int fd, void *map, size_t n, int shard)
+/* A mapped file (fd >= 0) or image (fd -1): a .keras member (config_json), a shard of sharded weights, or a file. */
+static int attach_fd(ckpt_reader *r, int fd, void *map, size_t n, const char *config_json, int shard)
 {
 	kh5_state *s = state_new(r, map, n, fd);
 	int rc;
@@ -582,9 +578,19 @@ int ckpt__keras_h5_attach_shard(ckpt_reader *r, int fd, void *map, size_t n, int
 	return rc;
 }
 
+int ckpt__keras_h5_attach_member(ckpt_reader *r, int fd, void *map, size_t n, const char *config_json)
+{
+	return attach_fd(r, fd, map, n, config_json, 0);
+}
+
+int ckpt__keras_h5_attach_shard(ckpt_reader *r, int fd, void *map, size_t n, int shard)
+{
+	return attach_fd(r, fd, map, n, NULL, shard);
+}
+
 int ckpt__keras_h5_attach_file(ckpt_reader *r, int fd, void *map, size_t n)
 {
-	return ckpt__keras_h5_attach_member(r, fd, map, n, NULL);
+	return attach_fd(r, fd, map, n, NULL, 0);
 }
 
 /* The libhdf5 part of opening, run in the sandboxed child: entries and metadata into s and r. */

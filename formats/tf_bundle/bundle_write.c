@@ -39,13 +39,6 @@ typedef struct wentry {
 	uint64_t offset, size;
 } wentry;
 
-typedef struct wshard {
-	char *tmp, *final;
-	ckpt_io *io;
-	uint64_t pos;      /* bytes handed to the shard so far (incl. buffered) */
-	uint64_t flushed;  /* bytes written to the file */
-	tfb_buf buf;
-} wshard;
 
 typedef struct tfb_writer {
 	int nshards;
@@ -78,7 +71,7 @@ static uint64_t temp_suffix(const void *w)
 	return splitmix(x);
 }
 
-static int shard_flush(wshard *s)
+int tfb_shard_flush(wshard *s)
 {
 	if (!s->buf.len)
 		return CKPT_OK;
@@ -91,7 +84,7 @@ static int shard_flush(wshard *s)
 static int shard_append(wshard *s, const void *p, size_t n)
 {
 	if (s->buf.len + n > WBUF_SIZE)
-		CKPT_TRY(shard_flush(s));
+		CKPT_TRY(tfb_shard_flush(s));
 	if (n >= WBUF_SIZE) {
 		CKPT_TRY(ckpt_io_pwrite(s->io, p, n, s->flushed));
 		s->flushed += n;
@@ -122,7 +115,7 @@ static void crc_chunk(void *arg, size_t k)
  * the write returns, this thread crcs after it). Otherwise crc and write one
  * chunk after the other, in one pass over the caller's bytes.
  */
-static int put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t *crc)
+int tfb_shard_put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t *crc)
 {
 	crc_pass *cp = NULL;
 	if (n >= PAR_MIN_BYTES && n <= SIZE_MAX && tfb_par_threads() > 1 && !(cp = ckpt__malloc(sizeof(*cp))))
@@ -166,7 +159,7 @@ static int put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t *cr
  * 4-byte Mask(0) there, but its reader returns early for size 0, so both
  * read back in TF, and dump_bundle.py accepts only the empty form.
  */
-static int put_strings(wshard *s, const ckpt_bytes *el, uint64_t n, uint32_t *crc)
+int tfb_shard_put_strings(wshard *s, const ckpt_bytes *el, uint64_t n, uint32_t *crc)
 {
 	if (n == 0) {
 		*crc = 0;
@@ -252,8 +245,8 @@ static int add_entry(ckpt_writer *w, const char *name, const ckpt_tensor *t, int
 	e->shard = shard;
 	e->offset = sh->pos;
 	uint32_t crc = 0;
-	int rc = t->dtype == CKPT_DT_STRING ? put_strings(sh, t->data, nelem, &crc)
-		: put_fixed(sh, t->data, t->nbytes, &crc);
+	int rc = t->dtype == CKPT_DT_STRING ? tfb_shard_put_strings(sh, t->data, nelem, &crc)
+		: tfb_shard_put_fixed(sh, t->data, t->nbytes, &crc);
 	if (rc < 0) {
 		ckpt__error_annotate(sh->tmp, name);
 		s->failed = rc;
@@ -431,7 +424,7 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 		CKPT_TRY(add_graph(w));
 	for (int i = 0; i < s->nshards; i++) {
 		wshard *sh = &s->sh[i];
-		CKPT_TRY(shard_flush(sh));
+		CKPT_TRY(tfb_shard_flush(sh));
 		if (!w->opts.no_fsync)
 			CKPT_TRY(ckpt_io_sync(sh->io));
 		ckpt_io *io = sh->io;

@@ -150,6 +150,20 @@ void tfb_par_finish(tfb_par_job *j);
 /** start + finish. */
 void tfb_par_for(size_t n, tfb_par_fn fn, void *arg);
 
+/* ---- one data file being written (bundle_write.c; bundle_part.c writes one shard of many) ---- */
+typedef struct wshard {
+	char *tmp, *final;
+	ckpt_io *io;
+	uint64_t pos;      /* bytes handed to the shard so far (incl. buffered) */
+	uint64_t flushed;  /* bytes written to the file */
+	tfb_buf buf;
+} wshard;
+int tfb_shard_flush(wshard *s);
+/** Append a fixed-size tensor's bytes; its crc32c (unmasked) in *crc. */
+int tfb_shard_put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t *crc);
+/** Append a DT_STRING tensor of n elements in TensorBundle's layout; crc as above. */
+int tfb_shard_put_strings(wshard *s, const ckpt_bytes *el, uint64_t n, uint32_t *crc);
+
 /* ---- backend entry points (tf_bundle.c builds the vtable from these) ---- */
 int tfb_open(ckpt_reader *r);
 int tfb_read(ckpt_reader *r, size_t i, ckpt_tensor **out);

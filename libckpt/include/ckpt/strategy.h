@@ -30,7 +30,8 @@ typedef struct ckpt_replica_ctx ckpt_replica_ctx;
 
 typedef enum ckpt_strategy_kind {
 	CKPT_STRATEGY_DEFAULT = 0,   /**< one replica; plain variables */
-	CKPT_STRATEGY_MIRRORED = 1   /**< N replicas on OpenMP threads; mirrored variables */
+	CKPT_STRATEGY_MIRRORED = 1,  /**< N replicas on OpenMP threads; mirrored variables */
+	CKPT_STRATEGY_MULTI_WORKER = 2 /**< workers (MPI processes) x local replicas: ckpt/mpi.h */
 } ckpt_strategy_kind;
 
 typedef enum ckpt_reduce_op {
@@ -51,8 +52,9 @@ CKPT_API ckpt_strategy *ckpt_strategy_default(void);
 CKPT_API void ckpt_strategy_free(ckpt_strategy *s);
 
 CKPT_API ckpt_strategy_kind ckpt_strategy_get_kind(const ckpt_strategy *s);
-/** "default" or "mirrored". */
+/** "default", "mirrored" or "multi_worker". */
 CKPT_API const char *ckpt_strategy_name(const ckpt_strategy *s);
+/** Replicas in all (multi-worker: over every worker; this process holds its local ones). */
 CKPT_API int ckpt_strategy_num_replicas(const ckpt_strategy *s);
 /** A short description for messages: "MirroredStrategy(4 replicas)#2". */
 CKPT_API const char *ckpt_strategy_describe(const ckpt_strategy *s);
@@ -89,6 +91,7 @@ CKPT_API int ckpt_strategy_run(ckpt_strategy *s, ckpt_replica_fn fn, void *arg);
 
 /** This thread's replica context, NULL outside ckpt_strategy_run. */
 CKPT_API ckpt_replica_ctx *ckpt_replica_current(void);
+/** The global replica id (multi-worker: worker-major, worker * local_replicas + local index). */
 CKPT_API int ckpt_replica_id(const ckpt_replica_ctx *ctx);
 CKPT_API int ckpt_replica_num_replicas(const ckpt_replica_ctx *ctx);
 CKPT_API ckpt_strategy *ckpt_replica_strategy(const ckpt_replica_ctx *ctx);

@@ -1,0 +1,325 @@
+/*
+ * One shard of a bundle written by several processes, and process 0's merge
+ * of their index entries (tfb_part.h). The data path is bundle_write.c's
+ * (tfb_shard_*); the index is TensorFlow's TableBuilder (sstable_write.c)
+ * over the union of every shard's entries, as MergeBundles writes it.
+ */
+#include <string.h>
+#include <stdlib.h>
+#include <protobuf-c/protobuf-c.h>
+#include "tensor_bundle.pb-c.h"
+#include "tfb.h"
+#include "tfb_part.h"
+
+struct ckpt__tfb_part {
+	ckpt_vfs *vfs;
+	wshard sh;
+	int shard;
+	tfb_buf entries;
+	int failed;
+};
+
+static char *temp_path(const char *prefix, int shard, int nshards, uint64_t token)
+{
+	char *final = tfb_data_path(prefix, shard, nshards);
+	char *tmp = final ? ckpt__asprintf("%s.tempstate%llu", final, (unsigned long long)token) : NULL;
+	ckpt__free(final);
+	return tmp;
+}
+
+static int make_parent_dirs(ckpt_vfs *vfs, const char *prefix)
+{
+	char *dir = ckpt__path_dir(prefix);
+	if (!dir)
+		return CKPT_ENOMEM;
+	int rc = CKPT_OK;
+	for (char *p = dir + 1; rc == CKPT_OK; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+			*p = '\0';
+			int d = 0;
+			if (!(ckpt_vfs_exists(vfs, dir, &d) > 0 && d))
+				rc = ckpt_vfs_mkdir(vfs, dir);
+			*p = c;
+			if (!c)
+				break;
+		}
+	}
+	ckpt__free(dir);
+	return rc;
+}
+
+int ckpt__tfb_part_open(ckpt__tfb_part **out, ckpt_vfs *vfs, const char *prefix, int shard,
+	int nshards, uint64_t token)
+{
+	*out = NULL;
+	if (shard < 0 || shard >= nshards || nshards > CKPT_MAX_SHARDS)
+		return ckpt__fail(CKPT_EINVAL, prefix, NULL, -1, "shard %d of %d", shard, nshards);
+	ckpt__tfb_part *p = ckpt__calloc(1, sizeof(*p));
+	if (!p)
+		return CKPT_ENOMEM;
+	p->vfs = vfs;
+	p->shard = shard;
+	p->sh.tmp = temp_path(prefix, shard, nshards, token);
+	int rc = p->sh.tmp ? make_parent_dirs(vfs, prefix) : CKPT_ENOMEM;
+	if (rc == CKPT_OK)
+		rc = ckpt_vfs_open(vfs, p->sh.tmp, CKPT_IO_WRITE, &p->sh.io);
+	if (rc < 0) {
+		ckpt__tfb_part_free(p);
+		return rc;
+	}
+	*out = p;
+	return CKPT_OK;
+}
+
+static int encode_entry(tfb_buf *out, const char *key, const ckpt_tensor *t, int shard,
+	uint64_t off, uint64_t size, uint32_t masked)
+{
+	CkptTf__TensorShapeProto__Dim dims[CKPT_MAX_RANK];
+	CkptTf__TensorShapeProto__Dim *dp[CKPT_MAX_RANK];
+	CkptTf__TensorShapeProto shape = CKPT_TF__TENSOR_SHAPE_PROTO__INIT;
+	CkptTf__BundleEntryProto pe = CKPT_TF__BUNDLE_ENTRY_PROTO__INIT;
+	for (int i = 0; i < t->shape.rank; i++) {
+		ckpt_tf__tensor_shape_proto__dim__init(&dims[i]);
+		dims[i].size = t->shape.dims[i];
+		dp[i] = &dims[i];
+	}
+	shape.n_dim = (size_t)t->shape.rank;
+	shape.dim = dp;
+	pe.dtype = (int32_t)t->dtype;
+	pe.shape = &shape;
+	pe.shard_id = shard;
+	pe.offset = (int64_t)off;
+	pe.size = (int64_t)size;
+	pe.crc32c = masked;
+	size_t klen = strlen(key), n = ckpt_tf__bundle_entry_proto__get_packed_size(&pe);
+	CKPT_TRY(tfb_buf_varint(out, klen));
+	CKPT_TRY(tfb_buf_append(out, key, klen));
+	CKPT_TRY(tfb_buf_varint(out, n));
+	CKPT_TRY(tfb_buf_reserve(out, n));
+	out->len += ckpt_tf__bundle_entry_proto__pack(&pe, out->p + out->len);
+	return CKPT_OK;
+}
+
+int ckpt__tfb_part_add(ckpt__tfb_part *p, const char *key, const ckpt_tensor *t)
+{
+	if (p->failed)
+		return ckpt__fail(p->failed, p->sh.tmp, key, -1, "shard writer failed earlier");
+	if (!key || !*key || strlen(key) > CKPT_MAX_NAME_LEN)
+		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, key, -1, "bad tensor name");
+	uint64_t nelem;
+	CKPT_TRY(ckpt_shape_num_elements(&t->shape, &nelem));
+	uint64_t off = p->sh.pos;
+	uint32_t crc = 0;
+	int rc = t->dtype == CKPT_DT_STRING ? tfb_shard_put_strings(&p->sh, t->data, nelem, &crc)
+		: tfb_shard_put_fixed(&p->sh, t->data, t->nbytes, &crc);
+	if (rc == CKPT_OK)
+		rc = encode_entry(&p->entries, key, t, p->shard, off, p->sh.pos - off, ckpt_crc32c_mask(crc));
+	if (rc < 0) {
+		ckpt__error_annotate(p->sh.tmp, key);
+		p->failed = rc;
+	}
+	return rc;
+}
+
+int ckpt__tfb_part_finish(ckpt__tfb_part *p, int no_fsync, void **entries, size_t *n)
+{
+	*entries = NULL;
+	*n = 0;
+	if (p->failed)
+		return ckpt__fail(p->failed, p->sh.tmp, NULL, -1, "shard writer failed earlier");
+	int rc = tfb_shard_flush(&p->sh);
+	if (rc == CKPT_OK && !no_fsync)
+		rc = ckpt_io_sync(p->sh.io);
+	ckpt_io *io = p->sh.io;
+	p->sh.io = NULL;
+	int rc2 = ckpt_io_close(io);
+	if (rc == CKPT_OK)
+		rc = rc2;
+	if (rc < 0) {
+		p->failed = rc;
+		return rc;
+	}
+	*entries = p->entries.p;
+	*n = p->entries.len;
+	p->entries.p = NULL;
+	p->entries.len = p->entries.cap = 0;
+	return CKPT_OK;
+}
+
+void ckpt__tfb_part_free(ckpt__tfb_part *p)
+{
+	if (!p)
+		return;
+	if (p->sh.io)
+		ckpt_io_close(p->sh.io);
+	ckpt__free(p->sh.tmp);
+	tfb_buf_free(&p->sh.buf);
+	tfb_buf_free(&p->entries);
+	ckpt__free(p);
+}
+
+void ckpt__tfb_part_discard(ckpt_vfs *vfs, const char *prefix, int shard, int nshards, uint64_t token)
+{
+	char *tmp = temp_path(prefix, shard, nshards, token);
+	/* cleanup must not replace the error the caller reports */
+	ckpt__error_slot saved = { 0 };
+	ckpt__error_capture(&saved);
+	if (tmp && ckpt_vfs_exists(vfs, tmp, NULL) > 0)
+		ckpt_vfs_remove(vfs, tmp);
+	ckpt__error_raise(&saved);
+	ckpt__error_slot_clear(&saved);
+	ckpt__free(tmp);
+}
+
+/* ---- merge (process 0) ---- */
+
+static int cmp_kv(const void *a, const void *b)
+{
+	const tfb_kv *x = a, *y = b;
+	size_t n = x->klen < y->klen ? x->klen : y->klen;
+	int c = memcmp(x->key, y->key, n);
+	return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+/* Every shard's entries as key/value pairs (pointing into the blobs), sorted. */
+static int collect(const void *const *entries, const size_t *lens, int nshards, const char *prefix,
+	tfb_kv **out, size_t *count)
+{
+	size_t cap = 64, n = 1;
+	tfb_kv *kv = ckpt__calloc(cap, sizeof(*kv));
+	if (!kv)
+		return CKPT_ENOMEM;
+	for (int s = 0; s < nshards; s++) {
+		const unsigned char *p = entries[s], *end = p + lens[s];
+		while (p < end) {
+			uint64_t kl, vl;
+			size_t u = tfb_varint_get(p, end, &kl);
+			if (!u || kl > (uint64_t)(end - p - (ptrdiff_t)u))
+				goto bad;
+			const unsigned char *key = p + u;
+			p = key + kl;
+			u = tfb_varint_get(p, end, &vl);
+			if (!u || vl > (uint64_t)(end - p - (ptrdiff_t)u))
+				goto bad;
+			if (n == cap) {
+				tfb_kv *nk = ckpt__realloc(kv, cap * 2 * sizeof(*kv));
+				if (!nk) {
+					ckpt__free(kv);
+					return CKPT_ENOMEM;
+				}
+				kv = nk;
+				cap *= 2;
+			}
+			kv[n].key = key;
+			kv[n].klen = (size_t)kl;
+			kv[n].val = p + u;
+			kv[n].vlen = (size_t)vl;
+			n++;
+			p += u + vl;
+		}
+	}
+	qsort(kv + 1, n - 1, sizeof(*kv), cmp_kv);
+	for (size_t i = 2; i < n; i++)
+		if (cmp_kv(&kv[i - 1], &kv[i]) == 0) {
+			int rc = ckpt__fail(CKPT_EINVAL, prefix, NULL, -1, "tensor '%.*s' written by two shards",
+				(int)kv[i].klen, (const char *)kv[i].key);
+			ckpt__free(kv);
+			return rc;
+		}
+	*out = kv;
+	*count = n;
+	return CKPT_OK;
+bad:
+	ckpt__free(kv);
+	return ckpt__fail(CKPT_EFORMAT, prefix, NULL, -1, "malformed shard entry list");
+}
+
+static int merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uint64_t token,
+	const void *const *entries, const size_t *lens, int no_fsync, char *index_tmp)
+{
+	tfb_kv *kv = NULL;
+	size_t n = 0;
+	CKPT_TRY(collect(entries, lens, nshards, prefix, &kv, &n));
+	CkptTf__VersionDef ver = CKPT_TF__VERSION_DEF__INIT;
+	CkptTf__BundleHeaderProto hdr = CKPT_TF__BUNDLE_HEADER_PROTO__INIT;
+	ver.producer = 1;
+	hdr.num_shards = nshards;
+	hdr.version = &ver;
+	unsigned char hbuf[64];
+	size_t hl = ckpt_tf__bundle_header_proto__pack(&hdr, hbuf);
+	kv[0].key = (const unsigned char *)"";
+	kv[0].klen = 0;
+	kv[0].val = hbuf;
+	kv[0].vlen = hl;
+	tfb_buf table = { 0 };
+	int rc = tfb_table_build(&table, kv, n, TFB_BLOCK_SIZE);
+	ckpt__free(kv);
+	ckpt_io *ix = NULL;
+	if (rc == CKPT_OK)
+		rc = ckpt_vfs_open(vfs, index_tmp, CKPT_IO_WRITE, &ix);
+	if (rc == CKPT_OK)
+		rc = ckpt_io_pwrite(ix, table.p, table.len, 0);
+	if (rc == CKPT_OK && !no_fsync)
+		rc = ckpt_io_sync(ix);
+	if (ix) {
+		int rc2 = ckpt_io_close(ix);
+		if (rc == CKPT_OK)
+			rc = rc2;
+	}
+	tfb_buf_free(&table);
+	CKPT_TRY(rc);
+	char *dir = ckpt__path_dir(prefix), *final = tfb_index_path(prefix);
+	rc = dir && final ? CKPT_OK : CKPT_ENOMEM;
+	/* an older bundle of this prefix goes first, so its index never covers new data */
+	if (rc == CKPT_OK && ckpt_vfs_exists(vfs, final, NULL) > 0) {
+		rc = ckpt_vfs_remove(vfs, final);
+		if (rc == CKPT_OK && !no_fsync)
+			rc = ckpt_vfs_sync_dir(vfs, dir);
+	}
+	for (int s = 0; s < nshards && rc == CKPT_OK; s++) {
+		char *tmp = temp_path(prefix, s, nshards, token), *dfinal = tfb_data_path(prefix, s, nshards);
+		rc = tmp && dfinal ? ckpt_vfs_rename(vfs, tmp, dfinal) : CKPT_ENOMEM;
+		ckpt__free(tmp);
+		ckpt__free(dfinal);
+	}
+	if (rc == CKPT_OK)
+		rc = ckpt_vfs_rename(vfs, index_tmp, final);
+	if (rc == CKPT_OK && !no_fsync) {
+		rc = ckpt_vfs_sync_dir(vfs, dir);
+		if (rc < 0) {
+			/* not durable: take it back rather than report failure over a visible checkpoint */
+			ckpt__error_slot slot = { 0 };
+			ckpt__error_capture(&slot);
+			ckpt_vfs_remove(vfs, final);
+			ckpt__error_raise(&slot);
+			ckpt__error_slot_clear(&slot);
+		}
+	}
+	ckpt__free(dir);
+	ckpt__free(final);
+	return rc;
+}
+
+int ckpt__tfb_merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uint64_t token,
+	const void *const *entries, const size_t *lens, int no_fsync)
+{
+	char *final = tfb_index_path(prefix);
+	char *index_tmp = final ? ckpt__asprintf("%s.tempstate%llu", final, (unsigned long long)token) : NULL;
+	ckpt__free(final);
+	if (!index_tmp)
+		return CKPT_ENOMEM;
+	int rc = merge_commit(vfs, prefix, nshards, token, entries, lens, no_fsync, index_tmp);
+	if (rc < 0) {
+		ckpt__error_slot saved = { 0 };
+		ckpt__error_capture(&saved);
+		if (ckpt_vfs_exists(vfs, index_tmp, NULL) > 0)
+			ckpt_vfs_remove(vfs, index_tmp);
+		ckpt__error_raise(&saved);
+		ckpt__error_slot_clear(&saved);
+		for (int s = 0; s < nshards; s++)
+			ckpt__tfb_part_discard(vfs, prefix, s, nshards, token);
+	}
+	ckpt__free(index_tmp);
+	return rc;
+}

@@ -1,0 +1,102 @@
+/*
+ * ckpt_mpi internals: the multi-worker strategy's state, the fixed-size
+ * header every collective call starts with, and the ordered reduce.
+ *
+ * Never a hang: every collective call of the strategy begins with the same
+ * MPI_Allgather of one mw_hdr per worker (what the worker is doing, how many
+ * variables it has created, a running hash of their descriptors). Every
+ * worker sees every header, so all decide alike: matching headers → the
+ * call's payload follows; any difference → every worker fails with the same
+ * ESCOPE and the strategy is broken (later calls fail without MPI), since
+ * the workers' call sequences no longer line up.
+ */
+#ifndef CKPT_MW_INTERNAL_H
+#define CKPT_MW_INTERNAL_H
+
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+#include "libckpt/strategy_impl.h"
+#include "ckpt/mpi.h"
+
+#define MW_LOCAL_MAX 1024 /* CKPT__MAX_REPLICAS: replicas in all */
+
+enum { MW_CREATE = 1, MW_REDUCE, MW_BARRIER, MW_RUN_END, MW_READ, MW_SAVE, MW_SAVE_DONE, MW_AGREE };
+
+typedef struct mw_hdr {
+	int32_t op;
+	int32_t status;       /* <= 0: this worker's status so far */
+	uint64_t seq;         /* variables created before this call */
+	uint64_t hash;        /* running hash of their descriptors */
+	uint64_t n;           /* elements / bytes / entries */
+	uint64_t h2;          /* op-specific hash (save: keys) */
+	int32_t kind, aux;
+	char what[160];       /* this call's subject (variable descriptor, path) */
+	char last[160];       /* the last variable created */
+	char msg[256];        /* error message when status < 0 */
+} mw_hdr;
+
+typedef struct mw {
+	MPI_Comm comm;
+	int rank, size, local;
+	uint64_t created, hash;
+	char last[160];
+	int broken;
+	char broken_msg[768];
+	mw_hdr *all;          /* size headers */
+	ckpt_strategy *self;
+} mw;
+
+/* Copy a string, cut to fit (messages: truncation is fine). */
+static inline void mw_copy(char *dst, size_t n, const char *src)
+{
+	size_t l = strlen(src);
+	if (l >= n)
+		l = n - 1;
+	memcpy(dst, src, l);
+	dst[l] = '\0';
+}
+
+static inline const char *mw_last_message(void)
+{
+	const char *m = ckpt_error_last()->message;
+	return m ? m : "";
+}
+
+static inline mw *mw_of(ckpt_strategy *s)
+{
+	return ckpt__strategy_impl(s);
+}
+
+/** Fill the common fields of a header for `op`. */
+void mw_hdr_init(mw *m, mw_hdr *h, int op, const char *what);
+/**
+ * Exchange headers and check that every worker makes the same call. On a
+ * difference (or when broken) fails ESCOPE on every worker. Then, when any
+ * worker's status is < 0, fails on every worker with the lowest failing
+ * worker's code and message (its own error on that worker). m->all holds
+ * every header afterwards.
+ */
+int mw_exchange(mw *m, mw_hdr *h);
+/** An MPI error as a libckpt error (EIO) naming the call. */
+int mw_mpi_fail(mw *m, int err, const char *call);
+/** FNV-1a over a string, chained. */
+uint64_t mw_hash(uint64_t h, const char *s);
+/** "'name' float32 [3,4] mirrored" */
+void mw_describe(const ckpt_variable *v, char *buf, size_t n);
+
+/**
+ * Ordered all-reduce of `local` buffers of n elements of `kind` over every
+ * worker (after mw_exchange agreed): each element is combined over global
+ * replicas 0..R-1 in order in the element type (MEAN: then divided by R);
+ * the result lands in every buffer.
+ */
+int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_op op);
+
+/* hooks (mw_reduce.c, mw_save.c) */
+int mw_all_reduce(ckpt_strategy *s, void *const *bufs, size_t n, int kind, ckpt_reduce_op op, const char *local_error);
+int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n);
+int mw_write(ckpt_strategy *s, const ckpt__save_request *req);
+int mw_agree(ckpt_strategy *s, int rc);
+
+#endif

@@ -1,0 +1,209 @@
+/*
+ * The ordered all-reduce over every replica of every worker, and the
+ * sync-on-read read built on it.
+ *
+ * For a block of elements, worker w owns a contiguous part; every worker
+ * sends worker w its local replicas' slices of that part (MPI_Alltoallv), so
+ * w holds all R contributions of its part in global replica order (worker-
+ * major: worker v's local replica l is replica v*L + l). It combines them
+ * exactly as the in-process mirrored all-reduce does — acc = replica 0, then
+ * acc += replica 1, ..., R-1, in the element type; MEAN divides that sum by
+ * R — and MPI_Allgatherv returns every part to every worker, which copies it
+ * into its local buffers. The bits depend only on R and the values, not on
+ * how R is split into workers x local replicas, nor on timing. Each worker
+ * sends and receives about (L + 1) x n elements per call, like a
+ * reduce-scatter + all-gather.
+ */
+#include <string.h>
+#include "mw_internal.h"
+
+#define BLOCK_BYTES ((size_t)32 << 20) /* per worker per round: bounds memory and int counts */
+
+static size_t elem_size(int kind)
+{
+	return kind == CKPT__KIND_F32 || kind == CKPT__KIND_I32 ? 4 : 8;
+}
+
+/* The part [lo, hi) of m elements worker w owns. */
+static void part_of(size_t m, int w, int k, size_t *lo, size_t *hi)
+{
+	size_t q = m / (size_t)k, rem = m % (size_t)k, i = (size_t)w;
+	*lo = q * i + (i < rem ? i : rem);
+	*hi = *lo + q + (i < rem ? 1 : 0);
+}
+
+#define DEFINE_COMBINE(NAME, T, ACC) \
+static void NAME(const unsigned char *in, int R, size_t cnt, unsigned char *out, int mean) \
+{ \
+	const T *src = (const T *)in; \
+	T *dst = (T *)out; \
+	for (size_t j = 0; j < cnt; j++) { \
+		ACC acc = (ACC)src[j]; \
+		for (int r = 1; r < R; r++) \
+			acc += (ACC)src[(size_t)r * cnt + j]; \
+		if (mean) \
+			acc /= (ACC)R; \
+		dst[j] = (T)acc; \
+	} \
+}
+DEFINE_COMBINE(combine_f32, float, float)
+DEFINE_COMBINE(combine_f64, double, double)
+DEFINE_COMBINE(combine_i32, int32_t, int64_t)
+DEFINE_COMBINE(combine_i64, int64_t, int64_t)
+
+int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_op op)
+{
+	const size_t es = elem_size(kind);
+	const int W = m->size, L = m->local, R = W * L;
+	const int mean = op == CKPT_REDUCE_MEAN;
+	size_t block = BLOCK_BYTES / (es * (size_t)L);
+	if (block < (size_t)W)
+		block = (size_t)W;
+	if (block > n)
+		block = n;
+	size_t mine_max = block / (size_t)W + 1;
+	unsigned char *send = ckpt__malloc(block * (size_t)L * es + 1);
+	unsigned char *recv = ckpt__malloc(mine_max * (size_t)R * es + 1);
+	unsigned char *part = ckpt__malloc(mine_max * es + 1);
+	unsigned char *res = ckpt__malloc(block * es + 1);
+	int *sc = ckpt__calloc((size_t)W * 4, sizeof(int));
+	int rc = send && recv && part && res && sc ? CKPT_OK : CKPT_ENOMEM;
+	/* a worker out of memory still takes part, or the others would wait */
+	int ok = rc == CKPT_OK, all_ok = 0;
+	int err = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, m->comm);
+	if (err != MPI_SUCCESS)
+		rc = mw_mpi_fail(m, err, "MPI_Allreduce");
+	else if (!all_ok && rc == CKPT_OK)
+		rc = ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "all-reduce of %zu values: another worker ran out of memory", n);
+	int *sd = sc + W, *rcnt = sc + 2 * W, *rd = sc + 3 * W;
+	for (size_t b0 = 0; b0 < n && rc == CKPT_OK; b0 += block) {
+		size_t mlen = n - b0 < block ? n - b0 : block;
+		size_t mylo, myhi;
+		part_of(mlen, m->rank, W, &mylo, &myhi);
+		size_t mine = myhi - mylo, at = 0;
+		for (int w = 0; w < W; w++) {
+			size_t lo, hi;
+			part_of(mlen, w, W, &lo, &hi);
+			sd[w] = (int)at;
+			for (int l = 0; l < L; l++) {
+				memcpy(send + at, (unsigned char *)bufs[l] + (b0 + lo) * es, (hi - lo) * es);
+				at += (hi - lo) * es;
+			}
+			sc[w] = (int)(at - (size_t)sd[w]);
+			rcnt[w] = (int)(mine * (size_t)L * es);
+			rd[w] = w * rcnt[w];
+		}
+		err = MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, rcnt, rd, MPI_BYTE, m->comm);
+		if (err != MPI_SUCCESS) {
+			rc = mw_mpi_fail(m, err, "MPI_Alltoallv");
+			break;
+		}
+		/* recv holds replica r's part at r * mine: worker-major order is global replica order */
+		switch (kind) {
+		case CKPT__KIND_F32: combine_f32(recv, R, mine, part, mean); break;
+		case CKPT__KIND_F64: combine_f64(recv, R, mine, part, mean); break;
+		case CKPT__KIND_I32: combine_i32(recv, R, mine, part, mean); break;
+		default: combine_i64(recv, R, mine, part, mean); break;
+		}
+		for (int w = 0; w < W; w++) {
+			size_t lo, hi;
+			part_of(mlen, w, W, &lo, &hi);
+			rcnt[w] = (int)((hi - lo) * es);
+			rd[w] = (int)(lo * es);
+		}
+		err = MPI_Allgatherv(part, (int)(mine * es), MPI_BYTE, res, rcnt, rd, MPI_BYTE, m->comm);
+		if (err != MPI_SUCCESS) {
+			rc = mw_mpi_fail(m, err, "MPI_Allgatherv");
+			break;
+		}
+		for (int l = 0; l < L; l++)
+			memcpy((unsigned char *)bufs[l] + b0 * es, res, mlen * es);
+	}
+	ckpt__free(send);
+	ckpt__free(recv);
+	ckpt__free(part);
+	ckpt__free(res);
+	ckpt__free(sc);
+	if (rc < 0 && rc != CKPT_ENOMEM) {
+		m->broken = 1;
+		mw_copy(m->broken_msg, sizeof(m->broken_msg), mw_last_message());
+	}
+	return rc;
+}
+
+int mw_all_reduce(ckpt_strategy *s, void *const *bufs, size_t n, int kind, ckpt_reduce_op op, const char *local_error)
+{
+	mw *m = mw_of(s);
+	mw_hdr h;
+	mw_hdr_init(m, &h, MW_REDUCE, kind == CKPT__KIND_F32 ? "f32" : "f64");
+	h.n = n;
+	h.kind = kind * 2 + (op == CKPT_REDUCE_MEAN);
+	if (local_error || (op != CKPT_REDUCE_SUM && op != CKPT_REDUCE_MEAN)) {
+		h.status = CKPT_EINVAL;
+		snprintf(h.msg, sizeof(h.msg), "all-reduce on worker %d: %s", m->rank,
+			local_error ? local_error : "unknown reduce op");
+		ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s", h.msg);
+	}
+	CKPT_TRY(mw_exchange(m, &h));
+	if (n == 0)
+		return CKPT_OK;
+	return mw_ordered_reduce(m, bufs, n, kind, op);
+}
+
+static int kind_of(ckpt_dtype dt)
+{
+	switch (dt) {
+	case CKPT_DT_FLOAT: return CKPT__KIND_F32;
+	case CKPT_DT_DOUBLE: return CKPT__KIND_F64;
+	case CKPT_DT_INT32: return CKPT__KIND_I32;
+	case CKPT_DT_INT64: return CKPT__KIND_I64;
+	default: return -1;
+	}
+}
+
+int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n)
+{
+	mw *m = mw_of(s);
+	mw_hdr h;
+	char d[160];
+	mw_describe(v, d, sizeof(d));
+	mw_hdr_init(m, &h, MW_READ, d);
+	h.n = n;
+	ckpt_aggregation agg = ckpt_variable_aggregation(v);
+	int kind = kind_of(ckpt_variable_dtype(v));
+	int summed = agg == CKPT_AGG_SUM || agg == CKPT_AGG_MEAN;
+	/* allocated before the exchange: a worker out of memory says so there instead of leaving */
+	unsigned char *tmp = summed && n ? ckpt__malloc(n * (size_t)m->local) : NULL;
+	if (summed && n && (!tmp || kind < 0)) {
+		h.status = ckpt__fail(tmp ? CKPT_EUNSUPPORTED : CKPT_ENOMEM, NULL, ckpt_variable_name(v), -1,
+			"cannot aggregate sync-on-read variable '%s' on worker %d", ckpt_variable_name(v), m->rank);
+		mw_copy(h.msg, sizeof(h.msg), mw_last_message());
+	} else if (n != ckpt_variable_nbytes(v) || (!dst && n)) {
+		h.status = ckpt__fail(CKPT_EINVAL, NULL, ckpt_variable_name(v), -1,
+			"read of variable '%s': want %llu bytes, got a buffer of %zu", ckpt_variable_name(v),
+			(unsigned long long)ckpt_variable_nbytes(v), n);
+		mw_copy(h.msg, sizeof(h.msg), mw_last_message());
+	}
+	int rc = mw_exchange(m, &h);
+	if (rc < 0 || n == 0) {
+		ckpt__free(tmp);
+		return rc;
+	}
+	if (!summed) {
+		/* ONLY_FIRST_REPLICA: global replica 0 lives on worker 0 */
+		memcpy(dst, ckpt_variable_replica_data(v, 0), n);
+		int err = MPI_Bcast(dst, (int)n, MPI_BYTE, 0, m->comm);
+		return err == MPI_SUCCESS ? CKPT_OK : mw_mpi_fail(m, err, "MPI_Bcast");
+	}
+	void *bufs[MW_LOCAL_MAX];
+	for (int l = 0; l < m->local; l++) {
+		bufs[l] = tmp + (size_t)l * n;
+		memcpy(bufs[l], ckpt_variable_replica_data(v, l), n);
+	}
+	rc = mw_ordered_reduce(m, bufs, n / (kind == CKPT__KIND_F32 || kind == CKPT__KIND_I32 ? 4 : 8), kind,
+		agg == CKPT_AGG_MEAN ? CKPT_REDUCE_MEAN : CKPT_REDUCE_SUM);
+	if (rc == CKPT_OK)
+		memcpy(dst, tmp, n);
+	ckpt__free(tmp);
+	return rc;
+}

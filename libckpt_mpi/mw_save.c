@@ -1,0 +1,265 @@
+/*
+ * Multi-worker checkpoint write: one logical checkpoint in TensorFlow's
+ * merged layout, all or nothing across workers.
+ *
+ *  1. Agree on the call (path, entry count, keys) and on a temporary token
+ *     (from worker 0).
+ *  2. Values: a mirrored variable's copy 0 (identical on every worker); a
+ *     sync-on-read one aggregated over every replica of every worker
+ *     (collective, in entry order).
+ *  3. Owners: entries by decreasing size go to the least-loaded worker
+ *     (ties: lower rank; the object graph to worker 0), the same on every
+ *     worker, so W workers write about 1/W of the bytes each, in parallel.
+ *  4. Worker k writes and fsyncs `P.data-k-of-W.tempstate<token>`.
+ *  5. Every worker's outcome is exchanged: any failure → every worker
+ *     removes its temporary (worker 0 all of them) and returns the failure,
+ *     naming the rank.
+ *  6. Worker 0 gathers every shard's index entries, writes the merged
+ *     `P.index` (temporary, fsync), renames the data shards, then the index
+ *     (visible from here), fsyncs the directory; its outcome is broadcast.
+ * A worker killed at any point leaves no index (nothing visible) or a
+ * complete checkpoint: the index is renamed after every shard is durable.
+ * Shared file system assumed (as TensorFlow does): worker 0 renames the
+ * other workers' files.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "mw_internal.h"
+#include "formats/tf_bundle/tfb_part.h"
+
+#define GRAPH_KEY "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+typedef struct ent {
+	uint64_t bytes;
+	size_t idx;
+} ent;
+
+static int cmp_ent(const void *a, const void *b)
+{
+	const ent *x = a, *y = b;
+	if (x->bytes != y->bytes)
+		return x->bytes > y->bytes ? -1 : 1;
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* owner[i] for every entry (entry `count` = the object graph, worker 0). */
+static int assign_owners(const ckpt__save_request *req, int W, int *owner)
+{
+	ent *e = ckpt__calloc(req->count ? req->count : 1, sizeof(*e));
+	uint64_t *load = ckpt__calloc((size_t)W, sizeof(*load));
+	if (!e || !load) {
+		ckpt__free(e);
+		ckpt__free(load);
+		return CKPT_ENOMEM;
+	}
+	for (size_t i = 0; i < req->count; i++) {
+		e[i].bytes = ckpt_variable_nbytes(req->vars[i]) + 1; /* empty ones spread too */
+		e[i].idx = i;
+	}
+	qsort(e, req->count, sizeof(*e), cmp_ent);
+	for (size_t i = 0; i < req->count; i++) {
+		int best = 0;
+		for (int w = 1; w < W; w++)
+			if (load[w] < load[best])
+				best = w;
+		owner[e[i].idx] = best;
+		load[best] += e[i].bytes;
+	}
+	ckpt__free(e);
+	ckpt__free(load);
+	return CKPT_OK;
+}
+
+/* Step 2: every entry's value as a tensor; sync-on-read aggregates are collective. */
+static int entry_value(mw *m, ckpt_variable *v, int mine, ckpt_tensor **out)
+{
+	*out = NULL;
+	ckpt_dtype dt = ckpt_variable_dtype(v);
+	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ && ckpt__strategy_ops_of(ckpt_variable_strategy(v))->read) {
+		ckpt_tensor *t;
+		CKPT_TRY(ckpt_tensor_new(&t, dt, ckpt_variable_shape(v)));
+		int rc = ckpt_variable_read(v, t->data, (size_t)t->nbytes); /* collective: every worker */
+		if (rc < 0 || !mine) {
+			ckpt_tensor_free(t);
+			return rc;
+		}
+		*out = t;
+		return CKPT_OK;
+	}
+	if (!mine)
+		return CKPT_OK;
+	if (dt == CKPT_DT_STRING)
+		return ckpt_variable_read_tensor(v, out);
+	(void)m;
+	return ckpt_tensor_wrap(out, dt, ckpt_variable_shape(v), (void *)ckpt_variable_replica_data(v, 0),
+		ckpt_variable_nbytes(v));
+}
+
+static void hdr_error(mw_hdr *h, int rc)
+{
+	char buf[512];
+	h->status = rc;
+	mw_copy(h->msg, sizeof(h->msg), ckpt_error_format(ckpt_error_last(), buf, sizeof(buf)));
+}
+
+/* Step 4 on this worker: its shard, fsynced; its entries in *blob. */
+static int write_shard(mw *m, const ckpt__save_request *req, const int *owner, uint64_t token,
+	void **blob, size_t *blen)
+{
+	ckpt__tfb_part *p = NULL;
+	int rc = ckpt__tfb_part_open(&p, req->vfs, req->path, m->rank, m->size, token);
+	for (size_t i = 0; i < req->count; i++) {
+		int mine = owner[i] == m->rank && rc == CKPT_OK;
+		ckpt_tensor *t = NULL;
+		/* even after a local failure, take part in the collective aggregates */
+		int vrc = entry_value(m, req->vars[i], mine, &t);
+		if (rc == CKPT_OK && vrc < 0)
+			rc = vrc;
+		if (rc == CKPT_OK && t)
+			rc = ckpt__tfb_part_add(p, req->keys[i], t);
+		ckpt_tensor_free(t);
+		if (m->broken)
+			break;
+	}
+	if (rc == CKPT_OK && m->rank == 0 && req->graph) {
+		void *g = NULL;
+		size_t gn = 0;
+		rc = ckpt_object_graph_serialize(req->graph, &g, &gn);
+		if (rc == CKPT_OK) {
+			ckpt_bytes b = { gn, g };
+			ckpt_tensor t;
+			memset(&t, 0, sizeof(t));
+			t.dtype = CKPT_DT_STRING;
+			t.nbytes = gn;
+			t.data = &b;
+			rc = ckpt__tfb_part_add(p, GRAPH_KEY, &t);
+		}
+		free(g);
+	}
+	if (rc == CKPT_OK)
+		rc = ckpt__tfb_part_finish(p, req->no_fsync, blob, blen);
+	ckpt__tfb_part_free(p);
+	return rc;
+}
+
+static uint64_t fresh_token(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t x = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	x ^= (uint64_t)getpid() << 40;
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Step 6 (worker 0): gather entry lists, merge, commit. */
+static int gather_and_commit(mw *m, const ckpt__save_request *req, uint64_t token, void *blob, size_t blen)
+{
+	int W = m->size;
+	int mylen = (int)blen;
+	int *lens = m->rank == 0 ? ckpt__calloc((size_t)W, sizeof(int)) : NULL;
+	int *disp = m->rank == 0 ? ckpt__calloc((size_t)W, sizeof(int)) : NULL;
+	int err = MPI_Gather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, 0, m->comm);
+	if (err != MPI_SUCCESS)
+		return mw_mpi_fail(m, err, "MPI_Gather");
+	unsigned char *all = NULL;
+	int rc = CKPT_OK;
+	size_t total = 0;
+	if (m->rank == 0) {
+		for (int w = 0; w < W; w++) {
+			disp[w] = (int)total;
+			total += (size_t)lens[w];
+		}
+		all = ckpt__malloc(total + 1);
+	}
+	err = MPI_Gatherv(blob, mylen, MPI_BYTE, all, lens, disp, MPI_BYTE, 0, m->comm);
+	if (err != MPI_SUCCESS)
+		rc = mw_mpi_fail(m, err, "MPI_Gatherv");
+	if (m->rank == 0 && rc == CKPT_OK) {
+		const void **parts = ckpt__calloc((size_t)W, sizeof(*parts));
+		size_t *plens = ckpt__calloc((size_t)W, sizeof(*plens));
+		rc = parts && plens && all ? CKPT_OK : CKPT_ENOMEM;
+		for (int w = 0; w < W && rc == CKPT_OK; w++) {
+			parts[w] = all + disp[w];
+			plens[w] = (size_t)lens[w];
+		}
+		if (rc == CKPT_OK)
+			rc = ckpt__tfb_merge_commit(req->vfs, req->path, W, token, parts, plens, req->no_fsync);
+		ckpt__free(parts);
+		ckpt__free(plens);
+	}
+	ckpt__free(all);
+	ckpt__free(lens);
+	ckpt__free(disp);
+	/* worker 0's outcome, to everyone */
+	mw_hdr h;
+	mw_hdr_init(m, &h, MW_SAVE_DONE, "");
+	if (m->rank == 0 && rc < 0)
+		hdr_error(&h, rc);
+	err = MPI_Bcast(&h, (int)sizeof(h), MPI_BYTE, 0, m->comm);
+	if (err != MPI_SUCCESS)
+		return mw_mpi_fail(m, err, "MPI_Bcast");
+	if (m->rank != 0 && h.status < 0)
+		return ckpt__fail(h.status, req->path, NULL, -1, "worker 0 of %s could not commit: %s",
+			ckpt_strategy_describe(m->self), h.msg);
+	return rc;
+}
+
+int mw_write(ckpt_strategy *s, const ckpt__save_request *req)
+{
+	mw *m = mw_of(s);
+	mw_hdr h;
+	mw_hdr_init(m, &h, MW_SAVE, req->path);
+	h.n = req->count;
+	h.h2 = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < req->count; i++)
+		h.h2 = mw_hash(h.h2, req->keys[i]);
+	CKPT_TRY(mw_exchange(m, &h));
+	uint64_t token = m->rank == 0 ? fresh_token() : 0;
+	int err = MPI_Bcast(&token, 1, MPI_UINT64_T, 0, m->comm);
+	if (err != MPI_SUCCESS)
+		return mw_mpi_fail(m, err, "MPI_Bcast");
+
+	int *owner = ckpt__calloc(req->count ? req->count : 1, sizeof(*owner));
+	int rc = owner ? assign_owners(req, m->size, owner) : CKPT_ENOMEM;
+	void *blob = NULL;
+	size_t blen = 0;
+	if (rc == CKPT_OK) {
+		rc = write_shard(m, req, owner, token, &blob, &blen);
+	} else {
+		/* take part in the aggregates anyway */
+		for (size_t i = 0; i < req->count && !m->broken; i++) {
+			ckpt_tensor *t = NULL;
+			entry_value(m, req->vars[i], 0, &t);
+		}
+	}
+	ckpt__free(owner);
+	if (m->broken) {
+		ckpt__free(blob);
+		ckpt__tfb_part_discard(req->vfs, req->path, m->rank, m->size, token);
+		return rc < 0 ? rc : ckpt__fail(CKPT_ESCOPE, NULL, NULL, -1, "%s", m->broken_msg);
+	}
+	if (rc == CKPT_OK && blen > (size_t)1 << 30)
+		rc = ckpt__fail(CKPT_ELIMIT, req->path, NULL, -1, "shard %d has too many index entries", m->rank);
+	/* step 5: every worker's outcome */
+	mw_hdr_init(m, &h, MW_SAVE_DONE, req->path);
+	if (rc < 0)
+		hdr_error(&h, rc);
+	rc = mw_exchange(m, &h);
+	if (rc < 0) {
+		ckpt__free(blob);
+		ckpt__tfb_part_discard(req->vfs, req->path, m->rank, m->size, token);
+		if (m->rank == 0)
+			for (int w = 1; w < m->size; w++)
+				ckpt__tfb_part_discard(req->vfs, req->path, w, m->size, token);
+		return rc;
+	}
+	rc = gather_and_commit(m, req, token, blob, blen);
+	ckpt__free(blob);
+	return rc;
+}

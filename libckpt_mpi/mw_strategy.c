@@ -1,0 +1,302 @@
+/*
+ * The multi-worker strategy: construction, the header exchange every
+ * collective call starts with (mw_internal.h), collective creation with
+ * worker 0's initial value, barrier, and the agreed status of runs, restores
+ * and manager calls.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "mw_internal.h"
+
+#define MW_MAX_REPLICAS MW_LOCAL_MAX
+
+uint64_t mw_hash(uint64_t h, const char *s)
+{
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 0x100000001b3ull;
+	}
+	return h ^ 0xff; /* a separator, so "ab"+"c" != "a"+"bc" */
+}
+
+void mw_describe(const ckpt_variable *v, char *buf, size_t n)
+{
+	char shp[96];
+	ckpt_shape_format(ckpt_variable_shape(v), shp, sizeof(shp));
+	snprintf(buf, n, "'%.80s' %s %s %s", ckpt_variable_name(v), ckpt_dtype_name(ckpt_variable_dtype(v)), shp,
+		ckpt_var_kind_name(ckpt_variable_kind(v)));
+}
+
+int mw_mpi_fail(mw *m, int err, const char *call)
+{
+	char es[MPI_MAX_ERROR_STRING];
+	int len = 0;
+	es[0] = '\0';
+	MPI_Error_string(err, es, &len);
+	return ckpt__fail(CKPT_EIO, NULL, NULL, -1, "worker %d of %s: %s failed: %s", m->rank,
+		ckpt_strategy_describe(m->self), call, es);
+}
+
+void mw_hdr_init(mw *m, mw_hdr *h, int op, const char *what)
+{
+	memset(h, 0, sizeof(*h));
+	h->op = op;
+	h->seq = m->created;
+	h->hash = m->hash;
+	mw_copy(h->what, sizeof(h->what), what ? what : "");
+	mw_copy(h->last, sizeof(h->last), m->last);
+}
+
+static const char *op_name(int op)
+{
+	switch (op) {
+	case MW_CREATE: return "creates variable";
+	case MW_REDUCE: return "calls all-reduce";
+	case MW_BARRIER: return "calls barrier";
+	case MW_RUN_END: return "ends ckpt_strategy_run";
+	case MW_READ: return "reads sync-on-read variable";
+	case MW_SAVE: return "saves checkpoint";
+	case MW_SAVE_DONE: return "finishes its checkpoint shard";
+	case MW_AGREE: return "agrees on a restore / manager status";
+	default: return "?";
+	}
+}
+
+/* Where workers 0 and w disagree, as a message; 0 when they agree. */
+static int differ(const mw_hdr *a, const mw_hdr *b, int w, char *msg, size_t n)
+{
+	if (a->seq != b->seq || a->hash != b->hash) {
+		if (a->seq == b->seq)
+			snprintf(msg, n, "worker 0 and worker %d created different variables (%llu each; "
+				"last on worker 0: %s, on worker %d: %s)", w, (unsigned long long)a->seq,
+				a->last, w, b->last);
+		else
+			snprintf(msg, n, "worker 0 has created %llu variable(s) (last %s), worker %d %llu (last %s)",
+				(unsigned long long)a->seq, a->last[0] ? a->last : "none", w,
+				(unsigned long long)b->seq, b->last[0] ? b->last : "none");
+		return 1;
+	}
+	if (a->op != b->op) {
+		snprintf(msg, n, "worker 0 %s %s while worker %d %s %s", op_name(a->op), a->what, w,
+			op_name(b->op), b->what);
+		return 1;
+	}
+	if (a->op == MW_CREATE && strcmp(a->what, b->what) != 0) {
+		snprintf(msg, n, "variable #%llu differs: worker 0 creates %s, worker %d creates %s",
+			(unsigned long long)a->seq + 1, a->what, w, b->what);
+		return 1;
+	}
+	if (a->n != b->n || a->kind != b->kind || a->h2 != b->h2 || strcmp(a->what, b->what) != 0) {
+		snprintf(msg, n, "worker 0 %s %s (%llu, kind %d) but worker %d %s %s (%llu, kind %d)",
+			op_name(a->op), a->what, (unsigned long long)a->n, a->kind, w, op_name(b->op), b->what,
+			(unsigned long long)b->n, b->kind);
+		return 1;
+	}
+	return 0;
+}
+
+static int broken_error(mw *m)
+{
+	return ckpt__fail(CKPT_ESCOPE, NULL, NULL, -1, "%s", m->broken_msg);
+}
+
+int mw_exchange(mw *m, mw_hdr *h)
+{
+	if (m->broken)
+		return broken_error(m);
+	int err = MPI_Allgather(h, (int)sizeof(*h), MPI_BYTE, m->all, (int)sizeof(*h), MPI_BYTE, m->comm);
+	if (err != MPI_SUCCESS) {
+		/* the call sequences may no longer line up */
+		m->broken = 1;
+		mw_mpi_fail(m, err, "MPI_Allgather");
+		mw_copy(m->broken_msg, sizeof(m->broken_msg), mw_last_message());
+		return CKPT_EIO;
+	}
+	char why[512];
+	for (int w = 1; w < m->size; w++)
+		if (differ(&m->all[0], &m->all[w], w, why, sizeof(why))) {
+			m->broken = 1;
+			snprintf(m->broken_msg, sizeof(m->broken_msg),
+				"%s: the workers disagree: %s; every worker must create the same variables in "
+				"the same order and make the same collective calls", ckpt_strategy_describe(m->self), why);
+			return broken_error(m);
+		}
+	for (int w = 0; w < m->size; w++)
+		if (m->all[w].status < 0) {
+			if (w == m->rank)
+				return h->status; /* this worker's own error is already the last error */
+			return ckpt__fail(m->all[w].status, NULL, NULL, -1, "worker %d of %s failed: %s", w,
+				ckpt_strategy_describe(m->self), m->all[w].msg);
+		}
+	return CKPT_OK;
+}
+
+/* This thread's last error (or just the status) into a header. */
+static void hdr_status(mw_hdr *h, int rc)
+{
+	h->status = rc < 0 ? rc : 0;
+	if (rc < 0) {
+		char buf[512];
+		const ckpt_error *e = ckpt_error_last();
+		if (e->code == rc)
+			ckpt_error_format(e, buf, sizeof(buf));
+		else
+			mw_copy(buf, sizeof(buf), ckpt_status_name(rc));
+		mw_copy(h->msg, sizeof(h->msg), buf);
+	}
+}
+
+int mw_agree(ckpt_strategy *s, int rc)
+{
+	mw *m = mw_of(s);
+	mw_hdr h;
+	mw_hdr_init(m, &h, MW_AGREE, "");
+	hdr_status(&h, rc);
+	if (m->broken)
+		return rc < 0 ? rc : broken_error(m);
+	return mw_exchange(m, &h);
+}
+
+static int mw_run_end(ckpt_strategy *s, int rc)
+{
+	mw *m = mw_of(s);
+	if (m->broken)
+		return rc < 0 ? rc : broken_error(m);
+	mw_hdr h;
+	mw_hdr_init(m, &h, MW_RUN_END, "");
+	hdr_status(&h, rc);
+	return mw_exchange(m, &h);
+}
+
+static int mw_barrier(ckpt_strategy *s)
+{
+	mw *m = mw_of(s);
+	mw_hdr h;
+	mw_hdr_init(m, &h, MW_BARRIER, "");
+	/* the header exchange is itself a barrier */
+	return mw_exchange(m, &h);
+}
+
+static int mw_on_create(ckpt_strategy *s, ckpt_variable *v, int filled)
+{
+	mw *m = mw_of(s);
+	mw_hdr h;
+	char d[160];
+	mw_describe(v, d, sizeof(d));
+	mw_hdr_init(m, &h, MW_CREATE, d);
+	h.n = ckpt_variable_nbytes(v);
+	h.aux = filled;
+	CKPT_TRY(mw_exchange(m, &h));
+	m->created++;
+	m->hash = mw_hash(m->hash, d);
+	mw_copy(m->last, sizeof(m->last), d);
+	/* worker 0's initial value (strings: each worker keeps its own, documented) */
+	if (!m->all[0].aux || ckpt_variable_dtype(v) == CKPT_DT_STRING || h.n == 0 || m->size == 1)
+		return CKPT_OK;
+	unsigned char *p = ckpt__variable_local_copy(v, 0);
+	for (uint64_t off = 0; off < h.n;) {
+		int k = h.n - off > (1u << 30) ? 1 << 30 : (int)(h.n - off);
+		int err = MPI_Bcast(p + off, k, MPI_BYTE, 0, m->comm);
+		if (err != MPI_SUCCESS)
+			return mw_mpi_fail(m, err, "MPI_Bcast of an initial value");
+		off += (uint64_t)k;
+	}
+	ckpt__variable_fill_from_primary(v);
+	return CKPT_OK;
+}
+
+static int mw_is_writer(ckpt_strategy *s)
+{
+	return mw_of(s)->rank == 0;
+}
+
+static void mw_destroy(ckpt_strategy *s)
+{
+	mw *m = mw_of(s);
+	int fin = 0;
+	MPI_Finalized(&fin);
+	if (!fin)
+		MPI_Comm_free(&m->comm);
+	ckpt__free(m->all);
+	ckpt__free(m);
+}
+
+static const ckpt__strategy_ops multi_worker_ops = {
+	.name = "multi_worker",
+	.kind = CKPT_STRATEGY_MULTI_WORKER,
+	.on_create = mw_on_create,
+	.all_reduce = mw_all_reduce,
+	.barrier = mw_barrier,
+	.run_end = mw_run_end,
+	.read = mw_read,
+	.write = mw_write,
+	.agree = mw_agree,
+	.is_writer = mw_is_writer,
+	.destroy = mw_destroy,
+};
+
+int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local_replicas)
+{
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_strategy_multi_worker_new: out is NULL");
+	*out = NULL;
+	int init = 0;
+	MPI_Initialized(&init);
+	if (!init)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+			"ckpt_strategy_multi_worker_new: call MPI_Init (or MPI_Init_thread) first");
+	mw *m = ckpt__calloc(1, sizeof(*m));
+	if (!m)
+		return CKPT_ENOMEM;
+	int err = MPI_Comm_dup(comm, &m->comm);
+	if (err != MPI_SUCCESS) {
+		ckpt__free(m);
+		return ckpt__fail(CKPT_EIO, NULL, NULL, -1, "MPI_Comm_dup failed (%d)", err);
+	}
+	MPI_Comm_rank(m->comm, &m->rank);
+	MPI_Comm_size(m->comm, &m->size);
+	m->local = local_replicas;
+	m->hash = 0xcbf29ce484222325ull;
+	int *locals = ckpt__calloc((size_t)m->size, sizeof(int));
+	m->all = ckpt__calloc((size_t)m->size, sizeof(*m->all));
+	int rc = locals && m->all ? CKPT_OK : CKPT_ENOMEM;
+	/* every worker learns every count, so all fail alike */
+	err = MPI_Allgather(&local_replicas, 1, MPI_INT, locals ? locals : &local_replicas, locals ? 1 : 0, MPI_INT, m->comm);
+	if (rc == CKPT_OK && err != MPI_SUCCESS)
+		rc = ckpt__fail(CKPT_EIO, NULL, NULL, -1, "MPI_Allgather of local replica counts failed (%d)", err);
+	for (int w = 0; w < m->size && rc == CKPT_OK; w++)
+		if (locals[w] != local_replicas || locals[w] < 1)
+			rc = ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+				"multi-worker strategy: worker %d asks for %d local replica(s), worker %d for %d; "
+				"every worker needs the same count, >= 1", m->rank, local_replicas, w, locals[w]);
+	if (rc == CKPT_OK && (int64_t)m->size * local_replicas > MW_MAX_REPLICAS)
+		rc = ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "multi-worker strategy: %d workers x %d replicas "
+			"exceeds %d replicas", m->size, local_replicas, MW_MAX_REPLICAS);
+	ckpt__free(locals);
+	char desc[96];
+	snprintf(desc, sizeof(desc), "MultiWorkerMirroredStrategy(%d worker%s x %d local replica%s, worker %d)",
+		m->size, m->size == 1 ? "" : "s", local_replicas, local_replicas == 1 ? "" : "s", m->rank);
+	ckpt_strategy *s = NULL;
+	if (rc == CKPT_OK)
+		rc = ckpt__strategy_create(&s, &multi_worker_ops, m->size * local_replicas, local_replicas,
+			m->rank * local_replicas, m, desc);
+	if (rc < 0) {
+		MPI_Comm_free(&m->comm);
+		ckpt__free(m->all);
+		ckpt__free(m);
+		return rc;
+	}
+	m->self = s;
+	*out = s;
+	return CKPT_OK;
+}
+
+int ckpt_multi_worker_rank(const ckpt_strategy *s)
+{
+	return ckpt__strategy_ops_of(s) == &multi_worker_ops ? ((mw *)ckpt__strategy_impl(s))->rank : 0;
+}
+
+int ckpt_multi_worker_size(const ckpt_strategy *s)
+{
+	return ckpt__strategy_ops_of(s) == &multi_worker_ops ? ((mw *)ckpt__strategy_impl(s))->size : 1;
+}

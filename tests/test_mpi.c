@@ -1,0 +1,315 @@
+/*
+ * Multi-worker strategy (ckpt_mpi) scenarios. Criterion forks every test,
+ * which does not mix with MPI_Init, so each scenario is its own MPI program
+ * (tests/mpi/) launched here through mpirun; each prints "CHECKS n FAILED f"
+ * and the count is logged. Kept small for a 2-core machine: tiny tensors,
+ * 1-4 workers (oversubscribed).
+ */
+#ifdef CKPT_TEST_MPI
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "ckpt/ckpt.h"
+#include "test_support.h"
+#include "mpi/mpi_model.h"
+
+#define MPIRUN CKPT_MPIRUN " --allow-run-as-root --oversubscribe"
+
+/* Run `np` workers of tests/mpi/<args>; the scenario must pass. Returns its check count. */
+static long run_mpi(int np, const char *fmt, ...) CKPT_PRINTF(2, 3);
+static long run_mpi(int np, const char *fmt, ...)
+{
+	char args[2048], cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	/*
+	 * a hang is a failure, not a stuck suite; under ASan, slow unwinding lets
+	 * tests/lsan.supp attribute Open MPI's own leaks to its libraries
+	 */
+	snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0\" timeout 120 " MPIRUN
+		" -np %d " CKPT_MPI_BIN_DIR "/%s", np, args);
+	ts_run_result r;
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s\nexit %d\nstdout:\n%s\nstderr:\n%s", cmd, r.status, r.out, r.err);
+	long checks = -1, failed = -1;
+	const char *c = strstr(r.out, "CHECKS ");
+	cr_assert(c && sscanf(c, "CHECKS %ld FAILED %ld", &checks, &failed) == 2, "%s: no CHECKS line:\n%s", cmd, r.out);
+	cr_assert_eq(failed, 0, "%s: %ld of %ld checks failed\n%s", cmd, failed, checks, r.err);
+	cr_assert_gt(checks, 0);
+	cr_log_info("mpi -np %d %s: %ld checks", np, args, checks);
+	ts_run_free(&r);
+	return checks;
+}
+
+Test(mpi, worker_split_1x4_2x2_4x1_bit_identical_to_mirrored_4, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	static const int split[4][2] = { { 1, 4 }, { 2, 2 }, { 4, 1 }, { 1, 4 } };
+	char *bytes[4];
+	size_t n[4];
+	for (int i = 0; i < 4; i++) {
+		char out[1024];
+		snprintf(out, sizeof(out), "%s/w%d", dir, i);
+		run_mpi(split[i][0], "mpi_split %d %s%s", split[i][1], out, i == 3 ? " mirrored" : "");
+		bytes[i] = ts_read_file(out, &n[i]);
+		cr_assert(bytes[i] && n[i] == 1000 * 4 + 333 * 8);
+	}
+	for (int i = 1; i < 4; i++)
+		cr_assert(memcmp(bytes[0], bytes[i], n[0]) == 0, "%dx%d%s differs from 1x4 in its bits",
+			split[i][0], split[i][1], i == 3 ? " (mirrored, in-process)" : "");
+	for (int i = 0; i < 4; i++)
+		free(bytes[i]);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(mpi, mismatched_shape_is_escope_on_every_worker, .timeout = 180) { run_mpi(2, "mpi_mismatch shape"); }
+Test(mpi, mismatched_dtype_is_escope_on_every_worker, .timeout = 180) { run_mpi(2, "mpi_mismatch dtype"); }
+Test(mpi, mismatched_order_on_3_workers_is_escope_on_every_worker, .timeout = 180) { run_mpi(3, "mpi_mismatch order"); }
+Test(mpi, extra_variable_vs_all_reduce_is_escope_on_every_worker, .timeout = 180) { run_mpi(3, "mpi_mismatch extra"); }
+Test(mpi, missing_variable_vs_save_is_escope_on_every_worker, .timeout = 180)
+{
+	char *dir = ts_tmpdir();
+	run_mpi(2, "mpi_mismatch missing %s/never", dir);
+	char *p = ts_join(dir, "never.index");
+	cr_assert(access(p, F_OK) != 0, "a save whose workers disagree wrote %s", p);
+	free(p);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(mpi, saved_by_4_workers_restores_onto_1_3_and_2x2_and_1x4, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	run_mpi(4, "mpi_save save 1 %s 3", dir);
+	run_mpi(1, "mpi_save restore 1 %s 3 4", dir);
+	run_mpi(3, "mpi_save restore 1 %s 3 4", dir);
+	run_mpi(2, "mpi_save restore 2 %s 3 4", dir);
+	run_mpi(1, "mpi_save restore 4 %s 3 4", dir);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(mpi, merged_checkpoint_read_by_dump_bundle_ckpt_verify_restore_and_tensorflow, .timeout = 300)
+{
+	const char *py = ts_oracle_python();
+	char *dir = ts_tmpdir();
+	run_mpi(2, "mpi_save save 2 %s 2", dir);
+	char cmd[4096];
+	ts_run_result r;
+	snprintf(cmd, sizeof(cmd), TS_PYTHON " " CKPT_SHARED_DIR "/tools/dump_bundle.py --no-graph %s/ckpt-2", dir);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "dump_bundle.py rejects the merged bundle:\n%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "num_shards=2") && strstr(r.out, "CHECKS: ALL OK"), "%s", r.out);
+	ts_run_free(&r);
+	snprintf(cmd, sizeof(cmd), TS_CLI " verify %s/ckpt-2", dir);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "ckpt verify: %s %s", r.out, r.err);
+	ts_run_free(&r);
+	/* single-process tool, onto another replica count */
+	snprintf(cmd, sizeof(cmd), TS_CLI " restore %s --strategy mirrored --replicas 3", dir);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "ckpt restore: %s %s", r.out, r.err);
+	ts_run_free(&r);
+	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_read_sharded.py %s/ckpt-2 2 4 2",
+		py, dir);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "TensorFlow does not read the merged bundle:\n%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "TF OK"), "%s", r.out);
+	cr_log_info("TensorFlow: %s", r.out);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(mpi, io_failure_on_worker_1_fails_every_worker_and_keeps_the_latest, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	run_mpi(2, "mpi_faults 1 %s 1", dir);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(mpi, io_failure_on_committing_worker_0_fails_every_worker_and_keeps_the_latest, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	run_mpi(2, "mpi_faults 2 %s 0", dir);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(mpi, sample_2x2_killed_resumed_1x4_then_4x1_equals_straight_run_and_mirrored_4, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	char cmd[4096];
+	ts_run_result r;
+	const char *mw = CKPT_BINARY_DIR "/samples/mlp_multiworker";
+	snprintf(cmd, sizeof(cmd),
+		"set -e; cd %s; export ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0\"; "
+		MPIRUN " -np 2 %s --local 2 --epochs 4 --dir straight; "
+		"if " MPIRUN " -np 2 %s --local 2 --epochs 4 --dir resumed --die-after-epoch 2; then exit 9; fi; "
+		"if " MPIRUN " -np 1 %s --local 4 --epochs 4 --dir resumed --die-after-epoch 3; then exit 9; fi; "
+		MPIRUN " -np 4 %s --local 1 --epochs 4 --dir resumed; "
+		CKPT_BINARY_DIR "/samples/mlp_mirrored --replicas 4 --epochs 4 --dir mirrored; "
+		TS_CLI " diff straight/ckpt-4 resumed/ckpt-4; " TS_CLI " diff straight/ckpt-4 mirrored/ckpt-4",
+		dir, mw, mw, mw, mw);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "exit %d\n%s\n%s", r.status, r.out, r.err);
+	cr_assert(strstr(r.out, "resumed from resumed/ckpt-2 after epoch 2, onto 1 worker(s) x 4 local replica(s)"), "%s", r.out);
+	cr_assert(strstr(r.out, "resumed from resumed/ckpt-3 after epoch 3, onto 4 worker(s) x 1 local replica(s)"), "%s", r.out);
+	cr_assert(strstr(r.out, "equal: 23 compared, 0 differ"), "%s", r.out);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(mpi, tensorflow_partitioned_p3_restores_on_2_workers_and_inspect_shows_partitions, .timeout = 300)
+{
+	const char *py = ts_oracle_python();
+	char *dir = ts_tmpdir();
+	char cmd[4096];
+	ts_run_result r;
+	/* the reference: TF1 PartitionedVariable and TF2 ShardedVariable, written now by TensorFlow */
+	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_partitioned.py %s", py, dir);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "TF PARTITIONED OK"), "%s", r.out);
+	ts_run_free(&r);
+	run_mpi(2, "mpi_partitioned 2 %s", dir);
+	run_mpi(1, "mpi_partitioned 1 %s", dir);
+	for (int k = 0; k < 2; k++) {
+		snprintf(cmd, sizeof(cmd), TS_CLI " inspect %s/%s", dir, k ? "tf1/model.ckpt" : "tf2/ckpt-1");
+		cr_assert_eq(ts_run_sh(&r, cmd), 0);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		cr_assert(strstr(r.out, "partitioned into 3 slices: [0:3, 0:4] [3:5, 0:4] [5:7, 0:4]"), "%s", r.out);
+		ts_run_free(&r);
+	}
+	ts_rmtree(dir);
+	free(dir);
+}
+
+/* ---- kill -9 of one worker in the middle of a save loop ---- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s += 0x9e3779b97f4a7c15ull;
+	uint64_t x = *s;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static long read_pid(const char *dir, int rank)
+{
+	char p[1024];
+	snprintf(p, sizeof(p), "%s/pid.%d", dir, rank);
+	FILE *f = fopen(p, "r");
+	long pid = 0;
+	if (f) {
+		if (fscanf(f, "%ld", &pid) != 1)
+			pid = 0;
+		fclose(f);
+	}
+	return pid;
+}
+
+/* What the killed job left: the latest loads in this one process, with a consistent step. */
+static int64_t check_latest(const char *dir, int64_t prev)
+{
+	ckpt_manager *ro;
+	cr_assert_eq(ckpt_manager_new(&ro, NULL, dir, 0), CKPT_OK, "%s", ckpt_error_last()->message);
+	const char *p = NULL;
+	int rc = ckpt_manager_latest_valid(&p, ro);
+	if (prev == 0 && rc == CKPT_ENOTFOUND) {
+		ckpt_manager_free(ro);
+		return 0;
+	}
+	cr_assert_eq(rc, CKPT_OK, "after a kill, no checkpoint loads (had step %lld): %s", (long long)prev,
+		ckpt_error_last()->message);
+	tm_model m;
+	cr_assert_eq(tm_build(&m, NULL, 1), CKPT_OK);
+	ckpt_restore_status *st;
+	cr_assert_eq(ckpt_checkpoint_restore(&st, m.ck, p), CKPT_OK, "%s: %s", p, ckpt_error_last()->message);
+	cr_assert_eq(ckpt_restore_status_assert_consumed(st), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_restore_status_free(st);
+	int64_t step = -1;
+	ckpt_variable_read(m.step, &step, sizeof(step));
+	long checks = 0;
+	cr_assert_eq(tm_check(&m, step, 2, p, &checks), 0, "%s holds an inconsistent state", p);
+	char want[64];
+	snprintf(want, sizeof(want), "-%lld", (long long)step);
+	cr_assert(strlen(p) > strlen(want) && strcmp(p + strlen(p) - strlen(want), want) == 0, "%s holds step %lld", p,
+		(long long)step);
+	cr_assert_geq(step, prev, "the latest went back from step %lld to %lld", (long long)prev, (long long)step);
+	tm_free(&m);
+	ckpt_manager_free(ro);
+	return step;
+}
+
+Test(mpi, kill9_of_a_worker_mid_save_50_times_latest_always_loads, .timeout = 900)
+{
+	char *dir = ts_tmpdir();
+	uint64_t seed = 20261201;
+	int kills = 0;
+	int64_t step = 0;
+	for (int it = 0; it < 50; it++) {
+		char p[1024], cmd[2048];
+		for (int k = 0; k < 2; k++) {
+			snprintf(p, sizeof(p), "%s/pid.%d", dir, k);
+			unlink(p);
+		}
+		snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0\" exec " MPIRUN
+			" -np 2 " CKPT_MPI_BIN_DIR "/mpi_killloop 1 %s >/dev/null 2>&1", dir);
+		pid_t job = fork();
+		cr_assert_geq(job, 0);
+		if (job == 0) {
+			execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+			_exit(127);
+		}
+		long pids[2] = { 0, 0 };
+		int status = 0;
+		for (int w = 0; w < 6000 && !(pids[0] && pids[1]); w++) {
+			cr_assert_eq(waitpid(job, &status, WNOHANG), 0, "the save loop exited by itself (status %d)", status);
+			pids[0] = read_pid(dir, 0);
+			pids[1] = read_pid(dir, 1);
+			sleep_ms(10);
+		}
+		cr_assert(pids[0] && pids[1], "the save loop did not start");
+		sleep_ms((long)(rng_next(&seed) % 400));
+		int victim = (int)(rng_next(&seed) % 2);
+		cr_assert_eq(kill((pid_t)pids[victim], SIGKILL), 0);
+		kills++;
+		/* Open MPI aborts the job when a rank dies */
+		int done = 0;
+		for (int w = 0; w < 6000 && !done; w++) {
+			done = waitpid(job, &status, WNOHANG) == job;
+			if (!done)
+				sleep_ms(10);
+		}
+		if (!done) {
+			kill(job, SIGKILL);
+			waitpid(job, &status, 0);
+		}
+		cr_assert(done, "mpirun did not end after worker %d was killed", victim);
+		step = check_latest(dir, step);
+	}
+	cr_assert_gt(step, 0, "no save ever completed");
+	cr_log_info("%d kills of a worker mid-save loop; latest always loaded; last step %lld", kills, (long long)step);
+	ts_rmtree(dir);
+	free(dir);
+}
+#endif
