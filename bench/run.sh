@@ -9,7 +9,10 @@
 # Environment: CKPT_BENCH_BUILD (build dir, default build-bench),
 # CKPT_BENCH_DIR (scratch dir for bench files, default /tmp/ckpt-bench,
 # removed after), CKPT_BENCH_REPS (default 5, minimum 5 for RESULTS.md),
-# CKPT_BENCH_STATES, CKPT_BENCH_OPS (ckpt_bench --ops), CKPT_BENCH_PEERS.
+# CKPT_BENCH_STATES, CKPT_BENCH_OPS (ckpt_bench --ops), CKPT_BENCH_PEERS,
+# CKPT_BENCH_WHOLE_STATES (whole-process rows, default medium,large),
+# CKPT_ORACLE_PYTHON / CKPT_BENCH_TORCH_PYTHON (venvs with TensorFlow +
+# safetensors / torch: scripts/install-bench-deps.sh prints both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -35,7 +38,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -q '^CMAKE_BUILD_TYPE:STRING=Relea
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCKPT_BUILD_TESTS=OFF -DCKPT_BUILD_SAMPLES=OFF \
     -DCKPT_BUILD_BENCH=ON >/dev/null
 fi
-cmake --build "$BUILD" -j"$(nproc)" --target ckpt_bench >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target ckpt_bench limit_probe ckpt-cli >/dev/null
 BIN="$BUILD/bench/ckpt_bench"
 
 # ---- what this run ran on ----
@@ -60,6 +63,16 @@ $PY bench/peers.py --dir "$DIR" --json "$OUT/peers.json" --states "$STATES" --pe
 GLIBC_TUNABLES=glibc.malloc.hugetlb=1 $PY bench/peers.py --dir "$DIR" --json "$OUT/peers-huge.json" \
   --states "$STATES" --peers "$PEERS" --reps "$REPS" --large-reps "$REPS" 2>&1 | tee "$OUT/peers-huge.log" >&2
 echo "run:      $(( $(date +%s) - start )) s for the measurements; load $(cut -d' ' -f1-3 /proc/loadavg) at the end" >> "$OUT/meta.txt"
+# whole processes (issue 15): the ckpt tool and its limits, warm and cold, and the PyPI peers
+# (TensorFlow and safetensors from the test oracles' venv, torch from the benchmark's own venv)
+WP_STATES=${CKPT_BENCH_WHOLE_STATES:-medium,large}
+WP_PEERS=()
+[ -x "${CKPT_ORACLE_PYTHON:-}" ] && WP_PEERS+=(--oracle-python "$CKPT_ORACLE_PYTHON")
+[ -x "${CKPT_BENCH_TORCH_PYTHON:-}" ] && WP_PEERS+=(--torch-python "$CKPT_BENCH_TORCH_PYTHON")
+$PY bench/whole_process.py --cli "$BUILD/ckpt" --bench "$BIN" --probe "$BUILD/bench/limit_probe" \
+  --dir "$DIR/whole" --states "$WP_STATES" --reps "$REPS" --json "$OUT/whole.json" --md "$OUT/whole.md" \
+  "${WP_PEERS[@]}" 2>&1 | tee "$OUT/whole.log" >&2
 $PY bench/report.py --ckpt "$OUT/ckpt.json" --peers "$OUT/peers.json" --peers-huge "$OUT/peers-huge.json" \
   --meta "$OUT/meta.txt" --out bench/RESULTS.md
+cat "$OUT/whole.md" >> bench/RESULTS.md
 echo "run.sh: wrote bench/RESULTS.md ($(( $(date +%s) - start )) s)" >&2
