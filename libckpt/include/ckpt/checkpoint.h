@@ -30,14 +30,17 @@
  *     ckpt_object_new_child(&model, ckpt_checkpoint_root(ck), "model");
  *     ckpt_object_new_child(&dense, model, "layer_with_weights-0");
  *     ckpt_object_add_variable(&kernel, dense, "kernel", "dense/kernel", CKPT_DT_FLOAT, &shape, NULL);
- *     ckpt_optimizer_new(&opt, "Adam");
- *     ckpt_object_add_child(ckpt_checkpoint_root(ck), "optimizer", opt);
+ *     ckpt_optimizer_new(&opt, "Adam");                          // our reference
+ *     ckpt_object_add_child(ckpt_checkpoint_root(ck), "optimizer", opt); // the root takes its own
  *     ckpt_manager_new(&mgr, ck, "run/ckpts", 3);
  *     ckpt_manager_restore_latest(&st, &from, mgr);   // values held for slots not created yet
  *     ckpt_optimizer_create_slot(&m, opt, kernel, "m", NULL); // restored on create
  *     ckpt_scope_exit(s);
  *     ... ckpt_strategy_run(s, step, &state) ...
  *     ckpt_manager_save(&path, mgr);
+ *     ...
+ *     ckpt_object_free(opt);   // drop our reference when done with `opt`
+ *     ckpt_checkpoint_free(ck);
  *
  * Ownership: objects are reference counted. ckpt_object_new() returns one
  * reference; ckpt_object_add_child() makes the parent take its own
