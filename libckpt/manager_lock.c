@@ -88,22 +88,38 @@ static int refuse(const char *dir, const char *lock_path, long pid)
 		"there); one writer per directory", dir, lock_path);
 }
 
+static char *posix_key(const struct stat *st)
+{
+	return ckpt__asprintf("posix:%llu:%llu", (unsigned long long)st->st_dev, (unsigned long long)st->st_ino);
+}
+
+/* 1 when a manager of this process holds the lock file `st` describes. */
+static int held_here(const struct stat *st)
+{
+	char *key = posix_key(st);
+	pthread_mutex_lock(&registry_mu);
+	int held = key && registry_find(key);
+	pthread_mutex_unlock(&registry_mu);
+	ckpt__free(key);
+	return held;
+}
+
 static int lock_posix(ckpt__dir_lock *l, const char *dir)
 {
 	l->path = ckpt__path_join(dir, CKPT_MANAGER_LOCK_FILE);
 	if (!l->path)
 		return CKPT_ENOMEM;
+	/* held by this process: refuse before opening it (a close could drop a per-process lock on NFS) */
+	struct stat st;
+	if (stat(l->path, &st) == 0 && held_here(&st))
+		return refuse(dir, l->path, (long)getpid());
 	l->fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (l->fd < 0)
 		return ckpt__fail_errno(errno, l->path, "cannot open the manager's lock file");
-	struct stat st;
 	if (fstat(l->fd, &st) < 0)
 		return ckpt__fail_errno(errno, l->path, "cannot stat the manager's lock file");
-	l->key = ckpt__asprintf("posix:%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
-	if (!l->key)
+	if (!(l->key = posix_key(&st)))
 		return CKPT_ENOMEM;
-	if (registry_find(l->key))
-		return refuse(dir, l->path, (long)getpid());
 	/*
 	 * A holder writes its pid just after it gets the lock, so a contender may
 	 * find it locked but without a live pid in it (empty, or a dead holder's):
@@ -135,17 +151,18 @@ int ckpt__dir_lock_acquire(ckpt__dir_lock **out, ckpt_vfs *vfs, const char *dir)
 		return CKPT_ENOMEM;
 	l->fd = -1;
 	l->owner = getpid();
-	pthread_mutex_lock(&registry_mu);
 	int rc;
 	if (vfs == ckpt_vfs_default()) {
-		rc = lock_posix(l, dir);
+		rc = lock_posix(l, dir); /* outside the registry's mutex: it may wait for a starting holder's pid */
 	} else {
 		l->path = ckpt__strdup(dir);
 		l->key = ckpt__asprintf("vfs:%p:%s", (void *)vfs, dir);
 		rc = (!l->path || !l->key) ? CKPT_ENOMEM : CKPT_OK;
-		if (rc == CKPT_OK && registry_find(l->key))
-			rc = refuse(dir, dir, (long)getpid());
 	}
+	pthread_mutex_lock(&registry_mu);
+	/* two threads of this process racing for one directory: flock alone may let both through on NFS */
+	if (rc == CKPT_OK && registry_find(l->key))
+		rc = refuse(dir, l->fd >= 0 ? l->path : dir, (long)getpid());
 	if (rc == CKPT_OK) {
 		l->next = registry;
 		registry = l;
