@@ -443,6 +443,16 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	cr_assert_eq(ckpt_reader_var(r, idx)->role, CKPT_ROLE_MODEL, "user-named metrics are not guessed");
 	cr_assert_null(ckpt_reader_saved_model(r));
 	ckpt_reader_free(r);
+	/* a catch-all glob leaves the object graph entry alone */
+	ckpt_sync_rule all = { "*", CKPT_SYNC_ON_READ, CKPT_AGG_SUM };
+	oo.sync_rules = &all;
+	cr_assert_eq(ckpt_reader_open(&r, ckdir, &oo), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(r, CKPT_OBJECT_GRAPH_KEY, &idx), CKPT_OK);
+	cr_assert_eq(ckpt_reader_var(r, idx)->sync_source, CKPT_SYNC_SOURCE_NONE);
+	cr_assert_eq(ckpt_reader_var(r, idx)->role, CKPT_ROLE_OTHER);
+	cr_assert_eq(ckpt_reader_find(r, "w/.ATTRIBUTES/VARIABLE_VALUE", &idx), CKPT_OK);
+	cr_assert_eq(ckpt_reader_var(r, idx)->role, CKPT_ROLE_METRIC);
+	ckpt_reader_free(r);
 
 	/* the CLI: restore and inspect with --sync-on-read */
 	ts_run_result res = cli("restore", ckdir, "--strategy", "mirrored", "--replicas", "2", "--json",
