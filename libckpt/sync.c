@@ -132,6 +132,8 @@ int ckpt__reader_apply_sync(ckpt_reader *r, const ckpt_sync_rule *rules, size_t 
 	apply_saved_model(r);
 	for (size_t i = 0; i < r->nvars; i++) {
 		ckpt_var_info *v = &r->vars[i];
+		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0)
+			continue; /* the graph itself is no variable, whatever a glob says */
 		for (size_t k = 0; k < n; k++) {
 			if (!ckpt_sync_rule_matches(&rules[k], v->name))
 				continue;
@@ -140,7 +142,7 @@ int ckpt__reader_apply_sync(ckpt_reader *r, const ckpt_sync_rule *rules, size_t 
 			v->sync_source = CKPT_SYNC_SOURCE_RULE;
 			break;
 		}
-		if (v->sync == CKPT_SYNC_ON_READ && v->aggregation == CKPT_AGG_SUM)
+		if (v->sync == CKPT_SYNC_ON_READ && v->aggregation == CKPT_AGG_SUM && v->dtype != CKPT_DT_STRING)
 			v->role = CKPT_ROLE_METRIC;
 	}
 	return CKPT_OK;

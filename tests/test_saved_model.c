@@ -7,7 +7,8 @@
  * The reference is TensorFlow itself (the venv of $CKPT_ORACLE_PYTHON):
  * tests/oracles/savedmodel_write.py writes SavedModels at test time (a
  * tf.Module with several signatures, dtypes and unknown dims, user-named
- * tf.keras metrics, a Keras model, a TF1 SavedModelBuilder model with a
+ * tf.keras metrics, a Keras model (tf.saved_model.save and Keras 3's
+ * model.export()), a TF1 SavedModelBuilder model with a
  * DT_FLOAT_REF output and two MetaGraphs) and a plain checkpoint with
  * user-named metrics; tests/oracles/savedmodel_dump.py decodes each
  * saved_model.pb with TensorFlow's protobuf classes and runs
@@ -265,8 +266,8 @@ static void check_dir(const char *dir, json_t *want)
 Test(saved_model, signatures_and_sync_match_tensorflow, .timeout = 600)
 {
 	char *tmp = write_models(NULL);
-	char *gen[3] = { ts_join(tmp, "module"), ts_join(tmp, "keras"), ts_join(tmp, "tf1") };
-	const char *args[NFIXTURES + 4];
+	char *gen[4] = { ts_join(tmp, "module"), ts_join(tmp, "keras"), ts_join(tmp, "tf1"), ts_join(tmp, "keras_export") };
+	const char *args[NFIXTURES + 5];
 	char *cli_arg[2];
 	size_t n = 0;
 	char fx[NFIXTURES][1024];
@@ -284,11 +285,12 @@ Test(saved_model, signatures_and_sync_match_tensorflow, .timeout = 600)
 	args[n++] = cli_arg[0];
 	args[n++] = gen[1];
 	args[n++] = cli_arg[1];
+	args[n++] = gen[3];
 	args[n] = NULL;
 	json_t *want = oracle(DUMPER, args);
 	for (size_t i = 0; i < NFIXTURES; i++)
 		check_dir(fx[i], json_object_get(want, fx[i]));
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < 4; i++) {
 		json_t *w = json_object_get(want, gen[i]);
 		cr_assert_not_null(w, "no oracle entry for %s", gen[i]);
 		check_dir(gen[i], w);
@@ -302,7 +304,7 @@ Test(saved_model, signatures_and_sync_match_tensorflow, .timeout = 600)
 	const char *m = json_string_value(json_object_get(json_object_get(want, gen[0]), "show_all"));
 	cr_assert(strstr(m, "shape: unknown_rank") && strstr(m, "shape: (-1, -1, 3)") && strstr(m, "DT_UINT8"), "%s", m);
 	json_decref(want);
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < 4; i++)
 		free(gen[i]);
 	free(cli_arg[0]);
 	free(cli_arg[1]);
@@ -442,6 +444,16 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	cr_assert_eq(ckpt_reader_var(r, idx)->sync_source, CKPT_SYNC_SOURCE_NONE);
 	cr_assert_eq(ckpt_reader_var(r, idx)->role, CKPT_ROLE_MODEL, "user-named metrics are not guessed");
 	cr_assert_null(ckpt_reader_saved_model(r));
+	ckpt_reader_free(r);
+	/* a catch-all glob leaves the object graph entry alone */
+	ckpt_sync_rule all = { "*", CKPT_SYNC_ON_READ, CKPT_AGG_SUM };
+	oo.sync_rules = &all;
+	cr_assert_eq(ckpt_reader_open(&r, ckdir, &oo), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(r, CKPT_OBJECT_GRAPH_KEY, &idx), CKPT_OK);
+	cr_assert_eq(ckpt_reader_var(r, idx)->sync_source, CKPT_SYNC_SOURCE_NONE);
+	cr_assert_eq(ckpt_reader_var(r, idx)->role, CKPT_ROLE_OTHER);
+	cr_assert_eq(ckpt_reader_find(r, "w/.ATTRIBUTES/VARIABLE_VALUE", &idx), CKPT_OK);
+	cr_assert_eq(ckpt_reader_var(r, idx)->role, CKPT_ROLE_METRIC);
 	ckpt_reader_free(r);
 
 	/* the CLI: restore and inspect with --sync-on-read */

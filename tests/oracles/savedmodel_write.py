@@ -10,7 +10,8 @@ OUTDIR/module      tf.saved_model.save of a tf.Module: several signatures, dtype
                    Keras 3 metrics are not TF trackables themselves; their variables
                    (tf.Variables, ON_READ + SUM, as Keras creates them) are tracked
                    under the user's name by a tf.Module, as a TF trainer tracks them.
-OUTDIR/keras       a Keras model (Dense layers) exported with tf.saved_model.save.
+OUTDIR/keras       a Keras model (Dense layers) saved with tf.saved_model.save;
+OUTDIR/keras_export the same model through Keras 3's model.export().
 OUTDIR/tf1         TF1 graph mode SavedModelBuilder: two MetaGraphs (tags
                    ['serve'] and ['train', 'gpu']), a signature whose output is a
                    reference variable (DT_FLOAT_REF), a sparse input.
@@ -81,6 +82,7 @@ h = keras.layers.Dense(4, activation="relu", name="hidden")(inp)
 o = keras.layers.Dense(2, name="logits")(h)
 model = keras.Model(inp, o)
 tf.saved_model.save(model, os.path.join(out, "keras"))
+model.export(os.path.join(out, "keras_export"), verbose=False)  # Keras 3 ExportArchive
 
 with tf.Graph().as_default():
     x = tf.compat.v1.placeholder(tf.float32, [None, 1], name="x")
