@@ -119,6 +119,10 @@ char *ckpt__flat_to_key(const char *name)
 	if (!out)
 		return NULL;
 	if (find_marker(name, "__slot__", &at) >= 0) {
+		if (!name[at + 8]) { /* the marker is the last component: nothing follows it */
+			ckpt__free(out);
+			return NULL;
+		}
 		const char *rest = name + at + 9, *last = strrchr(name, '.');
 		size_t dummy;
 		if (at == 0 || last < rest || find_marker(rest, "__slot__", &dummy) >= 0 ||
@@ -131,6 +135,10 @@ char *ckpt__flat_to_key(const char *name)
 		o += strlen(SLOT);
 		put_slashes(out, &o, rest, n - (size_t)(rest - name));
 	} else if (find_marker(name, "__attr__", &at) >= 0) {
+		if (!name[at + 8]) {
+			ckpt__free(out);
+			return NULL;
+		}
 		const char *a = name + at + 9;
 		if (at == 0 || !*a || strchr(a, '.') || find_marker(a, "__attr__", &at) >= 0) {
 			ckpt__free(out);

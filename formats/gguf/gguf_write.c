@@ -30,7 +30,7 @@ typedef struct bbuf {
 
 static void put(bbuf *b, const void *s, size_t n)
 {
-	if (b->oom)
+	if (b->oom || n == 0) /* memcpy from NULL (an empty section) is undefined even for 0 bytes */
 		return;
 	if (b->n + n > b->cap) {
 		size_t nc = b->cap ? b->cap : 4096;
