@@ -153,6 +153,24 @@ Test(tf_interop, we_read_what_tf_writes, .timeout = 600)
 		ckpt_manager_free(m);
 	}
 	check_loaded_table(jstr(record_by_id(manifest, "table"), "prefix"));
+	/* `ckpt restore` reports the table's tensors as restored from the file, with their checksums */
+	{
+		char *const argv[] = { (char *)TS_CLI, "restore", (char *)jstr(record_by_id(manifest, "table"), "prefix"),
+			"--strategy", "mirrored", "--replicas", "2", NULL };
+		cr_assert_eq(ts_run(&r, argv), 0);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		cr_assert_null(strstr(r.out, "no stored value"), "a table tensor reported without its value:\n%s", r.out);
+		size_t rows = 0;
+		for (const char *k = r.out; (k = strstr(k, "/.ATTRIBUTES/table-")) != NULL; k++, rows++) {
+			char line[512];
+			const char *eol = strchr(k, '\n');
+			size_t len = eol ? (size_t)(eol - k) : strlen(k);
+			snprintf(line, sizeof(line), "%.*s", (int)len, k);
+			cr_assert_not_null(strstr(line, "all replicas = file"), "table line: %s", line);
+		}
+		cr_assert_eq(rows, 4, "two tables, two tensors each:\n%s", r.out);
+		ts_run_free(&r);
+	}
 
 	/* what we write back from TF's files: `ckpt restore --save` (mirrored, 2 replicas) and `ckpt convert` */
 	json_array_foreach(json_object_get(manifest, "checkpoints"), i, rec) {
