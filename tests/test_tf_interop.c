@@ -356,6 +356,21 @@ Test(tf_interop, multi_tensor_attribute_layout)
 	cr_assert_eq(ckpt_variable_assign(k, keys, sizeof(keys)), CKPT_OK);
 	cr_assert_eq(ckpt_variable_assign(v, vals, sizeof(vals)), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	{ /* the async saver writes the same keys and graph */
+		ckpt_async_saver *as;
+		char *ap = ts_join(tmp, "async");
+		json_t *a, *b;
+		cr_assert_eq(ckpt_async_saver_new(&as, NULL), CKPT_OK);
+		cr_assert_eq(ckpt_async_save(as, ck, ap), CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_async_wait(as), CKPT_OK, "%s", ckpt_error_last()->message);
+		ckpt_async_saver_free(as);
+		a = oracle_entries_of(prefix);
+		b = oracle_entries_of(ap);
+		cr_assert(json_equal(a, b), "async save differs from write");
+		json_decref(a);
+		json_decref(b);
+		free(ap);
+	}
 	ckpt_checkpoint_free(ck);
 
 	cr_assert_eq(ckpt_reader_open(&r, prefix, NULL), CKPT_OK);
