@@ -168,7 +168,7 @@ Test(tf_interop, we_read_what_tf_writes, .timeout = 600)
 			snprintf(line, sizeof(line), "%.*s", (int)len, k);
 			cr_assert_not_null(strstr(line, "all replicas = file"), "table line: %s", line);
 		}
-		cr_assert_eq(rows, 4, "two tables, two tensors each:\n%s", r.out);
+		cr_assert_eq(rows, 6, "three tables, two tensors each:\n%s", r.out);
 		ts_run_free(&r);
 	}
 
