@@ -153,6 +153,24 @@ Test(tf_interop, we_read_what_tf_writes, .timeout = 600)
 		ckpt_manager_free(m);
 	}
 	check_loaded_table(jstr(record_by_id(manifest, "table"), "prefix"));
+	/* `ckpt restore` reports the table's tensors as restored from the file, with their checksums */
+	{
+		char *const argv[] = { (char *)TS_CLI, "restore", (char *)jstr(record_by_id(manifest, "table"), "prefix"),
+			"--strategy", "mirrored", "--replicas", "2", NULL };
+		cr_assert_eq(ts_run(&r, argv), 0);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		cr_assert_null(strstr(r.out, "no stored value"), "a table tensor reported without its value:\n%s", r.out);
+		size_t rows = 0;
+		for (const char *k = r.out; (k = strstr(k, "/.ATTRIBUTES/table-")) != NULL; k++, rows++) {
+			char line[512];
+			const char *eol = strchr(k, '\n');
+			size_t len = eol ? (size_t)(eol - k) : strlen(k);
+			snprintf(line, sizeof(line), "%.*s", (int)len, k);
+			cr_assert_not_null(strstr(line, "all replicas = file"), "table line: %s", line);
+		}
+		cr_assert_eq(rows, 6, "three tables, two tensors each:\n%s", r.out);
+		ts_run_free(&r);
+	}
 
 	/* what we write back from TF's files: `ckpt restore --save` (mirrored, 2 replicas) and `ckpt convert` */
 	json_array_foreach(json_object_get(manifest, "checkpoints"), i, rec) {
@@ -296,6 +314,125 @@ Test(tf_interop, tf_reads_what_we_write, .timeout = 600)
 	free(ctab);
 	free(conv);
 	free(run);
+	ts_rmtree(tmp);
+	free(tmp);
+}
+
+/*
+ * Without TensorFlow: the layout the tier checks against TF, pinned down in
+ * our own terms. One graph attribute "table" whose key is the prefix of its
+ * tensors; restore matches (attribute, suffix), reports each tensor's stored
+ * key, and refuses a shape mismatch naming the tensor.
+ */
+static void build_table(ckpt_checkpoint **ck, ckpt_variable **k, ckpt_variable **v, int64_t n)
+{
+	ckpt_object *t;
+	ckpt_shape s;
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+
+	o.no_fsync = 1;
+	ckpt_shape_make(&s, 1, &n);
+	cr_assert_eq(ckpt_checkpoint_new(ck, &o), CKPT_OK);
+	cr_assert_eq(ckpt_object_new_child(&t, ckpt_checkpoint_root(*ck), "table"), CKPT_OK);
+	cr_assert_eq(ckpt_object_add_attribute_tensor(k, t, "table", "-keys", NULL, CKPT_DT_INT64, &s, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_object_add_attribute_tensor(v, t, "table", "-values", NULL, CKPT_DT_FLOAT, &s, NULL), CKPT_OK);
+}
+
+Test(tf_interop, multi_tensor_attribute_layout)
+{
+	char *tmp = ts_tmpdir(), *prefix = ts_join(tmp, "ckpt");
+	ckpt_checkpoint *ck, *ck2;
+	ckpt_variable *k, *v, *k2, *v2;
+	ckpt_reader *r;
+	ckpt_restore_status *st;
+	ckpt_tracked_list *l;
+	const ckpt_object_graph *g;
+	const int64_t keys[3] = { 4, 9, -1 };
+	const float vals[3] = { 1.5f, -2.0f, 0.0f };
+	int64_t got[3];
+	size_t idx, tables = 0;
+
+	build_table(&ck, &k, &v, 3);
+	cr_assert_eq(ckpt_variable_assign(k, keys, sizeof(keys)), CKPT_OK);
+	cr_assert_eq(ckpt_variable_assign(v, vals, sizeof(vals)), CKPT_OK);
+	cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	{ /* the async saver writes the same keys and graph */
+		ckpt_async_saver *as;
+		char *ap = ts_join(tmp, "async");
+		json_t *a, *b;
+		cr_assert_eq(ckpt_async_saver_new(&as, NULL), CKPT_OK);
+		cr_assert_eq(ckpt_async_save(as, ck, ap), CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_async_wait(as), CKPT_OK, "%s", ckpt_error_last()->message);
+		ckpt_async_saver_free(as);
+		a = oracle_entries_of(prefix);
+		b = oracle_entries_of(ap);
+		cr_assert(json_equal(a, b), "async save differs from write");
+		json_decref(a);
+		json_decref(b);
+		free(ap);
+	}
+	ckpt_checkpoint_free(ck);
+
+	cr_assert_eq(ckpt_reader_open(&r, prefix, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(r, "table/.ATTRIBUTES/table-keys", &idx), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(r, "table/.ATTRIBUTES/table-values", &idx), CKPT_OK);
+	g = ckpt_reader_object_graph(r);
+	for (size_t i = 0; i < g->nnodes; i++) {
+		const ckpt_og_node *n = &g->nodes[i];
+		for (size_t a = 0; a < n->nattrs; a++) {
+			if (strcmp(n->attrs[a].name, "VARIABLE_VALUE") == 0)
+				continue;
+			cr_assert_eq(n->nattrs, 1, "the table's two tensors are one attribute");
+			cr_assert_str_eq(n->attrs[a].name, "table");
+			cr_assert_str_eq(n->attrs[a].checkpoint_key, "table/.ATTRIBUTES/table");
+			cr_assert_str_eq(n->attrs[a].full_name, "", "TF gives full names to variables only");
+			tables++;
+		}
+	}
+	cr_assert_eq(tables, 1);
+	ckpt_reader_free(r);
+
+	/* restore into the same layout: both tensors, each with its stored key */
+	build_table(&ck2, &k2, &v2, 3);
+	cr_assert_eq(ckpt_checkpoint_restore(&st, ck2, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_restore_status_restored_count(st), 2);
+	cr_assert_eq(ckpt_restore_status_unmatched_count(st), 0);
+	ckpt_restore_status_free(st);
+	cr_assert_eq(ckpt_variable_read(k2, got, sizeof(got)), CKPT_OK);
+	cr_assert_eq(memcmp(got, keys, sizeof(keys)), 0);
+	cr_assert_eq(ckpt_checkpoint_variables(&l, ck2), CKPT_OK);
+	for (size_t i = 0; i < ckpt_tracked_list_count(l); i++) {
+		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(l, i);
+		cr_assert_not_null(tv->source_key, "%s: restored without a stored key", tv->key);
+		cr_assert_str_eq(tv->source_key, tv->key);
+	}
+	ckpt_tracked_list_free(l);
+	cr_assert_eq(ckpt_checkpoint_find_variable(&k, ck2, "table/.ATTRIBUTES/table-values"), CKPT_OK);
+	cr_assert_eq(k, v2);
+	ckpt_checkpoint_free(ck2);
+
+	/* a table of another size is a mismatch naming the tensor, and changes nothing */
+	build_table(&ck2, &k2, &v2, 2);
+	cr_assert_eq(ckpt_checkpoint_restore(NULL, ck2, prefix), CKPT_EMISMATCH);
+	cr_assert_not_null(strstr(ckpt_error_last()->variable ? ckpt_error_last()->variable : "", "table-keys"),
+		"error names '%s'", ckpt_error_last()->variable ? ckpt_error_last()->variable : "(none)");
+	ckpt_checkpoint_free(ck2);
+
+	/* the API refuses what TF could not save */
+	build_table(&ck2, &k2, &v2, 1);
+	{
+		ckpt_object *t;
+		ckpt_shape one;
+		int64_t d = 1;
+		ckpt_shape_make(&one, 1, &d);
+		cr_assert_eq(ckpt_object_find(&t, ckpt_checkpoint_root(ck2), "table"), CKPT_OK);
+		cr_assert_eq(ckpt_object_add_attribute_tensor(NULL, t, "table", "", NULL, CKPT_DT_INT64, &one, NULL), CKPT_EINVAL);
+		cr_assert_eq(ckpt_object_add_attribute_tensor(NULL, t, "table", "-a/b", NULL, CKPT_DT_INT64, &one, NULL),
+			CKPT_EINVAL);
+		cr_assert_eq(ckpt_object_get_attribute_tensor(&k, t, "table", "-nope"), CKPT_ENOTFOUND);
+	}
+	ckpt_checkpoint_free(ck2);
+	free(prefix);
 	ts_rmtree(tmp);
 	free(tmp);
 }

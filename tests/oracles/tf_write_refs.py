@@ -12,7 +12,8 @@ Writes under OUTDIR, then OUTDIR/manifest.json:
   saver_sharded/ TF1 graph-mode Saver(sharded=True), variables on 2 devices
   dtypes/        one variable per dtype TF checkpoints, strings included
   table/         tf.lookup.experimental.MutableHashTable (string -> int64)
-                 and (int64 -> float32), a multi-tensor SaveableObject each
+                 and (int64 -> float32), and a legacy-saveable table
+                 (tf_legacy_table.py): a multi-tensor SaveableObject each
   savedmodel/    tf.saved_model.save of a module with variables and a signature
 
 Each manifest record: "id", "open" (what libckpt is given), "prefix" (the
@@ -33,6 +34,7 @@ tf.config.set_logical_device_configuration(
 
 import keras  # noqa: E402  (after the device configuration)
 
+from tf_legacy_table import LegacyTable  # noqa: E402
 from tf_manifest import bundle_entries, dump  # noqa: E402
 
 out = sys.argv[1]
@@ -151,7 +153,9 @@ def table():
     t.insert(tf.constant([b"alpha", b"beta", b"", b"\x00z"]), tf.constant([1, 2, 3, -4], tf.int64))
     t2 = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, default_value=0.0)
     t2.insert(tf.constant([10, 20], tf.int64), tf.constant([0.5, -1.25]))
-    ck = tf.train.Checkpoint(table=t, ids=t2, v=tf.Variable([1.0, 2.0]))
+    t3 = LegacyTable(tf.string, tf.float64, 0.0)
+    t3.insert(tf.constant([b"k1", b"k2"]), tf.constant([1.5, 2.5], tf.float64))
+    ck = tf.train.Checkpoint(table=t, ids=t2, legacy=t3, v=tf.Variable([1.0, 2.0]))
     p = ck.write(os.path.join(d, "ckpt"))
     record("table", p, p)
 
