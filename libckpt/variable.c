@@ -12,9 +12,9 @@
  * Sync-on-read aggregation (reads) and restore split (assigns), for
  * float32/float64/int32/int64 (other dtypes: ONLY_FIRST_REPLICA only):
  *  - read SUM: elementwise sum over replicas in fixed order 0..N-1, in the
- *    variable's type (int32 / int64 overflow: ELIMIT); MEAN: that sum
- *    divided by N (integers truncate toward zero); ONLY_FIRST_REPLICA:
- *    replica 0.
+ *    variable's type (int32 / int64 overflow: ELIMIT); MEAN: the sum in a
+ *    wider type divided by N and rounded once (exact for N equal copies;
+ *    integers truncate toward zero); ONLY_FIRST_REPLICA: replica 0.
  *  - assign SUM: replica 0 gets the value and the others zero, so the
  *    aggregate read back is the value bit for bit for every N. (TensorFlow
  *    divides by N instead, which is inexact unless N is a power of 2.)
@@ -709,18 +709,33 @@ int ckpt__variable_rollback_primary(ckpt_variable *v)
 
 /* ---- cross-replica read ---- */
 
-#define DEFINE_AGG_FLOAT(NAME, T) \
+/*
+ * SUM adds in the variable's type, in replica order (as TensorFlow's
+ * cross-replica reduction does). MEAN adds in a wider type W (double for
+ * float32, long double's 64-bit mantissa for float64) and rounds once: with N
+ * copies of one value x (what a restore or a cross-replica assign leaves),
+ * N * x is exact in W (for N <= 2^29 and N <= 2048) and so is its quotient by
+ * N, so the mean reads back x bit for bit for every N, not only powers of two.
+ */
+#define DEFINE_AGG_FLOAT(NAME, T, W) \
 static void NAME(const ckpt_variable *v, T *dst, uint64_t count, int mean) \
 { \
 	for (uint64_t i = 0; i < count; i++) { \
-		T acc = ((const T *)v->bufs[0])[i]; \
-		for (int r = 1; r < v->copies; r++) \
-			acc += ((const T *)v->bufs[r])[i]; \
-		dst[i] = mean ? acc / (T)v->copies : acc; \
+		if (mean) { \
+			W acc = ((const T *)v->bufs[0])[i]; \
+			for (int r = 1; r < v->copies; r++) \
+				acc += ((const T *)v->bufs[r])[i]; \
+			dst[i] = (T)(acc / (W)v->copies); \
+		} else { \
+			T acc = ((const T *)v->bufs[0])[i]; \
+			for (int r = 1; r < v->copies; r++) \
+				acc += ((const T *)v->bufs[r])[i]; \
+			dst[i] = acc; \
+		} \
 	} \
 }
-DEFINE_AGG_FLOAT(agg_f32, float)
-DEFINE_AGG_FLOAT(agg_f64, double)
+DEFINE_AGG_FLOAT(agg_f32, float, double)
+DEFINE_AGG_FLOAT(agg_f64, double, long double)
 
 static int agg_i32(const ckpt_variable *v, int32_t *dst, uint64_t count, int mean)
 {

@@ -58,18 +58,23 @@ static void random_f64(double *v, size_t n, uint64_t seed)
 	}
 }
 
-static ckpt_variable *sum_variable(ckpt_strategy *s, const char *name, ckpt_dtype dt, int64_t n)
+static ckpt_variable *agg_variable(ckpt_strategy *s, const char *name, ckpt_dtype dt, int64_t n, ckpt_aggregation agg)
 {
 	ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
 	ckpt_shape sh;
 	ckpt_variable *v;
 	o.sync = CKPT_SYNC_ON_READ;
-	o.aggregation = CKPT_AGG_SUM;
+	o.aggregation = agg;
 	cr_assert_eq(ckpt_shape_make(&sh, 1, &n), CKPT_OK);
 	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
 	cr_assert_eq(ckpt_variable_new(&v, name, dt, &sh, &o), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
 	return v;
+}
+
+static ckpt_variable *sum_variable(ckpt_strategy *s, const char *name, ckpt_dtype dt, int64_t n)
+{
+	return agg_variable(s, name, dt, n, CKPT_AGG_SUM);
 }
 
 /* The aggregate of `v` has exactly the bytes of `want`; report the first element that differs. */
@@ -101,6 +106,31 @@ Test(sync_on_read_exact, assign_sum_reads_back_bit_for_bit_for_every_n)
 		cr_assert_eq(ckpt_variable_assign(vd, d, NVALS * sizeof(double)), CKPT_OK);
 		expect_aggregate_bits(vf, f, sizeof(float), n, "assign");
 		expect_aggregate_bits(vd, d, sizeof(double), n, "assign");
+		ckpt_variable_free(vf);
+		ckpt_variable_free(vd);
+		ckpt_strategy_free(s);
+	}
+	free(f);
+	free(d);
+}
+
+/* MEAN (BatchNorm-style moving statistics): every copy holds the value; their mean must be it, for every N. */
+Test(sync_on_read_exact, assign_mean_reads_back_bit_for_bit_for_every_n)
+{
+	float *f = malloc(NVALS * sizeof(float));
+	double *d = malloc(NVALS * sizeof(double));
+	for (size_t c = 0; c < NCOUNTS; c++) {
+		int n = replica_counts[c];
+		ckpt_strategy *s;
+		cr_assert_eq(ckpt_strategy_mirrored_new(&s, n), CKPT_OK);
+		random_f32(f, NVALS, 3000 + (uint64_t)n);
+		random_f64(d, NVALS, 4000 + (uint64_t)n);
+		ckpt_variable *vf = agg_variable(s, "mean_f32", CKPT_DT_FLOAT, NVALS, CKPT_AGG_MEAN);
+		ckpt_variable *vd = agg_variable(s, "mean_f64", CKPT_DT_DOUBLE, NVALS, CKPT_AGG_MEAN);
+		cr_assert_eq(ckpt_variable_assign(vf, f, NVALS * sizeof(float)), CKPT_OK);
+		cr_assert_eq(ckpt_variable_assign(vd, d, NVALS * sizeof(double)), CKPT_OK);
+		expect_aggregate_bits(vf, f, sizeof(float), n, "assign (MEAN)");
+		expect_aggregate_bits(vd, d, sizeof(double), n, "assign (MEAN)");
 		ckpt_variable_free(vf);
 		ckpt_variable_free(vd);
 		ckpt_strategy_free(s);

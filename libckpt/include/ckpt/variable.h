@@ -109,9 +109,11 @@ CKPT_API int ckpt_variable_assign(ckpt_variable *v, const void *src, size_t n);
 /**
  * Cross-replica read into `dst` (n == nbytes): the primary copy of a
  * mirrored or plain variable; the aggregate of a sync-on-read one.
- * Aggregates combine replicas in order 0..N-1 in the variable's type; MEAN
- * divides that sum by N (integers truncate toward zero); an integer SUM that
- * overflows is ELIMIT.
+ * SUM combines replicas in order 0..N-1 in the variable's type; MEAN adds in
+ * a wider type (double for float32, long double for float64) and divides by
+ * N, rounding once, so N equal copies (a restored or assigned value) read
+ * back bit for bit for any N up to 2048 (integers truncate toward zero); an
+ * integer SUM that overflows is ELIMIT.
  */
 CKPT_API int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n);
 
