@@ -218,6 +218,7 @@ static void mw_destroy(ckpt_strategy *s)
 	if (!fin)
 		MPI_Comm_free(&m->comm);
 	ckpt__free(m->all);
+	ckpt__free(m->scratch);
 	ckpt__free(m);
 }
 
