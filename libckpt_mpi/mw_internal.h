@@ -44,6 +44,8 @@ typedef struct mw {
 	int broken;
 	char broken_msg[768];
 	mw_hdr *all;          /* size headers */
+	unsigned char *scratch; /* the ordered reduce's buffers, kept between calls (fresh large */
+	size_t scratch_cap;     /* buffers each call cost page faults and Open MPI's munmap hooks) */
 	ckpt_strategy *self;
 } mw;
 

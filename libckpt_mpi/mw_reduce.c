@@ -62,12 +62,18 @@ int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_
 	if (block > n)
 		block = n;
 	size_t mine_max = block / (size_t)W + 1;
-	unsigned char *send = ckpt__malloc(block * (size_t)L * es + 1);
-	unsigned char *recv = ckpt__malloc(mine_max * (size_t)R * es + 1);
-	unsigned char *part = ckpt__malloc(mine_max * es + 1);
-	unsigned char *res = ckpt__malloc(block * es + 1);
-	int *sc = ckpt__calloc((size_t)W * 4, sizeof(int));
-	int rc = send && recv && part && res && sc ? CKPT_OK : CKPT_ENOMEM;
+	size_t a = (block * (size_t)L * es + 63) & ~(size_t)63, b = (mine_max * (size_t)R * es + 63) & ~(size_t)63;
+	size_t c = (mine_max * es + 63) & ~(size_t)63, need = a + b + c + block * es + (size_t)W * 4 * sizeof(int);
+	if (need > m->scratch_cap) {
+		ckpt__free(m->scratch);
+		m->scratch_cap = 0;
+		m->scratch = ckpt__malloc(need);
+		if (m->scratch)
+			m->scratch_cap = need;
+	}
+	int rc = m->scratch ? CKPT_OK : CKPT_ENOMEM;
+	unsigned char *send = m->scratch, *recv = send + a, *part = recv + b, *res = part + c;
+	int *sc = (int *)(void *)(res + block * es); /* block * es is a multiple of 4 */
 	/* a worker out of memory still takes part, or the others would wait */
 	int ok = rc == CKPT_OK, all_ok = 0;
 	int err = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, m->comm);
@@ -119,11 +125,6 @@ int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_
 		for (int l = 0; l < L; l++)
 			memcpy((unsigned char *)bufs[l] + b0 * es, res, mlen * es);
 	}
-	ckpt__free(send);
-	ckpt__free(recv);
-	ckpt__free(part);
-	ckpt__free(res);
-	ckpt__free(sc);
 	if (rc < 0 && rc != CKPT_ENOMEM) {
 		m->broken = 1;
 		mw_copy(m->broken_msg, sizeof(m->broken_msg), mw_last_message());

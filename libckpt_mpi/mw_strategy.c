@@ -23,7 +23,7 @@ void mw_describe(const ckpt_variable *v, char *buf, size_t n)
 {
 	char shp[96];
 	ckpt_shape_format(ckpt_variable_shape(v), shp, sizeof(shp));
-	snprintf(buf, n, "'%.80s' %s %s %s", ckpt_variable_name(v), ckpt_dtype_name(ckpt_variable_dtype(v)), shp,
+	snprintf(buf, n, "'%.80s' %.12s %.40s %.12s", ckpt_variable_name(v), ckpt_dtype_name(ckpt_variable_dtype(v)), shp,
 		ckpt_var_kind_name(ckpt_variable_kind(v)));
 }
 
@@ -218,6 +218,7 @@ static void mw_destroy(ckpt_strategy *s)
 	if (!fin)
 		MPI_Comm_free(&m->comm);
 	ckpt__free(m->all);
+	ckpt__free(m->scratch);
 	ckpt__free(m);
 }
 

@@ -40,6 +40,14 @@
  *    single-process, with `ckpt restore` or the one-process strategies).
  *  - Manager: worker 0 alone writes the state file and deletes old
  *    checkpoints; every worker returns the same path.
+ *  - Partitioned variables written by TensorFlow (TF1 PartitionedVariable,
+ *    TF2 ShardedVariable: a full entry with its slices) restore into a
+ *    variable of the full shape on every worker. Creating partitioned
+ *    variables (parts owned by different workers) is not supported yet.
+ *  - Not guaranteed: a read failing inside a restore's commit on one worker
+ *    after all agreed (that worker keeps its old values, all-or-nothing
+ *    locally; every worker still returns the failure); string variables'
+ *    initial values are not broadcast (each worker keeps its own).
  *
  * Threads: MPI is called only from the thread that called ckpt_strategy_run
  * / the creating or saving thread, so MPI_THREAD_FUNNELED suffices.
