@@ -1007,10 +1007,6 @@ static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 		ckpt__error_raise(&slot);
 		ckpt__error_slot_clear(&slot);
 	}
-	if (rc == CKPT_OK) {
-		s.written = 1;
-		rc = ckpt__manager_commit_files(m, &s);
-	}
 	ckpt__manager_apply(m, &s);
 	if (rc == CKPT_OK && path_out)
 		*path_out = m->last_saved;

@@ -12,7 +12,10 @@
  * build, -std=c99 -pedantic -Wall -Wextra -Werror, against the public headers and
  * libckpt.so (plus the sanitizers in a sanitized build), then run twice in a
  * fresh empty directory — a first start, then a resume — and both runs must
- * exit 0. New blocks are picked up with no change here.
+ * exit 0. New blocks are picked up with no change here. `<!-- example: NAME
+ * mpi -->` marks a multi-worker program: it is compiled through Open MPI's
+ * mpicc (with the same compiler and flags) against libckpt_mpi too, and each
+ * run is `mpirun -np 2`.
  *
  * The `trainer` program (README "Using libckpt in a trainer") is checked
  * further: the first run starts fresh, the second resumes from its latest
@@ -32,6 +35,7 @@
 
 typedef struct program {
 	char name[128];
+	int mpi;          /* "<!-- example: NAME mpi -->": built with mpicc, run under mpirun -np 2 */
 	char *src;
 	size_t len, cap;
 	int first_line;
@@ -67,8 +71,8 @@ static void append(program *p, const char *s, size_t n)
 	p->src[p->len] = '\0';
 }
 
-/* "<!-- example: NAME -->" → NAME (letters, digits, '_'), else 0. */
-static int marker(const char *line, size_t n, char *name, size_t cap)
+/* "<!-- example: NAME [mpi] -->" → NAME (letters, digits, '_') and *mpi, else 0. */
+static int marker(const char *line, size_t n, char *name, size_t cap, int *mpi)
 {
 	const char *pre = "<!-- example:";
 	while (n && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\r'))
@@ -80,6 +84,11 @@ static int marker(const char *line, size_t n, char *name, size_t cap)
 		b++;
 	while (e > b && e[-1] == ' ')
 		e--;
+	*mpi = 0;
+	if (e - b > 4 && strncmp(e - 4, " mpi", 4) == 0) {
+		*mpi = 1;
+		e -= 4;
+	}
 	cr_assert(e > b && (size_t)(e - b) < cap, "README.md: empty or long example name in %.*s", (int)n, line);
 	for (const char *c = b; c < e; c++)
 		cr_assert((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_',
@@ -96,7 +105,7 @@ static void extract(examples *ex)
 	cr_assert_not_null(md, "cannot read README.md");
 	memset(ex, 0, sizeof(*ex));
 	char pending[128] = "";
-	int pending_line = 0, lineno = 0;
+	int pending_line = 0, lineno = 0, pending_mpi = 0;
 	program *cur = NULL;
 	for (char *line = md; line < md + n; ) {
 		char *nl = memchr(line, '\n', (size_t)(md + n - line));
@@ -118,12 +127,14 @@ static void extract(examples *ex)
 				snprintf(name, sizeof(name), "readme_line_%d", lineno);
 			}
 			cur = get_program(ex, name, lineno);
+			cur->mpi |= pending_mpi;
+			pending_mpi = 0;
 			char where[64];
 			/* compiler messages point at README.md lines */
 			snprintf(where, sizeof(where), "#line %d \"README.md\"\n", lineno + 1);
 			append(cur, where, strlen(where));
 			pending[0] = '\0';
-		} else if (marker(line, len, pending, sizeof(pending))) {
+		} else if (marker(line, len, pending, sizeof(pending), &pending_mpi)) {
 			pending_line = lineno;
 		} else if (len > 0 && pending[0]) {
 			cr_assert_fail("README.md:%d: the example marker '%s' is not followed by a ```c block (line %d)",
@@ -143,15 +154,32 @@ static char *build(const char *dir, const program *p)
 	sprintf(src, "%s/%s.c", dir, p->name);
 	sprintf(exe, "%s/%s", dir, p->name);
 	cr_assert_eq(ts_write_file(src, p->src, p->len), 0);
-	char *cmd = malloc(8192);
+	char *cmd = malloc(16384);
 	/* the directory holding libckpt.so, for the rpath */
-	char libdir[4096];
+	char libdir[2048];
 	snprintf(libdir, sizeof(libdir), "%s", CKPT_LIBRARY);
 	char *slash = strrchr(libdir, '/');
 	cr_assert_not_null(slash);
 	*slash = '\0';
-	snprintf(cmd, 8192, "%s -std=c99 -pedantic -Wall -Wextra -Werror %s -I%s/libckpt/include -o %s %s %s -Wl,-rpath,%s -lm",
-		CKPT_C_COMPILER, CKPT_EXAMPLE_CFLAGS, CKPT_SOURCE_DIR, exe, src, CKPT_LIBRARY, libdir);
+	if (p->mpi) {
+#ifdef CKPT_MPICC
+		char mpi_libdir[2048];
+		snprintf(mpi_libdir, sizeof(mpi_libdir), "%s", CKPT_MPI_LIBRARY);
+		*strrchr(mpi_libdir, '/') = '\0';
+		/* Open MPI's wrapper around the build's compiler: its MPI flags, ours, and libckpt_mpi */
+		snprintf(cmd, 16384, "OMPI_CC='%s' %s -std=c99 -pedantic -Wall -Wextra -Werror %s -I%s/libckpt/include "
+			"-I%s/libckpt_mpi/include -o %s %s %s %s -Wl,-rpath,%s -Wl,-rpath,%s -lm", CKPT_C_COMPILER, CKPT_MPICC,
+			CKPT_EXAMPLE_CFLAGS, CKPT_SOURCE_DIR, CKPT_SOURCE_DIR, exe, src, CKPT_MPI_LIBRARY, CKPT_LIBRARY, libdir,
+			mpi_libdir);
+#else
+		cr_assert_fail("README.md example '%s' is a multi-worker program, but this build has no ckpt_mpi "
+			"(install libopenmpi-dev)", p->name);
+#endif
+	} else {
+		snprintf(cmd, 16384, "%s -std=c99 -pedantic -Wall -Wextra -Werror %s -I%s/libckpt/include -o %s %s %s "
+			"-Wl,-rpath,%s -lm", CKPT_C_COMPILER, CKPT_EXAMPLE_CFLAGS, CKPT_SOURCE_DIR, exe, src, CKPT_LIBRARY,
+			libdir);
+	}
 	ts_run_result r;
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
 	cr_assert_eq(r.status, 0, "README.md example '%s' (from line %d) does not compile:\n%s\n%s\n(see the convention "
@@ -162,12 +190,12 @@ static char *build(const char *dir, const program *p)
 	return exe;
 }
 
-/* Run `exe args` with `dir` as the working directory. */
+/* Run the shell command `exe args` (exe quoted by the caller) with `dir` as the working directory. */
 static ts_run_result run_in(const char *dir, const char *exe, const char *args)
 {
 	char cmd[8192];
 	ts_run_result r;
-	snprintf(cmd, sizeof(cmd), "cd '%s' && '%s' %s", dir, exe, args);
+	snprintf(cmd, sizeof(cmd), "cd '%s' && %s %s", dir, exe, args);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
 	return r;
 }
@@ -193,10 +221,17 @@ Test(readme, every_c_example_compiles_and_runs_twice, .timeout = 240)
 		snprintf(mk, sizeof(mk), "mkdir -p '%s'", wd);
 		cr_assert_eq(ts_run_sh(&r, mk), 0);
 		ts_run_free(&r);
-		r = run_in(wd, exe, "");
+		char launch[8192];
+#ifdef CKPT_MPICC
+		if (ex.p[i].mpi)
+			snprintf(launch, sizeof(launch), "%s --allow-run-as-root --oversubscribe -np 2 '%s'", CKPT_MPIRUN, exe);
+		else
+#endif
+			snprintf(launch, sizeof(launch), "'%s'", exe);
+		r = run_in(wd, launch, "");
 		expect_ok(&r, ex.p[i].name, "first start");
 		ts_run_free(&r);
-		r = run_in(wd, exe, "");
+		r = run_in(wd, launch, "");
 		expect_ok(&r, ex.p[i].name, "second run (resume)");
 		ts_run_free(&r);
 		free(wd);
@@ -258,8 +293,10 @@ Test(readme, trainer_starts_fresh_then_resumes_bit_for_bit, .timeout = 240)
 	examples ex;
 	extract(&ex);
 	char *tmp = ts_tmpdir(), *resumed = ts_join(tmp, "resumed"), *straight = ts_join(tmp, "straight"), mk[8192];
-	char *exe = build(tmp, find(&ex, "trainer"));
+	char *built = build(tmp, find(&ex, "trainer")), *exe = malloc(strlen(built) + 3);
 	ts_run_result r;
+	sprintf(exe, "'%s'", built);
+	free(built);
 	snprintf(mk, sizeof(mk), "mkdir -p '%s' '%s'", resumed, straight);
 	cr_assert_eq(ts_run_sh(&r, mk), 0);
 	ts_run_free(&r);
