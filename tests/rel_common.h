@@ -557,7 +557,8 @@ static void rel_save_case(const rel_sweep_ctx *c, size_t p)
  * library allocation above REL_ALLOC_CAP; every truncation of a bundle or a
  * Keras file fails.
  */
-static REL_UNUSED void rel_sweep(int kind_mask, int mode, size_t dense, size_t byte_budget)
+/* (Was rel_sweep(mask, mode, budget_s, dense): renamed so an old call cannot compile into a 2-position sample.) */
+static REL_UNUSED void rel_sweep_positions(int kind_mask, int mode, size_t dense, size_t byte_budget)
 {
 	const char *what = mode == REL_FLIP ? "bit flip" : "truncation";
 	rel_units us = rel_fixture_units();

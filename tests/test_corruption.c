@@ -4,7 +4,7 @@
  * memory file system and read completely: never a crash, a hang or an
  * allocation out of proportion; when the reader fails it says why (status,
  * message, context). Flips in slack bytes (HDF5 free space, zip timestamps,
- * SSTable footer padding) may go unnoticed. (Engine: rel_sweep.)
+ * SSTable footer padding) may go unnoticed. (Engine: rel_sweep_positions.)
  *
  * TensorBundle data: every flip inside the bytes of a stored tensor is
  * caught by the entry's crc32c (100 %, asserted), and no_verify reads the
@@ -14,7 +14,7 @@
 
 Test(corruption, tensorbundle_byte_flips, .timeout = 240)
 {
-	rel_sweep(1 << REL_TF | 1 << REL_TF_STATE, REL_FLIP, 2048 + 1024, 0);
+	rel_sweep_positions(1 << REL_TF | 1 << REL_TF_STATE, REL_FLIP, 2048 + 1024, 0);
 }
 
 /* A flip mostly leaves an HDF5 file readable, so each case costs a full read (0.4-600 ms): 24 MiB of input per file at most. */
@@ -22,12 +22,12 @@ Test(corruption, keras_h5_byte_flips, .timeout = 240)
 {
 	if (rel_rerun_where_malloc_may_fail())
 		return;
-	rel_sweep(1 << REL_KERAS_H5, REL_FLIP, 2048 + 512, 24u << 20);
+	rel_sweep_positions(1 << REL_KERAS_H5, REL_FLIP, 2048 + 512, 24u << 20);
 }
 
 Test(corruption, keras_archive_byte_flips, .timeout = 240)
 {
-	rel_sweep(1 << REL_KERAS_ZIP, REL_FLIP, 2048 + 512, 0);
+	rel_sweep_positions(1 << REL_KERAS_ZIP, REL_FLIP, 2048 + 512, 0);
 }
 
 /*

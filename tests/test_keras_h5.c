@@ -153,6 +153,14 @@ static size_t graph_nkeys(const ckpt_object_graph *g)
 	return n;
 }
 
+/*
+ * Where these keys come from: for the Keras 2 / tf.keras files (2.0.6, 2.4.0)
+ * they are what tf.keras itself writes, checked against tf_keras in
+ * test_keras_tf_keys.c. For Keras 3 files no TensorFlow writer gives Keras-2
+ * style keys (Keras 3's own tf.train.Checkpoint names them
+ * optimizer/_trainable_variables/N/...): there they are libckpt's rule,
+ * the position tf.keras would give the same layer, pinned here.
+ */
 Test(keras_h5, object_graph_by_era)
 {
 	static const struct { const char *fixture, *dataset, *key; } cases[] = {

@@ -423,7 +423,7 @@ static void read_sweep(int alloc)
 	cr_assert_eq(read_big(f, "m/ck", &ok), CKPT_OK);
 	long total = alloc ? rel_calls : ckpt_vfs_faulty_calls(f);
 	ckpt_vfs_free(f);
-	long failed = 0;
+	long failed = 0, unfired = 0;
 	for (long i = 1; i <= total; i++) {
 		long live = rel_live_blocks;
 		cr_assert_eq(ckpt_vfs_faulty_new(&f, mem, alloc ? 0 : i), CKPT_OK);
@@ -432,14 +432,20 @@ static void read_sweep(int alloc)
 		rel_alloc_disarm();
 		int fired = alloc ? rel_calls >= i : ckpt_vfs_faulty_fired(f);
 		ckpt_vfs_free(f);
-		cr_assert(fired, "call %ld of %ld never happened: the read is not deterministic", i, total);
+		/* the helper threads' scheduling can make a read use fewer calls: then nothing failed, and it must succeed */
+		if (!fired)
+			cr_assert_eq(rc, CKPT_OK, "call %ld of %ld was not made, yet the read failed: %s", i, total,
+				ckpt_error_last()->message);
+		unfired += !fired;
 		/* success: a probe absorbed it and the bytes are right; failure: its own error, with file and entry */
 		cr_assert(ok, "call %ld: rc %s, wrong bytes or an error without its own status, message, file or entry "
 			"(\"%s\")", i, ckpt_status_name(rc), ckpt_error_last()->message);
 		failed += rc < 0;
 		cr_assert_eq(rel_live_blocks, live, "call %ld: %ld blocks leaked", i, rel_live_blocks - live);
 	}
-	cr_assert_gt(failed, 0, "no injected failure reached the caller");
+	cr_log_info("chunked read, failing each of %ld %s calls: %ld failed, %ld not made in that run", total,
+		alloc ? "allocation" : "I/O", failed, unfired);
+	cr_assert_gt(failed, total / 2, "most injected failures must reach the caller");
 	rel_alloc_restore();
 	ckpt_vfs_free(mem);
 	free_data();

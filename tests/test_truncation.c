@@ -6,22 +6,22 @@
  * opened from the memory file system and read completely. A truncated file
  * must never crash, hang or make the library ask for an allocation out of
  * proportion to the input, and must fail with a negative status, a message
- * and the file named. (Engine: rel_sweep in rel_common.h.)
+ * and the file named. (Engine: rel_sweep_positions in rel_common.h.)
  */
 #include "rel_common.h"
 
 Test(truncation, tensorbundle_prefixes, .timeout = 240)
 {
-	rel_sweep(1 << REL_TF | 1 << REL_TF_STATE, REL_TRUNCATE, 2048 + 1024, 0);
+	rel_sweep_positions(1 << REL_TF | 1 << REL_TF_STATE, REL_TRUNCATE, 2048 + 1024, 0);
 }
 
 /* A cut HDF5 image fails at open, before any dataset is read: cheap. */
 Test(truncation, keras_h5_prefixes, .timeout = 240)
 {
-	rel_sweep(1 << REL_KERAS_H5, REL_TRUNCATE, 2048 + 512, 0);
+	rel_sweep_positions(1 << REL_KERAS_H5, REL_TRUNCATE, 2048 + 512, 0);
 }
 
 Test(truncation, keras_archive_prefixes, .timeout = 240)
 {
-	rel_sweep(1 << REL_KERAS_ZIP, REL_TRUNCATE, 2048 + 1024, 0);
+	rel_sweep_positions(1 << REL_KERAS_ZIP, REL_TRUNCATE, 2048 + 1024, 0);
 }
