@@ -207,12 +207,11 @@ static const char *const fuzz_bases[] = {
 };
 #define NBASES (sizeof(fuzz_bases) / sizeof(fuzz_bases[0]))
 
-int ckpt_fuzz_keras_h5_mutants(const uint8_t *data, size_t size)
+static ckpt_h5m_base bases[NBASES];
+static int loaded;
+
+void ckpt_fuzz_keras_h5_mutants_init(void)
 {
-	static ckpt_h5m_base bases[NBASES];
-	static int loaded;
-	const ckpt_h5m_base *b;
-	uint8_t *buf;
 	size_t at;
 	if (!loaded) {
 		for (at = 0; at < NBASES; at++) {
@@ -225,6 +224,14 @@ int ckpt_fuzz_keras_h5_mutants(const uint8_t *data, size_t size)
 		}
 		loaded = 1;
 	}
+}
+
+int ckpt_fuzz_keras_h5_mutants(const uint8_t *data, size_t size)
+{
+	const ckpt_h5m_base *b;
+	uint8_t *buf;
+	size_t at;
+	ckpt_fuzz_keras_h5_mutants_init();
 	if (size < 1)
 		return 0;
 	b = &bases[data[0] % NBASES];

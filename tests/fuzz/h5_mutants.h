@@ -52,5 +52,7 @@ int ckpt_h5m_run(const uint8_t *buf, size_t n);
  * value] each mutate the base.
  */
 int ckpt_fuzz_keras_h5_mutants(const uint8_t *data, size_t size);
+/** Load the bases (once; LLVMFuzzerInitialize, so they are not counted as one input's allocations). */
+void ckpt_fuzz_keras_h5_mutants_init(void);
 
 #endif
