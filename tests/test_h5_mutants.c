@@ -9,7 +9,7 @@
  * is tested directly too: a child that segfaults, hangs, allocates without
  * bound or fails cleanly.
  *
- * Size: CKPT_H5_MUTANTS per fixture (default 600, times
+ * Size: CKPT_H5_MUTANTS per fixture (default 300, times
  * CKPT_TEST_SWEEP_SCALE under ASan); a fixture whose 3 x metadata-offsets
  * slots fit in that gets every offset with every kind, a larger one a
  * systematic sample across all of its metadata (seeded phase). "all" runs
@@ -39,7 +39,7 @@ static size_t mutants_per_fixture(size_t slots)
 	double scale = sc ? atof(sc) : 1.0, n;
 	if (e && strcmp(e, "all") == 0)
 		return slots;
-	n = (e ? atof(e) : 600.0) * (scale > 0 && scale <= 1 ? scale : 1.0);
+	n = (e ? atof(e) : 300.0) * (scale > 0 && scale <= 1 ? scale : 1.0);
 	if (n < 50)
 		n = 50;
 	return (size_t)n < slots ? (size_t)n : slots;

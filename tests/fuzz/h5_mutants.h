@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 typedef struct ckpt_h5m_base {
-	char *name;        /* fixture file name */
+	char name[256];    /* fixture file name */
 	uint8_t *bytes;    /* the HDF5 file */
 	size_t n;
 	size_t *meta;      /* metadata offsets, ascending */
