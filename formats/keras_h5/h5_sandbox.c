@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/pidfd.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include "formats/keras_h5/h5_safe.h"
@@ -30,6 +31,34 @@
 #define SB_MAX_ERROR 65536
 
 static uint64_t sb_count;
+
+/*
+ * Children that answered but were still exiting: tearing down a copy of a
+ * big caller's page tables takes as long as making it, and the answer is
+ * already here, so they are reaped later (at the next call, or when the
+ * list is full), through a pidfd: if the caller's own SIGCHLD handling
+ * reaped one first, its pid may be reused, and a pidfd never waits for
+ * somebody else's child. Guarded by ckpt__h5_lock, which callers hold.
+ */
+#define SB_PENDING 64
+static int pending[SB_PENDING];
+static int npending;
+
+static void reap_pending(int block_oldest)
+{
+	int i, j;
+	for (i = j = 0; i < npending; i++) {
+		siginfo_t si;
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PIDFD, (id_t)pending[i], &si, WEXITED | ((block_oldest && i == 0) ? 0 : WNOHANG)) == 0 &&
+			si.si_pid == 0) {
+			pending[j++] = pending[i]; /* still exiting */
+			continue;
+		}
+		close(pending[i]); /* reaped, or gone (ECHILD) */
+	}
+	npending = j;
+}
 
 uint64_t ckpt__h5_sandbox_count(void) { return __atomic_load_n(&sb_count, __ATOMIC_RELAXED); }
 
@@ -227,7 +256,7 @@ static int raise_child_error(int status, const unsigned char *b, size_t n, const
 int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *lim, ckpt__h5_child_fn fn,
 	void *arg, void *dst, size_t dst_len, size_t max, void **out, size_t *n)
 {
-	int p[2], st = 0, got, rc = CKPT_OK, reaped;
+	int p[2], st = 0, got, rc = CKPT_OK, reaped, pidfd;
 	unsigned char hdr[16];
 	uint32_t magic;
 	int32_t status = 0;
@@ -240,6 +269,31 @@ int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *
 	if (n)
 		*n = 0;
 	ckpt__h5_prepare();
+#ifdef CKPT_FUZZ_H5_IN_PROCESS
+	/* Fuzzing build only (tests/fuzz/CMakeLists.txt): libhdf5 in this process, so coverage of the walk is seen. */
+	{
+		void *pl = NULL;
+		size_t len = 0;
+		(void)lim;
+		(void)what;
+		__atomic_add_fetch(&sb_count, 1, __ATOMIC_RELAXED);
+		rc = fn(arg, &pl, &len);
+		if (rc >= 0 && dst) {
+			if (len == dst_len)
+				memcpy(dst, pl, len);
+			else
+				rc = ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "%zu bytes for %s, wanted %zu", len, what, dst_len);
+		} else if (rc >= 0 && len > max) {
+			rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "%s: %zu bytes, cap is %zu", what, len, max);
+		} else if (rc >= 0) {
+			*out = pl;
+			*n = len;
+			pl = NULL;
+		}
+		ckpt__free(pl);
+		return rc;
+	}
+#endif
 	if (pipe(p) < 0)
 		return ckpt__fail_errno(errno, path, "pipe for the libhdf5 reader process failed");
 	/* other threads' children must not hold our pipe open */
@@ -257,6 +311,7 @@ int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *
 		child_main(p[1], lim, fn, arg);
 	}
 	__atomic_add_fetch(&sb_count, 1, __ATOMIC_RELAXED);
+	pidfd = pidfd_open(pid, 0); /* -1 (old kernel): reaped below, at once */
 	close(p[1]);
 	deadline = now_ms() + lim->timeout_ms;
 	got = read_full(p[0], hdr, sizeof(hdr), deadline);
@@ -292,9 +347,20 @@ int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *
 	if (got != 0 || rc < 0)
 		kill(pid, SIGKILL); /* gone already, or stuck, or no longer listened to */
 	close(p[0]);
-	do
-		reaped = waitpid(pid, &st, 0);
-	while (reaped < 0 && errno == EINTR);
+	if (npending)
+		reap_pending(npending == SB_PENDING);
+	if (got == 0 && rc >= 0 && status >= 0 && pidfd >= 0 && npending < SB_PENDING) {
+		/* a whole answer: the child only has _exit left */
+		pending[npending++] = pidfd;
+		pidfd = -1;
+		reaped = -1;
+	} else {
+		do
+			reaped = waitpid(pid, &st, 0);
+		while (reaped < 0 && errno == EINTR);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
 	ckpt__free(buf);
 	if (rc < 0 && got == 0)
 		return rc; /* the child's own error, or ours about its answer */

@@ -413,7 +413,8 @@ static int walk_v3(kh5_state *s, hid_t g, const char *rel, int depth)
 	if (depth > CKPT_H5_MAX_DEPTH)
 		return ckpt__fail(CKPT_ELIMIT, s->path, rel, -1, "groups nested deeper than %d (a cycle of hard links?)", CKPT_H5_MAX_DEPTH);
 	CKPT_TRY(ckpt__h5_list(g, s->path, *rel ? rel : "/", &l, &n));
-	qsort(l, n, sizeof(*l), link_natcmp);
+	if (n > 1) /* qsort(NULL, 0) is undefined: an empty group lists nothing */
+		qsort(l, n, sizeof(*l), link_natcmp);
 	for (i = 0; i < n && rc >= 0; i++) {
 		char *child = *rel ? ckpt__asprintf("%s/%s", rel, l[i].name) : ckpt__strdup(l[i].name);
 		hid_t cg;

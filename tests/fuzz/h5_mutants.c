@@ -81,7 +81,7 @@ int ckpt_h5m_load(ckpt_h5m_base *b, const char *path)
 	}
 	b->bytes = data;
 	b->n = n;
-	b->name = strdup(slash ? slash + 1 : path);
+	snprintf(b->name, sizeof(b->name), "%s", slash ? slash + 1 : path);
 	/* The pristine file's contiguous data extents, as the reader lists them. */
 	vfs = mem_with(data, n);
 	o.vfs = vfs;
@@ -91,7 +91,7 @@ int ckpt_h5m_load(ckpt_h5m_base *b, const char *path)
 	}
 	isdata = calloc(n, 1);
 	b->meta = malloc(n * sizeof(size_t));
-	if (!isdata || !b->meta || !b->name)
+	if (!isdata || !b->meta)
 		abort();
 	for (i = 0; i < ckpt_reader_count(r); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
@@ -109,7 +109,6 @@ int ckpt_h5m_load(ckpt_h5m_base *b, const char *path)
 
 void ckpt_h5m_free(ckpt_h5m_base *b)
 {
-	free(b->name);
 	free(b->bytes);
 	free(b->meta);
 	memset(b, 0, sizeof(*b));
@@ -207,12 +206,11 @@ static const char *const fuzz_bases[] = {
 };
 #define NBASES (sizeof(fuzz_bases) / sizeof(fuzz_bases[0]))
 
-int ckpt_fuzz_keras_h5_mutants(const uint8_t *data, size_t size)
+static ckpt_h5m_base bases[NBASES];
+static int loaded;
+
+void ckpt_fuzz_keras_h5_mutants_init(void)
 {
-	static ckpt_h5m_base bases[NBASES];
-	static int loaded;
-	const ckpt_h5m_base *b;
-	uint8_t *buf;
 	size_t at;
 	if (!loaded) {
 		for (at = 0; at < NBASES; at++) {
@@ -225,6 +223,14 @@ int ckpt_fuzz_keras_h5_mutants(const uint8_t *data, size_t size)
 		}
 		loaded = 1;
 	}
+}
+
+int ckpt_fuzz_keras_h5_mutants(const uint8_t *data, size_t size)
+{
+	const ckpt_h5m_base *b;
+	uint8_t *buf;
+	size_t at;
+	ckpt_fuzz_keras_h5_mutants_init();
 	if (size < 1)
 		return 0;
 	b = &bases[data[0] % NBASES];

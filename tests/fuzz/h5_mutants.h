@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 typedef struct ckpt_h5m_base {
-	char *name;        /* fixture file name */
+	char name[256];    /* fixture file name */
 	uint8_t *bytes;    /* the HDF5 file */
 	size_t n;
 	size_t *meta;      /* metadata offsets, ascending */
@@ -52,5 +52,7 @@ int ckpt_h5m_run(const uint8_t *buf, size_t n);
  * value] each mutate the base.
  */
 int ckpt_fuzz_keras_h5_mutants(const uint8_t *data, size_t size);
+/** Load the bases (once; LLVMFuzzerInitialize, so they are not counted as one input's allocations). */
+void ckpt_fuzz_keras_h5_mutants_init(void);
 
 #endif

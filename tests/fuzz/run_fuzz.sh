@@ -16,6 +16,7 @@ mkdir -p "$work/corpus" "$work/artifacts"
 # allocator hook in fuzz_entries.c instead of libFuzzer's malloc limit.
 case $t in
   keras_h5|keras_archive) maxlen=262144 malloc=1000000 ;;
+  keras_h5_mutants) maxlen=1300 malloc=1000000 ;;
   keras_config) maxlen=65536 malloc=1000000 ;;
   saved_model) maxlen=262144 malloc=1024 ;;  # the Keras fixture's saved_model.pb is 126 KB
   *) maxlen=65536 malloc=1024 ;;
