@@ -62,6 +62,7 @@ struct ckpt_format {
 	 */
 	int (*bid)(ckpt_vfs *vfs, const char *path, const unsigned char *head, size_t n);
 	int (*open)(ckpt_reader *r);
+	/** NULL (backends without string entries): the core reads into a new tensor through read_into. */
 	int (*read)(ckpt_reader *r, size_t i, ckpt_tensor **out);
 	int (*read_into)(ckpt_reader *r, size_t i, void *dst, size_t n);
 	void (*close)(ckpt_reader *r);

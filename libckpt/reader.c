@@ -236,11 +236,27 @@ int ckpt_reader_find(const ckpt_reader *r, const char *name, size_t *index)
 	return ckpt__fail(CKPT_ENOTFOUND, r->path, name, -1, "no entry named '%s'", name);
 }
 
+/* Entry i into a new tensor: the backend's read, or (backends without string entries) its read_into. */
+static int backend_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
+{
+	ckpt_tensor *t = NULL;
+	int rc;
+	if (r->fmt->read)
+		return r->fmt->read(r, i, out);
+	CKPT_TRY(ckpt_tensor_new(&t, r->vars[i].dtype, &r->vars[i].shape));
+	if ((rc = r->fmt->read_into(r, i, t->data, (size_t)t->nbytes)) < 0) {
+		ckpt_tensor_free(t);
+		return rc;
+	}
+	*out = t;
+	return CKPT_OK;
+}
+
 int ckpt_reader_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
 {
 	if (!r || !out || i >= r->nvars)
 		return ckpt__fail(CKPT_EINVAL, r ? r->path : NULL, NULL, -1, "ckpt_reader_read: bad argument");
-	int rc = r->fmt->read(r, i, out);
+	int rc = backend_read(r, i, out);
 	if (rc < 0)
 		ckpt__error_annotate(r->path, r->vars[i].name);
 	return rc;
@@ -282,7 +298,7 @@ int ckpt_reader_verify(ckpt_reader *r, size_t i)
 		rc = r->fmt->verify(r, i);
 	else {
 		ckpt_tensor *t;
-		if ((rc = r->fmt->read(r, i, &t)) == CKPT_OK)
+		if ((rc = backend_read(r, i, &t)) == CKPT_OK)
 			ckpt_tensor_free(t);
 	}
 	if (rc < 0)

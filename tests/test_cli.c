@@ -17,24 +17,6 @@
 
 #define ORACLE CKPT_SOURCE_DIR "/tests/scripts/expected_inspect.py"
 
-/* Run the CLI with a NULL-terminated argument list. */
-static ts_run_result cli(const char *arg, ...)
-{
-	char *argv[32];
-	int n = 0;
-	va_list ap;
-	ts_run_result r;
-
-	argv[n++] = (char *)TS_CLI;
-	va_start(ap, arg);
-	for (; arg && n < 31; arg = va_arg(ap, const char *))
-		argv[n++] = (char *)arg;
-	va_end(ap);
-	argv[n] = NULL;
-	cr_assert_eq(ts_run(&r, argv), 0, "could not start %s", TS_CLI);
-	return r;
-}
-
 static json_t *parse_json(const char *text, const char *what)
 {
 	json_error_t e;
@@ -129,7 +111,7 @@ static void assert_json_layout(const char *out, json_t *doc)
 /* ckpt inspect --json PATH lists exactly what the oracle lists, with equal crc32. */
 static void check_inspect_against_oracle(const char *path, const char *format_prefix)
 {
-	ts_run_result r = cli("inspect", "--json", path, NULL);
+	ts_run_result r = ts_cli("inspect", "--json", path, NULL);
 	json_t *want = oracle(path), *got, *gvars, *wvars, *w;
 	size_t i;
 
@@ -171,7 +153,7 @@ static const char *const commands[] = { "inspect", "verify", "diff", "restore", 
 
 Test(cli, help_on_every_command)
 {
-	ts_run_result r = cli("--help", NULL);
+	ts_run_result r = ts_cli("--help", NULL);
 	size_t i;
 	char usage[64];
 
@@ -179,17 +161,17 @@ Test(cli, help_on_every_command)
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		cr_assert(strstr(r.out, commands[i]), "ckpt --help lists %s", commands[i]);
 	ts_run_free(&r);
-	r = cli("--version", NULL);
+	r = ts_cli("--version", NULL);
 	cr_assert_eq(r.status, 0);
 	cr_assert(strstr(r.out, CKPT_VERSION_STRING));
 	ts_run_free(&r);
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		snprintf(usage, sizeof(usage), "usage: ckpt %s", commands[i]);
-		r = cli(commands[i], "--help", NULL);
+		r = ts_cli(commands[i], "--help", NULL);
 		cr_assert_eq(r.status, 0, "ckpt %s --help: %d", commands[i], r.status);
 		cr_assert(strncmp(r.out, usage, strlen(usage)) == 0, "%s", r.out);
 		ts_run_free(&r);
-		r = cli("help", commands[i], NULL);
+		r = ts_cli("help", commands[i], NULL);
 		cr_assert_eq(r.status, 0);
 		cr_assert(strncmp(r.out, usage, strlen(usage)) == 0, "%s", r.out);
 		ts_run_free(&r);
@@ -223,7 +205,7 @@ Test(cli, usage_errors_exit_2)
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *const *c = cases[i];
-		ts_run_result r = cli(c[0], c[0] ? c[1] : NULL, c[0] && c[1] ? c[2] : NULL,
+		ts_run_result r = ts_cli(c[0], c[0] ? c[1] : NULL, c[0] && c[1] ? c[2] : NULL,
 			c[0] && c[1] && c[2] ? c[3] : NULL, c[0] && c[1] && c[2] && c[3] ? c[4] : NULL,
 			c[0] && c[1] && c[2] && c[3] && c[4] ? c[5] : NULL, NULL);
 		cr_assert_eq(r.status, 2, "case %zu (%s %s): exit %d, stderr %s", i, c[0] ? c[0] : "",
@@ -260,7 +242,7 @@ Test(cli, inspect_json_every_keras_fixture, .timeout = 300)
 
 Test(cli, inspect_human_shows_tree_and_totals)
 {
-	ts_run_result r = cli("inspect", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2/ckpt"), NULL);
+	ts_run_result r = ts_cli("inspect", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2/ckpt"), NULL);
 
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "format: tf-bundle"), "%s", r.out);
@@ -305,7 +287,7 @@ Test(cli, corrupt_tensor_data_is_named)
 	json_t *doc, *v;
 
 	flip_byte(data, 5); /* inside "b" (offset 4, 4 bytes) */
-	r = cli("inspect", "--json", prefix, NULL);
+	r = ts_cli("inspect", "--json", prefix, NULL);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "ckpt: "), "%s", r.err);
 	cr_assert(strstr(r.err, dir), "error names the path: %s", r.err);
@@ -317,14 +299,14 @@ Test(cli, corrupt_tensor_data_is_named)
 	json_decref(doc);
 	ts_run_free(&r);
 
-	r = cli("verify", prefix, NULL);
+	r = ts_cli("verify", prefix, NULL);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.err, "variable 'b'"), "%s", r.err);
 	cr_assert(strstr(r.err, dir), "%s", r.err);
 	cr_assert_eq(strstr(r.out, "OK:"), NULL);
 	ts_run_free(&r);
 
-	r = cli("inspect", prefix, NULL);
+	r = ts_cli("inspect", prefix, NULL);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.out, "BAD"), "%s", r.out);
 	ts_run_free(&r);
@@ -343,13 +325,13 @@ Test(cli, corrupt_index_is_one_clear_error)
 	ts_run_result r;
 
 	flip_byte(index, 20); /* inside the data block: its crc32c no longer matches */
-	r = cli("inspect", "--json", prefix, NULL);
+	r = ts_cli("inspect", "--json", prefix, NULL);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert(strncmp(r.err, "ckpt: ", 6) == 0, "%s", r.err);
 	cr_assert(strstr(r.err, "variables.index"), "names the file: %s", r.err);
 	cr_assert_eq(r.out[0], '\0');
 	ts_run_free(&r);
-	r = cli("verify", prefix, NULL);
+	r = ts_cli("verify", prefix, NULL);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.err, "variables.index"), "%s", r.err);
 	ts_run_free(&r);
@@ -369,7 +351,7 @@ Test(cli, missing_shard_is_named)
 	json_t *doc;
 
 	cr_assert_eq(unlink(shard), 0);
-	r = cli("inspect", "--json", prefix, NULL);
+	r = ts_cli("inspect", "--json", prefix, NULL);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.err, "ckpt.data-00001-of-00002"), "names the missing file: %s", r.err);
 	doc = parse_json(r.out, "inspect --json");
@@ -378,7 +360,7 @@ Test(cli, missing_shard_is_named)
 		"layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE"), "crc32")));
 	json_decref(doc);
 	ts_run_free(&r);
-	r = cli("verify", prefix, NULL);
+	r = ts_cli("verify", prefix, NULL);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.err, "ckpt.data-00001-of-00002"), "%s", r.err);
 	ts_run_free(&r);
@@ -391,7 +373,7 @@ Test(cli, missing_shard_is_named)
 
 Test(cli, nonexistent_path_exits_1)
 {
-	ts_run_result r = cli("inspect", "/nonexistent/ckpt-1", NULL);
+	ts_run_result r = ts_cli("inspect", "/nonexistent/ckpt-1", NULL);
 
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.err, "/nonexistent/ckpt-1"), "%s", r.err);
@@ -407,7 +389,7 @@ Test(cli, verify_ok_on_every_fixture, .timeout = 300)
 	json_t *p;
 
 	json_array_foreach(paths, i, p) {
-		ts_run_result r = cli("verify", json_string_value(p), NULL);
+		ts_run_result r = ts_cli("verify", json_string_value(p), NULL);
 		cr_assert_eq(r.status, 0, "%s: %s", json_string_value(p), r.err);
 		cr_assert(strncmp(r.out, "OK: ", 4) == 0, "%s", r.out);
 		ts_run_free(&r);
@@ -469,30 +451,30 @@ Test(cli, diff_equal_changed_tolerance)
 	ts_run_result r;
 	json_t *doc, *d;
 
-	r = cli("diff", orig, orig, NULL);
+	r = ts_cli("diff", orig, orig, NULL);
 	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
 	ts_run_free(&r);
-	r = cli("diff", orig, same, NULL);
+	r = ts_cli("diff", orig, same, NULL);
 	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
 	cr_assert(strstr(r.out, "equal: 3 compared"), "%s", r.out);
 	ts_run_free(&r);
 
-	r = cli("diff", orig, nudged, NULL);
+	r = ts_cli("diff", orig, nudged, NULL);
 	cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
 	cr_assert(strstr(r.out, "values differ: a:"), "names the variable: %s", r.out);
 	cr_assert_eq(strstr(r.out, "values differ: b"), NULL);
 	ts_run_free(&r);
-	r = cli("diff", orig, nudged, "--atol", "0.01", NULL);
+	r = ts_cli("diff", orig, nudged, "--atol", "0.01", NULL);
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	ts_run_free(&r);
-	r = cli("diff", orig, nudged, "--atol=1e-6", NULL);
+	r = ts_cli("diff", orig, nudged, "--atol=1e-6", NULL);
 	cr_assert_eq(r.status, 1, "%s", r.out);
 	ts_run_free(&r);
-	r = cli("diff", orig, nudged, "--rtol", "0.01", NULL);
+	r = ts_cli("diff", orig, nudged, "--rtol", "0.01", NULL);
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	ts_run_free(&r);
 
-	r = cli("diff", orig, nudged, "--json", NULL);
+	r = ts_cli("diff", orig, nudged, "--json", NULL);
 	cr_assert_eq(r.status, 1);
 	doc = parse_json(r.out, "diff --json");
 	cr_assert(json_is_false(json_object_get(doc, "equal")));
@@ -518,15 +500,15 @@ Test(cli, diff_missing_extra_and_dtype)
 	char *f64 = write_variant(dir, "f64", EDIT_B_AS_F64);
 	ts_run_result r;
 
-	r = cli("diff", orig, dropped, NULL);
+	r = ts_cli("diff", orig, dropped, NULL);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.out, "only in A: c"), "%s", r.out);
 	ts_run_free(&r);
-	r = cli("diff", dropped, orig, "--atol", "1", NULL);
+	r = ts_cli("diff", dropped, orig, "--atol", "1", NULL);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.out, "only in B: c"), "%s", r.out);
 	ts_run_free(&r);
-	r = cli("diff", orig, f64, "--atol", "1", NULL);
+	r = ts_cli("diff", orig, f64, "--atol", "1", NULL);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.out, "dtype differs: b: float32 vs float64"), "%s", r.out);
 	ts_run_free(&r);
@@ -555,7 +537,7 @@ static ts_run_result oracle_inspect(const char *path)
  */
 static json_t *checksums_by(const char *path, int oracle, const char *field)
 {
-	ts_run_result r = oracle ? oracle_inspect(path) : cli("inspect", "--json", path, NULL);
+	ts_run_result r = oracle ? oracle_inspect(path) : ts_cli("inspect", "--json", path, NULL);
 	json_t *doc, *v, *out = json_object();
 	size_t i;
 
@@ -589,7 +571,7 @@ Test(cli, convert_tf_to_tf_preserves_every_value)
 	ts_run_result r;
 	json_t *a, *b;
 
-	r = cli("convert", src, out, "--to", "tf", NULL);
+	r = ts_cli("convert", src, out, "--to", "tf", NULL);
 	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
 	ts_run_free(&r);
 	/* judged by the independent reader (dump_bundle.py), which also checks the written file's checksums */
@@ -599,10 +581,10 @@ Test(cli, convert_tf_to_tf_preserves_every_value)
 	cr_assert(json_equal(a, b), "crc32 per name preserved (as dump_bundle.py reads both)");
 	json_decref(a);
 	json_decref(b);
-	r = cli("diff", src, out, NULL);
+	r = ts_cli("diff", src, out, NULL);
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	ts_run_free(&r);
-	r = cli("verify", out, NULL);
+	r = ts_cli("verify", out, NULL);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	ts_run_free(&r);
 	ts_rmtree(dir);
@@ -622,7 +604,7 @@ Test(cli, convert_tf_to_tf_preserves_every_value)
  */
 static void check_restore_mirrored(const char *path, int every_entry)
 {
-	ts_run_result r = cli("restore", path, "--strategy", "mirrored", "--replicas", "4", "--json", NULL);
+	ts_run_result r = ts_cli("restore", path, "--strategy", "mirrored", "--replicas", "4", "--json", NULL);
 	json_t *doc, *crcs, *u, *v, *seen = json_object();
 	size_t nu, k;
 	const char *key;
@@ -687,14 +669,14 @@ Test(cli, restore_save_round_trips_through_replicas)
 	char *out = ts_join(dir, "restored");
 	ts_run_result r;
 
-	r = cli("restore", src, "--strategy", "mirrored", "--replicas", "3", "--save", out, NULL);
+	r = ts_cli("restore", src, "--strategy", "mirrored", "--replicas", "3", "--save", out, NULL);
 	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
 	cr_assert(strstr(r.out, "mirrored"), "%s", r.out);
 	ts_run_free(&r);
-	r = cli("diff", src, out, NULL);
+	r = ts_cli("diff", src, out, NULL);
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	ts_run_free(&r);
-	r = cli("restore", src, "--strategy", "default", NULL);
+	r = ts_cli("restore", src, "--strategy", "default", NULL);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "plain"), "%s", r.out);
 	ts_run_free(&r);
@@ -707,7 +689,7 @@ Test(cli, restore_save_round_trips_through_replicas)
 
 Test(cli, inspect_keras_shows_layers_from_config)
 {
-	ts_run_result r = cli("inspect", ts_fixture("keras/FlowNet-ANN__keras3.9.2_mlp_adam.keras"), NULL);
+	ts_run_result r = ts_cli("inspect", ts_fixture("keras/FlowNet-ANN__keras3.9.2_mlp_adam.keras"), NULL);
 
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "format: keras-v3"), "%s", r.out);
@@ -718,7 +700,7 @@ Test(cli, inspect_keras_shows_layers_from_config)
 	cr_assert(strstr(r.out, "total: 26 tensors"), "%s", r.out);
 	ts_run_free(&r);
 	/* a Lambda config (bytecode with NUL bytes) is shown as data */
-	r = cli("inspect", ts_fixture("keras/dl4j-test-resources__keras2.0.9_sequential_lambda.h5"), NULL);
+	r = ts_cli("inspect", ts_fixture("keras/dl4j-test-resources__keras2.0.9_sequential_lambda.h5"), NULL);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "Lambda lambda_1"), "%s", r.out);
 	ts_run_free(&r);
@@ -783,7 +765,7 @@ Test(cli, convert_keras_round_trip_every_fixture, .timeout = 600)
 
 	json_array_foreach(paths, i, p) {
 		const char *src = json_string_value(p);
-		ts_run_result r = cli("inspect", "--json", src, NULL);
+		ts_run_result r = ts_cli("inspect", "--json", src, NULL);
 		json_t *doc = parse_json(r.out, src);
 		const char *fmt = json_string_value(json_object_get(doc, "format"));
 		const char *to = !strcmp(fmt, "keras-v3") ? "keras" : !strcmp(fmt, "keras-weights-h5") ? "keras-weights" : "keras-h5";
@@ -794,16 +776,16 @@ Test(cli, convert_keras_round_trip_every_fixture, .timeout = 600)
 		snprintf(name, sizeof(name), "back%zu.%s", i, !strcmp(to, "keras") ? "keras" : "h5");
 		back = ts_join(dir, name);
 		ts_run_free(&r);
-		r = cli("convert", src, tf, "--to", "tf", NULL);
+		r = ts_cli("convert", src, tf, "--to", "tf", NULL);
 		cr_assert_eq(r.status, 0, "%s -> tf: %s%s", src, r.out, r.err);
 		ts_run_free(&r);
-		r = cli("diff", src, tf, NULL);
+		r = ts_cli("diff", src, tf, NULL);
 		cr_assert_eq(r.status, 0, "%s vs its TF conversion: %s", src, r.out);
 		ts_run_free(&r);
-		r = cli("convert", tf, back, "--to", to, NULL);
+		r = ts_cli("convert", tf, back, "--to", to, NULL);
 		cr_assert_eq(r.status, 0, "%s -> tf -> %s: %s%s", src, to, r.out, r.err);
 		ts_run_free(&r);
-		r = cli("verify", back, NULL);
+		r = ts_cli("verify", back, NULL);
 		cr_assert_eq(r.status, 0, "%s", r.err);
 		ts_run_free(&r);
 		/* values as the independent readers see them: h5py for Keras files, dump_bundle.py for the bundle */
@@ -818,7 +800,7 @@ Test(cli, convert_keras_round_trip_every_fixture, .timeout = 600)
 		 * keras-h5 writes the full-model layout, whose dataset names differ.
 		 */
 		if (strcmp(fmt, "keras-h5-legacy-weights") != 0) {
-			r = cli("diff", src, back, NULL);
+			r = ts_cli("diff", src, back, NULL);
 			cr_assert_eq(r.status, 0, "%s vs Keras -> TF -> Keras: %s", src, r.out);
 			ts_run_free(&r);
 		}
@@ -841,13 +823,13 @@ Test(cli, convert_lists_unmappable_entries)
 	ts_run_result r;
 	json_t *a, *b;
 
-	r = cli("convert", src, out, "--to", "keras-weights", NULL);
+	r = ts_cli("convert", src, out, "--to", "keras-weights", NULL);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "variable 'strs'"), "lists the entry: %s", r.err);
 	cr_assert(strstr(r.err, "--allow-partial"), "%s", r.err);
 	cr_assert_neq(access(out, F_OK), 0, "nothing written without --allow-partial");
 	ts_run_free(&r);
-	r = cli("convert", src, out, "--to", "keras-weights", "--allow-partial", NULL);
+	r = ts_cli("convert", src, out, "--to", "keras-weights", "--allow-partial", NULL);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.err, "variable 'strs'"), "still listed: %s", r.err);
 	ts_run_free(&r);
@@ -898,7 +880,7 @@ Test(cli, names_escaped_in_json_and_on_terminals)
 	ckpt_writer_free(w);
 	ckpt_tensor_free(t);
 
-	r = cli("inspect", "--json", prefix, NULL);
+	r = ts_cli("inspect", "--json", prefix, NULL);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	for (i = 0; i < sizeof(spelled) / sizeof(spelled[0]); i++)
 		cr_assert(strstr(r.out, spelled[i]), "%s not in %s", spelled[i], r.out);
@@ -907,7 +889,7 @@ Test(cli, names_escaped_in_json_and_on_terminals)
 			"output is printable ASCII");
 	ts_run_free(&r);
 	/* human output: no control bytes reach the terminal */
-	r = cli("inspect", prefix, NULL);
+	r = ts_cli("inspect", prefix, NULL);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	for (i = 0; r.out[i]; i++)
 		cr_assert(((unsigned char)r.out[i] >= 0x20 && r.out[i] != 0x7f) || r.out[i] == '\n',

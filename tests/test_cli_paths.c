@@ -12,24 +12,6 @@
 #include "ckpt/ckpt.h"
 #include "test_support.h"
 
-/* Run the CLI with a NULL-terminated argument list. */
-static ts_run_result cli(const char *arg, ...)
-{
-	char *argv[32];
-	int n = 0;
-	va_list ap;
-	ts_run_result r;
-
-	argv[n++] = (char *)TS_CLI;
-	va_start(ap, arg);
-	for (; arg && n < 31; arg = va_arg(ap, const char *))
-		argv[n++] = (char *)arg;
-	va_end(ap);
-	argv[n] = NULL;
-	cr_assert_eq(ts_run(&r, argv), 0, "could not start %s", TS_CLI);
-	return r;
-}
-
 static void expect_usage_error(ts_run_result *r, const char *needle, const char *what)
 {
 	cr_assert_eq(r->status, 2, "%s: exit %d, stderr %s", what, r->status, r->err);
@@ -41,12 +23,12 @@ static void expect_usage_error(ts_run_result *r, const char *needle, const char 
 
 Test(cli_paths, every_way_to_ask_for_help_prints_the_same_overview)
 {
-	ts_run_result ref = cli("--help", NULL);
+	ts_run_result ref = ts_cli("--help", NULL);
 	cr_assert_eq(ref.status, 0);
 	cr_assert_not_null(strstr(ref.out, "usage: ckpt"), "%s", ref.out);
 	static const char *const ways[][2] = { { "-h", NULL }, { "help", NULL }, { "help", "help" } };
 	for (size_t i = 0; i < sizeof(ways) / sizeof(ways[0]); i++) {
-		ts_run_result r = cli(ways[i][0], ways[i][1], NULL);
+		ts_run_result r = ts_cli(ways[i][0], ways[i][1], NULL);
 		cr_assert_eq(r.status, 0, "ckpt %s %s: exit %d", ways[i][0], ways[i][1] ? ways[i][1] : "", r.status);
 		cr_assert_str_eq(r.out, ref.out, "ckpt %s %s differs from ckpt --help", ways[i][0],
 			ways[i][1] ? ways[i][1] : "");
@@ -54,17 +36,17 @@ Test(cli_paths, every_way_to_ask_for_help_prints_the_same_overview)
 		ts_run_free(&r);
 	}
 	ts_run_free(&ref);
-	ts_run_result r = cli("help", "inspect", "verify", NULL);
+	ts_run_result r = ts_cli("help", "inspect", "verify", NULL);
 	expect_usage_error(&r, "help: unexpected argument 'verify'", "help x y");
 }
 
 Test(cli_paths, unknown_short_options_are_usage_errors)
 {
-	ts_run_result r = cli("-x", NULL);
+	ts_run_result r = ts_cli("-x", NULL);
 	expect_usage_error(&r, "unknown option '-x'", "ckpt -x");
-	r = cli("inspect", "-x", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2/ckpt"), NULL);
+	r = ts_cli("inspect", "-x", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2/ckpt"), NULL);
 	expect_usage_error(&r, "unknown option '-x'", "ckpt inspect -x PATH");
-	r = cli("restore", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2/ckpt"), "--strategy", "mirrored", "-r", "2", NULL);
+	r = ts_cli("restore", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2/ckpt"), "--strategy", "mirrored", "-r", "2", NULL);
 	expect_usage_error(&r, "unknown option '-r'", "ckpt restore ... -r 2");
 }
 
@@ -95,7 +77,7 @@ Test(cli_paths, double_dash_ends_the_options)
 
 Test(cli_paths, restore_mirrored_defaults_to_2_replicas)
 {
-	ts_run_result r = cli("restore", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2"), "--strategy", "mirrored", "--json",
+	ts_run_result r = ts_cli("restore", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2"), "--strategy", "mirrored", "--json",
 		NULL);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_not_null(strstr(r.out, "\"replicas\": 2, \"variables\""), "%.400s", r.out);
@@ -140,13 +122,13 @@ static char *bundle_with_a_stray_entry(char *dir)
 Test(cli_paths, restore_expect_partial_accepts_unmatched_entries)
 {
 	char *dir = ts_tmpdir(), *prefix = bundle_with_a_stray_entry(dir);
-	ts_run_result r = cli("restore", prefix, "--strategy", "mirrored", NULL);
+	ts_run_result r = ts_cli("restore", prefix, "--strategy", "mirrored", NULL);
 	cr_assert_eq(r.status, 1, "an unmatched entry without --expect-partial: exit %d\n%s%s", r.status, r.out, r.err);
 	cr_assert_not_null(strstr(r.out, "unmatched: optimizer"), "%s", r.out);
 	cr_assert_not_null(strstr(r.err, "1 stored entry could not be placed (use --expect-partial to accept)"), "%s",
 		r.err);
 	ts_run_free(&r);
-	r = cli("restore", prefix, "--strategy", "mirrored", "--expect-partial", NULL);
+	r = ts_cli("restore", prefix, "--strategy", "mirrored", "--expect-partial", NULL);
 	cr_assert_eq(r.status, 0, "--expect-partial: exit %d\n%s%s", r.status, r.out, r.err);
 	cr_assert_not_null(strstr(r.out, "unmatched: optimizer"), "%s", r.out);
 	cr_assert_not_null(strstr(r.out, "1 unmatched (expected: --expect-partial)"), "%s", r.out);

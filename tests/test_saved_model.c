@@ -78,23 +78,6 @@ static char *write_models(json_t **summary)
 	return dir;
 }
 
-static ts_run_result cli(const char *arg, ...)
-{
-	char *argv[32];
-	int n = 0;
-	va_list ap;
-	ts_run_result r;
-
-	argv[n++] = (char *)TS_CLI;
-	va_start(ap, arg);
-	for (; arg && n < 31; arg = va_arg(ap, const char *))
-		argv[n++] = (char *)arg;
-	va_end(ap);
-	argv[n] = NULL;
-	cr_assert_eq(ts_run(&r, argv), 0, "could not start %s", TS_CLI);
-	return r;
-}
-
 /* ---- the C structures as the oracle's JSON ---- */
 
 static json_t *dims_json(int rank, const int64_t *dims)
@@ -224,7 +207,7 @@ static void check_dir(const char *dir, json_t *want)
 	ckpt_reader_free(r);
 
 	/* ckpt inspect --json */
-	ts_run_result res = cli("inspect", "--json", dir, NULL);
+	ts_run_result res = ts_cli("inspect", "--json", dir, NULL);
 	cr_assert_eq(res.status, 0, "%s: exit %d: %s", dir, res.status, res.err);
 	json_t *doc = parse_json(res.out, dir);
 	assert_json_same(json_object_get(doc, "saved_model"), json_object_get(want, "saved_model"), dir);
@@ -247,7 +230,7 @@ static void check_dir(const char *dir, json_t *want)
 	ts_run_free(&res);
 
 	/* ckpt inspect: the text saved_model_cli show --all prints */
-	res = cli("inspect", dir, NULL);
+	res = ts_cli("inspect", dir, NULL);
 	cr_assert_eq(res.status, 0, "%s: exit %d: %s", dir, res.status, res.err);
 	char *ours = inspect_signatures_text(res.out);
 	const char *theirs = json_string_value(json_object_get(want, "show_all"));
@@ -457,7 +440,7 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	ckpt_reader_free(r);
 
 	/* the CLI: restore and inspect with --sync-on-read */
-	ts_run_result res = cli("restore", ckdir, "--strategy", "mirrored", "--replicas", "2", "--json",
+	ts_run_result res = ts_cli("restore", ckdir, "--strategy", "mirrored", "--replicas", "2", "--json",
 		"--sync-on-read", "train_accuracy/*=sum,train_loss/*=mean", NULL);
 	cr_assert_eq(res.status, 0, "exit %d: %s", res.status, res.err);
 	json_t *doc = parse_json(res.out, "restore --json");
@@ -467,13 +450,13 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	cr_assert_str_eq(restored_kind(doc, "w/.ATTRIBUTES/VARIABLE_VALUE"), "mirrored");
 	json_decref(doc);
 	ts_run_free(&res);
-	res = cli("restore", ckdir, "--strategy", "mirrored", "--json", NULL);
+	res = ts_cli("restore", ckdir, "--strategy", "mirrored", "--json", NULL);
 	cr_assert_eq(res.status, 0, "exit %d: %s", res.status, res.err);
 	doc = parse_json(res.out, "restore --json");
 	cr_assert_str_eq(restored_kind(doc, ACC_TOTAL), "mirrored");
 	json_decref(doc);
 	ts_run_free(&res);
-	res = cli("restore", module, "--strategy", "mirrored", "--json", NULL);
+	res = ts_cli("restore", module, "--strategy", "mirrored", "--json", NULL);
 	cr_assert_eq(res.status, 0, "exit %d: %s", res.status, res.err);
 	doc = parse_json(res.out, "restore --json");
 	cr_assert_str_eq(restored_kind(doc, ACC_TOTAL), "sync-on-read");
@@ -481,7 +464,7 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	json_decref(doc);
 	ts_run_free(&res);
 
-	res = cli("inspect", "--json", ckdir, "--sync-on-read", "train_accuracy/*=sum,train_loss/total=first", NULL);
+	res = ts_cli("inspect", "--json", ckdir, "--sync-on-read", "train_accuracy/*=sum,train_loss/total=first", NULL);
 	cr_assert_eq(res.status, 0, "exit %d: %s", res.status, res.err);
 	doc = parse_json(res.out, "inspect --json");
 	size_t i;
@@ -502,19 +485,19 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	}
 	json_decref(doc);
 	ts_run_free(&res);
-	res = cli("inspect", ckdir, NULL);
+	res = ts_cli("inspect", ckdir, NULL);
 	cr_assert_eq(res.status, 0);
 	cr_assert(strstr(res.out, "train_accuracy/total/.ATTRIBUTES/VARIABLE_VALUE") && !strstr(res.out, "synchronization ("),
 		"%s", res.out);
 	ts_run_free(&res);
-	res = cli("inspect", ckdir, "--sync-on-read", "train_accuracy/*=sum", NULL);
+	res = ts_cli("inspect", ckdir, "--sync-on-read", "train_accuracy/*=sum", NULL);
 	cr_assert_eq(res.status, 0);
 	cr_assert(strstr(res.out, "synchronization (2 variables):") && strstr(res.out, "sync-on-read sum  (--sync-on-read)"),
 		"%s", res.out);
 	ts_run_free(&res);
 	const char *bad[] = { "train_*", "=sum", "x=avg", "a=sum,", "" };
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		res = cli("restore", ckdir, "--strategy", "mirrored", "--sync-on-read", bad[i], NULL);
+		res = ts_cli("restore", ckdir, "--strategy", "mirrored", "--sync-on-read", bad[i], NULL);
 		cr_assert_eq(res.status, 2, "'%s': exit %d", bad[i], res.status);
 		cr_assert(strstr(res.err, "--sync-on-read wants"), "%s", res.err);
 		ts_run_free(&res);
@@ -724,7 +707,7 @@ Test(saved_model, hostile_inputs)
 	cr_assert_eq(ckpt_reader_open(&r, dir, NULL), CKPT_EFORMAT);
 	cr_assert_not_null(ckpt_error_last()->path);
 	cr_assert(strstr(ckpt_error_last()->path, "saved_model.pb"), "%s", ckpt_error_last()->path);
-	ts_run_result res = cli("inspect", dir, NULL);
+	ts_run_result res = ts_cli("inspect", dir, NULL);
 	cr_assert_eq(res.status, 1);
 	cr_assert(strstr(res.err, "saved_model.pb"), "%s", res.err);
 	ts_run_free(&res);

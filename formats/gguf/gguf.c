@@ -91,7 +91,7 @@ const ckpt_format ckpt_format_gguf = {
 	"gguf",
 	gguf_bid,
 	ckpt__gguf_open,
-	ckpt__gguf_read,
+	NULL, /* read: the core, through read_into */
 	ckpt__gguf_read_into,
 	ckpt__gguf_close,
 	gguf_write_formats,

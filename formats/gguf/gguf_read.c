@@ -512,19 +512,6 @@ int ckpt__gguf_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 	return n ? ckpt_io_read_exact(s->io, dst, n, (uint64_t)r->vars[i].offset) : CKPT_OK;
 }
 
-int ckpt__gguf_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
-{
-	ckpt_tensor *t;
-	int rc;
-	CKPT_TRY(ckpt_tensor_new(&t, r->vars[i].dtype, &r->vars[i].shape));
-	if ((rc = ckpt__gguf_read_into(r, i, t->data, (size_t)t->nbytes)) < 0) {
-		ckpt_tensor_free(t);
-		return rc;
-	}
-	*out = t;
-	return CKPT_OK;
-}
-
 void ckpt__gguf_close(ckpt_reader *r)
 {
 	gguf_state *s = r->state;

@@ -61,7 +61,7 @@ const ckpt_format ckpt_format_safetensors = {
 	"safetensors",
 	st_bid,
 	ckpt__st_open,
-	ckpt__st_read,
+	NULL, /* read: the core, through read_into */
 	ckpt__st_read_into,
 	ckpt__st_close,
 	st_write_formats,

@@ -364,20 +364,6 @@ int ckpt__st_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 	return ckpt_io_read_exact(s->io, dst, n, (uint64_t)r->vars[i].offset);
 }
 
-int ckpt__st_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
-{
-	ckpt_tensor *t;
-	int rc;
-	CKPT_TRY(ckpt_tensor_new(&t, r->vars[i].dtype, &r->vars[i].shape));
-	rc = ckpt__st_read_into(r, i, t->data, (size_t)t->nbytes);
-	if (rc < 0) {
-		ckpt_tensor_free(t);
-		return rc;
-	}
-	*out = t;
-	return CKPT_OK;
-}
-
 void ckpt__st_close(ckpt_reader *r)
 {
 	st_state *s = r->state;

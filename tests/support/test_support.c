@@ -2,6 +2,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -168,4 +169,21 @@ const char *ts_oracle_python(void)
 			     "(it installs the pinned oracles of tests/oracles/requirements.txt)");
 	cr_assert(access(py, X_OK) == 0, "CKPT_ORACLE_PYTHON=%s is not executable", py);
 	return py;
+}
+
+ts_run_result ts_cli(const char *arg, ...)
+{
+	char *argv[32];
+	int n = 0;
+	va_list ap;
+	ts_run_result r;
+
+	argv[n++] = (char *)TS_CLI;
+	va_start(ap, arg);
+	for (; arg && n < 31; arg = va_arg(ap, const char *))
+		argv[n++] = (char *)arg;
+	va_end(ap);
+	argv[n] = NULL;
+	cr_assert_eq(ts_run(&r, argv), 0, "could not start %s", TS_CLI);
+	return r;
 }

@@ -30,6 +30,8 @@ typedef struct ts_run_result {
  * stderr. Returns 0 when the command could be started.
  */
 int ts_run(ts_run_result *res, char *const argv[]);
+/** Run the ckpt CLI (TS_CLI) with a NULL-terminated argument list; fails the test when it cannot start. */
+ts_run_result ts_cli(const char *arg, ...);
 /** Run `sh -c cmd` the same way. */
 int ts_run_sh(ts_run_result *res, const char *cmd);
 void ts_run_free(ts_run_result *res);
