@@ -97,7 +97,7 @@ static int check_one(const ckpt_tracked_variable *tv, const char *path)
 	}
 	if (first < 0)
 		return CKPT_OK;
-	char detail[128] = "";
+	char detail[256] = ""; /* vals (96) and the text around it */
 	if (!is_str && elem >= 0) {
 		char vals[96];
 		format_values(vals, sizeof(vals), v, ckpt_variable_replica_data(v, 0), ckpt_variable_replica_data(v, first),

@@ -34,7 +34,7 @@ static long run_mpi(int np, const char *fmt, ...)
 	 * a hang is a failure, not a stuck suite; under ASan, slow unwinding lets
 	 * tests/lsan.supp attribute Open MPI's own leaks to its libraries
 	 */
-	snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0\" timeout 120 " MPIRUN
+	snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" timeout 120 " MPIRUN
 		" -np %d " CKPT_MPI_BIN_DIR "/%s", np, args);
 	ts_run_result r;
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
@@ -153,7 +153,7 @@ Test(mpi, sample_2x2_killed_resumed_1x4_then_4x1_equals_straight_run_and_mirrore
 	ts_run_result r;
 	const char *mw = CKPT_BINARY_DIR "/samples/mlp_multiworker";
 	snprintf(cmd, sizeof(cmd),
-		"set -e; cd %s; export ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0\"; "
+		"set -e; cd %s; export ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\"; "
 		MPIRUN " -np 2 %s --local 2 --epochs 4 --dir straight; "
 		"if " MPIRUN " -np 2 %s --local 2 --epochs 4 --dir resumed --die-after-epoch 2; then exit 9; fi; "
 		"if " MPIRUN " -np 1 %s --local 4 --epochs 4 --dir resumed --die-after-epoch 3; then exit 9; fi; "
@@ -272,7 +272,7 @@ Test(mpi, kill9_of_a_worker_mid_save_50_times_latest_always_loads, .timeout = 90
 			snprintf(p, sizeof(p), "%s/pid.%d", dir, k);
 			unlink(p);
 		}
-		snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0\" exec " MPIRUN
+		snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" exec " MPIRUN
 			" -np 2 " CKPT_MPI_BIN_DIR "/mpi_killloop 1 %s >/dev/null 2>&1", dir);
 		pid_t job = fork();
 		cr_assert_geq(job, 0);
