@@ -376,19 +376,19 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 	{
 		/* entries already reported as missing are not checked twice */
 		size_t k, m = 0;
-		var_check *todo = calloc(n ? n : 1, sizeof(*todo));
-		if (!todo) {
+		var_check *to_check = calloc(n ? n : 1, sizeof(*to_check));
+		if (!to_check) {
 			cli_report(path, NULL, -1, "out of memory");
 			goto done;
 		}
 		for (k = 0; k < n; k++)
 			if (checks[k].tv->source_key && !checks[k].why)
-				todo[m++] = checks[k];
-		bad += check_all(r, todo, m, &bytes);
+				to_check[m++] = checks[k];
+		bad += check_all(r, to_check, m, &bytes);
 		for (k = 0, m = 0; k < n; k++)
 			if (checks[k].tv->source_key && !checks[k].why)
-				checks[k] = todo[m++];
-		free(todo);
+				checks[k] = to_check[m++];
+		free(to_check);
 	}
 	if (save && ckpt_checkpoint_write(ck, save) != CKPT_OK) {
 		cli_report_last(save, NULL);
