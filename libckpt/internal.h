@@ -64,6 +64,8 @@ uint32_t ckpt__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 /* ---- paths ---- */
 /** dirname into a fresh string ("." when none). */
 char *ckpt__path_dir(const char *path);
+/** mkdir -p `dir` through the VFS (each missing component in turn). */
+int ckpt__vfs_mkdirs(ckpt_vfs *vfs, const char *dir);
 /** a "/" b into a fresh string (b absolute → copy of b). */
 char *ckpt__path_join(const char *a, const char *b);
 

@@ -132,3 +132,25 @@ int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size
 	ckpt__free(tmp);
 	return rc;
 }
+
+int ckpt__vfs_mkdirs(ckpt_vfs *vfs, const char *dir)
+{
+	char *p = ckpt__strdup(dir);
+	if (!p)
+		return CKPT_ENOMEM;
+	int rc = CKPT_OK;
+	for (char *q = p + 1; rc == CKPT_OK; q++) {
+		if (*q != '/' && *q != '\0')
+			continue;
+		char c = *q;
+		*q = '\0';
+		int is_dir = 0;
+		if (!(ckpt_vfs_exists(vfs, p, &is_dir) > 0 && is_dir))
+			rc = ckpt_vfs_mkdir(vfs, p);
+		*q = c;
+		if (!c)
+			break;
+	}
+	ckpt__free(p);
+	return rc;
+}

@@ -435,28 +435,6 @@ static int remove_tree(ckpt_vfs *vfs, const char *path, int depth)
 	return rc == CKPT_ENOTFOUND ? CKPT_OK : rc;
 }
 
-/* mkdir -p through the VFS. */
-static int make_dirs(ckpt_vfs *vfs, const char *dir)
-{
-	char *p = ckpt__strdup(dir);
-	if (!p)
-		return CKPT_ENOMEM;
-	int rc = CKPT_OK;
-	for (char *q = p + 1; *q && rc == CKPT_OK; q++) {
-		if (*q != '/')
-			continue;
-		*q = '\0';
-		int is_dir = 0;
-		if (!ckpt_vfs_exists(vfs, p, &is_dir))
-			rc = ckpt_vfs_mkdir(vfs, p);
-		*q = '/';
-	}
-	if (rc == CKPT_OK)
-		rc = ckpt_vfs_mkdir(vfs, p);
-	ckpt__free(p);
-	return rc;
-}
-
 /*
  * Delete PREFIX.index first (the checkpoint stops existing), then its data
  * shards. Only checkpoints directly in the directory: a state file may name
@@ -793,7 +771,7 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	for (size_t l = m->dir ? strlen(m->dir) : 0; rc == CKPT_OK && l > 1 && m->dir[l - 1] == '/'; l--)
 		m->dir[l - 1] = '\0';
 	if (rc == CKPT_OK)
-		rc = make_dirs(m->vfs, m->dir);
+		rc = ckpt__vfs_mkdirs(m->vfs, m->dir);
 	/* a manager that saves is the directory's only writer from here on (a multi-process job: its writer process) */
 	if (rc == CKPT_OK && ck && writer_process(cs))
 		rc = ckpt__dir_lock_acquire(&m->lock, m->vfs, m->dir);

@@ -27,28 +27,6 @@ static char *temp_path(const char *prefix, int shard, int nshards, uint64_t toke
 	return tmp;
 }
 
-static int make_parent_dirs(ckpt_vfs *vfs, const char *prefix)
-{
-	char *dir = ckpt__path_dir(prefix);
-	if (!dir)
-		return CKPT_ENOMEM;
-	int rc = CKPT_OK;
-	for (char *p = dir + 1; rc == CKPT_OK; p++) {
-		if (*p == '/' || *p == '\0') {
-			char c = *p;
-			*p = '\0';
-			int d = 0;
-			if (!(ckpt_vfs_exists(vfs, dir, &d) > 0 && d))
-				rc = ckpt_vfs_mkdir(vfs, dir);
-			*p = c;
-			if (!c)
-				break;
-		}
-	}
-	ckpt__free(dir);
-	return rc;
-}
-
 int ckpt__tfb_part_open(ckpt__tfb_part **out, ckpt_vfs *vfs, const char *prefix, int shard,
 	int nshards, uint64_t token)
 {
@@ -61,7 +39,7 @@ int ckpt__tfb_part_open(ckpt__tfb_part **out, ckpt_vfs *vfs, const char *prefix,
 	p->vfs = vfs;
 	p->shard = shard;
 	p->sh.tmp = temp_path(prefix, shard, nshards, token);
-	int rc = p->sh.tmp ? make_parent_dirs(vfs, prefix) : CKPT_ENOMEM;
+	int rc = p->sh.tmp ? tfb_make_parent_dirs(vfs, prefix) : CKPT_ENOMEM;
 	if (rc == CKPT_OK)
 		rc = ckpt_vfs_open(vfs, p->sh.tmp, CKPT_IO_WRITE, &p->sh.io);
 	if (rc < 0) {

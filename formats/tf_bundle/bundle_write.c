@@ -265,28 +265,6 @@ int tfb_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int s
 	return add_entry(w, name, t, shard);
 }
 
-static int make_parent_dirs(ckpt_vfs *vfs, const char *prefix)
-{
-	char *dir = ckpt__path_dir(prefix);
-	if (!dir)
-		return CKPT_ENOMEM;
-	int rc = CKPT_OK;
-	for (char *p = dir + 1; rc == CKPT_OK; p++) {
-		if (*p == '/' || *p == '\0') {
-			char c = *p;
-			*p = '\0';
-			int d = 0;
-			if (!(ckpt_vfs_exists(vfs, dir, &d) > 0 && d))
-				rc = ckpt_vfs_mkdir(vfs, dir);
-			*p = c;
-			if (!c)
-				break;
-		}
-	}
-	ckpt__free(dir);
-	return rc;
-}
-
 static int writer_open(ckpt_writer *w)
 {
 	tfb_writer *s = ckpt__calloc(1, sizeof(*s));
@@ -298,7 +276,7 @@ static int writer_open(ckpt_writer *w)
 		return ckpt__fail(CKPT_EINVAL, w->path, NULL, -1, "num_shards %d: want 1..%d", n, CKPT_MAX_SHARDS);
 	if (!w->path || !*w->path)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "empty bundle prefix");
-	CKPT_TRY(make_parent_dirs(w->vfs, w->path));
+	CKPT_TRY(tfb_make_parent_dirs(w->vfs, w->path));
 	s->sh = ckpt__calloc((size_t)n, sizeof(*s->sh));
 	if (!s->sh)
 		return CKPT_ENOMEM;

@@ -233,3 +233,11 @@ int tfb_resolve_path(ckpt_vfs *vfs, const char *path, char **prefix)
 	*prefix = ckpt__strdup(path);
 	return *prefix ? CKPT_OK : CKPT_ENOMEM;
 }
+
+int tfb_make_parent_dirs(ckpt_vfs *vfs, const char *prefix)
+{
+	char *dir = ckpt__path_dir(prefix);
+	int rc = dir ? ckpt__vfs_mkdirs(vfs, dir) : CKPT_ENOMEM;
+	ckpt__free(dir);
+	return rc;
+}

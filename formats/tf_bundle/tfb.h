@@ -86,6 +86,8 @@ int tfb_resolve_path(ckpt_vfs *vfs, const char *path, char **prefix);
 /** "P.index", "P.data-SSSSS-of-NNNNN" (ckpt__malloc'ed; NULL on failure). */
 char *tfb_index_path(const char *prefix);
 char *tfb_data_path(const char *prefix, int shard, int nshards);
+/** mkdir -p of the directory holding bundle prefix `prefix`. */
+int tfb_make_parent_dirs(ckpt_vfs *vfs, const char *prefix);
 
 /** DIR/saved_model.pb into r->saved_model when r->path is DIR/variables/variables (saved_model_dir.c). */
 int tfb_attach_saved_model(ckpt_reader *r);
