@@ -145,8 +145,13 @@ static int count_indexes(const char *dir)
 	return c;
 }
 
-/* Child: wait for a byte on `go`, try to become the writer of `dir`, report, hold it until `go` closes. */
-static void contender(const char *dir, int go, int out, int saves)
+/*
+ * Child: wait for a byte on `go`, try to become the writer of `dir`, report,
+ * hold it until `hold` closes. `hold` must not be a pipe other children still
+ * read their start byte from: a winner draining it would eat a late loser's
+ * byte, and the loser would wait for ever.
+ */
+static void contender(const char *dir, int go, int hold, int out, int saves)
 {
 	char c;
 	if (read(go, &c, 1) != 1)
@@ -175,7 +180,7 @@ static void contender(const char *dir, int go, int out, int saves)
 		}
 	}
 	send_report(out, CKPT_OK);
-	while (read(go, &c, 1) > 0)
+	while (read(hold, &c, 1) > 0)
 		;
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(s.ck);
@@ -195,7 +200,7 @@ Test(manager_lock, another_process_is_refused_with_the_holders_pid)
 	if (pid == 0) {
 		close(go[1]);
 		close(out[0]);
-		contender(dir, go[0], out[1], 0);
+		contender(dir, go[0], go[0], out[1], 0);
 	}
 	close(go[0]);
 	close(out[1]);
@@ -240,7 +245,7 @@ Test(manager_lock, a_killed_holder_never_blocks_the_next_manager)
 		if (pid == 0) {
 			close(go[1]);
 			close(out[0]);
-			contender(dir, go[0], out[1], 2);
+			contender(dir, go[0], go[0], out[1], 2);
 		}
 		close(go[0]);
 		close(out[1]);
@@ -295,9 +300,10 @@ Test(manager_lock, reproduction_two_trainers_on_one_directory, .timeout = 120)
 {
 	for (int trial = 0; trial < 16; trial++) {
 		char *dir = ts_tmpdir();
-		int go[2], out[2][2];
+		int go[2], hold[2], out[2][2];
 		pid_t pids[2];
 		cr_assert_eq(pipe(go), 0);
+		cr_assert_eq(pipe(hold), 0);
 		fflush(NULL);
 		for (int k = 0; k < 2; k++) {
 			cr_assert_eq(pipe(out[k]), 0);
@@ -305,12 +311,14 @@ Test(manager_lock, reproduction_two_trainers_on_one_directory, .timeout = 120)
 			cr_assert_geq(pids[k], 0);
 			if (pids[k] == 0) {
 				close(go[1]);
+				close(hold[1]);
 				close(out[k][0]);
-				contender(dir, go[0], out[k][1], 12);
+				contender(dir, go[0], hold[0], out[k][1], 12);
 			}
 			close(out[k][1]);
 		}
 		close(go[0]);
+		close(hold[0]);
 		cr_assert_eq(write(go[1], "gg", 2), 2); /* both start at once */
 		report r[2] = { recv_report(out[0][0]), recv_report(out[1][0]) };
 		int w = r[0].rc == CKPT_OK ? 0 : 1, l = 1 - w;
@@ -323,6 +331,7 @@ Test(manager_lock, reproduction_two_trainers_on_one_directory, .timeout = 120)
 		report done = recv_report(out[w][0]);
 		cr_assert_eq(done.rc, CKPT_OK, "trial %d: the running trainer failed: %s", trial, done.message);
 		close(go[1]);
+		close(hold[1]);
 		for (int k = 0; k < 2; k++) {
 			int st;
 			cr_assert_eq(waitpid(pids[k], &st, 0), pids[k]);
