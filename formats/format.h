@@ -50,6 +50,8 @@ struct ckpt_writer {
 	char **meta_keys, **meta_vals;
 	size_t nmeta;
 	int committed;
+	int announced;               /* ckpt_writer_announce was called */
+	int added;                   /* ckpt_writer_add was called */
 };
 
 struct ckpt_format {
@@ -74,6 +76,11 @@ struct ckpt_format {
 	void (*writer_close)(ckpt_writer *w);
 	/** Optional (NULL: core reads into a temporary tensor): check entry i without keeping it. */
 	int (*verify)(ckpt_reader *r, size_t i);
+	/**
+	 * Optional (NULL: announcements are accepted and ignored): a tensor that
+	 * will be added (ckpt_writer_announce). Called before any writer_add.
+	 */
+	int (*writer_announce)(ckpt_writer *w, const char *name, ckpt_dtype dtype, const ckpt_shape *shape);
 };
 
 /** Core helper for backends: record a metadata string (copied). */

@@ -433,16 +433,47 @@ int ckpt_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int 
 	if (shard < 0 || shard >= w->opts.num_shards)
 		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "shard %d out of range [0, %d)", shard,
 			w->opts.num_shards);
+	w->added = 1;
 	int rc = w->fmt->writer_add(w, name, t, shard);
 	if (rc < 0)
 		ckpt__error_annotate(w->path, name);
 	return rc;
 }
 
+int ckpt_writer_announce(ckpt_writer *w, const char *name, ckpt_dtype dtype, const ckpt_shape *shape)
+{
+	if (!w || !name || !shape)
+		return ckpt__fail(CKPT_EINVAL, w ? w->path : NULL, name, -1, "ckpt_writer_announce: NULL argument");
+	if (w->committed)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "writer already committed");
+	if (w->added)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "tensor '%s' announced after the first add: announce every "
+			"tensor before the first is added", name);
+	if (strcmp(ckpt_dtype_name(dtype), "invalid") == 0 || shape->rank < 0 || shape->rank > CKPT_MAX_RANK)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "ckpt_writer_announce: bad dtype or shape");
+	w->announced = 1;
+	if (!w->fmt->writer_announce)
+		return CKPT_OK;
+	int rc = w->fmt->writer_announce(w, name, dtype, shape);
+	if (rc < 0)
+		ckpt__error_annotate(w->path, name);
+	return rc;
+}
+
+/* An announced writer has laid out its header at the first add: what goes into it must come before. */
+static int before_first_add(const ckpt_writer *w, const char *what)
+{
+	if (w->announced && w->added)
+		return ckpt__fail(CKPT_EINVAL, w->path, NULL, -1, "%s must be set before the first tensor is added to a "
+			"writer with announced tensors", what);
+	return CKPT_OK;
+}
+
 int ckpt_writer_set_object_graph(ckpt_writer *w, const ckpt_object_graph *g)
 {
 	if (!w)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_writer_set_object_graph: NULL writer");
+	CKPT_TRY(before_first_add(w, "the object graph"));
 	ckpt_object_graph *copy = NULL;
 	if (g)
 		CKPT_TRY(ckpt_object_graph_copy(&copy, g));
@@ -471,6 +502,7 @@ int ckpt_writer_set_meta(ckpt_writer *w, const char *key, const char *value)
 {
 	if (!w || !key)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_writer_set_meta: NULL argument");
+	CKPT_TRY(before_first_add(w, "metadata"));
 	return meta_set(&w->meta_keys, &w->meta_vals, &w->nmeta, key, value);
 }
 

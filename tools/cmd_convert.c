@@ -48,6 +48,22 @@ static const char *const meta_keys[] = {
 	"safetensors.metadata", "gguf.kv", "gguf.tensor_types"
 };
 
+/* An entry the target format cannot hold (the writer's EUNSUPPORTED message says why). */
+static void report_unmappable(const char *in, const char *name, const char *format)
+{
+	const ckpt_error *e = ckpt_error_last();
+	cli_progress_clear_line();
+	fprintf(stderr, "ckpt: %s: variable '%s': cannot be mapped to %s: ", cli_vis(in), cli_vis(name), format);
+	fprintf(stderr, "%s\n", cli_vis(e->message ? e->message : "unsupported"));
+	ckpt_error_clear();
+}
+
+static void report_partial(const char *out, size_t unmapped, const char *format)
+{
+	cli_report(out, NULL, -1, "%zu entr%s cannot be written as %s; nothing written (use --allow-partial to write "
+		"the rest)", unmapped, unmapped == 1 ? "y" : "ies", format);
+}
+
 /*
  * The order entries are handed to the writer: object-graph order first (the
  * graph lists layers as the model tracks them: layer_with_weights-0, -1,
@@ -88,7 +104,9 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	cli_args args;
 	const char *in, *out, *to, *format = NULL;
 	int allow_partial, no_opt, rc;
-	unsigned char *drop = NULL;
+	unsigned char *drop = NULL, *go = NULL;
+	void *buf = NULL;
+	uint64_t bufcap = 0;
 	ckpt_object_graph *pruned = NULL;
 	json_t *qtypes = NULL;
 	size_t dropped = 0;
@@ -180,14 +198,22 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	}
 	if (write_order(r, &order) != CLI_EXIT_OK)
 		goto done;
+	/*
+	 * Pass 1: which entries go, announced to the writer. Flat targets then
+	 * write each tensor straight to its place (no staged copy of the whole
+	 * checkpoint), and an entry the target cannot take is known before any
+	 * data is read.
+	 */
+	if (!(go = calloc(n ? n : 1, 1))) {
+		cli_report(in, NULL, -1, "out of memory");
+		goto done;
+	}
 	for (k = 0; k < n; k++) {
 		const ckpt_var_info *v;
-		ckpt_tensor *t = NULL;
 		int arc;
 
 		i = order[k];
 		v = ckpt_reader_var(r, i);
-
 		/* the writer stores the graph given above as its own entry; slices are in their full entry's value */
 		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0 || v->slice_part || drop[i])
 			continue;
@@ -199,19 +225,57 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 			unmapped++;
 			continue;
 		}
-		if (ckpt_reader_read(r, i, &t) != CKPT_OK) {
+		arc = ckpt_writer_announce(w, keys[i], v->dtype, &v->shape);
+		if (arc == CKPT_EUNSUPPORTED) {
+			report_unmappable(in, v->name, format);
+			unmapped++;
+			continue;
+		}
+		if (arc != CKPT_OK) {
+			cli_report_last(out, keys[i]);
+			goto done;
+		}
+		go[i] = 1;
+	}
+	if (unmapped && !allow_partial) {
+		report_partial(out, unmapped, format);
+		goto done;
+	}
+	/* Pass 2: the values, through one buffer reused for every fixed-size entry */
+	for (k = 0; k < n; k++) {
+		const ckpt_var_info *v;
+		ckpt_tensor *t = NULL, fixed;
+		int arc;
+
+		i = order[k];
+		v = ckpt_reader_var(r, i);
+		if (!go[i])
+			continue;
+		if (v->dtype == CKPT_DT_STRING) {
+			arc = ckpt_reader_read(r, i, &t);
+		} else {
+			if (v->nbytes > bufcap) {
+				void *nb = realloc(buf, v->nbytes);
+				if (!nb) {
+					cli_report(in, v->name, -1, "out of memory for %" PRIu64 " bytes", v->nbytes);
+					goto done;
+				}
+				buf = nb;
+				bufcap = v->nbytes;
+			}
+			fixed = (ckpt_tensor){ v->dtype, v->shape, v->nbytes, buf, 0 };
+			t = &fixed;
+			arc = ckpt_reader_read_into(r, i, buf, v->nbytes);
+		}
+		if (arc != CKPT_OK) {
 			cli_report_last(ckpt_reader_path(r), v->name);
 			goto done;
 		}
 		arc = ckpt_writer_add(w, keys[i], t, 0);
-		ckpt_tensor_free(t);
+		if (t != &fixed)
+			ckpt_tensor_free(t);
 		if (arc == CKPT_EUNSUPPORTED) {
-			const ckpt_error *e = ckpt_error_last();
-			cli_progress_clear_line();
-			fprintf(stderr, "ckpt: %s: variable '%s': cannot be mapped to %s: ", cli_vis(in), cli_vis(v->name),
-				format);
-			fprintf(stderr, "%s\n", cli_vis(e->message ? e->message : "unsupported"));
-			ckpt_error_clear();
+			report_unmappable(in, v->name, format);
 			unmapped++;
 			continue;
 		}
@@ -223,8 +287,7 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 		bytes += v->nbytes;
 	}
 	if (unmapped && !allow_partial) {
-		cli_report(out, NULL, -1, "%zu entr%s cannot be written as %s; nothing written "
-			"(use --allow-partial to write the rest)", unmapped, unmapped == 1 ? "y" : "ies", format);
+		report_partial(out, unmapped, format);
 		goto done;
 	}
 	if (ckpt_writer_commit(w) != CKPT_OK) {
@@ -240,6 +303,8 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 	printf("\n");
 	rc = CLI_EXIT_OK;
 done:
+	free(buf);
+	free(go);
 	free(order);
 	free(drop);
 	cli_graph_free(pruned);

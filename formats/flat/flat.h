@@ -30,31 +30,58 @@ char *ckpt__flat_to_key(const char *name);
  */
 int ckpt__flat_build_graph(ckpt_reader *r);
 
-/** One staged tensor of a flat writer. */
+/** One tensor of a flat writer: staged (a copy), or announced (written straight to the file). */
 typedef struct flat_entry {
 	char *name;          /* as stored */
 	ckpt_dtype dtype;
 	ckpt_shape shape;
 	uint64_t nbytes;
-	void *data;          /* copy (ckpt__malloc) */
+	void *data;          /* staged copy (ckpt__malloc); NULL when announced */
 	int ftype;           /* format-specific element type (GGUF ggml type, safetensors dtype index) */
 	uint64_t offset;     /* in the data section, set by the format's layout */
+	int written;         /* announced: its bytes are in the file */
 } flat_entry;
 
+/*
+ * The header of both flat formats comes first and lists every tensor, so a
+ * writer that is told only one tensor at a time stages a copy of each until
+ * commit. A writer whose tensors were all announced (ckpt_writer_announce)
+ * is laid out at its first add instead: the header goes to the temporary
+ * file then, and each add is written straight to its place — no copy, and
+ * memory that does not grow with the checkpoint.
+ */
 typedef struct flat_writer {
 	flat_entry *e;
 	size_t n, cap;
+	size_t *slot;        /* name hash table of entry index + 1 (0 = empty), nslot a power of two */
+	size_t nslot;
+	int planned;         /* tensors were announced */
+	int started;         /* planned: laid out and the header written; adds go to the file */
+	ckpt_io *io;         /* planned, started: the temporary file */
+	char *tmp;
+	uint64_t hlen, data_start, total;
 } flat_writer;
 
-/** Stage a copy of `t` under `name`; EINVAL for a duplicate name. */
+/** Stage a copy of `t` under `name`; EINVAL for a duplicate name or after announcements. */
 int ckpt__flat_stage(flat_writer *fw, const char *path, const char *name, const ckpt_tensor *t, int ftype);
-void ckpt__flat_writer_free(flat_writer *fw);
+/** Announce `name` (no data yet); EINVAL for a duplicate, after a staged add, or once started. */
+int ckpt__flat_announce(flat_writer *fw, const char *path, const char *name, ckpt_dtype dtype,
+	const ckpt_shape *shape, int ftype);
+/** Removes the temporary of a planned writer that was not committed. */
+void ckpt__flat_writer_free(ckpt_writer *w, flat_writer *fw);
 /**
  * Write `head` (hlen bytes) at 0, then every entry at data_start + offset,
  * zero-filling gaps, to a temporary sibling of `path`; then sync and rename.
- * `total` is the file size.
+ * `total` is the file size. Entries must be in offset order.
  */
-int ckpt__flat_commit(ckpt_writer *w, const flat_writer *fw, const void *head, size_t hlen, uint64_t data_start,
+int ckpt__flat_commit(ckpt_writer *w, flat_writer *fw, const void *head, size_t hlen, uint64_t data_start,
 	uint64_t total);
+/** Planned: open the temporary and write `head`; the layout (offsets, order) is final from here on. */
+int ckpt__flat_begin(ckpt_writer *w, flat_writer *fw, const void *head, size_t hlen, uint64_t data_start,
+	uint64_t total);
+/** Planned, started: write the announced tensor `name` (same dtype and shape) at its place. */
+int ckpt__flat_put(ckpt_writer *w, flat_writer *fw, const char *name, const ckpt_tensor *t);
+/** Planned, started: every announced tensor written? Zero the gaps, sync, rename into place. */
+int ckpt__flat_finish(ckpt_writer *w, flat_writer *fw);
 
 #endif

@@ -100,4 +100,5 @@ const ckpt_format ckpt_format_gguf = {
 	ckpt__gguf_writer_commit,
 	ckpt__gguf_writer_close,
 	NULL,
+	ckpt__gguf_writer_announce,
 };

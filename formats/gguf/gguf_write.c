@@ -80,13 +80,13 @@ static int unhex(const char *h, unsigned char *out, size_t n)
 	return 0;
 }
 
-int ckpt__gguf_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
+/* The stored name and ggml type of `name` (a fresh string in *flat), or the reason it cannot be written. */
+static int gguf_map(ckpt_writer *w, gw_state *s, const char *name, ckpt_dtype dtype, const ckpt_shape *shape,
+	char **flat, int *type_id)
 {
-	gw_state *s = w->state;
 	const gguf_type *gt = NULL;
-	char *flat;
 	int rc;
-	(void)shard;
+	*flat = NULL;
 	if (!s->types_loaded) {
 		const char *m = ckpt__writer_meta(w, "gguf.tensor_types");
 		s->types_loaded = 1;
@@ -94,34 +94,81 @@ int ckpt__gguf_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t
 		if (m && !json_is_object(s->types))
 			return ckpt__fail(CKPT_EINVAL, w->path, NULL, -1, "gguf.tensor_types is not a JSON object");
 	}
-	if (!(flat = ckpt__flat_from_key(name)))
+	if (!(*flat = ckpt__flat_from_key(name)))
 		return CKPT_ENOMEM;
-	json_t *q = s->types ? json_object_get(s->types, flat) : NULL;
-	if (strlen(flat) > GGUF_MAX_NAME) {
+	json_t *q = s->types ? json_object_get(s->types, *flat) : NULL;
+	if (strlen(*flat) > GGUF_MAX_NAME) {
 		rc = ckpt__fail(CKPT_EUNSUPPORTED, w->path, name, -1, "GGUF name '%s' is %zu bytes, ggml reads at most %d",
-			flat, strlen(flat), GGUF_MAX_NAME);
-	} else if (t->shape.rank > GGUF_MAX_DIMS) {
-		rc = ckpt__fail(CKPT_EUNSUPPORTED, w->path, name, -1, "rank %d above GGUF's maximum of %d", t->shape.rank,
+			*flat, strlen(*flat), GGUF_MAX_NAME);
+	} else if (shape->rank > GGUF_MAX_DIMS) {
+		rc = ckpt__fail(CKPT_EUNSUPPORTED, w->path, name, -1, "rank %d above GGUF's maximum of %d", shape->rank,
 			GGUF_MAX_DIMS);
 	} else if (q) {
 		gt = ckpt__gguf_type_by_name(json_string_value(json_object_get(q, "type")));
-		int64_t rowb = t->shape.rank ? t->shape.dims[t->shape.rank - 1] : 0;
-		if (!gt || gt->dt != CKPT_DT_INVALID || t->dtype != CKPT_DT_UINT8 || rowb <= 0 || rowb % gt->size)
+		int64_t rowb = shape->rank ? shape->dims[shape->rank - 1] : 0;
+		if (!gt || gt->dt != CKPT_DT_INVALID || dtype != CKPT_DT_UINT8 || rowb <= 0 || rowb % gt->size)
 			rc = ckpt__fail(CKPT_EINVAL, w->path, name, -1, "'%s' is listed as quantized but is not a uint8 view "
-				"of whole %s blocks", flat, gt ? gt->name : "?");
+				"of whole %s blocks", *flat, gt ? gt->name : "?");
 		else
 			rc = CKPT_OK;
-	} else if (!(gt = ckpt__gguf_type_by_dt(t->dtype))) {
+	} else if (!(gt = ckpt__gguf_type_by_dt(dtype))) {
 		rc = ckpt__fail(CKPT_EUNSUPPORTED, w->path, name, -1, "GGUF has no tensor type for %s",
-			ckpt_dtype_name(t->dtype));
+			ckpt_dtype_name(dtype));
 	} else {
 		rc = CKPT_OK;
 	}
-	for (int d = 0; rc == CKPT_OK && d < t->shape.rank; d++)
-		if (t->shape.dims[d] <= 0)
+	for (int d = 0; rc == CKPT_OK && d < shape->rank; d++)
+		if (shape->dims[d] <= 0)
 			rc = ckpt__fail(CKPT_EUNSUPPORTED, w->path, name, -1, "GGUF has no empty tensors (dim %d is 0)", d);
+	if (rc < 0) {
+		ckpt__free(*flat);
+		*flat = NULL;
+		return rc;
+	}
+	*type_id = gt->id;
+	return CKPT_OK;
+}
+
+static int gguf_layout(ckpt_writer *w, gw_state *s, bbuf *b, uint64_t *data_start, uint64_t *total);
+
+int ckpt__gguf_writer_announce(ckpt_writer *w, const char *name, ckpt_dtype dtype, const ckpt_shape *shape)
+{
+	gw_state *s = w->state;
+	char *flat;
+	int id;
+	CKPT_TRY(gguf_map(w, s, name, dtype, shape, &flat, &id));
+	int rc = ckpt__flat_announce(&s->fw, w->path, flat, dtype, shape, id);
+	ckpt__free(flat);
+	return rc;
+}
+
+/* An announced writer's first add (or a commit with nothing added): the header is final now. */
+static int gguf_begin(ckpt_writer *w, gw_state *s)
+{
+	bbuf b = { 0 };
+	uint64_t data_start = 0, total = 0;
+	int rc = gguf_layout(w, s, &b, &data_start, &total);
 	if (rc == CKPT_OK)
-		rc = ckpt__flat_stage(&s->fw, w->path, flat, t, gt->id);
+		rc = ckpt__flat_begin(w, &s->fw, b.p, b.n, data_start, total);
+	ckpt__free(b.p);
+	return rc;
+}
+
+int ckpt__gguf_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
+{
+	gw_state *s = w->state;
+	char *flat;
+	int id, rc = CKPT_OK;
+	(void)shard;
+	CKPT_TRY(gguf_map(w, s, name, t->dtype, &t->shape, &flat, &id));
+	if (!s->fw.planned) {
+		rc = ckpt__flat_stage(&s->fw, w->path, flat, t, id);
+	} else {
+		if (!s->fw.started)
+			rc = gguf_begin(w, s);
+		if (rc == CKPT_OK)
+			rc = ckpt__flat_put(w, &s->fw, flat, t);
+	}
 	ckpt__free(flat);
 	return rc;
 }
@@ -257,46 +304,62 @@ static int put_kvs(ckpt_writer *w, bbuf *b, uint64_t *count, uint32_t *alignment
 	return rc;
 }
 
-int ckpt__gguf_writer_commit(ckpt_writer *w)
+/* Header, key-value pairs and tensor infos in `b`; every entry's offset; where the data starts and ends. */
+static int gguf_layout(ckpt_writer *w, gw_state *s, bbuf *b, uint64_t *data_start, uint64_t *total)
 {
-	gw_state *s = w->state;
-	bbuf b = { 0 }, kv = { 0 };
-	uint64_t nkv = 0, off = 0, data_start, total;
+	bbuf kv = { 0 };
+	uint64_t nkv = 0, off = 0;
 	uint32_t alignment = GGUF_DEFAULT_ALIGNMENT;
 	int rc = put_kvs(w, &kv, &nkv, &alignment);
 	if (rc < 0)
 		goto out;
-	put(&b, "GGUF", 4);
-	put_le(&b, 3, 4);
-	put_le(&b, s->fw.n, 8);
-	put_le(&b, nkv, 8);
-	put(&b, kv.p, kv.n);
+	put(b, "GGUF", 4);
+	put_le(b, 3, 4);
+	put_le(b, s->fw.n, 8);
+	put_le(b, nkv, 8);
+	put(b, kv.p, kv.n);
 	for (size_t i = 0; i < s->fw.n; i++) {
 		flat_entry *e = &s->fw.e[i];
 		const gguf_type *gt = ckpt__gguf_type(e->ftype);
-		put_str(&b, e->name, strlen(e->name));
-		put_le(&b, (uint64_t)e->shape.rank, 4);
+		put_str(b, e->name, strlen(e->name));
+		put_le(b, (uint64_t)e->shape.rank, 4);
 		for (int d = e->shape.rank - 1; d >= 0; d--) {
 			uint64_t ne = (uint64_t)e->shape.dims[d];
 			if (d == e->shape.rank - 1 && gt->dt == CKPT_DT_INVALID)
 				ne = ne / gt->size * gt->blck; /* bytes per row back to elements */
-			put_le(&b, ne, 8);
+			put_le(b, ne, 8);
 		}
-		put_le(&b, (uint64_t)e->ftype, 4);
-		put_le(&b, off, 8);
+		put_le(b, (uint64_t)e->ftype, 4);
+		put_le(b, off, 8);
 		e->offset = off;
 		off += (e->nbytes + alignment - 1) / alignment * alignment;
 	}
-	if (b.oom || kv.oom) {
+	if (b->oom || kv.oom) {
 		rc = CKPT_ENOMEM;
 		goto out;
 	}
-	data_start = (b.n + alignment - 1) / alignment * alignment;
-	total = data_start + off;
-	rc = ckpt__flat_commit(w, &s->fw, b.p, b.n, data_start, total);
+	*data_start = (b->n + alignment - 1) / alignment * alignment;
+	*total = *data_start + off;
 out:
-	ckpt__free(b.p);
 	ckpt__free(kv.p);
+	return rc;
+}
+
+int ckpt__gguf_writer_commit(ckpt_writer *w)
+{
+	gw_state *s = w->state;
+	bbuf b = { 0 };
+	uint64_t data_start = 0, total = 0;
+	int rc;
+	if (s->fw.planned) {
+		if (!s->fw.started && (rc = gguf_begin(w, s)) < 0)
+			return rc; /* a temporary left open is removed with the writer */
+		return ckpt__flat_finish(w, &s->fw);
+	}
+	rc = gguf_layout(w, s, &b, &data_start, &total);
+	if (rc == CKPT_OK)
+		rc = ckpt__flat_commit(w, &s->fw, b.p, b.n, data_start, total);
+	ckpt__free(b.p);
 	return rc;
 }
 
@@ -305,7 +368,7 @@ void ckpt__gguf_writer_close(ckpt_writer *w)
 	gw_state *s = w->state;
 	if (!s)
 		return;
-	ckpt__flat_writer_free(&s->fw);
+	ckpt__flat_writer_free(w, &s->fw);
 	json_decref(s->types);
 	ckpt__free(s);
 	w->state = NULL;

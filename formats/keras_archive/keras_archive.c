@@ -610,4 +610,5 @@ const ckpt_format ckpt_format_keras_archive = {
 	KA_WRITE_FORMATS,
 	KA_WRITER,
 	NULL, /* verify: core fallback */
+	NULL, /* writer_announce: nothing staged, announcements ignored */
 };

@@ -311,4 +311,5 @@ const ckpt_format ckpt_format_keras_h5 = {
 	kw_commit,
 	kw_close,
 	NULL, /* verify: core fallback */
+	NULL, /* writer_announce: nothing staged, announcements ignored */
 };

@@ -70,4 +70,5 @@ const ckpt_format ckpt_format_safetensors = {
 	ckpt__st_writer_commit,
 	ckpt__st_writer_close,
 	NULL,
+	ckpt__st_writer_announce,
 };

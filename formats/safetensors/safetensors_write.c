@@ -23,26 +23,72 @@ int ckpt__st_writer_open(ckpt_writer *w)
 	return CKPT_OK;
 }
 
+/* The stored name and dtype rank of `name` (a fresh string in *flat), or the reason it cannot be written. */
+static int st_map(ckpt_writer *w, const char *name, ckpt_dtype dtype, char **flat, int *rank)
+{
+	const st_dtype *d = ckpt__st_dtype_by_dt(dtype);
+	int rc = CKPT_OK;
+	*flat = NULL;
+	if (!d)
+		return ckpt__fail(CKPT_EUNSUPPORTED, w->path, name, -1, "safetensors has no dtype for %s",
+			ckpt_dtype_name(dtype));
+	if (!(*flat = ckpt__flat_from_key(name)))
+		return CKPT_ENOMEM;
+	json_t *probe = json_string(*flat); /* NULL for a name that is not UTF-8 */
+	if (!probe)
+		rc = ckpt__fail(CKPT_EINVAL, w->path, name, -1, "tensor name is not valid UTF-8");
+	else if (strcmp(*flat, "__metadata__") == 0)
+		rc = ckpt__fail(CKPT_EINVAL, w->path, name, -1, "'__metadata__' is reserved by safetensors");
+	json_decref(probe);
+	if (rc < 0) {
+		ckpt__free(*flat);
+		*flat = NULL;
+	}
+	*rank = d->rank;
+	return rc;
+}
+
+static int st_layout(ckpt_writer *w, stw_state *s, char **head, size_t *hlen, uint64_t *total);
+
+int ckpt__st_writer_announce(ckpt_writer *w, const char *name, ckpt_dtype dtype, const ckpt_shape *shape)
+{
+	stw_state *s = w->state;
+	char *flat;
+	int rank;
+	CKPT_TRY(st_map(w, name, dtype, &flat, &rank));
+	int rc = ckpt__flat_announce(&s->fw, w->path, flat, dtype, shape, rank);
+	ckpt__free(flat);
+	return rc;
+}
+
+/* An announced writer's first add (or a commit with nothing added): the header is final now. */
+static int st_begin(ckpt_writer *w, stw_state *s)
+{
+	char *head = NULL;
+	size_t hlen = 0;
+	uint64_t total = 0;
+	int rc = st_layout(w, s, &head, &hlen, &total);
+	if (rc == CKPT_OK)
+		rc = ckpt__flat_begin(w, &s->fw, head, hlen, hlen, total);
+	ckpt__free(head);
+	return rc;
+}
+
 int ckpt__st_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
 {
 	stw_state *s = w->state;
-	const st_dtype *d = ckpt__st_dtype_by_dt(t->dtype);
 	char *flat;
-	int rc;
+	int rank, rc = CKPT_OK;
 	(void)shard;
-	if (!d)
-		return ckpt__fail(CKPT_EUNSUPPORTED, w->path, name, -1, "safetensors has no dtype for %s",
-			ckpt_dtype_name(t->dtype));
-	if (!(flat = ckpt__flat_from_key(name)))
-		return CKPT_ENOMEM;
-	json_t *probe = json_string(flat); /* NULL for a name that is not UTF-8 */
-	if (!probe)
-		rc = ckpt__fail(CKPT_EINVAL, w->path, name, -1, "tensor name is not valid UTF-8");
-	else if (strcmp(flat, "__metadata__") == 0)
-		rc = ckpt__fail(CKPT_EINVAL, w->path, name, -1, "'__metadata__' is reserved by safetensors");
-	else
-		rc = ckpt__flat_stage(&s->fw, w->path, flat, t, d->rank);
-	json_decref(probe);
+	CKPT_TRY(st_map(w, name, t->dtype, &flat, &rank));
+	if (!s->fw.planned) {
+		rc = ckpt__flat_stage(&s->fw, w->path, flat, t, rank);
+	} else {
+		if (!s->fw.started)
+			rc = st_begin(w, s);
+		if (rc == CKPT_OK)
+			rc = ckpt__flat_put(w, &s->fw, flat, t);
+	}
 	ckpt__free(flat);
 	return rc;
 }
@@ -129,6 +175,18 @@ out:
 	return rc;
 }
 
+/* Sort as the reference does, give every entry its offset, build the padded header. */
+static int st_layout(ckpt_writer *w, stw_state *s, char **head, size_t *hlen, uint64_t *total)
+{
+	if (s->fw.n) /* qsort(NULL, 0) is undefined */
+		qsort(s->fw.e, s->fw.n, sizeof(*s->fw.e), cmp_entry);
+	CKPT_TRY(build_header(w, s, head, hlen));
+	*total = *hlen;
+	for (size_t i = 0; i < s->fw.n; i++)
+		*total += s->fw.e[i].nbytes;
+	return CKPT_OK;
+}
+
 int ckpt__st_writer_commit(ckpt_writer *w)
 {
 	stw_state *s = w->state;
@@ -136,12 +194,12 @@ int ckpt__st_writer_commit(ckpt_writer *w)
 	size_t hlen = 0;
 	uint64_t total;
 	int rc;
-	if (s->fw.n) /* qsort(NULL, 0) is undefined */
-		qsort(s->fw.e, s->fw.n, sizeof(*s->fw.e), cmp_entry);
-	CKPT_TRY(build_header(w, s, &head, &hlen));
-	total = hlen;
-	for (size_t i = 0; i < s->fw.n; i++)
-		total += s->fw.e[i].nbytes;
+	if (s->fw.planned) {
+		if (!s->fw.started && (rc = st_begin(w, s)) < 0)
+			return rc; /* a temporary left open is removed with the writer */
+		return ckpt__flat_finish(w, &s->fw);
+	}
+	CKPT_TRY(st_layout(w, s, &head, &hlen, &total));
 	rc = ckpt__flat_commit(w, &s->fw, head, hlen, hlen, total);
 	ckpt__free(head);
 	return rc;
@@ -152,7 +210,7 @@ void ckpt__st_writer_close(ckpt_writer *w)
 	stw_state *s = w->state;
 	if (!s)
 		return;
-	ckpt__flat_writer_free(&s->fw);
+	ckpt__flat_writer_free(w, &s->fw);
 	ckpt__free(s);
 	w->state = NULL;
 }

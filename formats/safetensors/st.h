@@ -25,6 +25,7 @@ void ckpt__st_close(ckpt_reader *r);
 
 int ckpt__st_writer_open(ckpt_writer *w);
 int ckpt__st_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);
+int ckpt__st_writer_announce(ckpt_writer *w, const char *name, ckpt_dtype dtype, const ckpt_shape *shape);
 int ckpt__st_writer_commit(ckpt_writer *w);
 void ckpt__st_writer_close(ckpt_writer *w);
 

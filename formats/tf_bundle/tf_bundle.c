@@ -54,4 +54,5 @@ const ckpt_format ckpt_format_tf_bundle = {
 	tfb_writer_commit,
 	tfb_writer_close,
 	tfb_verify,
+	NULL, /* writer_announce: nothing staged, announcements ignored */
 };

@@ -187,6 +187,23 @@ CKPT_API int ckpt_writer_open(ckpt_writer **out, const char *path, const char *f
  */
 CKPT_API int ckpt_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);
 /**
+ * Announce a tensor that will be added, before the first ckpt_writer_add
+ * (optional). The single-file formats whose header lists every tensor
+ * before the data (safetensors, GGUF) otherwise keep a copy of each added
+ * tensor until commit; once every tensor has been announced, they write the
+ * header at the first add and each added tensor straight to its place:
+ * no copy, and memory that does not grow with the checkpoint.
+ *
+ * The contract, once any tensor is announced: announce all of them before
+ * the first add, each with the dtype and shape it will be added with; set
+ * metadata and the object graph before the first add; add exactly the
+ * announced set (any order). Anything else fails with CKPT_EINVAL, and
+ * commit names a tensor announced but never added. A tensor the format
+ * cannot hold fails here, as its add would (CKPT_EUNSUPPORTED).
+ * TensorBundle and the Keras writers accept announcements and ignore them.
+ */
+CKPT_API int ckpt_writer_announce(ckpt_writer *w, const char *name, ckpt_dtype dtype, const ckpt_shape *shape);
+/**
  * Attach the object graph. TensorBundle writes it as the
  * `_CHECKPOINTABLE_OBJECT_GRAPH` entry, last in shard 0; Keras writers use it
  * to lay out layers and optimizer state.
