@@ -247,6 +247,13 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 	void *buf = NULL;
 	size_t cap = 0;
 	int rc = ckpt_writer_open(&w, path, ck->opts.format, &wo);
+	/* every value is known up front: a flat writer then writes each in place instead of copying it */
+	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
+		const ckpt_object *o = p.nodes[i].obj;
+		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++)
+			rc = ckpt_writer_announce(w, p.nodes[i].keys[a], ckpt_variable_dtype(o->attrs[a].var),
+				ckpt_variable_shape(o->attrs[a].var));
+	}
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
 		const ckpt_object *o = p.nodes[i].obj;
 		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++)
