@@ -58,6 +58,22 @@ static void report_unmappable(const char *in, const char *name, const char *form
 	ckpt_error_clear();
 }
 
+/* A writer's answer for one entry: 0 taken; 1 the target cannot hold it (listed, counted); -1 failed (reported). */
+static int outcome(int arc, const char *in, const char *out, const char *name, const char *key, const char *format,
+	size_t *unmapped)
+{
+	if (arc == CKPT_EUNSUPPORTED) {
+		report_unmappable(in, name, format);
+		(*unmapped)++;
+		return 1;
+	}
+	if (arc != CKPT_OK) {
+		cli_report_last(out, key);
+		return -1;
+	}
+	return 0;
+}
+
 static void report_partial(const char *out, size_t unmapped, const char *format)
 {
 	cli_report(out, NULL, -1, "%zu entr%s cannot be written as %s; nothing written (use --allow-partial to write "
@@ -225,17 +241,11 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 			unmapped++;
 			continue;
 		}
-		arc = ckpt_writer_announce(w, keys[i], v->dtype, &v->shape);
-		if (arc == CKPT_EUNSUPPORTED) {
-			report_unmappable(in, v->name, format);
-			unmapped++;
-			continue;
-		}
-		if (arc != CKPT_OK) {
-			cli_report_last(out, keys[i]);
+		arc = outcome(ckpt_writer_announce(w, keys[i], v->dtype, &v->shape), in, out, v->name, keys[i], format,
+			&unmapped);
+		if (arc < 0)
 			goto done;
-		}
-		go[i] = 1;
+		go[i] = arc == 0;
 	}
 	if (unmapped && !allow_partial) {
 		report_partial(out, unmapped, format);
@@ -274,15 +284,11 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 		arc = ckpt_writer_add(w, keys[i], t, 0);
 		if (t != &fixed)
 			ckpt_tensor_free(t);
-		if (arc == CKPT_EUNSUPPORTED) {
-			report_unmappable(in, v->name, format);
-			unmapped++;
-			continue;
-		}
-		if (arc != CKPT_OK) {
-			cli_report_last(out, keys[i]);
+		arc = outcome(arc, in, out, v->name, keys[i], format, &unmapped);
+		if (arc < 0)
 			goto done;
-		}
+		if (arc > 0)
+			continue;
 		written++;
 		bytes += v->nbytes;
 	}

@@ -79,6 +79,13 @@ int ckpt__flat_commit(ckpt_writer *w, flat_writer *fw, const void *head, size_t 
 /** Planned: open the temporary and write `head`; the layout (offsets, order) is final from here on. */
 int ckpt__flat_begin(ckpt_writer *w, flat_writer *fw, const void *head, size_t hlen, uint64_t data_start,
 	uint64_t total);
+/**
+ * A format's add after it mapped the name: staged (nothing announced), or
+ * written in place, `begin` (the format's layout + ckpt__flat_begin) first
+ * on the first add of an announced writer.
+ */
+int ckpt__flat_add(ckpt_writer *w, flat_writer *fw, const char *name, const ckpt_tensor *t, int ftype,
+	int (*begin)(ckpt_writer *w));
 /** Planned, started: write the announced tensor `name` (same dtype and shape) at its place. */
 int ckpt__flat_put(ckpt_writer *w, flat_writer *fw, const char *name, const ckpt_tensor *t);
 /** Planned, started: every announced tensor written? Zero the gaps, sync, rename into place. */

@@ -196,6 +196,16 @@ int ckpt__flat_put(ckpt_writer *w, flat_writer *fw, const char *name, const ckpt
 	return CKPT_OK;
 }
 
+int ckpt__flat_add(ckpt_writer *w, flat_writer *fw, const char *name, const ckpt_tensor *t, int ftype,
+	int (*begin)(ckpt_writer *w))
+{
+	if (!fw->planned)
+		return ckpt__flat_stage(fw, w->path, name, t, ftype);
+	if (!fw->started)
+		CKPT_TRY(begin(w));
+	return ckpt__flat_put(w, fw, name, t);
+}
+
 /* Sync, close and rename the temporary into place; removes it on failure. */
 static int finish(ckpt_writer *w, flat_writer *fw, int rc)
 {

@@ -143,8 +143,9 @@ int ckpt__gguf_writer_announce(ckpt_writer *w, const char *name, ckpt_dtype dtyp
 }
 
 /* An announced writer's first add (or a commit with nothing added): the header is final now. */
-static int gguf_begin(ckpt_writer *w, gw_state *s)
+static int gguf_begin(ckpt_writer *w)
 {
+	gw_state *s = w->state;
 	bbuf b = { 0 };
 	uint64_t data_start = 0, total = 0;
 	int rc = gguf_layout(w, s, &b, &data_start, &total);
@@ -158,17 +159,10 @@ int ckpt__gguf_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t
 {
 	gw_state *s = w->state;
 	char *flat;
-	int id, rc = CKPT_OK;
+	int id, rc;
 	(void)shard;
 	CKPT_TRY(gguf_map(w, s, name, t->dtype, &t->shape, &flat, &id));
-	if (!s->fw.planned) {
-		rc = ckpt__flat_stage(&s->fw, w->path, flat, t, id);
-	} else {
-		if (!s->fw.started)
-			rc = gguf_begin(w, s);
-		if (rc == CKPT_OK)
-			rc = ckpt__flat_put(w, &s->fw, flat, t);
-	}
+	rc = ckpt__flat_add(w, &s->fw, flat, t, id, gguf_begin);
 	ckpt__free(flat);
 	return rc;
 }
@@ -352,7 +346,7 @@ int ckpt__gguf_writer_commit(ckpt_writer *w)
 	uint64_t data_start = 0, total = 0;
 	int rc;
 	if (s->fw.planned) {
-		if (!s->fw.started && (rc = gguf_begin(w, s)) < 0)
+		if (!s->fw.started && (rc = gguf_begin(w)) < 0)
 			return rc; /* a temporary left open is removed with the writer */
 		return ckpt__flat_finish(w, &s->fw);
 	}

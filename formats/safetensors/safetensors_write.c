@@ -62,8 +62,9 @@ int ckpt__st_writer_announce(ckpt_writer *w, const char *name, ckpt_dtype dtype,
 }
 
 /* An announced writer's first add (or a commit with nothing added): the header is final now. */
-static int st_begin(ckpt_writer *w, stw_state *s)
+static int st_begin(ckpt_writer *w)
 {
+	stw_state *s = w->state;
 	char *head = NULL;
 	size_t hlen = 0;
 	uint64_t total = 0;
@@ -78,17 +79,10 @@ int ckpt__st_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, 
 {
 	stw_state *s = w->state;
 	char *flat;
-	int rank, rc = CKPT_OK;
+	int rank, rc;
 	(void)shard;
 	CKPT_TRY(st_map(w, name, t->dtype, &flat, &rank));
-	if (!s->fw.planned) {
-		rc = ckpt__flat_stage(&s->fw, w->path, flat, t, rank);
-	} else {
-		if (!s->fw.started)
-			rc = st_begin(w, s);
-		if (rc == CKPT_OK)
-			rc = ckpt__flat_put(w, &s->fw, flat, t);
-	}
+	rc = ckpt__flat_add(w, &s->fw, flat, t, rank, st_begin);
 	ckpt__free(flat);
 	return rc;
 }
@@ -195,7 +189,7 @@ int ckpt__st_writer_commit(ckpt_writer *w)
 	uint64_t total;
 	int rc;
 	if (s->fw.planned) {
-		if (!s->fw.started && (rc = st_begin(w, s)) < 0)
+		if (!s->fw.started && (rc = st_begin(w)) < 0)
 			return rc; /* a temporary left open is removed with the writer */
 		return ckpt__flat_finish(w, &s->fw);
 	}
