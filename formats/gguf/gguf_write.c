@@ -87,6 +87,7 @@ static int gguf_map(ckpt_writer *w, gw_state *s, const char *name, ckpt_dtype dt
 	const gguf_type *gt = NULL;
 	int rc;
 	*flat = NULL;
+	*type_id = 0;
 	if (!s->types_loaded) {
 		const char *m = ckpt__writer_meta(w, "gguf.tensor_types");
 		s->types_loaded = 1;

@@ -29,6 +29,7 @@ static int st_map(ckpt_writer *w, const char *name, ckpt_dtype dtype, char **fla
 	const st_dtype *d = ckpt__st_dtype_by_dt(dtype);
 	int rc = CKPT_OK;
 	*flat = NULL;
+	*rank = d ? d->rank : 0;
 	if (!d)
 		return ckpt__fail(CKPT_EUNSUPPORTED, w->path, name, -1, "safetensors has no dtype for %s",
 			ckpt_dtype_name(dtype));
@@ -44,7 +45,6 @@ static int st_map(ckpt_writer *w, const char *name, ckpt_dtype dtype, char **fla
 		ckpt__free(*flat);
 		*flat = NULL;
 	}
-	*rank = d->rank;
 	return rc;
 }
 
