@@ -155,9 +155,12 @@ int ckpt__object_push_attr_tensor(ckpt_object *o, const char *name, const char *
 int ckpt__var_node_new(ckpt_object **out, ckpt_variable *var, int owned);
 const ckpt__edge *ckpt__object_edge(const ckpt_object *o, const char *name);
 ckpt__slot *ckpt__object_slot(const ckpt_object *o, const ckpt_variable *primary, const char *name);
-/* Slot creation without the restore-on-create step (load uses it). var_name NULL = "<opt>/<primary>/<slot>". */
+/*
+ * Slot creation without the restore-on-create step (load uses it). var_name NULL = "<opt>/<primary>/<slot>".
+ * unfilled: the copies are left unwritten (load: its restore run writes them, and zeroes what it did not).
+ */
 int ckpt__slot_create(ckpt_variable **out, ckpt_object **node, ckpt_object *opt, ckpt_variable *primary,
-	const char *slot_name, const char *var_name, const ckpt_variable_options *o);
+	const char *slot_name, const char *var_name, const ckpt_variable_options *o, int unfilled);
 int ckpt__check_not_replica(const char *what);
 
 /* checkpoint_graph.c: bump allocator (chunks freed together) */

@@ -198,7 +198,9 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 			if ((rc = var_options(&vo, sv, o)) < 0)
 				break;
 			ckpt_variable *v;
-			rc = ckpt__slot_create(&v, &objs[sn], objs[n], prim, sr->slot_name, sv->full_name, &vo);
+			/* no initial value: the load's restore run writes every copy, as for make_var */
+			rc = ckpt__slot_create(&v, &objs[sn], objs[n], prim, sr->slot_name, sv->full_name, &vo,
+				!vo.initial_value);
 			if (rc == CKPT_OK && vo.initial_value && ckpt_variable_kind(v) != CKPT_VAR_SYNC_ON_READ)
 				sv->initialized = 1;
 		}

@@ -5,6 +5,7 @@
  */
 #include <string.h>
 #include "checkpoint_internal.h"
+#include "variable_internal.h"
 
 int ckpt__check_not_replica(const char *what)
 {
@@ -501,7 +502,7 @@ int ckpt_object_find(ckpt_object **out, ckpt_object *from, const char *path)
 /* ---- optimizer slots ---- */
 
 int ckpt__slot_create(ckpt_variable **out, ckpt_object **node_out, ckpt_object *opt, ckpt_variable *primary,
-	const char *slot_name, const char *var_name, const ckpt_variable_options *o)
+	const char *slot_name, const char *var_name, const ckpt_variable_options *o, int unfilled)
 {
 	ckpt_strategy *cur = ckpt_strategy_current();
 	ckpt_strategy *own = ckpt_variable_strategy(primary);
@@ -529,7 +530,8 @@ int ckpt__slot_create(ckpt_variable **out, ckpt_object **node_out, ckpt_object *
 		vo = *o;
 	vo.version = CKPT_VARIABLE_OPTIONS_VERSION;
 	ckpt_variable *v;
-	int rc = ckpt_variable_new(&v, vname, ckpt_variable_dtype(primary), ckpt_variable_shape(primary), &vo);
+	int rc = unfilled ? ckpt__variable_new_unfilled(&v, vname, ckpt_variable_dtype(primary), ckpt_variable_shape(primary),
+		&vo) : ckpt_variable_new(&v, vname, ckpt_variable_dtype(primary), ckpt_variable_shape(primary), &vo);
 	ckpt__free(vname);
 	if (rc < 0) {
 		ckpt__free(sname);
@@ -567,7 +569,7 @@ int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_varia
 	CKPT_TRY(ckpt__check_not_replica("ckpt_optimizer_create_slot"));
 	ckpt_variable *v;
 	ckpt_object *node;
-	CKPT_TRY(ckpt__slot_create(&v, &node, opt, primary, slot_name, NULL, o));
+	CKPT_TRY(ckpt__slot_create(&v, &node, opt, primary, slot_name, NULL, o, 0));
 	int rc = ckpt__apply_pending_slot(opt, primary, slot_name, node);
 	if (rc < 0) {
 		/* restore-on-create failed (mismatch): the slot is not created */
