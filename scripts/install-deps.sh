@@ -8,6 +8,7 @@ PKGS=(build-essential cmake pkg-config
   python3 python3-h5py python3-numpy python3-venv
   libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev
+  liburing-dev
   "$@")
 missing=()
 for p in "${PKGS[@]}"; do
