@@ -87,13 +87,25 @@ uint64_t mw_hash(uint64_t h, const char *s);
 /** "'name' float32 [3,4] mirrored" */
 void mw_describe(const ckpt_variable *v, char *buf, size_t n);
 
+/** The first element whose integer sum overflows (at = UINT64_MAX: none), and that sum (int32). */
+typedef struct mw_overflow {
+	uint64_t at;
+	int64_t acc;
+} mw_overflow;
+
 /**
  * Ordered all-reduce of `local` buffers of n elements of `kind` over every
  * worker (after mw_exchange agreed): each element is combined over global
- * replicas 0..R-1 in order in the element type (MEAN: then divided by R);
- * the result lands in every buffer.
+ * replicas 0..R-1 in order, exactly as the in-process code does, so any
+ * split of R gives the same bits; the result lands in every buffer.
+ * as_read = 0: the all-reduce's combination (f32/f64, in the element type,
+ * MEAN divides that sum by R); 1: ckpt_variable_read's (float MEAN in a
+ * wider type, integers in int64 with overflow detection). An integer
+ * overflow returns CKPT_ELIMIT on every worker, with *ovf (the lowest
+ * overflowing element over every worker) and no error set: the caller
+ * names the variable.
  */
-int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_op op);
+int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_op op, int as_read, mw_overflow *ovf);
 
 /* hooks (mw_reduce.c, mw_save.c) */
 int mw_all_reduce(ckpt_strategy *s, void *const *bufs, size_t n, int kind, ckpt_reduce_op op, const char *local_error);
