@@ -46,8 +46,11 @@ typedef struct mw {
 	mw_hdr *all;          /* size headers */
 	unsigned char *scratch; /* the ordered reduce's buffers, kept between calls (fresh large */
 	size_t scratch_cap;     /* buffers each call cost page faults and Open MPI's munmap hooks) */
+	int restore_mode;       /* MW_RESTORE_ALL / _SPLIT (worker 0's CKPT_MPI_RESTORE) */
 	ckpt_strategy *self;
 } mw;
+
+enum { MW_RESTORE_ALL = 0, MW_RESTORE_SPLIT = 1 };
 
 /* Copy a string, cut to fit (messages: truncation is fine). */
 static inline void mw_copy(char *dst, size_t n, const char *src)
@@ -112,5 +115,9 @@ int mw_all_reduce(ckpt_strategy *s, void *const *bufs, size_t n, int kind, ckpt_
 int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n);
 int mw_write(ckpt_strategy *s, const ckpt__save_request *req);
 int mw_agree(ckpt_strategy *s, int rc);
+int mw_restore_parts(ckpt_strategy *s, int *part);
+int mw_share_staged(ckpt_strategy *s, int rc, size_t n, void *const *bases, const uint64_t *const *bounds);
+/** MW_RESTORE_SPLIT when CKPT_MPI_RESTORE=split, else MW_RESTORE_ALL. */
+int mw_restore_mode_from_env(void);
 
 #endif

@@ -305,6 +305,8 @@ static const ckpt__strategy_ops multi_worker_ops = {
 	.read = mw_read,
 	.write = mw_write,
 	.agree = mw_agree,
+	.restore_parts = mw_restore_parts,
+	.share_staged = mw_share_staged,
 	.is_writer = mw_is_writer,
 	.destroy = mw_destroy,
 };
@@ -331,6 +333,9 @@ int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local
 	MPI_Comm_size(m->comm, &m->size);
 	m->local = local_replicas;
 	m->hash = 0xcbf29ce484222325ull;
+	/* worker 0's choice of restore reading, so every worker stages alike */
+	m->restore_mode = mw_restore_mode_from_env();
+	MPI_Bcast(&m->restore_mode, 1, MPI_INT, 0, m->comm);
 	int *locals = ckpt__calloc((size_t)m->size, sizeof(int));
 	m->all = ckpt__calloc((size_t)m->size, sizeof(*m->all));
 	int rc = locals && m->all ? CKPT_OK : CKPT_ENOMEM;

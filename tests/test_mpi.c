@@ -122,6 +122,9 @@ Test(mpi, saved_by_4_workers_restores_onto_1_3_and_2x2_and_1x4, .timeout = 300)
 	run_mpi(3, "mpi_save restore 1 %s 3 4", dir);
 	run_mpi(2, "mpi_save restore 2 %s 3 4", dir);
 	run_mpi(1, "mpi_save restore 4 %s 3 4", dir);
+	/* each worker reading a 1/W part, the parts broadcast */
+	run_mpi(3, "mpi_save restore 1 %s 3 4 split", dir);
+	run_mpi(2, "mpi_save restore 2 %s 3 4 split", dir);
 	ts_rmtree(dir);
 	free(dir);
 }
@@ -170,6 +173,27 @@ Test(mpi, io_failure_on_committing_worker_0_fails_every_worker_and_keeps_the_lat
 {
 	char *dir = ts_tmpdir();
 	run_mpi(2, "mpi_faults 2 %s 0", dir);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+/* every I/O call of worker RANK's restore failing in turn: every worker fails naming RANK, nobody assigns */
+Test(mpi, restore_read_failure_on_worker_1_of_2x2_fails_every_worker_and_changes_nothing, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	run_mpi(2, "mpi_restore_faults 2 %s 1 all", dir);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(mpi, restore_read_failure_split_reading_on_worker_0_and_on_worker_2_of_3_changes_nothing, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	run_mpi(2, "mpi_restore_faults 1 %s 0 split", dir);
+	ts_rmtree(dir);
+	free(dir);
+	dir = ts_tmpdir();
+	run_mpi(3, "mpi_restore_faults 1 %s 2 split", dir);
 	ts_rmtree(dir);
 	free(dir);
 }
