@@ -23,6 +23,11 @@
  * fan-out succeeded, so a failure leaves string variables unchanged too.
  * TF1 name-based files have no object graph: they match live variables by
  * ckpt_variable_name, as TF2's name-based restore does.
+ * Across processes (ckpt__run_set_collective) nothing is read in place:
+ * every value is staged (this process's part of the bytes when the
+ * strategy shares the reading), every assignment prepared, the outcome
+ * agreed through the strategy's share_staged, and only then is anything
+ * written, from memory: every process restores or none does.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -827,7 +832,8 @@ static int can_read_direct(const ckpt__session *s, const ckpt__value *v, ckpt_va
  *  4. fan out to the other copies, swap in strings, attach pending records.
  * Steps 1–2 change nothing; a failure in step 3 is undone for mirrored
  * variables, and for plain ones it needs the file to change under us after
- * step 1 (undo_direct warns); step 4 cannot fail.
+ * step 1 (undo_direct warns); step 4 cannot fail. Across processes there is
+ * no step 3: between 2 and 4 the processes agree (and share staged parts).
  */
 int ckpt__run_commit(ckpt__run *r)
 {

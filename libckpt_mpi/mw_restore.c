@@ -5,7 +5,8 @@
  * (a failure on any worker, a read error included, fails every worker and
  * names it); only then does every worker assign, from memory.
  *
- * Who reads (CKPT_MPI_RESTORE, read on worker 0 when the strategy is made):
+ * Who reads (ckpt_multi_worker_set_restore; CKPT_MPI_RESTORE, read on
+ * worker 0 when the strategy is made):
  *  - "all" (default): every worker reads every value it needs itself;
  *  - "split": each worker reads a 1/W part of the staged bytes (whole
  *    entries, cut by their offset in the staging arena) and the parts are
@@ -20,6 +21,22 @@ int mw_restore_mode_from_env(void)
 {
 	const char *e = getenv("CKPT_MPI_RESTORE");
 	return e && strcmp(e, "split") == 0 ? MW_RESTORE_SPLIT : MW_RESTORE_ALL;
+}
+
+int ckpt_multi_worker_set_restore(ckpt_strategy *s, ckpt_mw_restore mode)
+{
+	if (!s || ckpt_strategy_get_kind(s) != CKPT_STRATEGY_MULTI_WORKER)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_multi_worker_set_restore: not a multi-worker strategy");
+	mw *m = mw_of(s);
+	/* every worker takes part, even one passing a bad mode, so none waits */
+	int mine = mode == CKPT_MW_RESTORE_SPLIT ? MW_RESTORE_SPLIT : MW_RESTORE_ALL, chosen = mine;
+	int err = MPI_Bcast(&chosen, 1, MPI_INT, 0, m->comm);
+	if (err != MPI_SUCCESS)
+		return mw_mpi_fail(m, err, "MPI_Bcast");
+	if (mode != CKPT_MW_RESTORE_READ_ALL && mode != CKPT_MW_RESTORE_SPLIT)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_multi_worker_set_restore: unknown mode %d", (int)mode);
+	m->restore_mode = chosen;
+	return CKPT_OK;
 }
 
 int mw_restore_parts(ckpt_strategy *s, int *part)
