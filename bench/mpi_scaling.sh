@@ -5,7 +5,7 @@
 # Builds Release in build-bench-mpi, writes bench/out/mpi/mpi.jsonl and
 # bench/MPI_RESULTS.md (ratios to 1 worker and to the write()/read() limits,
 # all from this one run). One rep of each figure is a quick run; raise
-# CKPT_MPI_REPS for medians.
+# CKPT_MPI_REPS for medians; CKPT_MPI_BENCH_TRACE=1 prints every restore (stderr).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${CKPT_MPI_BUILD:-build-bench-mpi}
