@@ -10,9 +10,12 @@
  * every worker's variables (every local copy, the metrics' aggregates)
  * still hold step 5 (a fault the reader works around, as when it probes
  * for files, restores step 1 on every worker). The first k past the
- * restore's calls restores step 1 everywhere. all|split: CKPT_MPI_RESTORE (who reads what). Prints
- * "CHECKS n FAILED f FAULTS k PREADS p" (p: faults that hit a read of a
- * value, which must be > 0).
+ * restore's calls restores step 1 everywhere. all|split: CKPT_MPI_RESTORE
+ * (who reads what). Then the same restore both ways through
+ * ckpt_multi_worker_set_restore: split makes fewer I/O calls over all
+ * workers than read-all. Prints
+ * "CHECKS n FAILED f FAULTS k PREADS p IO_CALLS_ALL a IO_CALLS_SPLIT b"
+ * (p: faults that hit a read of a value, which must be > 0).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +113,36 @@ int main(int argc, char **argv)
 		tm_free(&m);
 		ckpt_vfs_free(fv);
 	}
+	/*
+	 * Who reads: the same restore through ckpt_multi_worker_set_restore,
+	 * both ways, counting every worker's I/O calls. Split, each value is
+	 * read by one worker: fewer calls over all workers than when each
+	 * reads everything (W >= 2); both restore step 1 everywhere.
+	 */
+	long calls[2] = { 0, 0 };
+	for (int way = 0; way < 2; way++) {
+		ckpt_vfs *cv;
+		TM_TRY(ckpt_vfs_faulty_new(&cv, ckpt_vfs_default(), 0));
+		ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+		o.vfs = cv;
+		TM_TRY(ckpt_multi_worker_set_restore(s, way ? CKPT_MW_RESTORE_SPLIT : CKPT_MW_RESTORE_READ_ALL));
+		TM_TRY(ckpt_scope_enter(s));
+		TM_TRY(tm_build(&m, &o, 1));
+		TM_TRY(ckpt_scope_exit(s));
+		TM_TRY(tm_set(&m, s, 5));
+		TM_TRY(ckpt_checkpoint_restore(NULL, m.ck, path));
+		bad += tm_check(&m, 1, R, way ? "split restore" : "read-all restore", &checks);
+		long mine = ckpt_vfs_faulty_calls(cv);
+		MPI_Allreduce(&mine, &calls[way], 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+		tm_free(&m);
+		ckpt_vfs_free(cv);
+	}
+	checks += 3;
+	if (size > 1 && calls[1] >= calls[0])
+		bad++, fprintf(stderr, "%s: split restore made %ld I/O calls over all workers, read-all %ld\n", self, calls[1],
+			calls[0]);
+	if (ckpt_multi_worker_set_restore(s, (ckpt_mw_restore)7) != CKPT_EINVAL)
+		bad++, fprintf(stderr, "%s: ckpt_multi_worker_set_restore accepts mode 7\n", self);
 	checks += 2;
 	if (k == 400)
 		bad++, fprintf(stderr, "%s: no restore went through\n", self);
@@ -120,7 +153,8 @@ int main(int argc, char **argv)
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	MPI_Reduce(&bl, &nbad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (rank == 0)
-		printf("CHECKS %ld FAILED %ld FAULTS %ld PREADS %ld\n", total, nbad, faults, preads);
+		printf("CHECKS %ld FAILED %ld FAULTS %ld PREADS %ld IO_CALLS_ALL %ld IO_CALLS_SPLIT %ld\n", total, nbad, faults,
+			preads, calls[0], calls[1]);
 	MPI_Finalize();
 	return nbad ? 1 : 0;
 }
