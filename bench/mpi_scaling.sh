@@ -5,7 +5,7 @@
 # Builds Release in build-bench-mpi, writes bench/out/mpi/mpi.jsonl and
 # bench/MPI_RESULTS.md (ratios to 1 worker and to the write()/read() limits,
 # all from this one run). One rep of each figure is a quick run; raise
-# CKPT_MPI_REPS for medians.
+# CKPT_MPI_REPS for medians; CKPT_MPI_BENCH_TRACE=1 prints every restore (stderr).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${CKPT_MPI_BUILD:-build-bench-mpi}
@@ -31,7 +31,8 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print("# Multi-worker benchmark (bench/mpi_scaling.sh)\n")
 print("Machine: %d cores (`nproc`), shared with other jobs while this ran: figures are indicative. "
       "Save: `ckpt_checkpoint_write` with fsync, each worker writing its shard; restore: "
-      "`ckpt_checkpoint_restore`, page cache warm. Limits: each worker `write()`+`fsync()` of its share "
+      "`ckpt_checkpoint_restore`, page cache warm (just written) and cold (the files dropped with "
+      "posix_fadvise DONTNEED). Limits: each worker `write()`+`fsync()` of its share "
       "(save), each worker `read()` of the whole state (restore: every mirrored value is needed everywhere). "
       "All times in-process, from a barrier to the last worker's finish, medians of the reps.\n" % os.cpu_count())
 st = [r for r in rows if "state" in r]
@@ -39,12 +40,22 @@ for name in sorted({r["state"] for r in st}, key=["medium", "large"].index):
     rs = sorted((r for r in st if r["state"] == name), key=lambda r: r["workers"])
     base = rs[0]
     print("## %s state (%d tensors, %.0f MB)\n" % (name, base["tensors"], base["bytes"] / 1e6))
-    print("| workers | save s | vs 1 worker | write() limit s | save / limit | restore s | vs 1 worker | read() limit s | restore / limit |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| workers | save s | vs 1 worker | write() limit s | save / limit |")
+    print("|---:|---:|---:|---:|---:|")
     for r in rs:
-        print("| %d | %.3f | %.2fx | %.3f | %.2f | %.3f | %.2fx | %.3f | %.2f |" % (
-            r["workers"], r["save_s"], base["save_s"] / r["save_s"], r["write_s"], r["save_s"] / r["write_s"],
-            r["restore_s"], base["restore_s"] / r["restore_s"], r["read_s"], r["restore_s"] / r["read_s"]))
+        print("| %d | %.3f | %.2fx | %.3f | %.2f |" % (
+            r["workers"], r["save_s"], base["save_s"] / r["save_s"], r["write_s"], r["save_s"] / r["write_s"]))
+    print()
+    print("Restore, both ways of reading (`all`: every worker reads every value; `split`: each reads 1/W, "
+          "the parts broadcast); limit: each worker `read()`s the whole state.\n")
+    print("| workers | cache | all s | split s | split / all | all vs 1 worker | read() limit s | all / limit | split / limit |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rs:
+        for c in ("warm", "cold"):
+            a, sp = r["restore_all_%s_s" % c], r["restore_split_%s_s" % c]
+            lim = r["read_s"] if c == "warm" else r["read_cold_s"]
+            print("| %d | %s | %.3f | %.3f | %.2f | %.2fx | %.3f | %.2f | %.2f |" % (
+                r["workers"], c, a, sp, sp / a, base["restore_all_%s_s" % c] / a, lim, a / lim, sp / lim))
     print()
 ar = sorted((r for r in rows if r.get("op") == "all_reduce"), key=lambda r: r["workers"])
 if ar:

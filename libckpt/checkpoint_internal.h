@@ -213,6 +213,14 @@ void ckpt__run_discard(ckpt__run *r);
  * their checksums and no verification pass, and a failure needs no undo.
  */
 void ckpt__run_set_fresh(ckpt__run *r);
+/*
+ * Restore across processes (a strategy with share_staged): every value is
+ * staged in memory (this process's part when the processes share the
+ * reading), the outcome agreed, and only then assigned from memory, which
+ * cannot fail: every process restores or none does. The commit's status is
+ * agreed.
+ */
+void ckpt__run_set_collective(ckpt__run *r, ckpt_strategy *cs);
 /* Whether the committed run assigned `var` (load zero-fills what it did not). */
 int ckpt__run_assigned(const ckpt__run *r, const ckpt_variable *var);
 /* restore-on-create hooks, called by checkpoint_object.c */

@@ -23,6 +23,11 @@
  * fan-out succeeded, so a failure leaves string variables unchanged too.
  * TF1 name-based files have no object graph: they match live variables by
  * ckpt_variable_name, as TF2's name-based restore does.
+ * Across processes (ckpt__run_set_collective) nothing is read in place:
+ * every value is staged (this process's part of the bytes when the
+ * strategy shares the reading), every assignment prepared, the outcome
+ * agreed through the strategy's share_staged, and only then is anything
+ * written, from memory: every process restores or none does.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -285,11 +290,17 @@ struct ckpt__run {
 	ckpt_variable **bound;    /* per node, this run */
 	ckpt__ptrmap vars;        /* live variables given a value in this run */
 	int fresh;                /* load: every variable is new (ckpt__run_set_fresh) */
+	ckpt_strategy *cs;        /* restore across processes (ckpt__run_set_collective) */
 };
 
 void ckpt__run_set_fresh(ckpt__run *r)
 {
 	r->fresh = 1;
+}
+
+void ckpt__run_set_collective(ckpt__run *r, ckpt_strategy *cs)
+{
+	r->cs = cs;
 }
 
 int ckpt__run_assigned(const ckpt__run *r, const ckpt_variable *var)
@@ -343,7 +354,7 @@ int ckpt__run_new(ckpt__run **out, ckpt__session *s)
 }
 
 
-static int stage(ckpt__session *s, const unsigned char *want, void **arena);
+static int stage(ckpt__session *s, const unsigned char *want, void **arena, int parts, int part, uint64_t *bounds);
 
 int ckpt__session_stage_all(ckpt__session *s)
 {
@@ -358,7 +369,7 @@ int ckpt__session_stage_all(ckpt__session *s)
 		want[i] = !s->vals[i].t && !s->vals[i].consumed;
 	void *arena = NULL;
 	if (rc == CKPT_OK)
-		rc = stage(s, want, &arena);
+		rc = stage(s, want, &arena, 1, 0, NULL);
 	if (rc == CKPT_OK) {
 		if (arena)
 			s->arenas[s->narenas++] = arena;
@@ -400,8 +411,14 @@ static void release_later(ckpt__session *s, const unsigned char *want, void *are
  * pages cost more than the read itself), straight from the reader with
  * checksums verified. The tensors wrap the arena; *arena is freed by the
  * caller once they are released.
+ * parts > 1 (a restore whose processes share the reading): the arena's
+ * bytes are cut into `parts` equal ranges, each value belongs to the range
+ * its first byte is in, and only the values of range `part` are read here
+ * (strings, outside the arena, always are); bounds[0..parts] receives where
+ * each part's values begin in the arena (bounds[parts]: its size), for the
+ * strategy to share them.
  */
-static int stage(ckpt__session *s, const unsigned char *want, void **arena)
+static int stage(ckpt__session *s, const unsigned char *want, void **arena, int parts, int part, uint64_t *bounds)
 {
 	static unsigned char empty[64];
 	*arena = NULL;
@@ -421,7 +438,8 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena)
 	if (total && !base)
 		return CKPT_ENOMEM;
 	int rc = CKPT_OK;
-	uint64_t off = 0;
+	uint64_t off = 0, chunk = parts > 1 ? total / (uint64_t)parts + 1 : 0;
+	int next = 0; /* the first part whose start is not known yet */
 	size_t i;
 	for (i = 0; i < s->nvals && rc == CKPT_OK; i++) {
 		ckpt__value *v = &s->vals[i];
@@ -444,7 +462,10 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena)
 		ckpt_shape_nbytes(&v->shape, v->dtype, &nb);
 		off = (off + 63) & ~(uint64_t)63;
 		unsigned char *dst = nb ? base + off : empty;
-		rc = nb ? ckpt_reader_read_into(s->reader, v->reader_index, dst, (size_t)nb) : CKPT_OK;
+		int owner = parts > 1 ? (int)(off / chunk) : part;
+		while (bounds && next <= owner)
+			bounds[next++] = off;
+		rc = nb && owner == part ? ckpt_reader_read_into(s->reader, v->reader_index, dst, (size_t)nb) : CKPT_OK;
 		if (rc == CKPT_EUNSUPPORTED) {
 			/* e.g. a partitioned entry the backend only assembles in ckpt_reader_read */
 			ckpt_tensor *t;
@@ -473,6 +494,8 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena)
 		ckpt__buffer_free(base);
 		return rc;
 	}
+	while (bounds && next <= parts)
+		bounds[next++] = total;
 	*arena = base;
 	return CKPT_OK;
 }
@@ -809,7 +832,8 @@ static int can_read_direct(const ckpt__session *s, const ckpt__value *v, ckpt_va
  *  4. fan out to the other copies, swap in strings, attach pending records.
  * Steps 1–2 change nothing; a failure in step 3 is undone for mirrored
  * variables, and for plain ones it needs the file to change under us after
- * step 1 (undo_direct warns); step 4 cannot fail.
+ * step 1 (undo_direct warns); step 4 cannot fail. Across processes there is
+ * no step 3: between 2 and 4 the processes agree (and share staged parts).
  */
 int ckpt__run_commit(ckpt__run *r)
 {
@@ -818,7 +842,7 @@ int ckpt__run_commit(ckpt__run *r)
 	if (need > s->capassigned) {
 		ckpt_variable **na = ckpt__realloc(s->assigned, (need ? need : 1) * sizeof(*na));
 		if (!na)
-			return CKPT_ENOMEM;
+			return r->cs ? ckpt__strategy_ops_of(r->cs)->share_staged(r->cs, CKPT_ENOMEM, 0, NULL, NULL) : CKPT_ENOMEM;
 		s->assigned = na;
 		s->capassigned = need;
 	}
@@ -837,8 +861,14 @@ int ckpt__run_commit(ckpt__run *r)
 	void **arenas = s->reader ? ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*arenas)) : s->arenas;
 	if (arenas)
 		s->arenas = arenas;
+	/* across processes: this process's part of the reading, and where each part lies in the arenas */
+	int parts = 1, part = 0;
+	if (r->cs && ckpt__strategy_ops_of(r->cs)->restore_parts)
+		parts = ckpt__strategy_ops_of(r->cs)->restore_parts(r->cs, &part);
+	uint64_t *bnow = parts > 1 ? ckpt__calloc((size_t)parts + 1, sizeof(*bnow)) : NULL;
+	uint64_t *blater = parts > 1 ? ckpt__calloc((size_t)parts + 1, sizeof(*blater)) : NULL;
 	int rc = (!uses || !want_now || !want_later || !touched || !is_direct || !dir || !keys || !vars || !srcs || !sizes ||
-		!svars || !sstaged || (s->reader && !arenas)) ? CKPT_ENOMEM : CKPT_OK;
+		!svars || !sstaged || (s->reader && !arenas) || (parts > 1 && (!bnow || !blater))) ? CKPT_ENOMEM : CKPT_OK;
 	void *now = NULL, *later = NULL;
 	ckpt__assign_plan *plan = NULL;
 	size_t ndir = 0, nrb = 0, nwrite = 0, nstr = 0;
@@ -850,7 +880,7 @@ int ckpt__run_commit(ckpt__run *r)
 	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
 		const assignment *a = &r->asg[i];
 		ckpt__value *v = &s->vals[a->val];
-		if (can_read_direct(s, v, a->var, uses[a->val])) {
+		if (!r->cs && can_read_direct(s, v, a->var, uses[a->val])) {
 			is_direct[i] = 1;
 			dir[ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val, v->reader_index, a->var,
 				ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
@@ -862,11 +892,11 @@ int ckpt__run_commit(ckpt__run *r)
 			want_later[i] = !want_now[i] && !s->vals[i].t && !s->vals[i].consumed;
 		for (size_t i = 0; i < ndir; i++)
 			want_later[dir[i].val] = 0;
-		rc = stage(s, want_now, &now);
+		rc = stage(s, want_now, &now, parts, part, bnow);
 		for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
 			s->vals[i].temp = want_now[i];
 		if (rc == CKPT_OK)
-			rc = stage(s, want_later, &later);
+			rc = stage(s, want_later, &later, parts, part, blater);
 		/* rollbackable values first; only the others need a verification pass */
 		qsort(dir, ndir, sizeof(*dir), cmp_rollback_first);
 		while (nrb < ndir && dir[nrb].rollback)
@@ -908,6 +938,12 @@ int ckpt__run_commit(ckpt__run *r)
 		rc = reserve_pending(r);
 	if (rc == CKPT_OK)
 		rc = ckpt__assign_plan_new(&plan, vars, srcs, sizes, nwrite);
+	/* across processes: everything staged and prepared everywhere, or nobody assigns */
+	if (r->cs) {
+		void *bases[2] = { now, later };
+		const uint64_t *bounds[2] = { bnow, blater };
+		rc = ckpt__strategy_ops_of(r->cs)->share_staged(r->cs, rc, 2, bases, bounds);
+	}
 
 	/* 3. read in place (checksums verified as they are read): mirrored values
 	 * first, so a bad one is undone before any plain variable is written */
@@ -949,6 +985,8 @@ int ckpt__run_commit(ckpt__run *r)
 	ckpt__free(sizes);
 	ckpt__free(svars);
 	ckpt__free(sstaged);
+	ckpt__free(bnow);
+	ckpt__free(blater);
 	if (rc < 0) {
 		for (size_t i = 0; keys && i < r->nasg; i++)
 			ckpt__free(keys[i]);
@@ -1113,16 +1151,11 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 		rc = ckpt__restore_status_new(&st, s, ck);
 	if (cs)
 		rc = ckpt__strategy_ops_of(cs)->agree(cs, rc);
-	int agreed = rc == CKPT_OK;
+	/* across processes the commit stages everything, agrees, and only then assigns: its status is agreed */
+	if (rc == CKPT_OK && cs)
+		ckpt__run_set_collective(r, cs);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
-	/*
-	 * A read failing inside the commit on one process (which keeps its old
-	 * values: all-or-nothing locally) while the others commit: the status
-	 * is still the same everywhere.
-	 */
-	if (cs && agreed)
-		rc = ckpt__strategy_ops_of(cs)->agree(cs, rc);
 	ckpt__run_discard(r);
 	if (rc < 0) {
 		if (st)

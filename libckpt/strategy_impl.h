@@ -68,6 +68,21 @@ typedef struct ckpt__strategy_ops {
 	int (*write)(ckpt_strategy *s, const ckpt__save_request *req);
 	/** Agree on an outcome: every process returns the first failing process's status (rc, last error). */
 	int (*agree)(ckpt_strategy *s, int rc);
+	/**
+	 * Restore, all or nothing across processes: how many processes share
+	 * the reading of a restore's values (1: every process reads every value
+	 * it needs), and which part is this process's (*part, 0-based).
+	 */
+	int (*restore_parts)(ckpt_strategy *s, int *part);
+	/**
+	 * Restore, after every process staged its part into memory and checked
+	 * and prepared every assignment (nothing assigned yet): agree on `rc`
+	 * (the first failing process's status everywhere, naming it); when all
+	 * succeeded, make each of the `n` arenas whole on every process: part
+	 * p's bytes [bounds[k][p], bounds[k][p + 1]) of bases[k], read by process
+	 * p, to every process (bounds[k] NULL: each process read all of it).
+	 */
+	int (*share_staged)(ckpt_strategy *s, int rc, size_t n, void *const *bases, const uint64_t *const *bounds);
 	/** 1 on the process that writes shared files (manager state, deletions). */
 	int (*is_writer)(ckpt_strategy *s);
 	/** Free the implementation's state (the core frees the strategy). */

@@ -46,8 +46,11 @@ typedef struct mw {
 	mw_hdr *all;          /* size headers */
 	unsigned char *scratch; /* the ordered reduce's buffers, kept between calls (fresh large */
 	size_t scratch_cap;     /* buffers each call cost page faults and Open MPI's munmap hooks) */
+	int restore_mode;       /* MW_RESTORE_ALL / _SPLIT (worker 0's CKPT_MPI_RESTORE) */
 	ckpt_strategy *self;
 } mw;
+
+enum { MW_RESTORE_ALL = 0, MW_RESTORE_SPLIT = 1 };
 
 /* Copy a string, cut to fit (messages: truncation is fine). */
 static inline void mw_copy(char *dst, size_t n, const char *src)
@@ -87,18 +90,34 @@ uint64_t mw_hash(uint64_t h, const char *s);
 /** "'name' float32 [3,4] mirrored" */
 void mw_describe(const ckpt_variable *v, char *buf, size_t n);
 
+/** The first element whose integer sum overflows (at = UINT64_MAX: none), and that sum (int32). */
+typedef struct mw_overflow {
+	uint64_t at;
+	int64_t acc;
+} mw_overflow;
+
 /**
  * Ordered all-reduce of `local` buffers of n elements of `kind` over every
  * worker (after mw_exchange agreed): each element is combined over global
- * replicas 0..R-1 in order in the element type (MEAN: then divided by R);
- * the result lands in every buffer.
+ * replicas 0..R-1 in order, exactly as the in-process code does, so any
+ * split of R gives the same bits; the result lands in every buffer.
+ * as_read = 0: the all-reduce's combination (f32/f64, in the element type,
+ * MEAN divides that sum by R); 1: ckpt_variable_read's (float MEAN in a
+ * wider type, integers in int64 with overflow detection). An integer
+ * overflow returns CKPT_ELIMIT on every worker, with *ovf (the lowest
+ * overflowing element over every worker) and no error set: the caller
+ * names the variable.
  */
-int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_op op);
+int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_op op, int as_read, mw_overflow *ovf);
 
 /* hooks (mw_reduce.c, mw_save.c) */
 int mw_all_reduce(ckpt_strategy *s, void *const *bufs, size_t n, int kind, ckpt_reduce_op op, const char *local_error);
 int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n);
 int mw_write(ckpt_strategy *s, const ckpt__save_request *req);
 int mw_agree(ckpt_strategy *s, int rc);
+int mw_restore_parts(ckpt_strategy *s, int *part);
+int mw_share_staged(ckpt_strategy *s, int rc, size_t n, void *const *bases, const uint64_t *const *bounds);
+/** MW_RESTORE_SPLIT when CKPT_MPI_RESTORE=split, else MW_RESTORE_ALL. */
+int mw_restore_mode_from_env(void);
 
 #endif

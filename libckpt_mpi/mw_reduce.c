@@ -6,13 +6,20 @@
  * sends worker w its local replicas' slices of that part (MPI_Alltoallv), so
  * w holds all R contributions of its part in global replica order (worker-
  * major: worker v's local replica l is replica v*L + l). It combines them
- * exactly as the in-process mirrored all-reduce does — acc = replica 0, then
- * acc += replica 1, ..., R-1, in the element type; MEAN divides that sum by
- * R — and MPI_Allgatherv returns every part to every worker, which copies it
- * into its local buffers. The bits depend only on R and the values, not on
- * how R is split into workers x local replicas, nor on timing. Each worker
- * sends and receives about (L + 1) x n elements per call, like a
- * reduce-scatter + all-gather.
+ * exactly as the in-process code does, so the bits depend only on R and the
+ * values, not on how R is split into workers x local replicas, nor on
+ * timing:
+ *  - all-reduce (replica.c): acc = replica 0, then acc += replica 1, ...,
+ *    R-1 in the element type; MEAN divides that sum by R;
+ *  - sync-on-read read (variable.c, ckpt_variable_read): SUM the same; MEAN
+ *    of floats sums in a wider type (double for f32, long double for f64)
+ *    and rounds once; integers sum in int64 and fail with ELIMIT at the
+ *    first element whose sum leaves the type (int64: any partial sum), as
+ *    the single-process read does, on every worker (the lowest such element
+ *    over all workers is agreed).
+ * MPI_Allgatherv returns every part to every worker, which copies it into
+ * its local buffers. Each worker sends and receives about (L + 1) x n
+ * elements per call, like a reduce-scatter + all-gather.
  */
 #include <string.h>
 #include "mw_internal.h"
@@ -32,27 +39,106 @@ static void part_of(size_t m, int w, int k, size_t *lo, size_t *hi)
 	*hi = *lo + q + (i < rem ? 1 : 0);
 }
 
-#define DEFINE_COMBINE(NAME, T, ACC) \
+/* all-reduce: in the element type, MEAN divides the ordered sum (replica.c reduce_f32/f64) */
+#define DEFINE_COMBINE(NAME, T) \
 static void NAME(const unsigned char *in, int R, size_t cnt, unsigned char *out, int mean) \
 { \
 	const T *src = (const T *)in; \
 	T *dst = (T *)out; \
 	for (size_t j = 0; j < cnt; j++) { \
-		ACC acc = (ACC)src[j]; \
+		T acc = src[j]; \
 		for (int r = 1; r < R; r++) \
-			acc += (ACC)src[(size_t)r * cnt + j]; \
+			acc += src[(size_t)r * cnt + j]; \
 		if (mean) \
-			acc /= (ACC)R; \
-		dst[j] = (T)acc; \
+			acc /= (T)R; \
+		dst[j] = acc; \
 	} \
 }
-DEFINE_COMBINE(combine_f32, float, float)
-DEFINE_COMBINE(combine_f64, double, double)
-DEFINE_COMBINE(combine_i32, int32_t, int64_t)
-DEFINE_COMBINE(combine_i64, int64_t, int64_t)
+DEFINE_COMBINE(combine_f32, float)
+DEFINE_COMBINE(combine_f64, double)
 
-int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_op op)
+/* sync-on-read read of floats: SUM in T, MEAN in the wider W rounded once (variable.c agg_f32/f64) */
+#define DEFINE_COMBINE_READ(NAME, T, W) \
+static void NAME(const unsigned char *in, int R, size_t cnt, unsigned char *out, int mean) \
+{ \
+	const T *src = (const T *)in; \
+	T *dst = (T *)out; \
+	for (size_t j = 0; j < cnt; j++) { \
+		if (mean) { \
+			W acc = src[j]; \
+			for (int r = 1; r < R; r++) \
+				acc += src[(size_t)r * cnt + j]; \
+			dst[j] = (T)(acc / (W)R); \
+		} else { \
+			T acc = src[j]; \
+			for (int r = 1; r < R; r++) \
+				acc += src[(size_t)r * cnt + j]; \
+			dst[j] = acc; \
+		} \
+	} \
+}
+DEFINE_COMBINE_READ(read_f32, float, double)
+DEFINE_COMBINE_READ(read_f64, double, long double)
+
+/* sync-on-read read of integers (variable.c agg_i32/i64); returns the first overflowing index or cnt */
+static size_t read_i32(const unsigned char *in, int R, size_t cnt, unsigned char *out, int mean, int64_t *bad)
 {
+	const int32_t *src = (const int32_t *)(const void *)in;
+	int32_t *dst = (int32_t *)(void *)out;
+	for (size_t j = 0; j < cnt; j++) {
+		int64_t acc = 0;
+		for (int r = 0; r < R; r++)
+			acc += src[(size_t)r * cnt + j];
+		if (mean)
+			acc /= R;
+		else if (acc > INT32_MAX || acc < INT32_MIN) {
+			*bad = acc;
+			return j;
+		}
+		dst[j] = (int32_t)acc;
+	}
+	return cnt;
+}
+
+static size_t read_i64(const unsigned char *in, int R, size_t cnt, unsigned char *out, int mean, int64_t *bad)
+{
+	const int64_t *src = (const int64_t *)(const void *)in;
+	int64_t *dst = (int64_t *)(void *)out;
+	for (size_t j = 0; j < cnt; j++) {
+		int64_t acc = 0;
+		for (int r = 0; r < R; r++)
+			if (__builtin_add_overflow(acc, src[(size_t)r * cnt + j], &acc)) {
+				*bad = 0;
+				return j;
+			}
+		dst[j] = mean ? acc / R : acc;
+	}
+	return cnt;
+}
+
+/*
+ * This worker's first overflowing element (global index, UINT64_MAX: none)
+ * against every worker's: the lowest wins, the same on every worker.
+ */
+static int agree_overflow(mw *m, uint64_t at, int64_t acc, mw_overflow *ovf)
+{
+	int64_t mine[2] = { (int64_t)at, acc }, all[2 * MW_LOCAL_MAX]; /* workers <= replicas <= MW_LOCAL_MAX */
+	int err = MPI_Allgather(mine, 2, MPI_INT64_T, all, 2, MPI_INT64_T, m->comm);
+	if (err != MPI_SUCCESS)
+		return mw_mpi_fail(m, err, "MPI_Allgather");
+	ovf->at = UINT64_MAX;
+	for (int w = 0; w < m->size; w++)
+		if ((uint64_t)all[2 * w] < ovf->at) {
+			ovf->at = (uint64_t)all[2 * w];
+			ovf->acc = all[2 * w + 1];
+		}
+	return CKPT_OK;
+}
+
+int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_op op, int as_read, mw_overflow *ovf)
+{
+	if (ovf)
+		ovf->at = UINT64_MAX;
 	const size_t es = elem_size(kind);
 	const int W = m->size, L = m->local, R = W * L;
 	const int mean = op == CKPT_REDUCE_MEAN;
@@ -105,11 +191,21 @@ int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_
 			break;
 		}
 		/* recv holds replica r's part at r * mine: worker-major order is global replica order */
-		switch (kind) {
-		case CKPT__KIND_F32: combine_f32(recv, R, mine, part, mean); break;
-		case CKPT__KIND_F64: combine_f64(recv, R, mine, part, mean); break;
-		case CKPT__KIND_I32: combine_i32(recv, R, mine, part, mean); break;
-		default: combine_i64(recv, R, mine, part, mean); break;
+		if (!as_read) {
+			if (kind == CKPT__KIND_F32)
+				combine_f32(recv, R, mine, part, mean);
+			else
+				combine_f64(recv, R, mine, part, mean);
+		} else if (kind == CKPT__KIND_F32 || kind == CKPT__KIND_F64) {
+			(kind == CKPT__KIND_F32 ? read_f32 : read_f64)(recv, R, mine, part, mean);
+		} else {
+			int64_t acc = 0;
+			size_t j = (kind == CKPT__KIND_I32 ? read_i32 : read_i64)(recv, R, mine, part, mean, &acc);
+			rc = agree_overflow(m, j < mine ? (uint64_t)(b0 + mylo + j) : UINT64_MAX, acc, ovf);
+			if (rc == CKPT_OK && ovf->at != UINT64_MAX)
+				return CKPT_ELIMIT; /* the caller names the variable; the workers stay in step */
+			if (rc < 0)
+				break;
 		}
 		for (int w = 0; w < W; w++) {
 			size_t lo, hi;
@@ -148,7 +244,7 @@ int mw_all_reduce(ckpt_strategy *s, void *const *bufs, size_t n, int kind, ckpt_
 	CKPT_TRY(mw_exchange(m, &h));
 	if (n == 0)
 		return CKPT_OK;
-	return mw_ordered_reduce(m, bufs, n, kind, op);
+	return mw_ordered_reduce(m, bufs, n, kind, op, 0, NULL);
 }
 
 static int kind_of(ckpt_dtype dt)
@@ -201,8 +297,18 @@ int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n)
 		bufs[l] = tmp + (size_t)l * n;
 		memcpy(bufs[l], ckpt_variable_replica_data(v, l), n);
 	}
+	mw_overflow ovf;
 	rc = mw_ordered_reduce(m, bufs, n / (kind == CKPT__KIND_F32 || kind == CKPT__KIND_I32 ? 4 : 8), kind,
-		agg == CKPT_AGG_MEAN ? CKPT_REDUCE_MEAN : CKPT_REDUCE_SUM);
+		agg == CKPT_AGG_MEAN ? CKPT_REDUCE_MEAN : CKPT_REDUCE_SUM, 1, &ovf);
+	/* every worker, the single-process read's words (variable.c agg_i32 / agg_i64) */
+	if (rc == CKPT_ELIMIT && ovf.at != UINT64_MAX && kind == CKPT__KIND_I32)
+		rc = ckpt__fail(CKPT_ELIMIT, NULL, ckpt_variable_name(v), -1,
+			"SUM of sync-on-read variable '%s' overflows int32 at element %llu (%lld)",
+			ckpt_variable_name(v), (unsigned long long)ovf.at, (long long)ovf.acc);
+	else if (rc == CKPT_ELIMIT && ovf.at != UINT64_MAX)
+		rc = ckpt__fail(CKPT_ELIMIT, NULL, ckpt_variable_name(v), -1,
+			"%s of sync-on-read variable '%s' overflows int64 at element %llu",
+			agg == CKPT_AGG_MEAN ? "MEAN" : "SUM", ckpt_variable_name(v), (unsigned long long)ovf.at);
 	if (rc == CKPT_OK)
 		memcpy(dst, tmp, n);
 	ckpt__free(tmp);

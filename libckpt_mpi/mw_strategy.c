@@ -177,6 +177,79 @@ static int mw_barrier(ckpt_strategy *s)
 	return mw_exchange(m, &h);
 }
 
+/* MPI_Bcast from worker 0 of any size, in pieces an int counts. */
+static int bcast_bytes(mw *m, void *p, uint64_t n, const char *what)
+{
+	for (uint64_t off = 0; off < n;) {
+		int k = n - off > (1u << 30) ? 1 << 30 : (int)(n - off);
+		int err = MPI_Bcast((unsigned char *)p + off, k, MPI_BYTE, 0, m->comm);
+		if (err != MPI_SUCCESS)
+			return mw_mpi_fail(m, err, what);
+		off += (uint64_t)k;
+	}
+	return CKPT_OK;
+}
+
+/* This worker's rc against every worker's: a failure anywhere fails everywhere (no header: sizes agreed). */
+static int all_ok(mw *m, int rc, const char *name)
+{
+	int ok = rc == CKPT_OK, all = 0;
+	int err = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, m->comm);
+	if (err != MPI_SUCCESS)
+		return rc < 0 ? rc : mw_mpi_fail(m, err, "MPI_Allreduce");
+	if (!all && rc == CKPT_OK)
+		return ckpt__fail(CKPT_ENOMEM, NULL, name, -1,
+			"initial value of string variable '%s': another worker of %s ran out of memory", name,
+			ckpt_strategy_describe(m->self));
+	return rc;
+}
+
+/*
+ * Worker 0's string value to every worker: the element lengths, then their
+ * bytes; the others assign it (staged: a failure changes nothing). Every
+ * step's outcome is agreed, so all workers create the variable or none.
+ */
+static int bcast_strings(mw *m, ckpt_variable *v, uint64_t nelem)
+{
+	const char *name = ckpt_variable_name(v);
+	ckpt_tensor *t = NULL;
+	ckpt_bytes *elems = NULL;
+	char *bytes = NULL;
+	uint64_t *lens = ckpt__calloc(nelem + 1, sizeof(*lens)); /* lens[nelem]: the total */
+	int rc = lens ? CKPT_OK : CKPT_ENOMEM;
+	if (rc == CKPT_OK && m->rank == 0 && (rc = ckpt_variable_read_tensor(v, &t)) == CKPT_OK)
+		for (uint64_t i = 0; i < nelem; i++)
+			lens[nelem] += lens[i] = ((const ckpt_bytes *)t->data)[i].len;
+	if ((rc = all_ok(m, rc, name)) == CKPT_OK)
+		rc = bcast_bytes(m, lens, (nelem + 1) * sizeof(*lens), "MPI_Bcast of string lengths");
+	if (rc == CKPT_OK) {
+		bytes = ckpt__malloc(lens[nelem] ? lens[nelem] : 1);
+		elems = ckpt__calloc(nelem ? nelem : 1, sizeof(*elems));
+		rc = all_ok(m, bytes && elems ? CKPT_OK : CKPT_ENOMEM, name);
+	}
+	for (uint64_t i = 0, at = 0; rc == CKPT_OK && i < nelem; at += lens[i], i++) {
+		if (m->rank == 0 && lens[i])
+			memcpy(bytes + at, ((const ckpt_bytes *)t->data)[i].data, lens[i]);
+		elems[i] = (ckpt_bytes){ lens[i], bytes + at };
+	}
+	if (rc == CKPT_OK)
+		rc = bcast_bytes(m, bytes, lens[nelem], "MPI_Bcast of string bytes");
+	if (rc == CKPT_OK && m->rank != 0) {
+		ckpt_tensor_free(t);
+		t = NULL;
+		rc = ckpt_tensor_new_strings(&t, ckpt_variable_shape(v), elems);
+		if (rc == CKPT_OK)
+			rc = ckpt_variable_assign_tensor(v, t);
+	}
+	if (rc != CKPT_EIO) /* an MPI failure already failed every worker */
+		rc = all_ok(m, rc, name);
+	ckpt_tensor_free(t);
+	ckpt__free(bytes);
+	ckpt__free(elems);
+	ckpt__free(lens);
+	return rc;
+}
+
 static int mw_on_create(ckpt_strategy *s, ckpt_variable *v, int filled)
 {
 	mw *m = mw_of(s);
@@ -184,23 +257,23 @@ static int mw_on_create(ckpt_strategy *s, ckpt_variable *v, int filled)
 	char d[160];
 	mw_describe(v, d, sizeof(d));
 	mw_hdr_init(m, &h, MW_CREATE, d);
-	h.n = ckpt_variable_nbytes(v);
+	int str = ckpt_variable_dtype(v) == CKPT_DT_STRING;
+	uint64_t nelem = 0;
+	if (str)
+		ckpt_shape_num_elements(ckpt_variable_shape(v), &nelem);
+	/* a string variable's byte count is its value's: workers agree on the element count */
+	h.n = str ? nelem : ckpt_variable_nbytes(v);
 	h.aux = filled;
 	CKPT_TRY(mw_exchange(m, &h));
 	m->created++;
 	m->hash = mw_hash(m->hash, d);
 	mw_copy(m->last, sizeof(m->last), d);
-	/* worker 0's initial value (strings: each worker keeps its own, documented) */
-	if (!m->all[0].aux || ckpt_variable_dtype(v) == CKPT_DT_STRING || h.n == 0 || m->size == 1)
+	/* worker 0's initial value */
+	if (!m->all[0].aux || m->size == 1 || (h.n == 0 && !str))
 		return CKPT_OK;
-	unsigned char *p = ckpt__variable_local_copy(v, 0);
-	for (uint64_t off = 0; off < h.n;) {
-		int k = h.n - off > (1u << 30) ? 1 << 30 : (int)(h.n - off);
-		int err = MPI_Bcast(p + off, k, MPI_BYTE, 0, m->comm);
-		if (err != MPI_SUCCESS)
-			return mw_mpi_fail(m, err, "MPI_Bcast of an initial value");
-		off += (uint64_t)k;
-	}
+	if (str)
+		return bcast_strings(m, v, nelem);
+	CKPT_TRY(bcast_bytes(m, ckpt__variable_local_copy(v, 0), h.n, "MPI_Bcast of an initial value"));
 	ckpt__variable_fill_from_primary(v);
 	return CKPT_OK;
 }
@@ -232,6 +305,8 @@ static const ckpt__strategy_ops multi_worker_ops = {
 	.read = mw_read,
 	.write = mw_write,
 	.agree = mw_agree,
+	.restore_parts = mw_restore_parts,
+	.share_staged = mw_share_staged,
 	.is_writer = mw_is_writer,
 	.destroy = mw_destroy,
 };
@@ -258,6 +333,9 @@ int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local
 	MPI_Comm_size(m->comm, &m->size);
 	m->local = local_replicas;
 	m->hash = 0xcbf29ce484222325ull;
+	/* worker 0's choice of restore reading, so every worker stages alike */
+	m->restore_mode = mw_restore_mode_from_env();
+	MPI_Bcast(&m->restore_mode, 1, MPI_INT, 0, m->comm);
 	int *locals = ckpt__calloc((size_t)m->size, sizeof(int));
 	m->all = ckpt__calloc((size_t)m->size, sizeof(*m->all));
 	int rc = locals && m->all ? CKPT_OK : CKPT_ENOMEM;

@@ -71,6 +71,34 @@ Test(mpi, worker_split_1x4_2x2_4x1_bit_identical_to_mirrored_4, .timeout = 300)
 	free(dir);
 }
 
+/* split files of 1x4, 2x2, 4x1 and in-process mirrored(4) of one program: byte for byte equal */
+static void same_bytes_over_splits(const char *prog, const char *what)
+{
+	char *dir = ts_tmpdir();
+	static const int split[4][2] = { { 1, 4 }, { 2, 2 }, { 4, 1 }, { 1, 4 } };
+	char *bytes[4];
+	size_t n[4];
+	for (int i = 0; i < 4; i++) {
+		char out[1024];
+		snprintf(out, sizeof(out), "%s/w%d", dir, i);
+		run_mpi(split[i][0], "%s %d %s%s", prog, split[i][1], out, i == 3 ? " mirrored" : "");
+		bytes[i] = ts_read_file(out, &n[i]);
+		cr_assert(bytes[i] && n[i] > 0);
+	}
+	for (int i = 1; i < 4; i++)
+		cr_assert(n[i] == n[0] && memcmp(bytes[0], bytes[i], n[0]) == 0, "%s: %dx%d%s differs from 1x4 in its bits", what,
+			split[i][0], split[i][1], i == 3 ? " (mirrored, in-process)" : "");
+	for (int i = 0; i < 4; i++)
+		free(bytes[i]);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(mpi, sync_on_read_sum_mean_all_dtypes_and_int_overflow_1x4_2x2_4x1_equal_mirrored_4_strings_broadcast, .timeout = 300)
+{
+	same_bytes_over_splits("mpi_syncread", "sync-on-read reads and overflow errors");
+}
+
 Test(mpi, mismatched_shape_is_escope_on_every_worker, .timeout = 180) { run_mpi(2, "mpi_mismatch shape"); }
 Test(mpi, mismatched_dtype_is_escope_on_every_worker, .timeout = 180) { run_mpi(2, "mpi_mismatch dtype"); }
 Test(mpi, mismatched_order_on_3_workers_is_escope_on_every_worker, .timeout = 180) { run_mpi(3, "mpi_mismatch order"); }
@@ -94,6 +122,9 @@ Test(mpi, saved_by_4_workers_restores_onto_1_3_and_2x2_and_1x4, .timeout = 300)
 	run_mpi(3, "mpi_save restore 1 %s 3 4", dir);
 	run_mpi(2, "mpi_save restore 2 %s 3 4", dir);
 	run_mpi(1, "mpi_save restore 4 %s 3 4", dir);
+	/* each worker reading a 1/W part, the parts broadcast */
+	run_mpi(3, "mpi_save restore 1 %s 3 4 split", dir);
+	run_mpi(2, "mpi_save restore 2 %s 3 4 split", dir);
 	ts_rmtree(dir);
 	free(dir);
 }
@@ -142,6 +173,27 @@ Test(mpi, io_failure_on_committing_worker_0_fails_every_worker_and_keeps_the_lat
 {
 	char *dir = ts_tmpdir();
 	run_mpi(2, "mpi_faults 2 %s 0", dir);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+/* every I/O call of worker RANK's restore failing in turn: every worker fails naming RANK, nobody assigns */
+Test(mpi, restore_read_failure_on_worker_1_of_2x2_fails_every_worker_and_changes_nothing, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	run_mpi(2, "mpi_restore_faults 2 %s 1 all", dir);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(mpi, restore_read_failure_split_reading_on_worker_0_and_on_worker_2_of_3_changes_nothing, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	run_mpi(2, "mpi_restore_faults 1 %s 0 split", dir);
+	ts_rmtree(dir);
+	free(dir);
+	dir = ts_tmpdir();
+	run_mpi(3, "mpi_restore_faults 1 %s 2 split", dir);
 	ts_rmtree(dir);
 	free(dir);
 }

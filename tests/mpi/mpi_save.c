@@ -5,13 +5,15 @@
  *                                     (max_to_keep 2); every worker gets the
  *                                     same path; W data shards + one index;
  *                                     worker 0 reloads it in-process.
- *   mpi_save restore LOCAL DIR STEP SAVED_R
+ *   mpi_save restore LOCAL DIR STEP SAVED_R [all|split]
  *                                     restore_latest inside the scope, slots
  *                                     restored on create, every copy checked
  *                                     against STEP; identical status and
- *                                     path on every worker.
+ *                                     path on every worker. all|split:
+ *                                     CKPT_MPI_RESTORE (who reads what).
  * Prints "CHECKS n FAILED f" (summed over workers).
  */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <ckpt/mpi.h>
@@ -113,6 +115,8 @@ int main(int argc, char **argv)
 {
 	if (argc < 5)
 		TM_FAIL("usage: mpi_save save LOCAL DIR STEPS | restore LOCAL DIR STEP SAVED_R");
+	if (argc > 6)
+		setenv("CKPT_MPI_RESTORE", argv[6], 1);
 	int prov;
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &prov);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);

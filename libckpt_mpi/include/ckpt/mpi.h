@@ -9,13 +9,14 @@
  * (global replica id = worker * local_replicas + local index). Everything
  * below is *collective*: every worker makes the same calls in the same order.
  *
- *  - Creation: each variable's initial value is broadcast from worker 0, so
- *    differently seeded workers start identical. A worker that creates a
- *    different variable (name, dtype, shape, kind, or order) is detected at
- *    that creation or at the next collective call, and every worker fails
- *    with CKPT_ESCOPE naming the variable and the two workers — never a
- *    hang. After such a disagreement the strategy is broken: every later
- *    collective call fails at once with the same message.
+ *  - Creation: each variable's initial value is broadcast from worker 0
+ *    (strings too: element lengths, then bytes), so differently seeded
+ *    workers start identical. A worker that creates a different variable
+ *    (name, dtype, shape, kind, or order) is detected at that creation or
+ *    at the next collective call, and every worker fails with CKPT_ESCOPE
+ *    naming the variable and the two workers — never a hang. After such a
+ *    disagreement the strategy is broken: every later collective call fails
+ *    at once with the same message.
  *  - ckpt_strategy_run: the local replicas on threads, as mirrored; the
  *    run's status is agreed (a failure on any worker is returned on every
  *    worker, naming it).
@@ -25,7 +26,12 @@
  *    any split of R into workers x local replicas (1x4, 2x2, 4x1 give the
  *    same bits as ckpt_strategy_mirrored_new(4)).
  *  - ckpt_variable_read of a sync-on-read variable aggregates over every
- *    replica of every worker (collective).
+ *    replica of every worker (collective), combined exactly as the
+ *    single-process read does (SUM in the type in replica order; float MEAN
+ *    summed in a wider type and divided once; integers in int64), so any
+ *    split of R gives the bits of ckpt_strategy_mirrored_new(R). An integer
+ *    sum that overflows fails with CKPT_ELIMIT on every worker, naming the
+ *    variable and the first such element, as in one process.
  *  - Checkpoint write / save / manager save: each value written once, the
  *    variables spread over the workers by bytes, worker k writing data
  *    shard `P.data-0000k-of-0000W`; worker 0 merges every shard's entries
@@ -33,9 +39,16 @@
  *    after every worker has fsynced its shard: all or nothing. A failure on
  *    one worker is returned on every worker naming its rank. The workers
  *    must share one file system (as TensorFlow assumes).
- *  - Restore (checkpoint restore, manager restore_latest): every worker
- *    reads the values it needs and fans them out to its local replicas; the
- *    workers agree before any variable is assigned, and on the status.
+ *  - Restore (checkpoint restore, manager restore_latest): all or nothing
+ *    across workers. Every worker stages the values it needs in memory
+ *    (checksums verified; peak memory is the live state plus the staged
+ *    values) and prepares every assignment; the outcome is agreed; only
+ *    then does every worker assign, from memory, which cannot fail. A read
+ *    failure on any worker leaves every worker's variables untouched and
+ *    every worker returns it, naming the rank; the status is the same on
+ *    every worker. Who reads: every worker reads what it needs itself
+ *    (CKPT_MW_RESTORE_READ_ALL, the default), or each reads a 1/W part by
+ *    bytes and the parts are broadcast (ckpt_multi_worker_set_restore).
  *    Any checkpoint restores onto any worker count and replica count (also
  *    single-process, with `ckpt restore` or the one-process strategies).
  *  - Manager: worker 0 alone writes the state file and deletes old
@@ -44,10 +57,6 @@
  *    TF2 ShardedVariable: a full entry with its slices) restore into a
  *    variable of the full shape on every worker. Creating partitioned
  *    variables (parts owned by different workers) is not supported yet.
- *  - Not guaranteed: a read failing inside a restore's commit on one worker
- *    after all agreed (that worker keeps its old values, all-or-nothing
- *    locally; every worker still returns the failure); string variables'
- *    initial values are not broadcast (each worker keeps its own).
  *
  * Threads: MPI is called only from the thread that called ckpt_strategy_run
  * / the creating or saving thread, so MPI_THREAD_FUNNELED suffices.
@@ -73,6 +82,20 @@ extern "C" {
  * all (ELIMIT).
  */
 CKPT_API int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local_replicas);
+/** Who reads a restore's values (ckpt_multi_worker_set_restore). */
+typedef enum ckpt_mw_restore {
+	CKPT_MW_RESTORE_READ_ALL = 0, /**< every worker reads every value it needs (the default) */
+	CKPT_MW_RESTORE_SPLIT = 1     /**< each worker reads a 1/W part by bytes; the parts are broadcast */
+} ckpt_mw_restore;
+
+/**
+ * Choose who reads a restore's values; the default is
+ * CKPT_MW_RESTORE_READ_ALL, or CKPT_MW_RESTORE_SPLIT when worker 0's
+ * environment has CKPT_MPI_RESTORE=split when the strategy is made.
+ * Collective: worker 0's choice wins on every worker. EINVAL for an unknown
+ * mode or another strategy.
+ */
+CKPT_API int ckpt_multi_worker_set_restore(ckpt_strategy *s, ckpt_mw_restore mode);
 /** This process's worker index (its rank in `comm`), 0 for any other strategy. */
 CKPT_API int ckpt_multi_worker_rank(const ckpt_strategy *s);
 /** Workers (processes), 1 for any other strategy. */
