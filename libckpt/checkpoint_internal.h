@@ -98,6 +98,8 @@ struct ckpt_checkpoint {
 	ckpt_checkpoint_options opts;
 	char *last_path;     /* of the last save / write */
 	struct ckpt__find_cache *find; /* ckpt_checkpoint_find_variable's index, NULL until used */
+	struct ckpt_partitioned **parted; /* tracked partitioned variables (borrowed), in tracking order */
+	size_t nparted, capparted;
 };
 
 /* ---- stored values ---- */

@@ -100,4 +100,6 @@ const ckpt_format ckpt_format_gguf = {
 	ckpt__gguf_writer_commit,
 	ckpt__gguf_writer_close,
 	NULL,
+	NULL, /* read_rows: the core reads whole tensors */
+	NULL, /* no partitioned variables */
 };

@@ -610,4 +610,6 @@ const ckpt_format ckpt_format_keras_archive = {
 	KA_WRITE_FORMATS,
 	KA_WRITER,
 	NULL, /* verify: core fallback */
+	NULL, /* read_rows: the core reads whole tensors */
+	NULL, /* no partitioned variables */
 };

@@ -311,4 +311,6 @@ const ckpt_format ckpt_format_keras_h5 = {
 	kw_commit,
 	kw_close,
 	NULL, /* verify: core fallback */
+	NULL, /* read_rows: the core reads whole tensors */
+	NULL, /* no partitioned variables */
 };

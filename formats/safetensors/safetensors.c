@@ -70,4 +70,6 @@ const ckpt_format ckpt_format_safetensors = {
 	ckpt__st_writer_commit,
 	ckpt__st_writer_close,
 	NULL,
+	NULL, /* read_rows: the core reads whole tensors */
+	NULL, /* no partitioned variables */
 };

@@ -54,4 +54,6 @@ const ckpt_format ckpt_format_tf_bundle = {
 	tfb_writer_commit,
 	tfb_writer_close,
 	tfb_verify,
+	tfb_read_rows,
+	tfb_writer_add_partitioned,
 };
