@@ -3,6 +3,7 @@
  * tracking by a checkpoint, the single-process write and the staged,
  * range-reading restore.
  */
+#include <stdio.h>
 #include <string.h>
 #include "partitioned_internal.h"
 #include "strategy_impl.h"
@@ -200,12 +201,47 @@ int ckpt_checkpoint_untrack_partitioned(ckpt_checkpoint *ck, ckpt_partitioned *p
 	return ckpt__fail(CKPT_ENOTFOUND, NULL, p ? p->name : NULL, -1, "the checkpoint does not track it");
 }
 
+int ckpt_object_track_partitioned(ckpt_object *obj, const char *local_name, ckpt_partitioned *p)
+{
+	if (!obj || !p)
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_track_partitioned: NULL argument");
+	ckpt_object *node;
+	CKPT_TRY(ckpt__object_alloc(&node));
+	node->parted = p;
+	int rc = ckpt_object_add_child(obj, local_name, node);
+	ckpt_object_free(node);
+	return rc;
+}
+
+int ckpt__partitioned_refs(ckpt__parted_ref **out, size_t *n, const ckpt_checkpoint *ck, const ckpt__plan *plan)
+{
+	*out = NULL;
+	*n = 0;
+	size_t total = ck->nparted;
+	for (size_t i = 0; i < plan->n; i++)
+		total += plan->nodes[i].obj->parted != NULL;
+	if (!total)
+		return CKPT_OK;
+	ckpt__parted_ref *r = ckpt__calloc(total, sizeof(*r));
+	if (!r)
+		return CKPT_ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < ck->nparted; i++)
+		r[k++] = (ckpt__parted_ref){ ck->parted[i], ck->parted[i]->name };
+	for (size_t i = 0; i < plan->n; i++)
+		if (plan->nodes[i].obj->parted)
+			r[k++] = (ckpt__parted_ref){ plan->nodes[i].obj->parted, plan->nodes[i].parted_key };
+	*out = r;
+	*n = k;
+	return CKPT_OK;
+}
+
 /* ---- save (single process: every part is local) ---- */
 
-int ckpt__partitioned_write(ckpt_writer *w, ckpt_checkpoint *ck)
+int ckpt__partitioned_write(ckpt_writer *w, const ckpt__parted_ref *refs, size_t nrefs)
 {
-	for (size_t k = 0; k < ck->nparted; k++) {
-		ckpt_partitioned *p = ck->parted[k];
+	for (size_t k = 0; k < nrefs; k++) {
+		ckpt_partitioned *p = refs[k].p;
 		const void **data = ckpt__calloc((size_t)p->nparts, sizeof(*data));
 		if (!data)
 			return CKPT_ENOMEM;
@@ -218,7 +254,7 @@ int ckpt__partitioned_write(ckpt_writer *w, ckpt_checkpoint *ck)
 				data[i] = ckpt_variable_replica_data(p->part[i], 0);
 		}
 		if (rc == CKPT_OK)
-			rc = ckpt__writer_add_partitioned(w, p->name, p->dtype, &p->shape, p->nparts, p->row0, p->rows, data);
+			rc = ckpt__writer_add_partitioned(w, refs[k].key, p->dtype, &p->shape, p->nparts, p->row0, p->rows, data);
 		ckpt__free(data);
 		CKPT_TRY(rc);
 	}
@@ -232,6 +268,16 @@ struct ckpt__partitioned_restore {
 	ckpt_partitioned **p;
 	void ***bufs;            /* per variable, per part: its staged rows (NULL: not held here) */
 };
+
+/* The message names the variable and, when it differs, the key. */
+static const char *what(const ckpt_partitioned *p, const char *key, char *buf, size_t n)
+{
+	if (strcmp(p->name, key) == 0)
+		snprintf(buf, n, "partitioned variable '%s'", p->name);
+	else
+		snprintf(buf, n, "partitioned variable '%s' (key '%s')", p->name, key);
+	return buf;
+}
 
 void ckpt__partitioned_restore_free(ckpt__partitioned_restore *pr)
 {
@@ -249,17 +295,17 @@ void ckpt__partitioned_restore_free(ckpt__partitioned_restore *pr)
 }
 
 /* The rows of every part of `p` held here, from entry `idx`. */
-static int stage_one(ckpt__partitioned_restore *pr, size_t k, ckpt_reader *rd, size_t idx, ckpt__row_pieces *pcs)
+static int stage_one(ckpt__partitioned_restore *pr, size_t k, const char *key, ckpt_reader *rd, size_t idx,
+	ckpt__row_pieces *pcs)
 {
 	ckpt_partitioned *p = pr->p[k];
 	const ckpt_var_info *v = ckpt_reader_var(rd, idx);
-	char a[160], b[160];
+	char a[160], b[160], w[400];
 	if (v->dtype != p->dtype || !ckpt_shape_equal(&v->shape, &p->shape)) {
 		ckpt_shape_format(&v->shape, a, sizeof(a));
 		ckpt_shape_format(&p->shape, b, sizeof(b));
-		return ckpt__fail(CKPT_EMISMATCH, ckpt_reader_path(rd), p->name, -1,
-			"partitioned variable '%s' is %s %s, the checkpoint holds %s %s", p->name, ckpt_dtype_name(p->dtype),
-			b, ckpt_dtype_name(v->dtype), a);
+		return ckpt__fail(CKPT_EMISMATCH, ckpt_reader_path(rd), key, -1, "%s is %s %s, the checkpoint holds %s %s",
+			what(p, key, w, sizeof(w)), ckpt_dtype_name(p->dtype), b, ckpt_dtype_name(v->dtype), a);
 	}
 	if (!(pr->bufs[k] = ckpt__calloc((size_t)p->nparts, sizeof(void *))))
 		return CKPT_ENOMEM;
@@ -326,35 +372,51 @@ int ckpt__partitioned_stage(ckpt__partitioned_restore **out, ckpt_checkpoint *ck
 	ckpt_strategy *cs, int rc)
 {
 	*out = NULL;
-	if (!ck->nparted)
+	ckpt__plan plan;
+	memset(&plan, 0, sizeof(plan));
+	ckpt__parted_ref *refs = NULL;
+	size_t nrefs = 0;
+	int prc = ckpt__plan_build(&plan, ck->root);
+	if (prc == CKPT_OK)
+		prc = ckpt__partitioned_refs(&refs, &nrefs, ck, &plan);
+	if (prc < 0 && rc == CKPT_OK)
+		rc = prc;
+	/* every process has the same partitioned variables: none here, nothing collective either */
+	if (prc == CKPT_OK && !nrefs) {
+		ckpt__plan_free(&plan);
 		return rc;
+	}
 	ckpt__partitioned_restore *pr = ckpt__calloc(1, sizeof(*pr));
 	if (rc == CKPT_OK && !pr)
 		rc = CKPT_ENOMEM;
 	if (rc == CKPT_OK) {
-		pr->p = ckpt__calloc(ck->nparted, sizeof(*pr->p));
-		pr->bufs = ckpt__calloc(ck->nparted, sizeof(*pr->bufs));
+		pr->p = ckpt__calloc(nrefs, sizeof(*pr->p));
+		pr->bufs = ckpt__calloc(nrefs, sizeof(*pr->bufs));
 		if (!pr->p || !pr->bufs)
 			rc = CKPT_ENOMEM;
 		else {
-			memcpy(pr->p, ck->parted, ck->nparted * sizeof(*pr->p));
-			pr->n = ck->nparted;
+			for (size_t k = 0; k < nrefs; k++)
+				pr->p[k] = refs[k].p;
+			pr->n = nrefs;
 		}
 	}
 	ckpt__row_pieces pcs = { 0 };
 	for (size_t k = 0; rc == CKPT_OK && k < pr->n; k++) {
 		size_t idx;
-		if (ckpt_reader_find(s->reader, pr->p[k]->name, &idx) < 0) {
-			rc = ckpt__fail(CKPT_ENOTFOUND, s->path, pr->p[k]->name, -1,
-				"partitioned variable '%s' is not in the checkpoint", pr->p[k]->name);
+		char w[400];
+		if (ckpt_reader_find(s->reader, refs[k].key, &idx) < 0) {
+			rc = ckpt__fail(CKPT_ENOTFOUND, s->path, refs[k].key, -1, "%s is not in the checkpoint",
+				what(refs[k].p, refs[k].key, w, sizeof(w)));
 			break;
 		}
-		rc = stage_one(pr, k, s->reader, idx, &pcs);
+		rc = stage_one(pr, k, refs[k].key, s->reader, idx, &pcs);
 		/* its stored entry is this variable's, not a value left unmatched */
 		for (size_t i = 0; rc == CKPT_OK && i < s->nvals; i++)
-			if (strcmp(s->vals[i].key, pr->p[k]->name) == 0)
+			if (strcmp(s->vals[i].key, refs[k].key) == 0)
 				s->vals[i].consumed = 1;
 	}
+	ckpt__free(refs);
+	ckpt__plan_free(&plan);
 	if (cs)
 		rc = verify_everywhere(cs, s->reader, &pcs, rc);
 	else if (rc == CKPT_OK)

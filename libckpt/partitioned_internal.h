@@ -12,8 +12,16 @@
 /** The strategy `p` was created under (its owner rule's). */
 ckpt_strategy *ckpt__partitioned_strategy(const ckpt_partitioned *p);
 
-/** Single-process write: every tracked partitioned variable of `ck` (all parts local) into `w`. */
-int ckpt__partitioned_write(ckpt_writer *w, ckpt_checkpoint *ck);
+/** A partitioned variable a save / restore handles, with the key it is stored under. */
+typedef struct ckpt__parted_ref {
+	ckpt_partitioned *p;
+	const char *key;   /* its name (tracked by the checkpoint) or its object path's VARIABLE_VALUE key (plan-owned) */
+} ckpt__parted_ref;
+/** Those tracked by `ck`, then those of `plan`'s nodes (ckpt__free *out; NULL when none). */
+int ckpt__partitioned_refs(ckpt__parted_ref **out, size_t *n, const ckpt_checkpoint *ck, const ckpt__plan *plan);
+
+/** Single-process write of `refs` (all parts local) into `w`. */
+int ckpt__partitioned_write(ckpt_writer *w, const ckpt__parted_ref *refs, size_t n);
 
 /*
  * Restore: stage reads, into buffers of their own, the rows of every part

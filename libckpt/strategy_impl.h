@@ -38,6 +38,7 @@ typedef struct ckpt__save_request {
 	const ckpt_object_graph *graph;   /* written as _CHECKPOINTABLE_OBJECT_GRAPH */
 	size_t nparted;                   /* partitioned variables: each part written by its owner */
 	ckpt_partitioned *const *parted;
+	const char *const *parted_keys;   /* the key each is stored under */
 } ckpt__save_request;
 
 typedef struct ckpt__strategy_ops {

@@ -141,11 +141,11 @@ static int write_shard(mw *m, const ckpt__save_request *req, const int *owner, u
 			rc = ckpt_tensor_wrap(&t, ckpt_variable_dtype(part), ckpt_variable_shape(part),
 				(void *)ckpt_variable_replica_data(part, 0), ckpt_variable_nbytes(part));
 			if (rc == CKPT_OK)
-				rc = ckpt__tfb_part_add_slice(p, ckpt_partitioned_name(pv), ckpt_partitioned_shape(pv), row0[i], t);
+				rc = ckpt__tfb_part_add_slice(p, req->parted_keys[k], ckpt_partitioned_shape(pv), row0[i], t);
 			ckpt_tensor_free(t);
 		}
 		if (rc == CKPT_OK && m->rank == 0)
-			rc = ckpt__tfb_part_add_partitioned_entry(p, ckpt_partitioned_name(pv), ckpt_partitioned_dtype(pv),
+			rc = ckpt__tfb_part_add_partitioned_entry(p, req->parted_keys[k], ckpt_partitioned_dtype(pv),
 				ckpt_partitioned_shape(pv), np, row0, rows);
 		ckpt__free(row0);
 		ckpt__free(rows);
@@ -249,7 +249,7 @@ int mw_write(ckpt_strategy *s, const ckpt__save_request *req)
 	for (size_t k = 0; k < req->nparted; k++) {
 		char d[64];
 		snprintf(d, sizeof(d), "/%d parts", ckpt_partitioned_num_parts(req->parted[k]));
-		h.h2 = mw_hash(mw_hash(h.h2, ckpt_partitioned_name(req->parted[k])), d);
+		h.h2 = mw_hash(mw_hash(h.h2, req->parted_keys[k]), d);
 	}
 	CKPT_TRY(mw_exchange(m, &h));
 	uint64_t token = m->rank == 0 ? fresh_token() : 0;

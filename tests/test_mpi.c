@@ -227,7 +227,7 @@ Test(mpi, partitioned_p3_saved_by_3_workers_restores_as_p2_on_2_workers_and_tens
 	cr_assert(strstr(r.out, "partitioned into 3 slices: [0:4, 0:6] [4:7, 0:6] [7:10, 0:6]"), "%s", r.out);
 	ts_run_free(&r);
 	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_read_partitioned.py "
-		"%s/ckpt emb 10 6 3 2 1", py, dir);
+		"%s/ckpt emb 10 6 tf1 3 2 1", py, dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
 	cr_assert_eq(r.status, 0, "TensorFlow does not read it:\n%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "TF PARTITIONED READ OK"), "%s", r.out);

@@ -10,7 +10,7 @@
  *     ckpt_partitioned *emb;
  *     ckpt_scope_enter(s);                      // a multi-worker strategy, say
  *     ckpt_partitioned_new(&emb, "emb", CKPT_DT_FLOAT, &sh, 3, NULL);
- *     ckpt_checkpoint_track_partitioned(ck, emb);
+ *     ckpt_object_track_partitioned(ckpt_checkpoint_root(ck), "emb", emb);
  *     ckpt_scope_exit(s);
  *     for (int i = 0; i < ckpt_partitioned_num_parts(emb); i++) {
  *         ckpt_variable *part = ckpt_partitioned_part(emb, i);  // NULL: another worker's
@@ -32,16 +32,20 @@
  * every part is local and created through the current strategy (mirrored
  * parts inside a mirrored scope).
  *
- * Stored as TensorFlow stores it (TF1 Saver's layout, read by
- * tf.compat.v1.train.Saver with the same partitioner, by
- * tf.train.load_checkpoint and by our reader as the full tensor): the
- * entry `name` with the full dtype and shape and one TensorSliceProto per
- * part (BundleEntryProto.slices, every extent explicit), and each part's
- * rows under the slice key EncodeTensorNameSlice(name, slice). The key is
- * `name` itself, not an object-graph key: the checkpoint's object graph
- * does not list partitioned variables. In a multi-worker save each part's
- * bytes are written by its owner into the owner's data shard; the merged
- * index holds every entry.
+ * Stored as TensorFlow stores it: an entry KEY with the full dtype and
+ * shape and one TensorSliceProto per part (BundleEntryProto.slices, every
+ * extent explicit), and each part's rows under the slice key
+ * EncodeTensorNameSlice(KEY, slice) — read by tf.train.load_checkpoint and
+ * by our reader as the full tensor. KEY depends on how it is tracked:
+ *  - ckpt_object_track_partitioned(obj, "emb", p): the object-graph key,
+ *    "emb/.ATTRIBUTES/VARIABLE_VALUE" under the root, with a graph node
+ *    whose VARIABLE_VALUE attribute has full_name `name` — what
+ *    tf.train.Checkpoint(emb=sharded_variable) writes;
+ *  - ckpt_checkpoint_track_partitioned(ck, p): `name` itself, outside the
+ *    object graph — what tf.compat.v1.train.Saver writes and restores
+ *    (with the same or another partitioner).
+ * In a multi-worker save each part's bytes are written by its owner into
+ * the owner's data shard; the merged index holds every entry.
  *
  * Restore (ckpt_checkpoint_restore and the manager) reads, for each part
  * this process holds, only the byte ranges of the stored rows that part
@@ -55,7 +59,10 @@
  * The checkpoint must be a TensorBundle whose partitioned entries are
  * split along axis 0 only (EUNSUPPORTED otherwise); other formats restore
  * by reading the whole tensor. Conversely, a partitioned entry also
- * restores into an unpartitioned variable of the full shape named `name`.
+ * restores into an unpartitioned variable of the full shape (tracked
+ * under the same object path, or, for a name-keyed entry, named `name`).
+ * A partitioned variable tracked after a restore gets no value then (no
+ * restore-on-create), and the restore status's lists leave it out.
  *
  * Not supported: string dtype, sync-on-read parts, replica_buffers, async
  * saves (ckpt/async.h fails with EUNSUPPORTED when a partitioned variable
@@ -109,9 +116,18 @@ CKPT_API int ckpt_partitioned_owner(const ckpt_partitioned *p, int i);
 CKPT_API ckpt_variable *ckpt_partitioned_part(const ckpt_partitioned *p, int i);
 
 /**
+ * Track `p` (borrowed: it must outlive every object that tracks it) as the
+ * child `local_name` of `obj`, a node of the object graph like a tracked
+ * variable: saved and restored under the object-graph key (TF2's layout).
+ * EINVAL when `obj` has a child of that name.
+ */
+CKPT_API int ckpt_object_track_partitioned(ckpt_object *obj, const char *local_name, ckpt_partitioned *p);
+
+/**
  * Save `p` with `ck` (borrowed: it must outlive the checkpoint or be
- * untracked first) and restore it with it, as described above. EINVAL
- * when `ck` already tracks a partitioned variable of that name.
+ * untracked first) under the key `name`, outside the object graph (TF1
+ * Saver's layout), and restore it from there. EINVAL when `ck` already
+ * tracks a partitioned variable of that name.
  */
 CKPT_API int ckpt_checkpoint_track_partitioned(ckpt_checkpoint *ck, ckpt_partitioned *p);
 /** Stop tracking `p` (ENOTFOUND when `ck` does not track it). */
