@@ -2,9 +2,11 @@
  * Partitioned variables across workers: `mpi_reshard MODE P DIR`.
  *
  *   save P DIR     every worker creates emb [10 x 6] float32 in P parts
- *                  (part i on worker i % W), fills the parts it owns with
- *                  the element index, and the job writes DIR/ckpt with a
- *                  mirrored `bias` beside it. Worker 0 then checks the file
+ *                  (part i on worker i % W; saved under its name, TF1's
+ *                  layout) and `table` [9 x 4] in P parts (tracked as the
+ *                  root's child "table": TF2's object key), fills the parts
+ *                  it owns with the element index, and the job writes
+ *                  DIR/ckpt with a mirrored `bias` beside them. Worker 0 then checks the file
  *                  in one process: the full entry lists P row slices, each
  *                  slice entry lives in its owner's data shard, and each
  *                  shard holds exactly its owner's part bytes (+ what the
@@ -38,6 +40,8 @@ static int rank, size;
 
 static float value_at(int64_t i) { return (float)i; }
 
+static ckpt_partitioned *table;
+
 static void build(ckpt_checkpoint **ck, ckpt_variable **bias, ckpt_partitioned **emb, int P, ckpt_vfs *vfs)
 {
 	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
@@ -52,10 +56,14 @@ static void build(ckpt_checkpoint **ck, ckpt_variable **bias, ckpt_partitioned *
 	ckpt_shape sh = { 2, { ROWS, COLS } };
 	TM_TRY(ckpt_partitioned_new(emb, "emb", CKPT_DT_FLOAT, &sh, P, NULL));
 	TM_TRY(ckpt_checkpoint_track_partitioned(*ck, *emb));
+	ckpt_shape ts = { 2, { 9, 4 } };
+	TM_TRY(ckpt_partitioned_new(&table, "table", CKPT_DT_FLOAT, &ts, P, NULL));
+	TM_TRY(ckpt_object_track_partitioned(ckpt_checkpoint_root(*ck), "table", table));
 }
 
 static void fill_owned(ckpt_partitioned *emb)
 {
+	int cols = (int)ckpt_partitioned_shape(emb)->dims[1];
 	for (int i = 0; i < ckpt_partitioned_num_parts(emb); i++) {
 		ckpt_variable *part = ckpt_partitioned_part(emb, i);
 		CHECK((part != NULL) == (ckpt_partitioned_owner(emb, i) == rank), "part %d held %d, owner %d", i,
@@ -64,10 +72,10 @@ static void fill_owned(ckpt_partitioned *emb)
 			continue;
 		int64_t first, rows;
 		TM_TRY(ckpt_partitioned_part_rows(emb, i, &first, &rows));
-		float *v = malloc((size_t)(rows * COLS) * sizeof(float));
-		for (int64_t k = 0; k < rows * COLS; k++)
-			v[k] = value_at(first * COLS + k);
-		TM_TRY(ckpt_variable_assign(part, v, (size_t)(rows * COLS) * sizeof(float)));
+		float *v = malloc((size_t)(rows * cols) * sizeof(float));
+		for (int64_t k = 0; k < rows * cols; k++)
+			v[k] = value_at(first * cols + k);
+		TM_TRY(ckpt_variable_assign(part, v, (size_t)(rows * cols) * sizeof(float)));
 		free(v);
 	}
 }
@@ -93,13 +101,22 @@ static void check_file(const char *path, int P)
 		owned[i % size] += (uint64_t)(rows * COLS) * sizeof(float);
 		at += rows;
 	}
+	/* table under TF2's object key, with its slices */
+	size_t ti;
+	TM_TRY(ckpt_reader_find(r, "table/.ATTRIBUTES/VARIABLE_VALUE", &ti));
+	CHECK(ckpt_reader_var(r, ti)->nslices == (size_t)P, "table lists %zu slices", ckpt_reader_var(r, ti)->nslices);
+	for (int i = 0; i < P; i++) {
+		int64_t a, n;
+		TM_TRY(ckpt_partitioned_part_rows(table, i, &a, &n));
+		owned[i % size] += (uint64_t)(n * 4) * sizeof(float);
+	}
 	int nslice = 0;
 	for (size_t e = 0; e < ckpt_reader_count(r); e++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, e);
 		if (v->shard >= 0 && v->shard < size)
 			stored[v->shard] += v->nbytes;
-		if (!v->slice_part)
-			continue;
+		if (!v->slice_part || v->shape.dims[1] != COLS)
+			continue; /* table's slices: checked by the restores */
 		nslice++;
 		ckpt_tensor *t;
 		TM_TRY(ckpt_reader_read(r, e, &t));
@@ -138,9 +155,10 @@ static void check_file(const char *path, int P)
 	ckpt_reader_free(r);
 }
 
-static void check_parts(ckpt_partitioned *emb, count_vfs *cv, const char *path)
+static uint64_t check_values(ckpt_partitioned *emb)
 {
 	uint64_t mine = 0;
+	int cols = (int)ckpt_partitioned_shape(emb)->dims[1];
 	for (int i = 0; i < ckpt_partitioned_num_parts(emb); i++) {
 		ckpt_variable *part = ckpt_partitioned_part(emb, i);
 		CHECK((part != NULL) == (ckpt_partitioned_owner(emb, i) == rank), "part %d held %d", i, part != NULL);
@@ -152,12 +170,18 @@ static void check_parts(ckpt_partitioned *emb, count_vfs *cv, const char *path)
 		for (int c = 0; c < ckpt_variable_num_replicas(part); c++) {
 			const float *v = ckpt_variable_replica_data(part, c);
 			int64_t k;
-			for (k = 0; k < rows * COLS && v[k] == value_at(first * COLS + k); k++)
+			for (k = 0; k < rows * cols && v[k] == value_at(first * cols + k); k++)
 				;
-			CHECK(k == rows * COLS, "part %d (rows %lld..) copy %d: element %lld is %g, want %g", i, (long long)first,
-				c, (long long)k, v[k], value_at(first * COLS + k));
+			CHECK(k == rows * cols, "%s part %d (rows %lld..) copy %d: element %lld is %g, want %g",
+				ckpt_partitioned_name(emb), i, (long long)first, c, (long long)k, v[k], value_at(first * cols + k));
 		}
 	}
+	return mine;
+}
+
+static void check_parts(ckpt_partitioned *emb, count_vfs *cv, const char *path)
+{
+	uint64_t mine = check_values(emb) + check_values(table);
 	/* the bytes read inside the stored slices: exactly this worker's rows */
 	ckpt_reader *r;
 	TM_TRY(ckpt_reader_open(&r, path, NULL));
@@ -197,6 +221,7 @@ int main(int argc, char **argv)
 		TM_TRY(ckpt_scope_enter(s));
 		build(&ck, &bias, &emb, P, NULL);
 		fill_owned(emb);
+		fill_owned(table);
 		TM_TRY(ckpt_checkpoint_write(ck, path));
 		TM_TRY(ckpt_scope_exit(s));
 		MPI_Barrier(MPI_COMM_WORLD);
@@ -242,6 +267,7 @@ int main(int argc, char **argv)
 	if (ck)
 		ckpt_checkpoint_free(ck);
 	ckpt_partitioned_free(emb);
+	ckpt_partitioned_free(table);
 	ckpt_strategy_free(s);
 	long total = 0, nbad = 0, bl = bad;
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
