@@ -10,8 +10,7 @@ The entry KEY (float32, ROWS x COLS) holds full[i, j] = i * COLS + j.
      partition, byte for byte (TensorFlow reassembles them from our slices);
      tf2 (KEY is "ATTR/.ATTRIBUTES/VARIABLE_VALUE"): for each P, a
      ShardedVariable of P shards tracked as ATTR restored by
-     tf.train.Checkpoint (assert_existing_objects_matched) holds those rows
-     in every shard.
+     tf.train.Checkpoint holds those rows in every shard.
 Prints "TF PARTITIONED READ OK".
 """
 import sys
@@ -40,7 +39,9 @@ if mode == "tf2":
         shards = [tf.Variable(z, name="%s/part_%d" % (attr, k)) for k, z in enumerate(split)]
         sv = sharded_variable.ShardedVariable(shards, name=attr)
         ck = tf.train.Checkpoint(**{attr: sv})
-        ck.restore(prefix).assert_existing_objects_matched()
+        # values, not assert_existing_objects_matched: a checkpoint written without save (ours by
+        # ckpt_checkpoint_write) has no save_counter; the shards start at zero, so a miss fails below
+        ck.restore(prefix).expect_partial()
         at = 0
         for k, var in enumerate(shards):
             val = var.numpy()
