@@ -88,7 +88,9 @@ typedef struct ckpt_partitioned ckpt_partitioned;
  * created through the current strategy (see the owner rule above). Part i
  * is the variable "<name>/part_<i>". `o` may be NULL; of its fields
  * `initial_value` (NULL = zeros) is the FULL tensor's bytes, of which each
- * part copies its rows, and `trainable` is kept; `sync` must be AUTO or
+ * part copies its rows (under a multi-worker strategy each owner takes
+ * its rows from its own initial_value: nothing is broadcast), and
+ * `trainable` is kept; `sync` must be AUTO or
  * ON_WRITE and `replica_buffers` NULL (EINVAL). Not in replica context
  * (ESCOPE). Under a multi-worker strategy the call is collective (every
  * worker creates the same partitioned variables in the same order; a
