@@ -17,6 +17,12 @@
  *                  rows of the full tensor, that the restore read exactly
  *                  its parts' bytes of the stored slices (no more), and that
  *                  the status is consumed.
+ *   badcrc P DIR   worker 0 flips a byte in row 6 of emb's stored slice
+ *                  [4, 7) (DIR/ckpt is damaged for good); with P = 2 on 2
+ *                  workers each reads only a piece of that slice, so
+ *                  neither can check it alone: the restore must fail with
+ *                  ECHECKSUM on every worker (the pieces' crc32c combined
+ *                  across workers) and leave every part as it was.
  *   full 0 DIR     restores into an unpartitioned mirrored variable `emb`
  *                  of the full shape (2 local replicas): every copy is the
  *                  full tensor.
@@ -227,6 +233,59 @@ int main(int argc, char **argv)
 		MPI_Barrier(MPI_COMM_WORLD);
 		if (rank == 0)
 			check_file(path, P);
+	} else if (strcmp(mode, "badcrc") == 0) {
+		if (rank == 0) {
+			ckpt_reader *r;
+			TM_TRY(ckpt_reader_open(&r, path, NULL));
+			int flipped = 0;
+			for (size_t e = 0; e < ckpt_reader_count(r); e++) {
+				const ckpt_var_info *v = ckpt_reader_var(r, e);
+				if (!v->slice_part || v->shape.dims[1] != COLS || v->shape.dims[0] != 3)
+					continue;
+				float first;
+				int ex;
+				const char *sp = ckpt_reader_shard_path(r, v->shard, &ex);
+				FILE *f = fopen(sp, "r+b");
+				if (!f || fseek(f, v->offset, SEEK_SET) != 0 || fread(&first, 4, 1, f) != 1)
+					TM_FAIL("cannot read %s", sp);
+				if (first != value_at(4 * COLS)) {
+					fclose(f);
+					continue;
+				}
+				unsigned char b;
+				long at = (long)v->offset + 2 * COLS * 4 + 5;
+				if (fseek(f, at, SEEK_SET) != 0 || fread(&b, 1, 1, f) != 1)
+					TM_FAIL("cannot read %s", sp);
+				b ^= 0x20;
+				if (fseek(f, at, SEEK_SET) != 0 || fwrite(&b, 1, 1, f) != 1)
+					TM_FAIL("cannot write %s", sp);
+				fclose(f);
+				flipped++;
+			}
+			ckpt_reader_free(r);
+			CHECK(flipped == 1, "flipped %d slices", flipped);
+		}
+		MPI_Barrier(MPI_COMM_WORLD);
+		TM_TRY(ckpt_scope_enter(s));
+		build(&ck, &bias, &emb, P, NULL);
+		ckpt_restore_status *st = NULL;
+		int rc = ckpt_checkpoint_restore(&st, ck, path);
+		TM_TRY(ckpt_scope_exit(s));
+		CHECK(rc == CKPT_ECHECKSUM && st == NULL, "restore of a damaged slice: %s (%s)", ckpt_status_name(rc),
+			ckpt_error_last()->message);
+		CHECK(strstr(ckpt_error_last()->message, "crc32c mismatch") != NULL, "%s", ckpt_error_last()->message);
+		for (int i = 0; i < ckpt_partitioned_num_parts(emb); i++) {
+			ckpt_variable *part = ckpt_partitioned_part(emb, i);
+			if (!part)
+				continue;
+			const float *v = ckpt_variable_replica_data(part, 0);
+			int64_t k, n = (int64_t)(ckpt_variable_nbytes(part) / 4);
+			for (k = 0; k < n && v[k] == 0; k++)
+				;
+			CHECK(k == n, "part %d changed by a failed restore", i);
+		}
+		if (rank == 0)
+			printf("worker 0: %s\n", ckpt_error_last()->message);
 	} else if (strcmp(mode, "restore") == 0) {
 		count_vfs *cv = count_vfs_new();
 		TM_TRY(ckpt_scope_enter(s));
