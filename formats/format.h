@@ -16,6 +16,7 @@
 #include "../libckpt/internal.h"
 
 typedef struct ckpt_format ckpt_format;
+struct ckpt__row_pieces;
 
 /** Reader state shared between the core and the backend. */
 struct ckpt_reader {
@@ -81,7 +82,55 @@ struct ckpt_format {
 	 * will be added (ckpt_writer_announce). Called before any writer_add.
 	 */
 	int (*writer_announce)(ckpt_writer *w, const char *name, ckpt_dtype dtype, const ckpt_shape *shape);
+	/**
+	 * Optional (NULL: the core reads the whole tensor and copies the rows):
+	 * rows [row0, row0 + nrows) of entry i (plain of rank >= 1, or partitioned
+	 * along axis 0) into dst (n bytes), reading only those byte ranges. A range
+	 * that is a whole stored entry is crc-checked here; each other range is
+	 * appended to *pieces for ckpt__row_pieces_verify.
+	 */
+	int (*read_rows)(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows, void *dst, size_t n,
+		struct ckpt__row_pieces *pieces);
+	/**
+	 * Optional (NULL: EUNSUPPORTED): add a variable partitioned along axis 0
+	 * as TensorFlow's BundleWriter::AddSlice does: part k's `data` (rows
+	 * [row0[k], row0[k] + rows[k]) of `full`) under its slice key, and the
+	 * entry `name` listing every part's slice.
+	 */
+	int (*writer_add_partitioned)(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,
+		int nparts, const int64_t *row0, const int64_t *rows, const void *const *data);
 };
+
+/*
+ * Byte ranges of stored entries read without their neighbours (row reads of
+ * partitioned variables): each with the crc32c of its bytes, so that the
+ * ranges covering an entry (possibly read by different processes) can be
+ * combined and checked against the entry's crc32c.
+ */
+typedef struct ckpt__row_piece {
+	uint64_t entry;    /* reader index of the stored entry */
+	uint64_t off, len; /* within the entry's bytes */
+	uint32_t crc;      /* crc32c (unmasked) of those bytes */
+	uint32_t pad;
+} ckpt__row_piece;
+typedef struct ckpt__row_pieces {
+	ckpt__row_piece *p;
+	size_t n, cap;
+} ckpt__row_pieces;
+int ckpt__row_pieces_push(ckpt__row_pieces *ps, uint64_t entry, uint64_t off, uint64_t len, uint32_t crc);
+/**
+ * Every entry some piece touches must be covered exactly by its pieces
+ * (duplicates of one range allowed): combine their crcs in order and
+ * compare with the stored crc32c. ECHECKSUM naming the entry; EINVAL when
+ * the pieces leave a gap (processes restored different row sets).
+ */
+int ckpt__row_pieces_verify(ckpt_reader *r, ckpt__row_piece *p, size_t n);
+/** Core: rows of entry i (see read_rows); formats without it read the whole tensor. */
+int ckpt__reader_read_rows(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows, void *dst, size_t n,
+	ckpt__row_pieces *pieces);
+/** Core: ckpt_format.writer_add_partitioned of the writer's backend (EUNSUPPORTED without one). */
+int ckpt__writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,
+	int nparts, const int64_t *row0, const int64_t *rows, const void *const *data);
 
 /** Core helper for backends: record a metadata string (copied). */
 int ckpt__reader_set_meta(ckpt_reader *r, const char *key, const char *value);

@@ -295,6 +295,10 @@ static int start(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 	double t0 = now_seconds();
 	/* A failed previous write is reported now, before anything else happens. */
 	CKPT_TRY(ckpt_async_wait(s));
+	if (ck && ck->nparted)
+		return ckpt__fail(CKPT_EUNSUPPORTED, path, ck->parted[0] ? ckpt_partitioned_name(ck->parted[0]) : NULL, -1,
+			"asynchronous saves do not write partitioned variables yet: save with ckpt_checkpoint_save / "
+			"ckpt_manager_save");
 	int rc = stage(s, ck, path);
 	s->last_blocking = now_seconds() - t0;
 	if (rc < 0)

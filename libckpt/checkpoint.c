@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "checkpoint_internal.h"
+#include "partitioned_internal.h"
 #include "formats/format.h"
 #include "strategy_impl.h"
 
@@ -78,6 +79,7 @@ void ckpt_checkpoint_free(ckpt_checkpoint *ck)
 	ckpt__free((char *)ck->opts.format);
 	ckpt__sync_rules_free((ckpt_sync_rule *)ck->opts.sync_rules, ck->opts.num_sync_rules);
 	ckpt__free(ck->last_path);
+	ckpt__free(ck->parted);
 	ckpt__free(ck);
 }
 
@@ -162,11 +164,18 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 	return rc;
 }
 
-static ckpt_strategy *collective_in_plan(const ckpt__plan *p)
+static ckpt_strategy *collective_in_plan(const ckpt_checkpoint *ck, const ckpt__plan *p)
 {
 	ckpt_strategy *cur = ckpt_strategy_current();
 	if (ckpt__strategy_is_collective(cur))
 		return cur;
+	/* partitioned variables: their parts are plain, their strategy is the one they were split under */
+	for (size_t i = 0; i < ck->nparted; i++)
+		if (ckpt__strategy_is_collective(ckpt__partitioned_strategy(ck->parted[i])))
+			return ckpt__partitioned_strategy(ck->parted[i]);
+	for (size_t i = 0; i < p->n; i++)
+		if (p->nodes[i].obj->parted && ckpt__strategy_is_collective(ckpt__partitioned_strategy(p->nodes[i].obj->parted)))
+			return ckpt__partitioned_strategy(p->nodes[i].obj->parted);
 	for (size_t i = 0; i < p->n; i++) {
 		const ckpt_object *o = p->nodes[i].obj;
 		for (size_t a = 0; a < o->nattrs; a++)
@@ -186,7 +195,7 @@ ckpt_strategy *ckpt__checkpoint_collective(ckpt_checkpoint *ck)
 		ckpt_error_clear();
 		return NULL;
 	}
-	ckpt_strategy *s = collective_in_plan(&p);
+	ckpt_strategy *s = collective_in_plan(ck, &p);
 	ckpt__plan_free(&p);
 	return s;
 }
@@ -213,9 +222,29 @@ static int write_collective(ckpt_strategy *cs, ckpt_checkpoint *ck, const ckpt__
 			vars[k] = o->attrs[a].var;
 		}
 	}
+	ckpt__parted_ref *refs = NULL;
+	size_t nrefs = 0;
+	ckpt_partitioned **parted = NULL;
+	const char **pkeys = NULL;
+	int rc = ckpt__partitioned_refs(&refs, &nrefs, ck, p);
+	if (rc == CKPT_OK && nrefs) {
+		parted = ckpt__calloc(nrefs, sizeof(*parted));
+		pkeys = ckpt__calloc(nrefs, sizeof(*pkeys));
+		rc = parted && pkeys ? CKPT_OK : CKPT_ENOMEM;
+		for (size_t i = 0; rc == CKPT_OK && i < nrefs; i++) {
+			parted[i] = refs[i].p;
+			pkeys[i] = refs[i].key;
+		}
+	}
 	ckpt__save_request req = { path, ck->opts.vfs ? ck->opts.vfs : ckpt_vfs_default(), ck->opts.no_fsync,
-		n, keys, vars, p->graph };
-	int rc = ckpt__strategy_ops_of(cs)->write(cs, &req);
+		n, keys, vars, p->graph, nrefs, parted, pkeys };
+	if (rc < 0) /* still take part, so the other processes fail instead of waiting */
+		rc = ckpt__strategy_ops_of(cs)->agree(cs, rc);
+	else
+		rc = ckpt__strategy_ops_of(cs)->write(cs, &req);
+	ckpt__free(refs);
+	ckpt__free(parted);
+	ckpt__free(pkeys);
 	ckpt__free(keys);
 	ckpt__free(vars);
 	return rc;
@@ -227,7 +256,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 	CKPT_TRY(ckpt__checkpoint_check_mirrored(ck, path));
 	ckpt__plan p;
 	CKPT_TRY(ckpt__plan_build(&p, ck->root));
-	ckpt_strategy *cs = collective_in_plan(&p);
+	ckpt_strategy *cs = collective_in_plan(ck, &p);
 	if (cs) {
 		int crc = write_collective(cs, ck, &p, path);
 		ckpt__plan_free(&p);
@@ -258,6 +287,14 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 		const ckpt_object *o = p.nodes[i].obj;
 		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++)
 			rc = add_value(w, o->attrs[a].var, p.nodes[i].keys[a], &buf, &cap);
+	}
+	if (rc == CKPT_OK) {
+		ckpt__parted_ref *refs = NULL;
+		size_t nrefs = 0;
+		rc = ckpt__partitioned_refs(&refs, &nrefs, ck, &p);
+		if (rc == CKPT_OK)
+			rc = ckpt__partitioned_write(w, refs, nrefs);
+		ckpt__free(refs);
 	}
 	if (rc == CKPT_OK)
 		rc = ckpt__writer_borrow_object_graph(w, p.graph); /* the plan outlives the commit */

@@ -196,7 +196,7 @@ static int add_node(builder *b, ckpt_object *obj, char *path, int *id)
 		b->cap = nc;
 	}
 	*id = (int)b->p->n;
-	b->p->nodes[b->p->n++] = (ckpt__plan_node){ obj, path, NULL, -1, NULL, 0 };
+	b->p->nodes[b->p->n++] = (ckpt__plan_node){ obj, path, NULL, -1, NULL, 0, NULL };
 	return ckpt__ptrmap_put(&b->ids, node_key(obj), *id);
 }
 
@@ -222,6 +222,17 @@ static char *tensor_key(ckpt__arena *a, const char *key, const char *suffix)
 static int fill_attrs(ckpt__arena *ar, ckpt_og_node *gn, ckpt__plan_node *pn)
 {
 	const ckpt_object *obj = pn->obj;
+	if (obj->parted) {
+		/* as TF2 writes a ShardedVariable: one VARIABLE_VALUE whose full entry lists the slices */
+		if (!(gn->attrs = arena_calloc(ar, 1, sizeof(*gn->attrs))))
+			return CKPT_ENOMEM;
+		ckpt_og_attr *a = &gn->attrs[gn->nattrs++];
+		a->name = (char *)CKPT_VARIABLE_VALUE_KEY;
+		a->full_name = (char *)ckpt_partitioned_name(obj->parted);
+		a->checkpoint_key = attr_key(ar, pn->path, CKPT_VARIABLE_VALUE_KEY);
+		pn->parted_key = a->checkpoint_key;
+		return a->checkpoint_key ? CKPT_OK : CKPT_ENOMEM;
+	}
 	if (!obj->nattrs)
 		return CKPT_OK;
 	gn->attrs = arena_calloc(ar, obj->nattrs, sizeof(*gn->attrs));

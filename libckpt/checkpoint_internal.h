@@ -76,6 +76,7 @@ typedef struct ckpt__pending_slot {
 struct ckpt_object {
 	int refs;
 	int is_var_node;
+	struct ckpt_partitioned *parted; /* a partitioned variable's node (ckpt_object_track_partitioned; borrowed) */
 	char *opt_name;      /* optimizer name, prefixes slot variable names */
 	char *source_key;    /* variable nodes: stored key last restored from */
 	size_t nedges, capedges;
@@ -98,6 +99,8 @@ struct ckpt_checkpoint {
 	ckpt_checkpoint_options opts;
 	char *last_path;     /* of the last save / write */
 	struct ckpt__find_cache *find; /* ckpt_checkpoint_find_variable's index, NULL until used */
+	struct ckpt_partitioned **parted; /* tracked partitioned variables (borrowed), in tracking order */
+	size_t nparted, capparted;
 };
 
 /* ---- stored values ---- */
@@ -182,6 +185,7 @@ typedef struct ckpt__plan_node {
 	int slot_of;                 /* slot nodes: id of the primary's node, else -1 */
 	const ckpt__slot *slot;
 	int depth;                   /* BFS depth (capped at CKPT_MAX_OBJECT_GRAPH_DEPTH) */
+	char *parted_key;            /* obj->parted: the key of its VARIABLE_VALUE */
 } ckpt__plan_node;
 typedef struct ckpt__plan {
 	size_t n;

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "checkpoint_internal.h"
+#include "partitioned_internal.h"
 #include "strategy_impl.h"
 #include "variable_internal.h"
 
@@ -1146,6 +1147,9 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 		rc = ckpt__run_new(&r, s);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_match_root(r, ck->root);
+	/* partitioned variables: each part's rows read (only those) and checked now, assigned at commit */
+	ckpt__partitioned_restore *pr = NULL;
+	rc = ckpt__partitioned_stage(&pr, ck, s, cs, rc);
 	/* the status first: nothing may fail once values are assigned */
 	if (rc == CKPT_OK && status)
 		rc = ckpt__restore_status_new(&st, s, ck);
@@ -1156,6 +1160,10 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 		ckpt__run_set_collective(r, cs);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
+	/* partitioned parts were read and checked before the agreement: assigning them cannot fail */
+	if (rc == CKPT_OK)
+		ckpt__partitioned_commit(pr);
+	ckpt__partitioned_restore_free(pr);
 	ckpt__run_discard(r);
 	if (rc < 0) {
 		if (st)

@@ -22,6 +22,7 @@
 #include "ckpt/variable.h"
 #include "ckpt/object_graph.h"
 #include "ckpt/io.h"
+#include "ckpt/partitioned.h"
 
 /** Element kinds the cross-process reduce handles. */
 enum { CKPT__KIND_F32 = 0, CKPT__KIND_F64 = 1, CKPT__KIND_I32 = 2, CKPT__KIND_I64 = 3 };
@@ -35,6 +36,9 @@ typedef struct ckpt__save_request {
 	const char *const *keys;          /* checkpoint keys, in TF2 save order */
 	ckpt_variable *const *vars;
 	const ckpt_object_graph *graph;   /* written as _CHECKPOINTABLE_OBJECT_GRAPH */
+	size_t nparted;                   /* partitioned variables: each part written by its owner */
+	ckpt_partitioned *const *parted;
+	const char *const *parted_keys;   /* the key each is stored under */
 } ckpt__save_request;
 
 typedef struct ckpt__strategy_ops {
@@ -83,6 +87,11 @@ typedef struct ckpt__strategy_ops {
 	 * p, to every process (bounds[k] NULL: each process read all of it).
 	 */
 	int (*share_staged)(ckpt_strategy *s, int rc, size_t n, void *const *bases, const uint64_t *const *bounds);
+	/**
+	 * Every process's `n` bytes, concatenated in process order, into
+	 * *all (ckpt__malloc'ed; *lens: one length per process, ckpt__malloc'ed).
+	 */
+	int (*allgather)(ckpt_strategy *s, const void *mine, size_t n, void **all, size_t **lens, int *nprocs);
 	/** 1 on the process that writes shared files (manager state, deletions). */
 	int (*is_writer)(ckpt_strategy *s);
 	/** Free the implementation's state (the core frees the strategy). */

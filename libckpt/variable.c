@@ -355,7 +355,10 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 	return CKPT_OK;
 }
 
-/* host = 1: one copy wrapping o->replica_buffers[0] under the default strategy, whatever the scope */
+/*
+ * host = 1: one copy wrapping o->replica_buffers[0] under the default strategy, whatever the scope;
+ * host = 2: one plain copy under the default strategy, whatever the scope (a part of a partitioned variable)
+ */
 static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	const ckpt_shape *shape, const ckpt_variable_options *o, int fill, int host)
 {
@@ -422,11 +425,12 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	v->global_copies = mirrored ? ckpt_strategy_num_replicas(s) : 1;
 	v->holds_replica0 = !mirrored || ckpt__strategy_replica_offset(s) == 0;
 	v->wrapped = o->replica_buffers != NULL;
-	v->host = host;
+	v->host = host == 1;
 	v->strategy = s;
 	ckpt__strategy_retain(s, CKPT__REF_VARIABLE);
 	v->name = ckpt__strndup(name, name_len);
-	v->origin = host ? ckpt__strdup("host memory tracked by pointer (one copy per process, no strategy's)")
+	v->origin = host == 1 ? ckpt__strdup("host memory tracked by pointer (one copy per process, no strategy's)")
+		: host == 2 ? ckpt__strdup("as this worker's part of a partitioned variable (one copy, held by its owner only)")
 		: mirrored ? ckpt__asprintf("inside %s scope", ckpt_strategy_describe(s))
 		: ckpt__strdup("outside any strategy scope");
 	v->bufs = ckpt__calloc((size_t)copies, sizeof(*v->bufs));
@@ -464,6 +468,12 @@ int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	const ckpt_shape *shape, const ckpt_variable_options *o)
 {
 	return variable_new(out, name, dt, shape, o, 1, 0);
+}
+
+int ckpt__variable_new_part(ckpt_variable **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
+	const ckpt_variable_options *o)
+{
+	return variable_new(out, name, dt, shape, o, 1, 2);
 }
 
 int ckpt__variable_new_unfilled(ckpt_variable **out, const char *name, ckpt_dtype dt,

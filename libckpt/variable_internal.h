@@ -117,6 +117,14 @@ int ckpt__variable_new_unfilled(ckpt_variable **out, const char *name, ckpt_dtyp
  */
 int ckpt__variable_new_host(ckpt_variable **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
 	void *ptr);
+/**
+ * A plain variable (one copy) under the default strategy whatever scope is
+ * active: a part of a partitioned variable that only its owner holds
+ * (ckpt/partitioned.h), outside the multi-worker strategy's collective
+ * creation.
+ */
+int ckpt__variable_new_part(ckpt_variable **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
+	const ckpt_variable_options *o);
 /** Zero every library-allocated copy (fixed-size dtypes; no-op otherwise). */
 void ckpt__variable_zero(ckpt_variable *v);
 

@@ -21,7 +21,7 @@
 
 #define MW_LOCAL_MAX 1024 /* CKPT__MAX_REPLICAS: replicas in all */
 
-enum { MW_CREATE = 1, MW_REDUCE, MW_BARRIER, MW_RUN_END, MW_READ, MW_SAVE, MW_SAVE_DONE, MW_AGREE };
+enum { MW_CREATE = 1, MW_REDUCE, MW_BARRIER, MW_RUN_END, MW_READ, MW_SAVE, MW_SAVE_DONE, MW_AGREE, MW_GATHER };
 
 typedef struct mw_hdr {
 	int32_t op;

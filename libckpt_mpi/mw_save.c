@@ -10,7 +10,9 @@
  *  3. Owners: entries by decreasing size go to the least-loaded worker
  *     (ties: lower rank; the object graph to worker 0), the same on every
  *     worker, so W workers write about 1/W of the bytes each, in parallel.
- *  4. Worker k writes and fsyncs `P.data-k-of-W.tempstate<token>`.
+ *  4. Worker k writes and fsyncs `P.data-k-of-W.tempstate<token>`, with
+ *     the rows of the parts of partitioned variables it owns (part i: worker
+ *     i % W) under their slice keys; worker 0 adds each one's full entry.
  *  5. Every worker's outcome is exchanged: any failure → every worker
  *     removes its temporary (worker 0 all of them) and returns the failure,
  *     naming the rank.
@@ -124,6 +126,30 @@ static int write_shard(mw *m, const ckpt__save_request *req, const int *owner, u
 		if (m->broken)
 			break;
 	}
+	/* partitioned variables: each owner its parts' rows, worker 0 the full entries listing every part */
+	for (size_t k = 0; k < req->nparted && rc == CKPT_OK; k++) {
+		const ckpt_partitioned *pv = req->parted[k];
+		int np = ckpt_partitioned_num_parts(pv);
+		int64_t *row0 = ckpt__calloc((size_t)np, sizeof(int64_t)), *rows = ckpt__calloc((size_t)np, sizeof(int64_t));
+		rc = row0 && rows ? CKPT_OK : CKPT_ENOMEM;
+		for (int i = 0; i < np && rc == CKPT_OK; i++) {
+			rc = ckpt_partitioned_part_rows(pv, i, &row0[i], &rows[i]);
+			if (rc < 0 || ckpt_partitioned_owner(pv, i) != m->rank)
+				continue;
+			ckpt_variable *part = ckpt_partitioned_part(pv, i);
+			ckpt_tensor *t = NULL;
+			rc = ckpt_tensor_wrap(&t, ckpt_variable_dtype(part), ckpt_variable_shape(part),
+				(void *)ckpt_variable_replica_data(part, 0), ckpt_variable_nbytes(part));
+			if (rc == CKPT_OK)
+				rc = ckpt__tfb_part_add_slice(p, req->parted_keys[k], ckpt_partitioned_shape(pv), row0[i], t);
+			ckpt_tensor_free(t);
+		}
+		if (rc == CKPT_OK && m->rank == 0)
+			rc = ckpt__tfb_part_add_partitioned_entry(p, req->parted_keys[k], ckpt_partitioned_dtype(pv),
+				ckpt_partitioned_shape(pv), np, row0, rows);
+		ckpt__free(row0);
+		ckpt__free(rows);
+	}
 	if (rc == CKPT_OK && m->rank == 0 && req->graph) {
 		void *g = NULL;
 		size_t gn = 0;
@@ -219,6 +245,12 @@ int mw_write(ckpt_strategy *s, const ckpt__save_request *req)
 	h.h2 = 0xcbf29ce484222325ull;
 	for (size_t i = 0; i < req->count; i++)
 		h.h2 = mw_hash(h.h2, req->keys[i]);
+	/* the same partitioned variables, split alike, on every worker */
+	for (size_t k = 0; k < req->nparted; k++) {
+		char d[64];
+		snprintf(d, sizeof(d), "/%d parts", ckpt_partitioned_num_parts(req->parted[k]));
+		h.h2 = mw_hash(mw_hash(h.h2, req->parted_keys[k]), d);
+	}
 	CKPT_TRY(mw_exchange(m, &h));
 	uint64_t token = m->rank == 0 ? fresh_token() : 0;
 	int err = MPI_Bcast(&token, 1, MPI_UINT64_T, 0, m->comm);

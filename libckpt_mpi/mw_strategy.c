@@ -58,6 +58,7 @@ static const char *op_name(int op)
 	case MW_SAVE: return "saves checkpoint";
 	case MW_SAVE_DONE: return "finishes its checkpoint shard";
 	case MW_AGREE: return "agrees on a restore / manager status";
+	case MW_GATHER: return "gathers restore checksums";
 	default: return "?";
 	}
 }
@@ -278,6 +279,63 @@ static int mw_on_create(ckpt_strategy *s, ckpt_variable *v, int filled)
 	return CKPT_OK;
 }
 
+/*
+ * Every worker's bytes, in rank order. The first header exchange carries the
+ * lengths (aux); a second one agrees that every worker could allocate what
+ * it receives, so none enters MPI_Allgatherv without room (or alone).
+ */
+static int mw_allgather(ckpt_strategy *s, const void *mine, size_t n, void **all, size_t **lens, int *nprocs)
+{
+	mw *m = mw_of(s);
+	*all = NULL;
+	*lens = NULL;
+	*nprocs = 0;
+	mw_hdr h;
+	mw_hdr_init(m, &h, MW_GATHER, "");
+	if (n > (size_t)1 << 30)
+		hdr_status(&h, ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "allgather of %zu bytes", n));
+	else
+		h.aux = (int32_t)n;
+	CKPT_TRY(mw_exchange(m, &h));
+	size_t total = 0;
+	for (int w = 0; w < m->size; w++)
+		total += (size_t)m->all[w].aux;
+	int *cnt = ckpt__calloc((size_t)m->size, sizeof(int)), *disp = ckpt__calloc((size_t)m->size, sizeof(int));
+	size_t *l = ckpt__calloc((size_t)m->size, sizeof(size_t));
+	unsigned char *buf = ckpt__malloc(total + 1);
+	int rc = cnt && disp && l && buf ? CKPT_OK : CKPT_ENOMEM;
+	if (rc == CKPT_OK && total > (size_t)INT32_MAX)
+		rc = ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "allgather of %zu bytes in all", total);
+	for (int w = 0, at = 0; rc == CKPT_OK && w < m->size; w++) {
+		cnt[w] = m->all[w].aux;
+		disp[w] = at;
+		l[w] = (size_t)cnt[w];
+		at += cnt[w];
+	}
+	mw_hdr_init(m, &h, MW_GATHER, "");
+	hdr_status(&h, rc);
+	rc = mw_exchange(m, &h);
+	if (rc == CKPT_OK) {
+		int err = MPI_Allgatherv(mine, (int)n, MPI_BYTE, buf, cnt, disp, MPI_BYTE, m->comm);
+		if (err != MPI_SUCCESS) {
+			m->broken = 1;
+			rc = mw_mpi_fail(m, err, "MPI_Allgatherv");
+			mw_copy(m->broken_msg, sizeof(m->broken_msg), mw_last_message());
+		}
+	}
+	ckpt__free(cnt);
+	ckpt__free(disp);
+	if (rc < 0) {
+		ckpt__free(l);
+		ckpt__free(buf);
+		return rc;
+	}
+	*all = buf;
+	*lens = l;
+	*nprocs = m->size;
+	return CKPT_OK;
+}
+
 static int mw_is_writer(ckpt_strategy *s)
 {
 	return mw_of(s)->rank == 0;
@@ -307,6 +365,7 @@ static const ckpt__strategy_ops multi_worker_ops = {
 	.agree = mw_agree,
 	.restore_parts = mw_restore_parts,
 	.share_staged = mw_share_staged,
+	.allgather = mw_allgather,
 	.is_writer = mw_is_writer,
 	.destroy = mw_destroy,
 };

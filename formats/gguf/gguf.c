@@ -101,4 +101,6 @@ const ckpt_format ckpt_format_gguf = {
 	ckpt__gguf_writer_close,
 	NULL,
 	ckpt__gguf_writer_announce,
+	NULL, /* read_rows: the core reads whole tensors */
+	NULL, /* no partitioned variables */
 };

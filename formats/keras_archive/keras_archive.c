@@ -611,4 +611,6 @@ const ckpt_format ckpt_format_keras_archive = {
 	KA_WRITER,
 	NULL, /* verify: core fallback */
 	NULL, /* writer_announce: nothing staged, announcements ignored */
+	NULL, /* read_rows: the core reads whole tensors */
+	NULL, /* no partitioned variables */
 };

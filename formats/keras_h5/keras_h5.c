@@ -312,4 +312,6 @@ const ckpt_format ckpt_format_keras_h5 = {
 	kw_close,
 	NULL, /* verify: core fallback */
 	NULL, /* writer_announce: nothing staged, announcements ignored */
+	NULL, /* read_rows: the core reads whole tensors */
+	NULL, /* no partitioned variables */
 };

@@ -71,4 +71,6 @@ const ckpt_format ckpt_format_safetensors = {
 	ckpt__st_writer_close,
 	NULL,
 	ckpt__st_writer_announce,
+	NULL, /* read_rows: the core reads whole tensors */
+	NULL, /* no partitioned variables */
 };

@@ -50,7 +50,7 @@ int ckpt__tfb_part_open(ckpt__tfb_part **out, ckpt_vfs *vfs, const char *prefix,
 	return CKPT_OK;
 }
 
-static int encode_entry(tfb_buf *out, const char *key, const ckpt_tensor *t, int shard,
+static int encode_entry(tfb_buf *out, const char *key, size_t klen, const ckpt_tensor *t, int shard,
 	uint64_t off, uint64_t size, uint32_t masked)
 {
 	CkptTf__TensorShapeProto__Dim dims[CKPT_MAX_RANK];
@@ -70,7 +70,7 @@ static int encode_entry(tfb_buf *out, const char *key, const ckpt_tensor *t, int
 	pe.offset = (int64_t)off;
 	pe.size = (int64_t)size;
 	pe.crc32c = masked;
-	size_t klen = strlen(key), n = ckpt_tf__bundle_entry_proto__get_packed_size(&pe);
+	size_t n = ckpt_tf__bundle_entry_proto__get_packed_size(&pe);
 	CKPT_TRY(tfb_buf_varint(out, klen));
 	CKPT_TRY(tfb_buf_append(out, key, klen));
 	CKPT_TRY(tfb_buf_varint(out, n));
@@ -79,12 +79,11 @@ static int encode_entry(tfb_buf *out, const char *key, const ckpt_tensor *t, int
 	return CKPT_OK;
 }
 
-int ckpt__tfb_part_add(ckpt__tfb_part *p, const char *key, const ckpt_tensor *t)
+/* `key` of klen bytes (slice keys hold NULs); messages name `name` */
+static int part_add(ckpt__tfb_part *p, const char *name, const char *key, size_t klen, const ckpt_tensor *t)
 {
 	if (p->failed)
-		return ckpt__fail(p->failed, p->sh.tmp, key, -1, "shard writer failed earlier");
-	if (!key || !*key || strlen(key) > CKPT_MAX_NAME_LEN)
-		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, key, -1, "bad tensor name");
+		return ckpt__fail(p->failed, p->sh.tmp, name, -1, "shard writer failed earlier");
 	uint64_t nelem;
 	CKPT_TRY(ckpt_shape_num_elements(&t->shape, &nelem));
 	uint64_t off = p->sh.pos;
@@ -92,11 +91,55 @@ int ckpt__tfb_part_add(ckpt__tfb_part *p, const char *key, const ckpt_tensor *t)
 	int rc = t->dtype == CKPT_DT_STRING ? tfb_shard_put_strings(&p->sh, t->data, nelem, &crc)
 		: tfb_shard_put_fixed(&p->sh, t->data, t->nbytes, &crc);
 	if (rc == CKPT_OK)
-		rc = encode_entry(&p->entries, key, t, p->shard, off, p->sh.pos - off, ckpt_crc32c_mask(crc));
+		rc = encode_entry(&p->entries, key, klen, t, p->shard, off, p->sh.pos - off, ckpt_crc32c_mask(crc));
 	if (rc < 0) {
-		ckpt__error_annotate(p->sh.tmp, key);
+		ckpt__error_annotate(p->sh.tmp, name);
 		p->failed = rc;
 	}
+	return rc;
+}
+
+int ckpt__tfb_part_add(ckpt__tfb_part *p, const char *key, const ckpt_tensor *t)
+{
+	if (!key || !*key || strlen(key) > CKPT_MAX_NAME_LEN)
+		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, key, -1, "bad tensor name");
+	return part_add(p, key, key, strlen(key), t);
+}
+
+int ckpt__tfb_part_add_slice(ckpt__tfb_part *p, const char *name, const ckpt_shape *full, int64_t row0,
+	const ckpt_tensor *t)
+{
+	if (!name || !*name || strlen(name) > CKPT_MAX_NAME_LEN || full->rank < 1 || t->shape.rank != full->rank)
+		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, name, -1, "bad partitioned variable name or shape");
+	tfb_buf key = { 0 };
+	int rc = tfb_row_slice_key(&key, name, full, row0, t->shape.dims[0]);
+	if (rc == CKPT_OK)
+		rc = part_add(p, name, (const char *)key.p, key.len, t);
+	tfb_buf_free(&key);
+	return rc;
+}
+
+int ckpt__tfb_part_add_partitioned_entry(ckpt__tfb_part *p, const char *name, ckpt_dtype dt, const ckpt_shape *full,
+	int nparts, const int64_t *row0, const int64_t *rows)
+{
+	if (p->failed)
+		return ckpt__fail(p->failed, p->sh.tmp, name, -1, "shard writer failed earlier");
+	if (!name || !*name || strlen(name) > CKPT_MAX_NAME_LEN || full->rank < 1 || nparts < 1)
+		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, name, -1, "bad partitioned variable name or shape");
+	tfb_buf pk = { 0 };
+	size_t klen = strlen(name);
+	int rc = tfb_pack_partitioned_entry(&pk, dt, full, nparts, row0, rows);
+	if (rc == CKPT_OK)
+		rc = tfb_buf_varint(&p->entries, klen);
+	if (rc == CKPT_OK)
+		rc = tfb_buf_append(&p->entries, name, klen);
+	if (rc == CKPT_OK)
+		rc = tfb_buf_varint(&p->entries, pk.len);
+	if (rc == CKPT_OK)
+		rc = tfb_buf_append(&p->entries, pk.p, pk.len);
+	tfb_buf_free(&pk);
+	if (rc < 0)
+		p->failed = rc;
 	return rc;
 }
 

@@ -1075,6 +1075,71 @@ int tfb_verify(ckpt_reader *r, size_t i)
 	return read_verified(r, i, io, NULL, (size_t)v->nbytes);
 }
 
+/*
+ * Bytes [off, off + len) of stored entry e into dst: a whole entry is read
+ * and crc-checked as usual; a part of one is read alone and its crc32c kept
+ * in `pieces`, for the caller to combine with the other parts' (reader_rows.c).
+ */
+static int read_entry_range(ckpt_reader *r, size_t e, uint64_t off, size_t len, unsigned char *dst,
+	ckpt__row_pieces *pieces)
+{
+	const ckpt_var_info *v = &r->vars[e];
+	ckpt_io *io = NULL;
+	CKPT_TRY(locate(r, e, &io));
+	if (len == 0)
+		return CKPT_OK;
+	if (off == 0 && len == v->nbytes)
+		return read_verified(r, e, io, dst, len);
+	uint32_t crc = 0;
+	int verify = !r->opts.no_verify;
+	CKPT_TRY(read_span(r, e, io, dst, NULL, off, len, verify, &crc));
+	return verify ? ckpt__row_pieces_push(pieces, e, off, len, crc) : CKPT_OK;
+}
+
+/*
+ * Rows [row0, row0 + nrows) of entry i: of a plain entry, one contiguous
+ * range; of a partitioned one, the rows of every axis-0 slice that overlaps
+ * them (contiguous in that slice's row-major bytes).
+ */
+int tfb_read_rows(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows, void *dst, size_t n,
+	ckpt__row_pieces *pieces)
+{
+	tfb_reader *s = r->state;
+	const ckpt_var_info *v = &r->vars[i];
+	uint64_t rowbytes = nrows ? n / (uint64_t)nrows : 0;
+	unsigned char *out = dst;
+	if (nrows == 0)
+		return CKPT_OK;
+	if (!v->nslices)
+		return read_entry_range(r, i, (uint64_t)row0 * rowbytes, n, out, pieces);
+	const size_t *parts = s->x[i].parts;
+	int64_t covered = 0;
+	for (size_t k = 0; k < v->nslices; k++) {
+		int64_t st[CKPT_MAX_RANK], len[CKPT_MAX_RANK];
+		(void)tfb_slice_resolve(&v->shape, &v->slices[k], st, len);
+		for (int d = 1; d < v->shape.rank; d++)
+			if (st[d] != 0 || len[d] != v->shape.dims[d])
+				return ckpt__fail(CKPT_EUNSUPPORTED, s->index_path, v->name, (int64_t)s->x[i].off,
+					"slice %zu does not span dimension %d in full: only variables partitioned along "
+					"axis 0 are read by rows", k, d);
+		int64_t lo = st[0] > row0 ? st[0] : row0;
+		int64_t hi = st[0] + len[0] < row0 + nrows ? st[0] + len[0] : row0 + nrows;
+		if (hi <= lo)
+			continue;
+		if (parts[k] == SIZE_MAX)
+			return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, (int64_t)s->x[i].off,
+				"slice %zu of %zu has no slice entry in the index", k, v->nslices);
+		CKPT_TRY(read_entry_range(r, parts[k], (uint64_t)(lo - st[0]) * rowbytes, (size_t)((uint64_t)(hi - lo) * rowbytes),
+			out + (uint64_t)(lo - row0) * rowbytes, pieces));
+		covered += hi - lo;
+	}
+	if (covered != nrows) /* the slices tile the shape (checked at open) */
+		return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, (int64_t)s->x[i].off,
+			"the slices cover %lld of rows [%lld, %lld)", (long long)covered, (long long)row0,
+			(long long)(row0 + nrows));
+	return CKPT_OK;
+}
+
 static int load_graph(ckpt_reader *r)
 {
 	size_t gi = r->nvars;

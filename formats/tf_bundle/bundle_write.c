@@ -30,7 +30,10 @@
 
 /* Kept small (many-tiny saves add 10,000s): the dims live in tfb_writer.dims. */
 typedef struct wentry {
-	char *key;
+	char *key;         /* slice keys hold NUL bytes: klen is the length */
+	size_t klen;
+	unsigned char *packed; /* a partitioned variable's full entry: its BundleEntryProto, no data */
+	size_t npacked;
 	ckpt_dtype dtype;
 	int rank;
 	int shard;
@@ -194,12 +197,27 @@ int tfb_shard_put_strings(wshard *s, const ckpt_bytes *el, uint64_t n, uint32_t 
 	return rc;
 }
 
-static int add_entry(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
+static int grow_entries(tfb_writer *s)
+{
+	if (s->ne < s->cap)
+		return CKPT_OK;
+	size_t nc = s->cap ? s->cap * 2 : 64;
+	wentry *ne = ckpt__realloc(s->e, nc * sizeof(*ne));
+	if (!ne)
+		return CKPT_ENOMEM;
+	s->e = ne;
+	s->cap = nc;
+	return CKPT_OK;
+}
+
+/* `key` of klen bytes (a slice key holds NULs); `name` is what messages call it */
+static int add_entry_key(ckpt_writer *w, const char *name, const char *key, size_t klen, const ckpt_tensor *t,
+	int shard)
 {
 	tfb_writer *s = w->state;
 	if (s->failed)
 		return ckpt__fail(s->failed, w->path, name, -1, "writer failed earlier; start a new one");
-	if (!name || !*name)
+	if (!name || !*name || !klen)
 		return ckpt__fail(CKPT_EINVAL, w->path, NULL, -1, "empty tensor name (the key \"\" is the bundle header)");
 	if (strlen(name) > CKPT_MAX_NAME_LEN)
 		return ckpt__fail(CKPT_ELIMIT, w->path, NULL, -1, "name longer than %d bytes", CKPT_MAX_NAME_LEN);
@@ -222,20 +240,17 @@ static int add_entry(ckpt_writer *w, const char *name, const ckpt_tensor *t, int
 	} else if (nelem && !t->data) {
 		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "string tensor without elements");
 	}
-	if (s->ne == s->cap) {
-		size_t nc = s->cap ? s->cap * 2 : 64;
-		wentry *ne = ckpt__realloc(s->e, nc * sizeof(*ne));
-		if (!ne)
-			return CKPT_ENOMEM;
-		s->e = ne;
-		s->cap = nc;
-	}
+	CKPT_TRY(grow_entries(s));
 	wentry *e = &s->e[s->ne];
 	memset(e, 0, sizeof(*e));
 	e->dims_at = s->dims.len / sizeof(int64_t);
 	CKPT_TRY(tfb_buf_append(&s->dims, t->shape.dims, (size_t)t->shape.rank * sizeof(int64_t)));
-	e->key = ckpt__strdup(name);
-	if (!e->key) {
+	e->key = ckpt__malloc(klen + 1);
+	if (e->key) {
+		memcpy(e->key, key, klen);
+		e->key[klen] = '\0';
+		e->klen = klen;
+	} else {
 		s->dims.len = e->dims_at * sizeof(int64_t);
 		return CKPT_ENOMEM;
 	}
@@ -260,9 +275,54 @@ static int add_entry(ckpt_writer *w, const char *name, const ckpt_tensor *t, int
 	return CKPT_OK;
 }
 
+static int add_entry(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
+{
+	return add_entry_key(w, name, name, name ? strlen(name) : 0, t, shard);
+}
+
 int tfb_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
 {
 	return add_entry(w, name, t, shard);
+}
+
+int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,
+	int nparts, const int64_t *row0, const int64_t *rows, const void *const *data)
+{
+	tfb_writer *s = w->state;
+	if (!name || !*name || strlen(name) > CKPT_MAX_NAME_LEN || !full || full->rank < 1 || nparts < 1)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "partitioned variable: bad name, shape or part count");
+	for (int k = 0; k < nparts; k++) {
+		ckpt_tensor t;
+		memset(&t, 0, sizeof(t));
+		t.dtype = dt;
+		t.shape = *full;
+		t.shape.dims[0] = rows[k];
+		CKPT_TRY(ckpt_shape_nbytes(&t.shape, dt, &t.nbytes));
+		t.data = (void *)data[k];
+		tfb_buf key = { 0 };
+		int rc = tfb_row_slice_key(&key, name, full, row0[k], rows[k]);
+		if (rc == CKPT_OK)
+			rc = add_entry_key(w, name, (const char *)key.p, key.len, &t, 0);
+		tfb_buf_free(&key);
+		CKPT_TRY(rc);
+	}
+	/* the full entry: dtype, shape and the slices; no data of its own */
+	CKPT_TRY(grow_entries(s));
+	tfb_buf pk = { 0 };
+	int rc = tfb_pack_partitioned_entry(&pk, dt, full, nparts, row0, rows);
+	wentry *e = &s->e[s->ne];
+	memset(e, 0, sizeof(*e));
+	e->key = rc == CKPT_OK ? ckpt__strdup(name) : NULL;
+	if (!e->key) {
+		tfb_buf_free(&pk);
+		return rc < 0 ? rc : CKPT_ENOMEM;
+	}
+	e->klen = strlen(name);
+	e->packed = pk.p;
+	e->npacked = pk.len;
+	e->dims_at = s->dims.len / sizeof(int64_t);
+	s->ne++;
+	return CKPT_OK;
 }
 
 static int writer_open(ckpt_writer *w)
@@ -303,13 +363,19 @@ int tfb_writer_open(ckpt_writer *w)
 	return rc;
 }
 
+/* bytewise, as the SSTable orders keys (slice keys start with 0x00) */
 static int cmp_entry(const void *a, const void *b)
 {
-	return strcmp(((const wentry *)a)->key, ((const wentry *)b)->key);
+	const wentry *x = a, *y = b;
+	size_t n = x->klen < y->klen ? x->klen : y->klen;
+	int c = memcmp(x->key, y->key, n);
+	return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
 }
 
 static int encode_entry(tfb_buf *out, const wentry *e, const int64_t *all_dims)
 {
+	if (e->packed)
+		return tfb_buf_append(out, e->packed, e->npacked);
 	CkptTf__TensorShapeProto__Dim dims[CKPT_MAX_RANK];
 	CkptTf__TensorShapeProto__Dim *dp[CKPT_MAX_RANK];
 	CkptTf__TensorShapeProto shape = CKPT_TF__TENSOR_SHAPE_PROTO__INIT;
@@ -338,7 +404,7 @@ static int build_index(ckpt_writer *w, tfb_writer *s, tfb_buf *table)
 {
 	qsort(s->e, s->ne, sizeof(*s->e), cmp_entry);
 	for (size_t i = 1; i < s->ne; i++)
-		if (strcmp(s->e[i - 1].key, s->e[i].key) == 0)
+		if (cmp_entry(&s->e[i - 1], &s->e[i]) == 0)
 			return ckpt__fail(CKPT_EINVAL, w->path, s->e[i].key, -1, "tensor name added twice");
 	CkptTf__VersionDef ver = CKPT_TF__VERSION_DEF__INIT;
 	CkptTf__BundleHeaderProto hdr = CKPT_TF__BUNDLE_HEADER_PROTO__INIT;
@@ -365,7 +431,7 @@ static int build_index(ckpt_writer *w, tfb_writer *s, tfb_buf *table)
 		kv[0].vlen = ends[0];
 		for (size_t i = 0; i < s->ne; i++) {
 			kv[i + 1].key = (const unsigned char *)s->e[i].key;
-			kv[i + 1].klen = strlen(s->e[i].key);
+			kv[i + 1].klen = s->e[i].klen;
 			kv[i + 1].val = vals.p + ends[i];
 			kv[i + 1].vlen = ends[i + 1] - ends[i];
 		}
@@ -496,8 +562,10 @@ void tfb_writer_close(ckpt_writer *w)
 	}
 	ckpt__error_raise(&saved);
 	ckpt__error_slot_clear(&saved);
-	for (size_t i = 0; i < s->ne; i++)
+	for (size_t i = 0; i < s->ne; i++) {
 		ckpt__free(s->e[i].key);
+		ckpt__free(s->e[i].packed);
+	}
 	ckpt__free(s->e);
 	tfb_buf_free(&s->dims);
 	ckpt__free(s->sh);

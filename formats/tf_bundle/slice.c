@@ -13,6 +13,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <protobuf-c/protobuf-c.h>
+#include "tensor_bundle.pb-c.h"
 #include "tfb.h"
 
 /* kLengthToMask / kLengthToHeaderBits of ordered_code.cc */
@@ -120,6 +122,70 @@ int tfb_slice_key_encode(tfb_buf *b, const unsigned char *name, size_t nlen, int
 		CKPT_TRY(put_signed(b, length[d]));
 	}
 	return CKPT_OK;
+}
+
+int tfb_row_slice_key(tfb_buf *b, const char *name, const ckpt_shape *full, int64_t row0, int64_t rows)
+{
+	int64_t start[CKPT_MAX_RANK], length[CKPT_MAX_RANK];
+	for (int d = 0; d < full->rank; d++) {
+		start[d] = 0;
+		length[d] = full->dims[d];
+	}
+	start[0] = row0;
+	length[0] = rows;
+	return tfb_slice_key_encode(b, (const unsigned char *)name, strlen(name), full->rank, start, length);
+}
+
+int tfb_pack_partitioned_entry(tfb_buf *out, ckpt_dtype dt, const ckpt_shape *full, int nparts,
+	const int64_t *row0, const int64_t *rows)
+{
+	CkptTf__TensorShapeProto__Dim dims[CKPT_MAX_RANK];
+	CkptTf__TensorShapeProto__Dim *dp[CKPT_MAX_RANK];
+	CkptTf__TensorShapeProto shape = CKPT_TF__TENSOR_SHAPE_PROTO__INIT;
+	CkptTf__BundleEntryProto pe = CKPT_TF__BUNDLE_ENTRY_PROTO__INIT;
+	for (int i = 0; i < full->rank; i++) {
+		ckpt_tf__tensor_shape_proto__dim__init(&dims[i]);
+		dims[i].size = full->dims[i];
+		dp[i] = &dims[i];
+	}
+	shape.n_dim = (size_t)full->rank;
+	shape.dim = dp;
+	pe.dtype = (int32_t)dt;
+	pe.shape = &shape;
+	/* per part: one TensorSliceProto of rank extents, every one explicit (as TF1's Saver writes them) */
+	size_t np = (size_t)nparts, rk = (size_t)full->rank;
+	CkptTf__TensorSliceProto *sl = ckpt__calloc(np, sizeof(*sl));
+	CkptTf__TensorSliceProto **slp = ckpt__calloc(np, sizeof(*slp));
+	CkptTf__TensorSliceProto__Extent *ex = ckpt__calloc(np * rk, sizeof(*ex));
+	CkptTf__TensorSliceProto__Extent **exp = ckpt__calloc(np * rk, sizeof(*exp));
+	int rc = sl && slp && ex && exp ? CKPT_OK : CKPT_ENOMEM;
+	for (size_t k = 0; rc == CKPT_OK && k < np; k++) {
+		ckpt_tf__tensor_slice_proto__init(&sl[k]);
+		for (size_t d = 0; d < rk; d++) {
+			CkptTf__TensorSliceProto__Extent *e = &ex[k * rk + d];
+			ckpt_tf__tensor_slice_proto__extent__init(e);
+			e->start = d == 0 ? row0[k] : 0;
+			e->has_length_case = CKPT_TF__TENSOR_SLICE_PROTO__EXTENT__HAS_LENGTH_LENGTH;
+			e->length = d == 0 ? rows[k] : full->dims[d];
+			exp[k * rk + d] = e;
+		}
+		sl[k].n_extent = rk;
+		sl[k].extent = exp + k * rk;
+		slp[k] = &sl[k];
+	}
+	pe.n_slices = np;
+	pe.slices = slp;
+	if (rc == CKPT_OK) {
+		size_t n = ckpt_tf__bundle_entry_proto__get_packed_size(&pe);
+		rc = tfb_buf_reserve(out, n);
+		if (rc == CKPT_OK)
+			out->len += ckpt_tf__bundle_entry_proto__pack(&pe, out->p + out->len);
+	}
+	ckpt__free(sl);
+	ckpt__free(slp);
+	ckpt__free(ex);
+	ckpt__free(exp);
+	return rc;
 }
 
 int tfb_slice_key_decode(const unsigned char *k, size_t n, tfb_slice_key *out)

@@ -55,4 +55,6 @@ const ckpt_format ckpt_format_tf_bundle = {
 	tfb_writer_close,
 	tfb_verify,
 	NULL, /* writer_announce: nothing staged, announcements ignored */
+	tfb_read_rows,
+	tfb_writer_add_partitioned,
 };

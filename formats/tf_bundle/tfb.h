@@ -121,6 +121,15 @@ int tfb_slice_key_encode(tfb_buf *b, const unsigned char *name, size_t nlen, int
  * 0, -1 when the ranks differ, -2-d when dim d lies outside the shape.
  */
 int tfb_slice_resolve(const ckpt_shape *full, const ckpt_slice *sl, int64_t *start, int64_t *length);
+/**
+ * Partitioned along axis 0 (BundleWriter::AddSlice as TF1's Saver calls it):
+ * append the slice key of rows [row0, row0 + rows) x every other dim in full
+ * (every extent explicit) to `b`.
+ */
+int tfb_row_slice_key(tfb_buf *b, const char *name, const ckpt_shape *full, int64_t row0, int64_t rows);
+/** Append the packed BundleEntryProto of the full entry: dtype, shape, one slice per part. */
+int tfb_pack_partitioned_entry(tfb_buf *out, ckpt_dtype dt, const ckpt_shape *full, int nparts,
+	const int64_t *row0, const int64_t *rows);
 /** EFORMAT (naming v) unless v's slices tile its shape exactly. */
 int tfb_slices_check(const ckpt_var_info *v, const char *path, uint64_t off);
 /** Copy a dense slice (row-major, `esize` bytes per element) into its place in the full tensor. */
@@ -171,6 +180,10 @@ int tfb_open(ckpt_reader *r);
 int tfb_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
 int tfb_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
 int tfb_verify(ckpt_reader *r, size_t i);
+int tfb_read_rows(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows, void *dst, size_t n,
+	ckpt__row_pieces *pieces);
+int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,
+	int nparts, const int64_t *row0, const int64_t *rows, const void *const *data);
 void tfb_close(ckpt_reader *r);
 int tfb_writer_open(ckpt_writer *w);
 int tfb_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);

@@ -22,6 +22,20 @@ CKPT_API int ckpt__tfb_part_open(ckpt__tfb_part **out, ckpt_vfs *vfs, const char
 /** Append one entry (any dtype). */
 CKPT_API int ckpt__tfb_part_add(ckpt__tfb_part *p, const char *key, const ckpt_tensor *t);
 /**
+ * Append rows [row0, row0 + t->shape.dims[0]) of the partitioned variable
+ * `name` of full shape `full` under its slice key (every other dimension in
+ * full; tfb.h tfb_row_slice_key).
+ */
+CKPT_API int ckpt__tfb_part_add_slice(ckpt__tfb_part *p, const char *name, const ckpt_shape *full, int64_t row0,
+	const ckpt_tensor *t);
+/**
+ * Add the full entry of a partitioned variable (dtype, shape, every part's
+ * slice; no data) to this shard's index entries: one process adds it, the
+ * owners add the slices.
+ */
+CKPT_API int ckpt__tfb_part_add_partitioned_entry(ckpt__tfb_part *p, const char *name, ckpt_dtype dt,
+	const ckpt_shape *full, int nparts, const int64_t *row0, const int64_t *rows);
+/**
  * Flush, fsync (unless no_fsync) and close the shard; `*entries` (free with
  * ckpt__free) holds its index entries: per entry varint key length, key,
  * varint value length, BundleEntryProto.

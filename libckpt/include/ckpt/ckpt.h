@@ -11,6 +11,7 @@
  *   ckpt/strategy.h      strategies, scopes, replica context, all-reduce
  *   ckpt/variable.h      plain, mirrored and sync-on-read variables
  *   ckpt/checkpoint.h    trackable objects, save / restore / load, the manager
+ *   ckpt/partitioned.h   variables split along axis 0 (PartitionedVariable, ShardedVariable)
  *   ckpt/host.h          host state (step, RNG, data position) tracked by pointer
  *   ckpt/async.h         asynchronous saves (block only while staging)
  */
@@ -26,6 +27,7 @@
 #include "ckpt/strategy.h"
 #include "ckpt/variable.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/partitioned.h"
 #include "ckpt/host.h"
 #include "ckpt/async.h"
 

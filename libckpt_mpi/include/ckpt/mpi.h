@@ -53,10 +53,15 @@
  *    single-process, with `ckpt restore` or the one-process strategies).
  *  - Manager: worker 0 alone writes the state file and deletes old
  *    checkpoints; every worker returns the same path.
- *  - Partitioned variables written by TensorFlow (TF1 PartitionedVariable,
- *    TF2 ShardedVariable: a full entry with its slices) restore into a
- *    variable of the full shape on every worker. Creating partitioned
- *    variables (parts owned by different workers) is not supported yet.
+ *  - Partitioned variables (ckpt/partitioned.h): created collectively,
+ *    part i held by worker i % W only (one plain copy). A save writes each
+ *    part's rows into its owner's data shard under TensorFlow's slice key
+ *    (worker 0 adds the full entry listing every slice); a restore onto any
+ *    P and W reads, on each worker, only the byte ranges of the rows of the
+ *    parts it holds, and the workers exchange the crc32c of those ranges so
+ *    that every stored slice is verified whole. TensorFlow-written ones
+ *    (TF1 PartitionedVariable, TF2 ShardedVariable) restore the same way,
+ *    or into a variable of the full shape on every worker.
  *
  * Threads: MPI is called only from the thread that called ckpt_strategy_run
  * / the creating or saving thread, so MPI_THREAD_FUNNELED suffices.

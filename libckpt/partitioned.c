@@ -1,0 +1,440 @@
+/*
+ * Partitioned variables (ckpt/partitioned.h): the split, the owner rule,
+ * tracking by a checkpoint, the single-process write and the staged,
+ * range-reading restore.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "partitioned_internal.h"
+#include "strategy_impl.h"
+#include "variable_internal.h"
+#include "formats/format.h"
+
+struct ckpt_partitioned {
+	char *name;
+	ckpt_dtype dtype;
+	ckpt_shape shape;
+	int nparts;
+	int64_t *row0, *rows;   /* per part */
+	ckpt_variable **part;   /* per part; NULL where another worker holds it */
+	ckpt_strategy *strategy;/* created under (holds a variable reference) */
+	int workers, rank;      /* of that strategy: 1, 0 in-process */
+};
+
+ckpt_strategy *ckpt__partitioned_strategy(const ckpt_partitioned *p)
+{
+	return p->strategy;
+}
+
+static int check_new(const char *name, ckpt_dtype dt, const ckpt_shape *shape, int num_parts,
+	const ckpt_variable_options *o)
+{
+	if (!name || !*name || strlen(name) > CKPT_MAX_NAME_LEN || !shape)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "ckpt_partitioned_new: bad name or NULL shape");
+	if (shape->rank < 1 || shape->rank > CKPT_MAX_RANK || shape->dims[0] < 1)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+			"partitioned variable '%s' needs rank >= 1 and at least one row to split (rank %d)", name, shape->rank);
+	if (num_parts < 1)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "partitioned variable '%s': %d parts (want >= 1)", name,
+			num_parts);
+	if (!ckpt_dtype_valid((int)dt) || dt == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "partitioned variable '%s': dtype %s is not supported "
+			"(fixed-size dtypes only)", name, ckpt_dtype_name(dt));
+	if (o && (o->version != CKPT_VARIABLE_OPTIONS_VERSION || o->sync == CKPT_SYNC_ON_READ || o->replica_buffers))
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "partitioned variable '%s': options must be version %d, "
+			"not sync-on-read, without replica_buffers", name, CKPT_VARIABLE_OPTIONS_VERSION);
+	return CKPT_OK;
+}
+
+static int create_parts(ckpt_partitioned *p, const ckpt_variable_options *o)
+{
+	uint64_t rowbytes;
+	ckpt_shape row = p->shape;
+	row.dims[0] = 1;
+	CKPT_TRY(ckpt_shape_nbytes(&row, p->dtype, &rowbytes));
+	int collective = ckpt__strategy_is_collective(p->strategy);
+	for (int i = 0; i < p->nparts; i++) {
+		if (i % p->workers != p->rank)
+			continue;
+		ckpt_shape sh = p->shape;
+		sh.dims[0] = p->rows[i];
+		ckpt_variable_options po = CKPT_VARIABLE_OPTIONS_INIT;
+		if (o) {
+			po.trainable = o->trainable;
+			po.sync = o->sync;
+			if (o->initial_value)
+				po.initial_value = (const unsigned char *)o->initial_value + (uint64_t)p->row0[i] * rowbytes;
+		}
+		char *pn = ckpt__asprintf("%s/part_%d", p->name, i);
+		if (!pn)
+			return CKPT_ENOMEM;
+		/* a multi-worker part lives on its owner only: outside the collective creation */
+		int rc = collective ? ckpt__variable_new_part(&p->part[i], pn, p->dtype, &sh, &po)
+			: ckpt_variable_new(&p->part[i], pn, p->dtype, &sh, &po);
+		ckpt__free(pn);
+		CKPT_TRY(rc);
+	}
+	return CKPT_OK;
+}
+
+int ckpt_partitioned_new(ckpt_partitioned **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
+	int num_parts, const ckpt_variable_options *o)
+{
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "ckpt_partitioned_new: NULL out");
+	*out = NULL;
+	if (ckpt_replica_current())
+		return ckpt__fail(CKPT_ESCOPE, NULL, name, -1, "partitioned variable '%s' created in replica context: "
+			"create it outside ckpt_strategy_run, inside the strategy's scope", name ? name : "");
+	ckpt_strategy *s = ckpt_strategy_current();
+	int rc = check_new(name, dt, shape, num_parts, o);
+	ckpt_partitioned *p = rc == CKPT_OK ? ckpt__calloc(1, sizeof(*p)) : NULL;
+	if (rc == CKPT_OK && !p)
+		rc = CKPT_ENOMEM;
+	if (rc == CKPT_OK) {
+		p->strategy = s;
+		ckpt__strategy_retain(s, CKPT__REF_VARIABLE);
+		p->dtype = dt;
+		p->shape = *shape;
+		int local = ckpt__strategy_local_replicas(s);
+		p->workers = ckpt_strategy_num_replicas(s) / local;
+		p->rank = ckpt__strategy_replica_offset(s) / local;
+		/* fixed_size_partitioner: at most one part per row */
+		p->nparts = (int64_t)num_parts > shape->dims[0] ? (int)shape->dims[0] : num_parts;
+		p->name = ckpt__strdup(name);
+		p->row0 = ckpt__calloc((size_t)p->nparts, sizeof(int64_t));
+		p->rows = ckpt__calloc((size_t)p->nparts, sizeof(int64_t));
+		p->part = ckpt__calloc((size_t)p->nparts, sizeof(*p->part));
+		rc = p->name && p->row0 && p->rows && p->part ? CKPT_OK : CKPT_ENOMEM;
+	}
+	if (rc == CKPT_OK) {
+		/* R / P rows each, the first R % P parts one more (create_partitioned_variables) */
+		int64_t R = shape->dims[0], q = R / p->nparts, rem = R % p->nparts, at = 0;
+		for (int i = 0; i < p->nparts; i++) {
+			p->row0[i] = at;
+			p->rows[i] = q + (i < rem ? 1 : 0);
+			at += p->rows[i];
+		}
+		rc = create_parts(p, o);
+	}
+	/* every worker's outcome: one that failed fails them all */
+	if (ckpt__strategy_is_collective(s))
+		rc = ckpt__strategy_ops_of(s)->agree(s, rc);
+	if (rc < 0) {
+		ckpt_partitioned_free(p);
+		return rc;
+	}
+	*out = p;
+	return CKPT_OK;
+}
+
+void ckpt_partitioned_free(ckpt_partitioned *p)
+{
+	if (!p)
+		return;
+	for (int i = 0; p->part && i < p->nparts; i++)
+		ckpt_variable_free(p->part[i]);
+	if (p->strategy)
+		ckpt__strategy_release(p->strategy, CKPT__REF_VARIABLE);
+	ckpt__free(p->part);
+	ckpt__free(p->row0);
+	ckpt__free(p->rows);
+	ckpt__free(p->name);
+	ckpt__free(p);
+}
+
+const char *ckpt_partitioned_name(const ckpt_partitioned *p) { return p ? p->name : NULL; }
+ckpt_dtype ckpt_partitioned_dtype(const ckpt_partitioned *p) { return p ? p->dtype : CKPT_DT_INVALID; }
+const ckpt_shape *ckpt_partitioned_shape(const ckpt_partitioned *p) { return p ? &p->shape : NULL; }
+int ckpt_partitioned_num_parts(const ckpt_partitioned *p) { return p ? p->nparts : 0; }
+
+int ckpt_partitioned_part_rows(const ckpt_partitioned *p, int i, int64_t *first, int64_t *rows)
+{
+	if (!p || i < 0 || i >= p->nparts)
+		return ckpt__fail(CKPT_EINVAL, NULL, p ? p->name : NULL, -1, "part %d out of range [0, %d)", i,
+			p ? p->nparts : 0);
+	if (first)
+		*first = p->row0[i];
+	if (rows)
+		*rows = p->rows[i];
+	return CKPT_OK;
+}
+
+int ckpt_partitioned_owner(const ckpt_partitioned *p, int i)
+{
+	return p && i >= 0 && i < p->nparts ? i % p->workers : -1;
+}
+
+ckpt_variable *ckpt_partitioned_part(const ckpt_partitioned *p, int i)
+{
+	return p && i >= 0 && i < p->nparts ? p->part[i] : NULL;
+}
+
+int ckpt_checkpoint_track_partitioned(ckpt_checkpoint *ck, ckpt_partitioned *p)
+{
+	if (!ck || !p)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_track_partitioned: NULL argument");
+	for (size_t i = 0; i < ck->nparted; i++)
+		if (strcmp(ck->parted[i]->name, p->name) == 0)
+			return ckpt__fail(CKPT_EINVAL, NULL, p->name, -1,
+				"the checkpoint already tracks a partitioned variable named '%s'", p->name);
+	if (ck->nparted == ck->capparted) {
+		size_t nc = ck->capparted ? ck->capparted * 2 : 4;
+		ckpt_partitioned **np = ckpt__realloc(ck->parted, nc * sizeof(*np));
+		if (!np)
+			return CKPT_ENOMEM;
+		ck->parted = np;
+		ck->capparted = nc;
+	}
+	ck->parted[ck->nparted++] = p;
+	return CKPT_OK;
+}
+
+int ckpt_checkpoint_untrack_partitioned(ckpt_checkpoint *ck, ckpt_partitioned *p)
+{
+	for (size_t i = 0; ck && i < ck->nparted; i++)
+		if (ck->parted[i] == p) {
+			memmove(ck->parted + i, ck->parted + i + 1, (ck->nparted - i - 1) * sizeof(*ck->parted));
+			ck->nparted--;
+			return CKPT_OK;
+		}
+	return ckpt__fail(CKPT_ENOTFOUND, NULL, p ? p->name : NULL, -1, "the checkpoint does not track it");
+}
+
+int ckpt_object_track_partitioned(ckpt_object *obj, const char *local_name, ckpt_partitioned *p)
+{
+	if (!obj || !p)
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_track_partitioned: NULL argument");
+	ckpt_object *node;
+	CKPT_TRY(ckpt__object_alloc(&node));
+	node->parted = p;
+	int rc = ckpt_object_add_child(obj, local_name, node);
+	ckpt_object_free(node);
+	return rc;
+}
+
+int ckpt__partitioned_refs(ckpt__parted_ref **out, size_t *n, const ckpt_checkpoint *ck, const ckpt__plan *plan)
+{
+	*out = NULL;
+	*n = 0;
+	size_t total = ck->nparted;
+	for (size_t i = 0; i < plan->n; i++)
+		total += plan->nodes[i].obj->parted != NULL;
+	if (!total)
+		return CKPT_OK;
+	ckpt__parted_ref *r = ckpt__calloc(total, sizeof(*r));
+	if (!r)
+		return CKPT_ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < ck->nparted; i++)
+		r[k++] = (ckpt__parted_ref){ ck->parted[i], ck->parted[i]->name };
+	for (size_t i = 0; i < plan->n; i++)
+		if (plan->nodes[i].obj->parted)
+			r[k++] = (ckpt__parted_ref){ plan->nodes[i].obj->parted, plan->nodes[i].parted_key };
+	*out = r;
+	*n = k;
+	return CKPT_OK;
+}
+
+/* ---- save (single process: every part is local) ---- */
+
+int ckpt__partitioned_write(ckpt_writer *w, const ckpt__parted_ref *refs, size_t nrefs)
+{
+	for (size_t k = 0; k < nrefs; k++) {
+		ckpt_partitioned *p = refs[k].p;
+		const void **data = ckpt__calloc((size_t)p->nparts, sizeof(*data));
+		if (!data)
+			return CKPT_ENOMEM;
+		int rc = CKPT_OK;
+		for (int i = 0; i < p->nparts && rc == CKPT_OK; i++) {
+			if (!p->part[i])
+				rc = ckpt__fail(CKPT_EINVAL, NULL, p->name, -1, "part %d is held by worker %d", i,
+					ckpt_partitioned_owner(p, i));
+			else
+				data[i] = ckpt_variable_replica_data(p->part[i], 0);
+		}
+		if (rc == CKPT_OK)
+			rc = ckpt__writer_add_partitioned(w, refs[k].key, p->dtype, &p->shape, p->nparts, p->row0, p->rows, data);
+		ckpt__free(data);
+		CKPT_TRY(rc);
+	}
+	return CKPT_OK;
+}
+
+/* ---- restore ---- */
+
+struct ckpt__partitioned_restore {
+	size_t n;
+	ckpt_partitioned **p;
+	void ***bufs;            /* per variable, per part: its staged rows (NULL: not held here) */
+};
+
+/* The message names the variable and, when it differs, the key. */
+static const char *what(const ckpt_partitioned *p, const char *key, char *buf, size_t n)
+{
+	if (strcmp(p->name, key) == 0)
+		snprintf(buf, n, "partitioned variable '%s'", p->name);
+	else
+		snprintf(buf, n, "partitioned variable '%s' (key '%s')", p->name, key);
+	return buf;
+}
+
+void ckpt__partitioned_restore_free(ckpt__partitioned_restore *pr)
+{
+	if (!pr)
+		return;
+	for (size_t k = 0; k < pr->n; k++) {
+		for (int i = 0; pr->bufs && pr->bufs[k] && i < pr->p[k]->nparts; i++)
+			ckpt__buffer_free(pr->bufs[k][i]);
+		if (pr->bufs)
+			ckpt__free(pr->bufs[k]);
+	}
+	ckpt__free(pr->bufs);
+	ckpt__free(pr->p);
+	ckpt__free(pr);
+}
+
+/* The rows of every part of `p` held here, from entry `idx`. */
+static int stage_one(ckpt__partitioned_restore *pr, size_t k, const char *key, ckpt_reader *rd, size_t idx,
+	ckpt__row_pieces *pcs)
+{
+	ckpt_partitioned *p = pr->p[k];
+	const ckpt_var_info *v = ckpt_reader_var(rd, idx);
+	char a[160], b[160], w[400];
+	if (v->dtype != p->dtype || !ckpt_shape_equal(&v->shape, &p->shape)) {
+		ckpt_shape_format(&v->shape, a, sizeof(a));
+		ckpt_shape_format(&p->shape, b, sizeof(b));
+		return ckpt__fail(CKPT_EMISMATCH, ckpt_reader_path(rd), key, -1, "%s is %s %s, the checkpoint holds %s %s",
+			what(p, key, w, sizeof(w)), ckpt_dtype_name(p->dtype), b, ckpt_dtype_name(v->dtype), a);
+	}
+	if (!(pr->bufs[k] = ckpt__calloc((size_t)p->nparts, sizeof(void *))))
+		return CKPT_ENOMEM;
+	for (int i = 0; i < p->nparts; i++) {
+		if (!p->part[i])
+			continue;
+		uint64_t nb = ckpt_variable_nbytes(p->part[i]);
+		if (!(pr->bufs[k][i] = ckpt__buffer_alloc(nb, 0)))
+			return CKPT_ENOMEM;
+		CKPT_TRY(ckpt__reader_read_rows(rd, idx, p->row0[i], p->rows[i], pr->bufs[k][i], (size_t)nb, pcs));
+	}
+	return CKPT_OK;
+}
+
+/* Every process's pieces (each blob: int32 status, then its pieces); verified unless one process failed. */
+static int verify_everywhere(ckpt_strategy *cs, ckpt_reader *rd, ckpt__row_pieces *pcs, int rc)
+{
+	size_t mine = sizeof(int32_t) + pcs->n * sizeof(ckpt__row_piece);
+	unsigned char *blob = ckpt__malloc(mine);
+	int32_t st = rc < 0 ? rc : (blob ? 0 : CKPT_ENOMEM);
+	if (blob) {
+		memcpy(blob, &st, sizeof(st));
+		if (pcs->n)
+			memcpy(blob + sizeof(st), pcs->p, pcs->n * sizeof(ckpt__row_piece));
+	}
+	void *all = NULL;
+	size_t *lens = NULL;
+	int np = 0;
+	int grc = ckpt__strategy_ops_of(cs)->allgather(cs, blob, blob ? mine : 0, &all, &lens, &np);
+	ckpt__free(blob);
+	if (rc == CKPT_OK && st < 0)
+		rc = st;
+	if (rc == CKPT_OK && grc < 0)
+		rc = grc;
+	size_t total = 0, off = 0, npieces = 0;
+	int failed = 0;
+	for (int w = 0; grc == CKPT_OK && w < np; w++) {
+		int32_t ws = CKPT_ERROR;
+		if (lens[w] >= sizeof(ws))
+			memcpy(&ws, (unsigned char *)all + total, sizeof(ws));
+		failed |= ws < 0 || (lens[w] - sizeof(ws)) % sizeof(ckpt__row_piece) != 0;
+		total += lens[w];
+	}
+	/* a failed process's own error is what the restore agrees on: no verdict over its missing pieces */
+	ckpt__row_piece *ps = rc == CKPT_OK && !failed ? ckpt__calloc(total / sizeof(ckpt__row_piece) + 1, sizeof(*ps)) : NULL;
+	if (rc == CKPT_OK && !failed && !ps)
+		rc = CKPT_ENOMEM;
+	for (int w = 0; ps && w < np; w++) {
+		size_t k = (lens[w] - sizeof(int32_t)) / sizeof(ckpt__row_piece);
+		if (k)
+			memcpy(ps + npieces, (unsigned char *)all + off + sizeof(int32_t), k * sizeof(*ps));
+		npieces += k;
+		off += lens[w];
+	}
+	if (ps)
+		rc = ckpt__row_pieces_verify(rd, ps, npieces);
+	ckpt__free(ps);
+	ckpt__free(all);
+	ckpt__free(lens);
+	return rc;
+}
+
+int ckpt__partitioned_stage(ckpt__partitioned_restore **out, ckpt_checkpoint *ck, ckpt__session *s,
+	ckpt_strategy *cs, int rc)
+{
+	*out = NULL;
+	ckpt__plan plan;
+	memset(&plan, 0, sizeof(plan));
+	ckpt__parted_ref *refs = NULL;
+	size_t nrefs = 0;
+	int prc = ckpt__plan_build(&plan, ck->root);
+	if (prc == CKPT_OK)
+		prc = ckpt__partitioned_refs(&refs, &nrefs, ck, &plan);
+	if (prc < 0 && rc == CKPT_OK)
+		rc = prc;
+	/* every process has the same partitioned variables: none here, nothing collective either */
+	if (prc == CKPT_OK && !nrefs) {
+		ckpt__plan_free(&plan);
+		return rc;
+	}
+	ckpt__partitioned_restore *pr = ckpt__calloc(1, sizeof(*pr));
+	if (rc == CKPT_OK && !pr)
+		rc = CKPT_ENOMEM;
+	if (rc == CKPT_OK) {
+		pr->p = ckpt__calloc(nrefs, sizeof(*pr->p));
+		pr->bufs = ckpt__calloc(nrefs, sizeof(*pr->bufs));
+		if (!pr->p || !pr->bufs)
+			rc = CKPT_ENOMEM;
+		else {
+			for (size_t k = 0; k < nrefs; k++)
+				pr->p[k] = refs[k].p;
+			pr->n = nrefs;
+		}
+	}
+	ckpt__row_pieces pcs = { 0 };
+	for (size_t k = 0; rc == CKPT_OK && k < pr->n; k++) {
+		size_t idx;
+		char w[400];
+		if (ckpt_reader_find(s->reader, refs[k].key, &idx) < 0) {
+			rc = ckpt__fail(CKPT_ENOTFOUND, s->path, refs[k].key, -1, "%s is not in the checkpoint",
+				what(refs[k].p, refs[k].key, w, sizeof(w)));
+			break;
+		}
+		rc = stage_one(pr, k, refs[k].key, s->reader, idx, &pcs);
+		/* its stored entry is this variable's, not a value left unmatched */
+		for (size_t i = 0; rc == CKPT_OK && i < s->nvals; i++)
+			if (strcmp(s->vals[i].key, refs[k].key) == 0)
+				s->vals[i].consumed = 1;
+	}
+	ckpt__free(refs);
+	ckpt__plan_free(&plan);
+	if (cs)
+		rc = verify_everywhere(cs, s->reader, &pcs, rc);
+	else if (rc == CKPT_OK)
+		rc = ckpt__row_pieces_verify(s->reader, pcs.p, pcs.n);
+	ckpt__free(pcs.p);
+	if (rc < 0) {
+		ckpt__partitioned_restore_free(pr);
+		return rc;
+	}
+	*out = pr;
+	return CKPT_OK;
+}
+
+void ckpt__partitioned_commit(ckpt__partitioned_restore *pr)
+{
+	for (size_t k = 0; pr && k < pr->n; k++)
+		for (int i = 0; i < pr->p[k]->nparts; i++)
+			if (pr->bufs[k][i])
+				(void)ckpt_variable_assign(pr->p[k]->part[i], pr->bufs[k][i],
+					(size_t)ckpt_variable_nbytes(pr->p[k]->part[i]));
+}
