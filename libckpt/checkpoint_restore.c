@@ -44,13 +44,9 @@ void ckpt__session_unref(ckpt__session *s)
 {
 	if (!s || --s->refs > 0)
 		return;
-	for (size_t i = 0; i < s->nvals; i++) {
-		ckpt__free(s->vals[i].attr);
-		ckpt__free(s->vals[i].suffix);
-		ckpt__free(s->vals[i].key);
-		ckpt__free(s->vals[i].full_name);
+	for (size_t i = 0; i < s->nvals; i++)
 		ckpt_tensor_free(s->vals[i].t);
-	}
+	ckpt__strpool_free(&s->strings);
 	for (size_t i = 0; i < s->narenas; i++)
 		ckpt__buffer_free(s->arenas[i]);
 	ckpt__free(s->arenas);
@@ -65,7 +61,13 @@ void ckpt__session_unref(ckpt__session *s)
 	ckpt__free(s);
 }
 
-static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr, const char *suffix,
+/*
+ * Value for entry vi. attr and full_name belong to s->graph (or are static);
+ * the key is copied into the session's pool (the reader closes early), and
+ * a multi-tensor value's suffix is the tail of that copy (suffix_at bytes in;
+ * 0 = no suffix). full_name NULL: the key itself (name-based values).
+ */
+static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr, size_t suffix_at,
 	const ckpt_var_info *vi, size_t idx, const char *full_name)
 {
 	if (s->nvals == *cap) {
@@ -76,13 +78,16 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 		s->vals = nv;
 		*cap = nc;
 	}
+	const char *key = ckpt__strpool_dup(&s->strings, vi->name, strlen(vi->name));
+	if (!key)
+		return CKPT_ENOMEM;
 	ckpt__value *v = &s->vals[s->nvals];
 	memset(v, 0, sizeof(*v));
 	v->node = node;
-	v->attr = ckpt__strdup(attr);
-	v->suffix = ckpt__strdup(suffix);
-	v->key = ckpt__strdup(vi->name);
-	v->full_name = ckpt__strdup(full_name ? full_name : "");
+	v->attr = attr ? attr : "";
+	v->suffix = suffix_at ? key + suffix_at : "";
+	v->key = key;
+	v->full_name = full_name ? full_name : key;
 	v->reader_index = idx;
 	v->dtype = vi->dtype;
 	v->shape = vi->shape;
@@ -91,8 +96,6 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 	v->aggregation = vi->aggregation;
 	v->sync_source = vi->sync_source;
 	s->nvals++;
-	if (!v->attr || !v->suffix || !v->key || !v->full_name)
-		return CKPT_ENOMEM;
 	return CKPT_OK;
 }
 
@@ -174,7 +177,8 @@ static int build_values(ckpt__session *s)
 				if (keyidx_find(&ki, at->checkpoint_key, &idx) ||
 					(keras && at->full_name && *at->full_name && keyidx_find(&ki, at->full_name, &idx))) {
 					used[idx] = 1;
-					rc = push_value(s, &cap, (int)n, at->name, "", ckpt_reader_var(r, idx), idx, at->full_name);
+					rc = push_value(s, &cap, (int)n, at->name, 0, ckpt_reader_var(r, idx), idx,
+						at->full_name ? at->full_name : "");
 					continue;
 				}
 				/* multi-tensor SaveableObjects: the key is a prefix ("…/table" of "…/table-keys") */
@@ -183,7 +187,7 @@ static int build_values(ckpt__session *s)
 					const ckpt_var_info *vi = ckpt_reader_var(r, i);
 					if (!used[i] && strncmp(vi->name, at->checkpoint_key, kl) == 0 && vi->name[kl]) {
 						used[i] = 1;
-						rc = push_value(s, &cap, (int)n, at->name, vi->name + kl, vi, i, at->full_name);
+						rc = push_value(s, &cap, (int)n, at->name, kl, vi, i, at->full_name ? at->full_name : "");
 					}
 				}
 			}
@@ -202,7 +206,7 @@ static int build_values(ckpt__session *s)
 		/* slices of a partitioned entry are restored through that entry, never as variables of their own */
 		if (used[i] || vi->slice_part || strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
 			continue;
-		rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, "", vi, i, vi->name);
+		rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, 0, vi, i, NULL);
 	}
 	ckpt__free(used);
 	ckpt__free(ki.slot);
@@ -229,13 +233,15 @@ int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpo
 		if (!s->path || !s->format)
 			rc = CKPT_ENOMEM;
 	}
-	const ckpt_object_graph *g = rc == CKPT_OK ? ckpt_reader_object_graph(s->reader) : NULL;
-	if (g && g->nnodes == 0)
+	/* the session outlives its reader (closed once every value is read): it takes the graph, no copy */
+	ckpt_object_graph *g = rc == CKPT_OK ? ckpt__reader_take_object_graph(s->reader) : NULL;
+	if (g && g->nnodes == 0) {
+		ckpt_object_graph_free(g);
 		g = NULL;
+	}
+	s->graph = g;
 	if (g && (size_t)g->nnodes > (size_t)INT32_MAX)
 		rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "object graph with %zu nodes", g->nnodes);
-	if (rc == CKPT_OK && g)
-		rc = ckpt_object_graph_copy(&s->graph, g);
 	if (rc == CKPT_OK)
 		rc = build_values(s);
 	if (rc < 0) {

@@ -311,6 +311,13 @@ const ckpt_object_graph *ckpt_reader_object_graph(const ckpt_reader *r)
 	return r ? r->graph : NULL;
 }
 
+ckpt_object_graph *ckpt__reader_take_object_graph(ckpt_reader *r)
+{
+	ckpt_object_graph *g = r->graph;
+	r->graph = NULL;
+	return g;
+}
+
 const char *ckpt_reader_meta(const ckpt_reader *r, const char *key)
 {
 	if (!r || !key)

@@ -3,6 +3,7 @@
  * ordered rule table over TF2 object paths, TF1 variable names and Keras
  * HDF5 dataset paths; the first matching rule wins, the default is model.
  */
+#include <stdint.h>
 #include <string.h>
 #include "internal.h"
 
@@ -11,59 +12,72 @@ enum match { PREFIX, CONTAINS, SUFFIX, COMPONENT, COMPONENT_PREFIX };
 typedef struct rule {
 	enum match how;
 	const char *pat;
+	size_t len;
 	ckpt_role role;
 } rule;
 
+#define PAT(s) s, sizeof(s) - 1
 static const rule rules[] = {
 	/* optimizer state: TF2 slots and hyper-parameters, TF1 slot variables, Keras h5 */
-	{ CONTAINS, ".OPTIMIZER_SLOT", CKPT_ROLE_OPTIMIZER },
-	{ PREFIX, "optimizer/", CKPT_ROLE_OPTIMIZER },
-	{ CONTAINS, "/optimizer/", CKPT_ROLE_OPTIMIZER },
-	{ PREFIX, "optimizer_weights/", CKPT_ROLE_OPTIMIZER },
-	{ CONTAINS, "/optimizer_weights/", CKPT_ROLE_OPTIMIZER },
-	{ PREFIX, "training/", CKPT_ROLE_OPTIMIZER },
-	{ COMPONENT, "beta1_power", CKPT_ROLE_OPTIMIZER },
-	{ COMPONENT, "beta2_power", CKPT_ROLE_OPTIMIZER },
-	{ SUFFIX, "/Adam", CKPT_ROLE_OPTIMIZER },
-	{ SUFFIX, "/Adam_1", CKPT_ROLE_OPTIMIZER },
-	{ SUFFIX, "/Momentum", CKPT_ROLE_OPTIMIZER },
-	{ SUFFIX, "/Adagrad", CKPT_ROLE_OPTIMIZER },
-	{ SUFFIX, "/RMSProp", CKPT_ROLE_OPTIMIZER },
-	{ SUFFIX, "/RMSProp_1", CKPT_ROLE_OPTIMIZER },
-	{ SUFFIX, "/Ftrl", CKPT_ROLE_OPTIMIZER },
-	{ SUFFIX, "/Ftrl_1", CKPT_ROLE_OPTIMIZER },
-	{ SUFFIX, "/accumulator", CKPT_ROLE_OPTIMIZER },
-	{ SUFFIX, "/linear", CKPT_ROLE_OPTIMIZER },
-	{ COMPONENT, "iter", CKPT_ROLE_OPTIMIZER },          /* OptimizerV2 hyper-parameters */
-	{ COMPONENT, "beta_1", CKPT_ROLE_OPTIMIZER },
-	{ COMPONENT, "beta_2", CKPT_ROLE_OPTIMIZER },
-	{ COMPONENT, "learning_rate", CKPT_ROLE_OPTIMIZER },
+	{ CONTAINS, PAT(".OPTIMIZER_SLOT"), CKPT_ROLE_OPTIMIZER },
+	{ PREFIX, PAT("optimizer/"), CKPT_ROLE_OPTIMIZER },
+	{ CONTAINS, PAT("/optimizer/"), CKPT_ROLE_OPTIMIZER },
+	{ PREFIX, PAT("optimizer_weights/"), CKPT_ROLE_OPTIMIZER },
+	{ CONTAINS, PAT("/optimizer_weights/"), CKPT_ROLE_OPTIMIZER },
+	{ PREFIX, PAT("training/"), CKPT_ROLE_OPTIMIZER },
+	{ COMPONENT, PAT("beta1_power"), CKPT_ROLE_OPTIMIZER },
+	{ COMPONENT, PAT("beta2_power"), CKPT_ROLE_OPTIMIZER },
+	{ SUFFIX, PAT("/Adam"), CKPT_ROLE_OPTIMIZER },
+	{ SUFFIX, PAT("/Adam_1"), CKPT_ROLE_OPTIMIZER },
+	{ SUFFIX, PAT("/Momentum"), CKPT_ROLE_OPTIMIZER },
+	{ SUFFIX, PAT("/Adagrad"), CKPT_ROLE_OPTIMIZER },
+	{ SUFFIX, PAT("/RMSProp"), CKPT_ROLE_OPTIMIZER },
+	{ SUFFIX, PAT("/RMSProp_1"), CKPT_ROLE_OPTIMIZER },
+	{ SUFFIX, PAT("/Ftrl"), CKPT_ROLE_OPTIMIZER },
+	{ SUFFIX, PAT("/Ftrl_1"), CKPT_ROLE_OPTIMIZER },
+	{ SUFFIX, PAT("/accumulator"), CKPT_ROLE_OPTIMIZER },
+	{ SUFFIX, PAT("/linear"), CKPT_ROLE_OPTIMIZER },
+	{ COMPONENT, PAT("iter"), CKPT_ROLE_OPTIMIZER },          /* OptimizerV2 hyper-parameters */
+	{ COMPONENT, PAT("beta_1"), CKPT_ROLE_OPTIMIZER },
+	{ COMPONENT, PAT("beta_2"), CKPT_ROLE_OPTIMIZER },
+	{ COMPONENT, PAT("learning_rate"), CKPT_ROLE_OPTIMIZER },
 	/* metrics */
-	{ PREFIX, "keras_api/metrics/", CKPT_ROLE_METRIC },
-	{ CONTAINS, "/metrics/", CKPT_ROLE_METRIC },
-	{ COMPONENT_PREFIX, "metric", CKPT_ROLE_METRIC },
+	{ PREFIX, PAT("keras_api/metrics/"), CKPT_ROLE_METRIC },
+	{ CONTAINS, PAT("/metrics/"), CKPT_ROLE_METRIC },
+	{ COMPONENT_PREFIX, PAT("metric"), CKPT_ROLE_METRIC },
 	/* bookkeeping */
-	{ COMPONENT, "save_counter", CKPT_ROLE_OTHER },
-	{ COMPONENT, "global_step", CKPT_ROLE_OTHER },
-	{ COMPONENT, "_CHECKPOINTABLE_OBJECT_GRAPH", CKPT_ROLE_OTHER },
-	{ COMPONENT, "step", CKPT_ROLE_OTHER },
-	{ COMPONENT, "rng", CKPT_ROLE_OTHER },
+	{ COMPONENT, PAT("save_counter"), CKPT_ROLE_OTHER },
+	{ COMPONENT, PAT("global_step"), CKPT_ROLE_OTHER },
+	{ COMPONENT, PAT("_CHECKPOINTABLE_OBJECT_GRAPH"), CKPT_ROLE_OTHER },
+	{ COMPONENT, PAT("step"), CKPT_ROLE_OTHER },
+	{ COMPONENT, PAT("rng"), CKPT_ROLE_OTHER },
 };
+#undef PAT
 
-/* Does some "/"-separated component of key[0:n] equal (or start with) pat? */
-static int component(const char *key, size_t n, const char *pat, int prefix_only)
+#define NRULES (sizeof(rules) / sizeof(rules[0]))
+_Static_assert(NRULES <= 64, "component hits are a 64-bit mask over the rules");
+
+/*
+ * Which COMPONENT / COMPONENT_PREFIX rules some "/"-separated component of
+ * key[0:n] matches, as a mask over rule indexes: one pass over the key for
+ * all of them (this runs once per entry when a checkpoint is opened).
+ */
+static uint64_t component_hits(const char *key, size_t n)
 {
-	size_t pl = strlen(pat);
+	uint64_t hits = 0;
 	for (size_t i = 0; i < n;) {
-		size_t j = i;
-		while (j < n && key[j] != '/')
-			j++;
+		const char *c = memchr(key + i, '/', n - i);
+		size_t j = c ? (size_t)(c - key) : n;
 		size_t cl = j - i;
-		if (cl >= pl && memcmp(key + i, pat, pl) == 0 && (prefix_only || cl == pl))
-			return 1;
+		for (size_t k = 0; k < NRULES; k++) {
+			const rule *r = &rules[k];
+			if ((r->how == COMPONENT && cl == r->len) || (r->how == COMPONENT_PREFIX && cl >= r->len))
+				if (memcmp(key + i, r->pat, r->len) == 0)
+					hits |= (uint64_t)1 << k;
+		}
 		i = j + 1;
 	}
-	return 0;
+	return hits;
 }
 
 ckpt_role ckpt__role_from_key(const char *key)
@@ -74,16 +88,16 @@ ckpt_role ckpt__role_from_key(const char *key)
 	/* match object paths, not the "/.ATTRIBUTES/VARIABLE_VALUE" tail */
 	const char *attr = strstr(key, "/.ATTRIBUTES/");
 	size_t n = attr ? (size_t)(attr - key) : len;
-	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+	uint64_t comp = component_hits(key, n);
+	for (size_t i = 0; i < NRULES; i++) {
 		const rule *r = &rules[i];
-		size_t pl = strlen(r->pat);
 		int hit = 0;
 		switch (r->how) {
-		case PREFIX: hit = len >= pl && memcmp(key, r->pat, pl) == 0; break;
+		case PREFIX: hit = len >= r->len && memcmp(key, r->pat, r->len) == 0; break;
 		case CONTAINS: hit = strstr(key, r->pat) != NULL; break;
-		case SUFFIX: hit = n >= pl && memcmp(key + n - pl, r->pat, pl) == 0; break;
-		case COMPONENT: hit = component(key, n, r->pat, 0); break;
-		case COMPONENT_PREFIX: hit = component(key, n, r->pat, 1); break;
+		case SUFFIX: hit = n >= r->len && memcmp(key + n - r->len, r->pat, r->len) == 0; break;
+		case COMPONENT:
+		case COMPONENT_PREFIX: hit = (comp >> i) & 1; break;
 		}
 		if (hit)
 			return r->role;
