@@ -140,6 +140,8 @@ struct ckpt__session {
 	ckpt_reader *reader;         /* open until every value is read */
 	void **arenas;               /* staged values kept for restore-on-create */
 	size_t narenas;
+	ckpt_variable **unfilled;    /* load: variables it created without a value (compared, never dereferenced) */
+	size_t nunfilled, capunfilled;
 };
 
 /* checkpoint_object.c */

@@ -56,6 +56,7 @@ void ckpt__session_unref(ckpt__session *s)
 	ckpt__free(s->node_first);
 	ckpt__free(s->bound_var);
 	ckpt__free(s->assigned);
+	ckpt__free(s->unfilled);
 	ckpt__free(s->path);
 	ckpt__free(s->format);
 	ckpt__free(s);
@@ -153,7 +154,13 @@ static int build_values(ckpt__session *s)
 	unsigned char *used = ckpt__calloc(nr ? nr : 1, 1);
 	if (!used)
 		return CKPT_ENOMEM;
-	size_t cap = 0;
+	/* about one value per entry: sized once (growing by doubling copied and faulted it in again and again) */
+	size_t cap = nr + 1;
+	s->vals = ckpt__malloc(cap * sizeof(*s->vals));
+	if (!s->vals) {
+		ckpt__free(used);
+		return CKPT_ENOMEM;
+	}
 	keyidx ki = { 0 };
 	int rc = keyidx_build(&ki, r);
 	/* readers that synthesize TF keys over entries stored under another name (full_name) */
