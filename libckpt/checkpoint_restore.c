@@ -100,53 +100,6 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 	return CKPT_OK;
 }
 
-/* The reader's entries by name (ckpt_reader_find scans; a checkpoint has up to millions of entries). */
-typedef struct keyidx {
-	size_t cap;
-	size_t *slot;        /* entry index + 1, 0 = empty */
-	const ckpt_reader *r;
-} keyidx;
-
-static size_t key_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return (size_t)h;
-}
-
-static int keyidx_build(keyidx *k, const ckpt_reader *r)
-{
-	size_t n = ckpt_reader_count(r), cap = 16;
-	while (cap < n * 2)
-		cap *= 2;
-	k->r = r;
-	k->cap = cap;
-	k->slot = ckpt__calloc(cap, sizeof(*k->slot));
-	if (!k->slot)
-		return CKPT_ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		size_t h = key_hash(ckpt_reader_var(r, i)->name) & (cap - 1);
-		while (k->slot[h])
-			h = (h + 1) & (cap - 1);
-		k->slot[h] = i + 1;
-	}
-	return CKPT_OK;
-}
-
-static int keyidx_find(const keyidx *k, const char *name, size_t *out)
-{
-	size_t h = key_hash(name) & (k->cap - 1);
-	while (k->slot[h]) {
-		if (strcmp(ckpt_reader_var(k->r, k->slot[h] - 1)->name, name) == 0) {
-			*out = k->slot[h] - 1;
-			return 1;
-		}
-		h = (h + 1) & (k->cap - 1);
-	}
-	return 0;
-}
-
 static int build_values(ckpt__session *s)
 {
 	ckpt_reader *r = s->reader;
@@ -161,8 +114,7 @@ static int build_values(ckpt__session *s)
 		ckpt__free(used);
 		return CKPT_ENOMEM;
 	}
-	keyidx ki = { 0 };
-	int rc = keyidx_build(&ki, r);
+	int rc = CKPT_OK;
 	/* readers that synthesize TF keys over entries stored under another name (full_name) */
 	int keras = strncmp(ckpt_reader_format(r), "keras", 5) == 0 || strcmp(ckpt_reader_format(r), "safetensors") == 0 ||
 		strcmp(ckpt_reader_format(r), "gguf") == 0;
@@ -181,8 +133,8 @@ static int build_values(ckpt__session *s)
 					continue;
 				size_t idx;
 				/* Keras readers synthesize TF keys; their entries are stored under full_name (the dataset path) */
-				if (keyidx_find(&ki, at->checkpoint_key, &idx) ||
-					(keras && at->full_name && *at->full_name && keyidx_find(&ki, at->full_name, &idx))) {
+				if (ckpt__reader_lookup(r, at->checkpoint_key, &idx) ||
+					(keras && at->full_name && *at->full_name && ckpt__reader_lookup(r, at->full_name, &idx))) {
 					used[idx] = 1;
 					rc = push_value(s, &cap, (int)n, at->name, 0, ckpt_reader_var(r, idx), idx,
 						at->full_name ? at->full_name : "");
@@ -216,7 +168,6 @@ static int build_values(ckpt__session *s)
 		rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, 0, vi, i, NULL);
 	}
 	ckpt__free(used);
-	ckpt__free(ki.slot);
 	return rc;
 }
 

@@ -95,6 +95,8 @@ void ckpt__sync_rules_free(ckpt_sync_rule *rules, size_t n);
  * SavedModel, then from `rules`; sync-on-read SUM entries become metrics.
  */
 int ckpt__reader_apply_sync(ckpt_reader *r, const ckpt_sync_rule *rules, size_t n);
+/** Index of the first entry named `name`: 1 when found (no error set either way). */
+int ckpt__reader_lookup(const ckpt_reader *r, const char *name, size_t *index);
 /** Move the reader's object graph to the caller (a session keeps it past the reader); NULL when none. */
 ckpt_object_graph *ckpt__reader_take_object_graph(ckpt_reader *r);
 
