@@ -95,6 +95,14 @@ void ckpt__sync_rules_free(ckpt_sync_rule *rules, size_t n);
  * SavedModel, then from `rules`; sync-on-read SUM entries become metrics.
  */
 int ckpt__reader_apply_sync(ckpt_reader *r, const ckpt_sync_rule *rules, size_t n);
+/**
+ * A TrackableObjectGraph in the form TensorFlow writes, decoded without
+ * protobuf-c (og_decode.c): 1 with *out set (not yet validated), 0 when the
+ * bytes need protobuf-c, CKPT_ENOMEM.
+ */
+int ckpt__object_graph_decode_fast(ckpt_object_graph **out, const void *buf, size_t n);
+/** ckpt_object_graph_parse through protobuf-c only (size cap checked by the caller). */
+int ckpt__object_graph_parse_pb(ckpt_object_graph **out, const void *buf, size_t n);
 /** Index of the first entry named `name`: 1 when found (no error set either way). */
 int ckpt__reader_lookup(const ckpt_reader *r, const char *name, size_t *index);
 /** Move the reader's object graph to the caller (a session keeps it past the reader); NULL when none. */
