@@ -103,6 +103,8 @@ int ckpt__reader_apply_sync(ckpt_reader *r, const ckpt_sync_rule *rules, size_t 
 int ckpt__object_graph_decode_fast(ckpt_object_graph **out, const void *buf, size_t n);
 /** ckpt_object_graph_parse through protobuf-c only (size cap checked by the caller). */
 int ckpt__object_graph_parse_pb(ckpt_object_graph **out, const void *buf, size_t n);
+/** ckpt_object_graph_serialize through protobuf-c (the reference the library's own encoder is tested against). */
+int ckpt__object_graph_serialize_pb(const ckpt_object_graph *g, void **buf, size_t *n);
 /** Index of the first entry named `name`: 1 when found (no error set either way). */
 int ckpt__reader_lookup(const ckpt_reader *r, const char *name, size_t *index);
 /** Move the reader's object graph to the caller (a session keeps it past the reader); NULL when none. */

@@ -342,7 +342,8 @@ static int pb_views_build(pb_views *v, const ckpt_object_graph *g)
 	return CKPT_OK;
 }
 
-int ckpt_object_graph_serialize(const ckpt_object_graph *g, void **buf, size_t *n)
+/* protobuf-c's encoding: the reference og_encode.c is tested against (the library encodes there). */
+int ckpt__object_graph_serialize_pb(const ckpt_object_graph *g, void **buf, size_t *n)
 {
 	*buf = NULL;
 	*n = 0;

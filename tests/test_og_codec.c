@@ -260,3 +260,22 @@ Test(og_encode, fast_decoder_declines_unknown_fields_and_non_ascii)
 		ckpt_object_graph_free(p);
 	}
 }
+
+/* The library's encoder (libckpt/og_encode.c) writes exactly the bytes protobuf-c packs. */
+Test(og_encode, encoder_writes_the_bytes_protobuf_c_packs)
+{
+	for (unsigned seed = 1; seed <= 40; seed++) {
+		ckpt_object_graph *g = rnd_graph(seed);
+		if (seed % 4 == 0 && g->nnodes > 1)
+			g->nodes[1].has_checkpoint_values = 1; /* BoolValue with and without its field */
+		void *a, *b;
+		size_t na, nb;
+		cr_assert_eq(ckpt_object_graph_serialize(g, &a, &na), CKPT_OK);
+		cr_assert_eq(ckpt__object_graph_serialize_pb(g, &b, &nb), CKPT_OK);
+		cr_assert_eq(na, nb, "seed %u: %zu bytes, protobuf-c %zu", seed, na, nb);
+		cr_assert_eq(memcmp(a, b, na), 0, "seed %u: bytes differ", seed);
+		free(a);
+		free(b);
+		ckpt_object_graph_free(g);
+	}
+}
