@@ -18,6 +18,7 @@ typedef struct rule {
 
 #define PAT(s) s, sizeof(s) - 1
 static const rule rules[] = {
+	/* CONTAINS patterns that start with "/" are "/x/" with no other "/" (scan() relies on it) */
 	/* optimizer state: TF2 slots and hyper-parameters, TF1 slot variables, Keras h5 */
 	{ CONTAINS, PAT(".OPTIMIZER_SLOT"), CKPT_ROLE_OPTIMIZER },
 	{ PREFIX, PAT("optimizer/"), CKPT_ROLE_OPTIMIZER },
@@ -58,25 +59,41 @@ static const rule rules[] = {
 _Static_assert(NRULES <= 64, "component hits are a 64-bit mask over the rules");
 
 /*
- * Which COMPONENT / COMPONENT_PREFIX rules some "/"-separated component of
- * key[0:n] matches, as a mask over rule indexes: one pass over the key for
- * all of them (this runs once per entry when a checkpoint is opened).
+ * One pass over the "/"-separated components of the whole key finds what
+ * every rule but PREFIX / SUFFIX asks (this runs once per entry when a
+ * checkpoint is opened; a strstr per CONTAINS rule cost more):
+ *  - n, where the object path ends: the first "/.ATTRIBUTES/";
+ *  - the COMPONENT / COMPONENT_PREFIX rules some component of key[0:n] matches;
+ *  - the CONTAINS rules "/x/": a component x that has a "/" on both sides.
+ * Result: a mask over rule indexes.
  */
-static uint64_t component_hits(const char *key, size_t n)
+static uint64_t scan(const char *key, size_t len, size_t *n_out)
 {
 	uint64_t hits = 0;
-	for (size_t i = 0; i < n;) {
-		const char *c = memchr(key + i, '/', n - i);
-		size_t j = c ? (size_t)(c - key) : n;
+	size_t n = len;
+	for (size_t i = 0; i <= len;) {
+		const char *c = memchr(key + i, '/', len - i);
+		size_t j = c ? (size_t)(c - key) : len;
 		size_t cl = j - i;
+		int inner = i > 0 && c; /* "/" before and after */
+		if (n == len && inner && cl == 11 && memcmp(key + i, ".ATTRIBUTES", 11) == 0)
+			n = i - 1;
 		for (size_t k = 0; k < NRULES; k++) {
 			const rule *r = &rules[k];
-			if ((r->how == COMPONENT && cl == r->len) || (r->how == COMPONENT_PREFIX && cl >= r->len))
-				if (memcmp(key + i, r->pat, r->len) == 0)
-					hits |= (uint64_t)1 << k;
+			int hit = 0;
+			if (r->how == COMPONENT || r->how == COMPONENT_PREFIX)
+				hit = j <= n && (r->how == COMPONENT ? cl == r->len : cl >= r->len) &&
+					memcmp(key + i, r->pat, r->len) == 0;
+			else if (r->how == CONTAINS && r->pat[0] == '/')
+				hit = inner && cl + 2 == r->len && memcmp(key + i, r->pat + 1, cl) == 0;
+			if (hit)
+				hits |= (uint64_t)1 << k;
 		}
+		if (!c)
+			break;
 		i = j + 1;
 	}
+	*n_out = n;
 	return hits;
 }
 
@@ -84,20 +101,18 @@ ckpt_role ckpt__role_from_key(const char *key)
 {
 	if (!key)
 		return CKPT_ROLE_OTHER;
-	size_t len = strlen(key);
-	/* match object paths, not the "/.ATTRIBUTES/VARIABLE_VALUE" tail */
-	const char *attr = strstr(key, "/.ATTRIBUTES/");
-	size_t n = attr ? (size_t)(attr - key) : len;
-	uint64_t comp = component_hits(key, n);
+	size_t len = strlen(key), n;
+	/* match object paths (key[0:n]), not the "/.ATTRIBUTES/VARIABLE_VALUE" tail */
+	uint64_t found = scan(key, len, &n);
 	for (size_t i = 0; i < NRULES; i++) {
 		const rule *r = &rules[i];
 		int hit = 0;
 		switch (r->how) {
 		case PREFIX: hit = len >= r->len && memcmp(key, r->pat, r->len) == 0; break;
-		case CONTAINS: hit = strstr(key, r->pat) != NULL; break;
+		case CONTAINS: hit = r->pat[0] == '/' ? (int)((found >> i) & 1) : strstr(key, r->pat) != NULL; break;
 		case SUFFIX: hit = n >= r->len && memcmp(key + n - r->len, r->pat, r->len) == 0; break;
 		case COMPONENT:
-		case COMPONENT_PREFIX: hit = (comp >> i) & 1; break;
+		case COMPONENT_PREFIX: hit = (found >> i) & 1; break;
 		}
 		if (hit)
 			return r->role;
