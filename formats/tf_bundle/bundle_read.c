@@ -1148,6 +1148,21 @@ static int open_bundle(ckpt_reader *r)
 	void *buf = NULL;
 	size_t n = 0;
 	CKPT_TRY(ckpt_vfs_read_all(r->vfs, s->index_path, CKPT_MAX_INDEX_BYTES, &buf, &n));
+	/*
+	 * Room for the entries an index of this size usually holds (tens of bytes
+	 * each), so that the arrays are not copied and faulted in again as they
+	 * double; pages never written are never touched.
+	 */
+	size_t guess = n / 32 + 64;
+	if (guess > CKPT_MAX_VARIABLES)
+		guess = CKPT_MAX_VARIABLES;
+	r->vars = ckpt__malloc(guess * sizeof(*r->vars));
+	s->x = ckpt__malloc(guess * sizeof(*s->x));
+	if (!r->vars || !s->x) {
+		ckpt__free(buf);
+		return CKPT_ENOMEM;
+	}
+	s->cap = guess;
 	rc = tfb_table_walk(buf, n, s->index_path, on_entry, s);
 	ckpt__free(buf);
 	if (rc < 0)
