@@ -3,6 +3,7 @@
  * ordered rule table over TF2 object paths, TF1 variable names and Keras
  * HDF5 dataset paths; the first matching rule wins, the default is model.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include "internal.h"
@@ -67,8 +68,24 @@ _Static_assert(NRULES <= 64, "component hits are a 64-bit mask over the rules");
  *  - the CONTAINS rules "/x/": a component x that has a "/" on both sides.
  * Result: a mask over rule indexes.
  */
+/* First bytes a component must start with to match a component rule or a "/x/" rule (most start none). */
+static unsigned char first_byte[256];
+static pthread_once_t first_once = PTHREAD_ONCE_INIT;
+
+static void first_init(void)
+{
+	for (size_t k = 0; k < NRULES; k++) {
+		const rule *r = &rules[k];
+		if (r->how == COMPONENT || r->how == COMPONENT_PREFIX)
+			first_byte[(unsigned char)r->pat[0]] = 1;
+		else if (r->how == CONTAINS && r->pat[0] == '/')
+			first_byte[(unsigned char)r->pat[1]] = 1;
+	}
+}
+
 static uint64_t scan(const char *key, size_t len, size_t *n_out)
 {
+	pthread_once(&first_once, first_init);
 	uint64_t hits = 0;
 	size_t n = len;
 	for (size_t i = 0; i <= len;) {
@@ -78,7 +95,7 @@ static uint64_t scan(const char *key, size_t len, size_t *n_out)
 		int inner = i > 0 && c; /* "/" before and after */
 		if (n == len && inner && cl == 11 && memcmp(key + i, ".ATTRIBUTES", 11) == 0)
 			n = i - 1;
-		for (size_t k = 0; k < NRULES; k++) {
+		for (size_t k = 0; cl && first_byte[(unsigned char)key[i]] && k < NRULES; k++) {
 			const rule *r = &rules[k];
 			int hit = 0;
 			if (r->how == COMPONENT || r->how == COMPONENT_PREFIX)
