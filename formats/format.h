@@ -35,7 +35,8 @@ struct ckpt_reader {
 	int *shard_exists;           /* owned by the backend; may be NULL */
 	char **meta_keys, **meta_vals; /* via ckpt__reader_set_meta; core-owned */
 	size_t nmeta;
-	size_t *name_index;          /* core-owned: entries sorted by name, built on first find */
+	size_t *name_index;          /* core-owned: hash index of the names (entry index + 1, 0 = empty), built at open */
+	size_t name_cap;             /* its slots, a power of 2 (0 = none: few entries, scanned) */
 	struct ckpt_saved_model *saved_model; /* set by the backend (TensorBundle in a SavedModel); freed by the core */
 };
 

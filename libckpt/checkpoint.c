@@ -190,6 +190,9 @@ ckpt_strategy *ckpt__checkpoint_collective(ckpt_checkpoint *ck)
 	ckpt_strategy *cur = ckpt_strategy_current();
 	if (ckpt__strategy_is_collective(cur) || !ck)
 		return ckpt__strategy_is_collective(cur) ? cur : NULL;
+	/* no cross-process strategy alive: no variable can have one (skips building a plan of the tree) */
+	if (!ckpt__strategy_any_collective())
+		return NULL;
 	ckpt__plan p;
 	if (ckpt__plan_build(&p, ck->root) < 0) {
 		ckpt_error_clear();

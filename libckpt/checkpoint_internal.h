@@ -107,10 +107,11 @@ struct ckpt_checkpoint {
 
 typedef struct ckpt__value {
 	int node;            /* stored node id; -1: no attribute refers to it (TF1 name-based files) */
-	char *attr;          /* attribute name ("VARIABLE_VALUE", "table") */
-	char *suffix;        /* "" or, for a multi-tensor attribute, the tensor's key suffix ("-keys") */
-	char *key;           /* stored key */
-	char *full_name;
+	/* the strings live in the session: key in its pool, the others in its graph (or static / inside key) */
+	const char *attr;    /* attribute name ("VARIABLE_VALUE", "table") */
+	const char *suffix;  /* "" or, for a multi-tensor attribute, the tensor's key suffix ("-keys") */
+	const char *key;     /* stored key */
+	const char *full_name;
 	size_t reader_index;
 	ckpt_dtype dtype;
 	ckpt_shape shape;
@@ -128,7 +129,8 @@ struct ckpt__session {
 	int refs;
 	char *path;                  /* resolved */
 	char *format;
-	ckpt_object_graph *graph;    /* NULL for name-based files */
+	ckpt_object_graph *graph;    /* NULL for name-based files; taken from the reader */
+	ckpt__strpool strings;       /* the values' keys */
 	size_t nvals;
 	ckpt__value *vals;           /* sorted by node, then attribute order */
 	size_t *node_first;          /* per node: first value index (nnodes + 1 entries) */
@@ -141,6 +143,8 @@ struct ckpt__session {
 	ckpt_reader *reader;         /* open until every value is read */
 	void **arenas;               /* staged values kept for restore-on-create */
 	size_t narenas;
+	ckpt_variable **unfilled;    /* load: variables it created without a value (compared, never dereferenced) */
+	size_t nunfilled, capunfilled;
 };
 
 /* checkpoint_object.c */

@@ -64,7 +64,22 @@ static int var_options(ckpt_variable_options *vo, ckpt__value *v, const ckpt_che
 	return CKPT_OK;
 }
 
-static int make_var(ckpt_variable **out, const ckpt__session *s, ckpt__value *v, const ckpt_checkpoint_options *o)
+/* Remember a variable created without a value: zero_unassigned looks at these only. */
+static int note_unfilled(ckpt__session *s, ckpt_variable *v)
+{
+	if (s->nunfilled == s->capunfilled) {
+		size_t nc = s->capunfilled ? s->capunfilled * 2 : 64;
+		ckpt_variable **p = ckpt__realloc(s->unfilled, nc * sizeof(*p));
+		if (!p)
+			return CKPT_ENOMEM;
+		s->unfilled = p;
+		s->capunfilled = nc;
+	}
+	s->unfilled[s->nunfilled++] = v;
+	return CKPT_OK;
+}
+
+static int make_var(ckpt_variable **out, ckpt__session *s, ckpt__value *v, const ckpt_checkpoint_options *o)
 {
 	ckpt_variable_options vo;
 	CKPT_TRY(var_options(&vo, v, o));
@@ -72,6 +87,10 @@ static int make_var(ckpt_variable **out, const ckpt__session *s, ckpt__value *v,
 	/* no initial value: the load's restore run writes every copy (see ckpt_checkpoint_load) */
 	int rc = vo.initial_value ? ckpt_variable_new(out, name, v->dtype, &v->shape, &vo)
 		: ckpt__variable_new_unfilled(out, name, v->dtype, &v->shape, &vo);
+	if (rc == CKPT_OK && !vo.initial_value && (rc = note_unfilled(s, *out)) < 0) {
+		ckpt_variable_free(*out);
+		*out = NULL;
+	}
 	if (rc < 0)
 		ckpt__error_annotate(s->path, v->key);
 	else if (vo.initial_value && ckpt_variable_kind(*out) != CKPT_VAR_SYNC_ON_READ)
@@ -201,6 +220,8 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 			/* no initial value: the load's restore run writes every copy, as for make_var */
 			rc = ckpt__slot_create(&v, &objs[sn], objs[n], prim, sr->slot_name, sv->full_name, &vo,
 				!vo.initial_value);
+			if (rc == CKPT_OK && !vo.initial_value)
+				rc = note_unfilled(s, v); /* on failure the load frees the tree, the slot with it */
 			if (rc == CKPT_OK && vo.initial_value && ckpt_variable_kind(v) != CKPT_VAR_SYNC_ON_READ)
 				sv->initialized = 1;
 		}
@@ -232,17 +253,16 @@ static int build_flat_tree(ckpt__session *s, ckpt_object *root, const ckpt_check
 	return CKPT_OK;
 }
 
-/* Variables created unfilled that the run did not assign (none expected) get zeros, never stale memory. */
-static int zero_unassigned(ckpt_checkpoint *ck, const ckpt__run *r)
+/*
+ * Variables created unfilled that the run did not assign (none expected) get
+ * zeros, never stale memory. Every one of them is in the tree: a load that
+ * could not link one failed (and freed it) before this.
+ */
+static int zero_unassigned(const ckpt__session *s, const ckpt__run *r)
 {
-	ckpt_tracked_list *list;
-	CKPT_TRY(ckpt_checkpoint_variables(&list, ck));
-	for (size_t i = 0; i < ckpt_tracked_list_count(list); i++) {
-		ckpt_variable *v = ckpt_tracked_list_get(list, i)->variable;
-		if (!ckpt__run_assigned(r, v))
-			ckpt__variable_zero(v);
-	}
-	ckpt_tracked_list_free(list);
+	for (size_t i = 0; i < s->nunfilled; i++)
+		if (!ckpt__run_assigned(r, s->unfilled[i]))
+			ckpt__variable_zero(s->unfilled[i]);
 	return CKPT_OK;
 }
 
@@ -281,7 +301,7 @@ int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, co
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
 	if (rc == CKPT_OK)
-		rc = zero_unassigned(ck, r);
+		rc = zero_unassigned(s, r);
 	ckpt__run_discard(r);
 	if (rc == CKPT_OK && status)
 		rc = ckpt__restore_status_new(status, s, ck);

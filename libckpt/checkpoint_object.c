@@ -45,6 +45,20 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 }
 #define GROW(arr, cap, n) grow((void **)&(arr), &(cap), (n), sizeof(*(arr)))
 
+/* Nearly every attribute is VARIABLE_VALUE: one shared, never freed copy of the name instead of one per variable. */
+static char variable_value_name[] = CKPT_VARIABLE_VALUE_KEY;
+
+static char *attr_name_dup(const char *name)
+{
+	return strcmp(name, variable_value_name) == 0 ? variable_value_name : ckpt__strdup(name);
+}
+
+static void attr_name_free(char *name)
+{
+	if (name != variable_value_name)
+		ckpt__free(name);
+}
+
 int ckpt__object_alloc(ckpt_object **out)
 {
 	ckpt_object *o = ckpt__calloc(1, sizeof(*o));
@@ -100,7 +114,7 @@ void ckpt_object_free(ckpt_object *o)
 	for (size_t i = 0; i < o->nattrs; i++) {
 		if (o->attrs[i].owned)
 			ckpt_variable_free(o->attrs[i].var);
-		ckpt__free(o->attrs[i].name);
+		attr_name_free(o->attrs[i].name);
 		ckpt__free(o->attrs[i].suffix);
 		ckpt__free(o->attrs[i].source_key);
 	}
@@ -194,10 +208,10 @@ ckpt__slot *ckpt__object_slot(const ckpt_object *o, const ckpt_variable *primary
 int ckpt__object_push_attr_tensor(ckpt_object *o, const char *name, const char *suffix, ckpt_variable *var, int owned)
 {
 	CKPT_TRY(GROW(o->attrs, o->capattrs, o->nattrs));
-	char *n = ckpt__strdup(name);
+	char *n = name ? attr_name_dup(name) : NULL;
 	char *sfx = suffix && *suffix ? ckpt__strdup(suffix) : NULL;
 	if (!n || (suffix && *suffix && !sfx)) {
-		ckpt__free(n);
+		attr_name_free(n);
 		ckpt__free(sfx);
 		return CKPT_ENOMEM;
 	}

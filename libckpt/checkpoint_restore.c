@@ -50,13 +50,9 @@ void ckpt__session_unref(ckpt__session *s)
 {
 	if (!s || --s->refs > 0)
 		return;
-	for (size_t i = 0; i < s->nvals; i++) {
-		ckpt__free(s->vals[i].attr);
-		ckpt__free(s->vals[i].suffix);
-		ckpt__free(s->vals[i].key);
-		ckpt__free(s->vals[i].full_name);
+	for (size_t i = 0; i < s->nvals; i++)
 		ckpt_tensor_free(s->vals[i].t);
-	}
+	ckpt__strpool_free(&s->strings);
 	for (size_t i = 0; i < s->narenas; i++)
 		ckpt__buffer_free(s->arenas[i]);
 	ckpt__free(s->arenas);
@@ -66,12 +62,19 @@ void ckpt__session_unref(ckpt__session *s)
 	ckpt__free(s->node_first);
 	ckpt__free(s->bound_var);
 	ckpt__free(s->assigned);
+	ckpt__free(s->unfilled);
 	ckpt__free(s->path);
 	ckpt__free(s->format);
 	ckpt__free(s);
 }
 
-static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr, const char *suffix,
+/*
+ * Value for entry vi. attr and full_name belong to s->graph (or are static);
+ * the key is copied into the session's pool (the reader closes early), and
+ * a multi-tensor value's suffix is the tail of that copy (suffix_at bytes in;
+ * 0 = no suffix). full_name NULL: the key itself (name-based values).
+ */
+static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr, size_t suffix_at,
 	const ckpt_var_info *vi, size_t idx, const char *full_name)
 {
 	if (s->nvals == *cap) {
@@ -82,13 +85,16 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 		s->vals = nv;
 		*cap = nc;
 	}
+	const char *key = ckpt__strpool_dup(&s->strings, vi->name, strlen(vi->name));
+	if (!key)
+		return CKPT_ENOMEM;
 	ckpt__value *v = &s->vals[s->nvals];
 	memset(v, 0, sizeof(*v));
 	v->node = node;
-	v->attr = ckpt__strdup(attr);
-	v->suffix = ckpt__strdup(suffix);
-	v->key = ckpt__strdup(vi->name);
-	v->full_name = ckpt__strdup(full_name ? full_name : "");
+	v->attr = attr ? attr : "";
+	v->suffix = suffix_at ? key + suffix_at : "";
+	v->key = key;
+	v->full_name = full_name ? full_name : key;
 	v->reader_index = idx;
 	v->dtype = vi->dtype;
 	v->shape = vi->shape;
@@ -97,56 +103,7 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 	v->aggregation = vi->aggregation;
 	v->sync_source = vi->sync_source;
 	s->nvals++;
-	if (!v->attr || !v->suffix || !v->key || !v->full_name)
-		return CKPT_ENOMEM;
 	return CKPT_OK;
-}
-
-/* The reader's entries by name (ckpt_reader_find scans; a checkpoint has up to millions of entries). */
-typedef struct keyidx {
-	size_t cap;
-	size_t *slot;        /* entry index + 1, 0 = empty */
-	const ckpt_reader *r;
-} keyidx;
-
-static size_t key_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return (size_t)h;
-}
-
-static int keyidx_build(keyidx *k, const ckpt_reader *r)
-{
-	size_t n = ckpt_reader_count(r), cap = 16;
-	while (cap < n * 2)
-		cap *= 2;
-	k->r = r;
-	k->cap = cap;
-	k->slot = ckpt__calloc(cap, sizeof(*k->slot));
-	if (!k->slot)
-		return CKPT_ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		size_t h = key_hash(ckpt_reader_var(r, i)->name) & (cap - 1);
-		while (k->slot[h])
-			h = (h + 1) & (cap - 1);
-		k->slot[h] = i + 1;
-	}
-	return CKPT_OK;
-}
-
-static int keyidx_find(const keyidx *k, const char *name, size_t *out)
-{
-	size_t h = key_hash(name) & (k->cap - 1);
-	while (k->slot[h]) {
-		if (strcmp(ckpt_reader_var(k->r, k->slot[h] - 1)->name, name) == 0) {
-			*out = k->slot[h] - 1;
-			return 1;
-		}
-		h = (h + 1) & (k->cap - 1);
-	}
-	return 0;
 }
 
 static int build_values(ckpt__session *s)
@@ -156,9 +113,14 @@ static int build_values(ckpt__session *s)
 	unsigned char *used = ckpt__calloc(nr ? nr : 1, 1);
 	if (!used)
 		return CKPT_ENOMEM;
-	size_t cap = 0;
-	keyidx ki = { 0 };
-	int rc = keyidx_build(&ki, r);
+	/* about one value per entry: sized once (growing by doubling copied and faulted it in again and again) */
+	size_t cap = nr + 1;
+	s->vals = ckpt__malloc(cap * sizeof(*s->vals));
+	if (!s->vals) {
+		ckpt__free(used);
+		return CKPT_ENOMEM;
+	}
+	int rc = CKPT_OK;
 	/* readers that synthesize TF keys over entries stored under another name (full_name) */
 	int keras = strncmp(ckpt_reader_format(r), "keras", 5) == 0 || strcmp(ckpt_reader_format(r), "safetensors") == 0 ||
 		strcmp(ckpt_reader_format(r), "gguf") == 0;
@@ -177,10 +139,11 @@ static int build_values(ckpt__session *s)
 					continue;
 				size_t idx;
 				/* Keras readers synthesize TF keys; their entries are stored under full_name (the dataset path) */
-				if (keyidx_find(&ki, at->checkpoint_key, &idx) ||
-					(keras && at->full_name && *at->full_name && keyidx_find(&ki, at->full_name, &idx))) {
+				if (ckpt__reader_lookup(r, at->checkpoint_key, &idx) ||
+					(keras && at->full_name && *at->full_name && ckpt__reader_lookup(r, at->full_name, &idx))) {
 					used[idx] = 1;
-					rc = push_value(s, &cap, (int)n, at->name, "", ckpt_reader_var(r, idx), idx, at->full_name);
+					rc = push_value(s, &cap, (int)n, at->name, 0, ckpt_reader_var(r, idx), idx,
+						at->full_name ? at->full_name : "");
 					continue;
 				}
 				/* multi-tensor SaveableObjects: the key is a prefix ("…/table" of "…/table-keys") */
@@ -189,7 +152,7 @@ static int build_values(ckpt__session *s)
 					const ckpt_var_info *vi = ckpt_reader_var(r, i);
 					if (!used[i] && strncmp(vi->name, at->checkpoint_key, kl) == 0 && vi->name[kl]) {
 						used[i] = 1;
-						rc = push_value(s, &cap, (int)n, at->name, vi->name + kl, vi, i, at->full_name);
+						rc = push_value(s, &cap, (int)n, at->name, kl, vi, i, at->full_name ? at->full_name : "");
 					}
 				}
 			}
@@ -208,10 +171,9 @@ static int build_values(ckpt__session *s)
 		/* slices of a partitioned entry are restored through that entry, never as variables of their own */
 		if (used[i] || vi->slice_part || strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
 			continue;
-		rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, "", vi, i, vi->name);
+		rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, 0, vi, i, NULL);
 	}
 	ckpt__free(used);
-	ckpt__free(ki.slot);
 	return rc;
 }
 
@@ -235,13 +197,15 @@ int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpo
 		if (!s->path || !s->format)
 			rc = CKPT_ENOMEM;
 	}
-	const ckpt_object_graph *g = rc == CKPT_OK ? ckpt_reader_object_graph(s->reader) : NULL;
-	if (g && g->nnodes == 0)
+	/* the session outlives its reader (closed once every value is read): it takes the graph, no copy */
+	ckpt_object_graph *g = rc == CKPT_OK ? ckpt__reader_take_object_graph(s->reader) : NULL;
+	if (g && g->nnodes == 0) {
+		ckpt_object_graph_free(g);
 		g = NULL;
+	}
+	s->graph = g;
 	if (g && (size_t)g->nnodes > (size_t)INT32_MAX)
 		rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "object graph with %zu nodes", g->nnodes);
-	if (rc == CKPT_OK && g)
-		rc = ckpt_object_graph_copy(&s->graph, g);
 	if (rc == CKPT_OK)
 		rc = build_values(s);
 	if (rc < 0) {

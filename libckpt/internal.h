@@ -50,6 +50,17 @@ CKPT_API void *ckpt__realloc(void *p, size_t n);
 CKPT_API void ckpt__free(void *p);
 CKPT_API char *ckpt__strdup(const char *s);
 char *ckpt__strndup(const char *s, size_t n);
+/**
+ * Strings allocated in bulk and freed together (strpool.c). Zero-initialise;
+ * a string stays valid until ckpt__strpool_free.
+ */
+typedef struct ckpt__strpool {
+	struct ckpt__strpool_block *head;
+	size_t next_cap;
+} ckpt__strpool;
+/** Copy n bytes of s plus a NUL into the pool (NULL on ENOMEM, error set). */
+char *ckpt__strpool_dup(ckpt__strpool *p, const char *s, size_t n);
+void ckpt__strpool_free(ckpt__strpool *p);
 /** printf into a fresh ckpt__malloc'ed string (NULL on failure, error set). */
 CKPT_API char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
 
@@ -84,5 +95,19 @@ void ckpt__sync_rules_free(ckpt_sync_rule *rules, size_t n);
  * SavedModel, then from `rules`; sync-on-read SUM entries become metrics.
  */
 int ckpt__reader_apply_sync(ckpt_reader *r, const ckpt_sync_rule *rules, size_t n);
+/**
+ * A TrackableObjectGraph in the form TensorFlow writes, decoded without
+ * protobuf-c (og_decode.c): 1 with *out set (not yet validated), 0 when the
+ * bytes need protobuf-c, CKPT_ENOMEM.
+ */
+int ckpt__object_graph_decode_fast(ckpt_object_graph **out, const void *buf, size_t n);
+/** ckpt_object_graph_parse through protobuf-c only (size cap checked by the caller). */
+int ckpt__object_graph_parse_pb(ckpt_object_graph **out, const void *buf, size_t n);
+/** ckpt_object_graph_serialize through protobuf-c (the reference the library's own encoder is tested against). */
+int ckpt__object_graph_serialize_pb(const ckpt_object_graph *g, void **buf, size_t *n);
+/** Index of the first entry named `name`: 1 when found (no error set either way). */
+int ckpt__reader_lookup(const ckpt_reader *r, const char *name, size_t *index);
+/** Move the reader's object graph to the caller (a session keeps it past the reader); NULL when none. */
+ckpt_object_graph *ckpt__reader_take_object_graph(ckpt_reader *r);
 
 #endif

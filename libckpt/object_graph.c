@@ -196,6 +196,25 @@ int ckpt_object_graph_parse(ckpt_object_graph **out, const void *buf, size_t n)
 		return ckpt__fail(CKPT_ELIMIT, NULL, CKPT_OBJECT_GRAPH_KEY, -1,
 			"object graph of %zu bytes exceeds the %llu-byte cap", n,
 			(unsigned long long)CKPT_MAX_OBJECT_GRAPH_BYTES);
+	/* graphs as TensorFlow writes them, without protobuf-c (og_decode.c); the rest through it */
+	ckpt_object_graph *g = NULL;
+	int fast = ckpt__object_graph_decode_fast(&g, buf, n);
+	if (fast < 0)
+		return fast;
+	if (!fast)
+		return ckpt__object_graph_parse_pb(out, buf, n);
+	int rc = ckpt_object_graph_validate(g);
+	if (rc < 0) {
+		ckpt_object_graph_free(g);
+		return rc;
+	}
+	*out = g;
+	return CKPT_OK;
+}
+
+int ckpt__object_graph_parse_pb(ckpt_object_graph **out, const void *buf, size_t n)
+{
+	*out = NULL;
 	ckpt_error_clear(); /* a NULL from unpack is ENOMEM only if the allocator said so */
 	pb_arena arena = { NULL, n < 4096 ? 4096 : n * 2 };
 	ProtobufCAllocator alloc = { pb_arena_alloc, pb_arena_free_one, &arena };
@@ -323,7 +342,8 @@ static int pb_views_build(pb_views *v, const ckpt_object_graph *g)
 	return CKPT_OK;
 }
 
-int ckpt_object_graph_serialize(const ckpt_object_graph *g, void **buf, size_t *n)
+/* protobuf-c's encoding: the reference og_encode.c is tested against (the library encodes there). */
+int ckpt__object_graph_serialize_pb(const ckpt_object_graph *g, void **buf, size_t *n)
 {
 	*buf = NULL;
 	*n = 0;

@@ -53,6 +53,14 @@ static _Thread_local int scope_depth;
 /* entries below this were entered before the running replica began: not visible to it */
 static _Thread_local int scope_base;
 
+/* Cross-process strategies alive now: without one, no checkpoint needs its tree searched for them. */
+static int collective_live;
+
+int ckpt__strategy_any_collective(void)
+{
+	return __atomic_load_n(&collective_live, __ATOMIC_ACQUIRE) > 0;
+}
+
 int ckpt__strategy_create(ckpt_strategy **out, const ckpt__strategy_ops *ops, int num_replicas,
 	int local_replicas, int replica_offset, void *impl, const char *desc)
 {
@@ -68,6 +76,8 @@ int ckpt__strategy_create(ckpt_strategy **out, const ckpt__strategy_ops *ops, in
 	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
 	s->refs = 1;
 	snprintf(s->desc, sizeof(s->desc), "%.95s#%u", desc, s->id);
+	if (ckpt__strategy_is_collective(s))
+		__atomic_add_fetch(&collective_live, 1, __ATOMIC_ACQ_REL);
 	*out = s;
 	return CKPT_OK;
 }
@@ -121,6 +131,8 @@ ckpt_strategy *ckpt_strategy_default(void)
 static void drop_ref(ckpt_strategy *s)
 {
 	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (ckpt__strategy_is_collective(s))
+			__atomic_sub_fetch(&collective_live, 1, __ATOMIC_ACQ_REL);
 		if (s->ops->destroy)
 			s->ops->destroy(s);
 		ckpt__free(s);

@@ -110,6 +110,8 @@ CKPT_API int ckpt__strategy_local_replicas(const ckpt_strategy *s);
 CKPT_API int ckpt__strategy_replica_offset(const ckpt_strategy *s);
 /** 1 when `s` has cross-process hooks. */
 CKPT_API int ckpt__strategy_is_collective(const ckpt_strategy *s);
+/** Whether any cross-process strategy exists in this process now. */
+int ckpt__strategy_any_collective(void);
 
 /** Copy 0 of `v` into its other local copies unchanged (creation semantics, not assign's split). */
 CKPT_API void ckpt__variable_fill_from_primary(ckpt_variable *v);

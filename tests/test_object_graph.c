@@ -1,5 +1,6 @@
 /* The object graph (TrackableObjectGraph) and TensorFlow key naming. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "formats/format.h"
@@ -214,4 +215,123 @@ Test(object_graph, roles)
 		cr_assert_eq(ckpt__role_from_key(cases[i].key), cases[i].role, "%s -> %s", cases[i].key,
 			ckpt_role_name(ckpt__role_from_key(cases[i].key)));
 	cr_assert_str_eq(ckpt_role_name(CKPT_ROLE_METRIC), "metric");
+}
+
+/*
+ * The classifier in libckpt/role.c scans a key once; the reference below is
+ * the rule table evaluated rule by rule, as it was. They must agree on keys
+ * assembled from every pattern, its fragments and neighbours.
+ */
+enum ref_match { R_PREFIX, R_CONTAINS, R_SUFFIX, R_COMPONENT, R_COMPONENT_PREFIX };
+typedef struct ref_rule {
+	enum ref_match how;
+	const char *pat;
+	ckpt_role role;
+} ref_rule;
+static const ref_rule ref_rules[] = {
+	/* optimizer state: TF2 slots and hyper-parameters, TF1 slot variables, Keras h5 */
+	{ R_CONTAINS, ".OPTIMIZER_SLOT", CKPT_ROLE_OPTIMIZER },
+	{ R_PREFIX, "optimizer/", CKPT_ROLE_OPTIMIZER },
+	{ R_CONTAINS, "/optimizer/", CKPT_ROLE_OPTIMIZER },
+	{ R_PREFIX, "optimizer_weights/", CKPT_ROLE_OPTIMIZER },
+	{ R_CONTAINS, "/optimizer_weights/", CKPT_ROLE_OPTIMIZER },
+	{ R_PREFIX, "training/", CKPT_ROLE_OPTIMIZER },
+	{ R_COMPONENT, "beta1_power", CKPT_ROLE_OPTIMIZER },
+	{ R_COMPONENT, "beta2_power", CKPT_ROLE_OPTIMIZER },
+	{ R_SUFFIX, "/Adam", CKPT_ROLE_OPTIMIZER },
+	{ R_SUFFIX, "/Adam_1", CKPT_ROLE_OPTIMIZER },
+	{ R_SUFFIX, "/Momentum", CKPT_ROLE_OPTIMIZER },
+	{ R_SUFFIX, "/Adagrad", CKPT_ROLE_OPTIMIZER },
+	{ R_SUFFIX, "/RMSProp", CKPT_ROLE_OPTIMIZER },
+	{ R_SUFFIX, "/RMSProp_1", CKPT_ROLE_OPTIMIZER },
+	{ R_SUFFIX, "/Ftrl", CKPT_ROLE_OPTIMIZER },
+	{ R_SUFFIX, "/Ftrl_1", CKPT_ROLE_OPTIMIZER },
+	{ R_SUFFIX, "/accumulator", CKPT_ROLE_OPTIMIZER },
+	{ R_SUFFIX, "/linear", CKPT_ROLE_OPTIMIZER },
+	{ R_COMPONENT, "iter", CKPT_ROLE_OPTIMIZER },          /* OptimizerV2 hyper-parameters */
+	{ R_COMPONENT, "beta_1", CKPT_ROLE_OPTIMIZER },
+	{ R_COMPONENT, "beta_2", CKPT_ROLE_OPTIMIZER },
+	{ R_COMPONENT, "learning_rate", CKPT_ROLE_OPTIMIZER },
+	/* metrics */
+	{ R_PREFIX, "keras_api/metrics/", CKPT_ROLE_METRIC },
+	{ R_CONTAINS, "/metrics/", CKPT_ROLE_METRIC },
+	{ R_COMPONENT_PREFIX, "metric", CKPT_ROLE_METRIC },
+	/* bookkeeping */
+	{ R_COMPONENT, "save_counter", CKPT_ROLE_OTHER },
+	{ R_COMPONENT, "global_step", CKPT_ROLE_OTHER },
+	{ R_COMPONENT, "_CHECKPOINTABLE_OBJECT_GRAPH", CKPT_ROLE_OTHER },
+	{ R_COMPONENT, "step", CKPT_ROLE_OTHER },
+	{ R_COMPONENT, "rng", CKPT_ROLE_OTHER },
+};
+
+/* Does some "/"-separated component of key[0:n] equal (or start with) pat? */
+static int ref_component(const char *key, size_t n, const char *pat, int prefix_only)
+{
+	size_t pl = strlen(pat);
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j < n && key[j] != '/')
+			j++;
+		size_t cl = j - i;
+		if (cl >= pl && memcmp(key + i, pat, pl) == 0 && (prefix_only || cl == pl))
+			return 1;
+		i = j + 1;
+	}
+	return 0;
+}
+
+static ckpt_role ref_role(const char *key)
+{
+	if (!key)
+		return CKPT_ROLE_OTHER;
+	size_t len = strlen(key);
+	/* match object paths, not the "/.ATTRIBUTES/VARIABLE_VALUE" tail */
+	const char *attr = strstr(key, "/.ATTRIBUTES/");
+	size_t n = attr ? (size_t)(attr - key) : len;
+	for (size_t i = 0; i < sizeof(ref_rules) / sizeof(ref_rules[0]); i++) {
+		const ref_rule *r = &ref_rules[i];
+		size_t pl = strlen(r->pat);
+		int hit = 0;
+		switch (r->how) {
+		case R_PREFIX: hit = len >= pl && memcmp(key, r->pat, pl) == 0; break;
+		case R_CONTAINS: hit = strstr(key, r->pat) != NULL; break;
+		case R_SUFFIX: hit = n >= pl && memcmp(key + n - pl, r->pat, pl) == 0; break;
+		case R_COMPONENT: hit = ref_component(key, n, r->pat, 0); break;
+		case R_COMPONENT_PREFIX: hit = ref_component(key, n, r->pat, 1); break;
+		}
+		if (hit)
+			return r->role;
+	}
+	return CKPT_ROLE_MODEL;
+}
+
+
+Test(object_graph, roles_match_the_rule_table_on_assembled_keys)
+{
+	static const char *const parts[] = {
+		"model", "optimizer", "optimizer_weights", "training", "metrics", "metric", "metrics_x", "xmetric",
+		".OPTIMIZER_SLOT", ".ATTRIBUTES", "VARIABLE_VALUE", "beta1_power", "beta2_power", "iter", "iterx",
+		"beta_1", "beta_2", "learning_rate", "save_counter", "global_step", "_CHECKPOINTABLE_OBJECT_GRAPH",
+		"step", "rng", "Adam", "Adam_1", "Momentum", "Adagrad", "RMSProp", "RMSProp_1", "Ftrl", "Ftrl_1",
+		"accumulator", "linear", "keras_api", "kernel", "", "a.OPTIMIZER_SLOTb", "x/", "/",
+	};
+	const size_t np = sizeof(parts) / sizeof(parts[0]);
+	unsigned seed = 12345;
+	size_t counts[4] = { 0 };
+	for (int t = 0; t < 200000; t++) {
+		char key[512];
+		size_t o = 0;
+		int k = 1 + rand_r(&seed) % 6;
+		for (int i = 0; i < k; i++) {
+			const char *p = parts[(size_t)rand_r(&seed) % np];
+			int sep = rand_r(&seed) % 8;
+			o += (size_t)snprintf(key + o, sizeof key - o, "%s%s", i ? (sep ? "/" : "") : "", p);
+		}
+		key[o] = 0;
+		ckpt_role want = ref_role(key), got = ckpt__role_from_key(key);
+		cr_assert_eq(got, want, "'%s': %s, the rule table says %s", key, ckpt_role_name(got), ckpt_role_name(want));
+		counts[want]++;
+	}
+	for (int r = 0; r < 4; r++)
+		cr_assert_gt(counts[r], 100u, "role %d barely covered", r);
 }

@@ -163,3 +163,119 @@ Test(og_encode, every_prefix_parses_or_fails_cleanly)
 	free(a);
 	ckpt_object_graph_free(g);
 }
+
+/*
+ * The decoder without protobuf-c (libckpt/og_decode.c): it takes graphs as
+ * TensorFlow writes them, and whatever it takes — those, and every prefix and
+ * byte mutation of one — protobuf-c must take too, with the same graph.
+ */
+static int fast_agrees(const void *buf, size_t n, const char *what)
+{
+	ckpt_object_graph *f = NULL, *p = NULL;
+	int rc = ckpt__object_graph_decode_fast(&f, buf, n);
+	cr_assert(rc == 0 || rc == 1, "%s: %d", what, rc);
+	if (rc == 0)
+		return 0;
+	/* both validate what they decoded (ids in range, a root): the verdicts must agree too */
+	int vf = ckpt_object_graph_validate(f);
+	int vp = ckpt__object_graph_parse_pb(&p, buf, n);
+	cr_assert_eq(vf, vp, "%s: fast decoder %d, protobuf-c %d (%s)", what, vf, vp, ckpt_error_last()->message);
+	if (vp == CKPT_OK)
+		same_graph(p, f, what);
+	ckpt_object_graph_free(f);
+	ckpt_object_graph_free(p);
+	return 1;
+}
+
+Test(og_encode, fast_decoder_takes_what_serialize_writes_and_agrees_with_protobuf_c)
+{
+	for (unsigned seed = 1; seed <= 20; seed++) {
+		ckpt_object_graph *g = rnd_graph(seed);
+		void *a;
+		size_t na;
+		cr_assert_eq(ckpt_object_graph_serialize(g, &a, &na), CKPT_OK);
+		cr_assert(fast_agrees(a, na, "random graph"), "seed %u declined", seed);
+		free(a);
+		ckpt_object_graph_free(g);
+	}
+}
+
+Test(og_encode, fast_decoder_on_every_prefix_and_mutation_agrees_with_protobuf_c, .timeout = 120)
+{
+	static const unsigned char vals[] = { 0x00, 0x01, 0x08, 0x0a, 0x12, 0x1a, 0x22, 0x2a, 0x7f, 0x80, 0xff, 0xc3 };
+	/* a small random graph: every byte gets every mutation */
+	unsigned seed = 1;
+	ckpt_object_graph *g = rnd_graph(seed);
+	while (g->nnodes > 8) {
+		ckpt_object_graph_free(g);
+		g = rnd_graph(++seed);
+	}
+	void *a;
+	size_t na;
+	cr_assert_eq(ckpt_object_graph_serialize(g, &a, &na), CKPT_OK);
+	unsigned char *m = malloc(na);
+	size_t taken = 0, tried = 0;
+	for (size_t n = 0; n <= na; n++, tried++)
+		taken += (size_t)fast_agrees(a, n, "prefix");
+	for (size_t i = 0; i < na; i++)
+		for (size_t v = 0; v < sizeof vals; v++, tried++) {
+			memcpy(m, a, na);
+			m[i] = vals[v];
+			taken += (size_t)fast_agrees(m, na, "mutation");
+		}
+	cr_assert_gt(taken, 0u);
+	cr_assert_lt(taken, tried);
+	free(m);
+	free(a);
+	ckpt_object_graph_free(g);
+}
+
+Test(og_encode, fast_decoder_declines_unknown_fields_and_non_ascii)
+{
+	ckpt_object_graph *f = NULL;
+	/* node { children { node_id 0 local_name "a" } } then one thing each that protobuf-c must judge */
+	static const struct { const char *what; unsigned char b[24]; size_t n; } cases[] = {
+		{ "unknown node field 6", { 0x0a, 0x09, 0x0a, 0x05, 0x08, 0x00, 0x12, 0x01, 'a', 0x30, 0x01 }, 11 },
+		{ "unknown graph field 2", { 0x0a, 0x07, 0x0a, 0x05, 0x08, 0x00, 0x12, 0x01, 'a', 0x12, 0x00 }, 11 },
+		{ "non-ASCII name", { 0x0a, 0x08, 0x0a, 0x06, 0x08, 0x00, 0x12, 0x02, 0xc3, 0xa9 }, 10 },
+		{ "NUL in a name", { 0x0a, 0x08, 0x0a, 0x06, 0x08, 0x00, 0x12, 0x02, 'a', 0x00 }, 10 },
+		{ "node_id twice", { 0x0a, 0x09, 0x0a, 0x07, 0x08, 0x00, 0x08, 0x00, 0x12, 0x01, 'a' }, 11 },
+		{ "two registered savers", { 0x0a, 0x04, 0x22, 0x00, 0x22, 0x00 }, 6 },
+		{ "negative node id", { 0x0a, 0x0e, 0x0a, 0x0c, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+			0xff, 0x01, 0x12, 0x00 }, 17 },
+	};
+	static const unsigned char plain[] = { 0x0a, 0x07, 0x0a, 0x05, 0x08, 0x00, 0x12, 0x01, 'a' };
+	cr_assert_eq(ckpt__object_graph_decode_fast(&f, plain, sizeof plain), 1);
+	cr_assert_eq(f->nnodes, 1u);
+	cr_assert_str_eq(f->nodes[0].children[0].local_name, "a");
+	ckpt_object_graph_free(f);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		f = NULL;
+		cr_assert_eq(ckpt__object_graph_decode_fast(&f, cases[k].b, cases[k].n), 0, "took %s", cases[k].what);
+		cr_assert_null(f);
+		/* the public parse still decides, through protobuf-c */
+		ckpt_object_graph *p = NULL;
+		int rc = ckpt_object_graph_parse(&p, cases[k].b, cases[k].n);
+		cr_assert(rc == CKPT_OK || rc == CKPT_EFORMAT, "%s: %d", cases[k].what, rc);
+		ckpt_object_graph_free(p);
+	}
+}
+
+/* The library's encoder (libckpt/og_encode.c) writes exactly the bytes protobuf-c packs. */
+Test(og_encode, encoder_writes_the_bytes_protobuf_c_packs)
+{
+	for (unsigned seed = 1; seed <= 40; seed++) {
+		ckpt_object_graph *g = rnd_graph(seed);
+		if (seed % 4 == 0 && g->nnodes > 1)
+			g->nodes[1].has_checkpoint_values = 1; /* BoolValue with and without its field */
+		void *a, *b;
+		size_t na, nb;
+		cr_assert_eq(ckpt_object_graph_serialize(g, &a, &na), CKPT_OK);
+		cr_assert_eq(ckpt__object_graph_serialize_pb(g, &b, &nb), CKPT_OK);
+		cr_assert_eq(na, nb, "seed %u: %zu bytes, protobuf-c %zu", seed, na, nb);
+		cr_assert_eq(memcmp(a, b, na), 0, "seed %u: bytes differ", seed);
+		free(a);
+		free(b);
+		ckpt_object_graph_free(g);
+	}
+}

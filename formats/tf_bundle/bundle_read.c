@@ -68,6 +68,7 @@ typedef struct tfb_reader {
 	int wshard;            /* the window holds [woff, woff+wlen) of shard wshard */
 	uint64_t woff, wlen;
 	uint64_t wpos;         /* end of the last entry served from it: hits only move forward */
+	ckpt__strpool names;   /* every r->vars[i].name */
 } tfb_reader;
 
 /* What the public ckpt_var_info has no room for. */
@@ -116,12 +117,12 @@ static int header_entry(tfb_reader *s, const unsigned char *val, size_t vlen, ui
 	return rc;
 }
 
-/* Key as a C string: raw for ordinary keys, \xNN-escaped for slice keys (leading 0x00). */
-static char *key_name(const unsigned char *key, size_t klen)
+/* Key as a C string in the reader's pool: raw for ordinary keys, \xNN-escaped for slice keys (leading 0x00). */
+static char *key_name(tfb_reader *s, const unsigned char *key, size_t klen)
 {
 	if (klen == 0 || key[0] != 0) {
 		if (memchr(key, 0, klen) == NULL)
-			return ckpt__strndup((const char *)key, klen);
+			return ckpt__strpool_dup(&s->names, (const char *)key, klen);
 	}
 	char *out = ckpt__malloc(klen * 4 + 1);
 	if (!out)
@@ -138,7 +139,9 @@ static char *key_name(const unsigned char *key, size_t klen)
 		}
 	}
 	out[o] = '\0';
-	return out;
+	char *name = ckpt__strpool_dup(&s->names, out, o);
+	ckpt__free(out);
+	return name;
 }
 
 static int fill_slices(ckpt_var_info *v, const CkptTf__BundleEntryProto *e, const char *path, uint64_t off)
@@ -166,35 +169,51 @@ static int fill_slices(ckpt_var_info *v, const CkptTf__BundleEntryProto *e, cons
 	return CKPT_OK;
 }
 
-static int check_entry(tfb_reader *s, ckpt_var_info *v, const CkptTf__BundleEntryProto *e, uint64_t off)
+/* The protobuf-c form of an entry as a tfb_entry, refusing shapes that are not fully known. */
+static int entry_from_pb(tfb_entry *out, const CkptTf__BundleEntryProto *e, const char *path, const char *name,
+	uint64_t off)
+{
+	const CkptTf__TensorShapeProto *sh = e->shape;
+	*out = (tfb_entry){ 0 };
+	out->dtype = e->dtype;
+	out->shard_id = e->shard_id;
+	out->offset = e->offset;
+	out->size = e->size;
+	out->crc32c = e->crc32c;
+	if (!sh)
+		return CKPT_OK;
+	if (sh->unknown_rank)
+		return ckpt__fail(CKPT_EFORMAT, path, name, (int64_t)off, "shape has unknown rank");
+	if (sh->n_dim > CKPT_MAX_RANK)
+		return ckpt__fail(CKPT_ELIMIT, path, name, (int64_t)off,
+			"rank %zu exceeds the cap %d", sh->n_dim, CKPT_MAX_RANK);
+	out->rank = (int)sh->n_dim;
+	for (size_t i = 0; i < sh->n_dim; i++) {
+		if (sh->dim[i]->size < 0)
+			return ckpt__fail(CKPT_EFORMAT, path, name, (int64_t)off,
+				"dimension %zu is %lld: shapes must be fully known", i,
+				(long long)sh->dim[i]->size);
+		out->dims[i] = sh->dim[i]->size;
+	}
+	return CKPT_OK;
+}
+
+/* Entry `e` into v; `pb` (the protobuf-c form, NULL when decoded without it) carries the slices. */
+static int check_entry(tfb_reader *s, ckpt_var_info *v, const tfb_entry *e, const CkptTf__BundleEntryProto *pb,
+	uint64_t off)
 {
 	const char *path = s->index_path;
-	const CkptTf__TensorShapeProto *sh = e->shape;
 	v->dtype = (ckpt_dtype)e->dtype;
-	v->shape.rank = 0;
+	v->shape.rank = e->rank;
+	memcpy(v->shape.dims, e->dims, (size_t)e->rank * sizeof(e->dims[0]));
 	v->shard = -1;
 	v->offset = -1;
-	if (sh) {
-		if (sh->unknown_rank)
-			return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off, "shape has unknown rank");
-		if (sh->n_dim > CKPT_MAX_RANK)
-			return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off,
-				"rank %zu exceeds the cap %d", sh->n_dim, CKPT_MAX_RANK);
-		v->shape.rank = (int)sh->n_dim;
-		for (size_t i = 0; i < sh->n_dim; i++) {
-			if (sh->dim[i]->size < 0)
-				return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off,
-					"dimension %zu is %lld: shapes must be fully known", i,
-					(long long)sh->dim[i]->size);
-			v->shape.dims[i] = sh->dim[i]->size;
-		}
-	}
 	uint64_t nelem;
 	if (ckpt_shape_num_elements(&v->shape, &nelem) < 0)
 		return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off, "element count of the shape overflows");
-	if (e->n_slices) {
+	if (pb && pb->n_slices) {
 		/* a "full" entry: no data range of its own; its bytes are the assembled slices */
-		CKPT_TRY(fill_slices(v, e, path, off));
+		CKPT_TRY(fill_slices(v, pb, path, off));
 		CKPT_TRY(tfb_slices_check(v, path, off));
 		if (ckpt_dtype_valid(v->dtype) && v->dtype != CKPT_DT_STRING &&
 			ckpt_shape_nbytes(&v->shape, v->dtype, &v->nbytes) < 0)
@@ -265,7 +284,7 @@ static int on_entry(void *ctx, const unsigned char *key, size_t klen,
 	tfb_extra *x = &s->x[r->nvars];
 	memset(x, 0, sizeof(*x));
 	x->off = off;
-	v->name = key_name(key, klen);
+	v->name = key_name(s, key, klen);
 	if (!v->name)
 		return CKPT_ENOMEM;
 	r->nvars++;
@@ -287,6 +306,9 @@ static int on_entry(void *ctx, const unsigned char *key, size_t klen,
 				"key starts with a NUL byte but is not a valid slice key (EncodeTensorNameSlice)");
 	}
 	v->role = ckpt__role_from_key(v->name);
+	tfb_entry fe;
+	if (tfb_entry_decode_fast(val, vlen, &fe))
+		return check_entry(s, v, &fe, NULL, off);
 	ckpt_error_clear();
 	tfb_pb_scratch scratch;
 	ProtobufCAllocator pa;
@@ -297,7 +319,9 @@ static int on_entry(void *ctx, const unsigned char *key, size_t klen,
 	if (!e)
 		return ckpt__fail(CKPT_EFORMAT, s->index_path, v->name, (int64_t)off,
 			"cannot decode the BundleEntryProto (%zu bytes)", vlen);
-	int rc = check_entry(s, v, e, off);
+	int rc = entry_from_pb(&fe, e, s->index_path, v->name, off);
+	if (rc == CKPT_OK)
+		rc = check_entry(s, v, &fe, e, off);
 	ckpt_tf__bundle_entry_proto__free_unpacked(e, &pa);
 	return rc;
 }
@@ -367,7 +391,12 @@ static int check_overlaps(ckpt_reader *r)
 		if (v->shard >= 0 && v->offset >= 0 && v->nbytes > 0)
 			a[n++] = (data_range){ v->shard, (uint64_t)v->offset, (uint64_t)v->offset + v->nbytes, i };
 	}
-	qsort(a, n, sizeof(*a), cmp_range);
+	/* a bundle's data usually follows its key order: sort only when it does not */
+	size_t k0 = 1;
+	while (k0 < n && cmp_range(&a[k0 - 1], &a[k0]) <= 0)
+		k0++;
+	if (k0 < n)
+		qsort(a, n, sizeof(*a), cmp_range);
 	mark_runs(r, a, n);
 	int rc = CKPT_OK;
 	size_t far = 0; /* the entry reaching furthest so far in this shard */
@@ -1189,6 +1218,21 @@ static int open_bundle(ckpt_reader *r)
 	void *buf = NULL;
 	size_t n = 0;
 	CKPT_TRY(ckpt_vfs_read_all(r->vfs, s->index_path, CKPT_MAX_INDEX_BYTES, &buf, &n));
+	/*
+	 * Room for the entries an index of this size usually holds (tens of bytes
+	 * each), so that the arrays are not copied and faulted in again as they
+	 * double; pages never written are never touched.
+	 */
+	size_t guess = n / 32 + 64;
+	if (guess > CKPT_MAX_VARIABLES)
+		guess = CKPT_MAX_VARIABLES;
+	r->vars = ckpt__malloc(guess * sizeof(*r->vars));
+	s->x = ckpt__malloc(guess * sizeof(*s->x));
+	if (!r->vars || !s->x) {
+		ckpt__free(buf);
+		return CKPT_ENOMEM;
+	}
+	s->cap = guess;
 	rc = tfb_table_walk(buf, n, s->index_path, on_entry, s);
 	ckpt__free(buf);
 	if (rc < 0)
@@ -1220,7 +1264,6 @@ void tfb_close(ckpt_reader *r)
 	if (!s)
 		return;
 	for (size_t i = 0; i < r->nvars; i++) {
-		ckpt__free((void *)r->vars[i].name);
 		if (r->vars[i].slices) {
 			for (size_t k = 0; k < r->vars[i].nslices; k++)
 				ckpt__free(r->vars[i].slices[k].extents);
@@ -1251,6 +1294,7 @@ void tfb_close(ckpt_reader *r)
 	for (int i = 0; i < s->nbounce; i++)
 		ckpt__free(s->bounce[i]);
 	ckpt__free(s->wbuf);
+	ckpt__strpool_free(&s->names);
 	pthread_mutex_destroy(&s->wlock);
 	pthread_mutex_destroy(&s->lock);
 	ckpt__free(s);

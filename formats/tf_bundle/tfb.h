@@ -102,6 +102,24 @@ int tfb_attach_saved_model(ckpt_reader *r);
 int tfb_string_decode(const unsigned char *p, size_t n, uint64_t nelem, ckpt_bytes *elems,
 	int verify, uint32_t want_masked, const char *path, const char *key, uint64_t off);
 
+/* ---- index entries (entry_decode.c) ---- */
+
+/** The fields of a BundleEntryProto that an ordinary (unsliced) tensor uses. */
+typedef struct tfb_entry {
+	int32_t dtype;
+	int rank;
+	int64_t dims[CKPT_MAX_RANK];
+	int32_t shard_id;
+	int64_t offset, size;
+	uint32_t crc32c;       /* masked, as stored */
+} tfb_entry;
+/**
+ * Decode the common form of a BundleEntryProto (see entry_decode.c): 1 when
+ * `e` holds it, 0 when the entry needs protobuf-c (slices, unusual or
+ * malformed bytes). Never accepts bytes protobuf-c would refuse.
+ */
+int tfb_entry_decode_fast(const unsigned char *p, size_t n, tfb_entry *e);
+
 /* ---- partitioned variables (slice.c) ---- */
 
 /** A decoded EncodeTensorNameSlice key. */
