@@ -83,6 +83,7 @@ static struct {
 static uint64_t helper_starts;
 
 uint64_t ckpt__h5_helper_starts(void) { return __atomic_load_n(&helper_starts, __ATOMIC_RELAXED); }
+int ckpt__h5_helper_pid(void) { return hp.sock >= 0 && hp.owner == getpid() ? (int)hp.pid : -1; }
 
 static int write_all(int fd, const void *buf, size_t n)
 {
@@ -378,8 +379,12 @@ int ckpt__h5_helper_job(const char *what, const ckpt__h5_limits *lim, const ckpt
 	}
 	rc = ckpt__h5_sb_collect(p[0], deadline, j->path, what, dst, dst_len, max, out, n, &got, &status);
 	close(p[0]);
-	if (got == 0 && rc >= 0) {
-		/* a whole answer: the child has only _exit left; its status keeps the stream in step */
+	if (got == 0) {
+		/*
+		 * A whole answer (a result or the child's error), or one we refused
+		 * unread (the pipe is closed: the child dies of SIGPIPE): the child
+		 * has only _exit left; its status keeps the stream in step.
+		 */
 		if (read_rep(REP_ENDED, ckpt__h5_sb_now_ms() + HELLO_TIMEOUT_MS, &v) < 0)
 			helper_stop();
 		*rc_out = ckpt__h5_sb_result(rc, got, status, 0, 0, lim, j->path, what, out);

@@ -30,7 +30,7 @@
 #define SB_MAGIC 0x3548484bu /* "KHH5" little-endian */
 #define SB_MAX_ERROR 65536
 
-static uint64_t sb_count;
+static uint64_t sb_count, sb_forks;
 
 /*
  * Children that answered but were still exiting: tearing down a copy of a
@@ -61,6 +61,7 @@ static void reap_pending(int block_oldest)
 }
 
 uint64_t ckpt__h5_sandbox_count(void) { return __atomic_load_n(&sb_count, __ATOMIC_RELAXED); }
+uint64_t ckpt__h5_sandbox_forks(void) { return __atomic_load_n(&sb_forks, __ATOMIC_RELAXED); }
 
 void ckpt__h5_limits_layout(ckpt__h5_limits *lim)
 {
@@ -384,6 +385,7 @@ int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *
 		ckpt__h5_sb_child(p[1], lim, fn, arg);
 	}
 	__atomic_add_fetch(&sb_count, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&sb_forks, 1, __ATOMIC_RELAXED);
 	pidfd = pidfd_open(pid, 0); /* -1 (old kernel): reaped below, at once */
 	close(p[1]);
 	deadline = ckpt__h5_sb_now_ms() + lim->timeout_ms;

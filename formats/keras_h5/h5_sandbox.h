@@ -94,6 +94,9 @@ int ckpt__h5_helper_job(const char *what, const ckpt__h5_limits *lim, const ckpt
 /** Reader processes started by this process (for tests: 1 for many jobs, one more after each crash). */
 uint64_t ckpt__h5_helper_starts(void);
 
+/** The reader process's pid, or -1 when none runs for this process (for tests). */
+int ckpt__h5_helper_pid(void);
+
 /** The reader process's main loop on socket `fd` (helpers/ckpt_h5_reader.c); returns its exit status. */
 int ckpt__h5_helper_main(int fd, ckpt__h5_job_fn serve);
 
@@ -125,7 +128,9 @@ int64_t ckpt__h5_sb_now_ms(void);
 /** Default limits for reading the layout of a file (metadata only). */
 void ckpt__h5_limits_layout(ckpt__h5_limits *lim);
 
-/** Number of children started by this process (for tests and benchmarks). */
+/** Sandboxed calls made by this process, forked or through the reader process (for tests and benchmarks). */
 uint64_t ckpt__h5_sandbox_count(void);
+/** Of those, the children forked from this process itself. */
+uint64_t ckpt__h5_sandbox_forks(void);
 
 #endif
