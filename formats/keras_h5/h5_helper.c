@@ -30,6 +30,7 @@
  * Everything here runs under ckpt__h5_lock.
  */
 #define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -169,6 +170,12 @@ static void helper_stop(void)
 	hp.owner = -1;
 }
 
+/*
+ * Where the helper is: $CKPT_H5_HELPER ("fork": none); beside the object
+ * this code is in (the build tree's libckpt.so) or in ../libexec/ckpt from
+ * it (an installed libckpt.so, wherever the prefix went); then the build
+ * tree and the configured install prefix (a static link).
+ */
 static const char *helper_path(void)
 {
 	static const char *const built_in[] = {
@@ -180,10 +187,20 @@ static const char *helper_path(void)
 #endif
 		NULL
 	};
+	static char near[4096];
 	const char *e = getenv("CKPT_H5_HELPER");
+	Dl_info di;
 	size_t i;
 	if (e && *e)
 		return strcmp(e, "fork") == 0 ? NULL : e;
+	if (dladdr((void *)helper_path, &di) && di.dli_fname && strchr(di.dli_fname, '/')) {
+		static const char *const rel[] = { "ckpt-h5-reader", "../libexec/ckpt/ckpt-h5-reader" };
+		size_t dir = (size_t)(strrchr(di.dli_fname, '/') - di.dli_fname);
+		for (i = 0; i < 2; i++)
+			if ((size_t)snprintf(near, sizeof(near), "%.*s/%s", (int)dir, di.dli_fname, rel[i]) < sizeof(near) &&
+				access(near, X_OK) == 0)
+				return near;
+	}
 	for (i = 0; built_in[i]; i++)
 		if (access(built_in[i], X_OK) == 0)
 			return built_in[i];
