@@ -264,6 +264,8 @@ int ckpt__h5_helper_usable(void)
 	if (hp.sock >= 0 && hp.owner != getpid()) {
 		/* forked since: that helper serves the parent; ours starts afresh */
 		close(hp.sock);
+		if (hp.pidfd >= 0)
+			close(hp.pidfd);
 		hp.sock = hp.pidfd = -1;
 		hp.pid = hp.owner = -1;
 		hp.disabled = 0;

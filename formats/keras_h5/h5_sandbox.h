@@ -2,9 +2,11 @@
  * A process boundary around libhdf5 for files we read. libhdf5 1.10 follows
  * B-tree, heap and object-header addresses from the file without checking
  * them against the file, so a corrupt file can crash it or make it ask for
- * 2^58 bytes. Every libhdf5 call on a file being read runs in a forked child
- * under RLIMIT_AS / RLIMIT_CPU and a wall-clock timeout; the child sends back
- * its result (the layout, or a dataset's bytes) over a pipe. A child that
+ * 2^58 bytes. Every libhdf5 call on a file being read runs in a child
+ * process under RLIMIT_AS / RLIMIT_CPU and a wall-clock timeout, forked by
+ * the long-lived reader process (h5_helper.c; "Jobs" below) or, without it,
+ * by the caller; the child sends back its result (the layout, or a
+ * dataset's bytes) over a pipe. A child that
  * dies, hangs or runs out of its limits becomes CKPT_EFORMAT naming the file
  * and the cause; the caller's process never runs libhdf5 on the file.
  */
