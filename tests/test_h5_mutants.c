@@ -104,9 +104,9 @@ static void campaign(size_t fi)
 	}
 	fprintf(stderr,
 		"h5_mutants: %s: %zu structures, %zu field starts: %zu of %zu (field, pattern) mutants (%s; 8 bytes of ones / "
-		"zeros / random); %zu of %zu metadata bytes x 3 patterns (%s); %zu flip mutants: %llu opened, %llu refused, "
+		"zeros / random); %zu of %zu (byte, pattern) mutants over %zu metadata bytes (%s); %zu flip mutants: %llu opened, %llu refused, "
 		"%llu contained libhdf5 failures\n",
-		b.name, b.nstruct, b.nfield, nf, fslots, nf == fslots ? "every one" : "spread over all", nm, b.nmeta,
+		b.name, b.nstruct, b.nfield, nf, fslots, nf == fslots ? "every one" : "spread over all", nm, mslots, b.nmeta,
 		nm == mslots ? "every one" : "sampled", nflip, (unsigned long long)tally[CKPT_H5M_OPENED],
 		(unsigned long long)tally[CKPT_H5M_REFUSED], (unsigned long long)tally[CKPT_H5M_CONTAINED]);
 	/* every mutant that opened went through the sandbox: libhdf5 never ran on it in this process */
