@@ -6,9 +6,10 @@
  *    target and no temporary is left, no HDF5 id stays open, and libhdf5's
  *    clean-up at exit does not crash (it did: H5_term_library <-
  *    H5F__close_cb).
- *  - The CLI under a file-size limit (soft RLIMIT_FSIZE, SIGXFSZ ignored, so
- *    writes fail with EFBIG on the real disk path, libhdf5's sec2 driver
- *    included): exit status 1 with the error, no output, no temporaries.
+ *  - The CLI, every target, under a file-size limit (RLIMIT_FSIZE hard = soft
+ *    at 48 sizes, soft alone at 8; SIGXFSZ ignored, so writes fail with EFBIG
+ *    on the real disk path, libhdf5's sec2 driver included): exit status 1
+ *    with the error, no output, no temporaries, no crash at exit.
  *  - A checkpoint written by a C trainer (samples/mlp_mirrored: model
  *    layers, optimizer slots, a metric, top-level step / rng_state /
  *    data_position / save_counter) converts to keras / keras-weights with the
@@ -21,7 +22,6 @@
 #define MNIST "tf/tensorflow__tftrt_mnist_ckpt_snappy/model.ckpt-46900"
 
 static const char *const targets[] = { "tf-bundle", "keras-h5", "keras-weights", "keras" };
-static const char *const cli_targets[] = { "tf", "keras-h5", "keras-weights", "keras" };
 
 /* Write everything reader `r` holds as `format` at `out` through `vfs`: the convert path without the CLI. */
 static int write_all(ckpt_reader *r, ckpt_vfs *vfs, const char *out, const char *format)
@@ -154,26 +154,41 @@ static void assert_empty_dir(const char *dir, const char *what)
 	closedir(d);
 }
 
-Test(convert_faults, cli_under_a_file_size_limit_fails_cleanly, .timeout = 300)
+/* One CLI convert under a file-size limit of `kib` KiB (hard too when `hard`): exit 1, says why, leaves nothing. */
+static void convert_under_limit(const char *dir, const char *target, int kib, int hard)
 {
-	static const int kib[] = { 1, 2, 4, 8, 16, 64, 256, 512 };
-	char *dir = ts_tmpdir(), cmd[4096];
+	ts_run_result res;
+	char what[96], cmd[4096];
+	snprintf(what, sizeof(what), "--to %s under %d KiB (%s)", target, kib, hard ? "hard = soft" : "soft");
+	/* ulimit counts 1024-byte blocks in dash too, and without -S sets both limits; a soft limit alone is lifted for the abandoned file's close
+	 * (keras_h5_write.c), a hard one is not: that close fails and libhdf5 must not crash at exit */
+	snprintf(cmd, sizeof(cmd), "trap '' XFSZ; ulimit%s -f %d; exec '%s' convert '%s' '%s/out' --to %s", hard ? "" : " -S",
+		kib, CKPT_CLI_PATH, ts_fixture(MNIST), dir, target);
+	cr_assert_eq(ts_run_sh(&res, cmd), 0);
+	cr_assert_eq(res.status, 1, "%s: exit status %d (a signal is 128+N)\nstderr: %s", what, res.status, res.err);
+	cr_assert(strstr(res.err, "File too large") || strstr(res.err, "disk full or file too large"),
+		"%s: stderr does not say why: %s", what, res.err);
+	ts_run_free(&res);
+	assert_empty_dir(dir, what);
+}
+
+/*
+ * Every target; the outputs are 670-710 KiB, so 48 limits from 1 KiB (the
+ * first header write fails) to 680 KiB (the last data block), each as a hard
+ * limit (= soft), and 8 of them as a soft limit alone.
+ */
+Test(convert_faults, cli_under_a_file_size_limit_fails_cleanly, .timeout = 600)
+{
+	static const char *const all[] = { "tf", "keras-h5", "keras-weights", "keras", "safetensors", "gguf" };
+	static const int soft_kib[] = { 1, 2, 4, 8, 16, 64, 256, 512 };
+	char *dir = ts_tmpdir();
 	size_t t, k;
-	for (t = 0; t < sizeof(cli_targets) / sizeof(cli_targets[0]); t++)
-		for (k = 0; k < sizeof(kib) / sizeof(kib[0]); k++) {
-			ts_run_result res;
-			char what[64];
-			snprintf(what, sizeof(what), "--to %s under %d KiB", cli_targets[t], kib[k]);
-			/* ulimit counts 1024-byte blocks in dash too; the hard limit stays (see keras_h5_write.c) */
-			snprintf(cmd, sizeof(cmd), "trap '' XFSZ; ulimit -S -f %d; exec '%s' convert '%s' '%s/out' --to %s", kib[k],
-				CKPT_CLI_PATH, ts_fixture(MNIST), dir, cli_targets[t]);
-			cr_assert_eq(ts_run_sh(&res, cmd), 0);
-			cr_assert_eq(res.status, 1, "%s: exit status %d (a signal is 128+N)\nstderr: %s", what, res.status, res.err);
-			cr_assert(strstr(res.err, "File too large") || strstr(res.err, "disk full or file too large"),
-				"%s: stderr does not say why: %s", what, res.err);
-			ts_run_free(&res);
-			assert_empty_dir(dir, what);
-		}
+	for (t = 0; t < sizeof(all) / sizeof(all[0]); t++) {
+		for (k = 0; k < 48; k++) /* 1..16 KiB step 1, then 32 steps of 21 KiB up to 680 */
+			convert_under_limit(dir, all[t], k < 16 ? (int)k + 1 : 16 + (int)(k - 15) * 664 / 32, 1);
+		for (k = 0; k < sizeof(soft_kib) / sizeof(soft_kib[0]); k++)
+			convert_under_limit(dir, all[t], soft_kib[k], 0);
+	}
 	ts_rmtree(dir);
 	free(dir);
 }

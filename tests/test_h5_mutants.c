@@ -9,11 +9,16 @@
  * is tested directly too: a child that segfaults, hangs, allocates without
  * bound or fails cleanly.
  *
- * Size: CKPT_H5_MUTANTS per fixture (default 300, times
- * CKPT_TEST_SWEEP_SCALE under ASan); a fixture whose 3 x metadata-offsets
- * slots fit in that gets every offset with every kind, a larger one a
- * systematic sample across all of its metadata (seeded phase). "all" runs
- * every slot of every fixture (minutes per fixture; not the default).
+ * Per fixture (defaults; times CKPT_TEST_SWEEP_SCALE under ASan, at least
+ * 20 each; "all" for every slot, minutes per fixture, not the default):
+ *  1. CKPT_H5_MUTANTS = 400 (field, pattern) slots, spread evenly (seeded
+ *     phase) over every field start the structure walk knows
+ *     (ckpt_h5m_fields: superblock, B-tree nodes, heaps, symbol table
+ *     entries, global heap objects, object headers and their messages'
+ *     address / length / size fields) times the three patterns;
+ *  2. CKPT_H5_MUTANTS_BYTES = 100 slots over every metadata byte x 3;
+ *  3. CKPT_H5_MUTANTS_FLIPS = 50 multi-bit flips.
+ * The summary line says how many of how many slots each fixture got.
  */
 #include <signal.h>
 #include <sys/resource.h>
@@ -33,40 +38,61 @@ static uint64_t splitmix(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static size_t mutants_per_fixture(size_t slots)
+/* Mutants of one kind per fixture: `dflt` (times CKPT_TEST_SWEEP_SCALE under ASan), at most `slots`. */
+static size_t budget(const char *env, double dflt, size_t slots)
 {
-	const char *e = getenv("CKPT_H5_MUTANTS"), *sc = getenv("CKPT_TEST_SWEEP_SCALE");
+	const char *e = getenv(env), *sc = getenv("CKPT_TEST_SWEEP_SCALE");
 	double scale = sc ? atof(sc) : 1.0, n;
 	if (e && strcmp(e, "all") == 0)
 		return slots;
-	n = (e ? atof(e) : 300.0) * (scale > 0 && scale <= 1 ? scale : 1.0);
-	if (n < 50)
-		n = 50;
+	n = (e ? atof(e) : dflt) * (scale > 0 && scale <= 1 ? scale : 1.0);
+	if (n < 20)
+		n = 20;
 	return (size_t)n < slots ? (size_t)n : slots;
+}
+
+/* Slot j of n spread over `slots` (all of them when n == slots), with a seeded phase. */
+static size_t spread(size_t j, size_t n, size_t slots, uint64_t *seed)
+{
+	if (n == slots)
+		return j;
+	return (size_t)(((unsigned __int128)j * slots) / n + splitmix(seed) % (slots / n));
 }
 
 static void campaign(size_t fi)
 {
 	ckpt_h5m_base b;
 	uint64_t seed = 0x12c0ffee00ull + fi, tally[3] = { 0, 0, 0 }, before = ckpt__h5_sandbox_count();
-	size_t slots, n, nflip, j;
+	size_t fslots, mslots, nf, nm, nflip, j;
 	uint8_t *buf;
 	cr_assert_eq(ckpt_h5m_load(&b, ts_fixture(kt_fixtures[fi].rel)), 0, "cannot load %s", kt_fixtures[fi].rel);
 	cr_assert_gt(b.nmeta, 0);
+	/* the walk must know the file: the superblock, the root group and its objects at least */
+	cr_assert_gt(b.nstruct, 5, "%s: %zu structures walked", b.name, b.nstruct);
+	cr_assert_gt(b.nfield, 100, "%s: %zu fields", b.name, b.nfield);
 	buf = malloc(b.n);
 	cr_assert(buf);
 	cr_assert_eq(ckpt_h5m_run(b.bytes, b.n), CKPT_H5M_OPENED, "%s: the pristine file does not read", b.name);
-	slots = 3 * b.nmeta;
-	n = mutants_per_fixture(slots);
-	for (j = 0; j < n; j++) {
-		/* slot s: metadata offset s / 3, kind s % 3 (ones, zeros, random value) */
-		size_t s = n == slots ? j : (size_t)(((unsigned __int128)j * slots) / n + splitmix(&seed) % (slots / n));
+	/* 1. field starts the structure walk knows, each slot (field, kind) one mutant: ones, zeros, a random value */
+	fslots = 3 * b.nfield;
+	nf = budget("CKPT_H5_MUTANTS", 400.0, fslots);
+	for (j = 0; j < nf; j++) {
+		size_t s = spread(j, nf, fslots, &seed);
+		memcpy(buf, b.bytes, b.n);
+		ckpt_h5m_apply_at(&b, buf, b.field[s / 3], (int)(s % 3), splitmix(&seed));
+		tally[ckpt_h5m_run(buf, b.n)]++;
+	}
+	/* 2. any metadata byte (names, heap contents, padding, what the walk does not model) */
+	mslots = 3 * b.nmeta;
+	nm = budget("CKPT_H5_MUTANTS_BYTES", 100.0, mslots);
+	for (j = 0; j < nm; j++) {
+		size_t s = spread(j, nm, mslots, &seed);
 		memcpy(buf, b.bytes, b.n);
 		ckpt_h5m_apply(&b, buf, s / 3, (int)(s % 3), splitmix(&seed));
 		tally[ckpt_h5m_run(buf, b.n)]++;
 	}
-	/* random bit flips: 1-4 positions, 1-3 bits each */
-	nflip = n / 4 > 20 ? n / 4 : 20;
+	/* 3. random bit flips: 1-4 positions, 1-3 bits each */
+	nflip = budget("CKPT_H5_MUTANTS_FLIPS", 50.0, SIZE_MAX);
 	for (j = 0; j < nflip; j++) {
 		int k, np = 1 + (int)(splitmix(&seed) % 4);
 		memcpy(buf, b.bytes, b.n);
@@ -76,10 +102,13 @@ static void campaign(size_t fi)
 		}
 		tally[ckpt_h5m_run(buf, b.n)]++;
 	}
-	fprintf(stderr, "h5_mutants: %s: %zu metadata bytes, %zu offset mutants (%s) + %zu flip mutants: %llu opened, "
-		"%llu refused, %llu contained libhdf5 failures\n", b.name, b.nmeta, n, n == slots ? "every offset" : "sampled",
-		nflip, (unsigned long long)tally[CKPT_H5M_OPENED], (unsigned long long)tally[CKPT_H5M_REFUSED],
-		(unsigned long long)tally[CKPT_H5M_CONTAINED]);
+	fprintf(stderr,
+		"h5_mutants: %s: %zu structures, %zu field starts: %zu of %zu (field, pattern) mutants (%s; 8 bytes of ones / "
+		"zeros / random); %zu of %zu (byte, pattern) mutants over %zu metadata bytes (%s); %zu flip mutants: %llu opened, %llu refused, "
+		"%llu contained libhdf5 failures\n",
+		b.name, b.nstruct, b.nfield, nf, fslots, nf == fslots ? "every one" : "spread over all", nm, mslots, b.nmeta,
+		nm == mslots ? "every one" : "sampled", nflip, (unsigned long long)tally[CKPT_H5M_OPENED],
+		(unsigned long long)tally[CKPT_H5M_REFUSED], (unsigned long long)tally[CKPT_H5M_CONTAINED]);
 	/* every mutant that opened went through the sandbox: libhdf5 never ran on it in this process */
 	cr_assert_geq(ckpt__h5_sandbox_count() - before, tally[CKPT_H5M_OPENED] + 1);
 	/* a mutant campaign that refuses nothing mutated nothing */

@@ -37,20 +37,49 @@ void ckpt__h5_quiet(void)
 	}
 }
 
+/*
+ * libhdf5's own clean-up at exit (H5_term_library) crashes on a file or
+ * dataset whose close failed (1.10 drops the id, keeps a half-closed object:
+ * H5F__close_cb). So libhdf5 registers no atexit handler of its own; ours,
+ * registered when this library is loaded, closes libhdf5 at exit unless a
+ * close failed, and then leaves the process to the kernel (nothing of ours
+ * is left to flush: a file whose close failed was given up). An application
+ * that initialized libhdf5 before loading us keeps libhdf5's own handler.
+ */
+static int h5_unclean;
+
+void ckpt__h5_mark_unclean(void) { __atomic_store_n(&h5_unclean, 1, __ATOMIC_RELAXED); }
+int ckpt__h5_is_unclean(void) { return __atomic_load_n(&h5_unclean, __ATOMIC_RELAXED); }
+
+static void h5_term_at_exit(void)
+{
+	if (!ckpt__h5_is_unclean())
+		H5close();
+}
+
+__attribute__((constructor)) static void h5_take_over_exit(void)
+{
+	if (H5dont_atexit() >= 0)
+		atexit(h5_term_at_exit);
+}
+
 void ckpt__h5_close(hid_t id)
 {
+	herr_t e = 0;
 	if (id < 0)
 		return;
 	switch (H5Iget_type(id)) {
-	case H5I_FILE: H5Fclose(id); break;
-	case H5I_GROUP: H5Gclose(id); break;
-	case H5I_DATASET: H5Dclose(id); break;
-	case H5I_ATTR: H5Aclose(id); break;
+	case H5I_FILE: e = H5Fclose(id); break;
+	case H5I_GROUP: e = H5Gclose(id); break;
+	case H5I_DATASET: e = H5Dclose(id); break;
+	case H5I_ATTR: e = H5Aclose(id); break;
 	case H5I_DATATYPE: H5Tclose(id); break;
 	case H5I_DATASPACE: H5Sclose(id); break;
 	case H5I_GENPROP_LST: H5Pclose(id); break;
 	default: break;
 	}
+	if (e < 0) /* a flush failed: the object may linger half-closed */
+		ckpt__h5_mark_unclean();
 }
 
 /*

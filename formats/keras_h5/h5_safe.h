@@ -35,6 +35,15 @@ void ckpt__h5_unlock(void);
 /** Initialize libhdf5, silence it and register our conversions (idempotent; before forking a sandboxed child). */
 void ckpt__h5_prepare(void);
 
+/**
+ * A file, dataset, group or attribute failed to close (a flush to a full
+ * disk): libhdf5 keeps a half-closed object it would crash on at exit, so
+ * libhdf5 is not shut down at exit any more (h5_safe.c). Closes made
+ * through ckpt__h5_close mark it themselves.
+ */
+void ckpt__h5_mark_unclean(void);
+int ckpt__h5_is_unclean(void);
+
 /** Silence HDF5's automatic error stack printing (idempotent). */
 void ckpt__h5_quiet(void);
 

@@ -1,10 +1,10 @@
 /*
- * The libhdf5 process boundary (h5_sandbox.h). fork() rather than an exec'ed
- * helper: the child needs the file image (a mapping or a buffer) and the
- * reader's state, which it inherits; no helper binary has to be found and
- * installed. The cost is the page-table copy, proportional to the caller's
- * resident memory in 4 KiB pages (tests/fuzz/README.md and the issue-12 note
- * give the figures).
+ * The libhdf5 process boundary (h5_sandbox.h): the child's side (limits,
+ * the answer), reading and judging an answer, and the fork of the caller,
+ * which is the fallback when the reader process (h5_helper.c) cannot be
+ * used. A fork's cost is the page-table copy, proportional to the caller's
+ * resident memory (1.8 ms per small open at 10 MB, 69 ms at 1 GB, 197 ms
+ * at 4 GB: tests/fuzz/README.md).
  *
  * Wire format, child -> parent, one message:
  *   u32 magic "KHH5", i32 status, u64 length, then `length` bytes:
@@ -30,7 +30,7 @@
 #define SB_MAGIC 0x3548484bu /* "KHH5" little-endian */
 #define SB_MAX_ERROR 65536
 
-static uint64_t sb_count;
+static uint64_t sb_count, sb_forks;
 
 /*
  * Children that answered but were still exiting: tearing down a copy of a
@@ -61,6 +61,7 @@ static void reap_pending(int block_oldest)
 }
 
 uint64_t ckpt__h5_sandbox_count(void) { return __atomic_load_n(&sb_count, __ATOMIC_RELAXED); }
+uint64_t ckpt__h5_sandbox_forks(void) { return __atomic_load_n(&sb_forks, __ATOMIC_RELAXED); }
 
 void ckpt__h5_limits_layout(ckpt__h5_limits *lim)
 {
@@ -122,7 +123,7 @@ static void child_limits(const ckpt__h5_limits *lim)
 	}
 }
 
-static void child_main(int wfd, const ckpt__h5_limits *lim, ckpt__h5_child_fn fn, void *arg)
+void ckpt__h5_sb_child(int wfd, const ckpt__h5_limits *lim, ckpt__h5_child_fn fn, void *arg)
 {
 	void *payload = NULL;
 	size_t len = 0;
@@ -162,7 +163,7 @@ static void child_main(int wfd, const ckpt__h5_limits *lim, ckpt__h5_child_fn fn
 	_exit(0);
 }
 
-static int64_t now_ms(void)
+int64_t ckpt__h5_sb_now_ms(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
@@ -176,7 +177,7 @@ static int read_full(int fd, void *buf, size_t n, int64_t deadline)
 	while (n) {
 		struct pollfd pf;
 		ssize_t k;
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - ckpt__h5_sb_now_ms();
 		int e;
 		if (left <= 0)
 			return 2;
@@ -253,17 +254,90 @@ static int raise_child_error(int status, const unsigned char *b, size_t n, const
 	return rc;
 }
 
-int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *lim, ckpt__h5_child_fn fn,
-	void *arg, void *dst, size_t dst_len, size_t max, void **out, size_t *n)
+int ckpt__h5_sb_collect(int rfd, int64_t deadline, const char *path, const char *what, void *dst, size_t dst_len,
+	size_t max, void **out, size_t *n, int *got_out, int32_t *status_out)
 {
-	int p[2], st = 0, got, rc = CKPT_OK, reaped, pidfd;
 	unsigned char hdr[16];
 	uint32_t magic;
 	int32_t status = 0;
 	uint64_t len;
+	void *buf = NULL;
+	int got, rc = CKPT_OK;
+	got = read_full(rfd, hdr, sizeof(hdr), deadline);
+	if (got == 0) {
+		memcpy(&magic, hdr, 4);
+		memcpy(&status, hdr + 4, 4);
+		memcpy(&len, hdr + 8, 8);
+		if (magic != SB_MAGIC)
+			got = -1;
+		else if (status < 0) {
+			if (len > SB_MAX_ERROR)
+				got = -1;
+			else if (!(buf = ckpt__malloc(len ? (size_t)len : 1)))
+				rc = CKPT_ENOMEM;
+			else if ((got = read_full(rfd, buf, (size_t)len, deadline)) == 0)
+				rc = raise_child_error(status, buf, (size_t)len, path);
+		} else if (dst) {
+			if (len != dst_len)
+				rc = ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process sent %llu bytes for %s, wanted %zu",
+					(unsigned long long)len, what, dst_len);
+			else
+				got = read_full(rfd, dst, dst_len, deadline);
+		} else if (len > max) {
+			rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "%s: %llu bytes, cap is %zu", what, (unsigned long long)len, max);
+		} else if (!(buf = ckpt__malloc(len ? (size_t)len : 1))) {
+			rc = CKPT_ENOMEM;
+		} else if ((got = read_full(rfd, buf, (size_t)len, deadline)) == 0) {
+			*out = buf;
+			*n = (size_t)len;
+			buf = NULL;
+		}
+	}
+	ckpt__free(buf);
+	*got_out = got;
+	*status_out = status;
+	return rc;
+}
+
+int ckpt__h5_sb_result(int rc, int got, int32_t status, int have_wstatus, int st, const ckpt__h5_limits *lim,
+	const char *path, const char *what, void **out)
+{
+	if (rc < 0 && got == 0)
+		return rc; /* the child's own error, or ours about its answer */
+	if (got == 0) {
+		if (status < 0)
+			return status;
+		return CKPT_OK;
+	}
+	if (out && *out) {
+		ckpt__free(*out);
+		*out = NULL;
+	}
+	if (got == 2)
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+			"libhdf5 took longer than %u ms %s (killed): corrupt metadata loops?", lim->timeout_ms, what);
+	if (have_wstatus && WIFSIGNALED(st)) {
+		int s = WTERMSIG(st);
+		if (s == SIGXCPU)
+			return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+				"libhdf5 used more than %u s of CPU %s (killed): corrupt metadata loops?", (lim->timeout_ms + 999) / 1000, what);
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+			"libhdf5 crashed %s (signal %d, %s): the file's HDF5 metadata is corrupt", what, s, sig_name(s));
+	}
+	if (have_wstatus && WIFEXITED(st))
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+			"libhdf5 reader process exited with status %d %s without an answer (past its %llu MiB memory limit?)",
+			WEXITSTATUS(st), what, (unsigned long long)(lim->mem_bytes >> 20));
+	return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process gave no answer %s", what);
+}
+
+int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *lim, ckpt__h5_child_fn fn,
+	void *arg, void *dst, size_t dst_len, size_t max, void **out, size_t *n)
+{
+	int p[2], st = 0, got, rc = CKPT_OK, reaped, pidfd;
+	int32_t status = 0;
 	int64_t deadline;
 	pid_t pid;
-	void *buf = NULL;
 	if (out)
 		*out = NULL;
 	if (n)
@@ -308,42 +382,14 @@ int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *
 	}
 	if (pid == 0) {
 		close(p[0]);
-		child_main(p[1], lim, fn, arg);
+		ckpt__h5_sb_child(p[1], lim, fn, arg);
 	}
 	__atomic_add_fetch(&sb_count, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&sb_forks, 1, __ATOMIC_RELAXED);
 	pidfd = pidfd_open(pid, 0); /* -1 (old kernel): reaped below, at once */
 	close(p[1]);
-	deadline = now_ms() + lim->timeout_ms;
-	got = read_full(p[0], hdr, sizeof(hdr), deadline);
-	if (got == 0) {
-		memcpy(&magic, hdr, 4);
-		memcpy(&status, hdr + 4, 4);
-		memcpy(&len, hdr + 8, 8);
-		if (magic != SB_MAGIC)
-			got = -1;
-		else if (status < 0) {
-			if (len > SB_MAX_ERROR)
-				got = -1;
-			else if (!(buf = ckpt__malloc(len ? (size_t)len : 1)))
-				rc = CKPT_ENOMEM;
-			else if ((got = read_full(p[0], buf, (size_t)len, deadline)) == 0)
-				rc = raise_child_error(status, buf, (size_t)len, path);
-		} else if (dst) {
-			if (len != dst_len)
-				rc = ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process sent %llu bytes for %s, wanted %zu",
-					(unsigned long long)len, what, dst_len);
-			else
-				got = read_full(p[0], dst, dst_len, deadline);
-		} else if (len > max) {
-			rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "%s: %llu bytes, cap is %zu", what, (unsigned long long)len, max);
-		} else if (!(buf = ckpt__malloc(len ? (size_t)len : 1))) {
-			rc = CKPT_ENOMEM;
-		} else if ((got = read_full(p[0], buf, (size_t)len, deadline)) == 0) {
-			*out = buf;
-			*n = (size_t)len;
-			buf = NULL;
-		}
-	}
+	deadline = ckpt__h5_sb_now_ms() + lim->timeout_ms;
+	rc = ckpt__h5_sb_collect(p[0], deadline, path, what, dst, dst_len, max, out, n, &got, &status);
 	if (got != 0 || rc < 0)
 		kill(pid, SIGKILL); /* gone already, or stuck, or no longer listened to */
 	close(p[0]);
@@ -361,32 +407,33 @@ int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *
 	}
 	if (pidfd >= 0)
 		close(pidfd);
-	ckpt__free(buf);
-	if (rc < 0 && got == 0)
-		return rc; /* the child's own error, or ours about its answer */
-	if (got == 0) {
-		if (status < 0)
-			return status;
-		return CKPT_OK;
+	return ckpt__h5_sb_result(rc, got, status, reaped == pid, st, lim, path, what, out);
+}
+
+/* A job in a forked child (no reader process): the child inherits the image. */
+typedef struct fork_job {
+	const ckpt__h5_job *j;
+	ckpt__h5_job_fn serve;
+} fork_job;
+
+static int fork_job_fn(void *arg, void **payload, size_t *len)
+{
+	const fork_job *f = arg;
+	return f->serve(f->j, payload, len);
+}
+
+int ckpt__h5_sandbox_job(const char *what, const ckpt__h5_limits *lim, const ckpt__h5_job *j, ckpt__h5_job_fn serve,
+	void *dst, size_t dst_len, size_t max, void **out, size_t *n)
+{
+	fork_job f;
+#ifndef CKPT_FUZZ_H5_IN_PROCESS
+	int rc;
+	if (j->fd >= 0 && ckpt__h5_helper_usable() && ckpt__h5_helper_job(what, lim, j, dst, dst_len, max, out, n, &rc)) {
+		__atomic_add_fetch(&sb_count, 1, __ATOMIC_RELAXED);
+		return rc;
 	}
-	if (out && *out) {
-		ckpt__free(*out);
-		*out = NULL;
-	}
-	if (got == 2)
-		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
-			"libhdf5 took longer than %u ms %s (killed): corrupt metadata loops?", lim->timeout_ms, what);
-	if (reaped == pid && WIFSIGNALED(st)) {
-		int s = WTERMSIG(st);
-		if (s == SIGXCPU)
-			return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
-				"libhdf5 used more than %u s of CPU %s (killed): corrupt metadata loops?", (lim->timeout_ms + 999) / 1000, what);
-		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
-			"libhdf5 crashed %s (signal %d, %s): the file's HDF5 metadata is corrupt", what, s, sig_name(s));
-	}
-	if (reaped == pid && WIFEXITED(st))
-		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
-			"libhdf5 reader process exited with status %d %s without an answer (past its %llu MiB memory limit?)",
-			WEXITSTATUS(st), what, (unsigned long long)(lim->mem_bytes >> 20));
-	return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process gave no answer %s", what);
+#endif
+	f.j = j;
+	f.serve = serve;
+	return ckpt__h5_sandbox(j->path, what, lim, fork_job_fn, &f, dst, dst_len, max, out, n);
 }

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* memfd_create */
 /*
  * Reading Keras HDF5 files (keras.md §1-§4). HDF5 always opens a file image
  * (h5_safe.c resolves variable-length strings in it, bounds-checked): on the
@@ -818,17 +819,100 @@ static int decode_layout(ckpt_reader *r, kh5_state *s, const void *buf, size_t l
 	return CKPT_OK;
 }
 
-typedef struct scan_arg {
-	ckpt_reader *r;
-	kh5_state *s;
-	int from_archive;
-} scan_arg;
-
-static int scan_child(void *arg, void **payload, size_t *len)
+/*
+ * A job behind the boundary (h5_sandbox.h), on a fresh reader and state
+ * over the job's image: the same code whether the child was forked from the
+ * caller (which inherits the image) or from the reader process (which maps
+ * the descriptor it was sent). Nothing is freed: the child exits.
+ */
+int ckpt__keras_h5_serve(const ckpt__h5_job *j, void **payload, size_t *len)
 {
-	scan_arg *a = arg;
-	CKPT_TRY(scan_locked(a->r, a->s, a->from_archive));
-	return encode_layout(a->r, a->s, payload, len);
+	ckpt_reader *r = ckpt__calloc(1, sizeof(*r));
+	kh5_state *s = ckpt__calloc(1, sizeof(*s));
+	hid_t ds;
+	void *buf;
+	int rc;
+	if (!r || !s)
+		return CKPT_ENOMEM;
+	r->path = (char *)j->path;
+	r->user_path = (char *)j->path;
+	r->opts.memory_budget = j->budget;
+	s->image = (void *)j->image;
+	s->image_len = j->image_len;
+	s->fd = -1;
+	s->file = -1;
+	s->path = j->path;
+	s->r = r;
+	s->budget = j->budget;
+	s->shard = j->shard;
+	if (j->op == CKPT_H5_JOB_SCAN) {
+		CKPT_TRY(scan_locked(r, s, j->from_archive));
+		return encode_layout(r, s, payload, len);
+	}
+	if (j->op != CKPT_H5_JOB_READ)
+		return ckpt__fail(CKPT_EINVAL, j->path, NULL, -1, "unknown libhdf5 job %d", j->op);
+	/* H5Dread of one entry into a fresh buffer */
+	CKPT_TRY(ckpt__h5_open_image(&s->file, s->image, s->image_len, s->path));
+	CKPT_TRY(ckpt__h5_open(s->file, j->var, CKPT_H5_DATASET, s->path, &ds));
+	if (!(buf = ckpt__malloc(j->info.nbytes ? (size_t)j->info.nbytes : 1))) {
+		ckpt__h5_close(ds);
+		return CKPT_ENOMEM;
+	}
+	rc = ckpt__h5_dataset_read(ds, &j->info, s->path, j->var, buf);
+	if (rc < 0) {
+		ckpt__free(buf);
+		return rc;
+	}
+	*payload = buf;
+	*len = (size_t)j->info.nbytes;
+	return CKPT_OK;
+}
+
+/*
+ * The reader process gets the file as a descriptor: an image in memory
+ * (memory VFS, a shard read whole) moves into a memfd, mapped in its place
+ * (the same memory, not a second copy). No memfd: the forked child reads
+ * the buffer as before.
+ */
+static void image_to_memfd(kh5_state *s)
+{
+	void *m;
+	size_t done = 0;
+	int fd;
+	if (s->fd >= 0 || !s->image_len || !ckpt__h5_helper_usable())
+		return;
+	if ((fd = memfd_create("ckpt-h5-image", MFD_CLOEXEC)) < 0)
+		return;
+	while (done < s->image_len) {
+		ssize_t k = write(fd, (const char *)s->image + done, s->image_len - done);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) { /* ENOSPC, or a file-size limit: keep the buffer */
+			close(fd);
+			return;
+		}
+		done += (size_t)k;
+	}
+	m = mmap(NULL, s->image_len, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		close(fd);
+		return;
+	}
+	ckpt__free(s->image);
+	s->image = m;
+	s->fd = fd;
+}
+
+static void job_init(ckpt__h5_job *j, const kh5_state *s, int op)
+{
+	memset(j, 0, sizeof(*j));
+	j->op = op;
+	j->fd = s->fd;
+	j->image = s->image;
+	j->image_len = s->image_len;
+	j->path = s->path;
+	j->budget = s->budget;
+	j->shard = s->shard;
 }
 
 static int attach_locked(ckpt_reader *r, kh5_state *s, const char *config_json, int from_archive)
@@ -836,17 +920,18 @@ static int attach_locked(ckpt_reader *r, kh5_state *s, const char *config_json, 
 	ckpt__keras_entry *ents = NULL;
 	ckpt__keras_ctx ctx;
 	ckpt__h5_limits lim;
-	scan_arg sa;
+	ckpt__h5_job job;
 	char *notes = NULL, *names = NULL;
 	void *wire = NULL;
 	size_t i, wlen = 0;
 	int rc;
 	r->state = s;
-	sa.r = r;
-	sa.s = s;
-	sa.from_archive = from_archive;
+	image_to_memfd(s);
+	job_init(&job, s, CKPT_H5_JOB_SCAN);
+	job.from_archive = from_archive;
 	ckpt__h5_limits_layout(&lim);
-	CKPT_TRY(ckpt__h5_sandbox(s->path, "reading the file's layout", &lim, scan_child, &sa, NULL, 0, 256u << 20, &wire, &wlen));
+	CKPT_TRY(ckpt__h5_sandbox_job("reading the file's layout", &lim, &job, ckpt__keras_h5_serve, NULL, 0, 256u << 20, &wire,
+		&wlen));
 	rc = decode_layout(r, s, wire, wlen);
 	ckpt__free(wire);
 	CKPT_TRY(rc);
@@ -957,41 +1042,11 @@ static int read_direct(const kh5_state *s, const kh5_var *x, void *dst)
 	return CKPT_OK;
 }
 
-typedef struct read_arg {
-	kh5_state *s;
-	size_t i;
-} read_arg;
-
-/* In the sandboxed child: H5Dread of entry i into a fresh buffer. */
-static int read_child(void *arg, void **payload, size_t *len)
-{
-	read_arg *a = arg;
-	kh5_state *s = a->s;
-	const kh5_var *x = &s->v[a->i];
-	void *buf;
-	hid_t ds;
-	int rc;
-	CKPT_TRY(ckpt__h5_open_image(&s->file, s->image, s->image_len, s->path));
-	CKPT_TRY(ckpt__h5_open(s->file, x->path, CKPT_H5_DATASET, s->path, &ds));
-	if (!(buf = ckpt__malloc(x->info.nbytes ? (size_t)x->info.nbytes : 1))) {
-		ckpt__h5_close(ds);
-		return CKPT_ENOMEM;
-	}
-	rc = ckpt__h5_dataset_read(ds, &x->info, s->path, x->path, buf);
-	if (rc < 0) {
-		ckpt__free(buf);
-		return rc;
-	}
-	*payload = buf;
-	*len = (size_t)x->info.nbytes;
-	return CKPT_OK;
-}
-
 int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 {
 	kh5_state *s = r->state;
 	ckpt__h5_limits lim;
-	read_arg a;
+	ckpt__h5_job job;
 	uint64_t t;
 	int rc;
 	CKPT_TRY(check_index(r, i));
@@ -1010,10 +1065,11 @@ int ckpt__keras_h5_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 	lim.mem_bytes = (2ull << 30) + 2 * (uint64_t)n;
 	t = 60000 + (uint64_t)n / (8u << 20) * 1000; /* 60 s plus a second per 8 MiB */
 	lim.timeout_ms = t > 3600000 ? 3600000u : (unsigned)t;
-	a.s = s;
-	a.i = i;
+	job_init(&job, s, CKPT_H5_JOB_READ);
+	job.var = s->v[i].path;
+	job.info = s->v[i].info;
 	ckpt__h5_lock();
-	rc = ckpt__h5_sandbox(s->path, "reading a dataset", &lim, read_child, &a, dst, n, 0, NULL, NULL);
+	rc = ckpt__h5_sandbox_job("reading a dataset", &lim, &job, ckpt__keras_h5_serve, dst, n, 0, NULL, NULL);
 	ckpt__h5_unlock();
 	if (rc < 0)
 		ckpt__error_annotate(s->path, s->v[i].path);

@@ -317,19 +317,31 @@ static int list_attr(hid_t obj, const char *name, char **items, size_t n)
  * SIGXFSZ ignored): the file is given up. libhdf5 1.10 drops the id of a
  * dataset or file whose close failed to flush but keeps the object, and
  * H5_term_library then crashes on it at exit. So the file's descriptor is
- * pointed at a memfd, where the flushes and the final truncate to the
+ * pointed at a sink where the flushes and the final truncate to the
  * allocated size succeed and every close completes; the temporary itself is
- * removed by its path. (The in-memory core driver never fails this way.)
+ * removed by its path. The sink is a memfd, unless a hard RLIMIT_FSIZE
+ * below the allocated size would fail its writes too: then /dev/null,
+ * which takes every write (only a truncate fails there, when libhdf5's
+ * end of allocation differs from the last byte written). What still fails
+ * to close is left to ckpt__h5_mark_unclean (h5_safe.h): no crash at exit.
+ * (The in-memory core driver never fails this way.)
  */
 static void neutralize(hid_t file)
 {
 	hid_t fapl = H5Fget_access_plist(file);
 	void *h = NULL;
 	int sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2, sink;
+	struct rlimit fl;
+	hsize_t size = 0;
 	ckpt__h5_close(fapl);
 	if (!sec2 || H5Fget_vfd_handle(file, H5P_DEFAULT, &h) < 0 || !h)
 		return;
-	if ((sink = memfd_create("ckpt-abandoned-h5", MFD_CLOEXEC)) >= 0) {
+	if (getrlimit(RLIMIT_FSIZE, &fl) == 0 && fl.rlim_max != RLIM_INFINITY &&
+		(H5Fget_filesize(file, &size) < 0 || size > (hsize_t)fl.rlim_max))
+		sink = open("/dev/null", O_RDWR | O_CLOEXEC);
+	else
+		sink = memfd_create("ckpt-abandoned-h5", MFD_CLOEXEC);
+	if (sink >= 0) {
 		dup2(sink, *(int *)h);
 		close(sink);
 	}
@@ -886,7 +898,8 @@ static void close_abandoned(ckpt__keras_h5w *b)
 			restore = setrlimit(RLIMIT_FSIZE, &raised) == 0;
 		}
 	}
-	H5Fclose(b->file);
+	if (H5Fclose(b->file) < 0)
+		ckpt__h5_mark_unclean();
 	b->file = -1;
 	if (restore)
 		setrlimit(RLIMIT_FSIZE, &fl);
@@ -933,7 +946,11 @@ static int finish_locked(ckpt__keras_h5w *b, void **image, size_t *len)
 		close_abandoned(b);
 		return ckpt__fail(CKPT_EIO, w->path, NULL, -1, "HDF5 could not finish writing the file (disk full or file too large?)");
 	}
-	rc = H5Fclose(b->file) < 0 ? ckpt__fail(CKPT_EIO, w->path, NULL, -1, "HDF5 could not finish writing the file") : CKPT_OK;
+	rc = CKPT_OK;
+	if (H5Fclose(b->file) < 0) {
+		ckpt__h5_mark_unclean();
+		rc = ckpt__fail(CKPT_EIO, w->path, NULL, -1, "HDF5 could not finish writing the file");
+	}
 	b->file = -1;
 	if (rc < 0 && b->in_memory) {
 		ckpt__free(*image);

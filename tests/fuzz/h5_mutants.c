@@ -104,6 +104,7 @@ int ckpt_h5m_load(ckpt_h5m_base *b, const char *path)
 		if (!isdata[i])
 			b->meta[b->nmeta++] = i;
 	free(isdata);
+	ckpt_h5m_fields(b);
 	return 0;
 }
 
@@ -111,12 +112,250 @@ void ckpt_h5m_free(ckpt_h5m_base *b)
 {
 	free(b->bytes);
 	free(b->meta);
+	free(b->field);
 	memset(b, 0, sizeof(*b));
+}
+
+/* ---- the structure walk (ckpt_h5m_fields) ---- */
+
+typedef struct fwalk {
+	ckpt_h5m_base *b;
+	size_t cap;
+	uint64_t *ohdr;   /* object header addresses still to walk / walked */
+	size_t nohdr, ocap;
+} fwalk;
+
+static uint64_t le(const ckpt_h5m_base *b, size_t off, int n)
+{
+	uint64_t v = 0;
+	int k;
+	if (off > b->n || b->n - off < (size_t)n)
+		return UINT64_MAX;
+	for (k = n - 1; k >= 0; k--)
+		v = v << 8 | b->bytes[off + (size_t)k];
+	return v;
+}
+
+static void field(fwalk *w, size_t off)
+{
+	if (off >= w->b->n)
+		return;
+	if (w->b->nfield == w->cap) {
+		w->cap = w->cap ? 2 * w->cap : 1024;
+		if (!(w->b->field = realloc(w->b->field, w->cap * sizeof(size_t))))
+			abort();
+	}
+	w->b->field[w->b->nfield++] = off;
+}
+
+static void fields(fwalk *w, size_t base, const int *rel, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n; i++)
+		field(w, base + (size_t)rel[i]);
+}
+
+static void add_ohdr(fwalk *w, uint64_t a)
+{
+	size_t i;
+	if (a == UINT64_MAX || a >= w->b->n)
+		return;
+	for (i = 0; i < w->nohdr; i++)
+		if (w->ohdr[i] == a)
+			return;
+	if (w->nohdr == w->ocap) {
+		w->ocap = w->ocap ? 2 * w->ocap : 256;
+		if (!(w->ohdr = realloc(w->ohdr, w->ocap * sizeof(uint64_t))))
+			abort();
+	}
+	w->ohdr[w->nohdr++] = a;
+}
+
+/* A datatype message body at `d`: class/version, bit field, size. */
+static void dtype_fields(fwalk *w, size_t d)
+{
+	static const int f[] = { 0, 1, 4, 8 };
+	fields(w, d, f, 4);
+}
+
+/* A dataspace message body at `d`: version, rank, flags, every dimension (and maximum). */
+static void dspace_fields(fwalk *w, size_t d)
+{
+	uint64_t ver = le(w->b, d, 1), rank = le(w->b, d + 1, 1), flags = le(w->b, d + 2, 1), k;
+	size_t dims = ver == 1 ? d + 8 : d + 4;
+	field(w, d);
+	field(w, d + 1);
+	field(w, d + 2);
+	if (rank == UINT64_MAX || rank > 32)
+		return;
+	for (k = 0; k < rank * ((flags & 1) ? 2 : 1); k++)
+		field(w, dims + 8 * k);
+}
+
+static void message_fields(fwalk *w, unsigned type, size_t d, size_t size)
+{
+	static const int layout[] = { 0, 1, 2, 3, 10, 11 }, fill[] = { 0, 1, 2, 3, 4, 8 }, mtime[] = { 0, 4 };
+	switch (type) {
+	case 0x0001: dspace_fields(w, d); break;
+	case 0x0003: dtype_fields(w, d); break;
+	case 0x0005: fields(w, d, fill, 6); break;
+	case 0x0008: fields(w, d, layout, 6); break;
+	case 0x0012: fields(w, d, mtime, 2); break;
+	case 0x0011: /* symbol table: B-tree and local heap addresses */
+		field(w, d);
+		field(w, d + 8);
+		break;
+	case 0x000c: { /* attribute: sizes, then its datatype and dataspace */
+		uint64_t ver = le(w->b, d, 1), nl = le(w->b, d + 2, 2), tl = le(w->b, d + 4, 2), sl = le(w->b, d + 6, 2);
+		size_t at = d + (ver == 3 ? 9 : 8);
+		static const int a[] = { 0, 1, 2, 4, 6 };
+		fields(w, d, a, 5);
+		if (nl == UINT64_MAX || tl == UINT64_MAX || sl == UINT64_MAX)
+			break;
+		at += ver == 1 ? (size_t)((nl + 7) & ~7ull) : (size_t)nl;
+		dtype_fields(w, at);
+		at += ver == 1 ? (size_t)((tl + 7) & ~7ull) : (size_t)tl;
+		dspace_fields(w, at);
+		at += ver == 1 ? (size_t)((sl + 7) & ~7ull) : (size_t)sl;
+		if (at < d + size)
+			field(w, at); /* the data (a variable-length string: its length and heap ID) */
+		if (at + 4 < d + size)
+			field(w, at + 4);
+		if (at + 12 < d + size)
+			field(w, at + 12);
+		break;
+	}
+	default:
+		field(w, d);
+		break;
+	}
+}
+
+/* The messages of a v1 object header chunk [at, at + len). */
+static void v1_messages(fwalk *w, size_t at, size_t len, int depth)
+{
+	size_t end = at + len, m = at;
+	if (end > w->b->n || depth > 16)
+		end = w->b->n;
+	while (m + 8 <= end) {
+		unsigned type = (unsigned)le(w->b, m, 2);
+		size_t size = (size_t)le(w->b, m + 2, 2);
+		field(w, m);     /* type */
+		field(w, m + 2); /* size */
+		field(w, m + 4); /* flags */
+		if (m + 8 + size > end)
+			break;
+		message_fields(w, type, m + 8, size);
+		if (type == 0x0010 && depth < 16) { /* continuation: offset and length of the next chunk */
+			uint64_t o = le(w->b, m + 8, 8), l = le(w->b, m + 16, 8);
+			if (o < w->b->n && l <= w->b->n - o) {
+				w->b->nstruct++;
+				v1_messages(w, (size_t)o, (size_t)l, depth + 1);
+			}
+		}
+		m += 8 + size;
+	}
+}
+
+static void v1_object_header(fwalk *w, size_t a)
+{
+	static const int f[] = { 0, 1, 2, 4, 8 };
+	uint64_t size = le(w->b, a + 8, 4);
+	if (le(w->b, a, 1) != 1 || size == UINT64_MAX)
+		return;
+	w->b->nstruct++;
+	fields(w, a, f, 5);
+	v1_messages(w, a + 16, (size_t)size, 0);
+}
+
+static void symbol_entry(fwalk *w, size_t e)
+{
+	static const int f[] = { 0, 8, 16, 24, 32 };
+	fields(w, e, f, 5);
+	add_ohdr(w, le(w->b, e + 8, 8));
+}
+
+static int cmp_size(const void *x, const void *y)
+{
+	size_t a = *(const size_t *)x, c = *(const size_t *)y;
+	return a < c ? -1 : a > c;
+}
+
+void ckpt_h5m_fields(ckpt_h5m_base *b)
+{
+	static const int sb[] = { 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 24, 32, 40, 48 }, tree[] = { 4, 5, 6, 8, 16 },
+		heap[] = { 4, 8, 16, 24 }, gcol[] = { 4, 8 }, gobj[] = { 0, 2, 8 };
+	fwalk w;
+	size_t off, i, j;
+	memset(&w, 0, sizeof(w));
+	w.b = b;
+	b->nfield = b->nstruct = 0;
+	if (b->n < 96 || memcmp(b->bytes, "\x89HDF\r\n\x1a\n", 8) != 0 || b->bytes[8] != 0)
+		return;
+	b->nstruct++;
+	fields(&w, 0, sb, sizeof(sb) / sizeof(sb[0]));
+	symbol_entry(&w, 56); /* the root group's */
+	/* signed structures, wherever they are in the metadata */
+	for (off = 0; off + 32 <= b->n; off++) {
+		const uint8_t *p = b->bytes + off;
+		if (memcmp(p, "TREE", 4) == 0) {
+			uint64_t type = le(b, off + 4, 1), used = le(b, off + 6, 2), k;
+			b->nstruct++;
+			field(&w, off);
+			fields(&w, off, tree, 5);
+			if (type == 0) /* group node: keys (heap offsets) and children, 8 bytes each */
+				for (k = 0; k < 2 * used + 1 && k < 4096; k++)
+					field(&w, off + 24 + 8 * k);
+			else /* chunk node: the first key (size, filter mask, offsets); its rank is the dataset's */
+				for (k = 0; k < 4; k++)
+					field(&w, off + 24 + 4 * k);
+		} else if (memcmp(p, "HEAP", 4) == 0) {
+			b->nstruct++;
+			field(&w, off);
+			fields(&w, off, heap, 4);
+		} else if (memcmp(p, "SNOD", 4) == 0) {
+			uint64_t nsym = le(b, off + 6, 2), k;
+			b->nstruct++;
+			field(&w, off);
+			field(&w, off + 4);
+			field(&w, off + 6);
+			for (k = 0; k < nsym && k < 1024; k++)
+				symbol_entry(&w, off + 8 + 40 * (size_t)k);
+		} else if (memcmp(p, "GCOL", 4) == 0) {
+			uint64_t csize = le(b, off + 8, 8);
+			size_t o = off + 16, end;
+			b->nstruct++;
+			field(&w, off);
+			fields(&w, off, gcol, 2);
+			end = csize != UINT64_MAX && csize <= b->n - off ? off + (size_t)csize : b->n;
+			while (o + 16 <= end) {
+				uint64_t idx = le(b, o, 2), osz = le(b, o + 8, 8);
+				fields(&w, o, gobj, 3);
+				if (idx == 0 || osz == UINT64_MAX || osz > end - o - 16)
+					break;
+				o += 16 + (size_t)((osz + 7) & ~7ull);
+			}
+		}
+	}
+	for (i = 0; i < w.nohdr; i++)
+		v1_object_header(&w, (size_t)w.ohdr[i]);
+	free(w.ohdr);
+	/* ascending, once each */
+	qsort(b->field, b->nfield, sizeof(size_t), cmp_size);
+	for (i = j = 0; i < b->nfield; i++)
+		if (!j || b->field[j - 1] != b->field[i])
+			b->field[j++] = b->field[i];
+	b->nfield = j;
 }
 
 void ckpt_h5m_apply(const ckpt_h5m_base *b, uint8_t *buf, size_t mi, int kind, uint64_t value)
 {
-	size_t off = b->meta[mi % b->nmeta], k;
+	ckpt_h5m_apply_at(b, buf, b->meta[mi % b->nmeta], kind, value);
+}
+
+void ckpt_h5m_apply_at(const ckpt_h5m_base *b, uint8_t *buf, size_t off, int kind, uint64_t value)
+{
+	size_t k;
 	for (k = 0; k < 8 && off + k < b->n; k++) {
 		uint8_t v = (uint8_t)(value >> (8 * k));
 		switch (kind & 3) {
@@ -244,7 +483,10 @@ int ckpt_fuzz_keras_h5_mutants(const uint8_t *data, size_t size)
 		int k;
 		for (k = 7; k >= 0; k--)
 			v = v << 8 | data[at + 5 + k];
-		ckpt_h5m_apply(b, buf, mi, data[at + 4], v);
+		if ((data[at + 4] & 4) && b->nfield) /* a field start of the structure walk */
+			ckpt_h5m_apply_at(b, buf, b->field[mi % b->nfield], data[at + 4] & 3, v);
+		else
+			ckpt_h5m_apply(b, buf, mi, data[at + 4], v);
 	}
 	(void)ckpt_h5m_run(buf, b->n);
 	free(buf);

@@ -23,6 +23,9 @@ typedef struct ckpt_h5m_base {
 	size_t n;
 	size_t *meta;      /* metadata offsets, ascending */
 	size_t nmeta;
+	size_t *field;     /* starts of the metadata fields the structure walk knows, ascending (ckpt_h5m_fields) */
+	size_t nfield;
+	size_t nstruct;    /* structures walked: superblock, object headers, B-tree nodes, heaps, symbol nodes */
 } ckpt_h5m_base;
 
 enum { CKPT_H5M_ONES = 0, CKPT_H5M_ZEROS = 1, CKPT_H5M_VALUE = 2, CKPT_H5M_XOR = 3 };
@@ -33,6 +36,27 @@ void ckpt_h5m_free(ckpt_h5m_base *b);
 
 /** Apply one mutation to `buf` (a copy of b->bytes) at metadata offset number `mi`. */
 void ckpt_h5m_apply(const ckpt_h5m_base *b, uint8_t *buf, size_t mi, int kind, uint64_t value);
+/** The same at file offset `off`. */
+void ckpt_h5m_apply_at(const ckpt_h5m_base *b, uint8_t *buf, size_t off, int kind, uint64_t value);
+
+/**
+ * Walk the HDF5 structures of the base (done by ckpt_h5m_load; version-0
+ * superblock, 8-byte offsets and lengths, as in every Keras fixture) and
+ * list every field start into b->field: the superblock and the root symbol
+ * table entry; each v1 B-tree node (type, level, entries, siblings, every
+ * key and child address); each local heap (sizes, free list, data address);
+ * each symbol table node (count; each entry's name offset, object header
+ * address, cache type and scratch B-tree / heap addresses); each global heap
+ * collection (size; each object's index, count and size); each version-1
+ * object header reached from those entries (version, message count,
+ * reference count, header size) and its continuation blocks: every message's
+ * type, size and flags, and in the messages Keras files use the fields that
+ * hold addresses, lengths and sizes (dataspace rank and dimensions,
+ * datatype class and size, layout class, address and size, continuation
+ * address and length, symbol table B-tree and heap addresses, attribute name,
+ * datatype and dataspace sizes, fill value, modification time).
+ */
+void ckpt_h5m_fields(ckpt_h5m_base *b);
 
 /** Outcome of one mutant, for the campaign's tally. */
 enum { CKPT_H5M_OPENED = 0, CKPT_H5M_REFUSED = 1, CKPT_H5M_CONTAINED = 2 };
@@ -49,7 +73,8 @@ int ckpt_h5m_run(const uint8_t *buf, size_t n);
 /**
  * The libFuzzer entry: data[0] picks a base (the fixtures listed in
  * h5_mutants.c), then 13-byte records [u32le offset index][u8 kind][8-byte
- * value] each mutate the base.
+ * value] each mutate the base: kind & 3 the pattern, kind & 4 set: the
+ * index picks a field start (b->field), else a metadata byte (b->meta).
  */
 int ckpt_fuzz_keras_h5_mutants(const uint8_t *data, size_t size);
 /** Load the bases (once; LLVMFuzzerInitialize, so they are not counted as one input's allocations). */

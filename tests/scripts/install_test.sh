@@ -15,7 +15,7 @@ prefix=$work/prefix
 
 echo "== cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
-for f in include/ckpt/ckpt.h include/ckpt/checkpoint.h bin/ckpt; do
+for f in include/ckpt/ckpt.h include/ckpt/checkpoint.h bin/ckpt libexec/ckpt/ckpt-h5-reader; do
   [ -e "$prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
 pc=$(find "$prefix" -name ckpt.pc | head -n1)
