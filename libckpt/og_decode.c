@@ -69,7 +69,7 @@ static int bool_field(cur *c, int *out)
 /* 1 with the string in *s (ckpt__malloc'ed), 0 declined, CKPT_ENOMEM. */
 static int string_field(cur *c, char **s)
 {
-	cur b;
+	cur b = { 0 };
 	if (!sub(c, &b))
 		return 0;
 	for (const unsigned char *q = b.p; q < b.end; q++)
@@ -186,7 +186,7 @@ static int count_node(cur c, size_t n[3])
 	unsigned seen = 0;
 	while (c.p < c.end) {
 		unsigned tag = *c.p++;
-		cur b;
+		cur b = { 0 };
 		if (tag != 0x0a && tag != 0x12 && tag != 0x1a && tag != 0x22 && tag != 0x2a)
 			return 0;
 		if (tag >= 0x22 && (seen & (1u << (tag >> 3))))
@@ -212,8 +212,9 @@ static int node(cur c, ckpt_og_node *o)
 		return CKPT_ENOMEM;
 	while (c.p < c.end) {
 		unsigned tag = *c.p++;
-		cur b;
-		sub(&c, &b); /* framing checked by count_node */
+		cur b = { 0 };
+		if (!sub(&c, &b)) /* framing was checked by count_node: cannot fail here */
+			return 0;
 		switch (tag) {
 		case 0x0a: TRY_FIELD(child(b, &o->children[o->nchildren++])); break;
 		case 0x12: TRY_FIELD(attr(b, &o->attrs[o->nattrs++])); break;
@@ -231,7 +232,7 @@ int ckpt__object_graph_decode_fast(ckpt_object_graph **out, const void *buf, siz
 	cur c = { buf, (const unsigned char *)buf + n };
 	size_t nn = 0;
 	for (cur s = c; s.p < s.end; nn++) {
-		cur b;
+		cur b = { 0 };
 		if (*s.p++ != 0x0a || !sub(&s, &b))
 			return 0;
 	}
@@ -242,7 +243,7 @@ int ckpt__object_graph_decode_fast(ckpt_object_graph **out, const void *buf, siz
 	}
 	int r = 1;
 	while (r > 0 && c.p < c.end) {
-		cur b;
+		cur b = { 0 };
 		c.p++;
 		sub(&c, &b);
 		r = node(b, &g->nodes[g->nnodes++]);
