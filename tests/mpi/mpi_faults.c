@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <ckpt/mpi.h>
 #include "mpi_model.h"
+#include "mpi_report.h"
 
 int main(int argc, char **argv)
 {
@@ -96,11 +97,5 @@ int main(int argc, char **argv)
 		MPI_Barrier(MPI_COMM_WORLD);
 	}
 	ckpt_strategy_free(s);
-	long total = 0, nbad = 0, bl = bad;
-	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	MPI_Reduce(&bl, &nbad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	if (rank == 0)
-		printf("CHECKS %ld FAILED %ld FAULTS %ld\n", total, nbad, faults);
-	MPI_Finalize();
-	return nbad ? 1 : 0;
+	return tm_report(checks, bad, " FAULTS %ld", faults);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <ckpt/mpi.h>
 #include "mpi_model.h"
+#include "mpi_report.h"
 
 static int add(ckpt_object *o, const char *name, ckpt_dtype dt, int64_t n, ckpt_variable **v)
 {
@@ -90,11 +91,5 @@ int main(int argc, char **argv)
 		fprintf(stderr, "worker 0 (%s): %s\n", c, buf);
 	ckpt_checkpoint_free(ck);
 	ckpt_strategy_free(s);
-	long total = 0, nbad = 0, bl = bad;
-	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	MPI_Reduce(&bl, &nbad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	if (rank == 0)
-		printf("CHECKS %ld FAILED %ld\n", total, nbad);
-	MPI_Finalize();
-	return bad ? 1 : 0;
+	return tm_report(checks, bad, NULL);
 }

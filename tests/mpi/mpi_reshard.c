@@ -31,6 +31,7 @@
 #include <string.h>
 #include <ckpt/mpi.h>
 #include "mpi_model.h"
+#include "mpi_report.h"
 #include "count_vfs.h"
 
 #define ROWS 10
@@ -328,11 +329,5 @@ int main(int argc, char **argv)
 	ckpt_partitioned_free(emb);
 	ckpt_partitioned_free(table);
 	ckpt_strategy_free(s);
-	long total = 0, nbad = 0, bl = bad;
-	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	MPI_Reduce(&bl, &nbad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	if (rank == 0)
-		printf("CHECKS %ld FAILED %ld\n", total, nbad);
-	MPI_Finalize();
-	return nbad ? 1 : 0;
+	return tm_report(checks, bad, NULL);
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <ckpt/mpi.h>
 #include "mpi_model.h"
+#include "mpi_report.h"
 
 int main(int argc, char **argv)
 {
@@ -149,12 +150,5 @@ int main(int argc, char **argv)
 	if (preads == 0)
 		bad++, fprintf(stderr, "%s: no fault hit a read of a value\n", self);
 	ckpt_strategy_free(s);
-	long total = 0, nbad = 0, bl = bad;
-	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	MPI_Reduce(&bl, &nbad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	if (rank == 0)
-		printf("CHECKS %ld FAILED %ld FAULTS %ld PREADS %ld IO_CALLS_ALL %ld IO_CALLS_SPLIT %ld\n", total, nbad, faults,
-			preads, calls[0], calls[1]);
-	MPI_Finalize();
-	return nbad ? 1 : 0;
+	return tm_report(checks, bad, " FAULTS %ld PREADS %ld IO_CALLS_ALL %ld IO_CALLS_SPLIT %ld", faults, preads, calls[0], calls[1]);
 }

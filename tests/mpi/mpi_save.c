@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <ckpt/mpi.h>
 #include "mpi_model.h"
+#include "mpi_report.h"
 
 static int rank, size;
 static long checks;
@@ -130,11 +131,5 @@ int main(int argc, char **argv)
 	else
 		TM_FAIL("restore needs SAVED_R");
 	ckpt_strategy_free(s);
-	long total = 0, nbad = 0, bl = bad;
-	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	MPI_Reduce(&bl, &nbad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	if (rank == 0)
-		printf("CHECKS %ld FAILED %ld\n", total, nbad);
-	MPI_Finalize();
-	return nbad ? 1 : 0;
+	return tm_report(checks, bad, NULL);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <ckpt/mpi.h>
 #include "mpi_model.h"
+#include "mpi_report.h"
 
 #define N32 1000
 #define N64 333
@@ -148,11 +149,5 @@ int main(int argc, char **argv)
 	ckpt_variable_free(w32);
 	ckpt_variable_free(w64);
 	ckpt_strategy_free(s);
-	long total = 0, nbad = 0, b = bad;
-	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	MPI_Reduce(&b, &nbad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	if (rank == 0)
-		printf("CHECKS %ld FAILED %ld\n", total, nbad);
-	MPI_Finalize();
-	return bad ? 1 : 0;
+	return tm_report(checks, bad, NULL);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <ckpt/mpi.h>
 #include "mpi_model.h"
+#include "mpi_report.h"
 
 #define N 97
 #define NV 8
@@ -198,11 +199,5 @@ int main(int argc, char **argv)
 	ckpt_variable_free(same64);
 	ckpt_variable_free(str);
 	ckpt_strategy_free(s);
-	long total = 0, nbad = 0, b = bad;
-	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	MPI_Reduce(&b, &nbad, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-	if (rank == 0)
-		printf("CHECKS %ld FAILED %ld\n", total, nbad);
-	MPI_Finalize();
-	return nbad ? 1 : 0;
+	return tm_report(checks, bad, NULL);
 }
