@@ -120,33 +120,7 @@ static int read_all(int fd, void *buf, size_t n)
 /* Exact read before `deadline` (the caller's side): 0 ok, -1 EOF, error or timeout. */
 static int read_until(int fd, void *buf, size_t n, int64_t deadline)
 {
-	char *p = buf;
-	while (n) {
-		struct pollfd pf;
-		int64_t left = deadline - ckpt__h5_sb_now_ms();
-		ssize_t k;
-		int e;
-		if (left <= 0)
-			return -1;
-		pf.fd = fd;
-		pf.events = POLLIN;
-		pf.revents = 0;
-		e = poll(&pf, 1, left > 1000000 ? 1000000 : (int)left);
-		if (e < 0 && errno == EINTR)
-			continue;
-		if (e < 0)
-			return -1;
-		if (e == 0)
-			continue;
-		k = read(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
+	return ckpt__h5_sb_read_full(fd, buf, n, deadline) == 0 ? 0 : -1;
 }
 
 /* ---- the caller's side ---- */

@@ -170,8 +170,7 @@ int64_t ckpt__h5_sb_now_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Read exactly n bytes before `deadline`: 0 ok, 1 EOF (child gone), 2 timeout, -1 error. */
-static int read_full(int fd, void *buf, size_t n, int64_t deadline)
+int ckpt__h5_sb_read_full(int fd, void *buf, size_t n, int64_t deadline)
 {
 	char *p = buf;
 	while (n) {
@@ -263,7 +262,7 @@ int ckpt__h5_sb_collect(int rfd, int64_t deadline, const char *path, const char 
 	uint64_t len;
 	void *buf = NULL;
 	int got, rc = CKPT_OK;
-	got = read_full(rfd, hdr, sizeof(hdr), deadline);
+	got = ckpt__h5_sb_read_full(rfd, hdr, sizeof(hdr), deadline);
 	if (got == 0) {
 		memcpy(&magic, hdr, 4);
 		memcpy(&status, hdr + 4, 4);
@@ -275,19 +274,19 @@ int ckpt__h5_sb_collect(int rfd, int64_t deadline, const char *path, const char 
 				got = -1;
 			else if (!(buf = ckpt__malloc(len ? (size_t)len : 1)))
 				rc = CKPT_ENOMEM;
-			else if ((got = read_full(rfd, buf, (size_t)len, deadline)) == 0)
+			else if ((got = ckpt__h5_sb_read_full(rfd, buf, (size_t)len, deadline)) == 0)
 				rc = raise_child_error(status, buf, (size_t)len, path);
 		} else if (dst) {
 			if (len != dst_len)
 				rc = ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process sent %llu bytes for %s, wanted %zu",
 					(unsigned long long)len, what, dst_len);
 			else
-				got = read_full(rfd, dst, dst_len, deadline);
+				got = ckpt__h5_sb_read_full(rfd, dst, dst_len, deadline);
 		} else if (len > max) {
 			rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "%s: %llu bytes, cap is %zu", what, (unsigned long long)len, max);
 		} else if (!(buf = ckpt__malloc(len ? (size_t)len : 1))) {
 			rc = CKPT_ENOMEM;
-		} else if ((got = read_full(rfd, buf, (size_t)len, deadline)) == 0) {
+		} else if ((got = ckpt__h5_sb_read_full(rfd, buf, (size_t)len, deadline)) == 0) {
 			*out = buf;
 			*n = (size_t)len;
 			buf = NULL;

@@ -126,6 +126,8 @@ int ckpt__h5_sb_result(int rc, int got, int32_t status, int have_wstatus, int ws
 
 /** CLOCK_MONOTONIC in ms. */
 int64_t ckpt__h5_sb_now_ms(void);
+/** Read exactly n bytes from `fd` before `deadline` (ckpt__h5_sb_now_ms): 0 ok, 1 EOF, 2 timeout, -1 error. */
+int ckpt__h5_sb_read_full(int fd, void *buf, size_t n, int64_t deadline);
 
 /** Default limits for reading the layout of a file (metadata only). */
 void ckpt__h5_limits_layout(ckpt__h5_limits *lim);
