@@ -52,6 +52,45 @@ FT_UNUSED static void ft_fail_last(const char *what)
 	cr_assert_fail("%s: %s", what, ckpt_error_format(ckpt_error_last(), buf, sizeof(buf)));
 }
 
+/*
+ * Read `src`, write it again to `dst` in `format` with our writer (the
+ * metadata under `meta_keys` copied; tensors added last to first when
+ * `reverse`), and assert the bytes are the reference writer's (`who`).
+ */
+FT_UNUSED static void ft_rewrite_matches(const char *src, const char *dst, const char *format,
+	const char *const *meta_keys, size_t nmeta, int reverse, const char *who)
+{
+	ckpt_reader *r;
+	ckpt_writer *w;
+	char *a, *b;
+	size_t na, nb, n;
+	cr_assert_eq(ckpt_reader_open(&r, src, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_writer_open(&w, dst, format, NULL), CKPT_OK);
+	for (size_t k = 0; k < nmeta; k++)
+		if (ckpt_reader_meta(r, meta_keys[k]))
+			cr_assert_eq(ckpt_writer_set_meta(w, meta_keys[k], ckpt_reader_meta(r, meta_keys[k])), CKPT_OK);
+	n = ckpt_reader_count(r);
+	for (size_t k = 0; k < n; k++) {
+		size_t i = reverse ? n - 1 - k : k;
+		ckpt_tensor *t;
+		cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK);
+		if (ckpt_writer_add(w, ckpt_reader_var(r, i)->name, t, 0) != CKPT_OK)
+			ft_fail_last("add");
+		ckpt_tensor_free(t);
+	}
+	if (ckpt_writer_commit(w) != CKPT_OK)
+		ft_fail_last("commit");
+	ckpt_writer_free(w);
+	ckpt_reader_free(r);
+	a = ts_read_file(src, &na);
+	b = ts_read_file(dst, &nb);
+	cr_assert(a && b);
+	cr_assert_eq(na, nb, "%s: %zu bytes, ours %zu", src, na, nb);
+	cr_assert(memcmp(a, b, na) == 0, "%s: our bytes differ from %s", src, who);
+	free(a);
+	free(b);
+}
+
 /* The reader holds exactly the manifest's tensors: names, dtypes, row-major shapes, bytes, crc32. */
 FT_UNUSED static void ft_check_reader(ckpt_reader *r, json_t *tensors, const char *file)
 {
