@@ -30,6 +30,21 @@ char *ckpt__flat_to_key(const char *name);
  */
 int ckpt__flat_build_graph(ckpt_reader *r);
 
+/*
+ * A flat reader's state begins with this (the format's own fields follow):
+ * the open file, and the stored names r->vars[i].name points into.
+ */
+typedef struct flat_reader {
+	ckpt_io *io;
+	char **names;
+	size_t n;
+} flat_reader;
+
+/** Backend read_into of both flat formats: entry i is one contiguous range (offset in r->vars). */
+int ckpt__flat_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
+/** Backend close of both flat formats: the file, the names, r->vars and the state itself. */
+void ckpt__flat_close(ckpt_reader *r);
+
 /** One tensor of a flat writer: staged (a copy), or announced (written straight to the file). */
 typedef struct flat_entry {
 	char *name;          /* as stored */

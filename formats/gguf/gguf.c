@@ -92,8 +92,8 @@ const ckpt_format ckpt_format_gguf = {
 	gguf_bid,
 	ckpt__gguf_open,
 	NULL, /* read: the core, through read_into */
-	ckpt__gguf_read_into,
-	ckpt__gguf_close,
+	ckpt__flat_read_into,
+	ckpt__flat_close,
 	gguf_write_formats,
 	ckpt__gguf_writer_open,
 	ckpt__gguf_writer_add,

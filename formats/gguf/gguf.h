@@ -29,8 +29,6 @@ const char *ckpt__gguf_vtype_name(unsigned t);
 int ckpt__gguf_vtype_by_name(const char *name);
 
 int ckpt__gguf_open(ckpt_reader *r);
-int ckpt__gguf_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
-void ckpt__gguf_close(ckpt_reader *r);
 
 int ckpt__gguf_writer_open(ckpt_writer *w);
 int ckpt__gguf_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);

@@ -32,9 +32,7 @@ typedef struct cur {
 } cur;
 
 typedef struct gguf_state {
-	ckpt_io *io;
-	char **names;
-	size_t n;
+	flat_reader fr;        /* first: ckpt__flat_read_into / ckpt__flat_close */
 } gguf_state;
 
 static int get(cur *c, void *dst, size_t n)
@@ -319,8 +317,8 @@ static int read_tensor_info(cur *c, ckpt_reader *r, gguf_state *s, json_t *seen,
 	ti->at = (int64_t)c->pos;
 	c->what = NULL;
 	CKPT_TRY(get_str(c, 64, &name, &nl));
-	s->names[i] = name;
-	s->n = i + 1;
+	s->fr.names[i] = name;
+	s->fr.n = i + 1;
 	v->name = name;
 	if (!nl || strlen(name) != nl || !utf8_ok(name))
 		return ckpt__fail(CKPT_EFORMAT, c->path, NULL, ti->at, "tensor %zu: name is empty, holds a NUL or is not "
@@ -433,10 +431,10 @@ static int parse(ckpt_reader *r, gguf_state *s, cur *c)
 			(unsigned long long)nt, CKPT_MAX_VARIABLES);
 	CKPT_TRY(read_kvs(c, r, nkv, &alignment));
 	r->vars = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(*r->vars));
-	s->names = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(char *));
+	s->fr.names = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(char *));
 	ti = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(*ti));
 	seen = json_object();
-	rc = r->vars && s->names && ti && seen ? CKPT_OK : CKPT_ENOMEM;
+	rc = r->vars && s->fr.names && ti && seen ? CKPT_OK : CKPT_ENOMEM;
 	for (size_t i = 0; rc == CKPT_OK && i < nt; i++)
 		rc = read_tensor_info(c, r, s, seen, &ti[i], i);
 	if (rc < 0)
@@ -493,10 +491,10 @@ int ckpt__gguf_open(ckpt_reader *r)
 	r->format_name = "gguf";
 	if (!(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
-	CKPT_TRY(ckpt_vfs_open(r->vfs, r->path, CKPT_IO_READ, &s->io));
-	c.io = s->io;
+	CKPT_TRY(ckpt_vfs_open(r->vfs, r->path, CKPT_IO_READ, &s->fr.io));
+	c.io = s->fr.io;
 	c.path = r->path;
-	CKPT_TRY(ckpt_io_size(s->io, &c.size));
+	CKPT_TRY(ckpt_io_size(s->fr.io, &c.size));
 	if (!(c.buf = ckpt__malloc(WIN)))
 		return CKPT_ENOMEM;
 	rc = parse(r, s, &c);
@@ -504,25 +502,4 @@ int ckpt__gguf_open(ckpt_reader *r)
 	if (rc < 0)
 		return rc;
 	return ckpt__flat_build_graph(r);
-}
-
-int ckpt__gguf_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
-{
-	gguf_state *s = r->state;
-	return n ? ckpt_io_read_exact(s->io, dst, n, (uint64_t)r->vars[i].offset) : CKPT_OK;
-}
-
-void ckpt__gguf_close(ckpt_reader *r)
-{
-	gguf_state *s = r->state;
-	if (!s)
-		return;
-	ckpt_io_close(s->io);
-	for (size_t i = 0; i < s->n; i++)
-		ckpt__free(s->names[i]);
-	ckpt__free(s->names);
-	ckpt__free(r->vars);
-	r->vars = NULL;
-	ckpt__free(s);
-	r->state = NULL;
 }

@@ -62,8 +62,8 @@ const ckpt_format ckpt_format_safetensors = {
 	st_bid,
 	ckpt__st_open,
 	NULL, /* read: the core, through read_into */
-	ckpt__st_read_into,
-	ckpt__st_close,
+	ckpt__flat_read_into,
+	ckpt__flat_close,
 	st_write_formats,
 	ckpt__st_writer_open,
 	ckpt__st_writer_add,

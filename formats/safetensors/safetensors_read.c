@@ -18,10 +18,8 @@
 #include "st.h"
 
 typedef struct st_state {
-	ckpt_io *io;
+	flat_reader fr;        /* first: ckpt__flat_read_into / ckpt__flat_close */
 	uint64_t data_start;   /* 8 + N */
-	char **names;
-	size_t n;
 } st_state;
 
 typedef struct st_tmp {
@@ -227,9 +225,9 @@ static int parse_header(ckpt_reader *r, st_state *s, const char *h, size_t hn, u
 			CKPT_MAX_VARIABLES);
 	}
 	r->vars = ckpt__calloc(cap ? cap : 1, sizeof(*r->vars));
-	s->names = ckpt__calloc(cap ? cap : 1, sizeof(char *));
+	s->fr.names = ckpt__calloc(cap ? cap : 1, sizeof(char *));
 	tmp = ckpt__calloc(cap ? cap : 1, sizeof(*tmp));
-	if (!r->vars || !s->names || !tmp) {
+	if (!r->vars || !s->fr.names || !tmp) {
 		rc = CKPT_ENOMEM;
 		goto out;
 	}
@@ -244,12 +242,12 @@ static int parse_header(ckpt_reader *r, st_state *s, const char *h, size_t hn, u
 				"tensor name of %zu bytes (1..%d allowed)", strlen(k), CKPT_MAX_NAME_LEN);
 			goto out;
 		}
-		if (!(s->names[n] = ckpt__strdup(k))) {
+		if (!(s->fr.names[n] = ckpt__strdup(k))) {
 			rc = CKPT_ENOMEM;
 			goto out;
 		}
-		r->vars[n].name = s->names[n];
-		s->n = n + 1;
+		r->vars[n].name = s->fr.names[n];
+		s->fr.n = n + 1;
 		if ((rc = parse_entry(r, h, hn, k, v, &r->vars[n], &tmp[n])) < 0)
 			goto out;
 		tmp[n].idx = n;
@@ -299,12 +297,12 @@ static int parse_header(ckpt_reader *r, st_state *s, const char *h, size_t hn, u
 		}
 		for (size_t i = 0; i < n; i++) {
 			sorted[i] = r->vars[tmp[i].idx];
-			snames[i] = s->names[tmp[i].idx];
+			snames[i] = s->fr.names[tmp[i].idx];
 		}
 		ckpt__free(r->vars);
-		ckpt__free(s->names);
+		ckpt__free(s->fr.names);
 		r->vars = sorted;
-		s->names = snames;
+		s->fr.names = snames;
 	}
 	r->nvars = n;
 out:
@@ -326,12 +324,12 @@ int ckpt__st_open(ckpt_reader *r)
 	r->format_name = "safetensors";
 	if (!(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
-	if ((rc = ckpt_vfs_open(r->vfs, r->path, CKPT_IO_READ, &s->io)) < 0 || (rc = ckpt_io_size(s->io, &size)) < 0)
+	if ((rc = ckpt_vfs_open(r->vfs, r->path, CKPT_IO_READ, &s->fr.io)) < 0 || (rc = ckpt_io_size(s->fr.io, &size)) < 0)
 		return rc;
 	if (size < 8)
 		return ckpt__fail(CKPT_EFORMAT, r->path, NULL, 0, "file of %llu bytes cannot hold the 8-byte header size",
 			(unsigned long long)size);
-	CKPT_TRY(ckpt_io_read_exact(s->io, b8, 8, 0));
+	CKPT_TRY(ckpt_io_read_exact(s->fr.io, b8, 8, 0));
 	hl = le64(b8);
 	if (hl > ST_MAX_HEADER)
 		return ckpt__fail(CKPT_ELIMIT, r->path, NULL, 0, "header size %llu is above safetensors' limit of "
@@ -345,7 +343,7 @@ int ckpt__st_open(ckpt_reader *r)
 	s->data_start = 8 + hl;
 	if (!(h = ckpt__malloc((size_t)hl)))
 		return CKPT_ENOMEM;
-	rc = ckpt_io_read_exact(s->io, h, (size_t)hl, 8);
+	rc = ckpt_io_read_exact(s->fr.io, h, (size_t)hl, 8);
 	if (rc == CKPT_OK && h[0] != '{')
 		rc = ckpt__fail(CKPT_EFORMAT, r->path, NULL, 8, "header does not start with '{'");
 	if (rc == CKPT_OK)
@@ -354,27 +352,4 @@ int ckpt__st_open(ckpt_reader *r)
 	if (rc < 0)
 		return rc;
 	return ckpt__flat_build_graph(r);
-}
-
-int ckpt__st_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
-{
-	st_state *s = r->state;
-	if (!n)
-		return CKPT_OK;
-	return ckpt_io_read_exact(s->io, dst, n, (uint64_t)r->vars[i].offset);
-}
-
-void ckpt__st_close(ckpt_reader *r)
-{
-	st_state *s = r->state;
-	if (!s)
-		return;
-	ckpt_io_close(s->io);
-	for (size_t i = 0; i < s->n; i++)
-		ckpt__free(s->names[i]);
-	ckpt__free(s->names);
-	ckpt__free(r->vars);
-	r->vars = NULL;
-	ckpt__free(s);
-	r->state = NULL;
 }

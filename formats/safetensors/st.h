@@ -20,8 +20,6 @@ const st_dtype *ckpt__st_dtype_by_name(const char *name);
 const st_dtype *ckpt__st_dtype_by_dt(ckpt_dtype dt);
 
 int ckpt__st_open(ckpt_reader *r);
-int ckpt__st_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
-void ckpt__st_close(ckpt_reader *r);
 
 int ckpt__st_writer_open(ckpt_writer *w);
 int ckpt__st_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);
