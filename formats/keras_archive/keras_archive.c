@@ -34,10 +34,9 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <archive.h>
-#include <archive_entry.h>
 #include <jansson.h>
 #include "formats/format.h"
+#include "formats/keras_archive/archive_lib.h"
 #include "formats/keras_archive/member_spool.h"
 #ifdef CKPT_HAVE_HDF5
 #include "formats/keras_h5/keras_h5.h"
@@ -296,6 +295,8 @@ static int ka_open(ckpt_reader *r)
 	json_error_t jerr;
 	if (!r->path && !(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
+	CKPT_TRY(ckpt__archive_lib(r->path));
+	CKPT_TRY(ckpt__h5_lib(r->path)); /* model.weights.h5 */
 	/* A regular file is read through its descriptor; other VFS hold the archive in memory anyway. */
 	if ((zfd = open_regular(r, &fsize)) >= 0) {
 		rc = read_directory(zfd, fsize, r->path, &file, &held, &base);
@@ -513,6 +514,8 @@ static int kaw_open(ckpt_writer *w)
 {
 	if (strcmp(w->format_name, "keras") != 0)
 		return ckpt__fail(CKPT_EUNSUPPORTED, w->path, NULL, -1, "keras-archive backend does not write '%s'", w->format_name);
+	CKPT_TRY(ckpt__archive_lib(w->path));
+	CKPT_TRY(ckpt__h5_lib(w->path)); /* model.weights.h5 */
 	w->state = ckpt__calloc(1, sizeof(kaw_state));
 	return w->state ? CKPT_OK : CKPT_ENOMEM;
 }

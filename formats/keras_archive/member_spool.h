@@ -8,7 +8,7 @@
 #define CKPT_MEMBER_SPOOL_H
 
 #include <stdint.h>
-#include <archive.h>
+#include "formats/keras_archive/archive_lib.h"
 
 /** Above this many inflated bytes a member must also keep CKPT_MAX_ZIP_RATIO to the archive size. */
 #define CKPT_ZIP_RATIO_FLOOR (256ull << 20)

@@ -526,6 +526,10 @@ int ckpt__h5_helper_main(int sock, ckpt__h5_job_fn serve)
 	helper_serve = serve;
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGCHLD, SIG_DFL);
+	if (ckpt__h5_lib(NULL) < 0) {
+		fprintf(stderr, "ckpt-h5-reader: %s\n", ckpt_error_last()->message);
+		return 1;
+	}
 	ckpt__h5_prepare(); /* libhdf5 set up once; every job's child inherits it */
 	memset(&h, 0, sizeof(h));
 	h.magic = HELLO_MAGIC;

@@ -41,7 +41,7 @@ void ckpt__h5_quiet(void)
  * libhdf5's own clean-up at exit (H5_term_library) crashes on a file or
  * dataset whose close failed (1.10 drops the id, keeps a half-closed object:
  * H5F__close_cb). So libhdf5 registers no atexit handler of its own; ours,
- * registered when this library is loaded, closes libhdf5 at exit unless a
+ * registered when libhdf5 is loaded (h5_lib.c), closes libhdf5 at exit unless a
  * close failed, and then leaves the process to the kernel (nothing of ours
  * is left to flush: a file whose close failed was given up). An application
  * that initialized libhdf5 before loading us keeps libhdf5's own handler.
@@ -57,9 +57,10 @@ static void h5_term_at_exit(void)
 		H5close();
 }
 
-__attribute__((constructor)) static void h5_take_over_exit(void)
+void ckpt__h5_take_over_exit(void)
 {
-	if (H5dont_atexit() >= 0)
+	/* the table itself: this runs inside the load, before the accessor may be used */
+	if (ckpt__h5_fn.p_H5dont_atexit() >= 0)
 		atexit(h5_term_at_exit);
 }
 

@@ -14,7 +14,7 @@
 #ifndef CKPT_H5_SAFE_H
 #define CKPT_H5_SAFE_H
 
-#include <hdf5.h>
+#include "formats/keras_h5/h5_lib.h"
 #include "formats/format.h"
 
 /** Deepest group nesting we walk (Keras layouts need < 16). */
@@ -31,6 +31,12 @@
  */
 void ckpt__h5_lock(void);
 void ckpt__h5_unlock(void);
+
+/**
+ * Once libhdf5 is loaded (h5_lib.c): stop libhdf5 from registering its own
+ * exit handler and register ours (h5_safe.c says why).
+ */
+void ckpt__h5_take_over_exit(void);
 
 /** Initialize libhdf5, silence it and register our conversions (idempotent; before forking a sandboxed child). */
 void ckpt__h5_prepare(void);

@@ -98,6 +98,7 @@ static int kh5_open(ckpt_reader *r)
 	uint64_t max = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
 	if (!r->path && !(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
+	CKPT_TRY(ckpt__h5_lib(r->path));
 	const unsigned char *head = head_of(r, &rc);
 	if (ckpt__keras_sharded_bid(head, (size_t)rc) > 0)
 		return ckpt__keras_sharded_open(r);
@@ -151,6 +152,7 @@ static int kw_open(ckpt_writer *w)
 		layout = CKPT_KERAS_V3;
 	else
 		return ckpt__fail(CKPT_EUNSUPPORTED, w->path, NULL, -1, "keras-h5 backend does not write '%s'", w->format_name);
+	CKPT_TRY(ckpt__h5_lib(w->path));
 	s = ckpt__calloc(1, sizeof(*s));
 	if (!s)
 		return CKPT_ENOMEM;

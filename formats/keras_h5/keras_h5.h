@@ -8,6 +8,9 @@
 
 #include "formats/format.h"
 
+/** Load libhdf5 (h5_lib.c) before any HDF5 call; CKPT_OK or CKPT_EUNSUPPORTED naming `path`. */
+int ckpt__h5_lib(const char *path);
+
 /* Layouts of a Keras HDF5 file (keras.md §0). */
 enum {
 	CKPT_KERAS_LEGACY = 1,         /* model.save("x.h5"): model_weights + optimizer_weights */

@@ -2,9 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <archive.h>
-#include <archive_entry.h>
 #include "ckpt/ckpt.h"
+#include "formats/keras_archive/archive_lib.h"
 #include "h5_mutants.h"
 
 #ifndef CKPT_H5M_FIXTURES_DIR
@@ -32,6 +31,8 @@ static uint8_t *slurp(const char *path, size_t *n)
 /* model.weights.h5 of a .keras archive (libarchive, from memory). */
 static uint8_t *weights_member(const uint8_t *zip, size_t zn, size_t *n)
 {
+	if (ckpt__archive_lib(NULL) < 0)
+		return NULL;
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
 	uint8_t *out = NULL;
