@@ -114,7 +114,7 @@ typedef struct ckpt__value {
 	const char *full_name;
 	size_t reader_index;
 	ckpt_dtype dtype;
-	ckpt_shape shape;
+	ckpt__cshape shape;  /* dims in the session's pool (ckpt__cshape_expand for a ckpt_shape) */
 	ckpt_tensor *t;      /* read value (wraps an arena); NULL once consumed and released */
 	int consumed;
 	int temp;            /* staged in the current commit's temporary arena */
@@ -130,7 +130,7 @@ struct ckpt__session {
 	char *path;                  /* resolved */
 	char *format;
 	ckpt_object_graph *graph;    /* NULL for name-based files; taken from the reader */
-	ckpt__strpool strings;       /* the values' keys */
+	ckpt__strpool strings;       /* the values' keys and the dims of their shapes */
 	size_t nvals;
 	ckpt__value *vals;           /* sorted by node, then attribute order */
 	size_t *node_first;          /* per node: first value index (nnodes + 1 entries) */

@@ -60,7 +60,25 @@ typedef struct ckpt__strpool {
 } ckpt__strpool;
 /** Copy n bytes of s plus a NUL into the pool (NULL on ENOMEM, error set). */
 char *ckpt__strpool_dup(ckpt__strpool *p, const char *s, size_t n);
+/** n uninitialised bytes in the pool, 8-byte aligned (NULL on ENOMEM, error set). */
+void *ckpt__strpool_alloc(ckpt__strpool *p, size_t n);
 void ckpt__strpool_free(ckpt__strpool *p);
+
+/*
+ * A shape held compactly: rank and a pointer to rank dims kept elsewhere (a
+ * pool). What one of 10,000 tiny entries carries instead of a ckpt_shape
+ * (264 bytes, mostly unused dims); expanded where a ckpt_shape is needed.
+ */
+typedef struct ckpt__cshape {
+	int rank;
+	const int64_t *dims;
+} ckpt__cshape;
+/** A copy of s's dims in pool p (NULL dims for rank 0); ENOMEM when the pool cannot grow. */
+int ckpt__cshape_make(ckpt__cshape *out, ckpt__strpool *p, const ckpt_shape *s);
+/** The ckpt_shape of c. */
+void ckpt__cshape_expand(const ckpt__cshape *c, ckpt_shape *out);
+/** Whether c and s are the same shape (ckpt_shape_equal). */
+int ckpt__cshape_equal(const ckpt__cshape *c, const ckpt_shape *s);
 /** printf into a fresh ckpt__malloc'ed string (NULL on failure, error set). */
 CKPT_API char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
 
