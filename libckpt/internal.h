@@ -79,6 +79,15 @@ int ckpt__cshape_make(ckpt__cshape *out, ckpt__strpool *p, const ckpt_shape *s);
 void ckpt__cshape_expand(const ckpt__cshape *c, ckpt_shape *out);
 /** Whether c and s are the same shape (ckpt_shape_equal). */
 int ckpt__cshape_equal(const ckpt__cshape *c, const ckpt_shape *s);
+/**
+ * Small long-lived allocations (variables, their small copies, tracked
+ * objects) packed into shared blocks that become huge pages (slab.c):
+ * n <= CKPT__SLAB_MAX bytes aligned to `align` (16, 32 or 64), not zeroed.
+ * A block is freed with its last allocation. NULL on ENOMEM (error set).
+ */
+#define CKPT__SLAB_MAX ((size_t)16 << 10)
+void *ckpt__slab_alloc(size_t n, size_t align);
+void ckpt__slab_free(void *p);
 /** printf into a fresh ckpt__malloc'ed string (NULL on failure, error set). */
 CKPT_API char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
 
