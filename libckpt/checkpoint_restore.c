@@ -58,7 +58,7 @@ void ckpt__session_unref(ckpt__session *s)
 	ckpt__free(s->arenas);
 	ckpt_reader_free(s->reader);
 	ckpt_object_graph_free(s->graph);
-	ckpt__free(s->vals);
+	ckpt__buffer_free(s->vals);
 	ckpt__free(s->node_first);
 	ckpt__free(s->bound_var);
 	ckpt__free(s->assigned);
@@ -78,10 +78,14 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 	const ckpt_var_info *vi, size_t idx, const char *full_name)
 {
 	if (s->nvals == *cap) {
+		/* a ckpt__buffer_alloc buffer (huge pages from 2 MiB on): grown by copying */
 		size_t nc = *cap ? *cap * 2 : 16;
-		ckpt__value *nv = ckpt__realloc(s->vals, nc * sizeof(*nv));
+		ckpt__value *nv = ckpt__buffer_alloc((uint64_t)nc * sizeof(*nv), 0);
 		if (!nv)
 			return CKPT_ENOMEM;
+		if (s->nvals)
+			memcpy(nv, s->vals, s->nvals * sizeof(*nv));
+		ckpt__buffer_free(s->vals);
 		s->vals = nv;
 		*cap = nc;
 	}
@@ -116,7 +120,7 @@ static int build_values(ckpt__session *s)
 		return CKPT_ENOMEM;
 	/* about one value per entry: sized once (growing by doubling copied and faulted it in again and again) */
 	size_t cap = nr + 1;
-	s->vals = ckpt__malloc(cap * sizeof(*s->vals));
+	s->vals = ckpt__buffer_alloc((uint64_t)cap * sizeof(*s->vals), 0);
 	if (!s->vals) {
 		ckpt__free(used);
 		return CKPT_ENOMEM;

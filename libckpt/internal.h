@@ -79,6 +79,17 @@ int ckpt__cshape_make(ckpt__cshape *out, ckpt__strpool *p, const ckpt_shape *s);
 void ckpt__cshape_expand(const ckpt__cshape *c, ckpt_shape *out);
 /** Whether c and s are the same shape (ckpt_shape_equal). */
 int ckpt__cshape_equal(const ckpt__cshape *c, const ckpt_shape *s);
+/* tensor-sized buffers (hugebuf.c) */
+/**
+ * A buffer for tensor data: 64-byte aligned; from 2 MiB on it is 2 MiB
+ * aligned and madvise(MADV_HUGEPAGE)d so first touch costs one fault per
+ * 2 MiB instead of per 4 KiB. Allocated through the allocator hook (over-
+ * allocation + alignment, so fault injection still sees it). `zero` = 1
+ * zero-fills. NULL with ENOMEM / ELIMIT set on failure. n may be 0.
+ */
+void *ckpt__buffer_alloc(uint64_t n, int zero);
+/** Free a ckpt__buffer_alloc buffer (NULL ok). */
+void ckpt__buffer_free(void *p);
 /**
  * Small long-lived allocations (variables, their small copies, tracked
  * objects) packed into shared blocks that become huge pages (slab.c):
