@@ -874,7 +874,9 @@ int ckpt__run_commit(ckpt__run *r)
 		if (rc == CKPT_OK)
 			rc = stage(s, want_later, &later, parts, part, blater);
 		/* rollbackable values first; only the others need a verification pass */
-		qsort(dir, ndir, sizeof(*dir), cmp_rollback_first);
+		int src = ckpt__sort(dir, ndir, sizeof(*dir), cmp_rollback_first); /* nearly sorted: built in value order */
+		if (rc == CKPT_OK)
+			rc = src;
 		while (nrb < ndir && dir[nrb].rollback)
 			nrb++;
 		if (rc == CKPT_OK)

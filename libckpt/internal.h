@@ -99,6 +99,12 @@ void ckpt__buffer_free(void *p);
 #define CKPT__SLAB_MAX ((size_t)16 << 10)
 void *ckpt__slab_alloc(size_t n, size_t align);
 void ckpt__slab_free(void *p);
+/**
+ * Stable sort of n elements of sz bytes, linear when the input is a few
+ * ascending runs (sort.c); qsort past 16 runs. ENOMEM (array unchanged
+ * or partly merged, still a permutation) when a merge buffer cannot be had.
+ */
+int ckpt__sort(void *base, size_t n, size_t sz, int (*cmp)(const void *, const void *));
 /** printf into a fresh ckpt__malloc'ed string (NULL on failure, error set). */
 CKPT_API char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
 

@@ -688,8 +688,13 @@ int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, c
 		memcpy(p->srcs, srcs, count * sizeof(*p->srcs));
 		memcpy(sorted, vars, count * sizeof(*sorted));
 	}
-	/* the same variable twice would be written concurrently */
-	qsort(sorted, count, sizeof(*sorted), cmp_ptr);
+	/* the same variable twice would be written concurrently (variables made together sit in address order) */
+	int rc = ckpt__sort(sorted, count, sizeof(*sorted), cmp_ptr);
+	if (rc < 0) {
+		ckpt__free(sorted);
+		ckpt__assign_plan_free(p);
+		return rc;
+	}
 	for (size_t i = 1; i < count; i++)
 		if (sorted[i] == sorted[i - 1]) {
 			const char *nm = sorted[i]->name;

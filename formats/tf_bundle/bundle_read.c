@@ -404,14 +404,13 @@ static int check_overlaps(ckpt_reader *r)
 		if (v->shard >= 0 && v->offset >= 0 && v->nbytes > 0)
 			a[n++] = (data_range){ v->shard, (uint64_t)v->offset, (uint64_t)v->offset + v->nbytes, i };
 	}
-	/* a bundle's data usually follows its key order: sort only when it does not */
-	size_t k0 = 1;
-	while (k0 < n && cmp_range(&a[k0 - 1], &a[k0]) <= 0)
-		k0++;
-	if (k0 < n)
-		qsort(a, n, sizeof(*a), cmp_range);
+	/* a bundle's data nearly follows its key order (the graph's entry sorts first, is written last) */
+	int rc = ckpt__sort(a, n, sizeof(*a), cmp_range);
+	if (rc < 0) {
+		ckpt__free(a);
+		return rc;
+	}
 	mark_runs(r, a, n);
-	int rc = CKPT_OK;
 	size_t far = 0; /* the entry reaching furthest so far in this shard */
 	for (size_t k = 1; k < n; k++) {
 		if (a[k].shard != a[far].shard) {
