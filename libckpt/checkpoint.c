@@ -157,11 +157,14 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 		CKPT_TRY(ckpt_variable_read(v, *buf, (size_t)nb));
 		src = *buf;
 	}
-	ckpt_tensor *t;
-	CKPT_TRY(ckpt_tensor_wrap(&t, dt, ckpt_variable_shape(v), (void *)src, nb));
-	int rc = ckpt_writer_add(w, key, t, 0);
-	ckpt_tensor_free(t);
-	return rc;
+	/* a header on the stack (what ckpt_tensor_wrap would allocate): the variable's nbytes match its shape */
+	ckpt_tensor t = { 0 };
+	t.dtype = dt;
+	t.shape = *ckpt_variable_shape(v);
+	t.nbytes = nb;
+	t.data = (void *)src;
+	t.owns_data = 0;
+	return ckpt_writer_add(w, key, &t, 0);
 }
 
 static ckpt_strategy *collective_in_plan(const ckpt_checkpoint *ck, const ckpt__plan *p)

@@ -32,9 +32,10 @@ int ckpt__ptrmap_get(const ckpt__ptrmap *m, const void *key); /* -1 when absent 
 void ckpt__ptrmap_free(ckpt__ptrmap *m);
 
 typedef struct ckpt__edge {
-	char *name;
+	char *name;          /* edge_name_dup: in the slab unless too long for it */
 	ckpt_object *child;
 	int weak;            /* closes a cycle / alias made by load: holds no reference */
+	int name_in_slab;
 } ckpt__edge;
 
 /*
@@ -73,6 +74,7 @@ typedef struct ckpt__pending_slot {
 	int slot_node;
 } ckpt__pending_slot;
 
+/* Objects, their only attribute and their edges' names live in the slab (slab.c): load makes 10,000s. */
 struct ckpt_object {
 	int refs;
 	int is_var_node;
@@ -84,7 +86,8 @@ struct ckpt_object {
 	size_t ecap;         /* hash index of edge names (built from 16 edges on), 0 = none */
 	size_t *eidx;        /* edge index + 1, 0 = empty */
 	size_t nattrs, capattrs;
-	ckpt__attr *attrs;
+	ckpt__attr *attrs;   /* attr1 while there is at most one (a variable node's only attribute) */
+	ckpt__attr attr1;
 	size_t nslots, capslots;
 	ckpt__slot *slots;
 	ckpt__ptrmap slot_last;  /* primary -> index of its latest slot */
@@ -114,7 +117,7 @@ typedef struct ckpt__value {
 	const char *full_name;
 	size_t reader_index;
 	ckpt_dtype dtype;
-	ckpt_shape shape;
+	ckpt__cshape shape;  /* dims in the session's pool (ckpt__cshape_expand for a ckpt_shape) */
 	ckpt_tensor *t;      /* read value (wraps an arena); NULL once consumed and released */
 	int consumed;
 	int temp;            /* staged in the current commit's temporary arena */
@@ -130,7 +133,7 @@ struct ckpt__session {
 	char *path;                  /* resolved */
 	char *format;
 	ckpt_object_graph *graph;    /* NULL for name-based files; taken from the reader */
-	ckpt__strpool strings;       /* the values' keys */
+	ckpt__strpool strings;       /* the values' keys and the dims of their shapes */
 	size_t nvals;
 	ckpt__value *vals;           /* sorted by node, then attribute order */
 	size_t *node_first;          /* per node: first value index (nnodes + 1 entries) */

@@ -43,7 +43,7 @@ static int var_options(ckpt_variable_options *vo, ckpt__value *v, const ckpt_che
 		ckpt_var_info vi = { 0 };
 		vi.name = v->key;
 		vi.dtype = v->dtype;
-		vi.shape = v->shape;
+		ckpt__cshape_expand(&v->shape, &vi.shape);
 		vi.nbytes = v->t ? v->t->nbytes : 0;
 		vi.role = v->role;
 		vi.shard = -1;
@@ -84,9 +84,11 @@ static int make_var(ckpt_variable **out, ckpt__session *s, ckpt__value *v, const
 	ckpt_variable_options vo;
 	CKPT_TRY(var_options(&vo, v, o));
 	const char *name = v->full_name && *v->full_name ? v->full_name : v->key;
+	ckpt_shape sh;
+	ckpt__cshape_expand(&v->shape, &sh);
 	/* no initial value: the load's restore run writes every copy (see ckpt_checkpoint_load) */
-	int rc = vo.initial_value ? ckpt_variable_new(out, name, v->dtype, &v->shape, &vo)
-		: ckpt__variable_new_unfilled(out, name, v->dtype, &v->shape, &vo);
+	int rc = vo.initial_value ? ckpt_variable_new(out, name, v->dtype, &sh, &vo)
+		: ckpt__variable_new_unfilled(out, name, v->dtype, &sh, &vo);
 	if (rc == CKPT_OK && !vo.initial_value && (rc = note_unfilled(s, *out)) < 0) {
 		ckpt_variable_free(*out);
 		*out = NULL;
@@ -211,7 +213,7 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 				continue; /* primary not loaded, slot already placed, or no stored value */
 			ckpt__value *sv = &s->vals[s->node_first[sn]];
 			if (!loadable(sv) || sv->dtype != ckpt_variable_dtype(prim) ||
-				!ckpt_shape_equal(&sv->shape, ckpt_variable_shape(prim)))
+				!ckpt__cshape_equal(&sv->shape, ckpt_variable_shape(prim)))
 				continue; /* the restore run reports it */
 			ckpt_variable_options vo;
 			if ((rc = var_options(&vo, sv, o)) < 0)

@@ -59,11 +59,51 @@ static void attr_name_free(char *name)
 		ckpt__free(name);
 }
 
+static char *edge_name_dup(const char *name, int *in_slab)
+{
+	size_t n = strlen(name);
+	*in_slab = n < CKPT__SLAB_MAX;
+	char *d = *in_slab ? ckpt__slab_alloc(n + 1, 16) : ckpt__malloc(n + 1);
+	if (d)
+		memcpy(d, name, n + 1);
+	return d;
+}
+
+static void edge_name_free(const ckpt__edge *e)
+{
+	if (e->name_in_slab)
+		ckpt__slab_free(e->name);
+	else
+		ckpt__free(e->name);
+}
+
+/* Room for attribute n: the inline attr1 first, then an array (attrs moved out of it once). */
+static int grow_attrs(ckpt_object *o)
+{
+	if (o->capattrs == 0) {
+		o->attrs = &o->attr1;
+		o->capattrs = 1;
+		return CKPT_OK;
+	}
+	if (o->nattrs < o->capattrs)
+		return CKPT_OK;
+	if (o->attrs != &o->attr1)
+		return grow((void **)&o->attrs, &o->capattrs, o->nattrs, sizeof(*o->attrs));
+	ckpt__attr *a = ckpt__malloc(4 * sizeof(*a));
+	if (!a)
+		return CKPT_ENOMEM;
+	memcpy(a, o->attrs, o->nattrs * sizeof(*a));
+	o->attrs = a;
+	o->capattrs = 4;
+	return CKPT_OK;
+}
+
 int ckpt__object_alloc(ckpt_object **out)
 {
-	ckpt_object *o = ckpt__calloc(1, sizeof(*o));
+	ckpt_object *o = ckpt__slab_alloc(sizeof(*o), 16);
 	if (!o)
 		return CKPT_ENOMEM;
+	memset(o, 0, sizeof(*o));
 	o->refs = 1;
 	*out = o;
 	return CKPT_OK;
@@ -105,7 +145,7 @@ void ckpt_object_free(ckpt_object *o)
 	for (size_t i = 0; i < o->nedges; i++) {
 		if (!o->edges[i].weak)
 			ckpt_object_free(o->edges[i].child);
-		ckpt__free(o->edges[i].name);
+		edge_name_free(&o->edges[i]);
 	}
 	for (size_t i = 0; i < o->nslots; i++) {
 		ckpt_object_free(o->slots[i].node);
@@ -130,12 +170,13 @@ void ckpt_object_free(ckpt_object *o)
 	ckpt__free(o->eidx);
 	ckpt__ptrmap_free(&o->slot_last);
 	ckpt__free(o->slots);
-	ckpt__free(o->attrs);
+	if (o->attrs != &o->attr1)
+		ckpt__free(o->attrs);
 	ckpt__free(o->pchild);
 	ckpt__free(o->pslot);
 	ckpt__free(o->opt_name);
 	ckpt__free(o->source_key);
-	ckpt__free(o);
+	ckpt__slab_free(o);
 }
 
 static size_t name_hash(const char *s)
@@ -207,7 +248,7 @@ ckpt__slot *ckpt__object_slot(const ckpt_object *o, const ckpt_variable *primary
 
 int ckpt__object_push_attr_tensor(ckpt_object *o, const char *name, const char *suffix, ckpt_variable *var, int owned)
 {
-	CKPT_TRY(GROW(o->attrs, o->capattrs, o->nattrs));
+	CKPT_TRY(grow_attrs(o));
 	char *n = name ? attr_name_dup(name) : NULL;
 	char *sfx = suffix && *suffix ? ckpt__strdup(suffix) : NULL;
 	if (!n || (suffix && *suffix && !sfx)) {
@@ -280,13 +321,14 @@ static int reaches(ckpt_object *from, ckpt_object *target, int *out)
 int ckpt__object_link(ckpt_object *parent, const char *name, ckpt_object *child, int weak)
 {
 	CKPT_TRY(GROW(parent->edges, parent->capedges, parent->nedges));
-	char *n = ckpt__strdup(name);
+	int in_slab;
+	char *n = edge_name_dup(name, &in_slab);
 	if (!n)
 		return CKPT_ENOMEM;
 	if (!weak)
 		ckpt__object_ref(child);
 	ckpt__tree_changed();
-	parent->edges[parent->nedges++] = (ckpt__edge){ n, child, weak };
+	parent->edges[parent->nedges++] = (ckpt__edge){ n, child, weak, in_slab };
 	index_edges(parent);
 	return CKPT_OK;
 }

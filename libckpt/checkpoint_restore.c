@@ -58,7 +58,7 @@ void ckpt__session_unref(ckpt__session *s)
 	ckpt__free(s->arenas);
 	ckpt_reader_free(s->reader);
 	ckpt_object_graph_free(s->graph);
-	ckpt__free(s->vals);
+	ckpt__buffer_free(s->vals);
 	ckpt__free(s->node_first);
 	ckpt__free(s->bound_var);
 	ckpt__free(s->assigned);
@@ -78,10 +78,14 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 	const ckpt_var_info *vi, size_t idx, const char *full_name)
 {
 	if (s->nvals == *cap) {
+		/* a ckpt__buffer_alloc buffer (huge pages from 2 MiB on): grown by copying */
 		size_t nc = *cap ? *cap * 2 : 16;
-		ckpt__value *nv = ckpt__realloc(s->vals, nc * sizeof(*nv));
+		ckpt__value *nv = ckpt__buffer_alloc((uint64_t)nc * sizeof(*nv), 0);
 		if (!nv)
 			return CKPT_ENOMEM;
+		if (s->nvals)
+			memcpy(nv, s->vals, s->nvals * sizeof(*nv));
+		ckpt__buffer_free(s->vals);
 		s->vals = nv;
 		*cap = nc;
 	}
@@ -97,7 +101,8 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 	v->full_name = full_name ? full_name : key;
 	v->reader_index = idx;
 	v->dtype = vi->dtype;
-	v->shape = vi->shape;
+	if (ckpt__cshape_make(&v->shape, &s->strings, &vi->shape) < 0)
+		return CKPT_ENOMEM;
 	v->role = vi->role;
 	v->sync = vi->sync;
 	v->aggregation = vi->aggregation;
@@ -115,7 +120,7 @@ static int build_values(ckpt__session *s)
 		return CKPT_ENOMEM;
 	/* about one value per entry: sized once (growing by doubling copied and faulted it in again and again) */
 	size_t cap = nr + 1;
-	s->vals = ckpt__malloc(cap * sizeof(*s->vals));
+	s->vals = ckpt__buffer_alloc((uint64_t)cap * sizeof(*s->vals), 0);
 	if (!s->vals) {
 		ckpt__free(used);
 		return CKPT_ENOMEM;
@@ -392,7 +397,9 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 		if (!want[i] || s->vals[i].dtype == CKPT_DT_STRING)
 			continue;
 		uint64_t nb;
-		CKPT_TRY(ckpt_shape_nbytes(&s->vals[i].shape, s->vals[i].dtype, &nb));
+		ckpt_shape sh;
+		ckpt__cshape_expand(&s->vals[i].shape, &sh);
+		CKPT_TRY(ckpt_shape_nbytes(&sh, s->vals[i].dtype, &nb));
 		if (ckpt__add_u64(total, 63, &total) || ckpt__add_u64(total & ~(uint64_t)63, nb, &total))
 			return ckpt__fail(CKPT_ELIMIT, s->path, s->vals[i].key, -1, "checkpoint values exceed 2^64 bytes");
 	}
@@ -410,10 +417,12 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 		ckpt__value *v = &s->vals[i];
 		if (!want[i])
 			continue;
+		ckpt_shape sh;
+		ckpt__cshape_expand(&v->shape, &sh);
 		if (v->dtype == CKPT_DT_STRING) {
 			/* variable-length elements: an owned string tensor, outside the arena */
 			rc = ckpt_reader_read(s->reader, v->reader_index, &v->t);
-			if (rc == CKPT_OK && (v->t->dtype != CKPT_DT_STRING || !ckpt_shape_equal(&v->t->shape, &v->shape))) {
+			if (rc == CKPT_OK && (v->t->dtype != CKPT_DT_STRING || !ckpt_shape_equal(&v->t->shape, &sh))) {
 				ckpt_tensor_free(v->t);
 				v->t = NULL;
 				rc = ckpt__fail(CKPT_EFORMAT, s->path, v->key, -1,
@@ -424,7 +433,7 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 			continue;
 		}
 		uint64_t nb;
-		ckpt_shape_nbytes(&v->shape, v->dtype, &nb);
+		ckpt_shape_nbytes(&sh, v->dtype, &nb);
 		off = (off + 63) & ~(uint64_t)63;
 		unsigned char *dst = nb ? base + off : empty;
 		int owner = parts > 1 ? (int)(off / chunk) : part;
@@ -444,7 +453,7 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 			}
 		}
 		if (rc == CKPT_OK)
-			rc = ckpt_tensor_wrap(&v->t, v->dtype, &v->shape, dst, nb);
+			rc = ckpt_tensor_wrap(&v->t, v->dtype, &sh, dst, nb);
 		if (rc < 0)
 			ckpt__error_annotate(s->path, v->key);
 		off += nb;
@@ -468,10 +477,12 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 static int check_value(const ckpt__session *s, const ckpt__value *v, const ckpt_variable *var)
 {
 	const ckpt_shape *ls = ckpt_variable_shape(var);
-	if (v->dtype == ckpt_variable_dtype(var) && ckpt_shape_equal(&v->shape, ls))
+	if (v->dtype == ckpt_variable_dtype(var) && ckpt__cshape_equal(&v->shape, ls))
 		return CKPT_OK;
 	char a[256], b[256];
-	ckpt_shape_format(&v->shape, a, sizeof(a));
+	ckpt_shape sh;
+	ckpt__cshape_expand(&v->shape, &sh);
+	ckpt_shape_format(&sh, a, sizeof(a));
 	ckpt_shape_format(ls, b, sizeof(b));
 	return ckpt__fail(CKPT_EMISMATCH, s->path, ckpt_variable_name(var), -1,
 		"cannot restore variable '%s' from '%s': the checkpoint has %s %s, the live variable is %s %s; "
@@ -863,7 +874,9 @@ int ckpt__run_commit(ckpt__run *r)
 		if (rc == CKPT_OK)
 			rc = stage(s, want_later, &later, parts, part, blater);
 		/* rollbackable values first; only the others need a verification pass */
-		qsort(dir, ndir, sizeof(*dir), cmp_rollback_first);
+		int src = ckpt__sort(dir, ndir, sizeof(*dir), cmp_rollback_first); /* nearly sorted: built in value order */
+		if (rc == CKPT_OK)
+			rc = src;
 		while (nrb < ndir && dir[nrb].rollback)
 			nrb++;
 		if (rc == CKPT_OK)

@@ -74,6 +74,7 @@ void ckpt__buffer_free(void *p)
 /* big blocks: each block's last, partly used huge page is the only waste (<= 2 MiB a block) */
 #define BLOCK_BYTES ((uint64_t)256 << 20)
 #define PACK_MIN ((uint64_t)64 << 10)     /* smaller ones: plain ckpt__buffer_alloc */
+#define SMALL_SLAB ((uint64_t)4 << 10)    /* up to this: ckpt__slab_alloc */
 #define PACK_MAX (BLOCK_BYTES / 2)        /* bigger ones: a block of their own */
 #define PACK_MAGIC 0x6b6370616b6365ULL
 
@@ -126,6 +127,9 @@ static void block_free(block *b)
 
 void *ckpt__variable_buffer_alloc(uint64_t n)
 {
+	/* tiny copies go with the variables themselves (slab.c): no page of their own, no 64-byte slack each */
+	if (n <= SMALL_SLAB)
+		return ckpt__slab_alloc((size_t)n, SMALL_ALIGN);
 	if (n < PACK_MIN)
 		return ckpt__buffer_alloc(n, 0);
 	uint64_t need = sizeof(packed_head) + ((n + 63) & ~(uint64_t)63);
@@ -157,6 +161,10 @@ void ckpt__variable_buffer_free(void *p, uint64_t n)
 {
 	if (!p)
 		return;
+	if (n <= SMALL_SLAB) {
+		ckpt__slab_free(p);
+		return;
+	}
 	if (n < PACK_MIN) {
 		ckpt__buffer_free(p);
 		return;

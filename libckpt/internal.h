@@ -60,7 +60,51 @@ typedef struct ckpt__strpool {
 } ckpt__strpool;
 /** Copy n bytes of s plus a NUL into the pool (NULL on ENOMEM, error set). */
 char *ckpt__strpool_dup(ckpt__strpool *p, const char *s, size_t n);
+/** n uninitialised bytes in the pool, 8-byte aligned (NULL on ENOMEM, error set). */
+void *ckpt__strpool_alloc(ckpt__strpool *p, size_t n);
 void ckpt__strpool_free(ckpt__strpool *p);
+
+/*
+ * A shape held compactly: rank and a pointer to rank dims kept elsewhere (a
+ * pool). What one of 10,000 tiny entries carries instead of a ckpt_shape
+ * (264 bytes, mostly unused dims); expanded where a ckpt_shape is needed.
+ */
+typedef struct ckpt__cshape {
+	int rank;
+	const int64_t *dims;
+} ckpt__cshape;
+/** A copy of s's dims in pool p (NULL dims for rank 0); ENOMEM when the pool cannot grow. */
+int ckpt__cshape_make(ckpt__cshape *out, ckpt__strpool *p, const ckpt_shape *s);
+/** The ckpt_shape of c. */
+void ckpt__cshape_expand(const ckpt__cshape *c, ckpt_shape *out);
+/** Whether c and s are the same shape (ckpt_shape_equal). */
+int ckpt__cshape_equal(const ckpt__cshape *c, const ckpt_shape *s);
+/* tensor-sized buffers (hugebuf.c) */
+/**
+ * A buffer for tensor data: 64-byte aligned; from 2 MiB on it is 2 MiB
+ * aligned and madvise(MADV_HUGEPAGE)d so first touch costs one fault per
+ * 2 MiB instead of per 4 KiB. Allocated through the allocator hook (over-
+ * allocation + alignment, so fault injection still sees it). `zero` = 1
+ * zero-fills. NULL with ENOMEM / ELIMIT set on failure. n may be 0.
+ */
+void *ckpt__buffer_alloc(uint64_t n, int zero);
+/** Free a ckpt__buffer_alloc buffer (NULL ok). */
+void ckpt__buffer_free(void *p);
+/**
+ * Small long-lived allocations (variables, their small copies, tracked
+ * objects) packed into shared blocks that become huge pages (slab.c):
+ * n <= CKPT__SLAB_MAX bytes aligned to `align` (16, 32 or 64), not zeroed.
+ * A block is freed with its last allocation. NULL on ENOMEM (error set).
+ */
+#define CKPT__SLAB_MAX ((size_t)16 << 10)
+void *ckpt__slab_alloc(size_t n, size_t align);
+void ckpt__slab_free(void *p);
+/**
+ * Stable sort of n elements of sz bytes, linear when the input is a few
+ * ascending runs (sort.c); qsort past 16 runs. ENOMEM (array unchanged
+ * or partly merged, still a permutation) when a merge buffer cannot be had.
+ */
+int ckpt__sort(void *base, size_t n, size_t sz, int (*cmp)(const void *, const void *));
 /** printf into a fresh ckpt__malloc'ed string (NULL on failure, error set). */
 CKPT_API char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
 

@@ -78,15 +78,22 @@ static unsigned char *put_head(unsigned char *p, unsigned tag, size_t len)
 	return put_varint(p, len);
 }
 
-static unsigned char *put_str(unsigned char *p, unsigned tag, const char *s)
+static size_t slen(const char *s) { return s ? strlen(s) : 0; }
+
+/* string s of l bytes (slen), omitted when empty */
+static unsigned char *put_strl(unsigned char *p, unsigned tag, const char *s, size_t l)
 {
-	size_t l = s ? strlen(s) : 0;
 	if (!l)
 		return p;
 	p = put_head(p, tag, l);
 	memcpy(p, s, l);
 	return p + l;
 }
+
+static unsigned char *put_str(unsigned char *p, unsigned tag, const char *s) { return put_strl(p, tag, s, slen(s)); }
+
+/* a string field's size from its length */
+static size_t strl_size(size_t l) { return l ? 1 + vlen(l) + l : 0; }
 
 static unsigned char *put_int(unsigned char *p, unsigned tag, int v)
 {
@@ -99,17 +106,20 @@ static unsigned char *put_int(unsigned char *p, unsigned tag, int v)
 static unsigned char *put_node(unsigned char *p, const ckpt_og_node *o)
 {
 	for (size_t k = 0; k < o->nchildren; k++) {
+		/* each string measured once here (the sizing pass measured it before) */
 		const ckpt_og_child *c = &o->children[k];
-		p = put_head(p, 0x0a, child_size(c));
+		size_t ln = slen(c->local_name);
+		p = put_head(p, 0x0a, int_size(c->node_id) + strl_size(ln));
 		p = put_int(p, 0x08, c->node_id);
-		p = put_str(p, 0x12, c->local_name);
+		p = put_strl(p, 0x12, c->local_name, ln);
 	}
 	for (size_t k = 0; k < o->nattrs; k++) {
 		const ckpt_og_attr *a = &o->attrs[k];
-		p = put_head(p, 0x12, attr_size(a));
-		p = put_str(p, 0x0a, a->name);
-		p = put_str(p, 0x12, a->full_name);
-		p = put_str(p, 0x1a, a->checkpoint_key);
+		size_t l1 = slen(a->name), l2 = slen(a->full_name), l3 = slen(a->checkpoint_key);
+		p = put_head(p, 0x12, strl_size(l1) + strl_size(l2) + strl_size(l3) + (a->optional_restore ? 2 : 0));
+		p = put_strl(p, 0x0a, a->name, l1);
+		p = put_strl(p, 0x12, a->full_name, l2);
+		p = put_strl(p, 0x1a, a->checkpoint_key, l3);
 		if (a->optional_restore) {
 			*p++ = 0x20;
 			*p++ = 1;

@@ -61,6 +61,34 @@ int ckpt_shape_equal(const ckpt_shape *a, const ckpt_shape *b)
 	return 1;
 }
 
+/* ---- compact shapes (internal.h) ---- */
+
+int ckpt__cshape_make(ckpt__cshape *out, ckpt__strpool *p, const ckpt_shape *s)
+{
+	out->rank = s->rank;
+	out->dims = NULL;
+	if (s->rank <= 0)
+		return CKPT_OK;
+	int64_t *d = ckpt__strpool_alloc(p, (size_t)s->rank * sizeof(int64_t));
+	if (!d)
+		return CKPT_ENOMEM;
+	memcpy(d, s->dims, (size_t)s->rank * sizeof(int64_t));
+	out->dims = d;
+	return CKPT_OK;
+}
+
+void ckpt__cshape_expand(const ckpt__cshape *c, ckpt_shape *out)
+{
+	out->rank = c->rank;
+	if (c->rank > 0)
+		memcpy(out->dims, c->dims, (size_t)c->rank * sizeof(int64_t));
+}
+
+int ckpt__cshape_equal(const ckpt__cshape *c, const ckpt_shape *s)
+{
+	return c->rank == s->rank && (c->rank <= 0 || memcmp(c->dims, s->dims, (size_t)c->rank * sizeof(int64_t)) == 0);
+}
+
 int ckpt_shape_format(const ckpt_shape *s, char *buf, size_t n)
 {
 	size_t used = 0;

@@ -52,6 +52,7 @@ struct ckpt_variable {
 	int holds_replica0;      /* copy 0 is global replica 0 (integer SUM split keeps the value there) */
 	int wrapped;             /* bufs belong to the caller */
 	int host;                /* host state tracked by pointer: one copy, no strategy's (ckpt/host.h) */
+	int in_slab;             /* the variable's allocation is a ckpt__slab_alloc one */
 	void **bufs;             /* copies pointers (STRING: strs[r]->data) */
 	ckpt_tensor **strs;      /* STRING only: one deep copy per replica */
 };
@@ -85,10 +86,15 @@ static ckpt_variable *var_alloc(const char *name, size_t name_len, int copies)
 {
 	size_t bufs_at = (sizeof(ckpt_variable) + sizeof(void *) - 1) / sizeof(void *) * sizeof(void *);
 	size_t name_at = bufs_at + (size_t)copies * sizeof(void *);
-	unsigned char *p = ckpt__calloc(1, name_at + name_len + 1);
+	size_t total = name_at + name_len + 1;
+	/* packed with other variables (slab.c): 10,000 tiny ones fault in a few huge pages, not 1,000 small ones */
+	int in_slab = total <= CKPT__SLAB_MAX;
+	unsigned char *p = in_slab ? ckpt__slab_alloc(total, 16) : ckpt__malloc(total);
 	if (!p)
 		return NULL;
+	memset(p, 0, total);
 	ckpt_variable *v = (ckpt_variable *)(void *)p;
+	v->in_slab = in_slab;
 	v->bufs = (void **)(void *)(p + bufs_at);
 	v->name = (char *)p + name_at;
 	memcpy(v->name, name, name_len);
@@ -549,7 +555,10 @@ void ckpt_variable_free(ckpt_variable *v)
 			ckpt__variable_buffer_free(v->bufs[i], v->nbytes);
 	ckpt__free(v->origin_owned);
 	ckpt__strategy_release(v->strategy, CKPT__REF_VARIABLE);
-	ckpt__free(v);
+	if (v->in_slab)
+		ckpt__slab_free(v);
+	else
+		ckpt__free(v);
 }
 
 /* ---- accessors ---- */
@@ -679,8 +688,13 @@ int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, c
 		memcpy(p->srcs, srcs, count * sizeof(*p->srcs));
 		memcpy(sorted, vars, count * sizeof(*sorted));
 	}
-	/* the same variable twice would be written concurrently */
-	qsort(sorted, count, sizeof(*sorted), cmp_ptr);
+	/* the same variable twice would be written concurrently (variables made together sit in address order) */
+	int rc = ckpt__sort(sorted, count, sizeof(*sorted), cmp_ptr);
+	if (rc < 0) {
+		ckpt__free(sorted);
+		ckpt__assign_plan_free(p);
+		return rc;
+	}
 	for (size_t i = 1; i < count; i++)
 		if (sorted[i] == sorted[i - 1]) {
 			const char *nm = sorted[i]->name;

@@ -50,18 +50,8 @@ int ckpt__scope_replica_end(int prev_base);
 /** The strategy being run on this thread, or NULL outside replica context. */
 ckpt_strategy *ckpt__replica_running_strategy(void);
 
-/* ---- buffers (hugebuf.c) ---- */
+/* ---- buffers (hugebuf.c; ckpt__buffer_alloc is in internal.h) ---- */
 
-/**
- * A buffer for tensor data: 64-byte aligned; from 2 MiB on it is 2 MiB
- * aligned and madvise(MADV_HUGEPAGE)d so first touch costs one fault per
- * 2 MiB instead of per 4 KiB. Allocated through the allocator hook (over-
- * allocation + alignment, so fault injection still sees it). `zero` = 1
- * zero-fills. NULL with ENOMEM / ELIMIT set on failure. n may be 0.
- */
-void *ckpt__buffer_alloc(uint64_t n, int zero);
-/** Free a ckpt__buffer_alloc buffer (NULL ok). */
-void ckpt__buffer_free(void *p);
 /**
  * A variable copy of n bytes: from 64 KiB on, packed with other variables'
  * copies into shared 2 MiB-aligned huge-page blocks (64-byte aligned, not
