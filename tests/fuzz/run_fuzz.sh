@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fuzz one target for SECONDS of wall time with one process (shared machine),
 # restarting after a crash, and print: target, total execs, final cov/ft, crashes.
-#   tests/fuzz/run_fuzz.sh BUILD_DIR TARGET SECONDS [WORKDIR]
+#   tests/fuzz/run_fuzz.sh BUILD_DIR TARGET SECONDS [WORKDIR [EXECS]]
+# With EXECS, it stops as soon as the executions summed over restarts reach
+# EXECS (the 10 M goal of issue 12: SECONDS is then only the upper bound).
 # New corpus entries go to WORKDIR/corpus; crash inputs to WORKDIR/artifacts.
 # Minimize into the committed corpus afterwards:
 #   fuzz_T -merge=1 tests/fuzz/corpora/T WORKDIR/corpus
@@ -9,6 +11,7 @@ set -u
 build=$(cd "$1" && pwd) t=$2 secs=$3  # absolute: the fuzzer runs inside WORKDIR
 src=$(cd "$(dirname "$0")" && pwd)
 work=${4:-/tmp/ckpt-fuzz/$t}
+goal=${5:-0}
 bin=$build/tests/fuzz/fuzz_$t
 mkdir -p "$work/corpus" "$work/artifacts"
 # Keras: libhdf5 itself requests absurd sizes and leaks on corrupt files (counted
@@ -27,8 +30,11 @@ start=$(date +%s) execs=0 runs=0 cov=0 ft=0
 while :; do
   left=$(( secs - ($(date +%s) - start) ))
   [ "$left" -ge 5 ] && [ "$runs" -lt 30 ] || break
+  [ "$goal" -eq 0 ] || [ "$execs" -lt "$goal" ] || break
   runs=$((runs + 1))
-  (cd "$work" && nice -n 10 "$bin" -workers=1 -jobs=1 -max_total_time="$left" -max_len=$maxlen \
+  limit=
+  [ "$goal" -eq 0 ] || limit=-runs=$((goal - execs))
+  (cd "$work" && nice -n 10 "$bin" -workers=1 -jobs=1 -max_total_time="$left" $limit -max_len=$maxlen \
     -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=$malloc -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/" "$work/corpus" "$src/corpora/$t" >/dev/null 2>&1)
   log=$work/fuzz-0.log
