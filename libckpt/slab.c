@@ -40,6 +40,12 @@ static slab_block *slab_current;
 static size_t slab_blocks;                 /* blocks alive */
 static size_t slab_next_cap = SLAB_FIRST;
 
+/* a child forked while another thread held the lock must not inherit it held (as par.c does) */
+static pthread_once_t slab_atfork_once = PTHREAD_ONCE_INIT;
+static void slab_lock_all(void) { pthread_mutex_lock(&slab_lock); }
+static void slab_unlock_all(void) { pthread_mutex_unlock(&slab_lock); }
+static void slab_register_atfork(void) { pthread_atfork(slab_lock_all, slab_unlock_all, slab_unlock_all); }
+
 static slab_block *block_new(size_t cap)
 {
 	int huge = cap >= SLAB_HUGE;
@@ -78,6 +84,7 @@ void *ckpt__slab_alloc(size_t n, size_t align)
 		ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "slab allocation of %zu bytes aligned to %zu", n, align);
 		return NULL;
 	}
+	pthread_once(&slab_atfork_once, slab_register_atfork);
 	pthread_mutex_lock(&slab_lock);
 	slab_block *b = slab_current;
 	size_t at = b ? (b->used + sizeof(slab_head) + align - 1) & ~(align - 1) : 0;
