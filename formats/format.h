@@ -100,6 +100,15 @@ struct ckpt_format {
 	 */
 	int (*writer_add_partitioned)(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,
 		int nparts, const int64_t *row0, const int64_t *rows, const void *const *data);
+	/**
+	 * Optional (NULL: entry by entry): read (dst) or verify (dst NULL) many
+	 * whole fixed-size entries at once, where the backend can do better than
+	 * one entry at a time (a cold file: several reads in flight). Validated by
+	 * the core as read_into is. CKPT_OK, an error naming the lowest failing
+	 * request's file, variable and offset, or CKPT__DECLINED before any dst
+	 * was written (the core then reads entry by entry).
+	 */
+	int (*read_many)(ckpt_reader *r, const ckpt__read_req *req, size_t n);
 };
 
 /*

@@ -707,6 +707,26 @@ static int direct_one(ckpt_reader *rd, const direct *d, int read)
  */
 static int run_direct(ckpt_reader *rd, const direct *d, size_t n, int read, unsigned char *touched)
 {
+	/*
+	 * Reads go to the backend as one batch first: a cold TensorBundle is read
+	 * with several O_DIRECT requests in flight. Verification passes stay entry
+	 * by entry: they are followed by the reads, which want the page cache the
+	 * verification filled.
+	 */
+	ckpt__read_req *req = read && n ? ckpt__malloc(n * sizeof(*req)) : NULL;
+	if (req) {
+		for (size_t i = 0; i < n; i++)
+			req[i] = (ckpt__read_req){ d[i].entry, d[i].dst, d[i].n };
+		int rc = ckpt__reader_read_many(rd, req, n);
+		ckpt__free(req);
+		if (rc != CKPT__DECLINED) {
+			if (touched)
+				memset(touched, 1, n);
+			return rc;
+		}
+	} else if (read && n) {
+		ckpt_error_clear(); /* no room for the batch: entry by entry */
+	}
 	uint64_t small = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (d[i].n < DIRECT_BIG) {

@@ -154,4 +154,24 @@ int ckpt__reader_lookup(const ckpt_reader *r, const char *name, size_t *index);
 /** Move the reader's object graph to the caller (a session keeps it past the reader); NULL when none. */
 ckpt_object_graph *ckpt__reader_take_object_graph(ckpt_reader *r);
 
+/* Reading many entries at once (reader.c; the TensorBundle backend's cold-read pipeline). */
+/** One whole fixed-size entry: into dst (n bytes), or only checked against its crc32c when dst is NULL. */
+typedef struct ckpt__read_req {
+	size_t entry;
+	void *dst;
+	size_t n;
+} ckpt__read_req;
+/** A backend's answer: it chose not to handle the call and wrote nothing. */
+#define CKPT__DECLINED 1
+/**
+ * Read or verify every request, as ckpt_reader_read_into / ckpt_reader_verify
+ * would one by one, but in one pass the backend may pipeline (a cold
+ * TensorBundle: O_DIRECT reads in flight). CKPT__DECLINED when the backend
+ * has no such path for these requests (nothing written; read them one by
+ * one); else CKPT_OK or the error of the lowest failing request.
+ */
+int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n);
+/** The file descriptor behind a POSIX-file-system io, -1 for any other io. */
+int ckpt__io_fd(const ckpt_io *io);
+
 #endif

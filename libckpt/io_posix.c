@@ -91,6 +91,11 @@ static const ckpt_io_methods posix_io_methods = {
 	1, px_pread, px_pwrite, px_size, px_sync, px_close, NULL
 };
 
+int ckpt__io_fd(const ckpt_io *io)
+{
+	return io && io->methods == &posix_io_methods ? ((const posix_io *)io)->fd : -1;
+}
+
 static int px_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
 	(void)vfs;

@@ -296,6 +296,34 @@ int ckpt_reader_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 	return rc;
 }
 
+/* Entries ckpt__reader_read_many takes: fixed-size and stored whole. */
+static int batchable(const ckpt_var_info *v)
+{
+	return v->dtype != CKPT_DT_STRING && !v->nslices;
+}
+
+int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
+{
+	if (!r || (n && !req))
+		return ckpt__fail(CKPT_EINVAL, r ? r->path : NULL, NULL, -1, "ckpt__reader_read_many: bad argument");
+	if (!r->fmt->read_many || n == 0)
+		return CKPT__DECLINED;
+	for (size_t k = 0; k < n; k++) {
+		if (req[k].entry >= r->nvars || (!req[k].dst && req[k].n))
+			return ckpt__fail(CKPT_EINVAL, r->path, NULL, -1, "ckpt__reader_read_many: bad request %zu", k);
+		const ckpt_var_info *v = &r->vars[req[k].entry];
+		if (!batchable(v))
+			return CKPT__DECLINED; /* read as a whole by their own paths */
+		if (req[k].dst && v->nbytes != req[k].n)
+			return ckpt__fail(CKPT_EMISMATCH, r->path, v->name, -1, "destination has %zu bytes, entry has %llu",
+				req[k].n, (unsigned long long)v->nbytes);
+	}
+	int rc = r->fmt->read_many(r, req, n);
+	if (rc < 0)
+		ckpt__error_annotate(r->path, NULL);
+	return rc;
+}
+
 int ckpt_reader_verify(ckpt_reader *r, size_t i)
 {
 	if (!r || i >= r->nvars)
@@ -310,6 +338,28 @@ int ckpt_reader_verify(ckpt_reader *r, size_t i)
 	}
 	if (rc < 0)
 		ckpt__error_annotate(r->path, r->vars[i].name);
+	return rc;
+}
+
+int ckpt_reader_verify_all(ckpt_reader *r)
+{
+	if (!r)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_reader_verify_all: bad argument");
+	ckpt__read_req *req = ckpt__malloc((r->nvars ? r->nvars : 1) * sizeof(*req));
+	size_t m = 0;
+	for (size_t i = 0; req && i < r->nvars; i++)
+		if (batchable(&r->vars[i]))
+			req[m++] = (ckpt__read_req){ i, NULL, 0 };
+	int rc = req ? ckpt__reader_read_many(r, req, m) : CKPT__DECLINED;
+	ckpt__free(req);
+	if (rc < 0)
+		return rc;
+	int batched = rc == CKPT_OK;
+	ckpt_error_clear(); /* no room for the batch: entry by entry */
+	rc = CKPT_OK;
+	for (size_t i = 0; rc == CKPT_OK && i < r->nvars; i++)
+		if (!batched || !batchable(&r->vars[i]))
+			rc = ckpt_reader_verify(r, i);
 	return rc;
 }
 

@@ -21,7 +21,7 @@ static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
 	cli_progress *prog = NULL;
 	size_t i, n, bad = 0, unchecked = 0;
 	uint64_t bytes = 0;
-	int rc;
+	int rc, all_ok;
 
 	rc = cli_parse(cmd, argc, argv, &args);
 	if (rc == CLI_PARSE_HELP)
@@ -40,6 +40,8 @@ static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
 	cli_progress_set_total(prog, cli_reader_bytes(r));
 	if (cli_report_missing_shards(r))
 		bad++;
+	/* all at once first (a cold file: direct reads in flight); entry by entry to name every problem */
+	all_ok = !bad && ckpt_reader_verify_all(r) == CKPT_OK;
 	for (i = 0; i < n; i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
 
@@ -48,7 +50,7 @@ static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
 			continue; /* reported once per file above */
 		}
 		/* through the reader's bounded buffers: no copy of the tensor is kept */
-		if (ckpt_reader_verify(r, i) != CKPT_OK) {
+		if (!all_ok && ckpt_reader_verify(r, i) != CKPT_OK) {
 			cli_report_last(ckpt_reader_path(r), v->name);
 			bad++;
 			continue;

@@ -103,4 +103,5 @@ const ckpt_format ckpt_format_gguf = {
 	ckpt__gguf_writer_announce,
 	NULL, /* read_rows: the core reads whole tensors */
 	NULL, /* no partitioned variables */
+	NULL, /* read_many: entry by entry */
 };

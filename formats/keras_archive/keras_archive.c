@@ -616,4 +616,5 @@ const ckpt_format ckpt_format_keras_archive = {
 	NULL, /* writer_announce: nothing staged, announcements ignored */
 	NULL, /* read_rows: the core reads whole tensors */
 	NULL, /* no partitioned variables */
+	NULL, /* read_many: entry by entry */
 };

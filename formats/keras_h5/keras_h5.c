@@ -316,4 +316,5 @@ const ckpt_format ckpt_format_keras_h5 = {
 	NULL, /* writer_announce: nothing staged, announcements ignored */
 	NULL, /* read_rows: the core reads whole tensors */
 	NULL, /* no partitioned variables */
+	NULL, /* read_many: entry by entry */
 };

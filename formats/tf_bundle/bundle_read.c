@@ -1117,6 +1117,61 @@ int tfb_verify(ckpt_reader *r, size_t i)
 }
 
 /*
+ * Many whole entries at once: through the cold-read pipeline when the batch
+ * is big and mostly not in the page cache (bundle_direct.c). Declined on
+ * other file systems, and when an entry does not locate (the entry-by-entry
+ * path then reports it exactly as it always has).
+ */
+int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
+{
+	int policy = tfb_direct_policy();
+	if (policy == TFB_DIRECT_NEVER || r->vfs != ckpt_vfs_default())
+		return CKPT__DECLINED;
+	uint64_t total = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (!req[k].dst && r->opts.no_verify)
+			return CKPT__DECLINED; /* nothing to read: tfb_verify checks the structure only */
+		total += r->vars[req[k].entry].nbytes;
+	}
+	if (policy == TFB_DIRECT_AUTO && total < tfb_direct_min_bytes())
+		return CKPT__DECLINED;
+	tfb_span *spans = ckpt__malloc((n ? n : 1) * sizeof(*spans));
+	int *fds = ckpt__malloc((size_t)r->nshards * sizeof(*fds));
+	int rc = spans && fds ? CKPT_OK : CKPT_ENOMEM;
+	for (int i = 0; rc == CKPT_OK && i < r->nshards; i++)
+		fds[i] = -1;
+	size_t m = 0;
+	for (size_t k = 0; rc == CKPT_OK && k < n; k++) {
+		const ckpt_var_info *v = &r->vars[req[k].entry];
+		ckpt_io *io = NULL;
+		if (locate(r, req[k].entry, &io) < 0 || (fds[v->shard] = ckpt__io_fd(io)) < 0) {
+			ckpt_error_clear();
+			rc = CKPT__DECLINED;
+		} else if (v->nbytes) {
+			tfb_span *sp = &spans[m++];
+			sp->shard = v->shard;
+			sp->off = (uint64_t)v->offset;
+			sp->n = v->nbytes;
+			sp->dst = req[k].dst;
+			sp->name = v->name;
+			sp->crc = 0;
+		}
+	}
+	if (rc == CKPT_OK)
+		rc = tfb_direct_read(spans, m, fds, (const char *const *)r->shard_paths, r->nshards,
+			!r->opts.no_verify, policy);
+	for (size_t k = 0, j = 0; rc == CKPT_OK && !r->opts.no_verify && k < n; k++) {
+		const ckpt_var_info *v = &r->vars[req[k].entry];
+		uint32_t got = v->nbytes ? spans[j++].crc : 0;
+		if (got != v->crc32c)
+			rc = crc_mismatch(r, req[k].entry, got);
+	}
+	ckpt__free(spans);
+	ckpt__free(fds);
+	return rc;
+}
+
+/*
  * Bytes [off, off + len) of stored entry e into dst: a whole entry is read
  * and crc-checked as usual; a part of one is read alone and its crc32c kept
  * in `pieces`, for the caller to combine with the other parts' (reader_rows.c).

@@ -57,4 +57,5 @@ const ckpt_format ckpt_format_tf_bundle = {
 	NULL, /* writer_announce: nothing staged, announcements ignored */
 	tfb_read_rows,
 	tfb_writer_add_partitioned,
+	tfb_read_many,
 };

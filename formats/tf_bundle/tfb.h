@@ -179,6 +179,33 @@ void tfb_par_finish(tfb_par_job *j);
 /** start + finish. */
 void tfb_par_for(size_t n, tfb_par_fn fn, void *arg);
 
+/* ---- the cold-read pipeline: several O_DIRECT reads in flight (bundle_direct.c) ---- */
+
+/** One located entry's bytes in a data file. */
+typedef struct tfb_span {
+	int shard;
+	uint64_t off, n;       /* n > 0 */
+	unsigned char *dst;    /* NULL: crc only */
+	const char *name;      /* for messages */
+	uint32_t crc;          /* out: crc32c of the bytes (unmasked; when verifying) */
+} tfb_span;
+enum { TFB_DIRECT_AUTO, TFB_DIRECT_NEVER, TFB_DIRECT_ALWAYS };
+/** CKPT_DIRECT_READ: never, always, or (unset, anything else) auto. */
+int tfb_direct_policy(void);
+/** Batches smaller than this are declined under the auto policy. */
+uint64_t tfb_direct_min_bytes(void);
+/**
+ * Read spans (crc each when `verify`) from the data files open on fds[shard]
+ * (the reader's own descriptors; paths for messages). Under the auto policy,
+ * CKPT__DECLINED (nothing read) when most bytes are cached or the kernel
+ * cannot say; else CKPT_OK or the error of the lowest failing span (file,
+ * variable and byte offset named). Checksums are the caller's to compare.
+ */
+int tfb_direct_read(tfb_span *spans, size_t n, const int *fds, const char *const *paths, int nshards,
+	int verify, int policy);
+/** Chunks the pipeline read with O_DIRECT and through the page cache, in this process. */
+void tfb_direct_stats(uint64_t *direct_chunks, uint64_t *buffered_chunks);
+
 /* ---- one data file being written (bundle_write.c; bundle_part.c writes one shard of many) ---- */
 typedef struct wshard {
 	char *tmp, *final;
@@ -198,6 +225,7 @@ int tfb_open(ckpt_reader *r);
 int tfb_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
 int tfb_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
 int tfb_verify(ckpt_reader *r, size_t i);
+int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n);
 int tfb_read_rows(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows, void *dst, size_t n,
 	ckpt__row_pieces *pieces);
 int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,

@@ -149,6 +149,15 @@ CKPT_API int ckpt_reader_read_into(ckpt_reader *r, size_t i, void *dst, size_t n
  * threads at once on one reader (distinct or equal entries).
  */
 CKPT_API int ckpt_reader_verify(ckpt_reader *r, size_t i);
+/**
+ * Check every entry, as ckpt_reader_verify() of each would, in one pass the
+ * backend may pipeline: a TensorBundle whose data is mostly not in the page
+ * cache is read with several O_DIRECT requests in flight (and left out of
+ * the cache, as a verification should). CKPT_OK when every entry checks;
+ * otherwise the error of one failing entry (call ckpt_reader_verify() per
+ * entry to list them all).
+ */
+CKPT_API int ckpt_reader_verify_all(ckpt_reader *r);
 
 /**
  * The object graph (TensorBundle: decoded `_CHECKPOINTABLE_OBJECT_GRAPH`;
