@@ -376,33 +376,16 @@ static int encode_entry(tfb_buf *out, const wentry *e, const int64_t *all_dims)
 {
 	if (e->packed)
 		return tfb_buf_append(out, e->packed, e->npacked);
-	CkptTf__TensorShapeProto__Dim dims[CKPT_MAX_RANK];
-	CkptTf__TensorShapeProto__Dim *dp[CKPT_MAX_RANK];
-	CkptTf__TensorShapeProto shape = CKPT_TF__TENSOR_SHAPE_PROTO__INIT;
-	CkptTf__BundleEntryProto pe = CKPT_TF__BUNDLE_ENTRY_PROTO__INIT;
-	for (int i = 0; i < e->rank; i++) {
-		ckpt_tf__tensor_shape_proto__dim__init(&dims[i]);
-		memcpy(&dims[i].size, all_dims + e->dims_at + i, sizeof(int64_t));
-		dp[i] = &dims[i];
-	}
-	shape.n_dim = (size_t)e->rank;
-	shape.dim = dp;
-	pe.dtype = (int32_t)e->dtype;
-	pe.shape = &shape;
-	pe.shard_id = e->shard;
-	pe.offset = (int64_t)e->offset;
-	pe.size = (int64_t)e->size;
-	pe.crc32c = e->masked_crc;
-	size_t n = ckpt_tf__bundle_entry_proto__get_packed_size(&pe);
-	CKPT_TRY(tfb_buf_reserve(out, n));
-	out->len += ckpt_tf__bundle_entry_proto__pack(&pe, out->p + out->len);
-	return CKPT_OK;
+	tfb_entry_fields f = { (int32_t)e->dtype, e->rank, all_dims + e->dims_at, e->shard, (int64_t)e->offset,
+		(int64_t)e->size, e->masked_crc };
+	return tfb_entry_encode(out, &f);
 }
 
 /* Header + sorted entries -> SSTable bytes. */
 static int build_index(ckpt_writer *w, tfb_writer *s, tfb_buf *table)
 {
-	qsort(s->e, s->ne, sizeof(*s->e), cmp_entry);
+	/* entries usually come in a few sorted runs (the order variables were added): a linear merge */
+	CKPT_TRY(ckpt__sort(s->e, s->ne, sizeof(*s->e), cmp_entry));
 	for (size_t i = 1; i < s->ne; i++)
 		if (cmp_entry(&s->e[i - 1], &s->e[i]) == 0)
 			return ckpt__fail(CKPT_EINVAL, w->path, s->e[i].key, -1, "tensor name added twice");

@@ -119,6 +119,17 @@ typedef struct tfb_entry {
  * malformed bytes). Never accepts bytes protobuf-c would refuse.
  */
 int tfb_entry_decode_fast(const unsigned char *p, size_t n, tfb_entry *e);
+/** An unsliced entry to encode: tfb_entry's fields, the dims where they lie. */
+typedef struct tfb_entry_fields {
+	int32_t dtype;
+	int rank;
+	const int64_t *dims;
+	int32_t shard_id;
+	int64_t offset, size;
+	uint32_t crc32c;       /* masked, as stored */
+} tfb_entry_fields;
+/** Append e as a BundleEntryProto: the bytes protobuf-c packs for it (entry_encode.c). */
+int tfb_entry_encode(tfb_buf *out, const tfb_entry_fields *e);
 
 /* ---- partitioned variables (slice.c) ---- */
 
