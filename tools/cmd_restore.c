@@ -325,8 +325,8 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		cli_report_last(path, NULL);
 		goto done;
 	}
-	/* plain variables are verified in the file before they are read: two passes */
-	cli_progress_set_total(prog, cli_reader_bytes(r) * (mirrored ? 1u : 2u) + (save ? cli_reader_bytes(r) : 0));
+	/* the load creates its variables, so it reads every value once (no verification pass first) */
+	cli_progress_set_total(prog, cli_reader_bytes(r) * (save ? 2u : 1u));
 	t0 = now_seconds();
 	rc = ckpt_checkpoint_load(&ck, &st, path, &co);
 	cli_sync_rules_free(&rules);
