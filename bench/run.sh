@@ -38,7 +38,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -q '^CMAKE_BUILD_TYPE:STRING=Relea
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCKPT_BUILD_TESTS=OFF -DCKPT_BUILD_SAMPLES=OFF \
     -DCKPT_BUILD_BENCH=ON >/dev/null
 fi
-cmake --build "$BUILD" -j"$(nproc)" --target ckpt_bench limit_probe ckpt-cli >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target ckpt_bench limit_probe ckpt-cli cold_read >/dev/null
 BIN="$BUILD/bench/ckpt_bench"
 
 # ---- what this run ran on ----
@@ -72,7 +72,16 @@ WP_PEERS=()
 $PY bench/whole_process.py --cli "$BUILD/ckpt" --bench "$BIN" --probe "$BUILD/bench/limit_probe" \
   --dir "$DIR/whole" --states "$WP_STATES" --reps "$REPS" --json "$OUT/whole.json" --md "$OUT/whole.md" \
   "${WP_PEERS[@]}" 2>&1 | tee "$OUT/whole.log" >&2
+# a trainer restarting on a cold cache (issue 15): the library's cold load next to the best
+# cold read of this machine (one stream, threads, O_DIRECT, io_uring) on the medium state
+COLD="$DIR/cold"
+mkdir -p "$COLD"
+"$BIN" --export medium "$COLD/medium" >/dev/null
+"$BUILD/bench/cold_read" --reps "$REPS" --replicas 4 "$COLD/medium" 2>&1 | tee "$OUT/cold_read.md" >&2
+rm -rf "$COLD"
 $PY bench/report.py --ckpt "$OUT/ckpt.json" --peers "$OUT/peers.json" --peers-huge "$OUT/peers-huge.json" \
   --meta "$OUT/meta.txt" --out bench/RESULTS.md
 cat "$OUT/whole.md" >> bench/RESULTS.md
+{ echo; echo "## Cold load vs the best cold read (\`bench/cold_read\`, medium state, 4 replicas on $(nproc) cores)"; echo
+  cat "$OUT/cold_read.md"; } >> bench/RESULTS.md
 echo "run.sh: wrote bench/RESULTS.md ($(( $(date +%s) - start )) s)" >&2
