@@ -7,6 +7,15 @@ Every row is a fresh process, timed with wall clock around fork/exec/wait,
 peak RSS from wait4. Per repetition the rows run one after the other, so
 drift on the machine hits ours and the limit alike; medians of --reps.
 
+Fresh memory on this VM costs what the host decides: a process that
+allocates right after another one freed as much runs 5-10x faster than one
+that allocates after a pause (measured: whichever of `ckpt restore` and
+limit_probe ran first after a 3 s pause took 0.2-0.86 s, the second 0.03-0.15
+s). A fixed order therefore favoured whichever row came second. So before
+every timed row an untimed primer (limit_probe with the row's replica count)
+touches and frees that much memory, and every other repetition runs each
+pair limit first (--no-primer turns the primer off, to see the raw effect).
+
   warm: the input files were read through (cat > /dev/null) right before
   cold: `sync; echo 3 > /proc/sys/vm/drop_caches` right before (root only)
 
@@ -128,6 +137,7 @@ def main():
     ap.add_argument("--oracle-python", help="venv python with tensorflow + safetensors")
     ap.add_argument("--torch-python", help="venv python with torch (PyPI)")
     ap.add_argument("--no-cold", action="store_true")
+    ap.add_argument("--no-primer", action="store_true", help="no untimed memory primer before each row")
     a = ap.parse_args()
     cli = os.path.abspath(a.cli)
     caches = ["warm"] if a.no_cold or os.geteuid() != 0 else ["warm", "cold"]
@@ -182,14 +192,24 @@ def main():
                                          kind="peer " + tool, env=env_peer))
                     peer_rows.append(Row("save", [py, peer, "save", tool, spec, pf + "-save"], [spec],
                                          out=pf + "-save", kind="peer " + tool, env=env_peer))
+        def primer(row):
+            # the same amount of fresh memory touched and freed just before (see the top)
+            if not a.no_primer:
+                timed([a.probe, str(row.replicas)] + files)
+
         for cache in caches:
             for rep in range(a.reps):
-                for row in rows + peer_rows:
+                order = list(rows)
+                if rep % 2:
+                    # every other repetition each (ours, limit) pair runs limit first
+                    order = [r for i in range(0, len(rows), 2) for r in (rows[i + 1], rows[i])]
+                for row in order + peer_rows:
                     if row.failed:
                         continue
                     if row.out:
                         for o in (row.out if isinstance(row.out, list) else [row.out]):
                             rm(o)
+                    primer(row)
                     if cache == "cold":
                         drop_caches()
                     else:

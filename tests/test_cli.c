@@ -268,14 +268,7 @@ static char *copy_fixture(const char *rel, char **dir_out)
 
 static void flip_byte(const char *path, long off)
 {
-	size_t n;
-	char *buf = ts_read_file(path, &n);
-
-	cr_assert_not_null(buf, "%s", path);
-	cr_assert_lt((size_t)off, n);
-	buf[off] ^= 0x40;
-	cr_assert_eq(ts_write_file(path, buf, n), 0);
-	free(buf);
+	cr_assert_eq(ts_flip_byte(path, off, 0x40), 0, "%s at %ld", path, off);
 }
 
 Test(cli, corrupt_tensor_data_is_named)

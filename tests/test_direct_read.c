@@ -96,13 +96,31 @@ static int read_many(ckpt_reader *r, const size_t *perm, unsigned char **bufs)
 
 static void flip(const char *path, long off)
 {
-	FILE *f = fopen(path, "r+b");
-	cr_assert_not_null(f);
-	fseek(f, off, SEEK_SET);
-	int c = fgetc(f);
-	fseek(f, off, SEEK_SET);
-	fputc(c ^ 0x40, f);
-	fclose(f);
+	cr_assert_eq(ts_flip_byte(path, off, 0x40), 0, "%s at %ld", path, off);
+}
+
+/* Remove the test's directory and free what it allocated. */
+static void done_with(char *dir, char *prefix, char *other)
+{
+	ts_rmtree(dir);
+	free(dir);
+	free(prefix);
+	free(other);
+	for (size_t i = 0; i < NENTS; i++) {
+		free(data[i]);
+		data[i] = NULL;
+	}
+}
+
+/* Where entry `name` of the bundle at prefix starts in its data file. */
+static int64_t entry_offset(const char *prefix, const char *name)
+{
+	ckpt_reader *r = open_prefix(prefix);
+	size_t i;
+	cr_assert_eq(ckpt_reader_find(r, name, &i), CKPT_OK, "%s", name);
+	int64_t off = ckpt_reader_var(r, i)->offset;
+	ckpt_reader_free(r);
+	return off;
 }
 
 Test(direct_read, forced_pipeline_reads_every_entry_in_any_order, .timeout = 60)
@@ -135,7 +153,7 @@ Test(direct_read, forced_pipeline_reads_every_entry_in_any_order, .timeout = 60)
 	cr_assert_eq(read_many(r, orders[0], NULL), CKPT_OK);
 	cr_assert_geq(direct_chunks() - before, 5);
 	ckpt_reader_free(r);
-	ts_rmtree(dir);
+	done_with(dir, prefix, NULL);
 }
 
 Test(direct_read, auto_declines_small_batches_and_never_turns_it_off)
@@ -152,7 +170,7 @@ Test(direct_read, auto_declines_small_batches_and_never_turns_it_off)
 	setenv("CKPT_DIRECT_READ", "always", 1);
 	cr_assert_eq(read_many(r, order, NULL), CKPT_OK);
 	ckpt_reader_free(r);
-	ts_rmtree(dir);
+	done_with(dir, prefix, NULL);
 }
 
 Test(direct_read, flipped_byte_names_file_variable_and_offset, .timeout = 60)
@@ -161,14 +179,12 @@ Test(direct_read, flipped_byte_names_file_variable_and_offset, .timeout = 60)
 	char *dir = ts_tmpdir();
 	char *prefix = save_bundle(dir);
 	char *data_path = ts_join(dir, "ck.data-00000-of-00001");
+	int64_t off = entry_offset(prefix, "e/big");
+	/* in the entry's fifth 2 MiB chunk, not its first */
+	flip(data_path, (long)off + (long)(9 * MiB + 77));
 	ckpt_reader *r = open_prefix(prefix);
 	size_t big;
 	cr_assert_eq(ckpt_reader_find(r, "e/big", &big), CKPT_OK);
-	int64_t off = ckpt_reader_var(r, big)->offset;
-	ckpt_reader_free(r);
-	/* in the entry's third 4 MiB chunk, not its first */
-	flip(data_path, (long)off + (long)(9 * MiB + 77));
-	r = open_prefix(prefix);
 	const size_t order[NENTS] = { 5, 4, 3, 2, 1, 0 };
 	for (int pass = 0; pass < 2; pass++) {
 		unsigned char *bufs[NENTS];
@@ -189,7 +205,7 @@ Test(direct_read, flipped_byte_names_file_variable_and_offset, .timeout = 60)
 			free(bufs[e]);
 	}
 	ckpt_reader_free(r);
-	ts_rmtree(dir);
+	done_with(dir, prefix, data_path);
 }
 
 Test(direct_read, file_cut_short_under_an_open_reader_names_the_entry, .timeout = 60)
@@ -215,7 +231,7 @@ Test(direct_read, file_cut_short_under_an_open_reader_names_the_entry, .timeout 
 	cr_assert_not_null(strstr(err->message, "data file ended"), "%s", err->message);
 	cr_assert_not_null(strstr(err->path, "ck.data-00000-of-00001"), "%s", err->path);
 	ckpt_reader_free(r);
-	ts_rmtree(dir);
+	done_with(dir, prefix, data_path);
 }
 
 /* What a trainer restarting on a cold cache runs: a load into mirrored variables, through the pipeline. */
@@ -256,7 +272,7 @@ Test(direct_read, mirrored_load_through_the_pipeline_matches_the_file, .timeout 
 	ckpt_restore_status_free(rs);
 	ckpt_checkpoint_free(ck);
 	ckpt_strategy_free(st);
-	ts_rmtree(dir);
+	done_with(dir, prefix, NULL);
 }
 
 Test(direct_read, corrupt_file_fails_the_load_and_creates_nothing, .timeout = 60)
@@ -265,11 +281,7 @@ Test(direct_read, corrupt_file_fails_the_load_and_creates_nothing, .timeout = 60
 	char *dir = ts_tmpdir();
 	char *prefix = save_bundle(dir);
 	char *data_path = ts_join(dir, "ck.data-00000-of-00001");
-	ckpt_reader *r = open_prefix(prefix);
-	size_t c;
-	cr_assert_eq(ckpt_reader_find(r, "c/crosses", &c), CKPT_OK);
-	int64_t off = ckpt_reader_var(r, c)->offset;
-	ckpt_reader_free(r);
+	int64_t off = entry_offset(prefix, "c/crosses");
 	flip(data_path, (long)off + (long)(5 * MiB));
 	ckpt_checkpoint *ck = NULL;
 	ckpt_restore_status *rs = NULL;
@@ -279,7 +291,8 @@ Test(direct_read, corrupt_file_fails_the_load_and_creates_nothing, .timeout = 60
 	cr_assert_str_eq(err->variable, "c/crosses");
 	cr_assert_eq(err->offset, off);
 	cr_assert_null(ck);
-	ts_rmtree(dir);
+	ckpt_restore_status_free(rs);
+	done_with(dir, prefix, data_path);
 }
 
 /*
@@ -339,7 +352,7 @@ Test(direct_read, auto_policy_follows_the_page_cache, .timeout = 60)
 	free(v);
 	free(got);
 	ckpt_reader_free(r);
-	ts_rmtree(dir);
+	done_with(dir, prefix, data_path);
 }
 
 /* ckpt_reader_verify_all and `ckpt verify` on the forced pipeline: a good file passes, a flipped byte is named. */
@@ -352,10 +365,8 @@ Test(direct_read, verify_all_and_the_cli_find_a_flipped_byte, .timeout = 60)
 	uint64_t before = direct_chunks();
 	cr_assert_eq(ckpt_reader_verify_all(r), CKPT_OK);
 	cr_assert_geq(direct_chunks() - before, 5);
-	size_t f;
-	cr_assert_eq(ckpt_reader_find(r, "f/last", &f), CKPT_OK);
-	int64_t off = ckpt_reader_var(r, f)->offset;
 	ckpt_reader_free(r);
+	int64_t off = entry_offset(prefix, "f/last");
 	ts_run_result res = ts_cli("verify", prefix, NULL);
 	cr_assert_eq(res.status, 0, "%s", res.err);
 	cr_assert_not_null(strstr(res.out, "OK: 6 tensors"), "%s", res.out);
@@ -375,5 +386,5 @@ Test(direct_read, verify_all_and_the_cli_find_a_flipped_byte, .timeout = 60)
 	cr_assert_not_null(strstr(res.err, "crc32c mismatch"), "%s", res.err);
 	cr_assert_not_null(strstr(res.err, "FAILED: 1 problem in 6 tensors"), "%s", res.err);
 	ts_run_free(&res);
-	ts_rmtree(dir);
+	done_with(dir, prefix, data_path);
 }

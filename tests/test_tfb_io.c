@@ -226,13 +226,7 @@ Test(tfb_io, chunked_save_read_into_and_verify_round_trip, .timeout = 120)
 
 static void flip(const char *path, long off)
 {
-	FILE *f = fopen(path, "r+b");
-	cr_assert_not_null(f);
-	fseek(f, off, SEEK_SET);
-	int c = fgetc(f);
-	fseek(f, off, SEEK_SET);
-	fputc(c ^ 0x20, f);
-	fclose(f);
+	cr_assert_eq(ts_flip_byte(path, off, 0x20), 0, "%s at %ld", path, off);
 }
 
 static void expect_crc_error(int rc, const char *var, int64_t off)

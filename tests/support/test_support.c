@@ -187,3 +187,20 @@ ts_run_result ts_cli(const char *arg, ...)
 	cr_assert_eq(ts_run(&r, argv), 0, "could not start %s", TS_CLI);
 	return r;
 }
+
+int ts_flip_byte(const char *path, long off, unsigned mask)
+{
+	FILE *f = fopen(path, "r+b");
+	int c = EOF, rc;
+
+	if (!f)
+		return -1;
+	if (fseek(f, off, SEEK_SET) == 0)
+		c = fgetc(f);
+	rc = c == EOF ? -1 : 0;
+	if (rc == 0 && (fseek(f, off, SEEK_SET) != 0 || fputc(c ^ (int)mask, f) == EOF))
+		rc = -1;
+	if (fclose(f) != 0)
+		rc = -1;
+	return rc;
+}

@@ -19,6 +19,8 @@ char *ts_read_file(const char *path, size_t *n);
 int ts_write_file(const char *path, const void *buf, size_t n);
 /** Copy a file or directory tree (cp -r); 0 on success. */
 int ts_copy(const char *from, const char *to);
+/** XOR the byte at `off` of `path` with `mask`, in place; 0 on success (-1: no such byte, or I/O failed). */
+int ts_flip_byte(const char *path, long off, unsigned mask);
 
 /** Result of running a command. */
 typedef struct ts_run_result {
