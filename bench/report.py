@@ -326,6 +326,15 @@ def targets(run, out):
                 if s and b:
                     add("%s async save blocks ≤ 0.25× sync save (%s; sync save %s)" % (st, lab, slab), b / s <= 0.25,
                         "%.2f× (%.3f s vs %.3f s)" % (b / s, b, s))
+    # issue 15: many tiny tensors, per tensor (in process, cached)
+    for op, v, lab, need in (("save", "checkpoint", "save (ckpt_checkpoint_write)", 1.0),
+                             ("ckrestore/restore", "N=1", "restore (ckpt_checkpoint_restore, first after create)", 2.0),
+                             ("load", "N=1", "load (ckpt_checkpoint_load)", 2.0)):
+        r = run.c("tiny", op, v)
+        if r and r.get("ntensors"):
+            us = r["median"] / r["ntensors"] * 1e6
+            add("tiny %s ≤ %.0f µs per tensor (issue 15)" % (lab, need), us <= need,
+                "%.2f µs (%.4f s for %d tensors)" % (us, r["median"], r["ntensors"]))
     out.append("| target | result | figure |")
     out.append("|---|---|---|")
     out += T
@@ -350,7 +359,7 @@ def results(args):
                "with the peer's normal load. *RSS over start* is the child's peak RSS minus its RSS when the operation "
                "started (save children start holding the state; restore children do not).")
     out.append("")
-    out.append("## Targets (issue 6)\n")
+    out.append("## Targets of the in-process rows (issues 6 and 15)\n")
     targets(run, out)
     import os
     analysis = os.path.join(os.path.dirname(os.path.abspath(__file__)), "analysis.md")

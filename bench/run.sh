@@ -83,5 +83,7 @@ $PY bench/report.py --ckpt "$OUT/ckpt.json" --peers "$OUT/peers.json" --peers-hu
   --meta "$OUT/meta.txt" --out bench/RESULTS.md
 cat "$OUT/whole.md" >> bench/RESULTS.md
 { echo; echo "## Cold load vs the best cold read (\`bench/cold_read\`, medium state, 4 replicas on $(nproc) cores)"; echo
-  cat "$OUT/cold_read.md"; } >> bench/RESULTS.md
+  cat "$OUT/cold_read.md"
+  # what limits the whole-process and cold rows, and what was tried (kept by hand)
+  [ -f bench/analysis_whole.md ] && { echo; cat bench/analysis_whole.md; }; } >> bench/RESULTS.md
 echo "run.sh: wrote bench/RESULTS.md ($(( $(date +%s) - start )) s)" >&2

@@ -294,6 +294,24 @@ def write_md(records, caches, a):
             else:
                 line += " %.0f MiB |" % (rss / MIB)
             out.append(line)
+        # the targets of issue 15, counted: each row at ≤ 1.25× its limit (medians), restore RSS within N × state + 64 MiB
+        out.append("")
+        for c in caches:
+            met, miss = [], []
+            for name in names:
+                ours = next(r for r in recs if r["row"] == name and r["kind"] == "ours")
+                lim = next((r for r in recs if r["row"] == name and r["kind"] == "limit"), None)
+                if ours["failed"] or not lim or not lim[c]["median"] or not ours[c]["median"]:
+                    miss.append("%s (n/a)" % name)
+                    continue
+                q = ours[c]["median"] / lim[c]["median"]
+                (met if q <= 1.25 else miss).append("%s %.2f×" % (name, q))
+            out.append("Target ≤ 1.25×, %s: met by %d of %d rows%s." % (
+                c, len(met), len(met) + len(miss), "; not met: " + ", ".join(miss) if miss else ""))
+        over = [r["row"] for r in recs if r["kind"] == "ours" and r["row"].startswith("restore N=") and
+                max((r[c]["rss_max"] or 0) for c in caches) > r["replicas"] * b + 64 * MIB]
+        out.append("Peak RSS ≤ N × state + 64 MiB: %s." % ("met by every restore row" if not over else
+                                                          "not met by " + ", ".join(over)))
         peers = [r for r in recs if r["kind"].startswith("peer")]
         if peers:
             out.append("")
