@@ -355,7 +355,7 @@ int ckpt_reader_verify_all(ckpt_reader *r)
 	if (rc < 0)
 		return rc;
 	int batched = rc == CKPT_OK;
-	ckpt_error_clear(); /* no room for the batch: entry by entry */
+	ckpt_error_clear(); /* declined, or no room for the request list: the rest entry by entry */
 	rc = CKPT_OK;
 	for (size_t i = 0; rc == CKPT_OK && i < r->nvars; i++)
 		if (!batched || !batchable(&r->vars[i]))
