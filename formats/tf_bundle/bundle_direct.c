@@ -111,23 +111,8 @@ typedef struct dplan {
 	size_t npieces;
 	int verify;
 	atomic_size_t next;
-	atomic_int failed;
-	pthread_mutex_t lock;
-	size_t err_span;   /* lowest failing span, SIZE_MAX = none */
-	ckpt__error_slot err;
+	tfb_first_error err; /* the lowest failing span's */
 } dplan;
-
-static void plan_fail(dplan *p, size_t span)
-{
-	atomic_store(&p->failed, 1);
-	pthread_mutex_lock(&p->lock);
-	if (span < p->err_span) {
-		p->err_span = span;
-		ckpt__error_capture(&p->err);
-	}
-	pthread_mutex_unlock(&p->lock);
-	ckpt_error_clear(); /* a helper thread keeps no error strings */
-}
 
 /* The first piece of chunk c that needs bytes at or past `got` (the one a short read fails). */
 static const dpiece *first_short(const dplan *p, const dchunk *c, uint64_t got)
@@ -174,11 +159,11 @@ static void run_chunks(dplan *p, unsigned char *buf)
 {
 	for (;;) {
 		size_t k = atomic_fetch_add(&p->next, 1);
-		if (k >= p->nchunks || atomic_load_explicit(&p->failed, memory_order_relaxed))
+		if (k >= p->nchunks || atomic_load_explicit(&p->err.failed, memory_order_relaxed))
 			return;
 		const dchunk *c = &p->chunks[k];
 		if (read_chunk(p, c, buf) < 0) {
-			plan_fail(p, p->pieces[c->p0].span);
+			tfb_first_error_note(&p->err, p->pieces[c->p0].span);
 			return;
 		}
 		for (size_t j = c->p0; j < c->p1; j++) {
@@ -291,12 +276,10 @@ int tfb_direct_read(tfb_span *spans, size_t n, const int *fds, const char *const
 	p->fds = fds;
 	p->paths = paths;
 	p->verify = verify;
-	p->err_span = SIZE_MAX;
 	atomic_init(&p->next, 0);
-	atomic_init(&p->failed, 0);
-	pthread_mutex_init(&p->lock, NULL);
+	tfb_first_error_init(&p->err);
 	int rc = build_plan(p);
-	int *dfds = NULL;
+	int *dfds = NULL, finished = 0;
 	if (rc == CKPT_OK && policy == TFB_DIRECT_AUTO) {
 		/* three quarters cached or more: entry by entry through the page cache wins (one copy, not two) */
 		int share = mark_cached(p);
@@ -333,9 +316,9 @@ int tfb_direct_read(tfb_span *spans, size_t n, const int *fds, const char *const
 		for (int i = 0; i < started; i++)
 			pthread_join(t[i], NULL);
 		ckpt__buffer_free(buf);
-		if (p->err_span != SIZE_MAX)
-			rc = ckpt__error_raise(&p->err);
-		else if (atomic_load(&p->next) < p->nchunks)
+		rc = tfb_first_error_finish(&p->err);
+		finished = 1;
+		if (rc == CKPT_OK && atomic_load(&p->next) < p->nchunks)
 			rc = ckpt__fail(CKPT_ENOMEM, paths[p->chunks[0].shard], NULL, -1,
 				"no memory for the buffers of the cold-read pipeline");
 	}
@@ -354,8 +337,8 @@ int tfb_direct_read(tfb_span *spans, size_t n, const int *fds, const char *const
 	ckpt__free(dfds);
 	ckpt__free(p->chunks);
 	ckpt__free(p->pieces);
-	ckpt__error_slot_clear(&p->err);
-	pthread_mutex_destroy(&p->lock);
+	if (!finished)
+		(void)tfb_first_error_finish(&p->err); /* the workers never ran: nothing failed, only the lock to free */
 	ckpt__free(p);
 	return rc;
 }

@@ -761,40 +761,24 @@ typedef struct par_pass {
 	unsigned char *dst;        /* NULL: verify through bounce buffers */
 	size_t n, chunk, nchunks;
 	int verify;
-	atomic_int failed;
-	pthread_mutex_t lock;
-	size_t err_chunk;          /* lowest failing chunk, SIZE_MAX = none */
-	ckpt__error_slot err;
+	tfb_first_error err;       /* the lowest failing chunk's */
 	uint32_t crc[PAR_MAX_CHUNKS];
 } par_pass;
-
-/* Keep the error of the lowest failing chunk (what a serial read would have reported). */
-static void par_fail(par_pass *p, size_t k)
-{
-	atomic_store(&p->failed, 1);
-	pthread_mutex_lock(&p->lock);
-	if (k < p->err_chunk) {
-		p->err_chunk = k;
-		ckpt__error_capture(&p->err);
-	}
-	pthread_mutex_unlock(&p->lock);
-	ckpt_error_clear(); /* a helper thread keeps no error strings */
-}
 
 static void par_chunk(void *arg, size_t k)
 {
 	par_pass *p = arg;
-	if (atomic_load_explicit(&p->failed, memory_order_relaxed))
+	if (atomic_load_explicit(&p->err.failed, memory_order_relaxed))
 		return;
 	tfb_reader *s = p->r->state;
 	unsigned char *bounce = NULL;
 	if (!p->dst && !(bounce = bounce_get(s))) {
-		par_fail(p, k);
+		tfb_first_error_note(&p->err, k);
 		return;
 	}
 	size_t a = k * p->chunk, len = p->n - a < p->chunk ? p->n - a : p->chunk;
 	if (read_span(p->r, p->i, p->io, p->dst ? p->dst + a : NULL, bounce, a, len, p->verify, &p->crc[k]) < 0)
-		par_fail(p, k);
+		tfb_first_error_note(&p->err, k);
 	bounce_put(s, bounce);
 }
 
@@ -811,9 +795,7 @@ static int par_read(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, s
 	p->dst = dst;
 	p->n = n;
 	p->verify = !r->opts.no_verify;
-	p->err_chunk = SIZE_MAX;
-	atomic_init(&p->failed, 0);
-	pthread_mutex_init(&p->lock, NULL);
+	tfb_first_error_init(&p->err);
 	size_t chunk = n / ((size_t)threads * PAR_CHUNKS_PER_THREAD);
 	if (chunk < PAR_CHUNK_MIN)
 		chunk = PAR_CHUNK_MIN;
@@ -823,10 +805,8 @@ static int par_read(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, s
 	p->chunk = chunk;
 	p->nchunks = (n + chunk - 1) / chunk;
 	tfb_par_for(p->nchunks, par_chunk, p);
-	int rc = CKPT_OK;
-	if (p->err_chunk != SIZE_MAX) {
-		rc = ckpt__error_raise(&p->err);
-	} else if (p->verify) {
+	int rc = tfb_first_error_finish(&p->err);
+	if (rc == CKPT_OK && p->verify) {
 		uint32_t crc = p->crc[0];
 		for (size_t k = 1; k < p->nchunks; k++) {
 			size_t len = n - k * chunk < chunk ? n - k * chunk : chunk;
@@ -835,8 +815,6 @@ static int par_read(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *dst, s
 		if (crc != r->vars[i].crc32c)
 			rc = crc_mismatch(r, i, crc);
 	}
-	ckpt__error_slot_clear(&p->err);
-	pthread_mutex_destroy(&p->lock);
 	ckpt__free(p);
 	return rc;
 }

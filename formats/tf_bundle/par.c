@@ -20,6 +20,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include "tfb.h"
 
 #define MAX_HELPERS 63
@@ -159,4 +160,32 @@ void tfb_par_for(size_t n, tfb_par_fn fn, void *arg)
 	tfb_par_job j;
 	tfb_par_start(&j, n, fn, arg);
 	tfb_par_finish(&j);
+}
+
+void tfb_first_error_init(tfb_first_error *e)
+{
+	atomic_init(&e->failed, 0);
+	pthread_mutex_init(&e->lock, NULL);
+	e->at = SIZE_MAX;
+	memset(&e->err, 0, sizeof(e->err));
+}
+
+void tfb_first_error_note(tfb_first_error *e, size_t index)
+{
+	atomic_store(&e->failed, 1);
+	pthread_mutex_lock(&e->lock);
+	if (index < e->at) {
+		e->at = index;
+		ckpt__error_capture(&e->err);
+	}
+	pthread_mutex_unlock(&e->lock);
+	ckpt_error_clear(); /* a helper thread keeps no error strings */
+}
+
+int tfb_first_error_finish(tfb_first_error *e)
+{
+	int rc = e->at != SIZE_MAX ? ckpt__error_raise(&e->err) : CKPT_OK;
+	ckpt__error_slot_clear(&e->err);
+	pthread_mutex_destroy(&e->lock);
+	return rc;
 }

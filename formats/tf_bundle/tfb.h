@@ -14,6 +14,8 @@
 #ifndef CKPT_TFB_H
 #define CKPT_TFB_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include "../format.h"
 
 #define TFB_TABLE_MAGIC 0xdb4775248b80fb57ull
@@ -189,6 +191,22 @@ int tfb_par_start(tfb_par_job *j, size_t n, tfb_par_fn fn, void *arg);
 void tfb_par_finish(tfb_par_job *j);
 /** start + finish. */
 void tfb_par_for(size_t n, tfb_par_fn fn, void *arg);
+
+/**
+ * The error a parallel pass reports: the one of the lowest failing index,
+ * which a serial pass would have met first. Threads call tfb_first_error_note
+ * right after a failure (it clears their own error); the owner raises it.
+ */
+typedef struct tfb_first_error {
+	atomic_int failed;     /* any failure yet: workers stop early */
+	pthread_mutex_t lock;
+	size_t at;             /* lowest failing index, SIZE_MAX = none */
+	ckpt__error_slot err;
+} tfb_first_error;
+void tfb_first_error_init(tfb_first_error *e);
+void tfb_first_error_note(tfb_first_error *e, size_t index);
+/** CKPT_OK when nothing failed, else that error raised on this thread; frees what e holds. */
+int tfb_first_error_finish(tfb_first_error *e);
 
 /* ---- the cold-read pipeline: several O_DIRECT reads in flight (bundle_direct.c) ---- */
 
