@@ -88,7 +88,10 @@ typedef struct ckpt_strategy_methods {
 	int (*barrier)(ckpt_strategy *s);
 	/** Optional. End of ckpt_strategy_run: agree on its status (rc, this thread's last error); returns the agreed one. */
 	int (*run_end)(ckpt_strategy *s, int rc);
-	/** Cross-replica read of a sync-on-read SUM / MEAN / ONLY_FIRST variable into `dst` (n bytes), aggregated over every process. */
+	/**
+	 * Cross-replica read of a sync-on-read SUM / MEAN / ONLY_FIRST variable
+	 * into `dst` (n bytes), aggregated over every process.
+	 */
 	int (*read)(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n);
 	/** Write a checkpoint (replaces the single-writer path; all-or-nothing across processes). */
 	int (*write)(ckpt_strategy *s, const ckpt_strategy_save_request *req);
