@@ -25,7 +25,8 @@ sed -i -E \
   -e 's/\bckpt__strategy_create\b/ckpt_strategy_custom_new/g' \
   -e 's/\bckpt__strategy_impl\b/ckpt_strategy_impl/g' \
   -e 's/\bckpt__save_request\b/ckpt_strategy_save_request/g' \
-  -e 's/\bckpt__variable_(fill_from_primary|local_copy)\b/ckpt_variable_\1/g' \
+  -e 's/\bckpt__variable_(fill_from_primary|local_copy|read_copy|write_copy|on_device)\b/ckpt_variable_\1/g' \
+  -e 's/\bckpt__strategy_attach_memory\b/ckpt_strategy_attach_memory/g' \
   -e 's/\bCKPT__KIND_(F32|F64|I32|I64)\b/CKPT_REDUCE_ELEM_\1/g' \
   -e 's/\bckpt__tfb_part_finish\(([^,()]+), ([^,()]+), ([^,()]+), ([^,()]+)\)/ckpt_bundle_part_finish(\3, \4, \1, \2)/g' \
   -e 's/\bckpt__tfb_part_(open|add_slice|add_partitioned_entry|add|free|discard)\b/ckpt_bundle_part_\1/g' \
