@@ -1,7 +1,7 @@
 /*
  * The `ckpt` tool, run as a separate process (CKPT_CLI_PATH): help and
  * usage errors, `inspect --json` on every fixture against an independent
- * Python oracle (tests/scripts/expected_inspect.py: dump_bundle.py / h5py
+ * Python oracle (tests/scripts/expected_inspect.py: bundle_check.py / h5py
  * + zlib.crc32, itself checked against each CONTENTS.txt), corruption and
  * missing data files, verify, diff, convert.
  */
@@ -513,7 +513,7 @@ Test(cli, diff_missing_extra_and_dtype)
 
 /* ---- convert ---- */
 
-/* The oracle's listing of any checkpoint (dump_bundle.py / h5py, never libckpt): {"variables": [...]}. */
+/* The oracle's listing of any checkpoint (bundle_check.py / h5py, never libckpt): {"variables": [...]}. */
 static ts_run_result oracle_inspect(const char *path)
 {
 	char *const argv[] = { TS_PYTHON, ORACLE, (char *)path, NULL };
@@ -567,11 +567,11 @@ Test(cli, convert_tf_to_tf_preserves_every_value)
 	r = ts_cli("convert", src, out, "--to", "tf", NULL);
 	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
 	ts_run_free(&r);
-	/* judged by the independent reader (dump_bundle.py), which also checks the written file's checksums */
+	/* judged by the independent reader (bundle_check.py), which also checks the written file's checksums */
 	a = crcs_by(src, 1);
 	b = crcs_by(out, 1);
 	cr_assert_gt(json_object_size(a), 0);
-	cr_assert(json_equal(a, b), "crc32 per name preserved (as dump_bundle.py reads both)");
+	cr_assert(json_equal(a, b), "crc32 per name preserved (as bundle_check.py reads both)");
 	json_decref(a);
 	json_decref(b);
 	r = ts_cli("diff", src, out, NULL);
@@ -705,7 +705,7 @@ static int strcmp_ptr(const char **a, const char **b)
 }
 
 /* Sorted "crc32 dtype shape" lines of `ckpt inspect --json`, without the object-graph entry. */
-/* The sorted "crc32 dtype shape" lines of a checkpoint, as the oracle (dump_bundle.py / h5py) reads it. */
+/* The sorted "crc32 dtype shape" lines of a checkpoint, as the oracle (bundle_check.py / h5py) reads it. */
 static char *value_multiset(const char *path)
 {
 	ts_run_result r = oracle_inspect(path);
@@ -781,7 +781,7 @@ Test(cli, convert_keras_round_trip_every_fixture, .timeout = 600)
 		r = ts_cli("verify", back, NULL);
 		cr_assert_eq(r.status, 0, "%s", r.err);
 		ts_run_free(&r);
-		/* values as the independent readers see them: h5py for Keras files, dump_bundle.py for the bundle */
+		/* values as the independent readers see them: h5py for Keras files, bundle_check.py for the bundle */
 		want = value_multiset(src);
 		got = value_multiset(tf);
 		cr_assert_str_eq(got, want, "%s: crc32s after Keras -> TF", src);
