@@ -48,7 +48,7 @@ int ckpt__name_set_add(ckpt__name_set *s, const char *name, size_t len, uint32_t
 	size_t i;
 	if (id == UINT32_MAX)
 		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "more than %u names", UINT32_MAX - 1);
-	if (2 * (s->n + 1) > s->cap)
+	if (4 * (s->n + 1) > 3 * s->cap) /* at most 3/4 full */
 		CKPT_TRY(grow(s));
 	for (i = h & (s->cap - 1); s->slot[i]; i = (i + 1) & (s->cap - 1)) {
 		size_t ol;

@@ -16,7 +16,7 @@ typedef const char *(*ckpt__name_of)(const void *ctx, uint32_t id, size_t *len);
 
 typedef struct ckpt__name_set {
 	uint64_t *slot;      /* hash << 32 | (id + 1); 0 = empty */
-	size_t cap, n;       /* cap a power of 2, kept at least twice n */
+	size_t cap, n;       /* cap a power of 2, at most 3/4 full */
 	ckpt__name_of name_of;
 	const void *ctx;
 } ckpt__name_set;
