@@ -189,6 +189,16 @@ Test(meta_budget, safetensors_shape_of_millions_of_zeros_fails_at_rank_33_within
 	free(p);
 }
 
+Test(meta_budget, safetensors_shape_of_zeros_filling_the_100_mb_cap)
+{
+	char *p = ts_join(dir, "zeros_cap.safetensors");
+	uint64_t hl = st_write(p, "{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,0],\"shape\":[", "0,", 49900000, "0",
+		"]}}", 100000000);
+	check_budget("safetensors, header at the 100 MB cap, shape of 49.9 M zeros", p, hl, 1,
+		"rank 49900001 above the maximum 32");
+	free(p);
+}
+
 Test(meta_budget, safetensors_header_at_the_100_mb_cap)
 {
 	/* __metadata__ of 1000-byte values filling the header to exactly the reference's cap */
