@@ -4,7 +4,11 @@
 #include "internal.h"
 #include "kv_store.h"
 
-#define REC_HEAD 18 /* type, element type, count, nbytes */
+/* the record head after the key's NUL: the type; for arrays also the element type and the u64 count */
+static size_t head_len(ckpt_kv_type type)
+{
+	return type == CKPT_KV_ARRAY ? 10 : 1;
+}
 
 static const char *key_of(const void *ctx, uint32_t id, size_t *len)
 {
@@ -46,12 +50,12 @@ static int reserve(void **p, size_t *cap, size_t need, size_t elem)
 int ckpt__kv_append(ckpt__kv_store *s, const char *key, size_t klen, ckpt_kv_type type, ckpt_kv_type elem,
 	uint64_t count, uint64_t nbytes, unsigned char **data, uint32_t *dup)
 {
-	size_t at = s->len, need;
+	size_t at = s->len, need, hl = head_len(type);
 	unsigned char *p;
 	int rc;
-	if (nbytes > SIZE_MAX - klen - 1 - REC_HEAD - at)
+	if (nbytes > SIZE_MAX - klen - 1 - hl - at)
 		return ckpt__fail(CKPT_ELIMIT, NULL, key, -1, "metadata value of %llu bytes", (unsigned long long)nbytes);
-	need = at + klen + 1 + REC_HEAD + (size_t)nbytes;
+	need = at + klen + 1 + hl + (size_t)nbytes;
 	CKPT_TRY(reserve((void **)&s->blob, &s->cap, need, 1));
 	CKPT_TRY(reserve((void **)&s->rec, &s->rcap, s->n + 1, sizeof(*s->rec)));
 	p = s->blob + at;
@@ -63,11 +67,12 @@ int ckpt__kv_append(ckpt__kv_store *s, const char *key, size_t klen, ckpt_kv_typ
 		return rc;
 	p += klen + 1;
 	p[0] = (unsigned char)type;
-	p[1] = (unsigned char)elem;
-	memcpy(p + 2, &count, 8);
-	memcpy(p + 10, &nbytes, 8);
-	*data = p + REC_HEAD;
-	s->len = need;
+	if (type == CKPT_KV_ARRAY) {
+		p[1] = (unsigned char)elem;
+		memcpy(p + 2, &count, 8);
+	}
+	*data = p + hl;
+	s->len = need; /* a value's size is where the next record (or the blob) begins */
 	s->n++;
 	return 0;
 }
@@ -81,15 +86,9 @@ static unsigned char *last_head(ckpt__kv_store *s)
 
 int ckpt__kv_grow_last(ckpt__kv_store *s, uint64_t n, unsigned char **data)
 {
-	unsigned char *h;
-	uint64_t nb;
 	if (n > SIZE_MAX - s->len)
 		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "metadata of more than %zu bytes", s->len);
 	CKPT_TRY(reserve((void **)&s->blob, &s->cap, s->len + (size_t)n, 1));
-	h = last_head(s);
-	memcpy(&nb, h + 10, 8);
-	nb += n;
-	memcpy(h + 10, &nb, 8);
 	*data = s->blob + s->len;
 	s->len += (size_t)n;
 	return CKPT_OK;
@@ -98,6 +97,8 @@ int ckpt__kv_grow_last(ckpt__kv_store *s, uint64_t n, unsigned char **data)
 void ckpt__kv_set_last(ckpt__kv_store *s, ckpt_kv_type elem, uint64_t count)
 {
 	unsigned char *h = last_head(s);
+	if (h[0] != CKPT_KV_ARRAY)
+		return;
 	h[1] = (unsigned char)elem;
 	memcpy(h + 2, &count, 8);
 }
@@ -119,14 +120,18 @@ void ckpt__kv_seal(ckpt__kv_store *s)
 void ckpt__kv_get(const ckpt__kv_store *s, size_t i, ckpt_kv *out)
 {
 	const unsigned char *p = s->blob + s->rec[i];
-	size_t kl = strlen((const char *)p);
+	size_t kl = strlen((const char *)p), end = i + 1 < s->n ? (size_t)s->rec[i + 1] : s->len;
 	out->key = (const char *)p;
 	p += kl + 1;
 	out->type = (ckpt_kv_type)p[0];
-	out->elem_type = (ckpt_kv_type)p[1];
-	memcpy(&out->count, p + 2, 8);
-	memcpy(&out->nbytes, p + 10, 8);
-	out->data = p + REC_HEAD;
+	out->elem_type = CKPT_KV_U8;
+	out->count = 1;
+	if (out->type == CKPT_KV_ARRAY) {
+		out->elem_type = (ckpt_kv_type)p[1];
+		memcpy(&out->count, p + 2, 8);
+	}
+	out->data = p + head_len(out->type);
+	out->nbytes = (uint64_t)(s->blob + end - out->data);
 }
 
 void ckpt__kv_free(ckpt__kv_store *s)

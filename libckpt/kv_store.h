@@ -5,9 +5,10 @@
  * "safetensors.metadata") is rendered from it only when someone asks
  * (kv_json.c); ckpt_reader_kv() reads it in place.
  *
- * A record: the key, a NUL, u8 type, u8 element type, u64 count, u64
- * nbytes (both native order, unaligned), then nbytes of value as GGUF
- * stores it (ckpt_kv's `data`).
+ * A record: the key, a NUL, u8 type (arrays: then u8 element type and u64
+ * count, native order, unaligned), then the value as GGUF stores it
+ * (ckpt_kv's `data`) up to the next record: 2 bytes more than the key and
+ * value themselves for a scalar or string.
  */
 #ifndef CKPT_KV_STORE_H
 #define CKPT_KV_STORE_H

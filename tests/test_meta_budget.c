@@ -39,8 +39,8 @@
 #define META_PER_BYTE 6
 #define META_ASAN 1
 #else
-#define META_FIXED_MIB 48   /* the process, its libraries, I/O windows */
-#define META_PER_BYTE 5     /* multiple of the metadata bytes (README.md) */
+#define META_FIXED_MIB 32   /* the process, its libraries, I/O windows */
+#define META_PER_BYTE 4     /* multiple of the metadata bytes (README.md) */
 #define META_ASAN 0
 #endif
 
