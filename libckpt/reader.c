@@ -378,7 +378,7 @@ ckpt_object_graph *ckpt__reader_take_object_graph(ckpt_reader *r)
 	return g;
 }
 
-static int meta_set(char ***keys, char ***vals, size_t *n, const char *key, const char *value);
+static int meta_put(char ***keys, char ***vals, size_t *n, const char *key, char *v);
 
 /* the JSON of the typed pairs is rendered once, on the first request, by whichever thread asks first */
 static pthread_mutex_t meta_render_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -396,15 +396,19 @@ const char *ckpt_reader_meta(const ckpt_reader *r, const char *key)
 	const char *v;
 	if (!r || !key)
 		return NULL;
-	if ((v = meta_find(r, key)) || !r->kv || strcmp(key, r->kv->json_key) != 0)
-		return v;
+	if (!r->kv)
+		return meta_find(r, key);
+	/* a reader with typed pairs may grow its metadata here: every lookup of it takes the lock */
 	pthread_mutex_lock(&meta_render_lock);
-	if (!(v = meta_find(r, key))) {
+	if ((v = meta_find(r, key)) || strcmp(key, r->kv->json_key) != 0) {
+		pthread_mutex_unlock(&meta_render_lock);
+		return v;
+	}
+	{
 		ckpt_reader *w = (ckpt_reader *)r; /* a cache: what the reader holds does not change */
 		char *s = ckpt__kv_render_json(r->kv);
-		if (s && meta_set(&w->meta_keys, &w->meta_vals, &w->nmeta, key, s) == CKPT_OK)
+		if (s && meta_put(&w->meta_keys, &w->meta_vals, &w->nmeta, key, s) == CKPT_OK)
 			v = meta_find(r, key);
-		ckpt__free(s);
 	}
 	pthread_mutex_unlock(&meta_render_lock);
 	return v;
@@ -424,11 +428,9 @@ int ckpt_reader_kv(ckpt_kv *out, const ckpt_reader *r, size_t i)
 	return CKPT_OK;
 }
 
-static int meta_set(char ***keys, char ***vals, size_t *n, const char *key, const char *value)
+/* Set key to v, which the table takes (freed on failure too). */
+static int meta_put(char ***keys, char ***vals, size_t *n, const char *key, char *v)
 {
-	char *v = ckpt__strdup(value ? value : "");
-	if (!v)
-		return CKPT_ENOMEM;
 	for (size_t i = 0; i < *n; i++)
 		if (strcmp((*keys)[i], key) == 0) {
 			ckpt__free((*vals)[i]);
@@ -450,6 +452,12 @@ static int meta_set(char ***keys, char ***vals, size_t *n, const char *key, cons
 	(*vals)[*n] = v;
 	(*n)++;
 	return CKPT_OK;
+}
+
+static int meta_set(char ***keys, char ***vals, size_t *n, const char *key, const char *value)
+{
+	char *v = ckpt__strdup(value ? value : "");
+	return v ? meta_put(keys, vals, n, key, v) : CKPT_ENOMEM;
 }
 
 int ckpt__reader_set_meta(ckpt_reader *r, const char *key, const char *value)
