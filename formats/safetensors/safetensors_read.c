@@ -379,7 +379,8 @@ static int parse_header(ckpt_reader *r, st_state *s, const char *hb, size_t hn, 
 	n = h.n;
 	if (rc < 0)
 		goto out;
-	qsort(tmp, n, sizeof(*tmp), cmp_tmp);
+	if (n) /* tmp is NULL for a header of no tensors */
+		qsort(tmp, n, sizeof(*tmp), cmp_tmp);
 	for (size_t i = 0; i < n; i++) {
 		const char *name = r->vars[tmp[i].idx].name;
 		if (tmp[i].begin > expect) {
