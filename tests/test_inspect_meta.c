@@ -96,3 +96,48 @@ Test(inspect_meta, long_arrays_are_a_prefix_that_says_so, .timeout = 120)
 	ts_rmtree(dir);
 	free(dir);
 }
+
+/* The text lists a partitioned entry's slices; so does the JSON. */
+Test(inspect_meta, partitioned_entries_list_their_slices, .timeout = 120)
+{
+	const ckpt_shape full = { 2, { 10, 6 } };
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
+	ckpt_checkpoint *ck;
+	ckpt_partitioned *p;
+	float init[60] = { 0 };
+	char *dir = ts_tmpdir(), *prefix = ts_join(dir, "ckpt");
+	const char *path;
+	json_t *doc, *v, *sl;
+	size_t i;
+	int found = 0;
+
+	o.no_fsync = 1;
+	vo.initial_value = init;
+	cr_assert_eq(ckpt_checkpoint_new(&ck, &o), CKPT_OK);
+	cr_assert_eq(ckpt_partitioned_new(&p, "emb", CKPT_DT_FLOAT, &full, 3, &vo), CKPT_OK);
+	cr_assert_eq(ckpt_object_track_partitioned(ckpt_checkpoint_root(ck), "table", p), CKPT_OK);
+	cr_assert_eq(ckpt_checkpoint_save(&path, ck, prefix), CKPT_OK);
+	ts_run_result r = ts_cli("inspect", "--json", path, NULL);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	doc = json_loads(r.out, 0, NULL);
+	cr_assert_not_null(doc);
+	json_array_foreach(json_object_get(doc, "variables"), i, v) {
+		if (!(sl = json_object_get(v, "slices")))
+			continue;
+		found++;
+		cr_assert_eq(json_array_size(sl), 3, "%s", r.out);
+		/* rows [0, 4) [4, 7) [7, 10), every column */
+		cr_assert_eq(json_integer_value(json_array_get(json_array_get(json_array_get(sl, 1), 0), 0)), 4);
+		cr_assert_eq(json_integer_value(json_array_get(json_array_get(json_array_get(sl, 2), 0), 1)), 10);
+		cr_assert_eq(json_integer_value(json_array_get(json_array_get(json_array_get(sl, 0), 1), 1)), 6);
+	}
+	cr_assert_eq(found, 1, "%s", r.out);
+	json_decref(doc);
+	ts_run_free(&r);
+	ckpt_checkpoint_free(ck);
+	ckpt_partitioned_free(p);
+	free(prefix);
+	ts_rmtree(dir);
+	free(dir);
+}

@@ -11,6 +11,7 @@
  *   {"path": "...", "format": "tf-bundle", "variables": [{"name": "<key as
  *   stored>", "dtype": "float32", "shape": [2, 2], "bytes": 16,
  *   "crc32": "0x1a2b3c4d", "crc32c": "0x5e6f7a8b", "role": "model"}, ...]}
+ * (a partitioned entry adds "slices": [[[start, end] or null per dimension], ...])
  * with crc32 = zlib crc32 of the tensor (ckpt_tensor_crc32) and crc32c its
  * CRC-32C (ckpt_tensor_crc32c, what `ckpt restore` checks copies against),
  * null when the data cannot be read (the error goes to stderr and the exit status is 1),
@@ -72,6 +73,24 @@ static void read_all(inspect_state *st)
 	}
 }
 
+static void print_slices_json(const ckpt_var_info *v)
+{
+	fputs(", \"slices\": [", stdout);
+	for (size_t k = 0; k < v->nslices; k++) {
+		const ckpt_slice *sl = &v->slices[k];
+		fputs(k ? ", [" : "[", stdout);
+		for (int d = 0; d < sl->rank; d++) {
+			const ckpt_extent *e = &sl->extents[d];
+			if (e->length < 0)
+				printf("%snull", d ? ", " : "");
+			else
+				printf("%s[%" PRId64 ", %" PRId64 "]", d ? ", " : "", e->start, e->start + e->length);
+		}
+		fputc(']', stdout);
+	}
+	fputc(']', stdout);
+}
+
 static void print_json(const inspect_state *st)
 {
 	size_t i;
@@ -107,6 +126,8 @@ static void print_json(const inspect_state *st)
 			fputs(", \"ggml_type\": ", stdout);
 			jout_cstring(stdout, cli_flat_qtype(qtypes, v->name));
 		}
+		if (v->nslices) /* a partitioned entry: its slices, [start, end] per dimension (null: all of it) */
+			print_slices_json(v);
 		if (v->sync_source != CKPT_SYNC_SOURCE_NONE) {
 			/* only where saved_model.pb or --sync-on-read says it */
 			fputs(", \"sync\": ", stdout);
