@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
 
@@ -70,6 +72,29 @@ int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
 			"this file system cannot create a file exclusively (no CKPT_VFS_CAP_EXCL)");
 	return vfs->methods->open(vfs, path, flags, out);
+}
+
+int ckpt__vfs_open_fd(ckpt_vfs *vfs, const char *path, uint64_t *size)
+{
+	/* a probe: whatever it meets, the caller's last error is left as it was */
+	ckpt__error_slot before = { 0 };
+	ckpt__error_capture(&before);
+	ckpt_io *io = NULL;
+	int fd = -1;
+	if (ckpt_vfs_open(vfs, path, CKPT_IO_READ, &io) == CKPT_OK) {
+		fd = ckpt_io_fd(io) >= 0 ? fcntl(ckpt_io_fd(io), F_DUPFD_CLOEXEC, 0) : -1;
+		struct stat st;
+		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd >= 0)
+			*size = (uint64_t)st.st_size;
+		ckpt_io_close(io);
+	}
+	ckpt__error_raise(&before);
+	ckpt__error_slot_clear(&before);
+	return fd;
 }
 
 unsigned ckpt_vfs_caps(const ckpt_vfs *vfs)

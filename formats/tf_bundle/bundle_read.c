@@ -872,7 +872,12 @@ static int read_verified(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *d
 	int threads = n >= PAR_MIN_BYTES ? tfb_par_threads() : 1;
 	if (threads > 1)
 		return par_read(r, i, io, dst, n, threads);
-	if (s->x[i].run_len && r->vfs == ckpt_vfs_default())
+	/*
+	 * Reading a run of small entries ahead pays on a local file (one that
+	 * lends a descriptor); a file system without one (remote, counting,
+	 * fault-injecting) gets exactly the bytes of each entry it is asked for.
+	 */
+	if (s->x[i].run_len && ckpt_io_fd(io) >= 0)
 		return read_small(r, i, io, dst, n);
 	unsigned char small[4096], *bounce = NULL;
 	if (!dst)
@@ -1103,8 +1108,8 @@ int tfb_verify(ckpt_reader *r, size_t i)
 int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 {
 	int policy = tfb_direct_policy();
-	if (policy == TFB_DIRECT_NEVER || r->vfs != ckpt_vfs_default())
-		return CKPT__DECLINED;
+	if (policy == TFB_DIRECT_NEVER)
+		return CKPT__DECLINED; /* and below: a data file whose io lends no descriptor */
 	uint64_t total = 0;
 	for (size_t k = 0; k < n; k++) {
 		if (!req[k].dst && r->opts.no_verify)

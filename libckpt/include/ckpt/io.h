@@ -40,7 +40,7 @@ typedef struct ckpt_vfs ckpt_vfs;
 /** Open flags. */
 enum {
 	CKPT_IO_READ = 1,
-	CKPT_IO_WRITE = 2,   /**< create or truncate, write-only */
+	CKPT_IO_WRITE = 2,   /**< create or truncate, write-only (with CKPT_IO_READ: and read back what was written) */
 	/**
 	 * With CKPT_IO_WRITE: create the file only if `path` does not exist, in
 	 * one atomic step, else fail with CKPT_EEXIST. Only for file systems with
