@@ -178,6 +178,12 @@ int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n);
  * no error set otherwise (the VFS path that follows reports any error).
  */
 int ckpt__vfs_open_fd(ckpt_vfs *vfs, const char *path, uint64_t *size);
+/**
+ * ckpt_io_pread_direct without its fallback: CKPT_EUNSUPPORTED (error set)
+ * when the io cannot read around the page cache, or refuses this request
+ * (alignment). n 0 asks only whether it can.
+ */
+int ckpt__io_pread_direct_only(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
 
 /* ---- the one-writer lock of a checkpoint directory (ckpt_vfs_lock) ---- */
 

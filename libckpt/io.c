@@ -52,17 +52,23 @@ int ckpt_io_fd(const ckpt_io *io)
 	return io->methods->fd((ckpt_io *)io);
 }
 
+int ckpt__io_pread_direct_only(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+{
+	*got = 0;
+	if (!IO_V2(io, pread_direct))
+		return ckpt__fail(CKPT_EUNSUPPORTED, io->path, NULL, -1, "this file cannot be read around the page cache");
+	return io->methods->pread_direct(io, buf, n, off, got);
+}
+
 int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
 {
 	size_t dummy;
 	if (!got)
 		got = &dummy;
-	if (IO_V2(io, pread_direct)) {
-		int rc = io->methods->pread_direct(io, buf, n, off, got);
-		if (rc != CKPT_EUNSUPPORTED)
-			return rc;
-		ckpt_error_clear(); /* no direct I/O here: the ordinary read below */
-	}
+	int rc = ckpt__io_pread_direct_only(io, buf, n, off, got);
+	if (rc != CKPT_EUNSUPPORTED)
+		return rc;
+	ckpt_error_clear(); /* no direct I/O here: the ordinary read */
 	return io->methods->pread(io, buf, n, off, got);
 }
 
@@ -176,8 +182,29 @@ int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf,
 	return CKPT_OK;
 }
 
+/* Without rename (an object store): the final name in one write; the store publishes it whole at close. */
+static int write_in_place(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data)
+{
+	ckpt_io *io;
+	CKPT_TRY(ckpt_vfs_open(vfs, path, CKPT_IO_WRITE, &io));
+	int rc = ckpt_io_pwrite(io, buf, n, 0);
+	if (rc == CKPT_OK && fsync_data)
+		rc = ckpt_io_sync(io);
+	int crc = rc == CKPT_OK ? ckpt_io_close(io) : CKPT_OK;
+	if (rc < 0) {
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		ckpt_io_close(io);
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
+	return rc < 0 ? rc : crc;
+}
+
 int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data)
 {
+	if (ckpt_vfs_caps(vfs) & CKPT_VFS_CAP_NO_RENAME)
+		return write_in_place(vfs, path, buf, n, fsync_data);
 	static _Thread_local unsigned seq;
 	char *tmp = ckpt__asprintf("%s.tempstate%ld_%u_%u", path, (long)getpid(), (unsigned)time(NULL), ++seq);
 	if (!tmp)

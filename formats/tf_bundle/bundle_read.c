@@ -1119,18 +1119,17 @@ int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 	if (policy == TFB_DIRECT_AUTO && total < tfb_direct_min_bytes())
 		return CKPT__DECLINED;
 	tfb_span *spans = ckpt__malloc((n ? n : 1) * sizeof(*spans));
-	int *fds = ckpt__malloc((size_t)r->nshards * sizeof(*fds));
-	int rc = spans && fds ? CKPT_OK : CKPT_ENOMEM;
-	for (int i = 0; rc == CKPT_OK && i < r->nshards; i++)
-		fds[i] = -1;
+	ckpt_io **ios = ckpt__calloc((size_t)r->nshards, sizeof(*ios));
+	int rc = spans && ios ? CKPT_OK : CKPT_ENOMEM;
 	size_t m = 0;
 	for (size_t k = 0; rc == CKPT_OK && k < n; k++) {
 		const ckpt_var_info *v = &r->vars[req[k].entry];
 		ckpt_io *io = NULL;
-		if (locate(r, req[k].entry, &io) < 0 || (fds[v->shard] = ckpt_io_fd(io)) < 0) {
+		if (locate(r, req[k].entry, &io) < 0 || ckpt_io_fd(io) < 0) {
 			ckpt_error_clear();
 			rc = CKPT__DECLINED;
 		} else if (v->nbytes) {
+			ios[v->shard] = io;
 			tfb_span *sp = &spans[m++];
 			sp->shard = v->shard;
 			sp->off = (uint64_t)v->offset;
@@ -1141,7 +1140,7 @@ int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 		}
 	}
 	if (rc == CKPT_OK)
-		rc = tfb_direct_read(spans, m, fds, (const char *const *)r->shard_paths, r->nshards,
+		rc = tfb_direct_read(spans, m, ios, (const char *const *)r->shard_paths, r->nshards,
 			!r->opts.no_verify, policy);
 	for (size_t k = 0, j = 0; rc == CKPT_OK && !r->opts.no_verify && k < n; k++) {
 		const ckpt_var_info *v = &r->vars[req[k].entry];
@@ -1150,7 +1149,7 @@ int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 			rc = crc_mismatch(r, req[k].entry, got);
 	}
 	ckpt__free(spans);
-	ckpt__free(fds);
+	ckpt__free(ios);
 	return rc;
 }
 
