@@ -5,8 +5,8 @@
  *
  * Bytes past the end of the file read as zeros, as with the sec2 driver.
  * The truncate libhdf5 asks for at the end extends the file to its end of
- * allocation by writing its last byte; a ckpt_io cannot shrink a file, and a
- * file being created never needs it to (libhdf5 allocates forward).
+ * allocation by writing zeros up to it; a ckpt_io cannot shrink a file, and
+ * a file being created never needs it to (libhdf5 allocates forward).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -147,14 +147,17 @@ static herr_t vfd_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr,
 
 static herr_t vfd_truncate(H5FD_t *file, hid_t dxpl, hbool_t closing)
 {
+	static const char zeros[4096];
 	vfd_file *f = (vfd_file *)file;
 	(void)dxpl;
 	(void)closing;
-	if (f->sink->discard || f->eoa <= f->eof)
-		return 0;
-	if (ckpt_io_pwrite(f->sink->io, "", 1, (uint64_t)f->eoa - 1) < 0)
-		return io_failed(f->sink);
-	f->eof = f->eoa;
+	/* allocated but never written (the rest of an aggregated block): zeros, written like any other byte */
+	while (!f->sink->discard && f->eof < f->eoa) {
+		size_t n = f->eoa - f->eof < sizeof(zeros) ? (size_t)(f->eoa - f->eof) : sizeof(zeros);
+		if (ckpt_io_pwrite(f->sink->io, zeros, n, (uint64_t)f->eof) < 0)
+			return io_failed(f->sink);
+		f->eof += n;
+	}
 	return 0;
 }
 
