@@ -17,7 +17,10 @@
  * a table with version 1 ends after `map` / `destroy`, and the library never
  * reads the version-2 members of it; each of those is also NULL-able, with
  * the fallback its comment states. So a v1 table written for 0.1.0 keeps
- * working unchanged, and a new member is only ever appended.
+ * working unchanged, and a new member is only ever appended. Write tables
+ * with designated initializers (`{ .version = CKPT_VFS_METHODS_V2, .open =
+ * my_open, ... }`): members appended later then stay zero without a
+ * -Wmissing-field-initializers warning.
  *
  * Not files of the VFS: process-private scratch with no name (the Keras
  * archive reader's unnamed $TMPDIR file or memfd for a member, the HDF5
