@@ -13,6 +13,15 @@
  *     in the file by a dead holder is overwritten by the next. The file is
  *     never unlinked: removing it would let a second process lock a fresh
  *     inode while the first still holds the old one.
+ *     The lock goes only when the holder has finished dying, and that can
+ *     come well after its death was decided: a SIGKILLed process first
+ *     leaves an uninterruptible wait (an fsync on a busy disk), then frees
+ *     its memory, and closes its files last; mpirun returns without
+ *     waiting for the ranks it killed. A contender that finds the lock held
+ *     by a process that is exiting (SIGKILL pending, or every thread
+ *     exiting: /proc/PID/status and /proc/PID/task/TID/stat) therefore
+ *     waits for it to go — up to EXIT_WAIT_MS, 60 s — instead of refusing;
+ *     a live holder is refused at once, naming it.
  *   - an entry in an in-process registry, keyed by the lock file's
  *     device and inode (POSIX) or by VFS and directory (other VFSs), so a
  *     second manager of the same process is refused by the registry itself
@@ -26,6 +35,7 @@
  * A process that forks while holding the lock shares it with the child
  * (same open file description); O_CLOEXEC keeps exec'd children out.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -40,6 +50,8 @@
 #include "manager_internal.h"
 
 #define PID_TRIES 2000 /* x 1 ms: how long a contender waits for the holder's pid to appear */
+#define EXIT_WAIT_MS 60000 /* how long a contender waits for a killed holder to finish exiting */
+#define PF_EXITING_FLAG 0x4u /* include/linux/sched.h: the task is in do_exit() */
 
 struct ckpt__dir_lock {
 	int fd;                /* POSIX: the locked file, else -1 */
@@ -73,6 +85,100 @@ static long holder_pid(int fd)
 	return (end != buf && pid > 0) ? pid : 0;
 }
 
+/* What the process holding the lock is doing. */
+typedef enum holder_state {
+	HOLDER_LIVE,    /* running (or not inspectable): a real second trainer */
+	HOLDER_EXITING, /* dying, still holding its files: the lock goes when it is gone */
+	HOLDER_GONE,    /* no such process, or a zombie (its files are closed: someone else holds the lock) */
+} holder_state;
+
+/* The hexadecimal mask after `field` ("ShdPnd:") in a /proc status file; 0 when absent. */
+static unsigned long long status_mask(const char *path, const char *field)
+{
+	char buf[4096];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *p = strstr(buf, field);
+	return p ? strtoull(p + strlen(field), NULL, 16) : 0;
+}
+
+#define SIGKILL_BIT (1ull << (SIGKILL - 1))
+
+/*
+ * One thread of the holder, from /proc/PID/task/TID: 'Z' (it holds
+ * nothing), 'E' (exiting: PF_EXITING, or SIGKILL pending for it), 'L'
+ * (live), or 0 when it is gone or unreadable.
+ */
+static char thread_state(long pid, const char *tid)
+{
+	char path[320], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%ld/task/%s/stat", pid, tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "tid (comm) S ppid pgrp session tty tpgid flags ...": comm may hold ") " itself */
+	const char *p = strrchr(buf, ')');
+	char state;
+	unsigned long flags;
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+		return 0;
+	if (state == 'Z' || state == 'X' || state == 'x')
+		return 'Z';
+	snprintf(path, sizeof(path), "/proc/%ld/task/%s/status", pid, tid);
+	return (flags & PF_EXITING_FLAG) || (status_mask(path, "\nSigPnd:") & SIGKILL_BIT) ? 'E' : 'L';
+}
+
+/*
+ * Whether `pid` is dying. Linux only (/proc); elsewhere, or when /proc
+ * cannot tell, a process that exists is live. A zombie thread-group leader
+ * whose other threads still run is live; one whose threads are all exiting
+ * is exiting.
+ */
+static holder_state holder_state_of(long pid)
+{
+	if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
+		return HOLDER_GONE;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	if (status_mask(path, "\nShdPnd:") & SIGKILL_BIT)
+		return HOLDER_EXITING; /* kill(2) of the process: every thread dies */
+	snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return HOLDER_LIVE;
+	int exiting = 0, live = 0, seen = 0;
+	for (struct dirent *e; !live && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char st = thread_state(pid, e->d_name);
+		seen += st != 0;
+		exiting += st == 'E';
+		live += st == 'L';
+	}
+	closedir(d);
+	if (!seen)
+		return HOLDER_LIVE; /* unreadable: refuse, as without /proc */
+	return live ? HOLDER_LIVE : exiting ? HOLDER_EXITING : HOLDER_GONE;
+}
+
+static long elapsed_ms(const struct timespec *since)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (long)(now.tv_sec - since->tv_sec) * 1000 + (now.tv_nsec - since->tv_nsec) / 1000000;
+}
+
 static int refuse(const char *dir, const char *lock_path, long pid)
 {
 	if (pid == (long)getpid())
@@ -86,6 +192,14 @@ static int refuse(const char *dir, const char *lock_path, long pid)
 	return ckpt__fail(CKPT_EBUSY, lock_path, NULL, -1,
 		"checkpoint directory %s is in use by another trainer (it holds %s but has not written its pid "
 		"there); one writer per directory", dir, lock_path);
+}
+
+static int refuse_still_exiting(const char *dir, const char *lock_path, long pid)
+{
+	return ckpt__fail(CKPT_EBUSY, lock_path, NULL, -1,
+		"checkpoint directory %s is still locked by pid %ld, which was killed but has not finished exiting "
+		"after %d s (it holds %s until it is gone); one writer per directory: wait for that process to go",
+		dir, pid, EXIT_WAIT_MS / 1000, lock_path);
 }
 
 static char *posix_key(const struct stat *st)
@@ -124,16 +238,30 @@ static int lock_posix(ckpt__dir_lock *l, const char *dir)
 	 * A holder writes its pid just after it gets the lock, so a contender may
 	 * find it locked but without a live pid in it (empty, or a dead holder's):
 	 * look again, briefly, so that the refusal names the right process —
-	 * and the lock itself may come free meanwhile.
+	 * and the lock itself may come free meanwhile. A holder that is exiting
+	 * is waited for (see the top of this file).
 	 */
-	for (int tries = 0;; tries++) {
+	struct timespec exiting_since = { 0, 0 };
+	long exiting_pid = 0;
+	for (int tries = 0;;) {
 		if (flock(l->fd, LOCK_EX | LOCK_NB) == 0)
 			break;
 		if (errno != EWOULDBLOCK && errno != EINTR)
 			return ckpt__fail_errno(errno, l->path, "cannot lock the manager's lock file");
 		long pid = holder_pid(l->fd);
-		if ((pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) || tries == PID_TRIES)
-			return refuse(dir, l->path, pid > 0 && tries < PID_TRIES ? pid : 0);
+		holder_state hs = pid > 0 ? holder_state_of(pid) : HOLDER_GONE;
+		if (hs == HOLDER_LIVE)
+			return refuse(dir, l->path, pid);
+		if (hs == HOLDER_EXITING) {
+			if (pid != exiting_pid) {
+				exiting_pid = pid;
+				clock_gettime(CLOCK_MONOTONIC, &exiting_since);
+			} else if (elapsed_ms(&exiting_since) >= EXIT_WAIT_MS) {
+				return refuse_still_exiting(dir, l->path, pid);
+			}
+		} else if (++tries >= PID_TRIES) {
+			return refuse(dir, l->path, 0);
+		}
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	}
 	char pid[32];

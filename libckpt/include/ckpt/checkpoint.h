@@ -440,7 +440,9 @@ typedef struct ckpt_manager_options {
  * kernel releases when the holder dies (a killed trainer never blocks the
  * next). A second manager with a checkpoint on the same directory, in this
  * process or another, fails here with CKPT_EBUSY; the message names the
- * holder's pid and the lock file. On other VFSs the lock excludes managers
+ * holder's pid and the lock file. A holder that is exiting (killed, still
+ * finishing an fsync or freeing its memory; Linux /proc tells) is waited
+ * for, up to 60 s, before the same refusal. On other VFSs the lock excludes managers
  * of this process only. Read-only managers and readers take no lock.
  *
  * Reads the `checkpoint` state file when present. Complete "ckpt-N" that it
