@@ -204,7 +204,7 @@ static void check_oracle(const char *prefix)
 	snprintf(cmd, sizeof(cmd), "%s %s/tools/dump_bundle.py '%s'", TS_PYTHON, CKPT_SHARED_DIR, prefix);
 	ts_run_result rr;
 	cr_assert_eq(ts_run_sh(&rr, cmd), 0);
-	cr_assert_eq(rr.status, 0, "%s\n%s", rr.out, rr.err);
+	ts_assert_exit(&rr, 0, "%s\n%s", rr.out, rr.err);
 	cr_assert(strstr(rr.out, "CHECKS: ALL OK"), "%s", rr.out);
 	ts_run_free(&rr);
 }

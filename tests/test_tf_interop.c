@@ -158,7 +158,7 @@ Test(tf_interop, we_read_what_tf_writes, .timeout = 600)
 		char *const argv[] = { (char *)TS_CLI, "restore", (char *)jstr(record_by_id(manifest, "table"), "prefix"),
 			"--strategy", "mirrored", "--replicas", "2", NULL };
 		cr_assert_eq(ts_run(&r, argv), 0);
-		cr_assert_eq(r.status, 0, "%s", r.err);
+		ts_assert_exit(&r, 0, "%s", r.err);
 		cr_assert_null(strstr(r.out, "no stored value"), "a table tensor reported without its value:\n%s", r.out);
 		size_t rows = 0;
 		for (const char *k = r.out; (k = strstr(k, "/.ATTRIBUTES/table-")) != NULL; k++, rows++) {
@@ -295,7 +295,7 @@ Test(tf_interop, tf_reads_what_we_write, .timeout = 600)
 	ts_run_result r;
 
 	cr_assert_eq(ts_run(&r, argv), 0);
-	cr_assert_eq(r.status, 0, "mlp_mirrored: %s%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "mlp_mirrored: %s%s", r.out, r.err);
 	ts_run_free(&r);
 	oracle_cli_ok("convert", latest, conv, "--to", "tf", NULL);
 
