@@ -330,7 +330,17 @@ CKPT_API int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **s
  */
 CKPT_API void ckpt_checkpoint_discard_pending(ckpt_checkpoint *ckpt);
 
-/** The object graph save would write now (free with ckpt_object_graph_free). */
+/**
+ * The object graph save would write now (free with ckpt_object_graph_free).
+ * Every field TensorFlow writes that the tree determines: children,
+ * attributes (full_name left empty where the loaded file had none), slot
+ * variables, and has_checkpoint_values on every node as TensorFlow sets it
+ * (true on nodes with values and their ancestors) — absent on every node
+ * when the tree was loaded from a graph written without it (older
+ * TensorFlow), so that such a file is written back as it was.
+ * registered_saver is never written: a registered saver's data lives in
+ * files of its own that libckpt does not carry.
+ */
 CKPT_API int ckpt_checkpoint_object_graph(ckpt_object_graph **out, ckpt_checkpoint *ckpt);
 
 /* ---- enumerating the live tree ---- */
