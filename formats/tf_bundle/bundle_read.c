@@ -983,7 +983,8 @@ static int read_strings(ckpt_reader *r, size_t i, ckpt_io *io, ckpt_tensor **out
 
 /*
  * First-touch 4 KiB page faults dominate reads into fresh memory
- * (PERFORMANCE.md: 0.3 vs 7-10 GB/s). Ask for huge pages on the 2 MiB-aligned
+ * (measured here: 0.3 GB/s into 4 KiB-faulting memory, 7-10 GB/s with huge
+ * pages; bench/analysis.md, "First-touch page faults"). Ask for huge pages on the 2 MiB-aligned
  * interior of a big buffer; the pointer itself stays what ckpt__malloc gave,
  * so ckpt_tensor_free releases it as usual. Only a hint.
  */

@@ -9,7 +9,7 @@
  *   slice.c          partitioned variables: slice keys, tiling, assembly
  *   tf_bundle.c      the backend table and the bid
  *
- * See ../../../shared/formats/tf-bundle.md for every byte layout.
+ * See docs/formats/tf-bundle.md for every byte layout.
  */
 #ifndef CKPT_TFB_H
 #define CKPT_TFB_H

@@ -21,7 +21,7 @@
  * writes it (BFS node order, slot variables after), so tf.train.Checkpoint
  * reads what we write, and we read what it writes.
  *
- * The scope rule (DESIGN.md): variables are created through
+ * The scope rule (README.md, "Using libckpt in a trainer"): variables are created through
  * ckpt_strategy_current(). Create the model, the optimizer's slots, the
  * metrics and the objects you restore into inside the strategy's scope.
  *
