@@ -1,7 +1,7 @@
 /*
  * Sliced (partitioned) variables whose slices lie in several data shards:
  * a layout no fixture here has (issue 26). They are written with the
- * multi-process shard writer (formats/tf_bundle/tfb_part.h, what ckpt_mpi
+ * multi-process shard writer (ckpt/sys/bundle_part.h, what ckpt_mpi
  * runs: one part per data shard, process 0's merged index) from one
  * process, read back whole, then mutated: every mutant (bytes of the index
  * or of a shard flipped, set, or a file cut short) must open and read to a
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ckpt/ckpt.h"
-#include "formats/tf_bundle/tfb_part.h"
+#include "ckpt/sys/bundle_part.h"
 #include "test_support.h"
 
 #define OK(expr) do { int ok_rc_ = (expr); cr_assert_eq(ok_rc_, CKPT_OK, "%s = %s: %s", #expr, \
@@ -56,34 +56,34 @@ static ckpt_tensor *rows_of(ckpt_dtype dt, const ckpt_shape *full, int64_t row0,
 static void write_sliced(ckpt_vfs *vfs)
 {
 	const ckpt_shape emb = { 2, { 12, 4 } }, ids = { 1, { 7 } }, scalar = { 0, { 0 } };
-	ckpt__tfb_part *p[NSHARDS];
+	ckpt_bundle_part *p[NSHARDS];
 	void *entries[NSHARDS];
 	size_t lens[NSHARDS];
 	ckpt_tensor *t;
 
 	for (int s = 0; s < NSHARDS; s++)
-		OK(ckpt__tfb_part_open(&p[s], vfs, PREFIX, s, NSHARDS, 42));
+		OK(ckpt_bundle_part_open(&p[s], vfs, PREFIX, s, NSHARDS, 42));
 	for (int k = 0; k < 3; k++) {
 		t = rows_of(CKPT_DT_FLOAT, &emb, emb_row0[k], emb_rows[k]);
-		OK(ckpt__tfb_part_add_slice(p[emb_shard[k]], "emb", &emb, emb_row0[k], t));
+		OK(ckpt_bundle_part_add_slice(p[emb_shard[k]], "emb", &emb, emb_row0[k], t));
 		ckpt_tensor_free(t);
 	}
 	for (int k = 0; k < 2; k++) {
 		t = rows_of(CKPT_DT_INT64, &ids, ids_row0[k], ids_rows[k]);
-		OK(ckpt__tfb_part_add_slice(p[ids_shard[k]], "ids", &ids, ids_row0[k], t));
+		OK(ckpt_bundle_part_add_slice(p[ids_shard[k]], "ids", &ids, ids_row0[k], t));
 		ckpt_tensor_free(t);
 	}
-	OK(ckpt__tfb_part_add_partitioned_entry(p[0], "emb", CKPT_DT_FLOAT, &emb, 3, emb_row0, emb_rows));
-	OK(ckpt__tfb_part_add_partitioned_entry(p[0], "ids", CKPT_DT_INT64, &ids, 2, ids_row0, ids_rows));
+	OK(ckpt_bundle_part_add_partitioned_entry(p[0], "emb", CKPT_DT_FLOAT, &emb, 3, emb_row0, emb_rows));
+	OK(ckpt_bundle_part_add_partitioned_entry(p[0], "ids", CKPT_DT_INT64, &ids, 2, ids_row0, ids_rows));
 	OK(ckpt_tensor_new(&t, CKPT_DT_INT64, &scalar));
 	*(int64_t *)t->data = 99;
-	OK(ckpt__tfb_part_add(p[0], "step", t));
+	OK(ckpt_bundle_part_add(p[0], "step", t));
 	ckpt_tensor_free(t);
 	for (int s = 0; s < NSHARDS; s++) {
-		OK(ckpt__tfb_part_finish(p[s], 1, &entries[s], &lens[s]));
-		ckpt__tfb_part_free(p[s]);
+		OK(ckpt_bundle_part_finish(&entries[s], &lens[s], p[s], 1));
+		ckpt_bundle_part_free(p[s]);
 	}
-	OK(ckpt__tfb_merge_commit(vfs, PREFIX, NSHARDS, 42, (const void *const *)entries, lens, 1));
+	OK(ckpt_bundle_merge_commit(vfs, PREFIX, NSHARDS, 42, (const void *const *)entries, lens, 1));
 	for (int s = 0; s < NSHARDS; s++)
 		free(entries[s]);
 }
