@@ -261,7 +261,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_write"));
 	CKPT_TRY(ckpt__checkpoint_check_mirrored(ck, path));
 	ckpt__plan p;
-	CKPT_TRY(ckpt__plan_build(&p, ck->root));
+	CKPT_TRY(ckpt__plan_build_to_write(&p, ck));
 	ckpt_strategy *cs = collective_in_plan(ck, &p);
 	if (cs) {
 		int crc = write_collective(cs, ck, &p, path);
