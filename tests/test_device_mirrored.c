@@ -387,3 +387,45 @@ Test(device_mirrored, mistakes_are_caught_on_device_replicas)
 	ts_guarded_free(g);
 	ts_rmtree(dir);
 }
+
+/* TensorFlow restores what device replicas saved (model/{w, b, plain}, step), as it does host ones. */
+Test(device_mirrored, tensorflow_restores_a_checkpoint_saved_from_device_replicas, .timeout = 300)
+{
+	char *dir = ts_tmpdir(), *prefix = ts_join(dir, "ckpt");
+	ts_guarded *g = ts_guarded_new(2, 0);
+	ckpt_strategy *s = guarded_strategy(g);
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	o.no_fsync = 1;
+	ckpt_checkpoint *ck;
+	cr_assert_eq(ckpt_checkpoint_new(&ck, &o), CKPT_OK);
+	ckpt_object *net;
+	ckpt_variable *w, *b, *plain, *step;
+	ckpt_shape sw = shape1(NW), sb = shape1(NB), sc = { 0 };
+	cr_assert_eq(ckpt_object_new_child(&net, ckpt_checkpoint_root(ck), "model"), CKPT_OK);
+	cr_assert_eq(ckpt_object_add_variable(&plain, net, "plain", "plain", CKPT_DT_FLOAT, &sb, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_object_add_variable(&w, net, "w", "w", CKPT_DT_FLOAT, &sw, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_object_add_variable(&b, net, "b", "b", CKPT_DT_FLOAT, &sb, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_object_add_variable(&step, ckpt_checkpoint_root(ck), "step", "step", CKPT_DT_INT64, &sc, NULL),
+		CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	fill_f32(w, 8);
+	fill_f32(b, 1008);
+	fill_f32(plain, 3);
+	int64_t sv = 24;
+	cr_assert_eq(ckpt_variable_assign(step, &sv, sizeof(sv)), CKPT_OK);
+	const char *saved;
+	cr_assert_eq(ckpt_checkpoint_save(&saved, ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	char cmd[8192];
+	snprintf(cmd, sizeof(cmd), "%s %s/tests/oracles/tf_restore_device.py '%s' %d %d 8", ts_oracle_python(),
+		CKPT_SOURCE_DIR, saved, NW, NB);
+	ts_run_result r;
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "TensorFlow failed:\n%s%s", r.out, r.err);
+	cr_assert(strstr(r.out, "restored 4 values"), "%s", r.out);
+	ts_run_free(&r);
+	ckpt_checkpoint_free(ck);
+	ckpt_strategy_free(s);
+	ts_guarded_free(g);
+	ts_rmtree(dir);
+}
