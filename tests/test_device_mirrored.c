@@ -239,10 +239,17 @@ Test(device_mirrored, restore_fills_every_device_replica)
 	model m;
 	build(&m, s, 0);
 	set_values(&m, 9);
+	/* the smallest ring: w (280 KB) goes through its two 64 KiB halves in pieces */
+	cr_assert_eq(ckpt_strategy_set_staging_bytes(s, CKPT_STAGING_MIN_BYTES), CKPT_OK);
+	ts_guarded_reset_peak(g);
 	ts_guarded_stats before = ts_guarded_get_stats(g);
 	ckpt_restore_status *st;
 	cr_assert_eq(ckpt_checkpoint_restore(&st, m.ck, hp), CKPT_OK, "%s", ckpt_error_last()->message);
 	ts_guarded_stats after = ts_guarded_get_stats(g);
+	cr_assert_leq(after.pinned_peak, CKPT_STAGING_MIN_BYTES, "pinned peak %llu over the ring",
+		(unsigned long long)after.pinned_peak);
+	cr_assert_geq(after.h2d_calls - before.h2d_calls, (uint64_t)(NW * sizeof(float) / (CKPT_STAGING_MIN_BYTES / 2)),
+		"w was not streamed in pieces");
 	expect_values(&m, 5);
 	/* replica 0 from the host once, the other replicas device to device: not one host copy per replica */
 	uint64_t h2d = after.h2d_bytes - before.h2d_bytes, d2d = after.d2d_bytes - before.d2d_bytes;
