@@ -193,8 +193,8 @@ Test(device_mirrored, save_is_byte_identical_to_the_host_strategys)
 	cr_assert_eq(ckpt_checkpoint_write(m.ck, gp), CKPT_OK, "%s", ckpt_error_last()->message);
 	ts_guarded_stats after = ts_guarded_get_stats(g);
 	assert_same_bundle(hp, gp);
-	/* the values came off the devices through the provider */
-	cr_assert_geq(after.d2h_bytes - before.d2h_bytes, (uint64_t)NW * sizeof(float));
+	/* the values came off the devices through the provider, into its pinned memory */
+	cr_assert_geq(after.d2h_pinned_bytes - before.d2h_pinned_bytes, (uint64_t)NW * sizeof(float));
 	free_model(&m);
 	ckpt_strategy_free(s);
 	cr_assert_eq(ts_guarded_get_stats(g).device_live, 0, "device buffers leaked");
@@ -218,11 +218,17 @@ Test(device_mirrored, async_save_is_byte_identical)
 	ao.no_fsync = 1;
 	ckpt_async_saver *sv;
 	cr_assert_eq(ckpt_async_saver_new(&sv, &ao), CKPT_OK);
+	ts_guarded_stats before = ts_guarded_get_stats(g);
 	cr_assert_eq(ckpt_async_save(sv, m.ck, gp), CKPT_OK, "%s", ckpt_error_last()->message);
+	ts_guarded_stats after = ts_guarded_get_stats(g);
+	/* the snapshot went device -> the saver's pinned arena (kept: one pinned buffer live) */
+	cr_assert_geq(after.d2h_pinned_bytes - before.d2h_pinned_bytes, (uint64_t)(NW + 2 * NB) * sizeof(float));
+	cr_assert_eq(after.pinned_live, 1);
 	/* the snapshot is taken: changing the replicas now does not change the file */
 	fill_f32(m.w, -1);
 	cr_assert_eq(ckpt_async_wait(sv), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_async_saver_free(sv);
+	cr_assert_eq(ts_guarded_get_stats(g).pinned_live, 0, "the saver kept its pinned arena after it was freed");
 	assert_same_bundle(hp, gp);
 	free_model(&m);
 	ckpt_strategy_free(s);
@@ -250,6 +256,8 @@ Test(device_mirrored, restore_fills_every_device_replica)
 		(unsigned long long)after.pinned_peak);
 	cr_assert_geq(after.h2d_calls - before.h2d_calls, (uint64_t)(NW * sizeof(float) / (CKPT_STAGING_MIN_BYTES / 2)),
 		"w was not streamed in pieces");
+	cr_assert_geq(after.h2d_pinned_bytes - before.h2d_pinned_bytes, (uint64_t)(NW + NB) * sizeof(float),
+		"the file's bytes did not go through pinned memory");
 	expect_values(&m, 5);
 	/* replica 0 from the host once, the other replicas device to device: not one host copy per replica */
 	uint64_t h2d = after.h2d_bytes - before.h2d_bytes, d2d = after.d2d_bytes - before.d2d_bytes;
