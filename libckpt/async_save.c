@@ -20,6 +20,7 @@
 #include "internal.h"
 #include "checkpoint_internal.h"
 #include "variable_internal.h"
+#include "strategy_impl.h"
 #include "async_internal.h"
 #include "memory_internal.h"
 
