@@ -10,7 +10,8 @@
  * and fanned out to the other copies (ckpt__assign_plan_run).
  * Save path: a plain / mirrored variable's value is
  * ckpt_variable_replica_data(v, 0) (no copy); a sync-on-read one needs
- * ckpt_variable_read() into a buffer (the aggregate).
+ * ckpt_variable_read() into a buffer (the aggregate), and so does any
+ * variable whose copies are device memory (ckpt__variable_on_device).
  */
 #ifndef CKPT_VARIABLE_INTERNAL_H
 #define CKPT_VARIABLE_INTERNAL_H

@@ -68,7 +68,9 @@ typedef struct ckpt_memory_caps {
  *
  * Thread safety: methods may be called from several threads at once (one
  * per replica inside ckpt_strategy_run), but never on the same queue at
- * once.
+ * once. The library makes one queue per replica; cross-replica calls
+ * (assign, read, save, restore) use replica 0's, so make them from one
+ * thread at a time, outside ckpt_strategy_run.
  */
 typedef struct ckpt_memory_provider {
 	unsigned version;       /**< CKPT_MEMORY_PROVIDER_VERSION */
@@ -143,6 +145,10 @@ CKPT_API int ckpt_memory_provider_check(const ckpt_memory_provider *p);
  * the strategy. Fails with CKPT_EINVAL (bad table, a device id outside
  * 0..caps.num_devices - 1), or the provider's status when a queue cannot be
  * made.
+ *
+ * The multi-worker strategy takes a provider too (ckpt/mpi.h:
+ * ckpt_strategy_multi_worker_new_on). Partitioned variables created in the
+ * scope have device parts.
  *
  * Variables created in its scope hold one device buffer per replica
  * (allocated through device_alloc, or the trainer's own device buffers
