@@ -288,10 +288,24 @@ int ckpt__mem_fanout(ckpt__mem *m, void *const *bufs, size_t off, size_t n, cons
 
 #define FILL_CHUNK ((size_t)1 << 20)
 
+/* Zeros for ckpt__mem_fill: host memory a copy may read from (pinned or not), no allocation per fill. */
+static const unsigned char zeros[64 << 10];
+
 int ckpt__mem_fill(ckpt__mem *m, int r, void *dst, size_t n, const void *unit, size_t usize, const char *var)
 {
 	if (n == 0)
 		return CKPT_OK;
+	int all_zero = 1;
+	for (size_t i = 0; i < usize; i++)
+		all_zero &= ((const unsigned char *)unit)[i] == 0;
+	if (all_zero) {
+		/* creating 10,000 zeroed variables must not allocate pinned memory 10,000 times */
+		int rc = CKPT_OK;
+		for (size_t off = 0; off < n && rc == CKPT_OK; off += sizeof(zeros))
+			rc = ckpt__mem_h2d(m, r, (char *)dst + off, zeros, n - off < sizeof(zeros) ? n - off : sizeof(zeros), var);
+		int src = ckpt__mem_sync(m, r, var);
+		return rc < 0 ? rc : src;
+	}
 	size_t chunk = n < FILL_CHUNK ? n : FILL_CHUNK;
 	chunk -= chunk % usize;
 	void *pat;
