@@ -19,7 +19,7 @@ void ckpt_set_allocator(const ckpt_allocator *a)
 		current = (ckpt_allocator){ std_malloc, std_realloc, std_free, NULL };
 }
 
-void *ckpt__malloc(size_t n)
+void *ckpt_malloc(size_t n)
 {
 	void *p = current.malloc_fn(n ? n : 1, current.ctx);
 	if (!p)
@@ -27,7 +27,7 @@ void *ckpt__malloc(size_t n)
 	return p;
 }
 
-void *ckpt__calloc(size_t count, size_t size)
+void *ckpt_calloc(size_t count, size_t size)
 {
 	size_t n;
 	if (__builtin_mul_overflow(count, size, &n)) {
@@ -40,7 +40,7 @@ void *ckpt__calloc(size_t count, size_t size)
 	return p;
 }
 
-void *ckpt__realloc(void *p, size_t n)
+void *ckpt_realloc(void *p, size_t n)
 {
 	void *q = current.realloc_fn(p, n ? n : 1, current.ctx);
 	if (!q)
@@ -48,7 +48,7 @@ void *ckpt__realloc(void *p, size_t n)
 	return q;
 }
 
-void ckpt__free(void *p)
+void ckpt_free(void *p)
 {
 	if (p)
 		current.free_fn(p, current.ctx);

@@ -80,7 +80,7 @@ static char *vformat(const char *fmt, va_list ap)
 	return s;
 }
 
-int ckpt__fail(int code, const char *path, const char *var, int64_t offset, const char *fmt, ...)
+int ckpt_error_set(int code, const char *path, const char *var, int64_t offset, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);

@@ -1,8 +1,8 @@
 /*
  * libckpt internals shared by the core and the format backends. Not
- * installed. Error helpers after zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR.
- * The few marked CKPT_API are exported for the in-tree ckpt_mpi library
- * (errors and memory through the same hooks as the core).
+ * installed, and nothing declared here is exported: code outside the
+ * library (ckpt_mpi too) uses the public headers, extenders ckpt/sys/.
+ * Error helpers after zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR.
  */
 #ifndef CKPT_INTERNAL_H
 #define CKPT_INTERNAL_H
@@ -11,15 +11,16 @@
 #include <stdint.h>
 #include <stddef.h>
 #include "ckpt/ckpt.h"
+#include "ckpt/sys/alloc.h"
+#include "ckpt/sys/error.h"
 
 /* ---- errors ---- */
 
 /**
- * Record an error on this thread and return `code`. `path`, `var` may be NULL,
- * `offset` -1 when unknown. The message is formatted with printf rules.
+ * Record an error on this thread and return `code`: the core's name for
+ * ckpt_error_set (ckpt/sys/error.h).
  */
-CKPT_API int ckpt__fail(int code, const char *path, const char *var, int64_t offset, const char *fmt, ...)
-	CKPT_PRINTF(5, 6);
+#define ckpt__fail ckpt_error_set
 /** Same, with the errno of a failed system call (CKPT_EIO). */
 int ckpt__fail_errno(int err, const char *path, const char *fmt, ...) CKPT_PRINTF(3, 4);
 /** Add a variable name / path to the current error when it has none (keeps the message). */
@@ -36,19 +37,19 @@ typedef struct ckpt__error_slot {
 	int sys_errno;
 } ckpt__error_slot;
 /** Copy this thread's last error into `slot` (frees what the slot held). */
-CKPT_API void ckpt__error_capture(ckpt__error_slot *slot);
+void ckpt__error_capture(ckpt__error_slot *slot);
 /** Make `slot` this thread's last error; returns slot->code. */
-CKPT_API int ckpt__error_raise(const ckpt__error_slot *slot);
-CKPT_API void ckpt__error_slot_clear(ckpt__error_slot *slot);
+int ckpt__error_raise(const ckpt__error_slot *slot);
+void ckpt__error_slot_clear(ckpt__error_slot *slot);
 
-#define CKPT_TRY(expr) do { int ckpt__rc = (expr); if (ckpt__rc < 0) return ckpt__rc; } while (0)
+/* CKPT_TRY(expr): ckpt/sys/error.h */
 
-/* ---- memory (through the allocator hook) ---- */
-CKPT_API void *ckpt__malloc(size_t n);
-CKPT_API void *ckpt__calloc(size_t count, size_t size); /* overflow-checked */
-CKPT_API void *ckpt__realloc(void *p, size_t n);
-CKPT_API void ckpt__free(void *p);
-CKPT_API char *ckpt__strdup(const char *s);
+/* ---- memory (through the allocator hook): the core's names for ckpt/sys/alloc.h ---- */
+#define ckpt__malloc ckpt_malloc
+#define ckpt__calloc ckpt_calloc /* overflow-checked */
+#define ckpt__realloc ckpt_realloc
+#define ckpt__free ckpt_free
+char *ckpt__strdup(const char *s);
 char *ckpt__strndup(const char *s, size_t n);
 /**
  * Strings allocated in bulk and freed together (strpool.c). Zero-initialise;
@@ -106,7 +107,7 @@ void ckpt__slab_free(void *p);
  */
 int ckpt__sort(void *base, size_t n, size_t sz, int (*cmp)(const void *, const void *));
 /** printf into a fresh ckpt__malloc'ed string (NULL on failure, error set). */
-CKPT_API char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
+char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
 
 /* ---- checked arithmetic ---- */
 static inline int ckpt__add_u64(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_add_overflow(a, b, out); }

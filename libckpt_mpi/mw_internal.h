@@ -16,7 +16,9 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
-#include "libckpt/strategy_impl.h"
+#include "ckpt/sys/alloc.h"
+#include "ckpt/sys/error.h"
+#include "ckpt/sys/strategy.h"
 #include "ckpt/mpi.h"
 
 #define MW_LOCAL_MAX 1024 /* CKPT__MAX_REPLICAS: replicas in all */
@@ -70,7 +72,7 @@ static inline const char *mw_last_message(void)
 
 static inline mw *mw_of(ckpt_strategy *s)
 {
-	return ckpt__strategy_impl(s);
+	return ckpt_strategy_impl(s);
 }
 
 /** Fill the common fields of a header for `op`. */
@@ -113,7 +115,7 @@ int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_
 /* hooks (mw_reduce.c, mw_save.c) */
 int mw_all_reduce(ckpt_strategy *s, void *const *bufs, size_t n, int kind, ckpt_reduce_op op, const char *local_error);
 int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n);
-int mw_write(ckpt_strategy *s, const ckpt__save_request *req);
+int mw_write(ckpt_strategy *s, const ckpt_strategy_save_request *req);
 int mw_agree(ckpt_strategy *s, int rc);
 int mw_restore_parts(ckpt_strategy *s, int *part);
 int mw_share_staged(ckpt_strategy *s, int rc, size_t n, void *const *bases, const uint64_t *const *bounds);

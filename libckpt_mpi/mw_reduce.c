@@ -28,7 +28,7 @@
 
 static size_t elem_size(int kind)
 {
-	return kind == CKPT__KIND_F32 || kind == CKPT__KIND_I32 ? 4 : 8;
+	return kind == CKPT_REDUCE_ELEM_F32 || kind == CKPT_REDUCE_ELEM_I32 ? 4 : 8;
 }
 
 /* The part [lo, hi) of m elements worker w owns. */
@@ -151,9 +151,9 @@ int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_
 	size_t a = (block * (size_t)L * es + 63) & ~(size_t)63, b = (mine_max * (size_t)R * es + 63) & ~(size_t)63;
 	size_t c = (mine_max * es + 63) & ~(size_t)63, need = a + b + c + block * es + (size_t)W * 4 * sizeof(int);
 	if (need > m->scratch_cap) {
-		ckpt__free(m->scratch);
+		ckpt_free(m->scratch);
 		m->scratch_cap = 0;
-		m->scratch = ckpt__malloc(need);
+		m->scratch = ckpt_malloc(need);
 		if (m->scratch)
 			m->scratch_cap = need;
 	}
@@ -166,7 +166,7 @@ int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_
 	if (err != MPI_SUCCESS)
 		rc = mw_mpi_fail(m, err, "MPI_Allreduce");
 	else if (!all_ok && rc == CKPT_OK)
-		rc = ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "all-reduce of %zu values: another worker ran out of memory", n);
+		rc = ckpt_error_set(CKPT_ENOMEM, NULL, NULL, -1, "all-reduce of %zu values: another worker ran out of memory", n);
 	int *sd = sc + W, *rcnt = sc + 2 * W, *rd = sc + 3 * W;
 	for (size_t b0 = 0; b0 < n && rc == CKPT_OK; b0 += block) {
 		size_t mlen = n - b0 < block ? n - b0 : block;
@@ -192,15 +192,15 @@ int mw_ordered_reduce(mw *m, void *const *bufs, size_t n, int kind, ckpt_reduce_
 		}
 		/* recv holds replica r's part at r * mine: worker-major order is global replica order */
 		if (!as_read) {
-			if (kind == CKPT__KIND_F32)
+			if (kind == CKPT_REDUCE_ELEM_F32)
 				combine_f32(recv, R, mine, part, mean);
 			else
 				combine_f64(recv, R, mine, part, mean);
-		} else if (kind == CKPT__KIND_F32 || kind == CKPT__KIND_F64) {
-			(kind == CKPT__KIND_F32 ? read_f32 : read_f64)(recv, R, mine, part, mean);
+		} else if (kind == CKPT_REDUCE_ELEM_F32 || kind == CKPT_REDUCE_ELEM_F64) {
+			(kind == CKPT_REDUCE_ELEM_F32 ? read_f32 : read_f64)(recv, R, mine, part, mean);
 		} else {
 			int64_t acc = 0;
-			size_t j = (kind == CKPT__KIND_I32 ? read_i32 : read_i64)(recv, R, mine, part, mean, &acc);
+			size_t j = (kind == CKPT_REDUCE_ELEM_I32 ? read_i32 : read_i64)(recv, R, mine, part, mean, &acc);
 			rc = agree_overflow(m, j < mine ? (uint64_t)(b0 + mylo + j) : UINT64_MAX, acc, ovf);
 			if (rc == CKPT_OK && ovf->at != UINT64_MAX)
 				return CKPT_ELIMIT; /* the caller names the variable; the workers stay in step */
@@ -232,14 +232,14 @@ int mw_all_reduce(ckpt_strategy *s, void *const *bufs, size_t n, int kind, ckpt_
 {
 	mw *m = mw_of(s);
 	mw_hdr h;
-	mw_hdr_init(m, &h, MW_REDUCE, kind == CKPT__KIND_F32 ? "f32" : "f64");
+	mw_hdr_init(m, &h, MW_REDUCE, kind == CKPT_REDUCE_ELEM_F32 ? "f32" : "f64");
 	h.n = n;
 	h.kind = kind * 2 + (op == CKPT_REDUCE_MEAN);
 	if (local_error || (op != CKPT_REDUCE_SUM && op != CKPT_REDUCE_MEAN)) {
 		h.status = CKPT_EINVAL;
 		snprintf(h.msg, sizeof(h.msg), "all-reduce on worker %d: %s", m->rank,
 			local_error ? local_error : "unknown reduce op");
-		ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s", h.msg);
+		ckpt_error_set(CKPT_EINVAL, NULL, NULL, -1, "%s", h.msg);
 	}
 	CKPT_TRY(mw_exchange(m, &h));
 	if (n == 0)
@@ -250,10 +250,10 @@ int mw_all_reduce(ckpt_strategy *s, void *const *bufs, size_t n, int kind, ckpt_
 static int kind_of(ckpt_dtype dt)
 {
 	switch (dt) {
-	case CKPT_DT_FLOAT: return CKPT__KIND_F32;
-	case CKPT_DT_DOUBLE: return CKPT__KIND_F64;
-	case CKPT_DT_INT32: return CKPT__KIND_I32;
-	case CKPT_DT_INT64: return CKPT__KIND_I64;
+	case CKPT_DT_FLOAT: return CKPT_REDUCE_ELEM_F32;
+	case CKPT_DT_DOUBLE: return CKPT_REDUCE_ELEM_F64;
+	case CKPT_DT_INT32: return CKPT_REDUCE_ELEM_I32;
+	case CKPT_DT_INT64: return CKPT_REDUCE_ELEM_I64;
 	default: return -1;
 	}
 }
@@ -270,25 +270,25 @@ int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n)
 	int kind = kind_of(ckpt_variable_dtype(v));
 	int summed = agg == CKPT_AGG_SUM || agg == CKPT_AGG_MEAN;
 	/* allocated before the exchange: a worker out of memory says so there instead of leaving */
-	unsigned char *tmp = summed && n ? ckpt__malloc(n * (size_t)m->local) : NULL;
+	unsigned char *tmp = summed && n ? ckpt_malloc(n * (size_t)m->local) : NULL;
 	if (summed && n && (!tmp || kind < 0)) {
-		h.status = ckpt__fail(tmp ? CKPT_EUNSUPPORTED : CKPT_ENOMEM, NULL, ckpt_variable_name(v), -1,
+		h.status = ckpt_error_set(tmp ? CKPT_EUNSUPPORTED : CKPT_ENOMEM, NULL, ckpt_variable_name(v), -1,
 			"cannot aggregate sync-on-read variable '%s' on worker %d", ckpt_variable_name(v), m->rank);
 		mw_copy(h.msg, sizeof(h.msg), mw_last_message());
 	} else if (n != ckpt_variable_nbytes(v) || (!dst && n)) {
-		h.status = ckpt__fail(CKPT_EINVAL, NULL, ckpt_variable_name(v), -1,
+		h.status = ckpt_error_set(CKPT_EINVAL, NULL, ckpt_variable_name(v), -1,
 			"read of variable '%s': want %llu bytes, got a buffer of %zu", ckpt_variable_name(v),
 			(unsigned long long)ckpt_variable_nbytes(v), n);
 		mw_copy(h.msg, sizeof(h.msg), mw_last_message());
 	}
 	int rc = mw_exchange(m, &h);
 	if (rc < 0 || n == 0) {
-		ckpt__free(tmp);
+		ckpt_free(tmp);
 		return rc;
 	}
 	if (!summed) {
 		/* ONLY_FIRST_REPLICA: global replica 0 lives on worker 0 */
-		int crc = ckpt__variable_read_copy(v, 0, dst); /* device copies: through the provider */
+		int crc = ckpt_variable_read_copy(v, 0, dst); /* device copies: through the provider */
 		if (crc < 0)
 			return crc;
 		int err = MPI_Bcast(dst, (int)n, MPI_BYTE, 0, m->comm);
@@ -297,26 +297,26 @@ int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n)
 	void *bufs[MW_LOCAL_MAX];
 	for (int l = 0; l < m->local; l++) {
 		bufs[l] = tmp + (size_t)l * n;
-		rc = ckpt__variable_read_copy(v, l, bufs[l]); /* device copies: through the provider */
+		rc = ckpt_variable_read_copy(v, l, bufs[l]); /* device copies: through the provider */
 		if (rc < 0) {
-			ckpt__free(tmp);
+			ckpt_free(tmp);
 			return rc;
 		}
 	}
 	mw_overflow ovf;
-	rc = mw_ordered_reduce(m, bufs, n / (kind == CKPT__KIND_F32 || kind == CKPT__KIND_I32 ? 4 : 8), kind,
+	rc = mw_ordered_reduce(m, bufs, n / (kind == CKPT_REDUCE_ELEM_F32 || kind == CKPT_REDUCE_ELEM_I32 ? 4 : 8), kind,
 		agg == CKPT_AGG_MEAN ? CKPT_REDUCE_MEAN : CKPT_REDUCE_SUM, 1, &ovf);
 	/* every worker, the single-process read's words (variable.c agg_i32 / agg_i64) */
-	if (rc == CKPT_ELIMIT && ovf.at != UINT64_MAX && kind == CKPT__KIND_I32)
-		rc = ckpt__fail(CKPT_ELIMIT, NULL, ckpt_variable_name(v), -1,
+	if (rc == CKPT_ELIMIT && ovf.at != UINT64_MAX && kind == CKPT_REDUCE_ELEM_I32)
+		rc = ckpt_error_set(CKPT_ELIMIT, NULL, ckpt_variable_name(v), -1,
 			"SUM of sync-on-read variable '%s' overflows int32 at element %llu (%lld)",
 			ckpt_variable_name(v), (unsigned long long)ovf.at, (long long)ovf.acc);
 	else if (rc == CKPT_ELIMIT && ovf.at != UINT64_MAX)
-		rc = ckpt__fail(CKPT_ELIMIT, NULL, ckpt_variable_name(v), -1,
+		rc = ckpt_error_set(CKPT_ELIMIT, NULL, ckpt_variable_name(v), -1,
 			"%s of sync-on-read variable '%s' overflows int64 at element %llu",
 			agg == CKPT_AGG_MEAN ? "MEAN" : "SUM", ckpt_variable_name(v), (unsigned long long)ovf.at);
 	if (rc == CKPT_OK)
 		memcpy(dst, tmp, n);
-	ckpt__free(tmp);
+	ckpt_free(tmp);
 	return rc;
 }

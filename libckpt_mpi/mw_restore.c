@@ -26,7 +26,7 @@ int mw_restore_mode_from_env(void)
 int ckpt_multi_worker_set_restore(ckpt_strategy *s, ckpt_mw_restore mode)
 {
 	if (!s || ckpt_strategy_get_kind(s) != CKPT_STRATEGY_MULTI_WORKER)
-		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_multi_worker_set_restore: not a multi-worker strategy");
+		return ckpt_error_set(CKPT_EINVAL, NULL, NULL, -1, "ckpt_multi_worker_set_restore: not a multi-worker strategy");
 	mw *m = mw_of(s);
 	/* every worker takes part, even one passing a bad mode, so none waits */
 	int mine = mode == CKPT_MW_RESTORE_SPLIT ? MW_RESTORE_SPLIT : MW_RESTORE_ALL, chosen = mine;
@@ -34,7 +34,7 @@ int ckpt_multi_worker_set_restore(ckpt_strategy *s, ckpt_mw_restore mode)
 	if (err != MPI_SUCCESS)
 		return mw_mpi_fail(m, err, "MPI_Bcast");
 	if (mode != CKPT_MW_RESTORE_READ_ALL && mode != CKPT_MW_RESTORE_SPLIT)
-		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_multi_worker_set_restore: unknown mode %d", (int)mode);
+		return ckpt_error_set(CKPT_EINVAL, NULL, NULL, -1, "ckpt_multi_worker_set_restore: unknown mode %d", (int)mode);
 	m->restore_mode = chosen;
 	return CKPT_OK;
 }

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "mw_internal.h"
-#include "formats/tf_bundle/tfb_part.h"
+#include "ckpt/sys/bundle_part.h"
 
 #define GRAPH_KEY "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -48,13 +48,13 @@ static int cmp_ent(const void *a, const void *b)
 }
 
 /* owner[i] for every entry (entry `count` = the object graph, worker 0). */
-static int assign_owners(const ckpt__save_request *req, int W, int *owner)
+static int assign_owners(const ckpt_strategy_save_request *req, int W, int *owner)
 {
-	ent *e = ckpt__calloc(req->count ? req->count : 1, sizeof(*e));
-	uint64_t *load = ckpt__calloc((size_t)W, sizeof(*load));
+	ent *e = ckpt_calloc(req->count ? req->count : 1, sizeof(*e));
+	uint64_t *load = ckpt_calloc((size_t)W, sizeof(*load));
 	if (!e || !load) {
-		ckpt__free(e);
-		ckpt__free(load);
+		ckpt_free(e);
+		ckpt_free(load);
 		return CKPT_ENOMEM;
 	}
 	for (size_t i = 0; i < req->count; i++) {
@@ -70,8 +70,8 @@ static int assign_owners(const ckpt__save_request *req, int W, int *owner)
 		owner[e[i].idx] = best;
 		load[best] += e[i].bytes;
 	}
-	ckpt__free(e);
-	ckpt__free(load);
+	ckpt_free(e);
+	ckpt_free(load);
 	return CKPT_OK;
 }
 
@@ -80,7 +80,7 @@ static int entry_value(mw *m, ckpt_variable *v, int mine, ckpt_tensor **out)
 {
 	*out = NULL;
 	ckpt_dtype dt = ckpt_variable_dtype(v);
-	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ && ckpt__strategy_ops_of(ckpt_variable_strategy(v))->read) {
+	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ && ckpt_strategy_get_methods(ckpt_variable_strategy(v))->read) {
 		ckpt_tensor *t;
 		CKPT_TRY(ckpt_tensor_new(&t, dt, ckpt_variable_shape(v)));
 		int rc = ckpt_variable_read(v, t->data, (size_t)t->nbytes); /* collective: every worker */
@@ -96,11 +96,11 @@ static int entry_value(mw *m, ckpt_variable *v, int mine, ckpt_tensor **out)
 	if (dt == CKPT_DT_STRING)
 		return ckpt_variable_read_tensor(v, out);
 	(void)m;
-	if (ckpt__variable_on_device(v)) {
+	if (ckpt_variable_on_device(v)) {
 		/* device copies: replica 0 through the provider into host memory */
 		ckpt_tensor *t;
 		CKPT_TRY(ckpt_tensor_new(&t, dt, ckpt_variable_shape(v)));
-		int rc = ckpt__variable_read_copy(v, 0, t->data);
+		int rc = ckpt_variable_read_copy(v, 0, t->data);
 		if (rc < 0) {
 			ckpt_tensor_free(t);
 			return rc;
@@ -120,11 +120,11 @@ static void hdr_error(mw_hdr *h, int rc)
 }
 
 /* Step 4 on this worker: its shard, fsynced; its entries in *blob. */
-static int write_shard(mw *m, const ckpt__save_request *req, const int *owner, uint64_t token,
+static int write_shard(mw *m, const ckpt_strategy_save_request *req, const int *owner, uint64_t token,
 	void **blob, size_t *blen)
 {
-	ckpt__tfb_part *p = NULL;
-	int rc = ckpt__tfb_part_open(&p, req->vfs, req->path, m->rank, m->size, token);
+	ckpt_bundle_part *p = NULL;
+	int rc = ckpt_bundle_part_open(&p, req->vfs, req->path, m->rank, m->size, token);
 	for (size_t i = 0; i < req->count; i++) {
 		int mine = owner[i] == m->rank && rc == CKPT_OK;
 		ckpt_tensor *t = NULL;
@@ -133,7 +133,7 @@ static int write_shard(mw *m, const ckpt__save_request *req, const int *owner, u
 		if (rc == CKPT_OK && vrc < 0)
 			rc = vrc;
 		if (rc == CKPT_OK && t)
-			rc = ckpt__tfb_part_add(p, req->keys[i], t);
+			rc = ckpt_bundle_part_add(p, req->keys[i], t);
 		ckpt_tensor_free(t);
 		if (m->broken)
 			break;
@@ -142,7 +142,7 @@ static int write_shard(mw *m, const ckpt__save_request *req, const int *owner, u
 	for (size_t k = 0; k < req->nparted && rc == CKPT_OK; k++) {
 		const ckpt_partitioned *pv = req->parted[k];
 		int np = ckpt_partitioned_num_parts(pv);
-		int64_t *row0 = ckpt__calloc((size_t)np, sizeof(int64_t)), *rows = ckpt__calloc((size_t)np, sizeof(int64_t));
+		int64_t *row0 = ckpt_calloc((size_t)np, sizeof(int64_t)), *rows = ckpt_calloc((size_t)np, sizeof(int64_t));
 		rc = row0 && rows ? CKPT_OK : CKPT_ENOMEM;
 		for (int i = 0; i < np && rc == CKPT_OK; i++) {
 			rc = ckpt_partitioned_part_rows(pv, i, &row0[i], &rows[i]);
@@ -153,14 +153,14 @@ static int write_shard(mw *m, const ckpt__save_request *req, const int *owner, u
 			rc = ckpt_tensor_wrap(&t, ckpt_variable_dtype(part), ckpt_variable_shape(part),
 				(void *)ckpt_variable_replica_data(part, 0), ckpt_variable_nbytes(part));
 			if (rc == CKPT_OK)
-				rc = ckpt__tfb_part_add_slice(p, req->parted_keys[k], ckpt_partitioned_shape(pv), row0[i], t);
+				rc = ckpt_bundle_part_add_slice(p, req->parted_keys[k], ckpt_partitioned_shape(pv), row0[i], t);
 			ckpt_tensor_free(t);
 		}
 		if (rc == CKPT_OK && m->rank == 0)
-			rc = ckpt__tfb_part_add_partitioned_entry(p, req->parted_keys[k], ckpt_partitioned_dtype(pv),
+			rc = ckpt_bundle_part_add_partitioned_entry(p, req->parted_keys[k], ckpt_partitioned_dtype(pv),
 				ckpt_partitioned_shape(pv), np, row0, rows);
-		ckpt__free(row0);
-		ckpt__free(rows);
+		ckpt_free(row0);
+		ckpt_free(rows);
 	}
 	if (rc == CKPT_OK && m->rank == 0 && req->graph) {
 		void *g = NULL;
@@ -173,13 +173,13 @@ static int write_shard(mw *m, const ckpt__save_request *req, const int *owner, u
 			t.dtype = CKPT_DT_STRING;
 			t.nbytes = gn;
 			t.data = &b;
-			rc = ckpt__tfb_part_add(p, GRAPH_KEY, &t);
+			rc = ckpt_bundle_part_add(p, GRAPH_KEY, &t);
 		}
 		free(g);
 	}
 	if (rc == CKPT_OK)
-		rc = ckpt__tfb_part_finish(p, req->no_fsync, blob, blen);
-	ckpt__tfb_part_free(p);
+		rc = ckpt_bundle_part_finish(blob, blen, p, req->no_fsync);
+	ckpt_bundle_part_free(p);
 	return rc;
 }
 
@@ -196,12 +196,12 @@ static uint64_t fresh_token(void)
 }
 
 /* Step 6 (worker 0): gather entry lists, merge, commit. */
-static int gather_and_commit(mw *m, const ckpt__save_request *req, uint64_t token, void *blob, size_t blen)
+static int gather_and_commit(mw *m, const ckpt_strategy_save_request *req, uint64_t token, void *blob, size_t blen)
 {
 	int W = m->size;
 	int mylen = (int)blen;
-	int *lens = m->rank == 0 ? ckpt__calloc((size_t)W, sizeof(int)) : NULL;
-	int *disp = m->rank == 0 ? ckpt__calloc((size_t)W, sizeof(int)) : NULL;
+	int *lens = m->rank == 0 ? ckpt_calloc((size_t)W, sizeof(int)) : NULL;
+	int *disp = m->rank == 0 ? ckpt_calloc((size_t)W, sizeof(int)) : NULL;
 	int err = MPI_Gather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, 0, m->comm);
 	if (err != MPI_SUCCESS)
 		return mw_mpi_fail(m, err, "MPI_Gather");
@@ -213,27 +213,27 @@ static int gather_and_commit(mw *m, const ckpt__save_request *req, uint64_t toke
 			disp[w] = (int)total;
 			total += (size_t)lens[w];
 		}
-		all = ckpt__malloc(total + 1);
+		all = ckpt_malloc(total + 1);
 	}
 	err = MPI_Gatherv(blob, mylen, MPI_BYTE, all, lens, disp, MPI_BYTE, 0, m->comm);
 	if (err != MPI_SUCCESS)
 		rc = mw_mpi_fail(m, err, "MPI_Gatherv");
 	if (m->rank == 0 && rc == CKPT_OK) {
-		const void **parts = ckpt__calloc((size_t)W, sizeof(*parts));
-		size_t *plens = ckpt__calloc((size_t)W, sizeof(*plens));
+		const void **parts = ckpt_calloc((size_t)W, sizeof(*parts));
+		size_t *plens = ckpt_calloc((size_t)W, sizeof(*plens));
 		rc = parts && plens && all ? CKPT_OK : CKPT_ENOMEM;
 		for (int w = 0; w < W && rc == CKPT_OK; w++) {
 			parts[w] = all + disp[w];
 			plens[w] = (size_t)lens[w];
 		}
 		if (rc == CKPT_OK)
-			rc = ckpt__tfb_merge_commit(req->vfs, req->path, W, token, parts, plens, req->no_fsync);
-		ckpt__free(parts);
-		ckpt__free(plens);
+			rc = ckpt_bundle_merge_commit(req->vfs, req->path, W, token, parts, plens, req->no_fsync);
+		ckpt_free(parts);
+		ckpt_free(plens);
 	}
-	ckpt__free(all);
-	ckpt__free(lens);
-	ckpt__free(disp);
+	ckpt_free(all);
+	ckpt_free(lens);
+	ckpt_free(disp);
 	/* worker 0's outcome, to everyone */
 	mw_hdr h;
 	mw_hdr_init(m, &h, MW_SAVE_DONE, "");
@@ -243,12 +243,12 @@ static int gather_and_commit(mw *m, const ckpt__save_request *req, uint64_t toke
 	if (err != MPI_SUCCESS)
 		return mw_mpi_fail(m, err, "MPI_Bcast");
 	if (m->rank != 0 && h.status < 0)
-		return ckpt__fail(h.status, req->path, NULL, -1, "worker 0 of %s could not commit: %s",
+		return ckpt_error_set(h.status, req->path, NULL, -1, "worker 0 of %s could not commit: %s",
 			ckpt_strategy_describe(m->self), h.msg);
 	return rc;
 }
 
-int mw_write(ckpt_strategy *s, const ckpt__save_request *req)
+int mw_write(ckpt_strategy *s, const ckpt_strategy_save_request *req)
 {
 	mw *m = mw_of(s);
 	mw_hdr h;
@@ -269,7 +269,7 @@ int mw_write(ckpt_strategy *s, const ckpt__save_request *req)
 	if (err != MPI_SUCCESS)
 		return mw_mpi_fail(m, err, "MPI_Bcast");
 
-	int *owner = ckpt__calloc(req->count ? req->count : 1, sizeof(*owner));
+	int *owner = ckpt_calloc(req->count ? req->count : 1, sizeof(*owner));
 	int rc = owner ? assign_owners(req, m->size, owner) : CKPT_ENOMEM;
 	void *blob = NULL;
 	size_t blen = 0;
@@ -282,28 +282,28 @@ int mw_write(ckpt_strategy *s, const ckpt__save_request *req)
 			entry_value(m, req->vars[i], 0, &t);
 		}
 	}
-	ckpt__free(owner);
+	ckpt_free(owner);
 	if (m->broken) {
-		ckpt__free(blob);
-		ckpt__tfb_part_discard(req->vfs, req->path, m->rank, m->size, token);
-		return rc < 0 ? rc : ckpt__fail(CKPT_ESCOPE, NULL, NULL, -1, "%s", m->broken_msg);
+		ckpt_free(blob);
+		ckpt_bundle_part_discard(req->vfs, req->path, m->rank, m->size, token);
+		return rc < 0 ? rc : ckpt_error_set(CKPT_ESCOPE, NULL, NULL, -1, "%s", m->broken_msg);
 	}
 	if (rc == CKPT_OK && blen > (size_t)1 << 30)
-		rc = ckpt__fail(CKPT_ELIMIT, req->path, NULL, -1, "shard %d has too many index entries", m->rank);
+		rc = ckpt_error_set(CKPT_ELIMIT, req->path, NULL, -1, "shard %d has too many index entries", m->rank);
 	/* step 5: every worker's outcome */
 	mw_hdr_init(m, &h, MW_SAVE_DONE, req->path);
 	if (rc < 0)
 		hdr_error(&h, rc);
 	rc = mw_exchange(m, &h);
 	if (rc < 0) {
-		ckpt__free(blob);
-		ckpt__tfb_part_discard(req->vfs, req->path, m->rank, m->size, token);
+		ckpt_free(blob);
+		ckpt_bundle_part_discard(req->vfs, req->path, m->rank, m->size, token);
 		if (m->rank == 0)
 			for (int w = 1; w < m->size; w++)
-				ckpt__tfb_part_discard(req->vfs, req->path, w, m->size, token);
+				ckpt_bundle_part_discard(req->vfs, req->path, w, m->size, token);
 		return rc;
 	}
 	rc = gather_and_commit(m, req, token, blob, blen);
-	ckpt__free(blob);
+	ckpt_free(blob);
 	return rc;
 }

@@ -33,7 +33,7 @@ int mw_mpi_fail(mw *m, int err, const char *call)
 	int len = 0;
 	es[0] = '\0';
 	MPI_Error_string(err, es, &len);
-	return ckpt__fail(CKPT_EIO, NULL, NULL, -1, "worker %d of %s: %s failed: %s", m->rank,
+	return ckpt_error_set(CKPT_EIO, NULL, NULL, -1, "worker %d of %s: %s failed: %s", m->rank,
 		ckpt_strategy_describe(m->self), call, es);
 }
 
@@ -98,7 +98,7 @@ static int differ(const mw_hdr *a, const mw_hdr *b, int w, char *msg, size_t n)
 
 static int broken_error(mw *m)
 {
-	return ckpt__fail(CKPT_ESCOPE, NULL, NULL, -1, "%s", m->broken_msg);
+	return ckpt_error_set(CKPT_ESCOPE, NULL, NULL, -1, "%s", m->broken_msg);
 }
 
 int mw_exchange(mw *m, mw_hdr *h)
@@ -126,7 +126,7 @@ int mw_exchange(mw *m, mw_hdr *h)
 		if (m->all[w].status < 0) {
 			if (w == m->rank)
 				return h->status; /* this worker's own error is already the last error */
-			return ckpt__fail(m->all[w].status, NULL, NULL, -1, "worker %d of %s failed: %s", w,
+			return ckpt_error_set(m->all[w].status, NULL, NULL, -1, "worker %d of %s failed: %s", w,
 				ckpt_strategy_describe(m->self), m->all[w].msg);
 		}
 	return CKPT_OK;
@@ -199,7 +199,7 @@ static int all_ok(mw *m, int rc, const char *name)
 	if (err != MPI_SUCCESS)
 		return rc < 0 ? rc : mw_mpi_fail(m, err, "MPI_Allreduce");
 	if (!all && rc == CKPT_OK)
-		return ckpt__fail(CKPT_ENOMEM, NULL, name, -1,
+		return ckpt_error_set(CKPT_ENOMEM, NULL, name, -1,
 			"initial value of string variable '%s': another worker of %s ran out of memory", name,
 			ckpt_strategy_describe(m->self));
 	return rc;
@@ -216,7 +216,7 @@ static int bcast_strings(mw *m, ckpt_variable *v, uint64_t nelem)
 	ckpt_tensor *t = NULL;
 	ckpt_bytes *elems = NULL;
 	char *bytes = NULL;
-	uint64_t *lens = ckpt__calloc(nelem + 1, sizeof(*lens)); /* lens[nelem]: the total */
+	uint64_t *lens = ckpt_calloc(nelem + 1, sizeof(*lens)); /* lens[nelem]: the total */
 	int rc = lens ? CKPT_OK : CKPT_ENOMEM;
 	if (rc == CKPT_OK && m->rank == 0 && (rc = ckpt_variable_read_tensor(v, &t)) == CKPT_OK)
 		for (uint64_t i = 0; i < nelem; i++)
@@ -224,8 +224,8 @@ static int bcast_strings(mw *m, ckpt_variable *v, uint64_t nelem)
 	if ((rc = all_ok(m, rc, name)) == CKPT_OK)
 		rc = bcast_bytes(m, lens, (nelem + 1) * sizeof(*lens), "MPI_Bcast of string lengths");
 	if (rc == CKPT_OK) {
-		bytes = ckpt__malloc(lens[nelem] ? lens[nelem] : 1);
-		elems = ckpt__calloc(nelem ? nelem : 1, sizeof(*elems));
+		bytes = ckpt_malloc(lens[nelem] ? lens[nelem] : 1);
+		elems = ckpt_calloc(nelem ? nelem : 1, sizeof(*elems));
 		rc = all_ok(m, bytes && elems ? CKPT_OK : CKPT_ENOMEM, name);
 	}
 	for (uint64_t i = 0, at = 0; rc == CKPT_OK && i < nelem; at += lens[i], i++) {
@@ -245,9 +245,9 @@ static int bcast_strings(mw *m, ckpt_variable *v, uint64_t nelem)
 	if (rc != CKPT_EIO) /* an MPI failure already failed every worker */
 		rc = all_ok(m, rc, name);
 	ckpt_tensor_free(t);
-	ckpt__free(bytes);
-	ckpt__free(elems);
-	ckpt__free(lens);
+	ckpt_free(bytes);
+	ckpt_free(elems);
+	ckpt_free(lens);
 	return rc;
 }
 
@@ -274,25 +274,25 @@ static int mw_on_create(ckpt_strategy *s, ckpt_variable *v, int filled)
 		return CKPT_OK;
 	if (str)
 		return bcast_strings(m, v, nelem);
-	if (ckpt__variable_on_device(v)) {
+	if (ckpt_variable_on_device(v)) {
 		/* device copies: worker 0's copy 0 through host memory, then into every worker's copy 0 */
-		void *tmp = ckpt__malloc((size_t)h.n);
-		int rc = tmp ? CKPT_OK : ckpt__fail(CKPT_ENOMEM, NULL, ckpt_variable_name(v), -1,
+		void *tmp = ckpt_malloc((size_t)h.n);
+		int rc = tmp ? CKPT_OK : ckpt_error_set(CKPT_ENOMEM, NULL, ckpt_variable_name(v), -1,
 			"no host memory to broadcast the initial value of '%s'", ckpt_variable_name(v));
 		if (rc == CKPT_OK && m->rank == 0)
-			rc = ckpt__variable_read_copy(v, 0, tmp);
+			rc = ckpt_variable_read_copy(v, 0, tmp);
 		/* every worker takes part in the broadcast, even after a local failure */
 		int brc = bcast_bytes(m, tmp, tmp ? h.n : 0, "MPI_Bcast of an initial value");
 		if (rc == CKPT_OK)
 			rc = brc;
 		if (rc == CKPT_OK && m->rank != 0)
-			rc = ckpt__variable_write_copy(v, 0, tmp);
-		ckpt__free(tmp);
+			rc = ckpt_variable_write_copy(v, 0, tmp);
+		ckpt_free(tmp);
 		CKPT_TRY(rc);
 	} else {
-		CKPT_TRY(bcast_bytes(m, ckpt__variable_local_copy(v, 0), h.n, "MPI_Bcast of an initial value"));
+		CKPT_TRY(bcast_bytes(m, ckpt_variable_local_copy(v, 0), h.n, "MPI_Bcast of an initial value"));
 	}
-	ckpt__variable_fill_from_primary(v);
+	ckpt_variable_fill_from_primary(v);
 	return CKPT_OK;
 }
 
@@ -310,19 +310,19 @@ static int mw_allgather(ckpt_strategy *s, const void *mine, size_t n, void **all
 	mw_hdr h;
 	mw_hdr_init(m, &h, MW_GATHER, "");
 	if (n > (size_t)1 << 30)
-		hdr_status(&h, ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "allgather of %zu bytes", n));
+		hdr_status(&h, ckpt_error_set(CKPT_ELIMIT, NULL, NULL, -1, "allgather of %zu bytes", n));
 	else
 		h.aux = (int32_t)n;
 	CKPT_TRY(mw_exchange(m, &h));
 	size_t total = 0;
 	for (int w = 0; w < m->size; w++)
 		total += (size_t)m->all[w].aux;
-	int *cnt = ckpt__calloc((size_t)m->size, sizeof(int)), *disp = ckpt__calloc((size_t)m->size, sizeof(int));
-	size_t *l = ckpt__calloc((size_t)m->size, sizeof(size_t));
-	unsigned char *buf = ckpt__malloc(total + 1);
+	int *cnt = ckpt_calloc((size_t)m->size, sizeof(int)), *disp = ckpt_calloc((size_t)m->size, sizeof(int));
+	size_t *l = ckpt_calloc((size_t)m->size, sizeof(size_t));
+	unsigned char *buf = ckpt_malloc(total + 1);
 	int rc = cnt && disp && l && buf ? CKPT_OK : CKPT_ENOMEM;
 	if (rc == CKPT_OK && total > (size_t)INT32_MAX)
-		rc = ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "allgather of %zu bytes in all", total);
+		rc = ckpt_error_set(CKPT_ELIMIT, NULL, NULL, -1, "allgather of %zu bytes in all", total);
 	for (int w = 0, at = 0; rc == CKPT_OK && w < m->size; w++) {
 		cnt[w] = m->all[w].aux;
 		disp[w] = at;
@@ -340,11 +340,11 @@ static int mw_allgather(ckpt_strategy *s, const void *mine, size_t n, void **all
 			mw_copy(m->broken_msg, sizeof(m->broken_msg), mw_last_message());
 		}
 	}
-	ckpt__free(cnt);
-	ckpt__free(disp);
+	ckpt_free(cnt);
+	ckpt_free(disp);
 	if (rc < 0) {
-		ckpt__free(l);
-		ckpt__free(buf);
+		ckpt_free(l);
+		ckpt_free(buf);
 		return rc;
 	}
 	*all = buf;
@@ -365,12 +365,13 @@ static void mw_destroy(ckpt_strategy *s)
 	MPI_Finalized(&fin);
 	if (!fin)
 		MPI_Comm_free(&m->comm);
-	ckpt__free(m->all);
-	ckpt__free(m->scratch);
-	ckpt__free(m);
+	ckpt_free(m->all);
+	ckpt_free(m->scratch);
+	ckpt_free(m);
 }
 
-static const ckpt__strategy_ops multi_worker_ops = {
+static const ckpt_strategy_methods multi_worker_ops = {
+	.version = CKPT_STRATEGY_METHODS_VERSION,
 	.name = "multi_worker",
 	.kind = CKPT_STRATEGY_MULTI_WORKER,
 	.on_create = mw_on_create,
@@ -390,20 +391,20 @@ static const ckpt__strategy_ops multi_worker_ops = {
 int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local_replicas)
 {
 	if (!out)
-		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_strategy_multi_worker_new: out is NULL");
+		return ckpt_error_set(CKPT_EINVAL, NULL, NULL, -1, "ckpt_strategy_multi_worker_new: out is NULL");
 	*out = NULL;
 	int init = 0;
 	MPI_Initialized(&init);
 	if (!init)
-		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+		return ckpt_error_set(CKPT_EINVAL, NULL, NULL, -1,
 			"ckpt_strategy_multi_worker_new: call MPI_Init (or MPI_Init_thread) first");
-	mw *m = ckpt__calloc(1, sizeof(*m));
+	mw *m = ckpt_calloc(1, sizeof(*m));
 	if (!m)
 		return CKPT_ENOMEM;
 	int err = MPI_Comm_dup(comm, &m->comm);
 	if (err != MPI_SUCCESS) {
-		ckpt__free(m);
-		return ckpt__fail(CKPT_EIO, NULL, NULL, -1, "MPI_Comm_dup failed (%d)", err);
+		ckpt_free(m);
+		return ckpt_error_set(CKPT_EIO, NULL, NULL, -1, "MPI_Comm_dup failed (%d)", err);
 	}
 	MPI_Comm_rank(m->comm, &m->rank);
 	MPI_Comm_size(m->comm, &m->size);
@@ -412,33 +413,33 @@ int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local
 	/* worker 0's choice of restore reading, so every worker stages alike */
 	m->restore_mode = mw_restore_mode_from_env();
 	MPI_Bcast(&m->restore_mode, 1, MPI_INT, 0, m->comm);
-	int *locals = ckpt__calloc((size_t)m->size, sizeof(int));
-	m->all = ckpt__calloc((size_t)m->size, sizeof(*m->all));
+	int *locals = ckpt_calloc((size_t)m->size, sizeof(int));
+	m->all = ckpt_calloc((size_t)m->size, sizeof(*m->all));
 	int rc = locals && m->all ? CKPT_OK : CKPT_ENOMEM;
 	/* every worker learns every count, so all fail alike */
 	err = MPI_Allgather(&local_replicas, 1, MPI_INT, locals ? locals : &local_replicas, locals ? 1 : 0, MPI_INT, m->comm);
 	if (rc == CKPT_OK && err != MPI_SUCCESS)
-		rc = ckpt__fail(CKPT_EIO, NULL, NULL, -1, "MPI_Allgather of local replica counts failed (%d)", err);
+		rc = ckpt_error_set(CKPT_EIO, NULL, NULL, -1, "MPI_Allgather of local replica counts failed (%d)", err);
 	for (int w = 0; w < m->size && rc == CKPT_OK; w++)
 		if (locals[w] != local_replicas || locals[w] < 1)
-			rc = ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+			rc = ckpt_error_set(CKPT_EINVAL, NULL, NULL, -1,
 				"multi-worker strategy: worker %d asks for %d local replica(s), worker %d for %d; "
 				"every worker needs the same count, >= 1", m->rank, local_replicas, w, locals[w]);
 	if (rc == CKPT_OK && (int64_t)m->size * local_replicas > MW_MAX_REPLICAS)
-		rc = ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "multi-worker strategy: %d workers x %d replicas "
+		rc = ckpt_error_set(CKPT_ELIMIT, NULL, NULL, -1, "multi-worker strategy: %d workers x %d replicas "
 			"exceeds %d replicas", m->size, local_replicas, MW_MAX_REPLICAS);
-	ckpt__free(locals);
+	ckpt_free(locals);
 	char desc[96];
 	snprintf(desc, sizeof(desc), "MultiWorkerMirroredStrategy(%d worker%s x %d local replica%s, worker %d)",
 		m->size, m->size == 1 ? "" : "s", local_replicas, local_replicas == 1 ? "" : "s", m->rank);
 	ckpt_strategy *s = NULL;
 	if (rc == CKPT_OK)
-		rc = ckpt__strategy_create(&s, &multi_worker_ops, m->size * local_replicas, local_replicas,
+		rc = ckpt_strategy_custom_new(&s, &multi_worker_ops, m->size * local_replicas, local_replicas,
 			m->rank * local_replicas, m, desc);
 	if (rc < 0) {
 		MPI_Comm_free(&m->comm);
-		ckpt__free(m->all);
-		ckpt__free(m);
+		ckpt_free(m->all);
+		ckpt_free(m);
 		return rc;
 	}
 	m->self = s;
@@ -452,8 +453,8 @@ int ckpt_strategy_multi_worker_new_on(ckpt_strategy **out, MPI_Comm comm, const 
 	ckpt_strategy *s = NULL;
 	CKPT_TRY(ckpt_strategy_multi_worker_new(&s, comm, local_replicas));
 	/* every worker attaches, or every worker fails (a bad table or device on one process) */
-	int rc = ckpt__strategy_attach_memory(s, provider, devices);
-	rc = ckpt__strategy_ops_of(s)->agree(s, rc);
+	int rc = ckpt_strategy_attach_memory(s, provider, devices);
+	rc = ckpt_strategy_get_methods(s)->agree(s, rc);
 	if (rc < 0) {
 		ckpt_strategy_free(s);
 		return rc;
@@ -464,10 +465,10 @@ int ckpt_strategy_multi_worker_new_on(ckpt_strategy **out, MPI_Comm comm, const 
 
 int ckpt_multi_worker_rank(const ckpt_strategy *s)
 {
-	return ckpt__strategy_ops_of(s) == &multi_worker_ops ? ((mw *)ckpt__strategy_impl(s))->rank : 0;
+	return ckpt_strategy_get_methods(s) == &multi_worker_ops ? ((mw *)ckpt_strategy_impl(s))->rank : 0;
 }
 
 int ckpt_multi_worker_size(const ckpt_strategy *s)
 {
-	return ckpt__strategy_ops_of(s) == &multi_worker_ops ? ((mw *)ckpt__strategy_impl(s))->size : 1;
+	return ckpt_strategy_get_methods(s) == &multi_worker_ops ? ((mw *)ckpt_strategy_impl(s))->size : 1;
 }

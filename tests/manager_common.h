@@ -21,7 +21,7 @@
 
 #define MC_UNUSED __attribute__((unused))
 
-void ckpt__free(void *p); /* the library's free, for buffers it returned (tests link statically) */
+#include "ckpt/sys/alloc.h" /* ckpt_free, for buffers the library returned */
 #define MC_MAX 256
 
 typedef struct mc_warnings {
@@ -227,7 +227,7 @@ static MC_UNUSED void mc_scan(mc_dir *d, ckpt_vfs *vfs, const char *dir)
 			size_t len;
 			cr_assert_eq(ckpt_vfs_read_all(vfs, p, 1 << 20, &buf, &len), CKPT_OK);
 			mc_parse_state(d, buf);
-			ckpt__free(buf);
+			ckpt_free(buf);
 			free(p);
 		}
 		size_t l = strlen(names[i]);

@@ -3,7 +3,9 @@
  * tree (CKPT_BINARY_DIR) into a temporary prefix with `cmake --install`,
  * builds the mlp_mirrored sample out of tree against it with
  * find_package(ckpt) -> ckpt::ckpt and with pkg-config, runs both, and
- * checks that they write identical checkpoints.
+ * checks that they write identical checkpoints; then compiles each installed
+ * ckpt/sys/ header on its own and an extender using all of them
+ * (tests/scripts/sys_consumer.c), and runs it.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -21,6 +23,8 @@ Test(install, find_package_and_pkg_config_out_of_tree, .timeout = 120)
 	cr_assert_eq(r.status, 0, "install test failed (exit %d)\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
 	cr_expect(strstr(r.out, "find_package: OK"), "%s", r.out);
 	cr_expect(strstr(r.out, "pkg-config: OK"), "%s", r.out);
+	cr_expect(strstr(r.out, "sys consumer: OK"), "%s", r.out);
+	cr_expect(strstr(r.out, "sys headers: OK"), "%s", r.out);
 	/* the out-of-tree builds really trained and checkpointed */
 	cr_expect(strstr(r.out, "epoch 1/1"), "%s", r.out);
 	cr_expect(strstr(r.out, "ckpt-1"), "%s", r.out);

@@ -1,6 +1,6 @@
 /*
  * One shard of a bundle written by several processes, and process 0's merge
- * of their index entries (tfb_part.h). The data path is bundle_write.c's
+ * of their index entries (ckpt/sys/bundle_part.h). The data path is bundle_write.c's
  * (tfb_shard_*); the index is TensorFlow's TableBuilder (sstable_write.c)
  * over the union of every shard's entries, as MergeBundles writes it.
  */
@@ -9,9 +9,9 @@
 #include <protobuf-c/protobuf-c.h>
 #include "tensor_bundle.pb-c.h"
 #include "tfb.h"
-#include "tfb_part.h"
+#include "ckpt/sys/bundle_part.h"
 
-struct ckpt__tfb_part {
+struct ckpt_bundle_part {
 	ckpt_vfs *vfs;
 	wshard sh;
 	int shard;
@@ -27,13 +27,17 @@ static char *temp_path(const char *prefix, int shard, int nshards, uint64_t toke
 	return tmp;
 }
 
-int ckpt__tfb_part_open(ckpt__tfb_part **out, ckpt_vfs *vfs, const char *prefix, int shard,
+int ckpt_bundle_part_open(ckpt_bundle_part **out, ckpt_vfs *vfs, const char *prefix, int shard,
 	int nshards, uint64_t token)
 {
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, prefix, NULL, -1, "ckpt_bundle_part_open: out is NULL");
 	*out = NULL;
+	if (!vfs || !prefix)
+		return ckpt__fail(CKPT_EINVAL, prefix, NULL, -1, "ckpt_bundle_part_open: vfs or prefix is NULL");
 	if (shard < 0 || shard >= nshards || nshards > CKPT_MAX_SHARDS)
 		return ckpt__fail(CKPT_EINVAL, prefix, NULL, -1, "shard %d of %d", shard, nshards);
-	ckpt__tfb_part *p = ckpt__calloc(1, sizeof(*p));
+	ckpt_bundle_part *p = ckpt__calloc(1, sizeof(*p));
 	if (!p)
 		return CKPT_ENOMEM;
 	p->vfs = vfs;
@@ -43,7 +47,7 @@ int ckpt__tfb_part_open(ckpt__tfb_part **out, ckpt_vfs *vfs, const char *prefix,
 	if (rc == CKPT_OK)
 		rc = ckpt_vfs_open(vfs, p->sh.tmp, CKPT_IO_WRITE, &p->sh.io);
 	if (rc < 0) {
-		ckpt__tfb_part_free(p);
+		ckpt_bundle_part_free(p);
 		return rc;
 	}
 	*out = p;
@@ -80,7 +84,7 @@ static int encode_entry(tfb_buf *out, const char *key, size_t klen, const ckpt_t
 }
 
 /* `key` of klen bytes (slice keys hold NULs); messages name `name` */
-static int part_add(ckpt__tfb_part *p, const char *name, const char *key, size_t klen, const ckpt_tensor *t)
+static int part_add(ckpt_bundle_part *p, const char *name, const char *key, size_t klen, const ckpt_tensor *t)
 {
 	if (p->failed)
 		return ckpt__fail(p->failed, p->sh.tmp, name, -1, "shard writer failed earlier");
@@ -99,16 +103,20 @@ static int part_add(ckpt__tfb_part *p, const char *name, const char *key, size_t
 	return rc;
 }
 
-int ckpt__tfb_part_add(ckpt__tfb_part *p, const char *key, const ckpt_tensor *t)
+int ckpt_bundle_part_add(ckpt_bundle_part *p, const char *key, const ckpt_tensor *t)
 {
+	if (!p || !t)
+		return ckpt__fail(CKPT_EINVAL, NULL, key, -1, "ckpt_bundle_part_add: writer or tensor is NULL");
 	if (!key || !*key || strlen(key) > CKPT_MAX_NAME_LEN)
 		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, key, -1, "bad tensor name");
 	return part_add(p, key, key, strlen(key), t);
 }
 
-int ckpt__tfb_part_add_slice(ckpt__tfb_part *p, const char *name, const ckpt_shape *full, int64_t row0,
+int ckpt_bundle_part_add_slice(ckpt_bundle_part *p, const char *name, const ckpt_shape *full, int64_t row0,
 	const ckpt_tensor *t)
 {
+	if (!p || !full || !t)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "ckpt_bundle_part_add_slice: writer, shape or tensor is NULL");
 	if (!name || !*name || strlen(name) > CKPT_MAX_NAME_LEN || full->rank < 1 || t->shape.rank != full->rank)
 		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, name, -1, "bad partitioned variable name or shape");
 	tfb_buf key = { 0 };
@@ -119,9 +127,12 @@ int ckpt__tfb_part_add_slice(ckpt__tfb_part *p, const char *name, const ckpt_sha
 	return rc;
 }
 
-int ckpt__tfb_part_add_partitioned_entry(ckpt__tfb_part *p, const char *name, ckpt_dtype dt, const ckpt_shape *full,
+int ckpt_bundle_part_add_partitioned_entry(ckpt_bundle_part *p, const char *name, ckpt_dtype dt, const ckpt_shape *full,
 	int nparts, const int64_t *row0, const int64_t *rows)
 {
+	if (!p || !full || !row0 || !rows)
+		return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
+			"ckpt_bundle_part_add_partitioned_entry: writer, shape or part bounds are NULL");
 	if (p->failed)
 		return ckpt__fail(p->failed, p->sh.tmp, name, -1, "shard writer failed earlier");
 	if (!name || !*name || strlen(name) > CKPT_MAX_NAME_LEN || full->rank < 1 || nparts < 1)
@@ -143,8 +154,10 @@ int ckpt__tfb_part_add_partitioned_entry(ckpt__tfb_part *p, const char *name, ck
 	return rc;
 }
 
-int ckpt__tfb_part_finish(ckpt__tfb_part *p, int no_fsync, void **entries, size_t *n)
+int ckpt_bundle_part_finish(void **entries, size_t *n, ckpt_bundle_part *p, int no_fsync)
 {
+	if (!entries || !n || !p)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_bundle_part_finish: an argument is NULL");
 	*entries = NULL;
 	*n = 0;
 	if (p->failed)
@@ -168,7 +181,7 @@ int ckpt__tfb_part_finish(ckpt__tfb_part *p, int no_fsync, void **entries, size_
 	return CKPT_OK;
 }
 
-void ckpt__tfb_part_free(ckpt__tfb_part *p)
+void ckpt_bundle_part_free(ckpt_bundle_part *p)
 {
 	if (!p)
 		return;
@@ -180,8 +193,10 @@ void ckpt__tfb_part_free(ckpt__tfb_part *p)
 	ckpt__free(p);
 }
 
-void ckpt__tfb_part_discard(ckpt_vfs *vfs, const char *prefix, int shard, int nshards, uint64_t token)
+void ckpt_bundle_part_discard(ckpt_vfs *vfs, const char *prefix, int shard, int nshards, uint64_t token)
 {
+	if (!vfs || !prefix)
+		return;
 	char *tmp = temp_path(prefix, shard, nshards, token);
 	/* cleanup must not replace the error the caller reports */
 	ckpt__error_slot saved = { 0 };
@@ -322,9 +337,12 @@ static int merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uint64_t
 	return rc;
 }
 
-int ckpt__tfb_merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uint64_t token,
+int ckpt_bundle_merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uint64_t token,
 	const void *const *entries, const size_t *lens, int no_fsync)
 {
+	if (!vfs || !prefix || !entries || !lens || nshards < 1 || nshards > CKPT_MAX_SHARDS)
+		return ckpt__fail(CKPT_EINVAL, prefix, NULL, -1,
+			"ckpt_bundle_merge_commit: NULL argument or %d shards", nshards);
 	char *final = tfb_index_path(prefix);
 	char *index_tmp = final ? ckpt__asprintf("%s.tempstate%llu", final, (unsigned long long)token) : NULL;
 	ckpt__free(final);
@@ -339,7 +357,7 @@ int ckpt__tfb_merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uint6
 		ckpt__error_raise(&saved);
 		ckpt__error_slot_clear(&saved);
 		for (int s = 0; s < nshards; s++)
-			ckpt__tfb_part_discard(vfs, prefix, s, nshards, token);
+			ckpt_bundle_part_discard(vfs, prefix, s, nshards, token);
 	}
 	ckpt__free(index_tmp);
 	return rc;

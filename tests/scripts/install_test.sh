@@ -4,8 +4,11 @@
 # libckpt as a dependency: `cmake --install` the build tree into a temporary
 # prefix, then build the mlp_mirrored sample out of tree against the
 # installed library twice, once with find_package(ckpt) -> ckpt::ckpt and
-# once with pkg-config (ckpt.pc), and run both builds for one epoch.
-# Prints "find_package: OK" and "pkg-config: OK"; exits non-zero on any failure.
+# once with pkg-config (ckpt.pc), and run both builds for one epoch. Then
+# an extender (tests/scripts/sys_consumer.c) against the installed headers
+# only, every ckpt/sys/ header among them.
+# Prints "find_package: OK", "pkg-config: OK" and "sys headers: OK"; exits
+# non-zero on any failure.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
@@ -15,7 +18,8 @@ prefix=$work/prefix
 
 echo "== cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
-for f in include/ckpt/ckpt.h include/ckpt/checkpoint.h bin/ckpt libexec/ckpt/ckpt-h5-reader; do
+for f in include/ckpt/ckpt.h include/ckpt/checkpoint.h include/ckpt/sys/alloc.h include/ckpt/sys/error.h \
+  include/ckpt/sys/strategy.h include/ckpt/sys/bundle_part.h bin/ckpt libexec/ckpt/ckpt-h5-reader; do
   [ -e "$prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
 pc=$(find "$prefix" -name ckpt.pc | head -n1)
@@ -65,3 +69,15 @@ LD_LIBRARY_PATH="$libdir" "$work/mlp_pc" --epochs 1 --dir "$work/run-pc"
 "$prefix/bin/ckpt" diff "$work/run-cmake/ckpt-1" "$work/run-pc/ckpt-1" >/dev/null ||
   { echo "the two builds wrote different checkpoints"; exit 1; }
 echo "pkg-config: OK"
+
+echo "== ckpt/sys/: each header on its own, then an extender, against the installed headers only"
+for h in "$prefix"/include/ckpt/sys/*.h; do
+  rel=${h#"$prefix/include/"}
+  printf '#include <%s>\n' "$rel" >"$work/one_header.c"
+  cc -std=c99 -Wall -Wextra -Werror -fsyntax-only $cflags "$work/one_header.c" ||
+    { echo "$rel does not compile on its own"; exit 1; }
+done
+cc -std=c99 -O2 -Wall -Wextra -Werror $san $cflags -o "$work/sys_consumer" "$src/tests/scripts/sys_consumer.c" $libs
+mkdir -p "$work/run-sys"
+LD_LIBRARY_PATH="$libdir" "$work/sys_consumer" "$work/run-sys"
+echo "sys headers: OK"

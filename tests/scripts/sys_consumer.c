@@ -1,0 +1,124 @@
+/*
+ * An extender built against the installed headers only (tests/scripts/
+ * install_test.sh compiles it with the installed library's pkg-config flags):
+ * every ckpt/sys/ header, a strategy from its own method table, a one-shard
+ * bundle written with the partial-bundle writer and read back with the
+ * public reader, memory and errors through the library's hooks.
+ * Prints "sys consumer: OK" and exits 0, or names the first failed check.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <ckpt/ckpt.h>
+#include <ckpt/sys/alloc.h>
+#include <ckpt/sys/bundle_part.h>
+#include <ckpt/sys/error.h>
+#include <ckpt/sys/strategy.h>
+
+#define CHECK(cond) do { if (!(cond)) { fprintf(stderr, "sys consumer: %s:%d: %s failed (%s)\n", __FILE__, \
+	__LINE__, #cond, ckpt_error_last()->message ? ckpt_error_last()->message : ""); return 1; } } while (0)
+
+static int destroyed;
+
+static void count_destroy(ckpt_strategy *s)
+{
+	(void)s;
+	destroyed++;
+}
+
+static const ckpt_strategy_methods two_threads = {
+	.version = CKPT_STRATEGY_METHODS_VERSION,
+	.name = "two_threads",
+	.kind = CKPT_STRATEGY_MIRRORED,
+	.destroy = count_destroy,
+};
+
+static int strategy_from_a_table(void)
+{
+	static int impl;
+	ckpt_strategy *s = NULL;
+	CHECK(ckpt_strategy_custom_new(&s, &two_threads, 2, 2, 0, &impl, "TwoThreads") == CKPT_OK);
+	CHECK(ckpt_strategy_get_methods(s) == &two_threads);
+	CHECK(ckpt_strategy_impl(s) == &impl);
+	CHECK(strcmp(ckpt_strategy_name(s), "two_threads") == 0);
+	CHECK(ckpt_strategy_num_replicas(s) == 2);
+	ckpt_shape shape;
+	CHECK(ckpt_shape_make(&shape, 1, (const int64_t[]){ 3 }) == CKPT_OK);
+	ckpt_variable *v = NULL;
+	CHECK(ckpt_scope_enter(s) == CKPT_OK);
+	int rc = ckpt_variable_new(&v, "w", CKPT_DT_FLOAT, &shape, NULL);
+	CHECK(ckpt_scope_exit(s) == CKPT_OK);
+	CHECK(rc == CKPT_OK);
+	float *copy0 = ckpt_variable_local_copy(v, 0);
+	CHECK(copy0 && ckpt_variable_local_copy(v, 2) == NULL);
+	copy0[0] = 1.5f, copy0[1] = -2.0f, copy0[2] = 4.0f;
+	ckpt_variable_fill_from_primary(v);
+	const float *copy1 = ckpt_variable_local_copy(v, 1);
+	CHECK(copy1 && memcmp(copy0, copy1, sizeof(float) * 3) == 0);
+	ckpt_variable_free(v);
+	ckpt_strategy_free(s);
+	CHECK(destroyed == 1);
+	return 0;
+}
+
+static int bundle_from_one_part(const char *dir)
+{
+	char prefix[4096];
+	snprintf(prefix, sizeof(prefix), "%s/part", dir);
+	ckpt_vfs *vfs = ckpt_vfs_default();
+	const float w[4] = { 1, 2, 3, 4 };
+	ckpt_shape shape;
+	CHECK(ckpt_shape_make(&shape, 2, (const int64_t[]){ 2, 2 }) == CKPT_OK);
+	ckpt_tensor *t = NULL;
+	CHECK(ckpt_tensor_wrap(&t, CKPT_DT_FLOAT, &shape, (void *)w, sizeof(w)) == CKPT_OK);
+	ckpt_bundle_part *p = NULL;
+	CHECK(ckpt_bundle_part_open(&p, vfs, prefix, 0, 1, 42) == CKPT_OK);
+	CHECK(ckpt_bundle_part_add(p, "w", t) == CKPT_OK);
+	void *entries = NULL;
+	size_t n = 0;
+	CHECK(ckpt_bundle_part_finish(&entries, &n, p, 1) == CKPT_OK);
+	ckpt_bundle_part_free(p);
+	CHECK(entries && n > 0);
+	const void *all[1] = { entries };
+	CHECK(ckpt_bundle_merge_commit(vfs, prefix, 1, 42, all, &n, 1) == CKPT_OK);
+	ckpt_free(entries);
+
+	ckpt_reader *r = NULL;
+	CHECK(ckpt_reader_open(&r, prefix, NULL) == CKPT_OK);
+	size_t i = 0;
+	CHECK(ckpt_reader_find(r, "w", &i) == CKPT_OK);
+	ckpt_tensor *back = NULL;
+	CHECK(ckpt_reader_read(r, i, &back) == CKPT_OK);
+	CHECK(ckpt_tensor_equal(back, t));
+	ckpt_tensor_free(back);
+	ckpt_reader_free(r);
+	ckpt_tensor_free(t);
+	return 0;
+}
+
+static int memory_and_errors(void)
+{
+	char *b = ckpt_malloc(16);
+	CHECK(b);
+	b = ckpt_realloc(b, 64);
+	CHECK(b);
+	ckpt_free(b);
+	CHECK(ckpt_calloc((size_t)-1, 16) == NULL && ckpt_error_last()->code == CKPT_ELIMIT);
+	CHECK(ckpt_error_set(CKPT_EFORMAT, "f.bin", "v", 12, "bad %s", "byte") == CKPT_EFORMAT);
+	const ckpt_error *e = ckpt_error_last();
+	CHECK(e->code == CKPT_EFORMAT && strcmp(e->message, "bad byte") == 0 && strcmp(e->path, "f.bin") == 0 &&
+		strcmp(e->variable, "v") == 0 && e->offset == 12);
+	ckpt_error_clear();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s DIR\n", argv[0]);
+		return 2;
+	}
+	if (strategy_from_a_table() || bundle_from_one_part(argv[1]) || memory_and_errors())
+		return 1;
+	puts("sys consumer: OK");
+	return 0;
+}
