@@ -16,7 +16,9 @@
  *
  * Ownership:
  *  - The provider table is copied by ckpt_strategy_mirrored_on(); `ctx` is
- *    borrowed and must outlive every strategy created over it.
+ *    borrowed and must outlive every strategy created over it, and every
+ *    async saver (ckpt/async.h) that staged its variables (the saver keeps
+ *    its pinned arena until it is freed).
  *  - Device buffers the library allocates (variable copies) are freed by the
  *    library through device_free when the variable is freed. Buffers a
  *    trainer wraps (ckpt_variable_options.replica_buffers) stay the
