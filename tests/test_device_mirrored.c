@@ -200,6 +200,9 @@ Test(device_mirrored, save_is_byte_identical_to_the_host_strategys)
 	cr_assert_eq(ts_guarded_get_stats(g).device_live, 0, "device buffers leaked");
 	ts_guarded_free(g);
 	ts_rmtree(dir);
+	free(hp);
+	free(gp);
+	free(dir);
 }
 
 Test(device_mirrored, async_save_is_byte_identical)
@@ -234,6 +237,9 @@ Test(device_mirrored, async_save_is_byte_identical)
 	ckpt_strategy_free(s);
 	ts_guarded_free(g);
 	ts_rmtree(dir);
+	free(hp);
+	free(gp);
+	free(dir);
 }
 
 Test(device_mirrored, restore_fills_every_device_replica)
@@ -273,6 +279,8 @@ Test(device_mirrored, restore_fills_every_device_replica)
 	ckpt_strategy_free(s);
 	ts_guarded_free(g);
 	ts_rmtree(dir);
+	free(hp);
+	free(dir);
 }
 
 Test(device_mirrored, load_creates_device_replicas)
@@ -300,6 +308,9 @@ Test(device_mirrored, load_creates_device_replicas)
 	cr_assert_eq(ts_guarded_get_stats(g).device_live, 0);
 	ts_guarded_free(g);
 	ts_rmtree(dir);
+	free(hp);
+	free(gp);
+	free(dir);
 }
 
 /* A corrupt value, a shape mismatch and a failing device change no live device variable. */
@@ -347,6 +358,9 @@ Test(device_mirrored, failed_restores_change_nothing)
 	ckpt_strategy_free(s);
 	ts_guarded_free(g);
 	ts_rmtree(dir);
+	free(hp);
+	free(data);
+	free(dir);
 }
 
 /* A replica-dependent update of device memory is caught by the divergence check before anything is written. */
@@ -401,6 +415,9 @@ Test(device_mirrored, mistakes_are_caught_on_device_replicas)
 	ckpt_strategy_free(s);
 	ts_guarded_free(g);
 	ts_rmtree(dir);
+	free(gp);
+	free(idx);
+	free(dir);
 }
 
 /* TensorFlow restores what device replicas saved (model/{w, b, plain}, step), as it does host ones. */
@@ -443,6 +460,8 @@ Test(device_mirrored, tensorflow_restores_a_checkpoint_saved_from_device_replica
 	ckpt_strategy_free(s);
 	ts_guarded_free(g);
 	ts_rmtree(dir);
+	free(prefix);
+	free(dir);
 }
 
 static const char *g_parted_prefix;
@@ -502,4 +521,7 @@ Test(device_mirrored, partitioned_parts_in_device_memory)
 	ckpt_strategy_free(s);
 	ts_guarded_free(g);
 	ts_rmtree(dir);
+	free(hp);
+	free(gp);
+	free(dir);
 }
