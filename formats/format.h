@@ -38,6 +38,7 @@ struct ckpt_reader {
 	size_t *name_index;          /* core-owned: hash index of the names (entry index + 1, 0 = empty), built at open */
 	size_t name_cap;             /* its slots, a power of 2 (0 = none: few entries, scanned) */
 	struct ckpt_saved_model *saved_model; /* set by the backend (TensorBundle in a SavedModel); freed by the core */
+	struct ckpt__kv_store *kv;   /* typed metadata pairs (kv_store.h): set by the backend, freed by the core */
 };
 
 struct ckpt_writer {

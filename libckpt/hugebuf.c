@@ -2,8 +2,9 @@
  * Tensor buffers backed by transparent huge pages.
  *
  * Restores are dominated by first-touch page faults on fresh memory
- * (PERFORMANCE.md: 0.3 GB/s into 4 KiB-faulting malloc memory, 7-10 GB/s
- * with MADV_HUGEPAGE). Buffers of 2 MiB and more are therefore 2 MiB
+ * (measured on this project's 2-vCPU machine: 0.3 GB/s into 4 KiB-faulting
+ * malloc memory, 7-10 GB/s with MADV_HUGEPAGE; bench/analysis.md,
+ * "First-touch page faults"). Buffers of 2 MiB and more are therefore 2 MiB
  * aligned and advised as huge pages. They come from the allocator hook
  * (over-allocated by one huge page, then aligned) rather than
  * aligned_alloc/mmap, so allocator replacement and fault injection see them.

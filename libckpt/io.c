@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
 
@@ -39,9 +41,94 @@ int ckpt_io_close(ckpt_io *io)
 	return io ? io->methods->close(io) : CKPT_OK;
 }
 
+/* A v2 member of a method table, NULL when the table is older than v2 or leaves it out. */
+#define IO_V2(io, m) ((io)->methods->version >= CKPT_IO_METHODS_V2 ? (io)->methods->m : NULL)
+#define VFS_V2(vfs, m) ((vfs)->methods->version >= CKPT_VFS_METHODS_V2 ? (vfs)->methods->m : NULL)
+
+int ckpt_io_fd(const ckpt_io *io)
+{
+	if (!io || !IO_V2(io, fd))
+		return -1;
+	return io->methods->fd((ckpt_io *)io);
+}
+
+int ckpt__io_pread_direct_only(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+{
+	*got = 0;
+	if (!IO_V2(io, pread_direct))
+		return ckpt__fail(CKPT_EUNSUPPORTED, io->path, NULL, -1, "this file cannot be read around the page cache");
+	return io->methods->pread_direct(io, buf, n, off, got);
+}
+
+int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+{
+	size_t dummy;
+	if (!got)
+		got = &dummy;
+	int rc = ckpt__io_pread_direct_only(io, buf, n, off, got);
+	if (rc != CKPT_EUNSUPPORTED)
+		return rc;
+	ckpt_error_clear(); /* no direct I/O here: the ordinary read */
+	return io->methods->pread(io, buf, n, off, got);
+}
+
 int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
+	if ((flags & CKPT_IO_EXCL) && !(ckpt_vfs_caps(vfs) & CKPT_VFS_CAP_EXCL))
+		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
+			"this file system cannot create a file exclusively (no CKPT_VFS_CAP_EXCL)");
 	return vfs->methods->open(vfs, path, flags, out);
+}
+
+int ckpt__vfs_open_fd(ckpt_vfs *vfs, const char *path, uint64_t *size)
+{
+	/* a probe: whatever it meets, the caller's last error is left as it was */
+	ckpt__error_slot before = { 0 };
+	ckpt__error_capture(&before);
+	ckpt_io *io = NULL;
+	int fd = -1;
+	if (ckpt_vfs_open(vfs, path, CKPT_IO_READ, &io) == CKPT_OK) {
+		fd = ckpt_io_fd(io) >= 0 ? fcntl(ckpt_io_fd(io), F_DUPFD_CLOEXEC, 0) : -1;
+		struct stat st;
+		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd >= 0)
+			*size = (uint64_t)st.st_size;
+		ckpt_io_close(io);
+	}
+	ckpt__error_raise(&before);
+	ckpt__error_slot_clear(&before);
+	return fd;
+}
+
+unsigned ckpt_vfs_caps(const ckpt_vfs *vfs)
+{
+	return vfs && vfs->methods->version >= CKPT_VFS_METHODS_V2 ? vfs->methods->caps : 0;
+}
+
+int ckpt_vfs_rmdir(ckpt_vfs *vfs, const char *dir)
+{
+	return VFS_V2(vfs, rmdir) ? vfs->methods->rmdir(vfs, dir) : CKPT_OK;
+}
+
+int ckpt_vfs_lock(void **token, ckpt_vfs *vfs, const char *dir)
+{
+	*token = NULL;
+	if (VFS_V2(vfs, lock))
+		return vfs->methods->lock(token, vfs, dir);
+	return ckpt__lock_registry_take(token, vfs, dir);
+}
+
+void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token)
+{
+	if (!token)
+		return;
+	if (VFS_V2(vfs, lock))
+		vfs->methods->unlock(vfs, token);
+	else
+		ckpt__lock_registry_drop(token);
 }
 int ckpt_vfs_rename(ckpt_vfs *vfs, const char *from, const char *to) { return vfs->methods->rename(vfs, from, to); }
 int ckpt_vfs_remove(ckpt_vfs *vfs, const char *path) { return vfs->methods->remove(vfs, path); }
@@ -95,8 +182,29 @@ int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf,
 	return CKPT_OK;
 }
 
+/* Without rename (an object store): the final name in one write; the store publishes it whole at close. */
+static int write_in_place(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data)
+{
+	ckpt_io *io;
+	CKPT_TRY(ckpt_vfs_open(vfs, path, CKPT_IO_WRITE, &io));
+	int rc = ckpt_io_pwrite(io, buf, n, 0);
+	if (rc == CKPT_OK && fsync_data)
+		rc = ckpt_io_sync(io);
+	int crc = rc == CKPT_OK ? ckpt_io_close(io) : CKPT_OK;
+	if (rc < 0) {
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		ckpt_io_close(io);
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
+	return rc < 0 ? rc : crc;
+}
+
 int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data)
 {
+	if (ckpt_vfs_caps(vfs) & CKPT_VFS_CAP_NO_RENAME)
+		return write_in_place(vfs, path, buf, n, fsync_data);
 	static _Thread_local unsigned seq;
 	char *tmp = ckpt__asprintf("%s.tempstate%ld_%u_%u", path, (long)getpid(), (unsigned)time(NULL), ++seq);
 	if (!tmp)

@@ -3,10 +3,12 @@
  * libarchive-style bidding on the bytes (never the file name), and the
  * public ckpt_reader_* / ckpt_writer_* functions that forward to the winner.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "formats/format.h"
 #include "ckpt/saved_model.h"
+#include "kv_store.h"
 
 static const ckpt_format *const formats[] = {
 	&ckpt_format_tf_bundle,
@@ -46,6 +48,7 @@ void ckpt_reader_free(ckpt_reader *r)
 		r->fmt->close(r);
 	ckpt_object_graph_free(r->graph);
 	ckpt_saved_model_free(r->saved_model);
+	ckpt__kv_free(r->kv);
 	for (size_t i = 0; i < r->nmeta; i++) {
 		ckpt__free(r->meta_keys[i]);
 		ckpt__free(r->meta_vals[i]);
@@ -375,21 +378,59 @@ ckpt_object_graph *ckpt__reader_take_object_graph(ckpt_reader *r)
 	return g;
 }
 
-const char *ckpt_reader_meta(const ckpt_reader *r, const char *key)
+static int meta_put(char ***keys, char ***vals, size_t *n, const char *key, char *v);
+
+/* the JSON of the typed pairs is rendered once, on the first request, by whichever thread asks first */
+static pthread_mutex_t meta_render_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *meta_find(const ckpt_reader *r, const char *key)
 {
-	if (!r || !key)
-		return NULL;
 	for (size_t i = 0; i < r->nmeta; i++)
 		if (strcmp(r->meta_keys[i], key) == 0)
 			return r->meta_vals[i];
 	return NULL;
 }
 
-static int meta_set(char ***keys, char ***vals, size_t *n, const char *key, const char *value)
+const char *ckpt_reader_meta(const ckpt_reader *r, const char *key)
 {
-	char *v = ckpt__strdup(value ? value : "");
-	if (!v)
-		return CKPT_ENOMEM;
+	const char *v;
+	if (!r || !key)
+		return NULL;
+	if (!r->kv)
+		return meta_find(r, key);
+	/* a reader with typed pairs may grow its metadata here: every lookup of it takes the lock */
+	pthread_mutex_lock(&meta_render_lock);
+	if ((v = meta_find(r, key)) || strcmp(key, r->kv->json_key) != 0) {
+		pthread_mutex_unlock(&meta_render_lock);
+		return v;
+	}
+	{
+		ckpt_reader *w = (ckpt_reader *)r; /* a cache: what the reader holds does not change */
+		char *s = ckpt__kv_render_json(r->kv);
+		if (s && meta_put(&w->meta_keys, &w->meta_vals, &w->nmeta, key, s) == CKPT_OK)
+			v = meta_find(r, key);
+	}
+	pthread_mutex_unlock(&meta_render_lock);
+	return v;
+}
+
+size_t ckpt_reader_kv_count(const ckpt_reader *r)
+{
+	return r && r->kv ? r->kv->n : 0;
+}
+
+int ckpt_reader_kv(ckpt_kv *out, const ckpt_reader *r, size_t i)
+{
+	if (!out || i >= ckpt_reader_kv_count(r))
+		return ckpt__fail(CKPT_EINVAL, r ? r->path : NULL, NULL, -1, "metadata pair %zu of %zu", i,
+			ckpt_reader_kv_count(r));
+	ckpt__kv_get(r->kv, i, out);
+	return CKPT_OK;
+}
+
+/* Set key to v, which the table takes (freed on failure too). */
+static int meta_put(char ***keys, char ***vals, size_t *n, const char *key, char *v)
+{
 	for (size_t i = 0; i < *n; i++)
 		if (strcmp((*keys)[i], key) == 0) {
 			ckpt__free((*vals)[i]);
@@ -411,6 +452,12 @@ static int meta_set(char ***keys, char ***vals, size_t *n, const char *key, cons
 	(*vals)[*n] = v;
 	(*n)++;
 	return CKPT_OK;
+}
+
+static int meta_set(char ***keys, char ***vals, size_t *n, const char *key, const char *value)
+{
+	char *v = ckpt__strdup(value ? value : "");
+	return v ? meta_put(keys, vals, n, key, v) : CKPT_ENOMEM;
 }
 
 int ckpt__reader_set_meta(ckpt_reader *r, const char *key, const char *value)

@@ -1,8 +1,8 @@
 /*
  * Strategies and the thread-local scope stack.
  *
- * A scope is a variable-creation context (DESIGN.md, "The rule the library
- * is built around"). Each thread has its own bounded stack of entered
+ * A scope is a variable-creation context (the rule of README.md, "Using
+ * libckpt in a trainer"). Each thread has its own bounded stack of entered
  * strategies; the innermost one is current, the default strategy when the
  * stack is empty. In replica context the strategy being run is current.
  *

@@ -1,7 +1,7 @@
 /*
  * resume_from_tf: continue training from a checkpoint TensorFlow wrote.
  *
- * The checkpoint (fixtures/tf/tensorflow__lso_ckpt_tf2.2) is Keras
+ * The checkpoint (tests/fixtures/tf/tensorflow__lso_ckpt_tf2.2) is Keras
  * save_weights output of TF 2.2: Sequential([Dense(2)]) trained one step
  * with SGD(0.1, momentum=0.1) wrapped in a dynamic LossScaleOptimizer on
  * x = ones((10, 2)), y = 100 * ones((10, 2)). Its object graph:

@@ -1,6 +1,7 @@
 /*
- * scope_mistakes: make each scope mistake from DESIGN.md on purpose, print
- * the library's error, then show the fix working.
+ * scope_mistakes: make each scope mistake (README.md, "4. What happens
+ * outside the scope") on purpose, print the library's error, then show the
+ * fix working.
  *
  *   1. the model built outside the scope, its optimizer (slots) inside
  *   2. a global model built before any scope, trained under a mirrored strategy

@@ -1,6 +1,6 @@
 /*
  * Shared helpers for the reliability suites (truncation, corruption,
- * hostile inputs, fault injection): every fixture of ../shared/fixtures as a
+ * hostile inputs, fault injection): every fixture of tests/fixtures as a
  * "unit" (the files one open needs) loaded into an in-memory file system, a
  * walk that opens a path and reads every entry, and a counting allocator
  * that sees every library allocation (leaks, largest request).
@@ -296,7 +296,7 @@ static void rel_scan(rel_units *us, const char *root, const char *sub)
 static REL_UNUSED rel_units rel_fixture_units(void)
 {
 	rel_units us = { 0 };
-	rel_scan(&us, CKPT_SHARED_DIR "/fixtures", "");
+	rel_scan(&us, CKPT_FIXTURES_DIR, "");
 	return us;
 }
 
@@ -562,7 +562,7 @@ static REL_UNUSED void rel_sweep_positions(int kind_mask, int mode, size_t dense
 {
 	const char *what = mode == REL_FLIP ? "bit flip" : "truncation";
 	rel_units us = rel_fixture_units();
-	cr_assert_gt(us.n, 0, "no fixtures found under %s", CKPT_SHARED_DIR "/fixtures");
+	cr_assert_gt(us.n, 0, "no fixtures found under %s", CKPT_FIXTURES_DIR);
 	rel_alloc_install(0, REL_ALLOC_CAP);
 	long failures = 0, cases = 0, planned = 0, detected = 0, crashes = 0, skipped = 0, units[4] = { 0 };
 	double t0 = rel_now();

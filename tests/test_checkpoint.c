@@ -1,5 +1,6 @@
 /*
- * Object-based checkpoints: the scope rules of DESIGN.md, save / restore /
+ * Object-based checkpoints: the scope rules (README.md, "Using libckpt in a
+ * trainer"), save / restore /
  * load, restore-on-create, the restore status, transactional restore,
  * sync-on-read metrics across replica counts, files checked by the Python
  * oracle.
@@ -608,7 +609,7 @@ Test(checkpoint, saved_files_pass_the_python_oracle_and_reread_equal)
 	const char *p;
 	cr_assert_eq(ckpt_checkpoint_save(&p, m.ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
 	char cmd[8192];
-	snprintf(cmd, sizeof(cmd), "%s %s/tools/dump_bundle.py '%s'", TS_PYTHON, CKPT_SHARED_DIR, p);
+	snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/bundle_check.py '%s'", TS_PYTHON, CKPT_SOURCE_DIR, p);
 	ts_run_result rr;
 	cr_assert_eq(ts_run_sh(&rr, cmd), 0);
 	cr_assert_eq(rr.status, 0, "%s\n%s", rr.out, rr.err);

@@ -201,7 +201,7 @@ static void assert_graph_bytes_equal(ckpt_reader *a, ckpt_reader *b)
 static void check_oracle(const char *prefix)
 {
 	char cmd[8192];
-	snprintf(cmd, sizeof(cmd), "%s %s/tools/dump_bundle.py '%s'", TS_PYTHON, CKPT_SHARED_DIR, prefix);
+	snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/bundle_check.py '%s'", TS_PYTHON, CKPT_SOURCE_DIR, prefix);
 	ts_run_result rr;
 	cr_assert_eq(ts_run_sh(&rr, cmd), 0);
 	cr_assert_eq(rr.status, 0, "%s\n%s", rr.out, rr.err);

@@ -1,5 +1,5 @@
 /*
- * ../shared/formats/hostile-inputs.md, items 1-19 (all formats and
+ * docs/formats/hostile-inputs.md, items 1-19 (all formats and
  * TensorBundle) plus the generic parts of 10 and 12 for the state file, the
  * object graph and Keras configs: each item is a crafted file, built here
  * byte by byte (SSTable, protos, data shard), opened from the memory file
@@ -824,7 +824,7 @@ Test(hostile, item23_lambda_in_model_config_is_never_code)
 	ckpt_vfs *vfs;
 	ckpt_vfs_memory_new(&vfs);
 	size_t n;
-	char *h5 = ts_read_file(CKPT_SHARED_DIR "/fixtures/keras/dl4j-test-resources__keras2.0.9_sequential_lambda.h5", &n);
+	char *h5 = ts_read_file(CKPT_FIXTURES_DIR "/keras/dl4j-test-resources__keras2.0.9_sequential_lambda.h5", &n);
 	cr_assert_not_null(h5);
 	ckpt_vfs_memory_put(vfs, "k/lambda.h5", h5, n);
 	rel_outcome o = rel_walk(vfs, "k/lambda.h5", 0);

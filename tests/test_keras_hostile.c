@@ -1,5 +1,5 @@
 /*
- * Hostile Keras inputs (../shared/formats/hostile-inputs.md items 1-12,
+ * Hostile Keras inputs (docs/formats/hostile-inputs.md items 1-12,
  * 20-28): files crafted with h5py / zipfile by
  * tests/scripts/make_keras_hostile.py, each opened through the public API
  * and expected to fail with a given code and a message that names the

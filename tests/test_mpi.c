@@ -129,16 +129,16 @@ Test(mpi, saved_by_4_workers_restores_onto_1_3_and_2x2_and_1x4, .timeout = 300)
 	free(dir);
 }
 
-Test(mpi, merged_checkpoint_read_by_dump_bundle_ckpt_verify_restore_and_tensorflow, .timeout = 300)
+Test(mpi, merged_checkpoint_read_by_bundle_check_ckpt_verify_restore_and_tensorflow, .timeout = 300)
 {
 	const char *py = ts_oracle_python();
 	char *dir = ts_tmpdir();
 	run_mpi(2, "mpi_save save 2 %s 2", dir);
 	char cmd[4096];
 	ts_run_result r;
-	snprintf(cmd, sizeof(cmd), TS_PYTHON " " CKPT_SHARED_DIR "/tools/dump_bundle.py --no-graph %s/ckpt-2", dir);
+	snprintf(cmd, sizeof(cmd), TS_PYTHON " " CKPT_SOURCE_DIR "/tests/scripts/bundle_check.py --no-graph %s/ckpt-2", dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "dump_bundle.py rejects the merged bundle:\n%s\n%s", r.out, r.err);
+	cr_assert_eq(r.status, 0, "bundle_check.py rejects the merged bundle:\n%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "num_shards=2") && strstr(r.out, "CHECKS: ALL OK"), "%s", r.out);
 	ts_run_free(&r);
 	snprintf(cmd, sizeof(cmd), TS_CLI " verify %s/ckpt-2", dir);
@@ -262,10 +262,10 @@ Test(mpi, partitioned_p3_saved_by_3_workers_restores_as_p2_on_2_workers_and_tens
 	run_mpi(3, "mpi_reshard restore 4 %s", dir);
 	run_mpi(1, "mpi_reshard full 0 %s", dir);
 	/* it prints slice keys raw (NUL bytes): dropped, so that the output is one C string */
-	snprintf(cmd, sizeof(cmd), "{ " TS_PYTHON " " CKPT_SHARED_DIR "/tools/dump_bundle.py --no-graph %s/ckpt; "
+	snprintf(cmd, sizeof(cmd), "{ " TS_PYTHON " " CKPT_SOURCE_DIR "/tests/scripts/bundle_check.py --no-graph %s/ckpt; "
 		"echo \"exit $?\"; } | tr -d '\\000'", dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert(r.status == 0 && strstr(r.out, "exit 0"), "dump_bundle.py rejects it:\n%s\n%s", r.out, r.err);
+	cr_assert(r.status == 0 && strstr(r.out, "exit 0"), "bundle_check.py rejects it:\n%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "SLICED: [[(0, 4), (0, 6)], [(4, 3), (0, 6)], [(7, 3), (0, 6)]]") &&
 		strstr(r.out, "CHECKS: ALL OK"), "%s", r.out);
 	ts_run_free(&r);

@@ -1,7 +1,7 @@
 /*
  * safetensors backend: files the reference writer (PyPI safetensors) wrote are
  * read exactly and rewritten byte for byte; what we write is read back by
- * safetensors.numpy / safe_open and ../shared/tools/dump_safetensors.py; every
+ * safetensors.numpy / safe_open and tests/scripts/st_check.py; every
  * validation rule has a handcrafted case that fails with its code, the file,
  * the tensor and the byte offset; and truncation / mutation sweeps over a
  * reference-written file never crash.
@@ -140,10 +140,10 @@ Test(safetensors, reference_reads_what_we_write, .timeout = 120)
 	cr_assert(strstr(out, "OK "), "%s", out);
 	free(out);
 
-	/* the shared standard-library checker applies the same rules and prints a crc32 per tensor */
-	snprintf(cmd, sizeof(cmd), "%s %s/tools/dump_safetensors.py --json '%s'", TS_PYTHON, CKPT_SHARED_DIR, p);
+	/* the project's standard-library checker (tests/scripts/st_check.py) applies the same rules and prints a crc32 per tensor */
+	snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/st_check.py '%s'", TS_PYTHON, CKPT_SOURCE_DIR, p);
 	cr_assert_eq(ts_run_sh(&rr, cmd), 0);
-	cr_assert_eq(rr.status, 0, "dump_safetensors.py: %s %s", rr.out, rr.err);
+	cr_assert_eq(rr.status, 0, "st_check.py: %s %s", rr.out, rr.err);
 	{
 		json_t *d = json_loads(rr.out, 0, NULL), *vars = json_object_get(d, "variables"), *v, *t;
 		size_t i, k;
@@ -165,11 +165,25 @@ Test(safetensors, reference_reads_what_we_write, .timeout = 120)
 						got ? got : "null", want);
 				}
 			}
-			cr_assert(found, "dump_safetensors.py lacks %s", json_string_value(json_object_get(t, "name")));
+			cr_assert(found, "st_check.py lacks %s", json_string_value(json_object_get(t, "name")));
 		}
 		json_decref(d);
 	}
 	ts_run_free(&rr);
+	/* and it can fail: one byte past the last tensor makes the same file invalid */
+	{
+		size_t n;
+		char *bytes = ts_read_file(p, &n), *longer = ts_join(dir, "longer.safetensors");
+		cr_assert_not_null(bytes);
+		bytes[n] = 'x';
+		cr_assert_eq(ts_write_file(longer, bytes, n + 1), 0);
+		snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/st_check.py '%s'", TS_PYTHON, CKPT_SOURCE_DIR, longer);
+		cr_assert_eq(ts_run_sh(&rr, cmd), 0);
+		cr_assert(rr.status == 1 && strstr(rr.out, "INVALID"), "st_check.py accepts a trailing byte: %s", rr.out);
+		ts_run_free(&rr);
+		free(bytes);
+		free(longer);
+	}
 	json_decref(item);
 	json_decref(list);
 	ts_rmtree(dir);

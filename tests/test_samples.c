@@ -20,7 +20,7 @@
 #include "test_support.h"
 
 #define SAMPLE(name) CKPT_BINARY_DIR "/samples/" name
-#define LSO_CKPT CKPT_SHARED_DIR "/fixtures/tf/tensorflow__lso_ckpt_tf2.2"
+#define LSO_CKPT CKPT_FIXTURES_DIR "/tf/tensorflow__lso_ckpt_tf2.2"
 
 /* Run a program with a NULL-terminated argument list. */
 static ts_run_result run(const char *prog, ...)

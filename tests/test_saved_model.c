@@ -13,7 +13,7 @@
  * user-named metrics; tests/oracles/savedmodel_dump.py decodes each
  * saved_model.pb with TensorFlow's protobuf classes and runs
  * saved_model_cli's `show --all` (in process, and once as the real tool).
- * The fixture SavedModels of ../shared/fixtures/tf are checked the same way.
+ * The fixture SavedModels of tests/fixtures/tf are checked the same way.
  */
 #include <criterion/criterion.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /*
  * TensorBundle backend: every TF fixture read through the public API and
  * checked against its CONTENTS.txt, round trips for every dtype, byte-exact
- * rewrites of real index files, dump_bundle.py as an independent oracle,
+ * rewrites of real index files, tests/scripts/bundle_check.py as an independent oracle,
  * corruption with error context, missing shards, PATH forms.
  */
 #include <criterion/criterion.h>
@@ -246,16 +246,16 @@ Test(tf_bundle, known_values)
 
 /* ---- writing ---- */
 
-static int run_dump_bundle(const char *prefix)
+static int run_bundle_check(const char *prefix)
 {
 	char cmd[4096];
-	snprintf(cmd, sizeof(cmd), "%s %s/tools/dump_bundle.py --max-values 2 '%s'", TS_PYTHON, CKPT_SHARED_DIR, prefix);
+	snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/bundle_check.py --max-values 2 '%s'", TS_PYTHON, CKPT_SOURCE_DIR, prefix);
 	ts_run_result res;
 	cr_assert_eq(ts_run_sh(&res, cmd), 0);
 	int ok = res.status == 0 && strstr(res.out, "CHECKS: ALL OK") != NULL &&
 		strstr(res.out, "WRITER ROUND TRIP: index file rebuilt byte-for-byte") != NULL;
 	if (!ok)
-		cr_log_error("dump_bundle.py %s: status %d\n%s\n%s", prefix, res.status, res.out, res.err);
+		cr_log_error("bundle_check.py %s: status %d\n%s\n%s", prefix, res.status, res.out, res.err);
 	ts_run_free(&res);
 	return ok;
 }
@@ -352,7 +352,7 @@ static void roundtrip(int nshards)
 			ckpt_tensor_free(ts[d][s]);
 		}
 	ckpt_reader_free(r);
-	cr_assert(run_dump_bundle(prefix));
+	cr_assert(run_bundle_check(prefix));
 	free(sub);
 	free(prefix);
 	ts_rmtree(dir);
@@ -403,7 +403,7 @@ Test(tf_bundle, object_graph_written_last_in_shard_0)
 	free(b2);
 	ckpt_reader_free(r);
 	ckpt_reader_free(src);
-	cr_assert(run_dump_bundle(prefix));
+	cr_assert(run_bundle_check(prefix));
 	free(prefix);
 	ts_rmtree(dir);
 	free(dir);
@@ -484,7 +484,7 @@ Test(tf_bundle, rewrite_is_byte_identical)
 	rewrite_identical(ts_fixture("tf/tensorflow__VarsAndArithmeticObjectGraph/variables/variables"));
 }
 
-Test(tf_bundle, multi_block_index_passes_dump_bundle)
+Test(tf_bundle, multi_block_index_passes_bundle_check)
 {
 	char *dir = ts_tmpdir();
 	char *prefix = ts_join(dir, "big");
@@ -510,11 +510,61 @@ Test(tf_bundle, multi_block_index_passes_dump_bundle)
 	ckpt_reader *r = open_ok(prefix);
 	cr_assert_eq(ckpt_reader_count(r), 4000);
 	ckpt_reader_free(r);
-	cr_assert(run_dump_bundle(prefix));
+	cr_assert(run_bundle_check(prefix));
 	free(ix);
 	free(prefix);
 	ts_rmtree(dir);
 	free(dir);
+}
+
+/* How many times `needle` occurs in `s`. */
+static int count_of(const char *s, const char *needle)
+{
+	int n = 0;
+	for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* The checker that judges what we write agrees with TensorFlow's own files, and it can fail. */
+Test(tf_bundle, bundle_check_passes_every_tf_written_fixture_and_fails_a_flipped_byte, .timeout = 120)
+{
+	char cmd[4096];
+	ts_run_result res;
+	snprintf(cmd, sizeof(cmd), "set -- $(find '%s/tf' -name '*.index' | sort); echo \"bundles $#\"; %s %s/tests/scripts/bundle_check.py --max-values 0 \"$@\"",
+		CKPT_FIXTURES_DIR, TS_PYTHON, CKPT_SOURCE_DIR);
+	cr_assert_eq(ts_run_sh(&res, cmd), 0);
+	int bundles = 0;
+	cr_assert_eq(sscanf(res.out, "bundles %d", &bundles), 1, "%s", res.out);
+	cr_assert_geq(bundles, 13, "%s", res.out);
+	cr_assert_eq(res.status, 0, "%s\n%s", res.out, res.err);
+	cr_assert_eq(count_of(res.out, "CHECKS: ALL OK"), bundles, "%s", res.out);
+	cr_assert_eq(count_of(res.out, "WRITER ROUND TRIP: index file rebuilt byte-for-byte"), bundles - 3,
+		"every uncompressed index rebuilt (3 fixtures use Snappy blocks):\n%s", res.out);
+	ts_run_free(&res);
+
+	/* one byte of a tensor, then one byte of the index block: each is reported, and the exit status is 1 */
+	static const struct { const char *file; long off; const char *problem; } flips[] = {
+		{ "ckpt.data-00001-of-00002", 0, "tensor checksum mismatch" },
+		{ "ckpt.index", 20, "block checksum mismatch" },
+	};
+	for (size_t i = 0; i < sizeof(flips) / sizeof(flips[0]); i++) {
+		char *dir = ts_tmpdir();
+		char *copy = ts_join(dir, "lso");
+		cr_assert_eq(ts_copy(ts_fixture("tf/tensorflow__lso_ckpt_tf2.2"), copy), 0);
+		char *file = ts_join(copy, flips[i].file);
+		cr_assert_eq(ts_flip_byte(file, flips[i].off, 0x01), 0);
+		snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/bundle_check.py '%s/ckpt'", TS_PYTHON, CKPT_SOURCE_DIR, copy);
+		cr_assert_eq(ts_run_sh(&res, cmd), 0);
+		cr_assert_eq(res.status, 1, "%s: %s", flips[i].file, res.out);
+		cr_assert(strstr(res.out, "CHECKS: PROBLEMS") && strstr(res.out, flips[i].problem), "%s: %s", flips[i].file,
+			res.out);
+		ts_run_free(&res);
+		free(file);
+		free(copy);
+		ts_rmtree(dir);
+		free(dir);
+	}
 }
 
 Test(tf_bundle, abandoned_writer_leaves_nothing)

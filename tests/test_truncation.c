@@ -1,6 +1,6 @@
 /*
  * Truncation sweep (libarchive test_read_truncated.c): every fixture in
- * ../shared/fixtures, every file of it cut at every prefix length when it is
+ * tests/fixtures, every file of it cut at every prefix length when it is
  * at most the sample size, else at a fixed sample of that many lengths (both
  * ends byte by byte, the rest evenly spread; rel_positions),
  * opened from the memory file system and read completely. A truncated file

@@ -104,6 +104,16 @@ void jout_double(FILE *f, double v);
 /** "0x1a2b3c4d". */
 void jout_crc32(FILE *f, uint32_t crc);
 
+/* ---- cli_vfs.c: the file system of every command ---- */
+
+/**
+ * Every command reads and writes through cli_vfs() (the library's POSIX
+ * file system unless cli_set_vfs chose another): tests wrap it to see every
+ * byte a command moves. NULL restores the default.
+ */
+void cli_set_vfs(ckpt_vfs *vfs);
+ckpt_vfs *cli_vfs(void);
+
 /* ---- cli_progress.c: a progress line on stderr for long commands ---- */
 
 typedef struct cli_progress cli_progress;
@@ -114,7 +124,7 @@ typedef struct cli_progress cli_progress;
  * `json` is 0. Never fails the command: *out may be NULL (no progress).
  */
 int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int json);
-/** The counting VFS to pass in open/write/checkpoint options (NULL when p is NULL). */
+/** The VFS to pass in open/write/checkpoint options: the counting one while a line is drawn, else cli_vfs(). */
 ckpt_vfs *cli_progress_vfs(cli_progress *p);
 void cli_progress_set_total(cli_progress *p, uint64_t total);
 /** Stop drawing and erase the line if one was drawn. Call before printing results. NULL ok. */
@@ -187,6 +197,32 @@ struct json_t *cli_flat_qtypes(const ckpt_reader *r);
 const char *cli_flat_qtype(struct json_t *qtypes, const char *name);
 /** safetensors __metadata__, GGUF key-value pairs and quantized tensors (human output). */
 void cli_print_flat_meta(const ckpt_reader *r);
+
+/* ---- cli_kv.c: typed metadata pairs (ckpt_reader_kv), read in place ---- */
+
+/** "u8", ..., "f64", "string", "array". */
+const char *cli_kv_type_name(ckpt_kv_type t);
+/** The elements of an array pair, one by one. */
+typedef struct cli_kv_elems {
+	const ckpt_kv *kv;
+	const unsigned char *p, *end;
+	uint64_t index;
+} cli_kv_elems;
+void cli_kv_elem_init(cli_kv_elems *it, const ckpt_kv *kv);
+/** The next element: a number's bytes, or a string's bytes and length; 0 after the last. */
+int cli_kv_elem_next(cli_kv_elems *it, const unsigned char **bytes, uint64_t *len);
+/** A number of type t (little-endian bytes); `json` 1: JSON spelling (null when not finite). */
+void cli_kv_number(FILE *f, ckpt_kv_type t, const unsigned char *b, int json);
+/** The value for a terminal: a string's first 60 bytes, an array's type, count and first element. */
+void cli_kv_print_text(const ckpt_kv *kv);
+/**
+ * inspect --json's metadata section: `, "gguf": {"version", "alignment",
+ * "kv": [...]}` or `, "safetensors": {"metadata": {...} | null}`; arrays
+ * with their first max_array values (0: all) and "truncated".
+ */
+void cli_kv_print_json(FILE *f, const ckpt_reader *r, uint64_t max_array);
+/** inspect --json after "variables": "files", "gguf" / "safetensors", "keras", "object_graph" (inspect_json.c). */
+void cli_inspect_sections_json(FILE *f, const ckpt_reader *r, uint64_t max_array);
 /**
  * A copy of the reader's object graph without the attributes of entries
  * with drop[i] set (and slots left without a value); NULL graph when the

@@ -27,64 +27,33 @@ const char *cli_flat_qtype(json_t *qtypes, const char *name)
 	return e ? json_string_value(json_object_get(e, "type")) : NULL;
 }
 
-static void print_value(json_t *o)
-{
-	const char *t = json_string_value(json_object_get(o, "type"));
-	json_t *v = json_object_get(o, "value");
-	if (t && strcmp(t, "array") == 0) {
-		const char *et = json_string_value(json_object_get(o, "elem"));
-		json_int_t n = json_is_array(v) ? (json_int_t)json_array_size(v) : json_integer_value(json_object_get(o, "count"));
-		printf("array[%s] of %lld", et ? et : "?", (long long)n);
-		if (json_is_array(v) && json_array_size(v))
-			printf(" (first: %s)", cli_vis(json_string_value(json_array_get(v, 0)) ?
-				json_string_value(json_array_get(v, 0)) : "?"));
-		return;
-	}
-	if (json_is_string(v)) {
-		const char *s = json_string_value(v);
-		if (strlen(s) > 60)
-			printf("\"%.60s...\" (%zu bytes)", cli_vis(s), strlen(s));
-		else
-			printf("\"%s\"", cli_vis(s));
-	} else if (json_is_integer(v)) {
-		printf("%lld", (long long)json_integer_value(v));
-	} else if (json_is_real(v)) {
-		printf("%.9g", json_real_value(v));
-	} else if (json_is_boolean(v)) {
-		printf("%s", json_is_true(v) ? "true" : "false");
-	} else {
-		printf("(not printable)");
-	}
-}
-
 void cli_print_flat_meta(const ckpt_reader *r)
 {
-	const char *st = ckpt_reader_meta(r, "safetensors.metadata");
-	const char *kv = ckpt_reader_meta(r, "gguf.kv");
-	json_t *j, *v;
-	const char *k;
-	size_t i;
+	size_t i, n = ckpt_reader_kv_count(r);
+	ckpt_kv kv;
+	json_t *j;
+	int gguf = strcmp(ckpt_reader_format(r), "gguf") == 0;
 
-	if (st && (j = json_loads(st, 0, NULL))) {
-		printf("safetensors __metadata__: %zu entr%s\n", json_object_size(j), json_object_size(j) == 1 ? "y" : "ies");
-		json_object_foreach(j, k, v)
-			printf("  %s = %s\n", cli_vis(k), cli_vis(json_string_value(v) ? json_string_value(v) : ""));
-		printf("\n");
-		json_decref(j);
-	}
-	if (kv && (j = json_loads(kv, 0, NULL))) {
-		printf("gguf: version %s, alignment %s, %zu key-value pair%s\n",
-			cli_vis(ckpt_reader_meta(r, "gguf.version") ? ckpt_reader_meta(r, "gguf.version") : "?"),
-			cli_vis(ckpt_reader_meta(r, "gguf.alignment") ? ckpt_reader_meta(r, "gguf.alignment") : "?"),
-			json_array_size(j), json_array_size(j) == 1 ? "" : "s");
-		json_array_foreach(j, i, v) {
-			printf("  %s (%s) = ", cli_vis(json_string_value(json_object_get(v, "key"))),
-				json_string_value(json_object_get(v, "type")));
-			print_value(v);
+	if (!gguf && n) { /* safetensors __metadata__ (not rendered as JSON to count it) */
+		printf("safetensors __metadata__: %zu entr%s\n", n, n == 1 ? "y" : "ies");
+		for (i = 0; i < n && ckpt_reader_kv(&kv, r, i) == CKPT_OK; i++) {
+			printf("  %s = ", cli_vis(kv.key));
+			cli_kv_print_text(&kv);
 			printf("\n");
 		}
 		printf("\n");
-		json_decref(j);
+	}
+	if (gguf) {
+		printf("gguf: version %s, alignment %s, %zu key-value pair%s\n",
+			cli_vis(ckpt_reader_meta(r, "gguf.version") ? ckpt_reader_meta(r, "gguf.version") : "?"),
+			cli_vis(ckpt_reader_meta(r, "gguf.alignment") ? ckpt_reader_meta(r, "gguf.alignment") : "?"),
+			n, n == 1 ? "" : "s");
+		for (i = 0; i < n && ckpt_reader_kv(&kv, r, i) == CKPT_OK; i++) {
+			printf("  %s (%s) = ", cli_vis(kv.key), cli_kv_type_name(kv.type));
+			cli_kv_print_text(&kv);
+			printf("\n");
+		}
+		printf("\n");
 	}
 	if ((j = cli_flat_qtypes(r))) {
 		printf("quantized tensors (uint8 views [rows..., bytes per row]; copied raw GGUF -> GGUF only):\n");

@@ -22,6 +22,7 @@
 
 struct cli_progress {
 	ckpt_vfs vfs;              /* first: the wrapper is passed as a ckpt_vfs */
+	ckpt_vfs_methods methods;  /* counted_vfs_methods with the wrapped file system's capabilities */
 	ckpt_vfs *base;
 	const char *verb;
 	uint64_t total;
@@ -95,8 +96,9 @@ static const void *cio_map(ckpt_io *io, uint64_t *size)
 	return c->inner->methods->map ? c->inner->methods->map(c->inner, size) : NULL;
 }
 
-static const ckpt_io_methods counted_io_methods = { 1, cio_pread, cio_pwrite, cio_size, cio_sync, cio_close,
-	cio_map };
+/* no fd: every byte a command moves goes through the count */
+static const ckpt_io_methods counted_io_methods = { CKPT_IO_METHODS_V2, cio_pread, cio_pwrite, cio_size, cio_sync,
+	cio_close, cio_map, NULL, NULL };
 
 static int cvfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
@@ -148,13 +150,29 @@ static int cvfs_mkdir(ckpt_vfs *vfs, const char *dir)
 	return ckpt_vfs_mkdir(((cli_progress *)vfs)->base, dir);
 }
 
+static int cvfs_rmdir(ckpt_vfs *vfs, const char *dir)
+{
+	return ckpt_vfs_rmdir(((cli_progress *)vfs)->base, dir);
+}
+
+static int cvfs_lock(void **token, ckpt_vfs *vfs, const char *dir)
+{
+	return ckpt_vfs_lock(token, ((cli_progress *)vfs)->base, dir);
+}
+
+static void cvfs_unlock(ckpt_vfs *vfs, void *token)
+{
+	ckpt_vfs_unlock(((cli_progress *)vfs)->base, token);
+}
+
 static void cvfs_destroy(ckpt_vfs *vfs)
 {
 	(void)vfs; /* owned by cli_progress_finish */
 }
 
-static const ckpt_vfs_methods counted_vfs_methods = { 1, cvfs_open, cvfs_rename, cvfs_remove, cvfs_exists,
-	cvfs_sync_dir, cvfs_list, cvfs_mkdir, cvfs_destroy };
+/* caps: the wrapped file system's, set in cli_progress_start */
+static const ckpt_vfs_methods counted_vfs_methods = { CKPT_VFS_METHODS_V2, cvfs_open, cvfs_rename, cvfs_remove,
+	cvfs_exists, cvfs_sync_dir, cvfs_list, cvfs_mkdir, cvfs_destroy, 0, cvfs_rmdir, cvfs_lock, cvfs_unlock };
 
 /* ---- drawing ---- */
 
@@ -260,8 +278,10 @@ int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int
 	*out = p;
 	if (!p)
 		return CLI_EXIT_OK; /* no progress line; everything else works without it */
-	p->vfs.methods = &counted_vfs_methods;
-	p->base = ckpt_vfs_default();
+	p->base = cli_vfs();
+	p->methods = counted_vfs_methods;
+	p->methods.caps = ckpt_vfs_caps(p->base);
+	p->vfs.methods = &p->methods;
 	p->verb = verb;
 	p->total = total;
 	p->after_ms = after && *after ? strtol(after, NULL, 10) : 1000;
@@ -282,8 +302,8 @@ int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int
 
 ckpt_vfs *cli_progress_vfs(cli_progress *p)
 {
-	/* off (not a terminal, --json) or counted by the kernel: the default VFS, which costs nothing */
-	return p && p->have_thread && !p->proc_io ? &p->vfs : NULL;
+	/* off (not a terminal, --json) or counted by the kernel: the commands' own VFS, which costs nothing */
+	return p && p->have_thread && !p->proc_io ? &p->vfs : cli_vfs();
 }
 
 void cli_progress_set_total(cli_progress *p, uint64_t total)

@@ -11,9 +11,12 @@
  *   {"path": "...", "format": "tf-bundle", "variables": [{"name": "<key as
  *   stored>", "dtype": "float32", "shape": [2, 2], "bytes": 16,
  *   "crc32": "0x1a2b3c4d", "crc32c": "0x5e6f7a8b", "role": "model"}, ...]}
+ * (a partitioned entry adds "slices": [[[start, end] or null per dimension], ...])
  * with crc32 = zlib crc32 of the tensor (ckpt_tensor_crc32) and crc32c its
  * CRC-32C (ckpt_tensor_crc32c, what `ckpt restore` checks copies against),
- * null when the data cannot be read (the error goes to stderr and the exit status is 1).
+ * null when the data cannot be read (the error goes to stderr and the exit status is 1),
+ * followed by the sections inspect_json.c writes (files, GGUF / safetensors
+ * metadata, Keras metadata, the object graph) and "saved_model".
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@
 static const cli_opt inspect_opts[] = {
 	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint: bundle prefix, .index, directory, SavedModel, .h5, .keras, .safetensors, .gguf" },
 	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON (one object) instead of text" },
+	{ CLI_OPT_VALUE, "max-array", "N", 0, "--json: the first N values of each metadata array (default 1024; 0: all)" },
 	{ CLI_OPT_VALUE, "sync-on-read", "PATTERN=AGG[,...]", 0,
 		"treat matching variables as sync-on-read (AGG sum, mean or first; sum: role metric)" },
 	{ CLI_OPT_END, NULL, NULL, 0, NULL }
@@ -39,6 +43,7 @@ typedef struct inspect_state {
 	uint32_t *crc;      /* zlib crc32 per entry when ST_OK */
 	uint32_t *crc32c;   /* CRC-32C per entry when ST_OK (what `ckpt restore` checks copies against) */
 	int failed;         /* entries that could not be read */
+	uint64_t max_array; /* --json: values shown of a metadata array (0: all) */
 } inspect_state;
 
 /* Read every entry once: checksum verification and crc32 for the output. */
@@ -66,6 +71,24 @@ static void read_all(inspect_state *st)
 		st->status[i] = ST_OK;
 		ckpt_tensor_free(t);
 	}
+}
+
+static void print_slices_json(const ckpt_var_info *v)
+{
+	fputs(", \"slices\": [", stdout);
+	for (size_t k = 0; k < v->nslices; k++) {
+		const ckpt_slice *sl = &v->slices[k];
+		fputs(k ? ", [" : "[", stdout);
+		for (int d = 0; d < sl->rank; d++) {
+			const ckpt_extent *e = &sl->extents[d];
+			if (e->length < 0)
+				printf("%snull", d ? ", " : "");
+			else
+				printf("%s[%" PRId64 ", %" PRId64 "]", d ? ", " : "", e->start, e->start + e->length);
+		}
+		fputc(']', stdout);
+	}
+	fputc(']', stdout);
 }
 
 static void print_json(const inspect_state *st)
@@ -103,6 +126,8 @@ static void print_json(const inspect_state *st)
 			fputs(", \"ggml_type\": ", stdout);
 			jout_cstring(stdout, cli_flat_qtype(qtypes, v->name));
 		}
+		if (v->nslices) /* a partitioned entry: its slices, [start, end] per dimension (null: all of it) */
+			print_slices_json(v);
 		if (v->sync_source != CKPT_SYNC_SOURCE_NONE) {
 			/* only where saved_model.pb or --sync-on-read says it */
 			fputs(", \"sync\": ", stdout);
@@ -115,6 +140,7 @@ static void print_json(const inspect_state *st)
 		fputc('}', stdout);
 	}
 	fputs("]", stdout);
+	cli_inspect_sections_json(stdout, st->r, st->max_array);
 	if (ckpt_reader_saved_model(st->r)) {
 		fputs(", \"saved_model\": ", stdout);
 		cli_print_saved_model_json(stdout, ckpt_reader_saved_model(st->r));
@@ -600,12 +626,24 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 		return rc;
 	path = cli_get(cmd, &args, "PATH");
 	json = cli_get(cmd, &args, "json") != NULL;
+	memset(&st, 0, sizeof(st));
+	st.max_array = 1024;
+	if (cli_get(cmd, &args, "max-array")) {
+		char *end;
+		const char *a = cli_get(cmd, &args, "max-array");
+		unsigned long long v = strtoull(a, &end, 10);
+		if (!*a || *end || *a == '-') {
+			fprintf(stderr, "ckpt inspect: --max-array wants a count, not '%s'\n", a);
+			return CLI_EXIT_USAGE;
+		}
+		st.max_array = v;
+	}
 	if (cli_parse_sync_rules(cmd, cli_get(cmd, &args, "sync-on-read"), &rules) != CLI_EXIT_OK)
 		return CLI_EXIT_USAGE;
 	oo.sync_rules = rules.rules;
 	oo.num_sync_rules = rules.n;
+	oo.vfs = cli_vfs();
 
-	memset(&st, 0, sizeof(st));
 	rc = ckpt_reader_open(&st.r, path, &oo);
 	cli_sync_rules_free(&rules);
 	if (rc != CKPT_OK)
@@ -642,7 +680,13 @@ const cli_cmd cli_cmd_inspect = {
 	"\"crc32\", \"crc32c\", \"role\"}]} where crc32 is zlib's crc32 of the tensor\n"
 	"bytes and crc32c their CRC-32C (null when they cannot be read). Missing\n"
 	"data files and unreadable tensors are reported on stderr and make the\n"
-	"exit status 1. A SavedModel also shows what `saved_model_cli show --all`\n"
+	"exit status 1. The JSON also holds \"files\" [{\"path\", \"exists\"}],\n"
+	"\"object_graph\" ({\"nodes\": [{\"children\", \"attributes\", \"slots\"}]} or\n"
+	"null), GGUF's \"gguf\" {\"version\", \"alignment\", \"kv\": [{\"key\", \"type\",\n"
+	"\"value\"} or {..., \"elem\", \"count\", \"values\" (the first --max-array),\n"
+	"\"truncated\"}]}, safetensors' \"safetensors\" {\"metadata\"} and Keras'\n"
+	"\"keras\" {\"keras_version\", \"backend\", \"model_config\", ... as stored}.\n"
+	"A SavedModel also shows what `saved_model_cli show --all`\n"
 	"shows of its signatures (JSON: \"saved_model\"); variables whose\n"
 	"synchronization saved_model.pb or --sync-on-read gives also get \"sync\",\n"
 	"\"aggregation\", \"sync_source\"."

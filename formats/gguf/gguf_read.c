@@ -12,11 +12,13 @@
  *   - each offset is aligned and equals the end of the previous tensor padded to the
  *     alignment (ggml's rule: no hole, no overlap), and the data lies inside the file.
  * The metadata section is capped at GGUF_MAX_KV_BYTES; the key-value pairs
- * are kept as JSON ("gguf.kv") of at most a small multiple of that size.
+ * are kept compact, as the file stores them (kv_store.h), and become JSON
+ * ("gguf.kv") only when asked for; duplicates are found with a name set.
  */
 #include <stdlib.h>
 #include <string.h>
 #include "gguf.h"
+#include "libckpt/kv_store.h"
 
 #define GGUF_MAX_KV_BYTES (256ull << 20)
 #define WIN (256u << 10)
@@ -101,64 +103,26 @@ static int get_str(cur *c, uint64_t max, char **out, uint64_t *len)
 
 static const unsigned vsize[GV_COUNT] = { 1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8 };
 
-static char *hex(const unsigned char *b, size_t n)
+/* A u64 length that must fit in the bytes left; at: where it starts, for the message. */
+static int fits(cur *c, uint64_t n, int64_t at)
 {
-	static const char d[] = "0123456789abcdef";
-	char *s = ckpt__malloc(2 * n + 1);
-	if (!s)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		s[2 * i] = d[b[i] >> 4];
-		s[2 * i + 1] = d[b[i] & 15];
-	}
-	s[2 * n] = '\0';
-	return s;
+	if (n > c->size - c->pos)
+		return ckpt__fail(CKPT_EFORMAT, c->path, c->what, at, "string length %llu runs past the end of "
+			"the file (%llu bytes left)", (unsigned long long)n, (unsigned long long)(c->size - c->pos));
+	return CKPT_OK;
 }
 
-/* A scalar of fixed-size type t (raw little-endian bytes) as a JSON number. */
-static json_t *num_json(unsigned t, const unsigned char *b)
-{
-	uint64_t u = 0;
-	for (int i = (int)vsize[t] - 1; i >= 0; i--)
-		u = u << 8 | b[i];
-	switch (t) {
-	case GV_U8: case GV_U16: case GV_U32: case GV_U64: return json_integer((json_int_t)u);
-	case GV_I8: return json_integer((int8_t)u);
-	case GV_I16: return json_integer((int16_t)u);
-	case GV_I32: return json_integer((int32_t)u);
-	case GV_I64: return json_integer((json_int_t)u);
-	case GV_BOOL: return json_boolean(u != 0);
-	case GV_F32: { float f; uint32_t v = (uint32_t)u; memcpy(&f, &v, 4); return f == f && f - f == 0 ? json_real(f) : json_null(); }
-	case GV_F64: { double f; memcpy(&f, &u, 8); return f == f && f - f == 0 ? json_real(f) : json_null(); }
-	default: return NULL;
-	}
-}
-
-/* A string value: JSON string when UTF-8, else {"hex": ...}. */
-static json_t *str_json(const char *s, uint64_t n)
-{
-	json_t *j = json_stringn(s, (size_t)n);
-	if (j)
-		return j;
-	char *h = hex((const unsigned char *)s, (size_t)n);
-	j = h ? json_pack("{s:s}", "hex", h) : NULL;
-	ckpt__free(h);
-	return j;
-}
-
-/* Read one value of type t into `obj` ("value", and "hex" for floats / numeric arrays). */
-static int read_value(cur *c, unsigned t, json_t *obj)
+/* The value of the pair just appended to kv (type t), read straight into the store. */
+static int read_value(cur *c, ckpt__kv_store *kv, unsigned t)
 {
 	int64_t at = (int64_t)c->pos;
-	if (t >= GV_COUNT)
-		return ckpt__fail(CKPT_EFORMAT, c->path, c->what, at - 4, "key '%s': unknown value type %u", c->what, t);
+	unsigned char *d;
 	if (t == GV_STRING) {
-		char *s;
 		uint64_t n;
-		CKPT_TRY(get_str(c, c->size, &s, &n));
-		json_t *j = str_json(s, n);
-		ckpt__free(s);
-		return j && json_object_set_new(obj, "value", j) == 0 ? CKPT_OK : CKPT_ENOMEM;
+		CKPT_TRY(get_u64(c, &n));
+		CKPT_TRY(fits(c, n, at));
+		CKPT_TRY(ckpt__kv_grow_last(kv, n, &d));
+		return get(c, d, (size_t)n);
 	}
 	if (t == GV_ARRAY) {
 		uint32_t et;
@@ -173,131 +137,93 @@ static int read_value(cur *c, unsigned t, json_t *obj)
 			return ckpt__fail(CKPT_EFORMAT, c->path, c->what, at, "key '%s': array of %llu %s elements cannot fit "
 				"in the %llu bytes left", c->what, (unsigned long long)count, ckpt__gguf_vtype_name(et),
 				(unsigned long long)(c->size - c->pos));
-		if (json_object_set_new(obj, "elem", json_string(ckpt__gguf_vtype_name(et))) < 0)
-			return CKPT_ENOMEM;
+		ckpt__kv_set_last(kv, (ckpt_kv_type)et, count);
 		if (et != GV_STRING) {
-			size_t nb = (size_t)count * es;
-			unsigned char *b = ckpt__malloc(nb ? nb : 1);
-			char *h;
-			int rc;
-			if (!b)
-				return CKPT_ENOMEM;
-			if ((rc = get(c, b, nb)) < 0) {
-				ckpt__free(b);
-				return rc;
-			}
-			h = hex(b, nb);
-			ckpt__free(b);
-			rc = h && json_object_set_new(obj, "count", json_integer((json_int_t)count)) == 0 &&
-				json_object_set_new(obj, "hex", json_string(h)) == 0 ? CKPT_OK : CKPT_ENOMEM;
-			ckpt__free(h);
-			return rc;
+			CKPT_TRY(ckpt__kv_grow_last(kv, count * es, &d));
+			return get(c, d, (size_t)(count * es));
 		}
-		json_t *arr = json_array();
-		if (!arr || json_object_set_new(obj, "value", arr) < 0)
-			return CKPT_ENOMEM;
 		for (uint64_t i = 0; i < count; i++) {
-			char *s;
 			uint64_t n;
-			CKPT_TRY(get_str(c, c->size, &s, &n));
-			json_t *j = str_json(s, n);
-			ckpt__free(s);
-			if (!j || json_array_append_new(arr, j) < 0)
-				return CKPT_ENOMEM;
+			int64_t eat = (int64_t)c->pos;
+			CKPT_TRY(get_u64(c, &n));
+			CKPT_TRY(fits(c, n, eat));
+			CKPT_TRY(ckpt__kv_grow_last(kv, 8 + n, &d));
+			for (int k = 0; k < 8; k++)
+				d[k] = (unsigned char)(n >> (8 * k));
+			CKPT_TRY(get(c, d + 8, (size_t)n));
 		}
 		return CKPT_OK;
 	}
-	unsigned char b[8];
-	CKPT_TRY(get(c, b, vsize[t]));
-	json_t *j = num_json(t, b);
-	if (!j || json_object_set_new(obj, "value", j) < 0)
+	CKPT_TRY(ckpt__kv_grow_last(kv, vsize[t], &d));
+	return get(c, d, vsize[t]);
+}
+
+/*
+ * The key-value pairs, kept as the file has them (kv_store.h): memory about
+ * the section's size, no JSON until someone asks for "gguf.kv".
+ */
+static int read_kvs(cur *c, ckpt_reader *r, uint64_t nkv, uint32_t *alignment)
+{
+	ckpt__kv_store *kv = ckpt__kv_new("gguf.kv", CKPT__KV_JSON_GGUF);
+	char key[CKPT_MAX_NAME_LEN + 1];
+	uint64_t start = c->pos;
+	if (!kv)
 		return CKPT_ENOMEM;
-	if (t == GV_F32 || t == GV_F64) {
-		char *h = hex(b, vsize[t]);
-		int rc = h && json_object_set_new(obj, "hex", json_string(h)) == 0 ? CKPT_OK : CKPT_ENOMEM;
-		ckpt__free(h);
-		return rc;
+	r->kv = kv; /* the core frees it, on failure too */
+	for (uint64_t i = 0; i < nkv; i++) {
+		int64_t at = (int64_t)c->pos;
+		uint64_t kl;
+		uint32_t t, dup;
+		unsigned char *d;
+		int rc;
+		c->what = NULL;
+		CKPT_TRY(get_u64(c, &kl));
+		CKPT_TRY(fits(c, kl, at));
+		if (kl > CKPT_MAX_NAME_LEN)
+			return ckpt__fail(CKPT_EFORMAT, c->path, NULL, at, "string of %llu bytes, at most %d allowed here",
+				(unsigned long long)kl, CKPT_MAX_NAME_LEN);
+		CKPT_TRY(get(c, key, (size_t)kl));
+		key[kl] = '\0';
+		if (!kl || strlen(key) != kl || !ckpt__utf8_valid(key, (size_t)kl))
+			return ckpt__fail(CKPT_EFORMAT, c->path, NULL, at, "key %llu is empty, holds a NUL or is not UTF-8",
+				(unsigned long long)i);
+		c->what = key;
+		CKPT_TRY(get_u32(c, &t));
+		if (t >= GV_COUNT)
+			return ckpt__fail(CKPT_EFORMAT, c->path, key, (int64_t)c->pos - 4, "key '%s': unknown value type %u",
+				key, t);
+		if ((rc = ckpt__kv_append(kv, key, (size_t)kl, (ckpt_kv_type)t, (ckpt_kv_type)0, 1, 0, &d, &dup)) < 0)
+			return rc;
+		if (rc == 1)
+			return ckpt__fail(CKPT_EFORMAT, c->path, key, at, "duplicate key '%s'", key);
+		CKPT_TRY(read_value(c, kv, t));
+		if (strcmp(key, "general.alignment") == 0) {
+			ckpt_kv v;
+			uint32_t a;
+			if (t != GV_U32)
+				return ckpt__fail(CKPT_EFORMAT, c->path, key, at, "general.alignment is %s, must be u32",
+					ckpt__gguf_vtype_name(t));
+			ckpt__kv_get(kv, kv->n - 1, &v);
+			a = (uint32_t)v.data[0] | (uint32_t)v.data[1] << 8 | (uint32_t)v.data[2] << 16 | (uint32_t)v.data[3] << 24;
+			if (a < 8 || a > (1 << 20) || (a & (a - 1)))
+				return ckpt__fail(CKPT_EFORMAT, c->path, key, at, "general.alignment %u is not a power of two "
+					"in [8, 1048576]", a);
+			*alignment = a;
+		}
+		if (c->pos - start > GGUF_MAX_KV_BYTES)
+			return ckpt__fail(CKPT_ELIMIT, c->path, NULL, at, "metadata section above %llu bytes",
+				(unsigned long long)GGUF_MAX_KV_BYTES);
 	}
+	c->what = NULL;
+	ckpt__kv_seal(kv);
 	return CKPT_OK;
 }
 
-static int read_kvs(cur *c, ckpt_reader *r, uint64_t nkv, uint32_t *alignment)
+static const char *tensor_name_of(const void *ctx, uint32_t id, size_t *len)
 {
-	json_t *list = json_array(), *seen = json_object();
-	int rc = CKPT_OK;
-	uint64_t start = c->pos;
-	if (!list || !seen) {
-		rc = CKPT_ENOMEM;
-		goto out;
-	}
-	for (uint64_t i = 0; i < nkv; i++) {
-		int64_t at = (int64_t)c->pos;
-		char *key = NULL;
-		uint64_t kl;
-		uint32_t t;
-		json_t *obj;
-		c->what = NULL;
-		if ((rc = get_str(c, CKPT_MAX_NAME_LEN, &key, &kl)) < 0)
-			goto out;
-		if (!kl || strlen(key) != kl || !(obj = json_pack("{s:s}", "key", key))) {
-			rc = ckpt__fail(CKPT_EFORMAT, c->path, NULL, at, "key %llu is empty, holds a NUL or is not UTF-8",
-				(unsigned long long)i);
-			ckpt__free(key);
-			goto out;
-		}
-		c->what = json_string_value(json_object_get(obj, "key"));
-		json_array_append_new(list, obj);
-		if (json_object_get(seen, key)) {
-			rc = ckpt__fail(CKPT_EFORMAT, c->path, key, at, "duplicate key '%s'", key);
-			ckpt__free(key);
-			goto out;
-		}
-		json_object_set_new(seen, key, json_true());
-		if ((rc = get_u32(c, &t)) < 0) {
-			ckpt__free(key);
-			goto out;
-		}
-		if (t < GV_COUNT && json_object_set_new(obj, "type", json_string(ckpt__gguf_vtype_name(t))) < 0)
-			rc = CKPT_ENOMEM;
-		if (rc == CKPT_OK)
-			rc = read_value(c, t, obj);
-		if (rc == CKPT_OK && strcmp(key, "general.alignment") == 0) {
-			json_int_t a = json_integer_value(json_object_get(obj, "value"));
-			if (t != GV_U32)
-				rc = ckpt__fail(CKPT_EFORMAT, c->path, key, at, "general.alignment is %s, must be u32",
-					ckpt__gguf_vtype_name(t) ? ckpt__gguf_vtype_name(t) : "?");
-			else if (a < 8 || a > (1 << 20) || (a & (a - 1)))
-				rc = ckpt__fail(CKPT_EFORMAT, c->path, key, at, "general.alignment %lld is not a power of two "
-					"in [8, 1048576]", (long long)a);
-			else
-				*alignment = (uint32_t)a;
-		}
-		ckpt__free(key);
-		if (rc < 0)
-			goto out;
-		if (c->pos - start > GGUF_MAX_KV_BYTES) {
-			rc = ckpt__fail(CKPT_ELIMIT, c->path, NULL, at, "metadata section above %llu bytes",
-				(unsigned long long)GGUF_MAX_KV_BYTES);
-			goto out;
-		}
-	}
-	c->what = NULL;
-	{
-		char *s = json_dumps(list, JSON_COMPACT);
-		rc = s ? ckpt__reader_set_meta(r, "gguf.kv", s) : CKPT_ENOMEM;
-		free(s);
-	}
-out:
-	json_decref(list);
-	json_decref(seen);
-	return rc;
-}
-
-static int utf8_ok(const char *s)
-{
-	json_t *j = json_string(s);
-	json_decref(j);
-	return j != NULL;
+	const gguf_state *s = ctx;
+	*len = strlen(s->fr.names[id]);
+	return s->fr.names[id];
 }
 
 typedef struct tinfo {
@@ -308,26 +234,27 @@ typedef struct tinfo {
 	int64_t at;
 } tinfo;
 
-static int read_tensor_info(cur *c, ckpt_reader *r, gguf_state *s, json_t *seen, tinfo *ti, size_t i)
+static int read_tensor_info(cur *c, ckpt_reader *r, gguf_state *s, ckpt__name_set *seen, tinfo *ti, size_t i)
 {
 	ckpt_var_info *v = &r->vars[i];
-	uint64_t nl, rows = 1, rowb, nbytes;
+	uint64_t nl = 0, rows = 1, rowb, nbytes;
 	uint32_t type;
-	char *name;
+	char *name = NULL;
 	ti->at = (int64_t)c->pos;
 	c->what = NULL;
 	CKPT_TRY(get_str(c, 64, &name, &nl));
 	s->fr.names[i] = name;
 	s->fr.n = i + 1;
 	v->name = name;
-	if (!nl || strlen(name) != nl || !utf8_ok(name))
+	if (!nl || strlen(name) != nl || !ckpt__utf8_valid(name, (size_t)nl))
 		return ckpt__fail(CKPT_EFORMAT, c->path, NULL, ti->at, "tensor %zu: name is empty, holds a NUL or is not "
 			"UTF-8", i);
 	c->what = name;
-	if (json_object_get(seen, name))
+	int rc = ckpt__name_set_add(seen, name, (size_t)nl, (uint32_t)i, NULL);
+	if (rc == 1)
 		return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "duplicate tensor name '%s'", name);
-	if (json_object_set_new(seen, name, json_true()) < 0)
-		return CKPT_ENOMEM;
+	if (rc < 0)
+		return rc;
 	CKPT_TRY(get_u32(c, &ti->ndims));
 	if (ti->ndims > GGUF_MAX_DIMS)
 		return ckpt__fail(CKPT_EFORMAT, c->path, name, ti->at, "tensor '%s': n_dims %u above ggml's maximum of %d",
@@ -406,7 +333,7 @@ static int parse(ckpt_reader *r, gguf_state *s, cur *c)
 	uint32_t version, alignment = GGUF_DEFAULT_ALIGNMENT;
 	uint64_t nt, nkv, data_start, expect = 0;
 	tinfo *ti = NULL;
-	json_t *seen = NULL;
+	ckpt__name_set seen;
 	int rc;
 	char num[32];
 	CKPT_TRY(get(c, magic, 4));
@@ -433,10 +360,10 @@ static int parse(ckpt_reader *r, gguf_state *s, cur *c)
 	r->vars = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(*r->vars));
 	s->fr.names = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(char *));
 	ti = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(*ti));
-	seen = json_object();
-	rc = r->vars && s->fr.names && ti && seen ? CKPT_OK : CKPT_ENOMEM;
+	ckpt__name_set_init(&seen, tensor_name_of, s);
+	rc = r->vars && s->fr.names && ti ? CKPT_OK : CKPT_ENOMEM;
 	for (size_t i = 0; rc == CKPT_OK && i < nt; i++)
-		rc = read_tensor_info(c, r, s, seen, &ti[i], i);
+		rc = read_tensor_info(c, r, s, &seen, &ti[i], i);
 	if (rc < 0)
 		goto out;
 	r->nvars = (size_t)nt;
@@ -476,7 +403,7 @@ static int parse(ckpt_reader *r, gguf_state *s, cur *c)
 	rc = ckpt__reader_set_meta(r, "gguf.alignment", num);
 out:
 	ckpt__free(ti);
-	json_decref(seen);
+	ckpt__name_set_free(&seen);
 	return rc;
 }
 

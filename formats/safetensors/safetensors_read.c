@@ -2,7 +2,9 @@
  * safetensors reader. Every rule the reference (safetensors/src/tensor.rs)
  * applies, and a few more, checked at open before any tensor is used:
  *   - the file holds the 8-byte size; the header is <= 100 MB and inside the file;
- *   - the header starts with '{' and is one UTF-8 JSON object (jansson, duplicate keys refused);
+ *   - the header starts with '{' and is one UTF-8 JSON object (duplicate keys refused), scanned
+ *     token by token (json_scan.h): every limit below is checked as its token comes, so memory
+ *     is the header plus what the reader keeps (no JSON tree; __metadata__ compact, kv_store.h);
  *   - "__metadata__" is an object of string values;
  *   - every other member is {"dtype", "shape", "data_offsets"} and nothing else, with a
  *     known dtype, dims >= 0 (rank <= CKPT_MAX_RANK) and BEGIN <= END;
@@ -14,8 +16,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <jansson.h>
 #include "st.h"
+#include "libckpt/json_scan.h"
+#include "libckpt/kv_store.h"
 
 typedef struct st_state {
 	flat_reader fr;        /* first: ckpt__flat_read_into / ckpt__flat_close */
@@ -35,55 +38,6 @@ static uint64_t le64(const unsigned char *p)
 	return v;
 }
 
-/* Absolute offset of member `name`'s key in the header (8 when it cannot be found verbatim). */
-static int64_t key_offset(const char *h, size_t hn, const char *name)
-{
-	size_t nl = strlen(name);
-	for (size_t i = 0; i + nl + 3 <= hn; i++) {
-		const char *p = memchr(h + i, '"', hn - i);
-		if (!p)
-			break;
-		i = (size_t)(p - h);
-		if (i + nl + 2 <= hn && memcmp(p + 1, name, nl) == 0 && p[nl + 1] == '"')
-			return 8 + (int64_t)i;
-	}
-	return 8;
-}
-
-/*
- * jansson stops right after a duplicate key: recover that key (the string
- * ending just before `pos`) and where it starts (*at, header-relative).
- */
-static char *dup_key_before(const char *h, size_t pos, size_t *at)
-{
-	size_t end, start;
-	json_t *s;
-	char *out = NULL;
-	if (pos == 0)
-		return NULL;
-	for (end = pos; end > 0 && h[end - 1] != '"'; end--)
-		;
-	if (end == 0)
-		return NULL;
-	for (start = end - 1; start > 0; start--) {
-		size_t bs = 0;
-		if (h[start - 1] != '"')
-			continue;
-		while (start - 1 > bs && h[start - 2 - bs] == '\\')
-			bs++;
-		if (bs % 2 == 0)
-			break;
-	}
-	if (start == 0)
-		return NULL;
-	*at = start - 1;
-	s = json_loadb(h + start - 1, end - start + 1, JSON_DECODE_ANY, NULL);
-	if (s && json_is_string(s))
-		out = ckpt__strdup(json_string_value(s));
-	json_decref(s);
-	return out;
-}
-
 static int cmp_tmp(const void *a, const void *b)
 {
 	const st_tmp *x = a, *y = b;
@@ -94,64 +48,163 @@ static int cmp_tmp(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static int get_u64(json_t *v, uint64_t *out)
+/* The header as it is scanned: limits are checked as each token comes, nothing kept that the reader does not. */
+typedef struct hdr {
+	ckpt_reader *r;
+	st_state *s;
+	ckpt__jscan j;
+	st_tmp *tmp;
+	size_t n, cap;
+	ckpt__name_set names;  /* tensor names: duplicates */
+	int seen_meta;
+	char *key;             /* the current metadata key (j.str is reused for its value) */
+	size_t key_cap;
+} hdr;
+
+static int not_json(hdr *h)
 {
-	if (!json_is_integer(v) || json_integer_value(v) < 0)
-		return -1;
-	*out = (uint64_t)json_integer_value(v);
-	return 0;
+	if (strcmp(h->j.err, "out of memory") == 0)
+		return CKPT_ENOMEM;
+	return ckpt__fail(CKPT_EFORMAT, h->r->path, NULL, 8 + (int64_t)h->j.err_at, "header is not valid UTF-8 "
+		"JSON: %s", h->j.err);
 }
 
-/* One tensor member: fills var and its offsets. */
-static int parse_entry(ckpt_reader *r, const char *h, size_t hn, const char *name, json_t *v, ckpt_var_info *var,
-	st_tmp *t)
+#define SCAN(expr) do { if ((expr) < 0) return not_json(h); } while (0)
+
+static int duplicate(hdr *h, const char *key, size_t at)
 {
-	const char *path = r->path;
-#define at key_offset(h, hn, name) /* only on the error path: the search is linear */
-	json_t *jd, *js, *jo, *x;
-	const char *k;
-	const st_dtype *d;
-	uint64_t nel = 1, nbytes;
-	size_t i;
-	if (!json_is_object(v))
-		return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': header entry is not an object", name);
-	json_object_foreach(v, k, x) {
-		if (strcmp(k, "dtype") && strcmp(k, "shape") && strcmp(k, "data_offsets"))
-			return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': unexpected field '%s' (only dtype, "
-				"shape, data_offsets)", name, k);
+	return ckpt__fail(CKPT_EFORMAT, h->r->path, key, 8 + (int64_t)at, "header has a duplicate key '%s'", key);
+}
+
+/* Elements left in the array being scanned, up to its ']': counted, not kept. */
+static int count_rest(hdr *h, uint64_t *n)
+{
+	int more;
+	do {
+		SCAN(ckpt__js_skip(&h->j, 64));
+		(*n)++;
+	} while ((more = ckpt__js_next(&h->j, ']')) == 1);
+	SCAN(more);
+	return CKPT_OK;
+}
+
+/* "shape": at most CKPT_MAX_RANK dims kept; a longer array is counted for the message, never stored. */
+static int parse_shape(hdr *h, const char *name, int64_t at, ckpt_var_info *var, uint64_t *nel)
+{
+	ckpt__jscan *j = &h->j;
+	int more;
+	*nel = 1;
+	var->shape.rank = 0;
+	SCAN(ckpt__js_expect(j, '['));
+	if (ckpt__js_peek(j) == ']') {
+		j->pos++;
+		return CKPT_OK;
 	}
-	jd = json_object_get(v, "dtype");
-	js = json_object_get(v, "shape");
-	jo = json_object_get(v, "data_offsets");
-	if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo))
+	do {
+		uint64_t dim;
+		int kind;
+		if (var->shape.rank == CKPT_MAX_RANK) {
+			uint64_t rank = CKPT_MAX_RANK;
+			CKPT_TRY(count_rest(h, &rank));
+			return ckpt__fail(CKPT_EFORMAT, h->r->path, name, at, "tensor '%s': rank %llu above the maximum %d",
+				name, (unsigned long long)rank, CKPT_MAX_RANK);
+		}
+		SCAN(kind = ckpt__js_peek(j) == '-' || (ckpt__js_peek(j) >= '0' && ckpt__js_peek(j) <= '9') ?
+			ckpt__js_number(j, &dim) : ckpt__js_skip(j, 64) < 0 ? -1 : CKPT__JS_OTHER_NUMBER);
+		if (kind != CKPT__JS_UINT)
+			return ckpt__fail(CKPT_EFORMAT, h->r->path, name, at, "tensor '%s': shape dim %d is not an integer "
+				">= 0", name, var->shape.rank);
+		var->shape.dims[var->shape.rank++] = (int64_t)dim;
+		if (ckpt__mul_u64(*nel, dim, nel))
+			return ckpt__fail(CKPT_EFORMAT, h->r->path, name, at, "tensor '%s': element count overflows 64 bits",
+				name);
+	} while ((more = ckpt__js_next(j, ']')) == 1);
+	SCAN(more);
+	return CKPT_OK;
+}
+
+/* "data_offsets": exactly two integers >= 0. */
+static int parse_offsets(hdr *h, const char *name, int64_t at, st_tmp *t)
+{
+	ckpt__jscan *j = &h->j;
+	uint64_t v[2];
+	int more, n = 0;
+	SCAN(ckpt__js_expect(j, '['));
+	if (ckpt__js_peek(j) != ']') {
+		do {
+			int kind;
+			SCAN(kind = ckpt__js_peek(j) == '-' || (ckpt__js_peek(j) >= '0' && ckpt__js_peek(j) <= '9') ?
+				ckpt__js_number(j, &v[n < 2 ? n : 1]) : ckpt__js_skip(j, 64) < 0 ? -1 : CKPT__JS_OTHER_NUMBER);
+			if (kind != CKPT__JS_UINT || ++n > 2)
+				return ckpt__fail(CKPT_EFORMAT, h->r->path, name, at, "tensor '%s': data_offsets is not [BEGIN, "
+					"END] of integers >= 0", name);
+		} while ((more = ckpt__js_next(j, ']')) == 1);
+		SCAN(more);
+	} else {
+		j->pos++;
+	}
+	if (n != 2)
+		return ckpt__fail(CKPT_EFORMAT, h->r->path, name, at, "tensor '%s': data_offsets is not [BEGIN, END] of "
+			"integers >= 0", name);
+	t->begin = v[0];
+	t->end = v[1];
+	return CKPT_OK;
+}
+
+/* One tensor member {"dtype", "shape", "data_offsets"}: fills var and its offsets. */
+static int parse_entry(hdr *h, const char *name, int64_t at, ckpt_var_info *var, st_tmp *t)
+{
+	ckpt__jscan *j = &h->j;
+	const char *path = h->r->path;
+	const st_dtype *d = NULL;
+	uint64_t nel = 1, nbytes;
+	int have[3] = { 0, 0, 0 }, more;
+	if (ckpt__js_peek(j) != '{') {
+		SCAN(ckpt__js_skip(j, 64));
+		return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': header entry is not an object", name);
+	}
+	j->pos++;
+	if (ckpt__js_peek(j) == '}') {
+		j->pos++;
+		more = 0;
+	} else {
+		do {
+			size_t fat = j->pos;
+			int f;
+			SCAN(ckpt__js_string(j));
+			f = strcmp(j->str, "dtype") == 0 ? 0 : strcmp(j->str, "shape") == 0 ? 1 :
+				strcmp(j->str, "data_offsets") == 0 ? 2 : -1;
+			if (f < 0)
+				return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': unexpected field '%s' (only dtype, "
+					"shape, data_offsets)", name, j->str);
+			if (have[f])
+				return duplicate(h, j->str, fat);
+			SCAN(ckpt__js_expect(j, ':'));
+			int want = f == 0 ? '"' : '[';
+			if (ckpt__js_peek(j) != want)
+				return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': needs a string dtype, a shape array "
+					"and a data_offsets array", name);
+			have[f] = 1;
+			if (f == 0) {
+				SCAN(ckpt__js_string(j));
+				if (!(d = ckpt__st_dtype_by_name(j->str)))
+					return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': unknown dtype '%s'", name, j->str);
+			} else if (f == 1) {
+				CKPT_TRY(parse_shape(h, name, at, var, &nel));
+			} else {
+				CKPT_TRY(parse_offsets(h, name, at, t));
+			}
+		} while ((more = ckpt__js_next(j, '}')) == 1);
+		SCAN(more);
+	}
+	if (!have[0] || !have[1] || !have[2])
 		return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': needs a string dtype, a shape array and "
 			"a data_offsets array", name);
-	d = ckpt__st_dtype_by_name(json_string_value(jd));
-	if (!d)
-		return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': unknown dtype '%s'", name,
-			json_string_value(jd));
 	if (d->dt == CKPT_DT_INVALID)
 		return ckpt__fail(CKPT_EUNSUPPORTED, path, name, at, "tensor '%s': dtype %s is not supported", name, d->name);
-	if (json_array_size(js) > CKPT_MAX_RANK)
-		return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': rank %zu above the maximum %d", name,
-			json_array_size(js), CKPT_MAX_RANK);
-	var->shape.rank = (int)json_array_size(js);
-	json_array_foreach(js, i, x) {
-		uint64_t dim;
-		if (get_u64(x, &dim) < 0)
-			return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': shape dim %zu is not an integer >= 0",
-				name, i);
-		var->shape.dims[i] = (int64_t)dim;
-		if (ckpt__mul_u64(nel, dim, &nel))
-			return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': element count overflows 64 bits", name);
-	}
 	if (ckpt__mul_u64(nel, d->size, &nbytes))
 		return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': byte size (%llu x %zu) overflows 64 bits",
 			name, (unsigned long long)nel, d->size);
-	if (json_array_size(jo) != 2 || get_u64(json_array_get(jo, 0), &t->begin) < 0 ||
-	    get_u64(json_array_get(jo, 1), &t->end) < 0)
-		return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': data_offsets is not [BEGIN, END] of "
-			"integers >= 0", name);
 	if (t->end < t->begin)
 		return ckpt__fail(CKPT_EFORMAT, path, name, at, "tensor '%s': data_offsets [%llu, %llu] end before they "
 			"begin", name, (unsigned long long)t->begin, (unsigned long long)t->end);
@@ -166,94 +219,168 @@ static int parse_entry(ckpt_reader *r, const char *h, size_t hn, const char *nam
 	var->nbytes = nbytes;
 	var->shard = 0;
 	return CKPT_OK;
-#undef at
 }
 
-static int check_metadata(ckpt_reader *r, const char *h, size_t hn, json_t *m)
+/* "__metadata__": an object of strings, kept compact (kv_store.h) as it is scanned. */
+static int parse_metadata(hdr *h, size_t at)
 {
-	const char *k;
-	json_t *x;
-	char *s;
-	int rc;
-	if (!json_is_object(m))
-		return ckpt__fail(CKPT_EFORMAT, r->path, "__metadata__", key_offset(h, hn, "__metadata__"),
-			"__metadata__ is not an object");
-	json_object_foreach(m, k, x) {
-		if (!json_is_string(x))
-			return ckpt__fail(CKPT_EFORMAT, r->path, "__metadata__", key_offset(h, hn, "__metadata__"),
-				"__metadata__ value of '%s' is not a string", k);
-	}
-	s = json_dumps(m, JSON_COMPACT);
-	if (!s)
+	ckpt__jscan *j = &h->j;
+	ckpt__kv_store *kv;
+	int more;
+	if (h->seen_meta)
+		return duplicate(h, "__metadata__", at);
+	h->seen_meta = 1;
+	if (ckpt__js_peek(j) != '{')
+		return ckpt__fail(CKPT_EFORMAT, h->r->path, "__metadata__", 8 + (int64_t)at, "__metadata__ is not an object");
+	j->pos++;
+	if (!(kv = h->r->kv = ckpt__kv_new("safetensors.metadata", CKPT__KV_JSON_OBJECT)))
 		return CKPT_ENOMEM;
-	rc = ckpt__reader_set_meta(r, "safetensors.metadata", s);
-	free(s);
-	return rc;
+	if (ckpt__js_peek(j) == '}') {
+		j->pos++;
+		ckpt__kv_seal(kv);
+		return CKPT_OK;
+	}
+	do {
+		size_t kat = j->pos, kl;
+		unsigned char *d;
+		uint32_t dup;
+		int rc;
+		SCAN(ckpt__js_string(j));
+		kl = j->len;
+		if (kl + 1 > h->key_cap) {
+			char *k = ckpt__realloc(h->key, kl + 1);
+			if (!k)
+				return CKPT_ENOMEM;
+			h->key = k;
+			h->key_cap = kl + 1;
+		}
+		memcpy(h->key, j->str, kl + 1);
+		SCAN(ckpt__js_expect(j, ':'));
+		if (ckpt__js_peek(j) != '"')
+			return ckpt__fail(CKPT_EFORMAT, h->r->path, "__metadata__", 8 + (int64_t)at, "__metadata__ value of "
+				"'%s' is not a string", h->key);
+		SCAN(ckpt__js_string(j));
+		if ((rc = ckpt__kv_append(kv, h->key, kl, CKPT_KV_STRING, CKPT_KV_U8, 1, j->len, &d, &dup)) < 0)
+			return rc;
+		if (rc == 1)
+			return duplicate(h, h->key, kat);
+		memcpy(d, j->str, j->len);
+	} while ((more = ckpt__js_next(j, '}')) == 1);
+	SCAN(more);
+	ckpt__kv_seal(kv);
+	return CKPT_OK;
 }
 
-static int parse_header(ckpt_reader *r, st_state *s, const char *h, size_t hn, uint64_t buflen)
+static const char *tensor_name_of(const void *ctx, uint32_t id, size_t *len)
 {
-	json_error_t err;
-	json_t *root = json_loadb(h, hn, JSON_REJECT_DUPLICATES, &err);
-	const char *k;
-	json_t *v;
-	st_tmp *tmp = NULL;
-	size_t n = 0, cap;
-	int rc = CKPT_OK;
+	const st_state *s = ctx;
+	*len = strlen(s->fr.names[id]);
+	return s->fr.names[id];
+}
+
+/* Room for one more tensor in r->vars, the names and tmp. */
+static int grow(hdr *h)
+{
+	size_t cap = h->cap ? h->cap * 2 : 16;
+	void *p;
+	if (h->n < h->cap)
+		return CKPT_OK;
+	if (h->n >= CKPT_MAX_VARIABLES)
+		return ckpt__fail(CKPT_ELIMIT, h->r->path, NULL, 8 + (int64_t)h->j.pos, "header lists more than %d "
+			"tensors, the limit", CKPT_MAX_VARIABLES);
+	if (cap > CKPT_MAX_VARIABLES)
+		cap = CKPT_MAX_VARIABLES;
+	if (!(p = ckpt__realloc(h->r->vars, cap * sizeof(*h->r->vars))))
+		return CKPT_ENOMEM;
+	h->r->vars = p;
+	if (!(p = ckpt__realloc(h->s->fr.names, cap * sizeof(char *))))
+		return CKPT_ENOMEM;
+	h->s->fr.names = p;
+	if (!(p = ckpt__realloc(h->tmp, cap * sizeof(*h->tmp))))
+		return CKPT_ENOMEM;
+	h->tmp = p;
+	h->cap = cap;
+	return CKPT_OK;
+}
+
+/* The root object, member by member. */
+static int scan_header(hdr *h)
+{
+	ckpt__jscan *j = &h->j;
+	st_state *s = h->s;
+	int more;
+	SCAN(ckpt__js_expect(j, '{'));
+	if (ckpt__js_peek(j) == '}') {
+		j->pos++;
+		more = 0;
+	} else {
+		do {
+			size_t at;
+			uint32_t dup;
+			int rc;
+			ckpt__js_peek(j);
+			at = j->pos;
+			SCAN(ckpt__js_string(j));
+			if (strcmp(j->str, "__metadata__") == 0) {
+				SCAN(ckpt__js_expect(j, ':'));
+				CKPT_TRY(parse_metadata(h, at));
+				continue;
+			}
+			if (!j->len || j->len > CKPT_MAX_NAME_LEN)
+				return ckpt__fail(j->len ? CKPT_ELIMIT : CKPT_EFORMAT, h->r->path, NULL, 8 + (int64_t)at,
+					"tensor name of %zu bytes (1..%d allowed)", j->len, CKPT_MAX_NAME_LEN);
+			CKPT_TRY(grow(h));
+			memset(&h->r->vars[h->n], 0, sizeof(h->r->vars[h->n]));
+			if (!(s->fr.names[h->n] = ckpt__strdup(j->str)))
+				return CKPT_ENOMEM;
+			s->fr.n = h->n + 1;
+			h->r->vars[h->n].name = s->fr.names[h->n];
+			if ((rc = ckpt__name_set_add(&h->names, j->str, j->len, (uint32_t)h->n, &dup)) < 0)
+				return rc;
+			if (rc == 1)
+				return duplicate(h, s->fr.names[h->n], at);
+			SCAN(ckpt__js_expect(j, ':'));
+			CKPT_TRY(parse_entry(h, s->fr.names[h->n], 8 + (int64_t)at, &h->r->vars[h->n], &h->tmp[h->n]));
+			h->tmp[h->n].idx = h->n;
+			h->n++;
+		} while ((more = ckpt__js_next(j, '}')) == 1);
+		SCAN(more);
+	}
+	if (ckpt__js_peek(j) >= 0) {
+		/* jansson names the end of the token that follows */
+		while (j->pos < j->n && !strchr(" \t\r\n", j->s[j->pos]))
+			j->pos++;
+		j->err = "end of file expected";
+		j->err_at = j->pos;
+		return not_json(h);
+	}
+	return CKPT_OK;
+}
+
+static int parse_header(ckpt_reader *r, st_state *s, const char *hb, size_t hn, uint64_t buflen)
+{
+	hdr h;
+	st_tmp *tmp;
+	size_t n;
+	int rc;
 	uint64_t expect = 0;
 
-	if (!root) {
-		if (json_error_code(&err) == json_error_duplicate_key) {
-			size_t at = (size_t)err.position;
-			char *key = dup_key_before(h, (size_t)err.position, &at);
-			rc = ckpt__fail(CKPT_EFORMAT, r->path, key, 8 + (int64_t)at,
-				"header has a duplicate key '%s'", key ? key : "?");
-			ckpt__free(key);
-			return rc;
-		}
-		return ckpt__fail(CKPT_EFORMAT, r->path, NULL, 8 + (int64_t)err.position,
-			"header is not valid UTF-8 JSON: %s", err.text);
-	}
-	if (!json_is_object(root)) {
-		json_decref(root);
-		return ckpt__fail(CKPT_EFORMAT, r->path, NULL, 8, "header is not a JSON object");
-	}
-	cap = json_object_size(root);
-	if (cap > CKPT_MAX_VARIABLES) {
-		json_decref(root);
-		return ckpt__fail(CKPT_ELIMIT, r->path, NULL, 8, "header lists %zu tensors, limit is %d", cap,
-			CKPT_MAX_VARIABLES);
-	}
-	r->vars = ckpt__calloc(cap ? cap : 1, sizeof(*r->vars));
-	s->fr.names = ckpt__calloc(cap ? cap : 1, sizeof(char *));
-	tmp = ckpt__calloc(cap ? cap : 1, sizeof(*tmp));
-	if (!r->vars || !s->fr.names || !tmp) {
-		rc = CKPT_ENOMEM;
+	memset(&h, 0, sizeof(h));
+	h.r = r;
+	h.s = s;
+	h.j.s = hb;
+	h.j.n = hn;
+	ckpt__name_set_init(&h.names, tensor_name_of, s);
+	rc = scan_header(&h);
+	ckpt__name_set_free(&h.names);
+	ckpt__js_free(&h.j);
+	ckpt__free(h.key);
+	tmp = h.tmp;
+	n = h.n;
+	if (rc < 0)
 		goto out;
-	}
-	json_object_foreach(root, k, v) {
-		if (strcmp(k, "__metadata__") == 0) {
-			if ((rc = check_metadata(r, h, hn, v)) < 0)
-				goto out;
-			continue;
-		}
-		if (!*k || strlen(k) > CKPT_MAX_NAME_LEN) {
-			rc = ckpt__fail(*k ? CKPT_ELIMIT : CKPT_EFORMAT, r->path, NULL, key_offset(h, hn, k),
-				"tensor name of %zu bytes (1..%d allowed)", strlen(k), CKPT_MAX_NAME_LEN);
-			goto out;
-		}
-		if (!(s->fr.names[n] = ckpt__strdup(k))) {
-			rc = CKPT_ENOMEM;
-			goto out;
-		}
-		r->vars[n].name = s->fr.names[n];
-		s->fr.n = n + 1;
-		if ((rc = parse_entry(r, h, hn, k, v, &r->vars[n], &tmp[n])) < 0)
-			goto out;
-		tmp[n].idx = n;
-		n++;
-	}
-	qsort(tmp, n, sizeof(*tmp), cmp_tmp);
+	if (n) /* tmp is NULL for a header of no tensors */
+		qsort(tmp, n, sizeof(*tmp), cmp_tmp);
 	for (size_t i = 0; i < n; i++) {
 		const char *name = r->vars[tmp[i].idx].name;
 		if (tmp[i].begin > expect) {
@@ -288,7 +415,7 @@ static int parse_header(ckpt_reader *r, st_state *s, const char *h, size_t hn, u
 	/* entries in file order */
 	{
 		ckpt_var_info *sorted = ckpt__calloc(n ? n : 1, sizeof(*sorted));
-		char **snames = ckpt__calloc(cap ? cap : 1, sizeof(char *));
+		char **snames = ckpt__calloc(n ? n : 1, sizeof(char *));
 		if (!sorted || !snames) {
 			ckpt__free(sorted);
 			ckpt__free(snames);
@@ -307,7 +434,6 @@ static int parse_header(ckpt_reader *r, st_state *s, const char *h, size_t hn, u
 	r->nvars = n;
 out:
 	ckpt__free(tmp);
-	json_decref(root);
 	return rc;
 }
 

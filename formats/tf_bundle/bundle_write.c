@@ -160,7 +160,7 @@ int tfb_shard_put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t 
  * DT_STRING: varint64 lengths, Mask(crc of lengths as u32/u64 LE), bytes.
  * An empty tensor is written as 0 bytes (crc Mask(0)): TF's writer emits the
  * 4-byte Mask(0) there, but its reader returns early for size 0, so both
- * read back in TF, and dump_bundle.py accepts only the empty form.
+ * read back in TF, and tests/scripts/bundle_check.py accepts only the empty form.
  */
 int tfb_shard_put_strings(wshard *s, const ckpt_bytes *el, uint64_t n, uint32_t *crc)
 {

@@ -7,7 +7,7 @@
 #include "h5_mutants.h"
 
 #ifndef CKPT_H5M_FIXTURES_DIR
-#define CKPT_H5M_FIXTURES_DIR CKPT_SHARED_DIR "/fixtures/keras"
+#define CKPT_H5M_FIXTURES_DIR CKPT_FIXTURES_DIR "/keras"
 #endif
 
 static uint8_t *slurp(const char *path, size_t *n)

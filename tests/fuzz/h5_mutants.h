@@ -3,7 +3,7 @@
  * suite (tests/test_h5_mutants.c) and the libFuzzer target
  * fuzz_keras_h5_mutants.
  *
- * A base is a real Keras HDF5 file from ../shared/fixtures/keras (for a
+ * A base is a real Keras HDF5 file from tests/fixtures/keras (for a
  * .keras archive: its model.weights.h5 member). Its metadata bytes are every
  * byte outside the data extent of a contiguous dataset, as the reader lists
  * them (ckpt_var_info.offset / nbytes) on the pristine file; chunked or

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Seed the fuzz corpora from ../shared/fixtures (small files only).
+"""Seed the fuzz corpora from tests/fixtures (small files only).
 
 Run once; then minimize with libFuzzer -merge=1 (see README.md). Uses the
-standard-library decoder in ../shared/tools/dump_bundle.py.
+project's standard-library decoder, tests/scripts/bundle_check.py.
 """
 import glob
 import os
@@ -10,11 +10,10 @@ import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared"))
-sys.path.insert(0, os.path.join(SHARED, "tools"))
-import dump_bundle as db  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+import bundle_check  # noqa: E402
 
-FIX = os.path.join(SHARED, "fixtures")
+FIX = os.path.normpath(os.path.join(HERE, "..", "fixtures"))
 OUT = os.path.join(HERE, "corpora")
 MAX_FILE = 64 * 1024
 
@@ -45,14 +44,11 @@ def main():
                 blob += struct.pack("<I", len(d)) + d
             put("tf_bundle", tag(ix), blob)
         # object graph: the single element of the scalar string tensor
-        problems, stats = [], {}
-        entries = db.read_table(ix, problems, stats)
-        for k, v in entries:
+        bundle = bundle_check.load(prefix)
+        for k, e in bundle.entries:
             if k != b"_CHECKPOINTABLE_OBJECT_GRAPH":
                 continue
-            e = db.parse_entry(v)
-            data = datas[e["shard_id"]][e["offset"]:e["offset"] + e["size"]]
-            strings, probs, _ = db.read_string_tensor(data, 1)
+            strings, _, _ = bundle_check.string_tensor(bundle.tensor_bytes(e), 1)
             put("object_graph", tag(ix), strings[0])
     for sm in sorted(glob.glob(os.path.join(FIX, "tf", "**", "saved_model.pb"), recursive=True)):
         put("saved_model", tag(sm), open(sm, "rb").read())

@@ -8,13 +8,15 @@
                                    of each CONTENTS.txt; Keras: each file with a
                                    FILE.CONTENTS.txt), one per line
 
-TensorBundles are decoded with ../shared/tools/dump_bundle.py (imported as a
-module); HDF5 files (and model.weights.h5 inside .keras zips) with h5py.
-crc32 is zlib.crc32 of the raw little-endian bytes (string tensors: of the
-concatenated elements), crc32c the CRC-32C of the same bytes (dump_bundle's
-table-driven implementation, itself checked against the standard check value). Before printing, the result is checked against the
-fixture's CONTENTS.txt dump (names, dtypes, shapes); a disagreement exits 1,
-so the C test compares against values that match the published dump.
+TensorBundles are decoded and checked (every checksum, the writer round trip)
+with tests/scripts/bundle_check.py, this project's standard-library decoder;
+HDF5 files (and model.weights.h5 inside .keras zips) with h5py. crc32 is
+zlib.crc32 of the raw little-endian bytes (string tensors: of the concatenated
+elements), crc32c the CRC-32C of the same bytes (bundle_check's table-driven
+implementation, itself checked against the standard check value). Before
+printing, the result is checked against the fixture's CONTENTS.txt dump (names,
+dtypes, shapes); a disagreement exits 1, so the C test compares against values
+that match the published dump.
 """
 import io
 import json
@@ -25,9 +27,8 @@ import zipfile
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.environ.get("CKPT_SHARED_DIR", os.path.join(HERE, "..", "..", "..", "shared"))
-sys.path.insert(0, os.path.join(SHARED, "tools"))
-import dump_bundle  # noqa: E402
+sys.path.insert(0, HERE)
+import bundle_check  # noqa: E402
 
 # TensorFlow DataType number -> name as ckpt_dtype_name prints it
 TF_DTYPES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8",
@@ -49,33 +50,28 @@ def fail(msg):
 # ---------------------------------------------------------------- bundles
 
 def bundle_expected(prefix):
-    problems, stats = [], {}
-    entries = dump_bundle.read_table(prefix + ".index", problems, stats)
-    header = dump_bundle.parse_header(entries[0][1])
-    shards = {}
-    for sid in range(header["num_shards"]):
-        p = "%s.data-%05d-of-%05d" % (prefix, sid, header["num_shards"])
-        with open(p, "rb") as f:
-            shards[sid] = f.read()
+    try:
+        b = bundle_check.load(prefix)
+        b.check(io.StringIO(), max_values=0, graph=False)
+    except (bundle_check.Malformed, OSError) as ex:
+        fail("%s: %s" % (prefix, ex))
+    if b.problems:
+        fail("%s: %s" % (prefix, "; ".join(b.problems)))
     out = []
-    for key, value in entries[1:]:
-        e = dump_bundle.parse_entry(value)
-        dims = [d for d, _ in e["shape"][0]]
+    for key, e in b.entries:
         count = 1
-        for d in dims:
+        for d in e["dims"]:
             count *= d
-        raw = shards[e["shard_id"]][e["offset"]:e["offset"] + e["size"]]
+        raw = b.tensor_bytes(e)
         if e["dtype"] == 7:
-            strings, probs, _ = dump_bundle.read_string_tensor(raw, count)
-            if probs:
-                fail("%s: %s" % (key, probs))
+            strings, _, _ = bundle_check.string_tensor(raw, count)
             value = b"".join(strings)
         else:
             value = raw
         out.append({"name": key.decode("utf-8", "surrogateescape"),
-                    "dtype": TF_DTYPES[e["dtype"]], "shape": dims,
+                    "dtype": TF_DTYPES[e["dtype"]], "shape": e["dims"],
                     "bytes": e["size"], "crc32": "0x%08x" % (zlib.crc32(value) & 0xffffffff),
-                    "crc32c": "0x%08x" % dump_bundle.crc32c(value)})
+                    "crc32c": "0x%08x" % bundle_check.crc32c(value)})
     return out
 
 
@@ -143,7 +139,7 @@ def h5_expected(f):
             data = a.astype(a.dtype.newbyteorder("<")).tobytes()
         out.append({"name": name, "dtype": dt, "shape": list(obj.shape),
                     "bytes": len(data), "crc32": "0x%08x" % (zlib.crc32(data) & 0xffffffff),
-                    "crc32c": "0x%08x" % dump_bundle.crc32c(data)})
+                    "crc32c": "0x%08x" % bundle_check.crc32c(data)})
     f.visititems(visit)
     return out
 

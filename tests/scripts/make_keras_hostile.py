@@ -4,7 +4,7 @@
 Usage: make_keras_hostile.py OUTDIR
 
 Every file is small and written with h5py / zipfile (no Keras needed). Each
-one breaks exactly one rule from ../../../shared/formats/hostile-inputs.md;
+one breaks exactly one rule from docs/formats/hostile-inputs.md;
 the C test opens it and checks the error code and message.
 """
 import io

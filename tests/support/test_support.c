@@ -19,7 +19,7 @@ const char *ts_fixture(const char *rel)
 	static char slots[8][4096];
 	static int next;
 	char *b = slots[next++ & 7];
-	snprintf(b, 4096, "%s/fixtures/%s", CKPT_SHARED_DIR, rel);
+	snprintf(b, 4096, "%s/%s", CKPT_FIXTURES_DIR, rel);
 	return b;
 }
 

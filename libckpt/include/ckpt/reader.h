@@ -168,9 +168,50 @@ CKPT_API const ckpt_object_graph *ckpt_reader_object_graph(const ckpt_reader *r)
 /**
  * Metadata strings by key, NULL when absent. Keys: "keras_version",
  * "backend", "model_config", "training_config", "config.json",
- * "metadata.json".
+ * "metadata.json"; "safetensors.metadata" and "gguf.kv" (JSON rendered on
+ * first request from ckpt_reader_kv()'s pairs), "gguf.version",
+ * "gguf.alignment", "gguf.tensor_types".
  */
 CKPT_API const char *ckpt_reader_meta(const ckpt_reader *r, const char *key);
+
+/** Type of a typed metadata value; the numbers are GGUF's. */
+typedef enum ckpt_kv_type {
+	CKPT_KV_U8 = 0, CKPT_KV_I8, CKPT_KV_U16, CKPT_KV_I16, CKPT_KV_U32, CKPT_KV_I32, CKPT_KV_F32, CKPT_KV_BOOL,
+	CKPT_KV_STRING, CKPT_KV_ARRAY, CKPT_KV_U64, CKPT_KV_I64, CKPT_KV_F64
+} ckpt_kv_type;
+
+/**
+ * One typed metadata pair, read in place (valid until the reader is freed):
+ * a GGUF key-value pair, or a safetensors `__metadata__` entry (a string).
+ */
+typedef struct ckpt_kv {
+	const char *key;            /**< NUL-terminated UTF-8 */
+	ckpt_kv_type type;
+	ckpt_kv_type elem_type;     /**< CKPT_KV_ARRAY: the elements' type (never an array) */
+	uint64_t count;             /**< CKPT_KV_ARRAY: elements; otherwise 1 */
+	/**
+	 * The value as GGUF stores it, little-endian: a number's bytes (bool: one
+	 * byte); a string's bytes (no NUL; not always UTF-8 in GGUF); an array's
+	 * elements back to back, each string element a u64 length then its bytes.
+	 */
+	const unsigned char *data;
+	uint64_t nbytes;            /**< bytes at data */
+} ckpt_kv;
+
+/**
+ * Typed metadata pairs of the checkpoint, in file order: GGUF's key-value
+ * pairs, safetensors' `__metadata__`; 0 for formats without them. The same
+ * pairs are rendered as JSON under ckpt_reader_meta() "gguf.kv" /
+ * "safetensors.metadata" on the first request; this reads them without
+ * that copy.
+ */
+CKPT_API size_t ckpt_reader_kv_count(const ckpt_reader *r);
+/**
+ * Pair i of ckpt_reader_kv_count().
+ * @param[out] out the pair, pointing into the reader
+ * @return CKPT_OK, or CKPT_EINVAL when i is out of range
+ */
+CKPT_API int ckpt_reader_kv(ckpt_kv *out, const ckpt_reader *r, size_t i);
 
 /* ------------------------------------------------------------------ */
 
