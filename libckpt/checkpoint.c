@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "checkpoint_internal.h"
+#include "variable_internal.h"
 #include "partitioned_internal.h"
 #include "formats/format.h"
 #include "strategy_impl.h"
@@ -146,7 +147,8 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 	}
 	uint64_t nb = ckpt_variable_nbytes(v);
 	const void *src = ckpt_variable_replica_data(v, 0);
-	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ) {
+	/* device copies are copied to the host through the provider (read gives copy 0) */
+	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ || ckpt__variable_on_device(v)) {
 		if (nb > *cap) {
 			void *nbuf = ckpt__realloc(*buf, (size_t)nb);
 			if (!nbuf)

@@ -953,9 +953,9 @@ int ckpt__run_commit(ckpt__run *r)
 			undo_direct(s, dir, ndir, touched);
 	}
 
-	/* 4. fan out and swap in: cannot fail */
+	/* 4. fan out and swap in: cannot fail on the host (device copies: only the provider can) */
 	if (rc == CKPT_OK)
-		ckpt__assign_plan_run(plan);
+		rc = ckpt__assign_plan_run(plan);
 	ckpt__assign_plan_free(plan);
 	for (size_t i = 0; i < nstr; i++) {
 		if (rc == CKPT_OK)

@@ -89,7 +89,9 @@ int ckpt__variable_assign_many(ckpt_variable *const *vars, const void *const *sr
 typedef struct ckpt__assign_plan ckpt__assign_plan;
 int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, const void *const *srcs,
 	const size_t *sizes, size_t count);
-void ckpt__assign_plan_run(ckpt__assign_plan *p);
+/* Host copies: cannot fail. Device copies (ckpt/memory.h): a provider failure is returned (the
+ * value is then partly written: every check passed before, so only the device can fail here). */
+int ckpt__assign_plan_run(ckpt__assign_plan *p);
 void ckpt__assign_plan_free(ckpt__assign_plan *p);
 
 /**
@@ -115,6 +117,13 @@ int ckpt__variable_new_host(ckpt_variable **out, const char *name, ckpt_dtype dt
  */
 int ckpt__variable_new_part(ckpt_variable **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
 	const ckpt_variable_options *o);
+/**
+ * Copy `replica`'s bytes into host `dst` (nbytes; fixed-size dtypes): memcpy for
+ * host copies, the provider's device-to-host copy for device ones.
+ */
+int ckpt__variable_read_copy(const ckpt_variable *v, int replica, void *dst);
+/** 1 when `v`'s copies are device memory that only the provider's copies may touch. */
+int ckpt__variable_on_device(const ckpt_variable *v);
 /** Zero every library-allocated copy (fixed-size dtypes; no-op otherwise). */
 void ckpt__variable_zero(ckpt_variable *v);
 
