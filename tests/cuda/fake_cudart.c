@@ -1018,6 +1018,9 @@ ncclResult_t ncclCommDestroy(ncclComm_t c)
 	return ncclSuccess;
 }
 
+/* nccl.h declares ncclGroupStart() and ncclGroupEnd() without a prototype */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
 ncclResult_t ncclGroupStart(void)
 {
 	enter(__func__);
@@ -1056,34 +1059,47 @@ static ncclResult_t run_group(void)
 		if (res != ncclSuccess)
 			break;
 		/* each rank's copy waits for the root's stream to reach the call */
-		for (j = 0; j < g_group_n; j++) {
-			bcast_call *o = &g_group[j];
-			fake_op op;
-			char *d, *s;
+		{
+			struct ncclComm *clique = c->comm->first;
+			struct CUstream_st *root_stream = root->stream;
+			uint64_t root_seq = root->stream->queued;
+			char *s;
 			int is, pg, dv;
-			if (!o->comm || o->comm->first != c->comm->first)
-				continue;
-			if (resolve(o->recv, o->bytes, 1, o->comm->device, "broadcast destination", &d, &is, &pg, &dv) != cudaSuccess ||
-				resolve(root->send, root->bytes, 1, root->comm->device, "broadcast source", &s, &is, &pg, &dv) != cudaSuccess) {
+			if (resolve(root->send, root->bytes, 1, root->comm->device, "broadcast source", &s, &is, &pg, &dv) !=
+				cudaSuccess) {
 				res = ncclInvalidArgument;
 				break;
 			}
-			memset(&op, 0, sizeof(op));
-			if (o->stream != root->stream) {
-				op.kind = OP_WAIT;
-				op.wait_stream = root->stream;
-				op.wait_seq = root->stream->queued;
-				if (push_op(o->stream, &op) != 0)
+			for (j = 0; j < g_group_n; j++) {
+				bcast_call *o = &g_group[j];
+				fake_op op;
+				char *d;
+				if (!o->comm || o->comm->first != clique)
+					continue;
+				if (resolve(o->recv, o->bytes, 1, o->comm->device, "broadcast destination", &d, &is, &pg, &dv) !=
+					cudaSuccess) {
+					res = ncclInvalidArgument;
+					break;
+				}
+				memset(&op, 0, sizeof(op));
+				if (o->stream != root_stream) {
+					op.kind = OP_WAIT;
+					op.wait_stream = root_stream;
+					op.wait_seq = root_seq;
+					if (push_op(o->stream, &op) != 0)
+						return ncclSystemError;
+				}
+				op.kind = OP_COPY;
+				op.dst = d;
+				op.src = s;
+				op.n = o->bytes;
+				if (d != s && push_op(o->stream, &op) != 0)
 					return ncclSystemError;
+				g_stats.nccl_bcast++;
 			}
-			op.kind = OP_COPY;
-			op.dst = d;
-			op.src = s;
-			op.n = o->bytes;
-			if (d != s && push_op(o->stream, &op) != 0)
-				return ncclSystemError;
-			g_stats.nccl_bcast++;
-			o->comm = NULL; /* done */
+			for (j = 0; j < g_group_n; j++) /* this clique's calls are done */
+				if (g_group[j].comm && g_group[j].comm->first == clique)
+					g_group[j].comm = NULL;
 		}
 		if (res != ncclSuccess)
 			break;
@@ -1106,6 +1122,7 @@ ncclResult_t ncclGroupEnd(void)
 	leave(cudaSuccess);
 	return r;
 }
+#pragma GCC diagnostic pop
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
 	cudaStream_t stream)
