@@ -51,6 +51,7 @@ Test(cuda_provider, two_devices_with_peers_and_nccl)
 	cr_assert(strstr(r.out, "peer access 0<->1"), "%s", r.out);
 	cr_assert(strstr(r.out, "broadcast: NCCL"), "%s", r.out);
 	cr_assert(strstr(r.out, "0 failure(s)"), "%s", r.out);
+	cr_assert(strstr(r.out, "conformance suite: ") && !strstr(r.out, " failed"), "%s", r.out);
 	text = ts_read_file(stats, NULL);
 	cr_assert(text);
 	/* the paths the program means to take were taken: peer copies, NCCL, device copies */

@@ -1,7 +1,8 @@
 /*
- * cuda_provider_check: the CUDA provider (ckpt/cuda.h) checked through its
- * provider table and through the library, as one program so it runs the
- * same way in two places:
+ * cuda_provider_check: the CUDA provider (ckpt/cuda.h) through the provider
+ * conformance suite every provider runs (tests/support/memory_conformance.c),
+ * then CUDA-specific checks through its table and through the library, as
+ * one program so it runs the same way in two places:
  *  - here, without a GPU, against tests/cuda/fake_cudart.c put in place of
  *    libcudart (LD_LIBRARY_PATH; tests/test_cuda_provider.c): that checks
  *    our CUDA call sequence against an emulation, not a GPU;
@@ -20,6 +21,7 @@
 #include <unistd.h>
 #include "ckpt/ckpt.h"
 #include "ckpt/cuda.h"
+#include "memory_conformance.h"
 
 static int g_failures;
 
@@ -323,6 +325,12 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	OK(ckpt_memory_provider_check(t));
+	{
+		char report[2048];
+		int failed = ckpt_memory_conformance(t, report, sizeof(report));
+		printf("conformance suite: %s\n", report);
+		CHECK(failed == 0, "conformance suite: %d failed", failed);
+	}
 	t->caps(t->ctx, &caps);
 	CHECK(strcmp(caps.name, "cuda") == 0 && caps.host_addressable == 0 && caps.num_devices == ndev &&
 		caps.alignment >= 256, "caps: %s, addressable %d, %d devices, alignment %zu", caps.name,
