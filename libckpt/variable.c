@@ -819,8 +819,13 @@ int ckpt__variable_direct_restorable(const ckpt_variable *v)
 
 int ckpt__variable_rollback_primary(ckpt_variable *v)
 {
-	if (!v || v->copies < 2 || v->kind != CKPT_VAR_MIRRORED || v->dev)
+	if (!v || v->copies < 2 || v->kind != CKPT_VAR_MIRRORED)
 		return 0;
+	if (v->dev) {
+		int rc = ckpt__mem_d2d(v->pmem, 0, v->bufs[0], 1, v->bufs[1], (size_t)v->nbytes, v->name);
+		int src = ckpt__mem_sync(v->pmem, 0, v->name);
+		return rc == CKPT_OK && src == CKPT_OK;
+	}
 	memcpy(v->bufs[0], v->bufs[1], (size_t)v->nbytes);
 	return 1;
 }

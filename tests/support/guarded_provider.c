@@ -356,3 +356,10 @@ void ts_guarded_fail_copies(ts_guarded *g, uint64_t after, uint64_t count)
 	g->fail_count = count;
 	pthread_mutex_unlock(&g->mu);
 }
+
+void ts_guarded_reset_peak(ts_guarded *g)
+{
+	pthread_mutex_lock(&g->mu);
+	g->st.pinned_peak = g->pinned_bytes;
+	pthread_mutex_unlock(&g->mu);
+}

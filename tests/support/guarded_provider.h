@@ -30,6 +30,8 @@ void ts_guarded_free(ts_guarded *g);
 /** Its provider table (ctx = g). */
 const ckpt_memory_provider *ts_guarded_provider(ts_guarded *g);
 ts_guarded_stats ts_guarded_get_stats(ts_guarded *g);
+/** Start pinned_peak again from the pinned bytes live now. */
+void ts_guarded_reset_peak(ts_guarded *g);
 /** Fail the next `count` copy enqueues after `after` more succeed (CKPT_EIO); count 0 turns it off. */
 void ts_guarded_fail_copies(ts_guarded *g, uint64_t after, uint64_t count);
 
