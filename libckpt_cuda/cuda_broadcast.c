@@ -84,11 +84,20 @@ int ckpt_cuda__broadcast(void *ctx, void *const *bufs, const int *devices, int c
 	if (count < 2 || n == 0)
 		return CKPT_OK;
 	pthread_mutex_lock(&p->lock);
-	if (p->opts.nccl != CKPT_CUDA_NCCL_OFF && count > 1 && all_distinct(devices, count) &&
-		ckpt_cuda__nccl_load() == CKPT_OK)
-		rc = ckpt_cuda__nccl_broadcast(p, bufs, devices, count, root, n);
-	else
+	if (p->opts.nccl != CKPT_CUDA_NCCL_OFF && !p->nccl_broken && all_distinct(devices, count) &&
+		ckpt_cuda__nccl_load() == CKPT_OK) {
+		int not_started = 0;
+		rc = ckpt_cuda__nccl_broadcast(p, bufs, devices, count, root, n, &not_started);
+		if (rc != CKPT_OK && not_started && p->opts.nccl == CKPT_CUDA_NCCL_AUTO) {
+			/* AUTO: NCCL that cannot make a communicator here (no driver support, a container
+			   without shared memory) is not used again; the copies below do the same work */
+			p->nccl_broken = 1;
+			ckpt_error_clear();
+			rc = copy_fanout(p, bufs, devices, count, root, n);
+		}
+	} else {
 		rc = copy_fanout(p, bufs, devices, count, root, n);
+	}
 	pthread_mutex_unlock(&p->lock);
 	return rc;
 }

@@ -30,6 +30,7 @@ struct ckpt_cuda_provider {
 	pthread_mutex_t lock;            /* the broadcast streams and the NCCL cliques */
 	cudaStream_t bcast_stream[CKPT_CUDA_MAX_DEVICES]; /* made at the first broadcast on a device */
 	cuda_nccl_clique *cliques;
+	int nccl_broken;                 /* NCCL_AUTO: communicators could not be made; copies from then on */
 };
 
 /** Turn a failed CUDA call into a libckpt error naming the call and the device; returns the status. */
@@ -54,9 +55,10 @@ const char *ckpt_cuda__nccl_describe(void);
  * Broadcast bufs[root] into every bufs[i] over the communicator of exactly
  * `devices` (distinct, made and cached on first use); enqueued on each
  * device's broadcast stream, synchronized before return. Caller holds p->lock.
+ * *not_started: 1 when it failed before enqueueing anything (no communicator).
  */
 int ckpt_cuda__nccl_broadcast(ckpt_cuda_provider *p, void *const *bufs, const int *devices, int count, int root,
-	size_t n);
+	size_t n, int *not_started);
 /** Destroy the cached communicators. */
 void ckpt_cuda__nccl_free(ckpt_cuda_provider *p);
 

@@ -116,7 +116,7 @@ static int clique_for(ckpt_cuda_provider *p, const int *devices, int count, cuda
 }
 
 int ckpt_cuda__nccl_broadcast(ckpt_cuda_provider *p, void *const *bufs, const int *devices, int count, int root,
-	size_t n)
+	size_t n, int *not_started)
 {
 	cuda_nccl_clique *c = NULL;
 	cudaStream_t s[CKPT_CUDA_MAX_DEVICES];
@@ -124,11 +124,13 @@ int ckpt_cuda__nccl_broadcast(ckpt_cuda_provider *p, void *const *bufs, const in
 	cudaError_t e;
 	int i, rc = CKPT_OK, src;
 
+	*not_started = 1;
 	CKPT_TRY(clique_for(p, devices, count, &c));
 	for (i = 0; i < count; i++)
 		CKPT_TRY(ckpt_cuda__bcast_stream(p, devices[i], &s[i]));
 	if ((r = nccl.group_start()) != ncclSuccess)
 		return nccl_fail(r, "ncclGroupStart");
+	*not_started = 0;
 	for (i = 0; i < count && rc == CKPT_OK; i++) {
 		if ((rc = ckpt_cuda__use(devices[i])) != CKPT_OK)
 			break;
@@ -174,9 +176,10 @@ const char *ckpt_cuda__nccl_describe(void)
 }
 
 int ckpt_cuda__nccl_broadcast(ckpt_cuda_provider *p, void *const *bufs, const int *devices, int count, int root,
-	size_t n)
+	size_t n, int *not_started)
 {
 	(void)p, (void)bufs, (void)devices, (void)count, (void)root, (void)n;
+	*not_started = 1;
 	return ckpt_cuda__nccl_load();
 }
 

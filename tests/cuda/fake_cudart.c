@@ -26,7 +26,8 @@
  * Environment: FAKE_CUDART_DEVICES=N (default 2), FAKE_CUDART_PEER=1 (every
  * pair of distinct devices can access each other; default none can),
  * FAKE_CUDART_FAIL=insufficient-driver|no-device (every call fails as the
- * runtime does without a driver / without a GPU), FAKE_CUDART_TRACE=1
+ * runtime does without a driver / without a GPU), FAKE_NCCL_INIT_FAIL=1
+ * (ncclCommInitAll fails), FAKE_CUDART_TRACE=1
  * (one line per call on stderr). Statistics: FAKE_CUDART_STATS=FILE
  * appends "key value" lines at exit (copies by kind, pageable copies,
  * bytes, peak device bytes) for tests to assert on.
@@ -960,6 +961,10 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
 	if (ndev < 1 || ndev > g_ndev) {
 		leave(cudaSuccess);
 		return ncclInvalidArgument;
+	}
+	if (getenv("FAKE_NCCL_INIT_FAIL")) { /* as NCCL does where it cannot set up its transports */
+		leave(cudaSuccess);
+		return ncclUnhandledCudaError;
 	}
 	for (i = 0; i < ndev; i++) {
 		int d = devlist ? devlist[i] : i;
