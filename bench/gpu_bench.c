@@ -2,7 +2,7 @@
  * gpu_bench: the GPU rows of bench/gpu_check.sh, one mode per process (so
  * each reports its own peak RSS). Needs a GPU; run by gpu_check.sh.
  *
- *   gpu_bench make PREFIX GIB        write a GIB-GiB state (float32 variables of 64 MiB)
+ *   gpu_bench make PREFIX MIB        write a MIB-MiB state (float32 variables of 64 MiB, or one smaller)
  *   gpu_bench limits PREFIX          what the hardware allows, on the state's data file:
  *                                    file read (warm, into pinned memory), pinned H2D with
  *                                    cudaMemcpyAsync, D2D, D2H, each of the whole state
@@ -48,13 +48,14 @@ static int die(const char *what)
 #define CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
 	fprintf(stderr, "gpu_bench: %s: %s\n", #call, cudaGetErrorString(e_)); return 1; } } while (0)
 
-static int make(const char *prefix, int gib)
+static int make(const char *prefix, int mib)
 {
 	ckpt_checkpoint *ck = NULL;
 	ckpt_shape shape;
-	int64_t dims[1] = { (int64_t)(VAR_BYTES / 4) };
-	float *val = malloc(VAR_BYTES);
-	int i, nvar = gib * 16;
+	size_t var_bytes = (size_t)mib << 20 < VAR_BYTES ? (size_t)mib << 20 : VAR_BYTES;
+	int64_t dims[1] = { (int64_t)(var_bytes / 4) };
+	float *val = malloc(var_bytes ? var_bytes : 1);
+	int i, nvar = var_bytes ? (int)(((size_t)mib << 20) / var_bytes) : 0;
 	size_t k;
 
 	if (!val || ckpt_checkpoint_new(&ck, NULL) != CKPT_OK)
@@ -64,17 +65,17 @@ static int make(const char *prefix, int gib)
 		char name[64];
 		ckpt_variable *v = NULL;
 		snprintf(name, sizeof(name), "layer%03d/w", i);
-		for (k = 0; k < VAR_BYTES / 4; k++)
+		for (k = 0; k < var_bytes / 4; k++)
 			val[k] = (float)((k * 2654435761u + (size_t)i) % 100000) * 1e-3f;
 		if (ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), name, name, CKPT_DT_FLOAT, &shape, NULL) != CKPT_OK ||
-			ckpt_variable_assign(v, val, VAR_BYTES) != CKPT_OK)
+			ckpt_variable_assign(v, val, var_bytes) != CKPT_OK)
 			return die("make: variable");
 	}
 	if (ckpt_checkpoint_write(ck, prefix) != CKPT_OK)
 		return die("make: write");
 	ckpt_checkpoint_free(ck);
 	free(val);
-	printf("made %s: %d variables, %zu bytes\n", prefix, nvar, (size_t)nvar * VAR_BYTES);
+	printf("made %s: %d variables, %zu bytes\n", prefix, nvar, (size_t)nvar * var_bytes);
 	return 0;
 }
 
@@ -161,7 +162,7 @@ static int restore(const char *prefix, int replicas, const char *save_to)
 	ckpt_scope_exit(s);
 	if (rc != CKPT_OK)
 		return die("load");
-	snprintf(row, sizeof(row), "restore_x%d", replicas);
+	snprintf(row, sizeof(row), save_to ? "restore_x%d_before_save" : "restore_x%d", replicas);
 	printf("row %s %.4f 0\n", row, t);
 	if (save_to) {
 		ckpt_async_saver *as = NULL;
@@ -200,6 +201,6 @@ int main(int argc, char **argv)
 		return restore(argv[2], atoi(argv[3]), NULL);
 	if (argc == 4 && strcmp(argv[1], "asyncsave") == 0)
 		return restore(argv[2], 1, argv[3]);
-	fprintf(stderr, "usage: gpu_bench make PREFIX GIB | limits PREFIX | restore PREFIX R | asyncsave PREFIX OUT\n");
+	fprintf(stderr, "usage: gpu_bench make PREFIX MIB | limits PREFIX | restore PREFIX R | asyncsave PREFIX OUT\n");
 	return 2;
 }

@@ -6,7 +6,7 @@
 #  1. the provider conformance suite and the CUDA checks over the real CUDA
 #     provider (cuda_provider_check), then again under
 #     compute-sanitizer --tool memcheck --leak-check full;
-#  2. a GIB-GiB state (default 2): the limits measured here (warm file read,
+#  2. a MIB-MiB state (default 2048): the limits measured here (warm file read,
 #     pinned H2D with cudaMemcpyAsync, D2D, D2H), restore x1 and x4 replicas
 #     on GPU 0, async-save blocking time, `ckpt restore --device cuda` end to
 #     end, and the peers (safetensors load_file(device="cuda"),
@@ -14,9 +14,9 @@
 #  3. ratios against the issue's targets, and each process's peak RSS.
 #
 # Output: stdout and $OUT/gpu_results.txt (OUT: the device tool's folder, else ./gpu_out).
-#   bench/gpu_check.sh [GIB]
+#   bench/gpu_check.sh [MIB]
 set -uo pipefail
-GIB=${1:-2}
+MIB=${1:-2048}
 BUNDLE=${BUNDLE:-build/gpu_bundle}
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -39,9 +39,10 @@ run() { # run a step, keep its output, note a failure and go on
 failed=()
 
 [[ -d $BUNDLE/lib ]] || { log "no bundle at $BUNDLE (bench/gpu_bundle.sh packs it)"; exit 1; }
-export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+BUNDLE=$(cd "$BUNDLE" && pwd)
+export LD_LIBRARY_PATH="$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 log "machine: $(nproc) cores, $(ldd --version | head -1), bundle needs glibc >= $(cat "$BUNDLE/glibc_needed" 2>/dev/null)"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$RES"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$RES" || true
 # torch's NCCL, when present, for the NCCL path (unused with one GPU: NCCL takes one rank per GPU)
 nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null)
 [[ -n $nccl && -e $nccl ]] && export CKPT_NCCL_LIBRARY=$nccl
@@ -56,14 +57,14 @@ fi
 
 # ---- 2. the benchmark ----
 S="$WORK/state"
-run make "$BUNDLE/bin/gpu_bench" make "$S" "$GIB"
+run make "$BUNDLE/bin/gpu_bench" make "$S" "$MIB"
 run limits "$BUNDLE/bin/gpu_bench" limits "$S"
 run restore_x1 "$BUNDLE/bin/gpu_bench" restore "$S" 1
 run restore_x4 "$BUNDLE/bin/gpu_bench" restore "$S" 4
 run asyncsave "$BUNDLE/bin/gpu_bench" asyncsave "$S" "$WORK/saved"
 timev=(); [[ -x /usr/bin/time ]] && timev=(/usr/bin/time -v)
 run cli "${timev[@]}" "$BUNDLE/bin/ckpt" restore "$S" --strategy mirrored --replicas 4 --device cuda:0
-run peers python3 "$(dirname "$0")/gpu_peers.py" "$WORK" "$GIB"
+run peers python3 "$(dirname "$0")/gpu_peers.py" "$WORK" "$MIB"
 
 # ---- 3. ratios ----
 log "== summary (seconds; ratio against the target's limit)"

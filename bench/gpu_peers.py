@@ -4,7 +4,7 @@ gpu_bench's (float32 vectors of 64 MiB): safetensors load_file(device="cuda")
 and torch.load(map_location="cuda"). Each load runs in a fresh process (its
 own peak RSS), once to warm the page cache, then timed.
 
-    gpu_peers.py DIR GIB        prints "row NAME SECONDS BYTES" and "rss_mb NAME MB"
+    gpu_peers.py DIR MIB        prints "row NAME SECONDS BYTES" and "rss_mb NAME MB"
 """
 import os
 import resource
@@ -15,10 +15,12 @@ import time
 VAR_ELEMS = (64 << 20) // 4
 
 
-def make(d, gib):
+def make(d, mib):
     import torch
     from safetensors.torch import save_file
-    state = {f"layer{i:03d}/w": torch.arange(VAR_ELEMS, dtype=torch.float32) * (i + 1) for i in range(gib * 16)}
+    elems = min(VAR_ELEMS, (mib << 20) // 4)  # as gpu_bench make: 64 MiB variables, or one smaller
+    state = {f"layer{i:03d}/w": torch.arange(elems, dtype=torch.float32) * (i + 1)
+             for i in range((mib << 20) // 4 // elems)}
     st, pt = os.path.join(d, "state.safetensors"), os.path.join(d, "state.pt")
     if not os.path.exists(st):
         save_file(state, st)
@@ -49,8 +51,8 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--one":
         load_one(sys.argv[2], sys.argv[3])
         return
-    d, gib = sys.argv[1], int(sys.argv[2])
-    st, pt = make(d, gib)
+    d, mib = sys.argv[1], int(sys.argv[2])
+    st, pt = make(d, mib)
     for kind, path in (("safetensors", st), ("torch", pt)):
         for rep in range(2):  # the first warms the page cache, as gpu_bench's limits do
             out = subprocess.run([sys.executable, __file__, "--one", kind, path], check=True,
