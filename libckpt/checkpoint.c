@@ -15,6 +15,7 @@
 #include "partitioned_internal.h"
 #include "formats/format.h"
 #include "strategy_impl.h"
+#include "memory_internal.h"
 
 #define SAVE_COUNTER "save_counter"
 
@@ -134,7 +135,8 @@ int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *
 }
 
 /* One value per logical variable: copy 0 of a plain / mirrored variable (no copy; strings: a copy), the aggregate of a sync-on-read one. */
-static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **buf, size_t *cap)
+static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **buf, size_t *cap,
+	ckpt__pinned_cache *pinned)
 {
 	ckpt_dtype dt = ckpt_variable_dtype(v);
 	if (dt == CKPT_DT_STRING) {
@@ -147,8 +149,14 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 	}
 	uint64_t nb = ckpt_variable_nbytes(v);
 	const void *src = ckpt_variable_replica_data(v, 0);
-	/* device copies are copied to the host through the provider (read gives copy 0) */
-	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ || ckpt__variable_on_device(v)) {
+	/* device copies: device -> pinned memory of their provider (read gives copy 0 or the aggregate) -> file */
+	if (ckpt__variable_on_device(v)) {
+		void *pb;
+		CKPT_TRY(ckpt__pinned_cache_get(pinned, ckpt__strategy_mem(ckpt_variable_strategy(v)), (size_t)nb, &pb,
+			ckpt_variable_name(v)));
+		CKPT_TRY(ckpt_variable_read(v, pb, (size_t)nb));
+		src = pb;
+	} else if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ) {
 		if (nb > *cap) {
 			void *nbuf = ckpt__realloc(*buf, (size_t)nb);
 			if (!nbuf)
@@ -283,6 +291,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 	ckpt_writer *w = NULL;
 	void *buf = NULL;
 	size_t cap = 0;
+	ckpt__pinned_cache pinned = { 0 };
 	int rc = ckpt_writer_open(&w, path, ck->opts.format, &wo);
 	/* every value is known up front: a flat writer then writes each in place instead of copying it */
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
@@ -294,7 +303,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
 		const ckpt_object *o = p.nodes[i].obj;
 		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++)
-			rc = add_value(w, o->attrs[a].var, p.nodes[i].keys[a], &buf, &cap);
+			rc = add_value(w, o->attrs[a].var, p.nodes[i].keys[a], &buf, &cap, &pinned);
 	}
 	if (rc == CKPT_OK) {
 		ckpt__parted_ref *refs = NULL;
@@ -310,6 +319,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 		rc = ckpt_writer_commit(w);
 	ckpt_writer_free(w);
 	ckpt__free(buf);
+	ckpt__pinned_cache_free(&pinned);
 	ckpt__plan_free(&p);
 	if (rc == CKPT_OK) {
 		char *lp = ckpt__strdup(path);

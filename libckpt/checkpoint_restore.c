@@ -1214,9 +1214,9 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 		ckpt__run_set_collective(r, cs);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
-	/* partitioned parts were read and checked before the agreement: assigning them cannot fail */
+	/* partitioned parts were read and checked before the agreement: assigning them cannot fail (device parts: only the provider can) */
 	if (rc == CKPT_OK)
-		ckpt__partitioned_commit(pr);
+		rc = ckpt__partitioned_commit(pr);
 	ckpt__partitioned_restore_free(pr);
 	ckpt__run_discard(r);
 	if (rc < 0) {

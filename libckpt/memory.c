@@ -324,3 +324,25 @@ void ckpt__mem_pinned_free(ckpt__mem *m, void *p, size_t n)
 	if (p)
 		m->p.host_free(m->p.ctx, p, n ? n : 1);
 }
+
+void ckpt__pinned_cache_free(ckpt__pinned_cache *c)
+{
+	if (c->m && c->p)
+		ckpt__mem_pinned_free(c->m, c->p, c->cap);
+	c->m = NULL;
+	c->p = NULL;
+	c->cap = 0;
+}
+
+int ckpt__pinned_cache_get(ckpt__pinned_cache *c, ckpt__mem *m, size_t n, void **out, const char *what)
+{
+	*out = NULL;
+	if (c->m != m || c->cap < n) {
+		ckpt__pinned_cache_free(c);
+		CKPT_TRY(ckpt__mem_pinned_alloc(m, &c->p, n ? n : 1, what));
+		c->m = m;
+		c->cap = n ? n : 1;
+	}
+	*out = c->p;
+	return CKPT_OK;
+}

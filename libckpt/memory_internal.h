@@ -54,4 +54,14 @@ int ckpt__mem_fill(ckpt__mem *m, int r, void *dst, size_t n, const void *unit, s
 int ckpt__mem_pinned_alloc(ckpt__mem *m, void **out, size_t n, const char *what);
 void ckpt__mem_pinned_free(ckpt__mem *m, void *p, size_t n);
 
+/** Pinned memory reused across the values of one save (grown on demand, freed at the end). */
+typedef struct ckpt__pinned_cache {
+	ckpt__mem *m;
+	void *p;
+	size_t cap;
+} ckpt__pinned_cache;
+/** At least n bytes of pinned memory of `m` (the cache's, regrown or reallocated for another provider). */
+int ckpt__pinned_cache_get(ckpt__pinned_cache *c, ckpt__mem *m, size_t n, void **out, const char *what);
+void ckpt__pinned_cache_free(ckpt__pinned_cache *c);
+
 #endif

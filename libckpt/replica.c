@@ -269,6 +269,18 @@ static int cross_reduce(ckpt_replica_ctx *ctx, const ckpt__strategy_ops *ops, ck
 	return share_hook_result(ctx, hook_rc);
 }
 
+/* Device replicas: the reduced host copy back into this replica's device buffer; frees the host copy. */
+static int copy_back(ckpt_replica_ctx *ctx, ckpt__mem *m, void *dev, void *host, size_t nbytes, int rc)
+{
+	if (rc == CKPT_OK)
+		rc = ckpt__mem_h2d(m, ctx->id, dev, host, nbytes, NULL);
+	int src = ckpt__mem_sync(m, ctx->id, NULL);
+	if (rc == CKPT_OK)
+		rc = src;
+	ckpt__free(host);
+	return rc;
+}
+
 static int all_reduce(ckpt_replica_ctx *ctx, ckpt_reduce_op op, void *buf, size_t n, int kind)
 {
 	static const char *const fn_name[] = { "ckpt_replica_all_reduce_f32", "ckpt_replica_all_reduce_f64" };
@@ -295,8 +307,10 @@ static int all_reduce(ckpt_replica_ctx *ctx, ckpt_reduce_op op, void *buf, size_
 	r->kinds[ctx->id] = kind * 2 + (op == CKPT_REDUCE_MEAN);
 	int rc = barrier(ctx);
 	const ckpt__strategy_ops *ops = ckpt__strategy_ops_of(r->strategy);
-	if (ops->all_reduce && rc == CKPT_OK)
-		return cross_reduce(ctx, ops, op, buf, n, kind);
+	if (ops->all_reduce && rc == CKPT_OK) {
+		rc = cross_reduce(ctx, ops, op, buf, n, kind);
+		return dev ? copy_back(ctx, m, dev, buf, nbytes, rc) : rc;
+	}
 	if (bad == 1)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s: unknown reduce op %d", fn_name[kind], (int)op);
 	if (bad == 2)
@@ -332,15 +346,7 @@ static int all_reduce(ckpt_replica_ctx *ctx, ckpt_reduce_op op, void *buf, size_
 		reduce_f64((double *const *)r->bufs, r->n, lo, hi, op == CKPT_REDUCE_MEAN);
 	/* nobody returns (and reuses its buffer) before every chunk is written */
 	rc = barrier(ctx);
-	if (dev) {
-		if (rc == CKPT_OK)
-			rc = ckpt__mem_h2d(m, ctx->id, dev, buf, nbytes, NULL);
-		int src = ckpt__mem_sync(m, ctx->id, NULL);
-		if (rc == CKPT_OK)
-			rc = src;
-		ckpt__free(buf);
-	}
-	return rc;
+	return dev ? copy_back(ctx, m, dev, buf, nbytes, rc) : rc;
 }
 
 int ckpt_replica_all_reduce_f32(ckpt_replica_ctx *ctx, ckpt_reduce_op op, float *buf, size_t n)

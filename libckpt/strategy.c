@@ -129,6 +129,20 @@ int ckpt_strategy_mirrored_on(ckpt_strategy **out, const ckpt_memory_provider *p
 	return CKPT_OK;
 }
 
+int ckpt__strategy_attach_memory(ckpt_strategy *s, const ckpt_memory_provider *provider, const int *devices)
+{
+	if (!s || s == &default_strategy || s->mem || __atomic_load_n(&s->variables, __ATOMIC_ACQUIRE) > 0)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "memory can be attached only to a new strategy without variables");
+	ckpt__mem *m;
+	CKPT_TRY(ckpt__mem_new(&m, provider, devices, s->local_replicas));
+	m->staging_bytes = s->staging_bytes;
+	s->mem = m;
+	/* the description says where the replicas live */
+	size_t len = strlen(s->desc);
+	snprintf(s->desc + len, sizeof(s->desc) - len, " on %.20s", m->caps.name);
+	return CKPT_OK;
+}
+
 ckpt__mem *ckpt__strategy_mem(const ckpt_strategy *s)
 {
 	return s ? s->mem : NULL;

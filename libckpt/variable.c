@@ -683,7 +683,17 @@ static int device_assign(ckpt_variable *v, const void *src)
 	static const float nz32 = -0.0f;
 	static const double nz64 = -0.0;
 	static const int64_t zero = 0;
-	switch (assign_mode(v)) {
+	fill_mode mode = assign_mode(v);
+	/* another process holds global replica 0: every local copy gets the split's zero */
+	if (mode != FILL_COPY && !v->holds_replica0) {
+		const void *unit = mode == FILL_SPLIT_F32 ? (const void *)&nz32 : mode == FILL_SPLIT_F64 ? (const void *)&nz64
+			: (const void *)&zero;
+		size_t us = mode == FILL_SPLIT_F32 ? sizeof(nz32) : mode == FILL_SPLIT_F64 ? sizeof(nz64) : 1;
+		for (int r = 0; r < v->copies; r++)
+			CKPT_TRY(ckpt__mem_fill(v->pmem, r, v->bufs[r], (size_t)v->nbytes, unit, us, v->name));
+		return CKPT_OK;
+	}
+	switch (mode) {
 	case FILL_SPLIT_F32: return ckpt__device_write(v->pmem, v->bufs, (size_t)v->nbytes, src, &nz32, sizeof(nz32), v->name);
 	case FILL_SPLIT_F64: return ckpt__device_write(v->pmem, v->bufs, (size_t)v->nbytes, src, &nz64, sizeof(nz64), v->name);
 	case FILL_SPLIT_INT: return ckpt__device_write(v->pmem, v->bufs, (size_t)v->nbytes, src, &zero, 1, v->name);
@@ -975,6 +985,20 @@ int ckpt__variable_read_copy(const ckpt_variable *v, int replica, void *dst)
 		return ckpt__device_read(v->pmem, replica, v->bufs[replica], 0, dst, (size_t)v->nbytes, v->name);
 	if (v->nbytes)
 		memcpy(dst, v->bufs[replica], (size_t)v->nbytes);
+	return CKPT_OK;
+}
+
+int ckpt__variable_write_copy(ckpt_variable *v, int replica, const void *src)
+{
+	if (!v || replica < 0 || replica >= v->copies || v->dtype == CKPT_DT_STRING || !src)
+		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "write_copy: bad variable or replica %d", replica);
+	if (v->dev) {
+		int rc = ckpt__mem_h2d(v->pmem, replica, v->bufs[replica], src, (size_t)v->nbytes, v->name);
+		int src_rc = ckpt__mem_sync(v->pmem, replica, v->name);
+		return rc < 0 ? rc : src_rc;
+	}
+	if (v->nbytes && src != v->bufs[replica])
+		memcpy(v->bufs[replica], src, (size_t)v->nbytes);
 	return CKPT_OK;
 }
 

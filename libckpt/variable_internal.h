@@ -117,13 +117,7 @@ int ckpt__variable_new_host(ckpt_variable **out, const char *name, ckpt_dtype dt
  */
 int ckpt__variable_new_part(ckpt_variable **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
 	const ckpt_variable_options *o);
-/**
- * Copy `replica`'s bytes into host `dst` (nbytes; fixed-size dtypes): memcpy for
- * host copies, the provider's device-to-host copy for device ones.
- */
-int ckpt__variable_read_copy(const ckpt_variable *v, int replica, void *dst);
-/** 1 when `v`'s copies are device memory that only the provider's copies may touch. */
-int ckpt__variable_on_device(const ckpt_variable *v);
+/* ckpt__variable_read_copy / _write_copy / _on_device: strategy_impl.h (exported for ckpt_mpi) */
 /** Zero every library-allocated copy (fixed-size dtypes; no-op otherwise). */
 void ckpt__variable_zero(ckpt_variable *v);
 

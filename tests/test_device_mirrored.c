@@ -193,8 +193,8 @@ Test(device_mirrored, save_is_byte_identical_to_the_host_strategys)
 	cr_assert_eq(ckpt_checkpoint_write(m.ck, gp), CKPT_OK, "%s", ckpt_error_last()->message);
 	ts_guarded_stats after = ts_guarded_get_stats(g);
 	assert_same_bundle(hp, gp);
-	/* the values came off the devices through the provider */
-	cr_assert_geq(after.d2h_bytes - before.d2h_bytes, (uint64_t)NW * sizeof(float));
+	/* the values came off the devices through the provider, into its pinned memory */
+	cr_assert_geq(after.d2h_pinned_bytes - before.d2h_pinned_bytes, (uint64_t)NW * sizeof(float));
 	free_model(&m);
 	ckpt_strategy_free(s);
 	cr_assert_eq(ts_guarded_get_stats(g).device_live, 0, "device buffers leaked");
@@ -218,11 +218,17 @@ Test(device_mirrored, async_save_is_byte_identical)
 	ao.no_fsync = 1;
 	ckpt_async_saver *sv;
 	cr_assert_eq(ckpt_async_saver_new(&sv, &ao), CKPT_OK);
+	ts_guarded_stats before = ts_guarded_get_stats(g);
 	cr_assert_eq(ckpt_async_save(sv, m.ck, gp), CKPT_OK, "%s", ckpt_error_last()->message);
+	ts_guarded_stats after = ts_guarded_get_stats(g);
+	/* the snapshot went device -> the saver's pinned arena (kept: one pinned buffer live) */
+	cr_assert_geq(after.d2h_pinned_bytes - before.d2h_pinned_bytes, (uint64_t)(NW + 2 * NB) * sizeof(float));
+	cr_assert_eq(after.pinned_live, 1);
 	/* the snapshot is taken: changing the replicas now does not change the file */
 	fill_f32(m.w, -1);
 	cr_assert_eq(ckpt_async_wait(sv), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_async_saver_free(sv);
+	cr_assert_eq(ts_guarded_get_stats(g).pinned_live, 0, "the saver kept its pinned arena after it was freed");
 	assert_same_bundle(hp, gp);
 	free_model(&m);
 	ckpt_strategy_free(s);
@@ -250,6 +256,8 @@ Test(device_mirrored, restore_fills_every_device_replica)
 		(unsigned long long)after.pinned_peak);
 	cr_assert_geq(after.h2d_calls - before.h2d_calls, (uint64_t)(NW * sizeof(float) / (CKPT_STAGING_MIN_BYTES / 2)),
 		"w was not streamed in pieces");
+	cr_assert_geq(after.h2d_pinned_bytes - before.h2d_pinned_bytes, (uint64_t)(NW + NB) * sizeof(float),
+		"the file's bytes did not go through pinned memory");
 	expect_values(&m, 5);
 	/* replica 0 from the host once, the other replicas device to device: not one host copy per replica */
 	uint64_t h2d = after.h2d_bytes - before.h2d_bytes, d2d = after.d2d_bytes - before.d2d_bytes;
@@ -432,6 +440,65 @@ Test(device_mirrored, tensorflow_restores_a_checkpoint_saved_from_device_replica
 	cr_assert(strstr(r.out, "restored 4 values"), "%s", r.out);
 	ts_run_free(&r);
 	ckpt_checkpoint_free(ck);
+	ckpt_strategy_free(s);
+	ts_guarded_free(g);
+	ts_rmtree(dir);
+}
+
+static const char *g_parted_prefix;
+
+/* A partitioned variable whose parts are device replicas: saved like the host's, restored into the parts. */
+static void write_parted(const char *prefix, ckpt_strategy *s, float base)
+{
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	o.no_fsync = 1;
+	ckpt_checkpoint *ck;
+	cr_assert_eq(ckpt_checkpoint_new(&ck, &o), CKPT_OK);
+	int64_t dims[2] = { 10, 3 };
+	ckpt_shape sh;
+	ckpt_shape_make(&sh, 2, dims);
+	float init[30];
+	for (int i = 0; i < 30; i++)
+		init[i] = base + (float)i;
+	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
+	vo.initial_value = init;
+	ckpt_partitioned *p;
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	cr_assert_eq(ckpt_partitioned_new(&p, "emb", CKPT_DT_FLOAT, &sh, 3, &vo), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	cr_assert_eq(ckpt_object_track_partitioned(ckpt_checkpoint_root(ck), "emb", p), CKPT_OK);
+	if (prefix) {
+		cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	} else {
+		/* restore what base 100 wrote, then check every part's rows */
+		cr_assert_eq(ckpt_checkpoint_restore(NULL, ck, g_parted_prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+		for (int i = 0; i < ckpt_partitioned_num_parts(p); i++) {
+			int64_t first, rows;
+			cr_assert_eq(ckpt_partitioned_part_rows(p, i, &first, &rows), CKPT_OK);
+			ckpt_variable *part = ckpt_partitioned_part(p, i);
+			float got[30];
+			cr_assert_eq(ckpt_variable_read(part, got, (size_t)ckpt_variable_nbytes(part)), CKPT_OK);
+			for (int64_t k = 0; k < rows * 3; k++)
+				cr_assert_eq(got[k], 100.0f + (float)(first * 3 + k));
+			cr_assert_eq(ckpt_variable_replicas_identical(part), 1);
+		}
+	}
+	ckpt_checkpoint_free(ck);
+	ckpt_partitioned_free(p);
+}
+
+Test(device_mirrored, partitioned_parts_in_device_memory)
+{
+	char *dir = ts_tmpdir(), *hp = ts_join(dir, "host"), *gp = ts_join(dir, "guarded");
+	ckpt_strategy *hs = host_strategy();
+	write_parted(hp, hs, 100);
+	ckpt_strategy_free(hs);
+	ts_guarded *g = ts_guarded_new(2, 0);
+	ckpt_strategy *s = guarded_strategy(g);
+	write_parted(gp, s, 100);
+	assert_same_bundle(hp, gp);
+	g_parted_prefix = hp;
+	write_parted(NULL, s, 7);
 	ckpt_strategy_free(s);
 	ts_guarded_free(g);
 	ts_rmtree(dir);

@@ -413,4 +413,38 @@ Test(mpi, kill9_of_a_worker_mid_save_50_times_latest_always_loads, .timeout = 90
 	ts_rmtree(dir);
 	free(dir);
 }
+
+static void assert_same_file(const char *a, const char *b)
+{
+	size_t na, nb;
+	char *x = ts_read_file(a, &na), *y = ts_read_file(b, &nb);
+	cr_assert(x && y, "cannot read %s or %s", a, b);
+	cr_assert(na == nb && memcmp(x, y, na) == 0, "%s and %s differ", a, b);
+	free(x);
+	free(y);
+}
+
+/*
+ * Replicas in device memory (the guarded provider: PROT_NONE device memory,
+ * copies at synchronize) on 2 workers x 2 replicas: the sharded checkpoint is
+ * byte-identical to the host strategy's, and restores onto 3 workers' device
+ * replicas (every value, every replica, the sync-on-read aggregate).
+ */
+Test(mpi, device_replicas_2x2_save_like_host_and_restore_onto_3, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	run_mpi(2, "mpi_device save host 2 %s/host", dir);
+	run_mpi(2, "mpi_device save guarded 2 %s/guarded", dir);
+	static const char *const ext[] = { ".index", ".data-00000-of-00002", ".data-00001-of-00002" };
+	for (int i = 0; i < 3; i++) {
+		char a[4096], b[4096];
+		snprintf(a, sizeof(a), "%s/host%s", dir, ext[i]);
+		snprintf(b, sizeof(b), "%s/guarded%s", dir, ext[i]);
+		assert_same_file(a, b);
+	}
+	run_mpi(3, "mpi_device restore 1 %s/guarded", dir);
+	run_mpi(1, "mpi_device restore 3 %s/guarded", dir);
+	ts_rmtree(dir);
+	free(dir);
+}
 #endif

@@ -36,6 +36,7 @@ struct ts_guarded {
 	int num_devices;
 	pthread_mutex_t mu;
 	gbuf *bufs;
+	gbuf *pinned;      /* host_alloc buffers (device -1) */
 	ts_guarded_stats st;
 	uint64_t pinned_bytes;
 	uint64_t fail_after, fail_count;
@@ -44,6 +45,16 @@ struct ts_guarded {
 static size_t page_size(void)
 {
 	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The buffer of list `b` holding [p, p + n), or NULL. Called with mu held. */
+static gbuf *find_in(gbuf *b, const void *p, size_t n)
+{
+	const char *c = p;
+	for (; b; b = b->next)
+		if (c >= b->base && c + n <= b->base + b->n && c + n >= c)
+			return b;
+	return NULL;
 }
 
 /* The device buffer holding [p, p + n), or NULL. Called with mu held. */
@@ -115,9 +126,16 @@ static int g_host_alloc(void *ctx, void **out, size_t n)
 {
 	ts_guarded *g = ctx;
 	*out = NULL;
-	if (n == 0 || posix_memalign(out, 64, n) != 0)
+	gbuf *b = malloc(sizeof(*b));
+	if (n == 0 || !b || posix_memalign(out, 64, n) != 0) {
+		free(b);
+		*out = NULL;
 		return CKPT_ENOMEM;
+	}
+	*b = (gbuf){ *out, n, n, -1, NULL };
 	pthread_mutex_lock(&g->mu);
+	b->next = g->pinned;
+	g->pinned = b;
 	g->st.pinned_live++;
 	g->pinned_bytes += n;
 	if (g->pinned_bytes > g->st.pinned_peak)
@@ -132,6 +150,14 @@ static void g_host_free(void *ctx, void *p, size_t n)
 	if (!p)
 		return;
 	pthread_mutex_lock(&g->mu);
+	for (gbuf **pp = &g->pinned; *pp; pp = &(*pp)->next) {
+		if ((*pp)->base == p) {
+			gbuf *b = *pp;
+			*pp = b->next;
+			free(b);
+			break;
+		}
+	}
 	g->st.pinned_live--;
 	g->pinned_bytes -= n;
 	pthread_mutex_unlock(&g->mu);
@@ -197,6 +223,10 @@ static int enqueue(ts_guarded *g, ckpt_memory_queue *q, int kind, void *dst, int
 			uint64_t *calls = kind == 0 ? &g->st.h2d_calls : kind == 1 ? &g->st.d2h_calls : &g->st.d2d_calls;
 			*bytes += n;
 			(*calls)++;
+			if (kind == 0 && find_in(g->pinned, src, n))
+				g->st.h2d_pinned_bytes += n;
+			if (kind == 1 && find_in(g->pinned, dst, n))
+				g->st.d2h_pinned_bytes += n;
 		}
 	}
 	pthread_mutex_unlock(&g->mu);
@@ -330,6 +360,11 @@ void ts_guarded_free(ts_guarded *g)
 		gbuf *b = g->bufs;
 		g->bufs = b->next;
 		munmap(b->base, b->len);
+		free(b);
+	}
+	while (g->pinned) {
+		gbuf *b = g->pinned;
+		g->pinned = b->next;
 		free(b);
 	}
 	pthread_mutex_destroy(&g->mu);

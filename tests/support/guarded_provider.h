@@ -22,6 +22,7 @@ typedef struct ts_guarded_stats {
 	uint64_t device_live;    /* device buffers allocated and not freed */
 	uint64_t pinned_live;    /* pinned buffers allocated and not freed */
 	uint64_t pinned_peak;    /* most pinned bytes live at once */
+	uint64_t h2d_pinned_bytes, d2h_pinned_bytes; /* copies whose host side was this provider's pinned memory */
 } ts_guarded_stats;
 
 /** A guarded provider with `num_devices` devices; `with_broadcast`: offer the optional broadcast. */
