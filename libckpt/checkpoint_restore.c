@@ -38,191 +38,6 @@
 #include "device_stream.h"
 
 /* ================================================================== */
-/* session                                                              */
-/* ================================================================== */
-
-void ckpt__session_ref(ckpt__session *s)
-{
-	if (s)
-		s->refs++;
-}
-
-void ckpt__session_unref(ckpt__session *s)
-{
-	if (!s || --s->refs > 0)
-		return;
-	for (size_t i = 0; i < s->nvals; i++)
-		ckpt_tensor_free(s->vals[i].t);
-	ckpt__strpool_free(&s->strings);
-	for (size_t i = 0; i < s->narenas; i++)
-		ckpt__buffer_free(s->arenas[i]);
-	ckpt__free(s->arenas);
-	ckpt_reader_free(s->reader);
-	ckpt_object_graph_free(s->graph);
-	ckpt__buffer_free(s->vals);
-	ckpt__free(s->node_first);
-	ckpt__free(s->bound_var);
-	ckpt__free(s->assigned);
-	ckpt__free(s->unfilled);
-	ckpt__free(s->path);
-	ckpt__free(s->format);
-	ckpt__free(s);
-}
-
-/*
- * Value for entry vi. attr and full_name belong to s->graph (or are static);
- * the key is copied into the session's pool (the reader closes early), and
- * a multi-tensor value's suffix is the tail of that copy (suffix_at bytes in;
- * 0 = no suffix). full_name NULL: the key itself (name-based values).
- */
-static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr, size_t suffix_at,
-	const ckpt_var_info *vi, size_t idx, const char *full_name)
-{
-	if (s->nvals == *cap) {
-		/* a ckpt__buffer_alloc buffer (huge pages from 2 MiB on): grown by copying */
-		size_t nc = *cap ? *cap * 2 : 16;
-		ckpt__value *nv = ckpt__buffer_alloc((uint64_t)nc * sizeof(*nv), 0);
-		if (!nv)
-			return CKPT_ENOMEM;
-		if (s->nvals)
-			memcpy(nv, s->vals, s->nvals * sizeof(*nv));
-		ckpt__buffer_free(s->vals);
-		s->vals = nv;
-		*cap = nc;
-	}
-	const char *key = ckpt__strpool_dup(&s->strings, vi->name, strlen(vi->name));
-	if (!key)
-		return CKPT_ENOMEM;
-	ckpt__value *v = &s->vals[s->nvals];
-	memset(v, 0, sizeof(*v));
-	v->node = node;
-	v->attr = attr ? attr : "";
-	v->suffix = suffix_at ? key + suffix_at : "";
-	v->key = key;
-	v->full_name = full_name ? full_name : key;
-	v->reader_index = idx;
-	v->dtype = vi->dtype;
-	if (ckpt__cshape_make(&v->shape, &s->strings, &vi->shape) < 0)
-		return CKPT_ENOMEM;
-	v->role = vi->role;
-	v->sync = vi->sync;
-	v->aggregation = vi->aggregation;
-	v->sync_source = vi->sync_source;
-	s->nvals++;
-	return CKPT_OK;
-}
-
-static int build_values(ckpt__session *s)
-{
-	ckpt_reader *r = s->reader;
-	size_t nr = ckpt_reader_count(r);
-	unsigned char *used = ckpt__calloc(nr ? nr : 1, 1);
-	if (!used)
-		return CKPT_ENOMEM;
-	/* about one value per entry: sized once (growing by doubling copied and faulted it in again and again) */
-	size_t cap = nr + 1;
-	s->vals = ckpt__buffer_alloc((uint64_t)cap * sizeof(*s->vals), 0);
-	if (!s->vals) {
-		ckpt__free(used);
-		return CKPT_ENOMEM;
-	}
-	int rc = CKPT_OK;
-	/* readers that synthesize TF keys over entries stored under another name (full_name) */
-	int keras = strncmp(ckpt_reader_format(r), "keras", 5) == 0 || strcmp(ckpt_reader_format(r), "safetensors") == 0 ||
-		strcmp(ckpt_reader_format(r), "gguf") == 0;
-	if (s->graph) {
-		size_t nn = s->graph->nnodes;
-		s->node_first = ckpt__calloc(nn + 1, sizeof(size_t));
-		s->bound_var = ckpt__calloc(nn ? nn : 1, sizeof(*s->bound_var));
-		if (!s->node_first || !s->bound_var)
-			rc = CKPT_ENOMEM;
-		for (size_t n = 0; n < nn && rc == CKPT_OK; n++) {
-			s->node_first[n] = s->nvals;
-			const ckpt_og_node *gn = &s->graph->nodes[n];
-			for (size_t a = 0; a < gn->nattrs && rc == CKPT_OK; a++) {
-				const ckpt_og_attr *at = &gn->attrs[a];
-				if (!at->checkpoint_key || !*at->checkpoint_key)
-					continue;
-				size_t idx;
-				/* Keras readers synthesize TF keys; their entries are stored under full_name (the dataset path) */
-				if (ckpt__reader_lookup(r, at->checkpoint_key, &idx) ||
-					(keras && at->full_name && *at->full_name && ckpt__reader_lookup(r, at->full_name, &idx))) {
-					used[idx] = 1;
-					rc = push_value(s, &cap, (int)n, at->name, 0, ckpt_reader_var(r, idx), idx,
-						at->full_name ? at->full_name : "");
-					continue;
-				}
-				/* multi-tensor SaveableObjects: the key is a prefix ("…/table" of "…/table-keys") */
-				size_t kl = strlen(at->checkpoint_key);
-				for (size_t i = 0; i < nr && rc == CKPT_OK; i++) {
-					const ckpt_var_info *vi = ckpt_reader_var(r, i);
-					if (!used[i] && strncmp(vi->name, at->checkpoint_key, kl) == 0 && vi->name[kl]) {
-						used[i] = 1;
-						rc = push_value(s, &cap, (int)n, at->name, kl, vi, i, at->full_name ? at->full_name : "");
-					}
-				}
-			}
-		}
-		if (rc == CKPT_OK)
-			s->node_first[nn] = s->nvals;
-	}
-	s->nflat_first = s->nvals;
-	/*
-	 * Entries no attribute refers to (TF1 name-based files: all of them; Keras
-	 * layouts the reader could not map) become node -1 values, matched by
-	 * variable name and loaded as a flat tree.
-	 */
-	for (size_t i = 0; i < nr && rc == CKPT_OK; i++) {
-		const ckpt_var_info *vi = ckpt_reader_var(r, i);
-		/* slices of a partitioned entry are restored through that entry, never as variables of their own */
-		if (used[i] || vi->slice_part || strcmp(vi->name, CKPT_OBJECT_GRAPH_KEY) == 0)
-			continue;
-		rc = push_value(s, &cap, -1, CKPT_VARIABLE_VALUE_KEY, 0, vi, i, NULL);
-	}
-	ckpt__free(used);
-	return rc;
-}
-
-int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpoint_options *o)
-{
-	*out = NULL;
-	ckpt__session *s = ckpt__calloc(1, sizeof(*s));
-	if (!s)
-		return CKPT_ENOMEM;
-	s->refs = 1;
-	s->warn = o ? o->warn : NULL;
-	s->warn_ctx = o ? o->warn_ctx : NULL;
-	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
-	oo.vfs = o ? o->vfs : NULL;
-	oo.sync_rules = o ? o->sync_rules : NULL;
-	oo.num_sync_rules = o ? o->num_sync_rules : 0;
-	int rc = ckpt_reader_open(&s->reader, path, &oo);
-	if (rc == CKPT_OK) {
-		s->path = ckpt__strdup(ckpt_reader_path(s->reader));
-		s->format = ckpt__strdup(ckpt_reader_format(s->reader));
-		if (!s->path || !s->format)
-			rc = CKPT_ENOMEM;
-	}
-	/* the session outlives its reader (closed once every value is read): it takes the graph, no copy */
-	ckpt_object_graph *g = rc == CKPT_OK ? ckpt__reader_take_object_graph(s->reader) : NULL;
-	if (g && g->nnodes == 0) {
-		ckpt_object_graph_free(g);
-		g = NULL;
-	}
-	s->graph = g;
-	if (g && (size_t)g->nnodes > (size_t)INT32_MAX)
-		rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "object graph with %zu nodes", g->nnodes);
-	if (rc == CKPT_OK)
-		rc = build_values(s);
-	if (rc < 0) {
-		ckpt__session_unref(s);
-		return rc;
-	}
-	*out = s;
-	return CKPT_OK;
-}
-
-/* ================================================================== */
 /* one matching run                                                     */
 /* ================================================================== */
 
@@ -248,6 +63,8 @@ typedef struct pair {
 	int node;
 	ckpt_object *obj;
 } pair;
+
+static const ckpt__pending_ops pending_ops; /* restore-on-create: below */
 
 struct ckpt__run {
 	ckpt__session *s;
@@ -279,19 +96,7 @@ int ckpt__run_assigned(const ckpt__run *r, const ckpt_variable *var)
 	return ckpt__ptrmap_get(&r->vars, var) >= 0;
 }
 
-static int grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-	if (n < *cap)
-		return CKPT_OK;
-	size_t nc = *cap ? *cap * 2 : 8;
-	void *p = ckpt__realloc(*arr, nc * elem);
-	if (!p)
-		return CKPT_ENOMEM;
-	*arr = p;
-	*cap = nc;
-	return CKPT_OK;
-}
-#define GROW(arr, cap, n) grow((void **)&(arr), &(cap), (n), sizeof(*(arr)))
+#define GROW(arr, cap, n) ckpt__array_grow((void **)&(arr), &(cap), (n), sizeof(*(arr)), 8)
 
 static void run_free(ckpt__run *r)
 {
@@ -643,28 +448,10 @@ int ckpt__run_match_root(ckpt__run *r, ckpt_object *root)
 static int reserve_pending(ckpt__run *r)
 {
 	/* room for every record, so that attaching cannot fail after values were assigned */
-	for (size_t i = 0; i < r->npc; i++) {
-		ckpt_object *o = r->pc[i].obj;
-		size_t need = o->npchild + r->npc;
-		if (need > o->cappchild) {
-			void *p = ckpt__realloc(o->pchild, need * sizeof(*o->pchild));
-			if (!p)
-				return CKPT_ENOMEM;
-			o->pchild = p;
-			o->cappchild = need;
-		}
-	}
-	for (size_t i = 0; i < r->nps; i++) {
-		ckpt_object *o = r->ps[i].opt;
-		size_t need = o->npslot + r->nps;
-		if (need > o->cappslot) {
-			void *p = ckpt__realloc(o->pslot, need * sizeof(*o->pslot));
-			if (!p)
-				return CKPT_ENOMEM;
-			o->pslot = p;
-			o->cappslot = need;
-		}
-	}
+	for (size_t i = 0; i < r->npc; i++)
+		CKPT_TRY(ckpt__pending_reserve(&r->pc[i].obj->pending, r->npc, 0));
+	for (size_t i = 0; i < r->nps; i++)
+		CKPT_TRY(ckpt__pending_reserve(&r->ps[i].opt->pending, 0, r->nps));
 	return CKPT_OK;
 }
 
@@ -1075,17 +862,11 @@ int ckpt__run_commit(ckpt__run *r)
 	}
 	ckpt__free(keys);
 	release_staged(s, now);
-	for (size_t i = 0; i < r->npc; i++) {
-		ckpt_object *o = r->pc[i].obj;
-		ckpt__session_ref(s);
-		o->pchild[o->npchild++] = (ckpt__pending_child){ r->pc[i].name, s, r->pc[i].node };
-	}
-	for (size_t i = 0; i < r->nps; i++) {
-		ckpt_object *o = r->ps[i].opt;
-		ckpt__session_ref(s);
-		o->pslot[o->npslot++] = (ckpt__pending_slot){ s, r->ps[i].orig, r->ps[i].slot_name,
-			r->ps[i].slot_node };
-	}
+	for (size_t i = 0; i < r->npc; i++)
+		ckpt__pending_push_child(&r->pc[i].obj->pending, r->pc[i].name, s, r->pc[i].node, &pending_ops);
+	for (size_t i = 0; i < r->nps; i++)
+		ckpt__pending_push_slot(&r->ps[i].opt->pending, s, r->ps[i].orig, r->ps[i].slot_name, r->ps[i].slot_node,
+			&pending_ops);
 	r->npc = r->nps = 0; /* names now belong to the objects */
 	return CKPT_OK;
 }
@@ -1102,69 +883,32 @@ void ckpt__run_discard(ckpt__run *r)
 /* restore-on-create                                                    */
 /* ================================================================== */
 
-int ckpt__apply_pending_child(ckpt_object *parent, const char *name, ckpt_object *child)
+/* A pending child, now created: match its stored node against it and commit. */
+static int restore_pending_child(ckpt__session *s, int node, ckpt_object *child)
 {
-	/* the most recent restore wins */
-	size_t found = SIZE_MAX;
-	for (size_t i = parent->npchild; i-- > 0;) {
-		if (strcmp(parent->pchild[i].name, name) == 0) {
-			found = i;
-			break;
-		}
-	}
-	if (found == SIZE_MAX)
-		return CKPT_OK;
-	ckpt__pending_child pc = parent->pchild[found];
 	ckpt__run *r;
-	CKPT_TRY(ckpt__run_new(&r, pc.s));
-	int rc = run_match(r, pc.node, child);
+	CKPT_TRY(ckpt__run_new(&r, s));
+	int rc = run_match(r, node, child);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
 	ckpt__run_discard(r);
-	if (rc < 0)
-		return rc;
-	/* consumed: drop every record for this name */
-	size_t j = 0;
-	for (size_t i = 0; i < parent->npchild; i++) {
-		if (strcmp(parent->pchild[i].name, name) == 0) {
-			ckpt__session_unref(parent->pchild[i].s);
-			ckpt__free(parent->pchild[i].name);
-		} else {
-			parent->pchild[j++] = parent->pchild[i];
-		}
-	}
-	parent->npchild = j;
-	return CKPT_OK;
+	return rc;
 }
 
-int ckpt__apply_pending_slot(ckpt_object *opt, ckpt_variable *primary, const char *slot_name, ckpt_object *node)
+/* A pending slot, now created: match the stored slot variable's values against its node and commit. */
+static int restore_pending_slot(ckpt__session *s, int slot_node, ckpt_object *node)
 {
-	size_t found = SIZE_MAX;
-	for (size_t i = opt->npslot; i-- > 0;) {
-		ckpt__pending_slot *p = &opt->pslot[i];
-		if (strcmp(p->slot_name, slot_name) == 0 && p->s->bound_var[p->orig_node] == primary) {
-			found = i;
-			break;
-		}
-	}
-	if (found == SIZE_MAX)
-		return CKPT_OK;
-	ckpt__pending_slot ps = opt->pslot[found];
 	ckpt__run *r;
-	CKPT_TRY(ckpt__run_new(&r, ps.s));
-	r->visited[ps.slot_node] = 1;
-	int rc = match_values(r, ps.slot_node, node);
+	CKPT_TRY(ckpt__run_new(&r, s));
+	r->visited[slot_node] = 1;
+	int rc = match_values(r, slot_node, node);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
 	ckpt__run_discard(r);
-	if (rc < 0)
-		return rc;
-	ckpt__session_unref(ps.s);
-	ckpt__free(ps.slot_name);
-	memmove(&opt->pslot[found], &opt->pslot[found + 1], (opt->npslot - found - 1) * sizeof(*opt->pslot));
-	opt->npslot--;
-	return CKPT_OK;
+	return rc;
 }
+
+static const ckpt__pending_ops pending_ops = { restore_pending_child, restore_pending_slot };
 
 /* ================================================================== */
 /* public entry point                                                   */
@@ -1241,16 +985,7 @@ void ckpt_checkpoint_discard_pending(ckpt_checkpoint *ck)
 		return;
 	}
 	for (size_t i = 0; i < p.n; i++) {
-		ckpt_object *o = p.nodes[i].obj;
-		for (size_t k = 0; k < o->npchild; k++) {
-			ckpt__session_unref(o->pchild[k].s);
-			ckpt__free(o->pchild[k].name);
-		}
-		for (size_t k = 0; k < o->npslot; k++) {
-			ckpt__session_unref(o->pslot[k].s);
-			ckpt__free(o->pslot[k].slot_name);
-		}
-		o->npchild = o->npslot = 0;
+		ckpt__pending_clear(&p.nodes[i].obj->pending);
 	}
 	ckpt__plan_free(&p);
 }

@@ -51,15 +51,7 @@ int ckpt__scope_replica_end(int prev_base);
 /** The strategy being run on this thread, or NULL outside replica context. */
 ckpt_strategy *ckpt__replica_running_strategy(void);
 
-/* ---- buffers (hugebuf.c; ckpt__buffer_alloc is in internal.h) ---- */
-
-/**
- * A variable copy of n bytes: from 64 KiB on, packed with other variables'
- * copies into shared 2 MiB-aligned huge-page blocks (64-byte aligned, not
- * zeroed), so no copy has a tail in 4 KiB pages. Free with the same n.
- */
-void *ckpt__variable_buffer_alloc(uint64_t n);
-void ckpt__variable_buffer_free(void *p, uint64_t n);
+/* ---- buffers: util/hugebuf.h ---- */
 
 /* ---- variables (variable.c) ---- */
 

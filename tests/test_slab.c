@@ -1,5 +1,5 @@
 /*
- * The slab (libckpt/slab.c) that packs variables, their tiny copies,
+ * The slab (libckpt/util/slab.c) that packs variables, their tiny copies,
  * objects and edge names: allocations are aligned and disjoint across the
  * growth from small blocks to huge-page ones, a block goes with its last
  * allocation (nothing stays allocated once everything is freed), an

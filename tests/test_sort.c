@@ -1,5 +1,5 @@
 /*
- * ckpt__sort (libckpt/sort.c): merged runs give exactly the sorted order,
+ * ckpt__sort (libckpt/util/sort.c): merged runs give exactly the sorted order,
  * stably; many runs fall back to qsort; a failed merge buffer is ENOMEM and
  * leaves a permutation of the input.
  */

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
-#include "internal.h"
+#include "../internal.h"
 
 #define SLAB_FIRST ((size_t)64 << 10)
 #define SLAB_HUGE ((size_t)2 << 20)

@@ -4,7 +4,7 @@
  * large buffers are fed in pieces.
  */
 #include <isa-l.h>
-#include "internal.h"
+#include "../internal.h"
 
 uint32_t ckpt_crc32c_extend(uint32_t crc, const void *buf, size_t n)
 {

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
-#include "variable_internal.h"
+#include "../internal.h"
 
 #define HUGE_PAGE ((uint64_t)2 << 20)
 #define SMALL_ALIGN ((uint64_t)64)

@@ -9,7 +9,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "internal.h"
+#include "../internal.h"
 
 #define SORT_RUNS 16
 

@@ -6,7 +6,7 @@
  * so the strings stay where they were put until the pool is freed.
  */
 #include <string.h>
-#include "internal.h"
+#include "../internal.h"
 
 struct ckpt__strpool_block {
 	struct ckpt__strpool_block *next;
