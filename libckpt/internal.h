@@ -116,6 +116,8 @@ int ckpt__object_graph_parse_pb(ckpt_object_graph **out, const void *buf, size_t
 int ckpt__object_graph_serialize_pb(const ckpt_object_graph *g, void **buf, size_t *n);
 /** Index of the first entry named `name`: 1 when found (no error set either way). */
 int ckpt__reader_lookup(const ckpt_reader *r, const char *name, size_t *index);
+/** Build the index ckpt__reader_lookup uses (reader_index.c; readers of more than a few entries). */
+int ckpt__reader_build_name_index(ckpt_reader *r);
 /** Move the reader's object graph to the caller (a session keeps it past the reader); NULL when none. */
 ckpt_object_graph *ckpt__reader_take_object_graph(ckpt_reader *r);
 

@@ -46,10 +46,11 @@ void ckpt__strategy_release(ckpt_strategy *s, ckpt__strategy_ref what);
 int ckpt__scope_replica_begin(void);
 int ckpt__scope_replica_end(int prev_base);
 
-/* ---- replica context (replica.c) ---- */
-
-/** The strategy being run on this thread, or NULL outside replica context. */
-ckpt_strategy *ckpt__replica_running_strategy(void);
+/**
+ * replica.c, around a replica function: `s` is the strategy this thread now
+ * runs a replica of (NULL: none); returns the one before, to put back.
+ */
+ckpt_strategy *ckpt__strategy_set_running(ckpt_strategy *s);
 
 /* ---- buffers: util/hugebuf.h ---- */
 
