@@ -8,7 +8,8 @@
  * the object graph it is identified by its variable, so a variable tracked
  * twice is one node.
  *
- * Stored side: a restore session (ckpt__session, refcounted) holds the
+ * Stored side (restore_session.h, restore_pending.h): a restore session
+ * (ckpt__session, refcounted) holds the
  * file's object graph and every stored value, read into memory before any
  * live variable is touched. Values not consumed at restore time stay in the
  * session; live objects hold "pending" records pointing into it, applied
@@ -143,7 +144,7 @@ void ckpt__plan_free(ckpt__plan *p);
 void ckpt__find_cache_free(struct ckpt__find_cache *c);
 
 
-/* checkpoint_restore.c */
+/* restore_match.c (ckpt__run_commit: restore_commit.c) */
 /* One matching run: match (no side effects), then commit (read all, assign, attach pending). */
 typedef struct ckpt__run ckpt__run;
 int ckpt__run_new(ckpt__run **out, ckpt__session *s);
@@ -167,6 +168,7 @@ void ckpt__run_set_fresh(ckpt__run *r);
 void ckpt__run_set_collective(ckpt__run *r, ckpt_strategy *cs);
 /* Whether the committed run assigned `var` (load zero-fills what it did not). */
 int ckpt__run_assigned(const ckpt__run *r, const ckpt_variable *var);
+/* checkpoint_status.c */
 int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_checkpoint *ck);
 
 /* checkpoint_divergence.c: with opts.check_mirrored, ESCOPE naming the first mirrored variable whose copies differ */

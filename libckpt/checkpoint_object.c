@@ -1,7 +1,7 @@
 /*
  * Trackable objects: named children, variables as attributes, optimizer
- * slot variables. Restore-on-create hooks into checkpoint_restore.c
- * whenever a child, a tracked variable or a slot appears.
+ * slot variables. Whenever a child, a tracked variable or a slot appears,
+ * the object's restore-on-create records (restore_pending.c) are applied.
  */
 #include <string.h>
 #include "checkpoint_internal.h"

@@ -4,8 +4,8 @@
  * glue between strategy.c, replica.c and variable.c. Not installed.
  *
  * Restore path for the checkpoint code (all-or-nothing, see
- * checkpoint_restore.c): values that cannot be read in place are staged;
- * the others are verified in the file; every assignment is checked
+ * checkpoint_restore.c and restore_commit.c): values that cannot be read
+ * in place are staged; the others are verified in the file; every assignment is checked
  * (ckpt__assign_plan_new); only then are values read straight into copy 0
  * and fanned out to the other copies (ckpt__assign_plan_run).
  * Save path: a plain / mirrored variable's value is
