@@ -211,23 +211,22 @@ int ckpt__partitioned_stage(ckpt__partitioned_restore **out, ckpt_checkpoint *ck
 	for (size_t k = 0; rc == CKPT_OK && k < pr->n; k++) {
 		size_t idx;
 		char w[400];
-		if (ckpt_reader_find(s->reader, refs[k].key, &idx) < 0) {
-			rc = ckpt__fail(CKPT_ENOTFOUND, s->path, refs[k].key, -1, "%s is not in the checkpoint",
+		if (ckpt_reader_find(ckpt__session_reader(s), refs[k].key, &idx) < 0) {
+			rc = ckpt__fail(CKPT_ENOTFOUND, ckpt__session_path(s), refs[k].key, -1, "%s is not in the checkpoint",
 				what(refs[k].p, refs[k].key, w, sizeof(w)));
 			break;
 		}
-		rc = stage_one(pr, k, refs[k].key, s->reader, idx, &pcs);
+		rc = stage_one(pr, k, refs[k].key, ckpt__session_reader(s), idx, &pcs);
 		/* its stored entry is this variable's, not a value left unmatched */
-		for (size_t i = 0; rc == CKPT_OK && i < s->nvals; i++)
-			if (strcmp(s->vals[i].key, refs[k].key) == 0)
-				s->vals[i].consumed = 1;
+		if (rc == CKPT_OK)
+			ckpt__session_consume_key(s, refs[k].key);
 	}
 	ckpt__free(refs);
 	ckpt__plan_free(&plan);
 	if (cs)
-		rc = verify_everywhere(cs, s->reader, &pcs, rc);
+		rc = verify_everywhere(cs, ckpt__session_reader(s), &pcs, rc);
 	else if (rc == CKPT_OK)
-		rc = ckpt__row_pieces_verify(s->reader, pcs.p, pcs.n);
+		rc = ckpt__row_pieces_verify(ckpt__session_reader(s), pcs.p, pcs.n);
 	ckpt__free(pcs.p);
 	if (rc < 0) {
 		ckpt__partitioned_restore_free(pr);

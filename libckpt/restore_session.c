@@ -197,3 +197,65 @@ const ckpt_variable *ckpt__session_bound_var(const ckpt__session *s, int node)
 {
 	return s->bound_var[node];
 }
+
+const char *ckpt__session_path(const ckpt__session *s)
+{
+	return s->path;
+}
+
+ckpt_reader *ckpt__session_reader(ckpt__session *s)
+{
+	return s->reader;
+}
+
+void ckpt__session_consume_key(ckpt__session *s, const char *key)
+{
+	for (size_t i = 0; i < s->nvals; i++)
+		if (strcmp(s->vals[i].key, key) == 0)
+			s->vals[i].consumed = 1;
+}
+
+size_t ckpt__session_unconsumed(const ckpt__session *s, const char **keys)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->nvals; i++) {
+		if (s->vals[i].consumed)
+			continue;
+		if (keys)
+			keys[n] = s->vals[i].key;
+		n++;
+	}
+	return n;
+}
+
+ckpt_variable *const *ckpt__session_assigned(const ckpt__session *s, size_t *n)
+{
+	*n = s->nassigned;
+	return s->assigned;
+}
+
+ckpt_warning_fn ckpt__session_warning(const ckpt__session *s, void **ctx)
+{
+	*ctx = s->warn_ctx;
+	return s->warn;
+}
+
+int ckpt__session_note_unfilled(ckpt__session *s, ckpt_variable *v)
+{
+	if (s->nunfilled == s->capunfilled) {
+		size_t nc = s->capunfilled ? s->capunfilled * 2 : 64;
+		ckpt_variable **p = ckpt__realloc(s->unfilled, nc * sizeof(*p));
+		if (!p)
+			return CKPT_ENOMEM;
+		s->unfilled = p;
+		s->capunfilled = nc;
+	}
+	s->unfilled[s->nunfilled++] = v;
+	return CKPT_OK;
+}
+
+ckpt_variable *const *ckpt__session_unfilled(const ckpt__session *s, size_t *n)
+{
+	*n = s->nunfilled;
+	return s->unfilled;
+}

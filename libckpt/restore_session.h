@@ -4,8 +4,10 @@
  * value, read into memory before any live variable is touched. Values not
  * consumed at restore time stay in the session; live objects hold pending
  * records (restore_pending.h) with a reference to it. restore_session.c
- * creates and frees it; restore runs, load and the restore status read and
- * mark its values.
+ * creates, fills and frees it; outside the restore's own match and commit
+ * (restore_match.c, restore_commit.c, which consume its values) and load's
+ * tree building (which reads its value table), the accessors below are
+ * the way in.
  */
 #ifndef CKPT_RESTORE_SESSION_H
 #define CKPT_RESTORE_SESSION_H
@@ -65,5 +67,25 @@ void ckpt__session_unref(ckpt__session *s);
 void ckpt__session_ref(ckpt__session *s);
 /** The live variable stored node `node` last restored into (compared, never dereferenced); NULL when none. */
 const ckpt_variable *ckpt__session_bound_var(const ckpt__session *s, int node);
+/** The checkpoint's resolved path. */
+const char *ckpt__session_path(const ckpt__session *s);
+/** The open reader (borrowed), or NULL once every value was read and it was closed. */
+ckpt_reader *ckpt__session_reader(ckpt__session *s);
+/** Mark every value stored under `key` consumed (restored by other means: partitioned variables). */
+void ckpt__session_consume_key(ckpt__session *s, const char *key);
+/** How many values no restore consumed; with keys non-NULL, their keys (session-owned) are written there too. */
+size_t ckpt__session_unconsumed(const ckpt__session *s, const char **keys);
+/** Every live variable a value went to, *n of them (compared, never dereferenced). */
+ckpt_variable *const *ckpt__session_assigned(const ckpt__session *s, size_t *n);
+/** The warning sink of the options the session was opened with (*ctx its context). */
+ckpt_warning_fn ckpt__session_warning(const ckpt__session *s, void **ctx);
+/**
+ * Load: remember variable `v`, created without a value (the load zero-fills
+ * those its restore run did not assign).
+ * @return CKPT_OK or CKPT_ENOMEM.
+ */
+int ckpt__session_note_unfilled(ckpt__session *s, ckpt_variable *v);
+/** The variables noted by ckpt__session_note_unfilled, *n of them. */
+ckpt_variable *const *ckpt__session_unfilled(const ckpt__session *s, size_t *n);
 
 #endif
