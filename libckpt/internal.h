@@ -121,6 +121,10 @@ uint32_t ckpt__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 char *ckpt__path_dir(const char *path);
 /** mkdir -p `dir` through the VFS (each missing component in turn). */
 int ckpt__vfs_mkdirs(ckpt_vfs *vfs, const char *dir);
+/** 1 for the process-wide S3 VFS, which ckpt_vfs_free never frees (io_s3.c). */
+int ckpt__vfs_is_shared_s3(const ckpt_vfs *vfs);
+/** 1 for any S3 VFS. */
+int ckpt__vfs_is_s3(const ckpt_vfs *vfs);
 /** a "/" b into a fresh string (b absolute → copy of b). */
 char *ckpt__path_join(const char *a, const char *b);
 

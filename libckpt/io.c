@@ -64,7 +64,7 @@ void ckpt_vfs_free_list(char **names, size_t count)
 
 void ckpt_vfs_free(ckpt_vfs *vfs)
 {
-	if (vfs && vfs != ckpt_vfs_default())
+	if (vfs && vfs != ckpt_vfs_default() && !ckpt__vfs_is_shared_s3(vfs))
 		vfs->methods->destroy(vfs);
 }
 
