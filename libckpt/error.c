@@ -38,6 +38,7 @@ const char *ckpt_status_name(int code)
 	case CKPT_EMISMATCH: return "CKPT_EMISMATCH";
 	case CKPT_ELIMIT: return "CKPT_ELIMIT";
 	case CKPT_EBUSY: return "CKPT_EBUSY";
+	case CKPT_EEXIST: return "CKPT_EEXIST";
 	default: return "CKPT_UNKNOWN";
 	}
 }
@@ -109,7 +110,7 @@ int ckpt__fail_errno(int err, const char *path, const char *fmt, ...)
 			snprintf(msg, n, "%s: %s", body, why);
 		free(body);
 	}
-	int code = (err == ENOENT) ? CKPT_ENOTFOUND : (err == ENOMEM ? CKPT_ENOMEM : CKPT_EIO);
+	int code = err == ENOENT ? CKPT_ENOTFOUND : err == ENOMEM ? CKPT_ENOMEM : err == EEXIST ? CKPT_EEXIST : CKPT_EIO;
 	set_error(code, path, NULL, -1, err, msg);
 	return code;
 }

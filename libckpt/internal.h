@@ -175,7 +175,26 @@ typedef struct ckpt__read_req {
  * one); else CKPT_OK or the error of the lowest failing request.
  */
 int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n);
-/** The file descriptor behind a POSIX-file-system io, -1 for any other io. */
-int ckpt__io_fd(const ckpt_io *io);
+
+/* ---- the one-writer lock of a checkpoint directory (ckpt_vfs_lock) ---- */
+
+/** The POSIX lock file, beside a checkpoint directory's `checkpoint` state file. */
+#define CKPT_LOCK_FILE "checkpoint.lock"
+/** io_posix_lock.c: the POSIX file system's lock and unlock methods. */
+int ckpt__posix_lock(void **token, ckpt_vfs *vfs, const char *dir);
+void ckpt__posix_unlock(ckpt_vfs *vfs, void *token);
+/*
+ * io_lock_registry.c: the locks this process holds, by key. add: CKPT_EBUSY
+ * (no message: the caller words it) when the key is held; *entry is what
+ * remove takes (NULL ok).
+ */
+int ckpt__lock_registry_add(void **entry, const char *key);
+void ckpt__lock_registry_remove(void *entry);
+int ckpt__lock_registry_has(const char *key);
+/** CKPT_EBUSY with the message naming the holder (`pid` 0: unknown, our own pid: this process). */
+int ckpt__lock_refuse(const char *dir, const char *lock_path, long pid);
+/** The lock of a file system without a lock method: the registry alone, keyed by VFS and directory. */
+int ckpt__lock_registry_take(void **token, ckpt_vfs *vfs, const char *dir);
+void ckpt__lock_registry_drop(void *token);
 
 #endif

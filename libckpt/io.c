@@ -39,9 +39,65 @@ int ckpt_io_close(ckpt_io *io)
 	return io ? io->methods->close(io) : CKPT_OK;
 }
 
+/* A v2 member of a method table, NULL when the table is older than v2 or leaves it out. */
+#define IO_V2(io, m) ((io)->methods->version >= CKPT_IO_METHODS_V2 ? (io)->methods->m : NULL)
+#define VFS_V2(vfs, m) ((vfs)->methods->version >= CKPT_VFS_METHODS_V2 ? (vfs)->methods->m : NULL)
+
+int ckpt_io_fd(const ckpt_io *io)
+{
+	if (!io || !IO_V2(io, fd))
+		return -1;
+	return io->methods->fd((ckpt_io *)io);
+}
+
+int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+{
+	size_t dummy;
+	if (!got)
+		got = &dummy;
+	if (IO_V2(io, pread_direct)) {
+		int rc = io->methods->pread_direct(io, buf, n, off, got);
+		if (rc != CKPT_EUNSUPPORTED)
+			return rc;
+		ckpt_error_clear(); /* no direct I/O here: the ordinary read below */
+	}
+	return io->methods->pread(io, buf, n, off, got);
+}
+
 int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
+	if ((flags & CKPT_IO_EXCL) && !(ckpt_vfs_caps(vfs) & CKPT_VFS_CAP_EXCL))
+		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
+			"this file system cannot create a file exclusively (no CKPT_VFS_CAP_EXCL)");
 	return vfs->methods->open(vfs, path, flags, out);
+}
+
+unsigned ckpt_vfs_caps(const ckpt_vfs *vfs)
+{
+	return vfs && vfs->methods->version >= CKPT_VFS_METHODS_V2 ? vfs->methods->caps : 0;
+}
+
+int ckpt_vfs_rmdir(ckpt_vfs *vfs, const char *dir)
+{
+	return VFS_V2(vfs, rmdir) ? vfs->methods->rmdir(vfs, dir) : CKPT_OK;
+}
+
+int ckpt_vfs_lock(void **token, ckpt_vfs *vfs, const char *dir)
+{
+	*token = NULL;
+	if (VFS_V2(vfs, lock))
+		return vfs->methods->lock(token, vfs, dir);
+	return ckpt__lock_registry_take(token, vfs, dir);
+}
+
+void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token)
+{
+	if (!token)
+		return;
+	if (VFS_V2(vfs, lock))
+		vfs->methods->unlock(vfs, token);
+	else
+		ckpt__lock_registry_drop(token);
 }
 int ckpt_vfs_rename(ckpt_vfs *vfs, const char *from, const char *to) { return vfs->methods->rename(vfs, from, to); }
 int ckpt_vfs_remove(ckpt_vfs *vfs, const char *path) { return vfs->methods->remove(vfs, path); }

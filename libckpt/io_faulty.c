@@ -9,6 +9,7 @@
 
 typedef struct {
 	ckpt_vfs base;
+	ckpt_vfs_methods methods;  /* the template with the inner file system's caps */
 	ckpt_vfs *inner;
 	long fail_at;
 	atomic_long calls;
@@ -71,7 +72,18 @@ static int fio_close(ckpt_io *io)
 	return rc < 0 ? rc : rc2;
 }
 
-static const ckpt_io_methods faulty_io_methods = { 1, fio_pread, fio_pwrite, fio_size, fio_sync, fio_close, NULL };
+static int fio_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+{
+	faulty_io *f = (faulty_io *)io;
+	*got = 0;
+	CKPT_TRY(tick(f->vfs, "pread_direct", io->path));
+	return ckpt_io_pread_direct(f->inner, buf, n, off, got);
+}
+
+/* No fd: a read through a descriptor would bypass the count, so the fast paths stay off here. */
+static const ckpt_io_methods faulty_io_methods = {
+	CKPT_IO_METHODS_V2, fio_pread, fio_pwrite, fio_size, fio_sync, fio_close, NULL, NULL, fio_pread_direct
+};
 
 static int fv_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
@@ -138,13 +150,35 @@ static int fv_mkdir(ckpt_vfs *vfs, const char *dir)
 	return f->inner->methods->mkdir(f->inner, dir);
 }
 
+static int fv_rmdir(ckpt_vfs *vfs, const char *dir)
+{
+	faulty_vfs *f = (faulty_vfs *)vfs;
+	CKPT_TRY(tick(f, "rmdir", dir));
+	return ckpt_vfs_rmdir(f->inner, dir);
+}
+
+static int fv_lock(void **token, ckpt_vfs *vfs, const char *dir)
+{
+	faulty_vfs *f = (faulty_vfs *)vfs;
+	*token = NULL;
+	CKPT_TRY(tick(f, "lock", dir));
+	return ckpt_vfs_lock(token, f->inner, dir);
+}
+
+static void fv_unlock(ckpt_vfs *vfs, void *token)
+{
+	ckpt_vfs_unlock(((faulty_vfs *)vfs)->inner, token);
+}
+
 static void fv_destroy(ckpt_vfs *vfs)
 {
 	ckpt__free(vfs);
 }
 
-static const ckpt_vfs_methods faulty_vfs_methods = {
-	1, fv_open, fv_rename, fv_remove, fv_exists, fv_sync_dir, fv_list, fv_mkdir, fv_destroy
+/* caps are the inner file system's: filled in by ckpt_vfs_faulty_new. */
+static const ckpt_vfs_methods faulty_vfs_template = {
+	CKPT_VFS_METHODS_V2, fv_open, fv_rename, fv_remove, fv_exists, fv_sync_dir, fv_list, fv_mkdir, fv_destroy,
+	0, fv_rmdir, fv_lock, fv_unlock
 };
 
 int ckpt_vfs_faulty_new(ckpt_vfs **out, ckpt_vfs *inner, long fail_at)
@@ -154,7 +188,9 @@ int ckpt_vfs_faulty_new(ckpt_vfs **out, ckpt_vfs *inner, long fail_at)
 	faulty_vfs *f = ckpt__calloc(1, sizeof(*f));
 	if (!f)
 		return CKPT_ENOMEM;
-	f->base.methods = &faulty_vfs_methods;
+	f->methods = faulty_vfs_template;
+	f->methods.caps = ckpt_vfs_caps(inner);
+	f->base.methods = &f->methods;
 	f->inner = inner;
 	f->fail_at = fail_at;
 	atomic_init(&f->calls, 0);

@@ -171,7 +171,10 @@ static int mio_close(ckpt_io *io)
 	return CKPT_OK;
 }
 
-static const ckpt_io_methods mem_io_methods = { 1, mio_pread, mio_pwrite, mio_size, mio_sync, mio_close, NULL };
+/* no descriptor: the bytes are in this process already, and every read of them goes through pread */
+static const ckpt_io_methods mem_io_methods = {
+	CKPT_IO_METHODS_V2, mio_pread, mio_pwrite, mio_size, mio_sync, mio_close, NULL, NULL, NULL
+};
 
 static int mv_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
@@ -188,7 +191,9 @@ static int mv_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 	int rc = CKPT_OK;
 	pthread_mutex_lock(&m->lock);
 	ssize_t i = find_entry(m, np);
-	if (flags & CKPT_IO_WRITE) {
+	if ((flags & CKPT_IO_WRITE) && (flags & CKPT_IO_EXCL) && i >= 0) {
+		rc = ckpt__fail(CKPT_EEXIST, path, NULL, -1, "exists already (exclusive create)");
+	} else if (flags & CKPT_IO_WRITE) {
 		mem_node *nd = ckpt__calloc(1, sizeof(*nd));
 		if (!nd)
 			rc = CKPT_ENOMEM;
@@ -364,8 +369,10 @@ static void mv_destroy(ckpt_vfs *vfs)
 	ckpt__free(m);
 }
 
+/* v2: no rmdir (directories exist through their files) and no lock (the in-process registry is all it needs). */
 static const ckpt_vfs_methods mem_vfs_methods = {
-	1, mv_open, mv_rename, mv_remove, mv_exists, mv_sync_dir, mv_list, mv_mkdir, mv_destroy
+	CKPT_VFS_METHODS_V2, mv_open, mv_rename, mv_remove, mv_exists, mv_sync_dir, mv_list, mv_mkdir, mv_destroy,
+	CKPT_VFS_CAP_EXCL | CKPT_VFS_CAP_IN_MEMORY, NULL, NULL, NULL
 };
 
 int ckpt_vfs_memory_new(ckpt_vfs **out)
@@ -438,7 +445,9 @@ static const void *bio_map(ckpt_io *io, uint64_t *size)
 	*size = ((borrowed_io *)io)->n;
 	return ((borrowed_io *)io)->buf;
 }
-static const ckpt_io_methods borrowed_methods = { 1, bio_pread, bio_pwrite, bio_size, mio_sync, bio_close, bio_map };
+static const ckpt_io_methods borrowed_methods = {
+	CKPT_IO_METHODS_V2, bio_pread, bio_pwrite, bio_size, mio_sync, bio_close, bio_map, NULL, NULL
+};
 
 int ckpt_io_open_memory(ckpt_io **out, const void *buf, size_t n, const char *name)
 {

@@ -1,11 +1,17 @@
-/* The POSIX file system: pread/pwrite on file descriptors, EINTR-safe. */
+/*
+ * The POSIX file system: pread/pwrite on file descriptors, EINTR-safe. It
+ * lends its descriptor to the fast paths (ckpt_io_fd) and reads around the
+ * page cache through a second, O_DIRECT descriptor of the same open file
+ * (pread_direct), opened on first use. Its writer lock is io_posix_lock.c.
+ */
+#define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
@@ -14,30 +20,83 @@ typedef struct {
 	ckpt_io base;
 	int fd;
 	int writable;
+	atomic_int direct_fd;       /* the same file with O_DIRECT: NOT_YET until the first pread_direct, -1 refused */
 } posix_io;
 
-static int px_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+/* pread of n bytes at off on descriptor fd, EINTR-safe, in pieces of at most 1 GiB. */
+static ssize_t read_fd(int fd, void *buf, size_t n, uint64_t off, size_t *got)
 {
-	posix_io *p = (posix_io *)io;
 	size_t done = 0;
 	while (done < n) {
 		size_t want = n - done;
 		if (want > (1u << 30))
 			want = 1u << 30;
-		ssize_t k = pread(p->fd, (char *)buf + done, want, (off_t)(off + done));
+		ssize_t k = pread(fd, (char *)buf + done, want, (off_t)(off + done));
+		if (k < 0 && errno == EINTR)
+			continue;
 		if (k < 0) {
-			if (errno == EINTR)
-				continue;
 			*got = done;
-			return ckpt__fail_errno(errno, io->path, "read of %zu bytes at offset %llu failed", n,
-				(unsigned long long)off);
+			return -1;
 		}
 		if (k == 0)
 			break;
 		done += (size_t)k;
 	}
 	*got = done;
+	return 0;
+}
+
+static int px_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+{
+	if (read_fd(((posix_io *)io)->fd, buf, n, off, got) < 0)
+		return ckpt__fail_errno(errno, io->path, "read of %zu bytes at offset %llu failed", n,
+			(unsigned long long)off);
 	return CKPT_OK;
+}
+
+#define NOT_YET (-2)
+
+/* The O_DIRECT descriptor, opened by the first caller (a racing second one closes its own). */
+static int direct_fd(posix_io *p)
+{
+	int fd = atomic_load(&p->direct_fd);
+	if (fd != NOT_YET)
+		return fd;
+	/* the same open file (not the path, which a commit may have renamed over), without the cache */
+	char proc[64];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", p->fd);
+	int mine = open(proc, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (mine < 0)
+		mine = -1;
+	int expected = NOT_YET;
+	if (atomic_compare_exchange_strong(&p->direct_fd, &expected, mine))
+		return mine;
+	if (mine >= 0)
+		close(mine);
+	return expected;
+}
+
+static int px_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+{
+	posix_io *p = (posix_io *)io;
+	*got = 0;
+	if (p->writable)
+		return ckpt__fail(CKPT_EUNSUPPORTED, io->path, NULL, -1, "direct reads need a file opened for reading");
+	int dfd = direct_fd(p);
+	if (dfd < 0)
+		return ckpt__fail(CKPT_EUNSUPPORTED, io->path, NULL, -1, "this file system refuses O_DIRECT");
+	if (read_fd(dfd, buf, n, off, got) < 0) {
+		if (errno == EINVAL) /* this offset or file system refuses O_DIRECT after all */
+			return ckpt__fail(CKPT_EUNSUPPORTED, io->path, NULL, (int64_t)off, "O_DIRECT read refused");
+		return ckpt__fail_errno(errno, io->path, "direct read of %zu bytes at offset %llu failed", n,
+			(unsigned long long)off);
+	}
+	return CKPT_OK;
+}
+
+static int px_fd(ckpt_io *io)
+{
+	return ((posix_io *)io)->fd;
 }
 
 static int px_pwrite(ckpt_io *io, const void *buf, size_t n, uint64_t off)
@@ -80,6 +139,8 @@ static int px_close(ckpt_io *io)
 {
 	posix_io *p = (posix_io *)io;
 	int rc = CKPT_OK;
+	if (atomic_load(&p->direct_fd) >= 0)
+		close(atomic_load(&p->direct_fd));
 	if (close(p->fd) < 0 && p->writable)
 		rc = ckpt__fail_errno(errno, io->path, "close failed");
 	ckpt__free(io->path);
@@ -88,22 +149,21 @@ static int px_close(ckpt_io *io)
 }
 
 static const ckpt_io_methods posix_io_methods = {
-	1, px_pread, px_pwrite, px_size, px_sync, px_close, NULL
+	CKPT_IO_METHODS_V2, px_pread, px_pwrite, px_size, px_sync, px_close, NULL, px_fd, px_pread_direct
 };
-
-int ckpt__io_fd(const ckpt_io *io)
-{
-	return io && io->methods == &posix_io_methods ? ((const posix_io *)io)->fd : -1;
-}
 
 static int px_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
 	(void)vfs;
 	int oflags = (flags & CKPT_IO_WRITE) ? (O_WRONLY | O_CREAT | O_TRUNC) : O_RDONLY;
+	if ((flags & CKPT_IO_WRITE) && (flags & CKPT_IO_EXCL))
+		oflags = O_WRONLY | O_CREAT | O_EXCL;
 	int fd;
 	do
 		fd = open(path, oflags | O_CLOEXEC, 0644);
 	while (fd < 0 && errno == EINTR);
+	if (fd < 0 && errno == EEXIST)
+		return ckpt__fail_errno(errno, path, "exists already (exclusive create)");
 	if (fd < 0)
 		return ckpt__fail_errno(errno, path, "cannot open");
 	if (!(flags & CKPT_IO_WRITE)) {
@@ -124,6 +184,7 @@ static int px_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 	p->base.methods = &posix_io_methods;
 	p->base.path = copy;
 	p->fd = fd;
+	atomic_init(&p->direct_fd, NOT_YET);
 	p->writable = (flags & CKPT_IO_WRITE) != 0;
 	*out = &p->base;
 	return CKPT_OK;
@@ -226,10 +287,19 @@ static int px_mkdir(ckpt_vfs *vfs, const char *dir)
 	return CKPT_OK;
 }
 
+static int px_rmdir(ckpt_vfs *vfs, const char *dir)
+{
+	(void)vfs;
+	if (rmdir(dir) < 0)
+		return ckpt__fail_errno(errno, dir, "cannot remove directory");
+	return CKPT_OK;
+}
+
 static void px_destroy(ckpt_vfs *vfs) { (void)vfs; }
 
 static const ckpt_vfs_methods posix_vfs_methods = {
-	1, px_open, px_rename, px_remove, px_exists, px_sync_dir, px_list, px_mkdir, px_destroy
+	CKPT_VFS_METHODS_V2, px_open, px_rename, px_remove, px_exists, px_sync_dir, px_list, px_mkdir, px_destroy,
+	CKPT_VFS_CAP_EXCL, px_rmdir, ckpt__posix_lock, ckpt__posix_unlock
 };
 static ckpt_vfs posix_vfs = { &posix_vfs_methods };
 

@@ -27,13 +27,11 @@
  * more than max_to_keep complete checkpoints plus the one being written,
  * and numbering continues from the newest.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/time.h>
-#include <unistd.h>
 #include "checkpoint_internal.h"
 #include "manager_internal.h"
 #include "strategy_impl.h"
@@ -62,7 +60,7 @@ struct ckpt_manager {
 	char *last_saved;
 	char *latest_valid;
 	char *warned_unlisted;   /* the unlisted checkpoint already warned about */
-	ckpt__dir_lock *lock;    /* held by a manager that saves */
+	void *lock;              /* ckpt_vfs_lock's token, held by a manager that saves */
 	ckpt__manager_async *async; /* a save in flight (manager_async.c) */
 };
 
@@ -425,13 +423,7 @@ static int remove_tree(ckpt_vfs *vfs, const char *path, int depth)
 		}
 		ckpt_vfs_free_list(names, n);
 	}
-	if (is_dir) {
-		/* the VFS interface removes files only; a POSIX directory needs rmdir */
-		if (vfs == ckpt_vfs_default() && rmdir(path) < 0 && errno != ENOENT)
-			return ckpt__fail_errno(errno, path, "cannot remove temporary directory");
-		return CKPT_OK;
-	}
-	int rc = ckpt_vfs_remove(vfs, path);
+	int rc = is_dir ? ckpt_vfs_rmdir(vfs, path) : ckpt_vfs_remove(vfs, path);
 	return rc == CKPT_ENOTFOUND ? CKPT_OK : rc;
 }
 
@@ -728,7 +720,7 @@ void ckpt_manager_free(ckpt_manager *m)
 		ckpt__error_slot_clear(&saved);
 	}
 	list_clear(m);
-	ckpt__dir_lock_release(m->lock);
+	ckpt_vfs_unlock(m->vfs, m->lock);
 	ckpt__free(m->dir);
 	ckpt__free(m->name);
 	ckpt__free(m->last_saved);
@@ -778,7 +770,7 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		rc = ckpt__vfs_mkdirs(m->vfs, m->dir);
 	/* a manager that saves is the directory's only writer from here on (a multi-process job: its writer process) */
 	if (rc == CKPT_OK && ck && writer_process(cs))
-		rc = ckpt__dir_lock_acquire(&m->lock, m->vfs, m->dir);
+		rc = ckpt_vfs_lock(&m->lock, m->vfs, m->dir);
 	int have_state = 0, adopted = 0;
 	if (rc == CKPT_OK)
 		rc = read_state(m, &have_state);

@@ -1,11 +1,11 @@
 /*
- * Internals of the checkpoint manager shared by manager.c, manager_lock.c,
+ * Internals of the checkpoint manager shared by manager.c,
  * manager_async.c and a collective (multi-worker) manager. The pieces are
  * split so that a caller that writes a checkpoint by other means (one data
  * shard per worker, one merged index) can still reuse the lock and the
  * commit bookkeeping:
  *
- *   lock      ckpt__dir_lock_acquire()        one writer per directory
+ *   lock      ckpt_vfs_lock()                 one writer per directory (io.h)
  *   plan      ckpt__manager_plan()            number, path, retention list
  *   write     (any writer: ckpt__checkpoint_save_as, async, collective)
  *   commit    ckpt__manager_commit_files()    delete the oldest, write the state file
@@ -20,26 +20,6 @@
 
 #include "internal.h"
 #include "ckpt/checkpoint.h"
-
-/* ---- the directory lock (manager_lock.c) ---- */
-
-/** The manager's lock file, beside the `checkpoint` state file. */
-#define CKPT_MANAGER_LOCK_FILE "checkpoint.lock"
-
-typedef struct ckpt__dir_lock ckpt__dir_lock;
-
-/**
- * Become the only writer of `dir`. On the POSIX VFS: an flock(2) on
- * `dir/checkpoint.lock` holding our pid (released by the kernel when the
- * process dies), plus an in-process registry so that a second manager of
- * the same process is refused whatever the file system's flock semantics
- * (NFS emulates flock with per-process fcntl locks). Other VFSs: the
- * registry only (keyed by VFS and directory). CKPT_EBUSY, naming the
- * holder's pid and the lock file, when another manager holds it.
- */
-int ckpt__dir_lock_acquire(ckpt__dir_lock **out, ckpt_vfs *vfs, const char *dir);
-/** NULL ok. */
-void ckpt__dir_lock_release(ckpt__dir_lock *l);
 
 /* ---- one save, planned / written / committed / applied ---- */
 

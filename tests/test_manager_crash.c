@@ -94,7 +94,9 @@ static int cio_close(ckpt_io *io)
 	return rc < 0 ? rc : rc2;
 }
 
-static const ckpt_io_methods crash_io_methods = { 1, cio_pread, cio_pwrite, cio_size, cio_sync, cio_close, NULL };
+/* version-1 tables, as written for 0.1.0 (designated: the version-2 members stay zero) */
+static const ckpt_io_methods crash_io_methods = { .version = CKPT_IO_METHODS_V1, .pread = cio_pread,
+	.pwrite = cio_pwrite, .size = cio_size, .sync = cio_sync, .close = cio_close };
 
 static int cv_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
@@ -160,9 +162,9 @@ static void cv_destroy(ckpt_vfs *vfs)
 	free(vfs);
 }
 
-static const ckpt_vfs_methods crash_vfs_methods = {
-	1, cv_open, cv_rename, cv_remove, cv_exists, cv_sync_dir, cv_list, cv_mkdir, cv_destroy
-};
+static const ckpt_vfs_methods crash_vfs_methods = { .version = CKPT_VFS_METHODS_V1, .open = cv_open,
+	.rename = cv_rename, .remove = cv_remove, .exists = cv_exists, .sync_dir = cv_sync_dir, .list = cv_list,
+	.mkdir = cv_mkdir, .destroy = cv_destroy };
 
 static crash_vfs *crash_vfs_new(ckpt_vfs *inner, int mode, long at)
 {

@@ -95,8 +95,9 @@ static const void *cio_map(ckpt_io *io, uint64_t *size)
 	return c->inner->methods->map ? c->inner->methods->map(c->inner, size) : NULL;
 }
 
-static const ckpt_io_methods counted_io_methods = { 1, cio_pread, cio_pwrite, cio_size, cio_sync, cio_close,
-	cio_map };
+/* no fd: every byte a command moves goes through the count */
+static const ckpt_io_methods counted_io_methods = { CKPT_IO_METHODS_V2, cio_pread, cio_pwrite, cio_size, cio_sync,
+	cio_close, cio_map, NULL, NULL };
 
 static int cvfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
@@ -148,13 +149,30 @@ static int cvfs_mkdir(ckpt_vfs *vfs, const char *dir)
 	return ckpt_vfs_mkdir(((cli_progress *)vfs)->base, dir);
 }
 
+static int cvfs_rmdir(ckpt_vfs *vfs, const char *dir)
+{
+	return ckpt_vfs_rmdir(((cli_progress *)vfs)->base, dir);
+}
+
+static int cvfs_lock(void **token, ckpt_vfs *vfs, const char *dir)
+{
+	return ckpt_vfs_lock(token, ((cli_progress *)vfs)->base, dir);
+}
+
+static void cvfs_unlock(ckpt_vfs *vfs, void *token)
+{
+	ckpt_vfs_unlock(((cli_progress *)vfs)->base, token);
+}
+
 static void cvfs_destroy(ckpt_vfs *vfs)
 {
 	(void)vfs; /* owned by cli_progress_finish */
 }
 
-static const ckpt_vfs_methods counted_vfs_methods = { 1, cvfs_open, cvfs_rename, cvfs_remove, cvfs_exists,
-	cvfs_sync_dir, cvfs_list, cvfs_mkdir, cvfs_destroy };
+/* the POSIX file system's capabilities: it is the one wrapped */
+static const ckpt_vfs_methods counted_vfs_methods = { CKPT_VFS_METHODS_V2, cvfs_open, cvfs_rename, cvfs_remove,
+	cvfs_exists, cvfs_sync_dir, cvfs_list, cvfs_mkdir, cvfs_destroy, CKPT_VFS_CAP_EXCL, cvfs_rmdir, cvfs_lock,
+	cvfs_unlock };
 
 /* ---- drawing ---- */
 

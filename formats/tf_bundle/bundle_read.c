@@ -1122,7 +1122,7 @@ int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 	for (size_t k = 0; rc == CKPT_OK && k < n; k++) {
 		const ckpt_var_info *v = &r->vars[req[k].entry];
 		ckpt_io *io = NULL;
-		if (locate(r, req[k].entry, &io) < 0 || (fds[v->shard] = ckpt__io_fd(io)) < 0) {
+		if (locate(r, req[k].entry, &io) < 0 || (fds[v->shard] = ckpt_io_fd(io)) < 0) {
 			ckpt_error_clear();
 			rc = CKPT__DECLINED;
 		} else if (v->nbytes) {

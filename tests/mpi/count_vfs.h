@@ -68,7 +68,9 @@ static int cv_close(ckpt_io *io)
 	free(c);
 	return rc;
 }
-static const ckpt_io_methods cv_io_methods = { 1, cv_pread, cv_pwrite, cv_size, cv_sync, cv_close, NULL };
+/* a version-1 table (designated, so the members version 2 appended stay zero): no fd, every read is counted */
+static const ckpt_io_methods cv_io_methods = { .version = CKPT_IO_METHODS_V1, .pread = cv_pread, .pwrite = cv_pwrite,
+	.size = cv_size, .sync = cv_sync, .close = cv_close };
 
 static int cv_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
@@ -124,8 +126,9 @@ static void cv_destroy(ckpt_vfs *vfs)
 	pthread_mutex_destroy(&v->lock);
 	free(v);
 }
-static const ckpt_vfs_methods cv_vfs_methods = { 1, cv_open, cv_rename, cv_remove, cv_exists, cv_sync_dir, cv_list,
-	cv_mkdir, cv_destroy };
+static const ckpt_vfs_methods cv_vfs_methods = { .version = CKPT_VFS_METHODS_V1, .open = cv_open, .rename = cv_rename,
+	.remove = cv_remove, .exists = cv_exists, .sync_dir = cv_sync_dir, .list = cv_list, .mkdir = cv_mkdir,
+	.destroy = cv_destroy };
 
 static inline count_vfs *count_vfs_new(void)
 {

@@ -59,7 +59,8 @@ typedef enum ckpt_status {
 	CKPT_ESCOPE = -10,     /**< strategy / scope / replica-context misuse */
 	CKPT_EMISMATCH = -11,  /**< dtype or shape differs between checkpoint and live object */
 	CKPT_ELIMIT = -12,     /**< a documented cap was exceeded (size, count, rank, budget) */
-	CKPT_EBUSY = -13       /**< held by another writer (a checkpoint directory's manager; the message names its pid) */
+	CKPT_EBUSY = -13,      /**< held by another writer (a checkpoint directory's manager; the message names its pid) */
+	CKPT_EEXIST = -14      /**< an exclusive create (CKPT_IO_EXCL) found the file already there */
 } ckpt_status;
 
 /** Short stable name of a status ("CKPT_EFORMAT"). Never NULL. */

@@ -6,6 +6,19 @@
  * readers fed from buffers) and a fault-injecting wrapper that fails the i-th
  * call (crash-consistency tests), after SQLite's VFS and test_vfs.c.
  *
+ * The VFS is the only door to files: no reader, writer, manager or command
+ * opens, maps, lists, locks or removes a path by itself. Fast paths (mmap,
+ * parallel pread on a descriptor, O_DIRECT, cachestat) ask the open file for
+ * a descriptor (ckpt_io_fd) and fall back to pread when it has none, so a
+ * wrapping VFS keeps them by passing its inner file's descriptor on, or sees
+ * every byte by returning -1.
+ *
+ * Method tables are versioned (the `version` field, first in both tables):
+ * a table with version 1 ends after `map` / `destroy`, and the library never
+ * reads the version-2 members of it; each of those is also NULL-able, with
+ * the fallback its comment states. So a v1 table written for 0.1.0 keeps
+ * working unchanged, and a new member is only ever appended.
+ *
  * Rules every implementation follows:
  *  - pread returns the number of bytes read in *got; a short read is not an
  *    error at this level. ckpt_io_read_exact turns it into CKPT_EFORMAT with
@@ -28,9 +41,38 @@ typedef struct ckpt_vfs ckpt_vfs;
 enum {
 	CKPT_IO_READ = 1,
 	CKPT_IO_WRITE = 2,   /**< create or truncate, write-only */
+	/**
+	 * With CKPT_IO_WRITE: create the file only if `path` does not exist, in
+	 * one atomic step, else fail with CKPT_EEXIST. Only for file systems with
+	 * CKPT_VFS_CAP_EXCL; ckpt_vfs_open refuses it elsewhere (CKPT_EUNSUPPORTED).
+	 */
+	CKPT_IO_EXCL = 4,
 };
 
-/** Methods of one open file. Version 1; append-only. */
+/** Versions of the method tables (their first member). */
+#define CKPT_IO_METHODS_V1 1u
+#define CKPT_IO_METHODS_V2 2u   /**< adds fd, pread_direct */
+#define CKPT_VFS_METHODS_V1 1u
+#define CKPT_VFS_METHODS_V2 2u  /**< adds caps, rmdir, lock, unlock */
+
+/** Alignment of buffer, length and offset for pread_direct (O_DIRECT's block). */
+#define CKPT_IO_DIRECT_ALIGN 4096u
+
+/** Capabilities of a file system (ckpt_vfs_methods.caps, version 2; see ckpt_vfs_caps). */
+enum {
+	/**
+	 * rename is absent or not atomic (object stores): a writer commits by
+	 * writing the final name directly, after everything it depends on, and
+	 * never relies on renaming a temporary over it.
+	 */
+	CKPT_VFS_CAP_NO_RENAME = 1u << 0,
+	/** open honours CKPT_IO_EXCL atomically (O_EXCL, a conditional put). */
+	CKPT_VFS_CAP_EXCL = 1u << 1,
+	/** files live in this process's memory: syncing costs nothing and nothing survives the process. */
+	CKPT_VFS_CAP_IN_MEMORY = 1u << 2,
+};
+
+/** Methods of one open file. Append-only; `version` is CKPT_IO_METHODS_V1 or _V2. */
 typedef struct ckpt_io_methods {
 	unsigned version;
 	int (*pread)(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
@@ -40,6 +82,22 @@ typedef struct ckpt_io_methods {
 	int (*close)(ckpt_io *io);   /**< frees `io`; returns the status of the final flush */
 	/** Optional (may be NULL): a stable pointer to the whole content, for zero-copy readers. */
 	const void *(*map)(ckpt_io *io, uint64_t *size);
+	/* ---- version 2 (read only when version >= CKPT_IO_METHODS_V2; each may be NULL) ---- */
+	/**
+	 * A file descriptor of this open file for the fast paths (mmap, parallel
+	 * pread, an O_DIRECT reopen, cachestat), or -1. Borrowed: valid until
+	 * close, never closed by the caller. Bytes read through it bypass pread,
+	 * so a wrapper that must see every byte (counting, fault injection)
+	 * returns -1. NULL: -1.
+	 */
+	int (*fd)(ckpt_io *io);
+	/**
+	 * pread that bypasses the operating system's page cache where it can
+	 * (cold reads of big files): `buf`, `n` and `off` are multiples of
+	 * CKPT_IO_DIRECT_ALIGN. NULL, or CKPT_EUNSUPPORTED from it (the file
+	 * system refuses direct I/O): ckpt_io_pread_direct uses pread.
+	 */
+	int (*pread_direct)(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
 } ckpt_io_methods;
 
 /** Base of every open file; implementations embed it first. */
@@ -48,7 +106,7 @@ struct ckpt_io {
 	char *path;  /**< as opened (owned) */
 };
 
-/** Methods of a file system. Version 1; append-only. */
+/** Methods of a file system. Append-only; `version` is CKPT_VFS_METHODS_V1 or _V2. */
 typedef struct ckpt_vfs_methods {
 	unsigned version;
 	int (*open)(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out);
@@ -60,6 +118,26 @@ typedef struct ckpt_vfs_methods {
 	int (*list)(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count);
 	int (*mkdir)(ckpt_vfs *vfs, const char *dir);           /**< OK when it exists */
 	void (*destroy)(ckpt_vfs *vfs);
+	/* ---- version 2 (read only when version >= CKPT_VFS_METHODS_V2; methods may be NULL) ---- */
+	/** CKPT_VFS_CAP_* bits (0 for a v1 table). */
+	unsigned caps;
+	/**
+	 * Remove the empty directory `dir`; CKPT_ENOTFOUND when absent. NULL:
+	 * CKPT_OK (a file system whose directories exist only through the files
+	 * in them, like an object store or the memory VFS, has nothing to remove).
+	 */
+	int (*rmdir)(ckpt_vfs *vfs, const char *dir);
+	/**
+	 * Take the one-writer lock of checkpoint directory `dir` (a manager that
+	 * saves holds it for its lifetime): CKPT_EBUSY, with a message naming the
+	 * holder, when another process or manager holds it. On success *token is
+	 * what unlock takes. It must be released when the holder dies, however
+	 * it dies (POSIX: flock on `<dir>/checkpoint.lock`). NULL: the library's
+	 * in-process registry alone guards the directory (one writer per process).
+	 */
+	int (*lock)(void **token, ckpt_vfs *vfs, const char *dir);
+	/** Release a lock taken by lock (NULL only when lock is NULL). */
+	void (*unlock)(ckpt_vfs *vfs, void *token);
 } ckpt_vfs_methods;
 
 struct ckpt_vfs {
@@ -75,6 +153,19 @@ CKPT_API int ckpt_io_size(ckpt_io *io, uint64_t *out);
 CKPT_API int ckpt_io_sync(ckpt_io *io);
 CKPT_API int ckpt_io_close(ckpt_io *io);  /**< NULL ok */
 CKPT_API const char *ckpt_io_path(const ckpt_io *io);
+/**
+ * @return the open file's descriptor for fast paths (borrowed, valid until
+ * close), or -1 when it has none (a v1 table, fd NULL, or a wrapper that sees
+ * every byte): then use pread. NULL io: -1.
+ */
+CKPT_API int ckpt_io_fd(const ckpt_io *io);
+/**
+ * Read bypassing the page cache where the file system can (buf, n, off
+ * multiples of CKPT_IO_DIRECT_ALIGN), else an ordinary pread.
+ * @param[out] got bytes read (a short read is not an error)
+ * @return CKPT_OK or a negative ckpt_status
+ */
+CKPT_API int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
 
 CKPT_API int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out);
 CKPT_API int ckpt_vfs_rename(ckpt_vfs *vfs, const char *from, const char *to);
@@ -84,6 +175,24 @@ CKPT_API int ckpt_vfs_sync_dir(ckpt_vfs *vfs, const char *dir);
 CKPT_API int ckpt_vfs_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count);
 CKPT_API int ckpt_vfs_mkdir(ckpt_vfs *vfs, const char *dir);
 CKPT_API void ckpt_vfs_free_list(char **names, size_t count);
+/** @return the CKPT_VFS_CAP_* bits of `vfs` (0 for a v1 method table). */
+CKPT_API unsigned ckpt_vfs_caps(const ckpt_vfs *vfs);
+/**
+ * Remove the empty directory `dir` (CKPT_OK where the file system has no
+ * directories of its own to remove).
+ * @return CKPT_OK, CKPT_ENOTFOUND when absent, or another negative ckpt_status
+ */
+CKPT_API int ckpt_vfs_rmdir(ckpt_vfs *vfs, const char *dir);
+/**
+ * Take the one-writer lock of checkpoint directory `dir` through the file
+ * system, and the in-process registry that refuses a second manager of the
+ * same directory in this process (also for file systems without a lock).
+ * @param[out] token what ckpt_vfs_unlock takes (caller-owned)
+ * @return CKPT_OK, CKPT_EBUSY (the message names the holder), or another negative ckpt_status
+ */
+CKPT_API int ckpt_vfs_lock(void **token, ckpt_vfs *vfs, const char *dir);
+/** Release a lock from ckpt_vfs_lock. NULL token ok. */
+CKPT_API void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token);
 /** Read a whole (small) file into a fresh buffer, at most `max` bytes (ELIMIT above). */
 CKPT_API int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n);
 /**
@@ -105,9 +214,11 @@ CKPT_API int ckpt_vfs_memory_get(ckpt_vfs *vfs, const char *path, const void **b
 
 /**
  * A wrapper over `inner` (borrowed) that counts every call that can fail —
- * open, pread, pwrite, size, sync, close, rename, remove, sync_dir, list,
- * mkdir — and makes call number `fail_at` (1-based) fail with CKPT_EIO
- * (0 = never fail, just count). A failing pwrite writes nothing.
+ * open, pread, pread_direct, pwrite, size, sync, close, rename, remove,
+ * sync_dir, list, mkdir, rmdir, lock — and makes call number `fail_at`
+ * (1-based) fail with CKPT_EIO (0 = never fail, just count). A failing
+ * pwrite writes nothing. It has `inner`'s capabilities but lends no file
+ * descriptor (ckpt_io_fd is -1), so every byte goes through its count.
  */
 CKPT_API int ckpt_vfs_faulty_new(ckpt_vfs **out, ckpt_vfs *inner, long fail_at);
 /** Calls counted so far. */
