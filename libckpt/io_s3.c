@@ -45,6 +45,8 @@ typedef struct {
 	char *bucket, *key;
 	int writable;
 	int failed;            /* a write failed: close aborts instead of completing */
+	int abandoned;         /* the writer gave up: close uploads nothing */
+	int exclusive;         /* CKPT_IO_EXCL: created only if absent (If-None-Match: *) */
 	/* writing */
 	wpart *parts;
 	size_t nparts;
@@ -133,16 +135,30 @@ static int put_whole(s3_io *f)
 	uint32_t crc = ckpt_crc32c_extend(0, body ? body : "", len);
 	char meta[64];
 	snprintf(meta, sizeof(meta), "x-amz-meta-ckpt-crc32c: %08x", crc);
-	const char *hdrs[] = { meta, NULL };
-	s3_request rq = { "PUT", f->bucket, f->key, NULL, body ? body : "", len, hdrs, 1, 0, 0, 0, NULL, 1 };
+	/* a conditional create is not retried: a retry after a lost answer would find our own object */
+	const char *hdrs[] = { meta, f->exclusive ? "If-None-Match: *" : NULL, NULL };
+	s3_request rq = { "PUT", f->bucket, f->key, NULL, body ? body : "", len, hdrs, !f->exclusive, 0, 0, 0, NULL, 1 };
 	s3_response rs;
-	int rc = s3_perform(f->vfs->client, &rq, &rs);
+	static const long quiet_412[] = { 412, 0 };
+	int rc = s3_perform_quiet(f->vfs->client, &rq, &rs, f->exclusive ? quiet_412 : NULL);
+	if (rc == CKPT_EBUSY && f->exclusive && rs.status == 412)
+		rc = ckpt__fail(CKPT_EEXIST, f->base.path, NULL, -1,
+			"exclusive create refused: the object exists (HTTP status 412, %s)",
+			rs.code[0] ? rs.code : "PreconditionFailed");
 	s3_response_clear(&rs);
 	return rc;
 }
 
 static int finish_write(s3_io *f)
 {
+	if (f->abandoned) {
+		s3_upload_abort(f->upload);
+		f->upload = NULL;
+		return CKPT_OK;
+	}
+	if (f->exclusive && (f->upload || f->end > part_size(f)))
+		return ckpt__fail(CKPT_EUNSUPPORTED, f->base.path, NULL, -1,
+			"an exclusive create is limited to one part (%zu bytes)", part_size(f));
 	if (f->failed) {
 		s3_upload_abort(f->upload);
 		f->upload = NULL;
@@ -350,8 +366,14 @@ static int s3_close(ckpt_io *io)
 }
 
 static const ckpt_io_methods s3_io_methods = {
-	1, s3_pread, s3_pwrite, s3_size, s3_sync, s3_close, s3_map
+	CKPT_IO_METHODS_V2, s3_pread, s3_pwrite, s3_size, s3_sync, s3_close, s3_map, NULL, NULL
 };
+
+void ckpt__io_abandon(ckpt_io *io)
+{
+	if (io && io->methods == &s3_io_methods && ((s3_io *)io)->writable)
+		((s3_io *)io)->abandoned = 1;
+}
 
 /* ---- the file system ---- */
 
@@ -377,6 +399,7 @@ static int vs3_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 	f->base.methods = &s3_io_methods;
 	f->vfs = (s3_vfs *)vfs;
 	f->writable = (flags & CKPT_IO_WRITE) != 0;
+	f->exclusive = f->writable && (flags & CKPT_IO_EXCL);
 	int rc = (f->base.path = ckpt__strdup(path)) ? split(path, &f->bucket, &f->key) : CKPT_ENOMEM;
 	if (rc == CKPT_OK && !f->key[0])
 		rc = ckpt__fail(CKPT_EINVAL, path, NULL, -1, "names a bucket, expected an object");
@@ -603,7 +626,8 @@ static void vs3_destroy(ckpt_vfs *vfs)
 }
 
 static const ckpt_vfs_methods s3_vfs_methods = {
-	1, vs3_open, vs3_rename, vs3_remove, vs3_exists, vs3_nothing, vs3_list, vs3_nothing, vs3_destroy
+	CKPT_VFS_METHODS_V2, vs3_open, vs3_rename, vs3_remove, vs3_exists, vs3_nothing, vs3_list, vs3_nothing,
+	vs3_destroy, CKPT_VFS_CAP_NO_RENAME | CKPT_VFS_CAP_EXCL, NULL, ckpt__s3_lock, ckpt__s3_unlock
 };
 
 int ckpt__vfs_is_s3(const ckpt_vfs *vfs)

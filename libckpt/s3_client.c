@@ -285,6 +285,12 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
 		x->rs->content_length = strtoull(tmp, NULL, 10);
 	} else if (n > 5 && strncasecmp(data, "etag:", 5) == 0) {
 		header_value(data, n, x->rs->etag, sizeof(x->rs->etag));
+	} else if (n > 5 && strncasecmp(data, "date:", 5) == 0) {
+		header_value(data, n, tmp, sizeof(tmp));
+		x->rs->date = (long long)curl_getdate(tmp, NULL);
+	} else if (n > 14 && strncasecmp(data, "last-modified:", 14) == 0) {
+		header_value(data, n, tmp, sizeof(tmp));
+		x->rs->last_modified = (long long)curl_getdate(tmp, NULL);
 	} else if (n > 23 && strncasecmp(data, "x-amz-meta-ckpt-crc32c:", 23) == 0) {
 		header_value(data, n, x->rs->meta_crc32c, sizeof(x->rs->meta_crc32c));
 	}

@@ -33,6 +33,8 @@ typedef struct s3_response {
 	char etag[128];
 	char meta_crc32c[16];    /* x-amz-meta-ckpt-crc32c when present */
 	char code[64];           /* the S3 error code of a failed request ("NoSuchKey") */
+	long long date;          /* the server's Date header, seconds since the epoch (0: none) */
+	long long last_modified; /* Last-Modified (0: none) */
 } s3_response;
 
 int s3_client_new(s3_client **out, const ckpt_s3_config *cfg);
@@ -57,6 +59,10 @@ char *s3_uri_encode(const char *s, int keep_slash);
 
 /** The client of an S3 VFS (io_s3.c), NULL for any other VFS. */
 s3_client *ckpt__vfs_s3_client(ckpt_vfs *vfs);
+
+/* ---- the one-writer lock of a prefix (s3_lock.c), ckpt_vfs_methods.lock of the S3 VFS ---- */
+int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir);
+void ckpt__s3_unlock(ckpt_vfs *vfs, void *token);
 
 /* ---- multipart uploads (s3_multipart.c) ---- */
 typedef struct s3_upload s3_upload;

@@ -115,7 +115,9 @@ typedef struct cli_progress cli_progress;
  */
 int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int json);
 /** The counting VFS to pass in open/write/checkpoint options (NULL when p is NULL). */
-ckpt_vfs *cli_progress_vfs(cli_progress *p);
+/* NULL (the library's choice of file system) when `a` or `b` (either may be NULL) is an s3:// path:
+ * the counting wrapper wraps the POSIX file system only. */
+ckpt_vfs *cli_progress_vfs(cli_progress *p, const char *a, const char *b);
 void cli_progress_set_total(cli_progress *p, uint64_t total);
 /** Stop drawing and erase the line if one was drawn. Call before printing results. NULL ok. */
 void cli_progress_done(cli_progress *p);
