@@ -153,6 +153,7 @@ void cli_print_saved_model_json(FILE *f, const ckpt_saved_model *sm);
 /* ---- commands (one file each) ---- */
 extern const cli_cmd cli_cmd_inspect;
 extern const cli_cmd cli_cmd_verify;
+extern const cli_cmd cli_cmd_s3;
 extern const cli_cmd cli_cmd_diff;
 extern const cli_cmd cli_cmd_convert;
 extern const cli_cmd cli_cmd_restore;
