@@ -32,6 +32,8 @@ export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-ckpttest}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-ckpttestsecret}"
 export AWS_REGION="${AWS_REGION:-us-east-1}"
 export CKPT_S3_TEST_BUCKET="${CKPT_S3_TEST_BUCKET:-ckpt-test}"
+# the bucket under the name the README example reads
+export S3_BUCKET="$CKPT_S3_TEST_BUCKET"
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
 p_master=$((base + 1)); p_volume=$((base + 2)); p_filer=$((base + 3)); p_webdav=$((base + 4)); p_admin=$((base + 5))
 S3_BUCKET="$CKPT_S3_TEST_BUCKET" "$weed" mini -dir="$dir" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
