@@ -189,6 +189,19 @@ typedef struct ckpt__read_req {
  * one); else CKPT_OK or the error of the lowest failing request.
  */
 int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n);
+/**
+ * The fast paths' way to a whole file: open `path` through `vfs` and return a
+ * descriptor of it (a duplicate of the one the open file lends, caller-owned,
+ * with its size in *size) when it is a regular file that lends one; -1 with
+ * no error set otherwise (the VFS path that follows reports any error).
+ */
+int ckpt__vfs_open_fd(ckpt_vfs *vfs, const char *path, uint64_t *size);
+/**
+ * ckpt_io_pread_direct without its fallback: CKPT_EUNSUPPORTED (error set)
+ * when the io cannot read around the page cache, or refuses this request
+ * (alignment). n 0 asks only whether it can.
+ */
+int ckpt__io_pread_direct_only(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
 
 /* ---- the one-writer lock of a checkpoint directory (ckpt_vfs_lock) ---- */
 

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
 
@@ -51,17 +53,23 @@ int ckpt_io_fd(const ckpt_io *io)
 	return io->methods->fd((ckpt_io *)io);
 }
 
+int ckpt__io_pread_direct_only(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+{
+	*got = 0;
+	if (!IO_V2(io, pread_direct))
+		return ckpt__fail(CKPT_EUNSUPPORTED, io->path, NULL, -1, "this file cannot be read around the page cache");
+	return io->methods->pread_direct(io, buf, n, off, got);
+}
+
 int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
 {
 	size_t dummy;
 	if (!got)
 		got = &dummy;
-	if (IO_V2(io, pread_direct)) {
-		int rc = io->methods->pread_direct(io, buf, n, off, got);
-		if (rc != CKPT_EUNSUPPORTED)
-			return rc;
-		ckpt_error_clear(); /* no direct I/O here: the ordinary read below */
-	}
+	int rc = ckpt__io_pread_direct_only(io, buf, n, off, got);
+	if (rc != CKPT_EUNSUPPORTED)
+		return rc;
+	ckpt_error_clear(); /* no direct I/O here: the ordinary read */
 	return io->methods->pread(io, buf, n, off, got);
 }
 
@@ -71,6 +79,29 @@ int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
 			"this file system cannot create a file exclusively (no CKPT_VFS_CAP_EXCL)");
 	return vfs->methods->open(vfs, path, flags, out);
+}
+
+int ckpt__vfs_open_fd(ckpt_vfs *vfs, const char *path, uint64_t *size)
+{
+	/* a probe: whatever it meets, the caller's last error is left as it was */
+	ckpt__error_slot before = { 0 };
+	ckpt__error_capture(&before);
+	ckpt_io *io = NULL;
+	int fd = -1;
+	if (ckpt_vfs_open(vfs, path, CKPT_IO_READ, &io) == CKPT_OK) {
+		fd = ckpt_io_fd(io) >= 0 ? fcntl(ckpt_io_fd(io), F_DUPFD_CLOEXEC, 0) : -1;
+		struct stat st;
+		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd >= 0)
+			*size = (uint64_t)st.st_size;
+		ckpt_io_close(io);
+	}
+	ckpt__error_raise(&before);
+	ckpt__error_slot_clear(&before);
+	return fd;
 }
 
 unsigned ckpt_vfs_caps(const ckpt_vfs *vfs)
@@ -164,8 +195,30 @@ int ckpt__vfs_publish(ckpt_vfs *vfs, const char *tmp, const char *final)
 	return strcmp(tmp, final) == 0 ? CKPT_OK : ckpt_vfs_rename(vfs, tmp, final);
 }
 
+/* Without rename (an object store): the final name in one write; the store publishes it whole at close. */
+static int write_in_place(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data)
+{
+	ckpt_io *io;
+	CKPT_TRY(ckpt_vfs_open(vfs, path, CKPT_IO_WRITE, &io));
+	int rc = ckpt_io_pwrite(io, buf, n, 0);
+	if (rc == CKPT_OK && fsync_data)
+		rc = ckpt_io_sync(io);
+	int crc = rc == CKPT_OK ? ckpt_io_close(io) : CKPT_OK;
+	if (rc < 0) {
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		ckpt__io_abandon(io); /* nothing published: the old file stays */
+		ckpt_io_close(io);
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
+	return rc < 0 ? rc : crc;
+}
+
 int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data)
 {
+	if (ckpt_vfs_caps(vfs) & CKPT_VFS_CAP_NO_RENAME)
+		return write_in_place(vfs, path, buf, n, fsync_data);
 	static _Thread_local unsigned seq;
 	char suffix[80];
 	snprintf(suffix, sizeof(suffix), "tempstate%ld_%u_%u", (long)getpid(), (unsigned)time(NULL), ++seq);

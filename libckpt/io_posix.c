@@ -155,9 +155,10 @@ static const ckpt_io_methods posix_io_methods = {
 static int px_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
 	(void)vfs;
-	int oflags = (flags & CKPT_IO_WRITE) ? (O_WRONLY | O_CREAT | O_TRUNC) : O_RDONLY;
-	if ((flags & CKPT_IO_WRITE) && (flags & CKPT_IO_EXCL))
-		oflags = O_WRONLY | O_CREAT | O_EXCL;
+	int oflags = O_RDONLY;
+	if (flags & CKPT_IO_WRITE)
+		oflags = ((flags & CKPT_IO_READ) ? O_RDWR : O_WRONLY) | O_CREAT |
+			((flags & CKPT_IO_EXCL) ? O_EXCL : O_TRUNC);
 	int fd;
 	do
 		fd = open(path, oflags | O_CLOEXEC, 0644);

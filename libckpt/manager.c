@@ -21,7 +21,7 @@
  * so at start-up the newest complete checkpoints that the state file does
  * not list (numbers above every listed one) are adopted as the latest, with
  * a warning when they are restored, and a manager that saves (it holds the
- * directory's lock, manager_lock.c, so no other writer is running) finishes
+ * directory's lock, ckpt_vfs_lock, so no other writer is running) finishes
  * the interrupted save: deletes the leftover temporaries, applies
  * max_to_keep, rewrites the state file. The directory then never holds
  * more than max_to_keep complete checkpoints plus the one being written,

@@ -104,6 +104,21 @@ void jout_double(FILE *f, double v);
 /** "0x1a2b3c4d". */
 void jout_crc32(FILE *f, uint32_t crc);
 
+/* ---- cli_vfs.c: the file system of every command ---- */
+
+/**
+ * Every command reads and writes through cli_vfs() (the library's POSIX
+ * file system unless cli_set_vfs chose another): tests wrap it to see every
+ * byte a command moves. NULL restores the default.
+ */
+void cli_set_vfs(ckpt_vfs *vfs);
+ckpt_vfs *cli_vfs(void);
+/**
+ * cli_vfs(), except NULL (the library then picks the file system by path)
+ * when `a` or `b` (either may be NULL) is an s3:// path and cli_set_vfs chose none.
+ */
+ckpt_vfs *cli_vfs_for(const char *a, const char *b);
+
 /* ---- cli_progress.c: a progress line on stderr for long commands ---- */
 
 typedef struct cli_progress cli_progress;
@@ -114,9 +129,12 @@ typedef struct cli_progress cli_progress;
  * `json` is 0. Never fails the command: *out may be NULL (no progress).
  */
 int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int json);
-/** The counting VFS to pass in open/write/checkpoint options (NULL when p is NULL). */
-/* NULL (the library's choice of file system) when `a` or `b` (either may be NULL) is an s3:// path:
- * the counting wrapper wraps the POSIX file system only. */
+/**
+ * The VFS to pass in open/write/checkpoint options: the counting one while a
+ * line is drawn, else cli_vfs(); cli_vfs_for(a, b) when `a` or `b` (either
+ * may be NULL) is an s3:// path (the counting wrapper wraps the POSIX file
+ * system only).
+ */
 ckpt_vfs *cli_progress_vfs(cli_progress *p, const char *a, const char *b);
 void cli_progress_set_total(cli_progress *p, uint64_t total);
 /** Stop drawing and erase the line if one was drawn. Call before printing results. NULL ok. */

@@ -169,7 +169,7 @@ static void cvfs_destroy(ckpt_vfs *vfs)
 	(void)vfs; /* owned by cli_progress_finish */
 }
 
-/* the POSIX file system's capabilities: it is the one wrapped */
+/* the POSIX file system's capabilities: the one wrapped, unless a test set another (it never counts progress) */
 static const ckpt_vfs_methods counted_vfs_methods = { CKPT_VFS_METHODS_V2, cvfs_open, cvfs_rename, cvfs_remove,
 	cvfs_exists, cvfs_sync_dir, cvfs_list, cvfs_mkdir, cvfs_destroy, CKPT_VFS_CAP_EXCL, cvfs_rmdir, cvfs_lock,
 	cvfs_unlock };
@@ -279,7 +279,7 @@ int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int
 	if (!p)
 		return CLI_EXIT_OK; /* no progress line; everything else works without it */
 	p->vfs.methods = &counted_vfs_methods;
-	p->base = ckpt_vfs_default();
+	p->base = cli_vfs();
 	p->verb = verb;
 	p->total = total;
 	p->after_ms = after && *after ? strtol(after, NULL, 10) : 1000;
@@ -301,9 +301,9 @@ int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int
 ckpt_vfs *cli_progress_vfs(cli_progress *p, const char *a, const char *b)
 {
 	if (ckpt_path_is_s3(a) || ckpt_path_is_s3(b))
-		return NULL;
-	/* off (not a terminal, --json) or counted by the kernel: the default VFS, which costs nothing */
-	return p && p->have_thread && !p->proc_io ? &p->vfs : NULL;
+		return cli_vfs_for(a, b);
+	/* off (not a terminal, --json) or counted by the kernel: the commands' own VFS, which costs nothing */
+	return p && p->have_thread && !p->proc_io ? &p->vfs : cli_vfs();
 }
 
 void cli_progress_set_total(cli_progress *p, uint64_t total)

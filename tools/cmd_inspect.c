@@ -604,6 +604,7 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	oo.sync_rules = rules.rules;
 	oo.num_sync_rules = rules.n;
+	oo.vfs = cli_vfs_for(path, NULL);
 
 	memset(&st, 0, sizeof(st));
 	rc = ckpt_reader_open(&st.r, path, &oo);

@@ -217,26 +217,13 @@ static int json_depth_ok(json_t *j, int depth)
 }
 
 /*
- * A regular file of the POSIX VFS: its descriptor (libarchive reads it with
- * seeks, nothing is held in memory) and size; -1 when the VFS path applies.
+ * A regular file whose open file lends a descriptor (ckpt_io_fd): libarchive
+ * reads it with seeks, nothing is held in memory; -1 when the in-memory path
+ * applies.
  */
 static int open_regular(ckpt_reader *r, uint64_t *size)
 {
-	struct stat st;
-	int fd;
-	if (r->vfs != ckpt_vfs_default())
-		return -1;
-	do
-		fd = open(r->user_path, O_RDONLY | O_CLOEXEC);
-	while (fd < 0 && errno == EINTR);
-	if (fd < 0)
-		return -1; /* the VFS path reports the error */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -1;
-	}
-	*size = (uint64_t)st.st_size;
-	return fd;
+	return ckpt__vfs_open_fd(r->vfs, r->user_path, size);
 }
 
 /* The end of the archive: the end-of-directory record and, when it says where, the whole central directory. */

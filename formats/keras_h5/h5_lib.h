@@ -37,7 +37,7 @@
 	X(H5Dread) \
 	X(H5Dwrite) \
 	X(H5Eset_auto2) \
-	X(H5FD_sec2_init) \
+	X(H5FDregister) \
 	X(H5Fclose) \
 	X(H5Fcreate) \
 	X(H5Fflush) \
@@ -65,10 +65,12 @@
 	X(H5Pclose) \
 	X(H5Pcreate) \
 	X(H5Pget_driver) \
+	X(H5Pget_driver_info) \
 	X(H5Pget_external_count) \
 	X(H5Pget_layout) \
 	X(H5Pget_nfilters) \
 	X(H5Pset_create_intermediate_group) \
+	X(H5Pset_driver) \
 	X(H5Pset_fapl_core) \
 	X(H5Pset_fapl_sec2) \
 	X(H5Pset_file_image) \
@@ -177,7 +179,7 @@ static inline const ckpt__h5_vars *ckpt__h5_v(void)
 #define H5Dread (ckpt__h5_f()->p_H5Dread)
 #define H5Dwrite (ckpt__h5_f()->p_H5Dwrite)
 #define H5Eset_auto2 (ckpt__h5_f()->p_H5Eset_auto2)
-#define H5FD_sec2_init (ckpt__h5_f()->p_H5FD_sec2_init)
+#define H5FDregister (ckpt__h5_f()->p_H5FDregister)
 #define H5Fclose (ckpt__h5_f()->p_H5Fclose)
 #define H5Fcreate (ckpt__h5_f()->p_H5Fcreate)
 #define H5Fflush (ckpt__h5_f()->p_H5Fflush)
@@ -205,10 +207,12 @@ static inline const ckpt__h5_vars *ckpt__h5_v(void)
 #define H5Pclose (ckpt__h5_f()->p_H5Pclose)
 #define H5Pcreate (ckpt__h5_f()->p_H5Pcreate)
 #define H5Pget_driver (ckpt__h5_f()->p_H5Pget_driver)
+#define H5Pget_driver_info (ckpt__h5_f()->p_H5Pget_driver_info)
 #define H5Pget_external_count (ckpt__h5_f()->p_H5Pget_external_count)
 #define H5Pget_layout (ckpt__h5_f()->p_H5Pget_layout)
 #define H5Pget_nfilters (ckpt__h5_f()->p_H5Pget_nfilters)
 #define H5Pset_create_intermediate_group (ckpt__h5_f()->p_H5Pset_create_intermediate_group)
+#define H5Pset_driver (ckpt__h5_f()->p_H5Pset_driver)
 #define H5Pset_fapl_core (ckpt__h5_f()->p_H5Pset_fapl_core)
 #define H5Pset_fapl_sec2 (ckpt__h5_f()->p_H5Pset_fapl_sec2)
 #define H5Pset_file_image (ckpt__h5_f()->p_H5Pset_file_image)

@@ -8,16 +8,19 @@
  * "keras-h5-legacy-weights", "keras-weights-h5") and writes two:
  *   "keras-h5"      legacy full-model layout (model_weights + optimizer_weights)
  *   "keras-weights" Keras 3 .weights.h5 layout (layers/<key>/vars/N)
- * Reading: on the POSIX VFS the file is mapped read-only and HDF5 parses its
- * metadata from the mapping (keras_h5_read.c), data is read with pread
- * straight into the caller's buffer; on other VFS the whole file is read
- * into memory first.
- * Writing: on the POSIX VFS each tensor goes into a temporary sibling
- * ("<path>.tempstate<pid>_<time>_<n>", HDF5 sec2 driver) when it is added;
+ * Reading: when the open file lends a descriptor (ckpt_io_fd: the POSIX VFS)
+ * the file is mapped read-only and HDF5 parses its metadata from the mapping
+ * (keras_h5_read.c), data is read with pread straight into the caller's
+ * buffer; on other VFS the whole file is read into memory through the VFS
+ * first.
+ * Writing: each tensor goes into a temporary sibling
+ * ("<path>.tempstate<pid>_<time>_<n>") when it is added, written through the
+ * writer's VFS by an HDF5 file driver over the open ckpt_io (h5_vfd.c);
  * commit lays out names and attributes, closes it, fsyncs it (unless
- * no_fsync) and renames it into place. Other VFS: built in memory (core
- * driver) and committed with ckpt_vfs_write_atomic. A failed or abandoned
- * save leaves the previous file as it was.
+ * no_fsync) and renames it into place. A file system without rename
+ * (CKPT_VFS_CAP_NO_RENAME): built in memory (core driver) and committed with
+ * ckpt_vfs_write_atomic. A failed or abandoned save leaves the previous file
+ * as it was.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,34 +42,30 @@ static int kh5_bid(ckpt_vfs *vfs, const char *path, const unsigned char *head, s
 }
 
 /*
- * A regular file of the POSIX VFS, mapped read-only: 1 = attached (or failed
- * with the error set: *rc), 0 = not such a file, use the in-memory path.
+ * A regular file whose open file lends a descriptor (ckpt_io_fd), mapped
+ * read-only: 1 = attached (or failed with the error set: *rc), 0 = no
+ * descriptor or not such a file, use the in-memory path.
  */
 static int open_mapped(ckpt_reader *r, int *rc)
 {
-	struct stat st;
+	uint64_t size = 0;
 	void *map;
-	int fd;
-	if (r->vfs != ckpt_vfs_default())
-		return 0;
-	do
-		fd = open(r->user_path, O_RDONLY | O_CLOEXEC);
-	while (fd < 0 && errno == EINTR);
+	int fd = ckpt__vfs_open_fd(r->vfs, r->user_path, &size);
 	if (fd < 0)
 		return 0; /* the VFS path reports the error */
-	/* Empty or tiny files, devices, pipes: the in-memory path (and its messages). */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 64 || (uint64_t)st.st_size > SIZE_MAX) {
+	/* Empty or tiny files: the in-memory path (and its messages). */
+	if (size < 64 || size > SIZE_MAX) {
 		close(fd);
 		return 0;
 	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (map == MAP_FAILED) {
 		close(fd);
 		return 0;
 	}
 	/* HDF5 touches metadata here and there: no readahead of the data around it. */
-	madvise(map, (size_t)st.st_size, MADV_RANDOM);
-	*rc = ckpt__keras_h5_attach_file(r, fd, map, (size_t)st.st_size);
+	madvise(map, (size_t)size, MADV_RANDOM);
+	*rc = ckpt__keras_h5_attach_file(r, fd, map, (size_t)size);
 	return 1;
 }
 
@@ -114,7 +113,8 @@ static int kh5_open(ckpt_reader *r)
 typedef struct kw_state {
 	ckpt__keras_h5w *b;
 	int layout;
-	char *tmp;          /* temporary sibling (POSIX VFS), removed unless renamed into place */
+	ckpt_io *io;        /* the temporary, written through the writer's VFS (h5_vfd.h); NULL: in memory */
+	char *tmp;          /* its name, a sibling removed unless renamed into place */
 	int renamed;        /* tmp no longer exists under its name */
 } kw_state;
 
@@ -131,11 +131,30 @@ static void kw_remove_tmp(ckpt_writer *w, kw_state *s)
 	s->renamed = 1; /* gone either way: nothing left to remove */
 }
 
+/* Close the temporary's io (after libhdf5 let go of it); its status, unless keep_error. */
+static int kw_close_io(kw_state *s, int keep_error)
+{
+	ckpt__error_slot slot = { 0 };
+	int rc;
+	if (!s->io)
+		return CKPT_OK;
+	if (keep_error)
+		ckpt__error_capture(&slot);
+	rc = ckpt_io_close(s->io);
+	s->io = NULL;
+	if (keep_error) {
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
+	return rc;
+}
+
 static void kw_free(ckpt_writer *w, kw_state *s)
 {
 	if (!s)
 		return;
 	ckpt__keras_h5w_free(s->b);
+	kw_close_io(s, 1);
 	kw_remove_tmp(w, s);
 	ckpt__free(s->tmp);
 	ckpt__free(s);
@@ -157,12 +176,20 @@ static int kw_open(ckpt_writer *w)
 	if (!s)
 		return CKPT_ENOMEM;
 	s->layout = layout;
-	if (w->vfs == ckpt_vfs_default() &&
-		!(s->tmp = ckpt__asprintf("%s.tempstate%ld_%u_%u", w->path, (long)getpid(), (unsigned)time(NULL), ++seq))) {
-		kw_free(w, s);
-		return CKPT_ENOMEM;
+	/* without rename (an object store) the file is built in memory and put whole at commit */
+	if (!(ckpt_vfs_caps(w->vfs) & CKPT_VFS_CAP_NO_RENAME)) {
+		if (!(s->tmp = ckpt__asprintf("%s.tempstate%ld_%u_%u", w->path, (long)getpid(), (unsigned)time(NULL), ++seq))) {
+			kw_free(w, s);
+			return CKPT_ENOMEM;
+		}
+		rc = ckpt_vfs_open(w->vfs, s->tmp, CKPT_IO_READ | CKPT_IO_WRITE, &s->io);
+		if (rc < 0) {
+			s->renamed = 1; /* nothing was created */
+			kw_free(w, s);
+			return rc;
+		}
 	}
-	rc = ckpt__keras_h5w_open(&s->b, w, layout, s->tmp);
+	rc = ckpt__keras_h5w_open(&s->b, w, layout, s->io);
 	if (rc < 0) {
 		kw_free(w, s);
 		return rc;
@@ -241,24 +268,17 @@ static int kw_commit(ckpt_writer *w)
 	void *img = NULL;
 	size_t len = 0;
 	int rc;
-	if (!s->tmp) {
+	if (!s->io) {
 		CKPT_TRY(ckpt__keras_h5w_finish(s->b, &img, &len));
 		rc = ckpt_vfs_write_atomic(w->vfs, w->path, img, len, !w->opts.no_fsync);
 		ckpt__free(img);
 		return rc;
 	}
 	rc = ckpt__keras_h5w_finish(s->b, NULL, NULL);
-	if (rc >= 0 && !w->opts.no_fsync) {
-		ckpt_io *io;
-		rc = ckpt_vfs_open(w->vfs, s->tmp, CKPT_IO_READ, &io);
-		if (rc >= 0) {
-			int crc;
-			rc = ckpt_io_sync(io);
-			crc = ckpt_io_close(io);
-			if (rc >= 0)
-				rc = crc;
-		}
-	}
+	if (rc >= 0 && !w->opts.no_fsync)
+		rc = ckpt_io_sync(s->io);
+	if (rc >= 0)
+		rc = kw_close_io(s, 0);
 	if (rc >= 0)
 		rc = ckpt_vfs_rename(w->vfs, s->tmp, w->path);
 	if (rc >= 0)
@@ -268,8 +288,10 @@ static int kw_commit(ckpt_writer *w)
 		rc = dir ? ckpt_vfs_sync_dir(w->vfs, dir) : CKPT_ENOMEM;
 		ckpt__free(dir);
 	}
-	if (rc < 0)
+	if (rc < 0) {
+		kw_close_io(s, 1);
 		kw_remove_tmp(w, s);
+	}
 	return rc;
 }
 

@@ -113,8 +113,13 @@ void ckpt__keras_h5_close(ckpt_reader *r);
  * names, the object graph and the metadata are known.
  */
 typedef struct ckpt__keras_h5w ckpt__keras_h5w;
-/** Start a file in the legacy (CKPT_KERAS_LEGACY) or Keras 3 layout: at `file` (sec2 driver; must not exist) or, file NULL, in memory. */
-int ckpt__keras_h5w_open(ckpt__keras_h5w **out, const ckpt_writer *w, int layout, const char *file);
+/**
+ * Start a file in the legacy (CKPT_KERAS_LEGACY) or Keras 3 layout: written
+ * through `io` (borrowed, opened CKPT_IO_READ | CKPT_IO_WRITE on an empty
+ * file, closed by the caller after finish or free; h5_vfd.h) or, io NULL,
+ * in memory.
+ */
+int ckpt__keras_h5w_open(ckpt__keras_h5w **out, const ckpt_writer *w, int layout, ckpt_io *io);
 /** Write `t` now, to be linked under the dataset path `name` maps to (duplicates and strings rejected). */
 int ckpt__keras_h5w_add(ckpt__keras_h5w *b, const char *name, const ckpt_tensor *t);
 /**
@@ -123,7 +128,7 @@ int ckpt__keras_h5w_add(ckpt__keras_h5w *b, const char *name, const ckpt_tensor 
  * they may be NULL.
  */
 int ckpt__keras_h5w_finish(ckpt__keras_h5w *b, void **image, size_t *len);
-/** Close without laying out (the caller removes an on-disk file). NULL ok. */
+/** Close without laying out (the caller closes the io and removes its file). NULL ok. */
 void ckpt__keras_h5w_free(ckpt__keras_h5w *b);
 
 /**

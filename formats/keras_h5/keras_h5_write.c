@@ -1,4 +1,3 @@
-#define _GNU_SOURCE /* memfd_create */
 /*
  * Building Keras HDF5 images the way Keras + h5py 3 write them (keras.md
  * §1.2, §2, §4): superblock v0 (libver earliest), symbol-table groups,
@@ -21,15 +20,13 @@
  * they are; TensorFlow object-graph keys are mapped through the writer's
  * graph (attribute full_name) or, without one, derived from the key.
  */
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <jansson.h>
 #include "formats/keras_h5/h5_safe.h"
 #include "formats/keras_h5/keras_h5.h"
+#include "formats/keras_h5/h5_vfd.h"
 
 #define HDF5_OBJECT_HEADER_LIMIT 64512
 #define DEFAULT_KERAS_VERSION "2.15.0"
@@ -313,38 +310,20 @@ static int list_attr(hid_t obj, const char *name, char **items, size_t n)
 }
 
 /*
- * A write to an on-disk file failed (ENOSPC, or EFBIG under ulimit -f with
- * SIGXFSZ ignored): the file is given up. libhdf5 1.10 drops the id of a
- * dataset or file whose close failed to flush but keeps the object, and
- * H5_term_library then crashes on it at exit. So the file's descriptor is
- * pointed at a sink where the flushes and the final truncate to the
- * allocated size succeed and every close completes; the temporary itself is
- * removed by its path. The sink is a memfd, unless a hard RLIMIT_FSIZE
- * below the allocated size would fail its writes too: then /dev/null,
- * which takes every write (only a truncate fails there, when libhdf5's
- * end of allocation differs from the last byte written). What still fails
- * to close is left to ckpt__h5_mark_unclean (h5_safe.h): no crash at exit.
- * (The in-memory core driver never fails this way.)
+ * A write to an on-disk file failed (ENOSPC, EFBIG under ulimit -f with
+ * SIGXFSZ ignored, an injected fault): the file is given up. libhdf5 1.10
+ * drops the id of a dataset or file whose close failed to flush but keeps
+ * the object, and H5_term_library then crashes on it at exit. So the file
+ * driver is told to discard: the flushes and the final truncate succeed
+ * without writing and every close completes; the temporary itself is removed
+ * through the VFS. What still fails to close is left to ckpt__h5_mark_unclean
+ * (h5_safe.h): no crash at exit. (The in-memory core driver never fails this
+ * way: `sink` NULL.)
  */
-static void neutralize(hid_t file)
+static void neutralize(ckpt__h5_vfd_sink *sink)
 {
-	hid_t fapl = H5Fget_access_plist(file);
-	void *h = NULL;
-	int sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2, sink;
-	struct rlimit fl;
-	hsize_t size = 0;
-	ckpt__h5_close(fapl);
-	if (!sec2 || H5Fget_vfd_handle(file, H5P_DEFAULT, &h) < 0 || !h)
-		return;
-	if (getrlimit(RLIMIT_FSIZE, &fl) == 0 && fl.rlim_max != RLIM_INFINITY &&
-		(H5Fget_filesize(file, &size) < 0 || size > (hsize_t)fl.rlim_max))
-		sink = open("/dev/null", O_RDWR | O_CLOEXEC);
-	else
-		sink = memfd_create("ckpt-abandoned-h5", MFD_CLOEXEC);
-	if (sink >= 0) {
-		dup2(sink, *(int *)h);
-		close(sink);
-	}
+	if (sink)
+		sink->discard = 1;
 }
 
 /* ---- datasets ---- */
@@ -354,7 +333,8 @@ static void neutralize(hid_t file)
  * no conversion (memory type = file type). An extra reference keeps it when
  * it is closed (an unlinked object would be deleted); *addr finds it again.
  */
-static int create_dataset(hid_t file, const char *name, const ckpt_tensor *t, const char *fpath, haddr_t *addr)
+static int create_dataset(hid_t file, ckpt__h5_vfd_sink *sink, const char *name, const ckpt_tensor *t,
+	const char *fpath, haddr_t *addr)
 {
 	hid_t ty, sp, ds;
 	hsize_t dims[CKPT_MAX_RANK];
@@ -370,7 +350,7 @@ static int create_dataset(hid_t file, const char *name, const ckpt_tensor *t, co
 	else if (t->nbytes && H5Dwrite(ds, ty, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0) {
 		rc = ckpt__fail(CKPT_EIO, fpath, name, -1, "HDF5 could not write the %llu bytes of '%s' (disk full or file too large?)",
 			(unsigned long long)t->nbytes, name);
-		neutralize(file); /* before H5Dclose flushes again */
+		neutralize(sink); /* before H5Dclose flushes again */
 	}
 	if (rc == CKPT_OK && t->dtype == CKPT_DT_BFLOAT16)
 		rc = str_attr(ds, "dtype", "bfloat16", H5T_CSET_UTF8);
@@ -718,7 +698,8 @@ typedef struct staged {
 struct ckpt__keras_h5w {
 	const ckpt_writer *w;
 	int layout;
-	int in_memory;
+	int in_memory;          /* the core driver, no io */
+	ckpt__h5_vfd_sink sink; /* else: the io libhdf5 writes through (h5_vfd.h) */
 	int broken;             /* an HDF5 write failed: the file is not trusted any more */
 	int spent;              /* finish ran */
 	hid_t file;
@@ -727,38 +708,41 @@ struct ckpt__keras_h5w {
 	strmap names;           /* name -> index in v */
 };
 
-static int h5w_open_locked(ckpt__keras_h5w *b, const char *file)
+static int h5w_open_locked(ckpt__keras_h5w *b, ckpt_io *io)
 {
 	static unsigned seq;
 	char fname[96];
 	hid_t fapl;
-	int ok;
+	int ok, rc = CKPT_OK;
 	ckpt__h5_quiet();
 	fapl = H5Pcreate(H5P_FILE_ACCESS);
 	/* Superblock v0 and old-style groups, as h5py writes by default. */
 	ok = fapl >= 0 && H5Pset_libver_bounds(fapl, H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST) >= 0;
-	if (ok && !file) {
+	/* the file's name for libhdf5 only: the core driver has no backing store, ours writes to the io */
+	snprintf(fname, sizeof(fname), "ckpt-keras-%ld-%u.h5", (long)getpid(), ++seq);
+	if (ok && !io) {
 		/* In memory only (no backing store). */
 		ok = H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0;
-		snprintf(fname, sizeof(fname), "ckpt-keras-%ld-%u.h5", (long)getpid(), ++seq);
-		if (ok)
-			b->file = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
 	} else if (ok) {
-		/* sec2: one pwrite per dataset, straight from the caller's buffer. */
-		ok = H5Pset_fapl_sec2(fapl) >= 0;
+		/* through the writer's VFS: one pwrite per dataset, straight from the caller's buffer */
+		b->sink.io = io;
+		rc = ckpt__h5_vfd_set(fapl, &b->sink, b->w->path);
+		ok = rc == CKPT_OK;
 		/* no sieve buffer: a dataset's bytes are written (or fail) in H5Dwrite, not later in a close */
 		ok = ok && H5Pset_sieve_buf_size(fapl, 0) >= 0;
-		if (ok)
-			b->file = H5Fcreate(file, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
 	}
+	if (ok)
+		b->file = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
 	ckpt__h5_close(fapl);
+	if (rc < 0)
+		return rc;
 	if (b->file < 0)
-		return ckpt__fail(CKPT_EIO, file ? file : b->w->path, NULL, -1, "HDF5 could not create %s",
-			file ? "the temporary file" : "an in-memory file");
+		return ckpt__h5_vfd_error(io ? &b->sink : NULL, ckpt__fail(CKPT_EIO, b->w->path, NULL, -1,
+			"HDF5 could not create %s", io ? "the file" : "an in-memory file"));
 	return CKPT_OK;
 }
 
-int ckpt__keras_h5w_open(ckpt__keras_h5w **out, const ckpt_writer *w, int layout, const char *file)
+int ckpt__keras_h5w_open(ckpt__keras_h5w **out, const ckpt_writer *w, int layout, ckpt_io *io)
 {
 	ckpt__keras_h5w *b = ckpt__calloc(1, sizeof(*b));
 	int rc;
@@ -767,10 +751,10 @@ int ckpt__keras_h5w_open(ckpt__keras_h5w **out, const ckpt_writer *w, int layout
 		return CKPT_ENOMEM;
 	b->w = w;
 	b->layout = layout;
-	b->in_memory = file == NULL;
+	b->in_memory = io == NULL;
 	b->file = -1;
 	ckpt__h5_lock();
-	rc = h5w_open_locked(b, file);
+	rc = h5w_open_locked(b, io);
 	ckpt__h5_unlock();
 	if (rc < 0) {
 		ckpt__keras_h5w_free(b);
@@ -807,7 +791,8 @@ int ckpt__keras_h5w_add(ckpt__keras_h5w *b, const char *name, const ckpt_tensor 
 	x.var = strcmp(name, CKPT_OBJECT_GRAPH_KEY) != 0;
 	if (x.var) {
 		ckpt__h5_lock();
-		rc = create_dataset(b->file, name, t, b->w->path, &x.addr);
+		rc = create_dataset(b->file, b->in_memory ? NULL : &b->sink, name, t, b->w->path, &x.addr);
+		rc = ckpt__h5_vfd_error(b->in_memory ? NULL : &b->sink, rc);
 		ckpt__h5_unlock();
 		if (rc < 0) {
 			/* The name stays known (a retry is "added twice"); the file is not trusted any more. */
@@ -881,28 +866,12 @@ static int lay_out_paths(ckpt__keras_h5w *b, const strmap *gm, wentry *e, size_t
  */
 static void close_abandoned(ckpt__keras_h5w *b)
 {
-	struct rlimit fl, raised;
-	int restore = 0;
 	if (b->file < 0)
 		return;
-	if (!b->in_memory) {
-		neutralize(b->file);
-		/*
-		 * RLIMIT_FSIZE limits the memfd too: lift the soft limit to the hard
-		 * one for the close (a hard limit below the allocated size is the
-		 * one case left where the close fails; then libhdf5 may crash at exit).
-		 */
-		if (getrlimit(RLIMIT_FSIZE, &fl) == 0 && fl.rlim_cur != fl.rlim_max) {
-			raised = fl;
-			raised.rlim_cur = fl.rlim_max;
-			restore = setrlimit(RLIMIT_FSIZE, &raised) == 0;
-		}
-	}
+	neutralize(b->in_memory ? NULL : &b->sink);
 	if (H5Fclose(b->file) < 0)
 		ckpt__h5_mark_unclean();
 	b->file = -1;
-	if (restore)
-		setrlimit(RLIMIT_FSIZE, &fl);
 }
 
 static int finish_locked(ckpt__keras_h5w *b, void **image, size_t *len)
@@ -947,8 +916,10 @@ static int finish_locked(ckpt__keras_h5w *b, void **image, size_t *len)
 		return ckpt__fail(CKPT_EIO, w->path, NULL, -1, "HDF5 could not finish writing the file (disk full or file too large?)");
 	}
 	rc = CKPT_OK;
-	if (H5Fclose(b->file) < 0) {
-		ckpt__h5_mark_unclean();
+	b->sink.closing = 1;
+	if (H5Fclose(b->file) < 0 || b->sink.failed) {
+		if (!b->sink.failed)
+			ckpt__h5_mark_unclean();
 		rc = ckpt__fail(CKPT_EIO, w->path, NULL, -1, "HDF5 could not finish writing the file");
 	}
 	b->file = -1;
@@ -974,7 +945,7 @@ int ckpt__keras_h5w_finish(ckpt__keras_h5w *b, void **image, size_t *len)
 	ckpt__h5_lock();
 	rc = finish_locked(b, image, len);
 	ckpt__h5_unlock();
-	return rc;
+	return ckpt__h5_vfd_error(b->in_memory ? NULL : &b->sink, rc);
 }
 
 void ckpt__keras_h5w_free(ckpt__keras_h5w *b)
@@ -987,6 +958,7 @@ void ckpt__keras_h5w_free(ckpt__keras_h5w *b)
 		close_abandoned(b);
 		ckpt__h5_unlock();
 	}
+	ckpt__error_slot_clear(&b->sink.err);
 	for (i = 0; i < b->n; i++)
 		ckpt__free(b->v[i].name);
 	ckpt__free(b->v);

@@ -9,7 +9,9 @@
  * several of them outstanding.
  *
  * So, for a batch of whole entries most of whose bytes are not in the page
- * cache (cachestat(2)): each data file is reopened with O_DIRECT, the bytes
+ * cache (cachestat(2), on the descriptor the data file's open io lends):
+ * each data file is read around the page cache through its io's
+ * pread_direct (the POSIX VFS: an O_DIRECT twin of its descriptor), the bytes
  * the batch needs are cut into CHUNK-sized, block-aligned chunks, and THREADS
  * threads each claim a chunk, read it into their own aligned bounce buffer,
  * then crc its pieces and copy them out to their destinations while the other
@@ -25,10 +27,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -102,8 +102,9 @@ typedef struct dpiece {
 typedef struct dplan {
 	tfb_span *spans;
 	size_t nspans;
-	const int *fds;
-	int *dfds;         /* O_DIRECT descriptors, -1 = none */
+	ckpt_io *const *ios; /* the data files, by shard */
+	int *fds;            /* their descriptors (cachestat, buffered reads), -1 = none */
+	int *direct;         /* 1: the io reads around the page cache */
 	const char *const *paths;
 	dchunk *chunks;
 	size_t nchunks;
@@ -123,27 +124,36 @@ static const dpiece *first_short(const dplan *p, const dchunk *c, uint64_t got)
 	return &p->pieces[c->p0];
 }
 
-/* Read chunk c into buf: O_DIRECT unless cached or refused; ordinary reads for the rest. */
+/* Read chunk c into buf: around the page cache unless cached or refused; ordinary reads for the rest. */
 static int read_chunk(dplan *p, const dchunk *c, unsigned char *buf)
 {
-	int fd = p->dfds[c->shard] >= 0 && !c->cached ? p->dfds[c->shard] : p->fds[c->shard];
-	int direct = fd != p->fds[c->shard];
+	int direct = p->direct[c->shard] && !c->cached, fd = p->fds[c->shard];
 	uint64_t got = 0;
 	while (got < c->need) {
-		ssize_t k = pread(fd, buf + got, (size_t)(c->len - got), (off_t)(c->off + got));
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && direct && errno == EINVAL) {
-			/* this file system or offset refuses O_DIRECT: the rest through the page cache */
-			fd = p->fds[c->shard];
-			direct = 0;
-			continue;
+		ssize_t k;
+		int err = 0;
+		if (direct) {
+			size_t n = 0;
+			int rc = ckpt__io_pread_direct_only(p->ios[c->shard], buf + got, (size_t)(c->len - got), c->off + got, &n);
+			if (rc == CKPT_EUNSUPPORTED) {
+				/* this file system or offset refuses direct reads: the rest through the page cache */
+				ckpt_error_clear();
+				direct = 0;
+				continue;
+			}
+			k = rc < 0 ? -1 : (ssize_t)n;
+			err = rc < 0 ? (ckpt_error_last()->sys_errno ? ckpt_error_last()->sys_errno : EIO) : 0;
+		} else {
+			k = pread(fd, buf + got, (size_t)(c->len - got), (off_t)(c->off + got));
+			if (k < 0 && errno == EINTR)
+				continue;
+			err = k < 0 ? errno : 0;
 		}
 		const dpiece *d = first_short(p, c, got);
 		const tfb_span *s = &p->spans[d->span];
 		if (k < 0)
 			return ckpt__fail(CKPT_EIO, p->paths[c->shard], s->name, (int64_t)(c->off + got),
-				"read failed at byte %llu: %s", (unsigned long long)(c->off + got), strerror(errno));
+				"read failed at byte %llu: %s", (unsigned long long)(c->off + got), strerror(err));
 		if (k == 0)
 			return ckpt__fail(CKPT_EFORMAT, p->paths[c->shard], s->name, (int64_t)(c->off + got),
 				"data file ended at byte %llu, inside the tensor (%llu bytes at offset %llu)",
@@ -263,7 +273,7 @@ static int mark_cached(dplan *p)
 	return pages ? (int)(cached * 1000 / pages) : 1000;
 }
 
-int tfb_direct_read(tfb_span *spans, size_t n, const int *fds, const char *const *paths, int nshards,
+int tfb_direct_read(tfb_span *spans, size_t n, ckpt_io *const *ios, const char *const *paths, int nshards,
 	int verify, int policy)
 {
 	if (policy == TFB_DIRECT_NEVER || n == 0)
@@ -273,34 +283,34 @@ int tfb_direct_read(tfb_span *spans, size_t n, const int *fds, const char *const
 		return CKPT_ENOMEM;
 	p->spans = spans;
 	p->nspans = n;
-	p->fds = fds;
+	p->ios = ios;
 	p->paths = paths;
 	p->verify = verify;
 	atomic_init(&p->next, 0);
 	tfb_first_error_init(&p->err);
-	int rc = build_plan(p);
-	int *dfds = NULL, finished = 0;
+	int rc = CKPT_OK, finished = 0;
+	p->fds = ckpt__malloc((size_t)nshards * sizeof(*p->fds));
+	p->direct = ckpt__malloc((size_t)nshards * sizeof(*p->direct));
+	if (!p->fds || !p->direct)
+		rc = CKPT_ENOMEM;
+	for (int i = 0; rc == CKPT_OK && i < nshards; i++) {
+		p->fds[i] = ios[i] ? ckpt_io_fd(ios[i]) : -1;
+		/* a read of nothing asks the io whether it can read around the cache at all */
+		size_t none = 0;
+		p->direct[i] = p->fds[i] >= 0 && ckpt__io_pread_direct_only(ios[i], NULL, 0, 0, &none) == CKPT_OK;
+		if (!p->direct[i]) {
+			ckpt_error_clear();
+			if (p->fds[i] >= 0 && policy == TFB_DIRECT_AUTO)
+				rc = CKPT__DECLINED;
+		}
+	}
+	if (rc == CKPT_OK)
+		rc = build_plan(p);
 	if (rc == CKPT_OK && policy == TFB_DIRECT_AUTO) {
 		/* three quarters cached or more: entry by entry through the page cache wins (one copy, not two) */
 		int share = mark_cached(p);
 		if (share < 0 || share >= 750)
 			rc = CKPT__DECLINED;
-	}
-	if (rc == CKPT_OK && !(dfds = ckpt__malloc((size_t)nshards * sizeof(*dfds))))
-		rc = CKPT_ENOMEM;
-	if (rc == CKPT_OK) {
-		/* the same open file (not the path, which a commit may have renamed over), without the cache */
-		for (int i = 0; i < nshards; i++) {
-			dfds[i] = -1;
-			if (fds[i] < 0)
-				continue;
-			char proc[64];
-			snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fds[i]);
-			dfds[i] = open(proc, O_RDONLY | O_DIRECT | O_CLOEXEC);
-			if (dfds[i] < 0 && policy == TFB_DIRECT_AUTO)
-				rc = CKPT__DECLINED;
-		}
-		p->dfds = dfds;
 	}
 	if (rc == CKPT_OK) {
 		pthread_t t[THREADS - 1];
@@ -330,11 +340,8 @@ int tfb_direct_read(tfb_span *spans, size_t n, const int *fds, const char *const
 			s->crc = d->span_off == 0 ? d->crc : ckpt__crc32c_combine(s->crc, d->crc, d->len);
 		}
 	}
-	if (dfds)
-		for (int i = 0; i < nshards; i++)
-			if (dfds[i] >= 0)
-				close(dfds[i]);
-	ckpt__free(dfds);
+	ckpt__free(p->fds);
+	ckpt__free(p->direct);
 	ckpt__free(p->chunks);
 	ckpt__free(p->pieces);
 	if (!finished)

@@ -872,7 +872,12 @@ static int read_verified(ckpt_reader *r, size_t i, ckpt_io *io, unsigned char *d
 	int threads = n >= PAR_MIN_BYTES ? tfb_par_threads() : 1;
 	if (threads > 1)
 		return par_read(r, i, io, dst, n, threads);
-	if (s->x[i].run_len && r->vfs == ckpt_vfs_default())
+	/*
+	 * Reading a run of small entries ahead pays on a local file (one that
+	 * lends a descriptor); a file system without one (remote, counting,
+	 * fault-injecting) gets exactly the bytes of each entry it is asked for.
+	 */
+	if (s->x[i].run_len && ckpt_io_fd(io) >= 0)
 		return read_small(r, i, io, dst, n);
 	unsigned char small[4096], *bounce = NULL;
 	if (!dst)
@@ -1103,8 +1108,8 @@ int tfb_verify(ckpt_reader *r, size_t i)
 int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 {
 	int policy = tfb_direct_policy();
-	if (policy == TFB_DIRECT_NEVER || r->vfs != ckpt_vfs_default())
-		return CKPT__DECLINED;
+	if (policy == TFB_DIRECT_NEVER)
+		return CKPT__DECLINED; /* and below: a data file whose io lends no descriptor */
 	uint64_t total = 0;
 	for (size_t k = 0; k < n; k++) {
 		if (!req[k].dst && r->opts.no_verify)
@@ -1114,18 +1119,17 @@ int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 	if (policy == TFB_DIRECT_AUTO && total < tfb_direct_min_bytes())
 		return CKPT__DECLINED;
 	tfb_span *spans = ckpt__malloc((n ? n : 1) * sizeof(*spans));
-	int *fds = ckpt__malloc((size_t)r->nshards * sizeof(*fds));
-	int rc = spans && fds ? CKPT_OK : CKPT_ENOMEM;
-	for (int i = 0; rc == CKPT_OK && i < r->nshards; i++)
-		fds[i] = -1;
+	ckpt_io **ios = ckpt__calloc((size_t)r->nshards, sizeof(*ios));
+	int rc = spans && ios ? CKPT_OK : CKPT_ENOMEM;
 	size_t m = 0;
 	for (size_t k = 0; rc == CKPT_OK && k < n; k++) {
 		const ckpt_var_info *v = &r->vars[req[k].entry];
 		ckpt_io *io = NULL;
-		if (locate(r, req[k].entry, &io) < 0 || (fds[v->shard] = ckpt_io_fd(io)) < 0) {
+		if (locate(r, req[k].entry, &io) < 0 || ckpt_io_fd(io) < 0) {
 			ckpt_error_clear();
 			rc = CKPT__DECLINED;
 		} else if (v->nbytes) {
+			ios[v->shard] = io;
 			tfb_span *sp = &spans[m++];
 			sp->shard = v->shard;
 			sp->off = (uint64_t)v->offset;
@@ -1136,7 +1140,7 @@ int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 		}
 	}
 	if (rc == CKPT_OK)
-		rc = tfb_direct_read(spans, m, fds, (const char *const *)r->shard_paths, r->nshards,
+		rc = tfb_direct_read(spans, m, ios, (const char *const *)r->shard_paths, r->nshards,
 			!r->opts.no_verify, policy);
 	for (size_t k = 0, j = 0; rc == CKPT_OK && !r->opts.no_verify && k < n; k++) {
 		const ckpt_var_info *v = &r->vars[req[k].entry];
@@ -1145,7 +1149,7 @@ int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 			rc = crc_mismatch(r, req[k].entry, got);
 	}
 	ckpt__free(spans);
-	ckpt__free(fds);
+	ckpt__free(ios);
 	return rc;
 }
 

@@ -224,13 +224,15 @@ int tfb_direct_policy(void);
 /** Batches smaller than this are declined under the auto policy. */
 uint64_t tfb_direct_min_bytes(void);
 /**
- * Read spans (crc each when `verify`) from the data files open on fds[shard]
- * (the reader's own descriptors; paths for messages). Under the auto policy,
- * CKPT__DECLINED (nothing read) when most bytes are cached or the kernel
- * cannot say; else CKPT_OK or the error of the lowest failing span (file,
- * variable and byte offset named). Checksums are the caller's to compare.
+ * Read spans (crc each when `verify`) from the data files open as ios[shard]
+ * (the reader's own, each lending a descriptor; NULL for a shard no span
+ * reads; paths for messages). Under the auto policy, CKPT__DECLINED
+ * (nothing read) when most bytes are cached, the kernel cannot say, or a
+ * data file cannot be read around the page cache; else CKPT_OK or the error
+ * of the lowest failing span (file, variable and byte offset named).
+ * Checksums are the caller's to compare.
  */
-int tfb_direct_read(tfb_span *spans, size_t n, const int *fds, const char *const *paths, int nshards,
+int tfb_direct_read(tfb_span *spans, size_t n, ckpt_io *const *ios, const char *const *paths, int nshards,
 	int verify, int policy);
 /** Chunks the pipeline read with O_DIRECT and through the page cache, in this process. */
 void tfb_direct_stats(uint64_t *direct_chunks, uint64_t *buffered_chunks);

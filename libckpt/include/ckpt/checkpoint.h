@@ -435,13 +435,14 @@ typedef struct ckpt_manager_options {
  * `max_to_keep` <= 0 keeps everything.
  *
  * One writer per directory: a manager with a checkpoint holds the
- * directory's lock until ckpt_manager_free — on the POSIX VFS an flock(2)
- * on `dir/checkpoint.lock`, which holds the holder's pid and which the
- * kernel releases when the holder dies (a killed trainer never blocks the
- * next). A second manager with a checkpoint on the same directory, in this
- * process or another, fails here with CKPT_EBUSY; the message names the
- * holder's pid and the lock file. On other VFSs the lock excludes managers
- * of this process only. Read-only managers and readers take no lock.
+ * directory's lock (ckpt_vfs_lock) until ckpt_manager_free — on the POSIX
+ * VFS an flock(2) on `dir/checkpoint.lock`, which holds the holder's pid and
+ * which the kernel releases when the holder dies (a killed trainer never
+ * blocks the next). A second manager with a checkpoint on the same
+ * directory, in this process or another, fails here with CKPT_EBUSY; the
+ * message names the holder's pid and the lock file. On a VFS without a lock
+ * method the lock excludes managers of this process only. Read-only
+ * managers and readers take no lock.
  *
  * Reads the `checkpoint` state file when present. Complete "ckpt-N" that it
  * does not list are adopted as the newest: all of them when there is no

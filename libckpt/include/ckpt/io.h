@@ -17,7 +17,14 @@
  * a table with version 1 ends after `map` / `destroy`, and the library never
  * reads the version-2 members of it; each of those is also NULL-able, with
  * the fallback its comment states. So a v1 table written for 0.1.0 keeps
- * working unchanged, and a new member is only ever appended.
+ * working unchanged, and a new member is only ever appended. Write tables
+ * with designated initializers (`{ .version = CKPT_VFS_METHODS_V2, .open =
+ * my_open, ... }`): members appended later then stay zero without a
+ * -Wmissing-field-initializers warning.
+ *
+ * Not files of the VFS: process-private scratch with no name (the Keras
+ * archive reader's unnamed $TMPDIR file or memfd for a member, the HDF5
+ * sandbox's memfd images), /proc and /dev/null, and the helper executable.
  *
  * Rules every implementation follows:
  *  - pread returns the number of bytes read in *got; a short read is not an
@@ -40,7 +47,7 @@ typedef struct ckpt_vfs ckpt_vfs;
 /** Open flags. */
 enum {
 	CKPT_IO_READ = 1,
-	CKPT_IO_WRITE = 2,   /**< create or truncate, write-only */
+	CKPT_IO_WRITE = 2,   /**< create or truncate, write-only (with CKPT_IO_READ: and read back what was written) */
 	/**
 	 * With CKPT_IO_WRITE: create the file only if `path` does not exist, in
 	 * one atomic step, else fail with CKPT_EEXIST. Only for file systems with
@@ -63,7 +70,10 @@ enum {
 	/**
 	 * rename is absent or not atomic (object stores): a writer commits by
 	 * writing the final name directly, after everything it depends on, and
-	 * never relies on renaming a temporary over it.
+	 * never relies on renaming a temporary over it; the file system makes a
+	 * file written for CKPT_IO_WRITE visible whole, at a successful close.
+	 * Honoured by ckpt_vfs_write_atomic (so by the manager's state file)
+	 * and the Keras HDF5 writer.
 	 */
 	CKPT_VFS_CAP_NO_RENAME = 1u << 0,
 	/** open honours CKPT_IO_EXCL atomically (O_EXCL, a conditional put). */
@@ -197,7 +207,9 @@ CKPT_API void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token);
 CKPT_API int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n);
 /**
  * Write `n` bytes to `path` atomically: a temporary sibling, fsync, rename,
- * fsync of the directory. On failure the previous file is untouched.
+ * fsync of the directory. On failure the previous file is untouched. On a
+ * file system with CKPT_VFS_CAP_NO_RENAME: `path` itself, in one write,
+ * which such a file system publishes whole at a successful close.
  */
 CKPT_API int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data);
 CKPT_API void ckpt_vfs_free(ckpt_vfs *vfs);  /**< NULL ok; the default VFS is never freed */
