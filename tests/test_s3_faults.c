@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "manager_common.h"
@@ -43,6 +44,7 @@ static void proxy_start_range(proxy *p, const char *nn, const char *mode)
 	p->pid = fork();
 	cr_assert_geq(p->pid, 0);
 	if (p->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that fails mid-way leaves no proxy behind */
 		dup2(fds[1], 1);
 		close(fds[0]);
 		close(fds[1]);
@@ -145,7 +147,9 @@ static int faulted_save(const char *dir, ckpt_vfs *v, char *why, size_t nwhy)
 		if (rc == CKPT_OK)
 			rc = ckpt_manager_save(NULL, m);
 	}
-	snprintf(why, nwhy, "%s", rc < 0 ? ckpt_error_last()->message : "");
+	why[0] = '\0';
+	if (rc < 0)
+		ckpt_error_format(NULL, why, nwhy); /* path and message: the object is in the path */
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(s.ck);
 	return rc;
@@ -247,7 +251,9 @@ Test(s3_faults, restore_bit_exact_or_clear_error_and_nothing_changed, .timeout =
 			ckpt_restore_status *st = NULL;
 			int rc = ckpt_checkpoint_restore(&st, s.ck, ck);
 			char why[1024];
-			snprintf(why, sizeof(why), "%s", rc < 0 ? ckpt_error_last()->message : "");
+			why[0] = '\0';
+			if (rc < 0)
+				ckpt_error_format(NULL, why, sizeof(why));
 			ckpt_restore_status_free(st);
 			int64_t vec[64];
 			cr_assert_eq(ckpt_variable_read(s.vec, vec, sizeof(vec)), CKPT_OK);
