@@ -22,6 +22,7 @@
 
 struct cli_progress {
 	ckpt_vfs vfs;              /* first: the wrapper is passed as a ckpt_vfs */
+	ckpt_vfs_methods methods;  /* counted_vfs_methods with the wrapped file system's capabilities */
 	ckpt_vfs *base;
 	const char *verb;
 	uint64_t total;
@@ -169,10 +170,9 @@ static void cvfs_destroy(ckpt_vfs *vfs)
 	(void)vfs; /* owned by cli_progress_finish */
 }
 
-/* the POSIX file system's capabilities: the one wrapped, unless a test set another (it never counts progress) */
+/* caps: the wrapped file system's, set in cli_progress_start */
 static const ckpt_vfs_methods counted_vfs_methods = { CKPT_VFS_METHODS_V2, cvfs_open, cvfs_rename, cvfs_remove,
-	cvfs_exists, cvfs_sync_dir, cvfs_list, cvfs_mkdir, cvfs_destroy, CKPT_VFS_CAP_EXCL, cvfs_rmdir, cvfs_lock,
-	cvfs_unlock };
+	cvfs_exists, cvfs_sync_dir, cvfs_list, cvfs_mkdir, cvfs_destroy, 0, cvfs_rmdir, cvfs_lock, cvfs_unlock };
 
 /* ---- drawing ---- */
 
@@ -278,8 +278,10 @@ int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int
 	*out = p;
 	if (!p)
 		return CLI_EXIT_OK; /* no progress line; everything else works without it */
-	p->vfs.methods = &counted_vfs_methods;
 	p->base = cli_vfs();
+	p->methods = counted_vfs_methods;
+	p->methods.caps = ckpt_vfs_caps(p->base);
+	p->vfs.methods = &p->methods;
 	p->verb = verb;
 	p->total = total;
 	p->after_ms = after && *after ? strtol(after, NULL, 10) : 1000;
