@@ -213,8 +213,10 @@ static void *range_worker(void *arg)
 		pthread_mutex_lock(&pr->mu);
 		size_t i = pr->failed ? pr->count : pr->next++;
 		pthread_mutex_unlock(&pr->mu);
-		if (i >= pr->count)
+		if (i >= pr->count) {
+			ckpt_error_clear(); /* a failure was copied into pr->err; the thread's own copy dies with it */
 			return NULL;
+		}
 		size_t from = i * pr->chunk, len = pr->n - from < pr->chunk ? pr->n - from : pr->chunk;
 		if (get_range(pr->f, pr->dst + from, len, pr->off + from) < 0) {
 			pthread_mutex_lock(&pr->mu);

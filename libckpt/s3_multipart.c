@@ -51,6 +51,7 @@ static void *worker(void *arg)
 		part *p = u->queue;
 		if (!p) {
 			pthread_mutex_unlock(&u->mu);
+			ckpt_error_clear(); /* a failure was copied into u->err; the thread's own copy dies with it */
 			return NULL;
 		}
 		u->queue = p->next;

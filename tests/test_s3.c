@@ -90,7 +90,7 @@ Test(s3, multipart_parts_in_parallel_and_ranged_reads)
 		cr_assert_eq(ckpt_io_pwrite(io, buf + off, n - off < 777777 ? n - off : 777777, off), CKPT_OK);
 	cr_assert_eq(ckpt_io_close(io), CKPT_OK, "%s", ckpt_error_last()->message);
 	/* boto3: the bytes, and an ETag "<md5>-3": a multipart upload of 3 parts */
-	char *local = ts_join(ts_tmpdir(), "blob");
+	char *tmp = ts_tmpdir(), *local = ts_join(tmp, "blob");
 	cr_assert_eq(ts_write_file(local, buf, n), 0);
 	free(s3t_oracle("same", path, local, NULL));
 	char *sha = s3t_oracle("sha256", path, NULL);
@@ -117,6 +117,8 @@ Test(s3, multipart_parts_in_parallel_and_ranged_reads)
 	free(buf);
 	free(back);
 	free(local);
+	ts_rmtree(tmp);
+	free(tmp);
 	free(path);
 	free(dir);
 	ckpt_vfs_free(v);
