@@ -114,7 +114,8 @@ Test(h5_sandbox_server, a_forked_caller_gets_its_own, .timeout = 120)
 	if (pid == 0) {
 		uint64_t starts = ckpt__h5_sandbox_server_starts(), forks = ckpt__h5_sandbox_forks();
 		int ok = open_and_read(0) == want && ckpt__h5_sandbox_server_starts() == starts + 1 &&
-			ckpt__h5_sandbox_server_pid() > 0 && ckpt__h5_sandbox_server_pid() != parent_server && ckpt__h5_sandbox_forks() == forks;
+			ckpt__h5_sandbox_server_pid() > 0 && ckpt__h5_sandbox_server_pid() != parent_server &&
+			ckpt__h5_sandbox_forks() == forks;
 		_exit(ok ? 0 : 1);
 	}
 	cr_assert_eq(waitpid(pid, &st, 0), pid);

@@ -299,7 +299,8 @@ int ckpt__h5_sandbox_job(const char *what, const ckpt__h5_limits *lim, const ckp
 	fork_job f;
 #ifndef CKPT_FUZZ_H5_IN_PROCESS
 	int rc;
-	if (j->fd >= 0 && ckpt__h5_sandbox_server_usable() && ckpt__h5_sandbox_server_job(what, lim, j, dst, dst_len, max, out, n, &rc)) {
+	if (j->fd >= 0 && ckpt__h5_sandbox_server_usable() &&
+		ckpt__h5_sandbox_server_job(what, lim, j, dst, dst_len, max, out, n, &rc)) {
 		__atomic_add_fetch(&sb_count, 1, __ATOMIC_RELAXED);
 		return rc;
 	}

@@ -181,8 +181,8 @@ int ckpt__h5_sandbox_server_usable(void)
 	return 1;
 }
 
-int ckpt__h5_sandbox_server_job(const char *what, const ckpt__h5_limits *lim, const ckpt__h5_job *j, void *dst, size_t dst_len,
-	size_t max, void **out, size_t *n, int *rc_out)
+int ckpt__h5_sandbox_server_job(const char *what, const ckpt__h5_limits *lim, const ckpt__h5_job *j, void *dst,
+	size_t dst_len, size_t max, void **out, size_t *n, int *rc_out)
 {
 	ckpt__h5_wire_req q;
 	int p[2], fds[2], got = -1, rc = CKPT_OK, attempt;
