@@ -6,6 +6,13 @@
  * touches live variables, so the trainer may continue as soon as it returns.
  * String variables are staged as deep copies (ckpt_variable_read_tensor)
  * outside the arena, as sync save writes them.
+ *
+ * Variables in device memory (ckpt/memory.h) are staged into a second arena
+ * of pinned memory from their provider (kept and reused like the first, so
+ * the trainer waits only for the device-to-host copies), one variable after
+ * another on the calling thread: a provider's queue is never used by two
+ * threads at once. The saver keeps a copy of the provider table for that
+ * arena: free the saver before the provider's context goes.
  */
 #include <pthread.h>
 #include <string.h>
@@ -13,7 +20,9 @@
 #include "internal.h"
 #include "checkpoint_internal.h"
 #include "variable_internal.h"
+#include "strategy_impl.h"
 #include "async_internal.h"
+#include "memory_internal.h"
 
 #define STAGE_CHUNK ((uint64_t)2 << 20) /* one huge page per pre-faulting step */
 
@@ -30,6 +39,10 @@ struct ckpt_async_saver {
 	/* staging */
 	unsigned char *arena;
 	uint64_t arena_cap;
+	/* device variables: pinned memory of pin_provider (a copy of the table) */
+	unsigned char *pinned;
+	uint64_t pinned_cap;
+	ckpt_memory_provider pin_provider;
 	staged_entry *entries;
 	size_t nentries;
 	ckpt_object_graph *graph;
@@ -204,6 +217,24 @@ int ckpt_async_saver_reserve(ckpt_async_saver *s, ckpt_checkpoint *ck)
 	return rc;
 }
 
+/* At least `total` bytes of pinned memory of `m`'s provider (kept when it is already big enough and the same provider's). */
+static int reserve_pinned(ckpt_async_saver *s, ckpt__mem *m, uint64_t total)
+{
+	int same = s->pinned && s->pin_provider.host_free == m->p.host_free && s->pin_provider.ctx == m->p.ctx;
+	if (same && s->pinned_cap >= total)
+		return CKPT_OK;
+	if (s->pinned)
+		s->pin_provider.host_free(s->pin_provider.ctx, s->pinned, (size_t)s->pinned_cap);
+	s->pinned = NULL;
+	s->pinned_cap = 0;
+	void *p;
+	CKPT_TRY(ckpt__mem_pinned_alloc(m, &p, (size_t)total, NULL));
+	s->pinned = p;
+	s->pinned_cap = total;
+	s->pin_provider = m->p;
+	return CKPT_OK;
+}
+
 static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 {
 	ckpt_tracked_list *list = NULL;
@@ -211,12 +242,14 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 	CKPT_TRY(ckpt_checkpoint_variables(&list, ck));
 	size_t n = ckpt_tracked_list_count(list);
 	int rc = CKPT_OK;
-	uint64_t total = 0;
+	uint64_t total = 0, pinned_total = 0;
+	ckpt__mem *pin_mem = NULL;   /* the provider of the first device variable: its pinned memory holds them all */
 	uint64_t *offsets = ckpt__calloc(n + 1, sizeof(uint64_t));
+	unsigned char *on_dev = ckpt__calloc(n ? n : 1, 1);
 	ckpt_tensor **strs = ckpt__calloc(n ? n : 1, sizeof(*strs));
 	s->entries = ckpt__calloc(n ? n : 1, sizeof(staged_entry));
 	s->path = ckpt__strdup(path);
-	if (!offsets || !strs || !s->entries || !s->path)
+	if (!offsets || !on_dev || !strs || !s->entries || !s->path)
 		rc = CKPT_ENOMEM;
 	/* Lay out every value at a 64-byte aligned offset of the arena. */
 	for (size_t i = 0; rc == CKPT_OK && i < n; i++) {
@@ -229,11 +262,21 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 			continue;
 		}
 		uint64_t nb = ckpt_variable_nbytes(tv->variable);
-		if (ckpt__add_u64(total, (nb + 63) & ~(uint64_t)63, &total))
+		uint64_t *end = &total;
+		if (ckpt__variable_on_device(tv->variable)) {
+			on_dev[i] = 1;
+			end = &pinned_total;
+			if (!pin_mem)
+				pin_mem = ckpt__strategy_mem(ckpt_variable_strategy(tv->variable));
+		}
+		offsets[i] = *end;
+		if (ckpt__add_u64(*end, (nb + 63) & ~(uint64_t)63, end))
 			rc = ckpt__fail(CKPT_ELIMIT, path, tv->key, -1, "state too large to stage");
 	}
 	if (rc == CKPT_OK)
 		rc = reserve_arena(s, total ? total : 64);
+	if (rc == CKPT_OK && pin_mem)
+		rc = reserve_pinned(s, pin_mem, pinned_total ? pinned_total : 64);
 	if (rc == CKPT_OK) {
 		ckpt__error_slot slot = { 0 };
 		slot.offset = -1;
@@ -242,7 +285,7 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 		#pragma omp parallel for schedule(dynamic, 1)
 		for (long i = 0; i < (long)n; i++) {
 			const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, (size_t)i);
-			if (strs[i])
+			if (strs[i] || on_dev[i])
 				continue;
 			uint64_t nb = ckpt_variable_nbytes(tv->variable);
 			if (ckpt_variable_read(tv->variable, s->arena + offsets[i], (size_t)nb) < 0) {
@@ -251,6 +294,15 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 					first_bad = (int)i;
 					ckpt__error_capture(&slot);
 				}
+			}
+		}
+		/* device variables: on this thread, through their provider, into the pinned arena */
+		for (size_t i = 0; i < n && first_bad < 0; i++) {
+			const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
+			if (on_dev[i] && ckpt_variable_read(tv->variable, s->pinned + offsets[i],
+				(size_t)ckpt_variable_nbytes(tv->variable)) < 0) {
+				first_bad = (int)i;
+				ckpt__error_capture(&slot);
 			}
 		}
 		if (first_bad >= 0) {
@@ -272,12 +324,13 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 		e->tensor.dtype = ckpt_variable_dtype(tv->variable);
 		e->tensor.shape = *ckpt_variable_shape(tv->variable);
 		e->tensor.nbytes = ckpt_variable_nbytes(tv->variable);
-		e->tensor.data = s->arena + offsets[i];
+		e->tensor.data = (on_dev[i] ? s->pinned : s->arena) + offsets[i];
 		e->tensor.owns_data = 0;
 	}
 	if (rc == CKPT_OK)
 		rc = ckpt_checkpoint_object_graph(&s->graph, ck);
 	ckpt__free(offsets);
+	ckpt__free(on_dev);
 	for (size_t i = 0; strs && i < n; i++)
 		ckpt_tensor_free(strs[i]);
 	ckpt__free(strs);
@@ -391,5 +444,7 @@ void ckpt_async_saver_free(ckpt_async_saver *s)
 	release_staging(s);
 	ckpt__error_slot_clear(&s->error);
 	ckpt__buffer_free(s->arena);
+	if (s->pinned)
+		s->pin_provider.host_free(s->pin_provider.ctx, s->pinned, (size_t)s->pinned_cap);
 	ckpt__free(s);
 }

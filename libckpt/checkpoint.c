@@ -11,9 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 #include "checkpoint_internal.h"
+#include "variable_internal.h"
 #include "partitioned_internal.h"
 #include "formats/format.h"
 #include "strategy_impl.h"
+#include "memory_internal.h"
+#include "save_device.h"
 
 #define SAVE_COUNTER "save_counter"
 
@@ -133,7 +136,8 @@ int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *
 }
 
 /* One value per logical variable: copy 0 of a plain / mirrored variable (no copy; strings: a copy), the aggregate of a sync-on-read one. */
-static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **buf, size_t *cap)
+static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **buf, size_t *cap,
+	ckpt__pinned_cache *pinned, const void *ready)
 {
 	ckpt_dtype dt = ckpt_variable_dtype(v);
 	if (dt == CKPT_DT_STRING) {
@@ -146,7 +150,17 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 	}
 	uint64_t nb = ckpt_variable_nbytes(v);
 	const void *src = ckpt_variable_replica_data(v, 0);
-	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ) {
+	/* device copies: device -> pinned memory of their provider -> file; copied ahead by the caller (ready),
+	 * else (sync-on-read: the aggregate) read here */
+	if (ready) {
+		src = ready;
+	} else if (ckpt__variable_on_device(v)) {
+		void *pb;
+		CKPT_TRY(ckpt__pinned_cache_get(pinned, ckpt__strategy_mem(ckpt_variable_strategy(v)), (size_t)nb, &pb,
+			ckpt_variable_name(v)));
+		CKPT_TRY(ckpt_variable_read(v, pb, (size_t)nb));
+		src = pb;
+	} else if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ) {
 		if (nb > *cap) {
 			void *nbuf = ckpt__realloc(*buf, (size_t)nb);
 			if (!nbuf)
@@ -256,12 +270,24 @@ static int write_collective(ckpt_strategy *cs, ckpt_checkpoint *ck, const ckpt__
 	return rc;
 }
 
+/* Move *i, *a (node, attribute) to the next device value a save copies ahead, at or after them; NULL at the end. */
+static const ckpt_variable *device_value_from(const ckpt__plan *p, size_t *i, size_t *a)
+{
+	for (; *i < p->n; (*i)++, *a = 0) {
+		const ckpt_object *o = p->nodes[*i].obj;
+		for (; *a < o->nattrs; (*a)++)
+			if (ckpt__save_prefetchable(o->attrs[*a].var))
+				return o->attrs[*a].var;
+	}
+	return NULL;
+}
+
 static int write_to(ckpt_checkpoint *ck, const char *path)
 {
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_write"));
 	CKPT_TRY(ckpt__checkpoint_check_mirrored(ck, path));
 	ckpt__plan p;
-	CKPT_TRY(ckpt__plan_build(&p, ck->root));
+	CKPT_TRY(ckpt__plan_build_to_write(&p, ck));
 	ckpt_strategy *cs = collective_in_plan(ck, &p);
 	if (cs) {
 		int crc = write_collective(cs, ck, &p, path);
@@ -281,6 +307,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 	ckpt_writer *w = NULL;
 	void *buf = NULL;
 	size_t cap = 0;
+	ckpt__pinned_cache pinned = { 0 };
 	int rc = ckpt_writer_open(&w, path, ck->opts.format, &wo);
 	/* every value is known up front: a flat writer then writes each in place instead of copying it */
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
@@ -289,11 +316,32 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 			rc = ckpt_writer_announce(w, p.nodes[i].keys[a], ckpt_variable_dtype(o->attrs[a].var),
 				ckpt_variable_shape(o->attrs[a].var));
 	}
+	/* device values: the next one's device-to-host copy runs while the writer stores this one */
+	ckpt__save_prefetch pf = { 0 };
+	size_t ni = 0, na = 0; /* the cursor of device values, one ahead of the loop: linear in the values */
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
 		const ckpt_object *o = p.nodes[i].obj;
-		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++)
-			rc = add_value(w, o->attrs[a].var, p.nodes[i].keys[a], &buf, &cap);
+		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++) {
+			ckpt_variable *v = o->attrs[a].var;
+			const void *ready = NULL;
+			if (ckpt__save_prefetchable(v)) {
+				rc = ckpt__save_prefetch_get(&pf, v, &ready);
+				/* the next device value after this one: the cursor never moves back */
+				if (ni < i || (ni == i && na <= a)) {
+					ni = i;
+					na = a + 1;
+				}
+				const ckpt_variable *next = device_value_from(&p, &ni, &na);
+				if (next)
+					na++; /* past it: the search for the one after starts there */
+				if (rc == CKPT_OK)
+					rc = ckpt__save_prefetch_start(&pf, next);
+			}
+			if (rc == CKPT_OK)
+				rc = add_value(w, v, p.nodes[i].keys[a], &buf, &cap, &pinned, ready);
+		}
 	}
+	ckpt__save_prefetch_free(&pf);
 	if (rc == CKPT_OK) {
 		ckpt__parted_ref *refs = NULL;
 		size_t nrefs = 0;
@@ -308,6 +356,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 		rc = ckpt_writer_commit(w);
 	ckpt_writer_free(w);
 	ckpt__free(buf);
+	ckpt__pinned_cache_free(&pinned);
 	ckpt__plan_free(&p);
 	if (rc == CKPT_OK) {
 		char *lp = ckpt__strdup(path);

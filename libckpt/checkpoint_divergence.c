@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 #include "checkpoint_internal.h"
+#include "variable_internal.h"
+#include "strategy_impl.h"
 
 /* Index of the first element where copies a and b differ (fixed-size dtypes), or -1. */
 static int64_t first_diff(const ckpt_variable *v, const void *a, const void *b)
@@ -72,6 +74,33 @@ static void format_values(char *out, size_t n, const ckpt_variable *v, const voi
 	}
 }
 
+/* Host views of copies 0 and r: the copies themselves, or (device memory) copies made through the provider. */
+static int host_views(const ckpt_variable *v, int r, const void **a, const void **b, void **owned)
+{
+	*owned = NULL;
+	if (!ckpt__variable_on_device(v)) {
+		*a = ckpt_variable_replica_data(v, 0);
+		*b = ckpt_variable_replica_data(v, r);
+		return CKPT_OK;
+	}
+	size_t nb = (size_t)ckpt_variable_nbytes(v);
+	unsigned char *buf = ckpt__malloc(2 * nb + 1);
+	if (!buf)
+		return ckpt__fail(CKPT_ENOMEM, NULL, ckpt_variable_name(v), -1,
+			"divergence check of '%s': no memory for two copies of %zu bytes", ckpt_variable_name(v), nb);
+	int rc = ckpt__variable_read_copy(v, 0, buf);
+	if (rc == CKPT_OK)
+		rc = ckpt__variable_read_copy(v, r, buf + nb);
+	if (rc < 0) {
+		ckpt__free(buf);
+		return rc;
+	}
+	*a = buf;
+	*b = buf + nb;
+	*owned = buf;
+	return CKPT_OK;
+}
+
 static int check_one(const ckpt_tracked_variable *tv, const char *path)
 {
 	const ckpt_variable *v = tv->variable;
@@ -80,10 +109,21 @@ static int check_one(const ckpt_tracked_variable *tv, const char *path)
 	char reps[160] = "";
 	size_t used = 0;
 	int is_str = ckpt_variable_dtype(v) == CKPT_DT_STRING;
+	char vals[96] = ""; /* the first difference's values */
 	for (int r = 1; r < n; r++) {
 		int64_t d = -1;
-		int differs = is_str ? strings_differ(v, r)
-			: (d = first_diff(v, ckpt_variable_replica_data(v, 0), ckpt_variable_replica_data(v, r))) >= 0;
+		int differs;
+		if (is_str) {
+			differs = strings_differ(v, r);
+		} else {
+			const void *a = NULL, *b = NULL;
+			void *owned;
+			CKPT_TRY(host_views(v, r, &a, &b, &owned));
+			differs = (d = first_diff(v, a, b)) >= 0;
+			if (differs && first < 0)
+				format_values(vals, sizeof(vals), v, a, b, d);
+			ckpt__free(owned);
+		}
 		if (!differs)
 			continue;
 		if (first < 0) {
@@ -99,9 +139,6 @@ static int check_one(const ckpt_tracked_variable *tv, const char *path)
 		return CKPT_OK;
 	char detail[256] = ""; /* vals (96) and the text around it */
 	if (!is_str && elem >= 0) {
-		char vals[96];
-		format_values(vals, sizeof(vals), v, ckpt_variable_replica_data(v, 0), ckpt_variable_replica_data(v, first),
-			elem);
 		snprintf(detail, sizeof(detail), "; first difference at element %lld (replica 0 vs %d%s)", (long long)elem,
 			first, vals);
 	}

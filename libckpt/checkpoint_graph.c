@@ -257,7 +257,7 @@ static int fill_attrs(ckpt__arena *ar, ckpt_og_node *gn, ckpt__plan_node *pn)
 		}
 		ckpt_og_attr *a = &gn->attrs[gn->nattrs++];
 		a->name = at->name;
-		a->full_name = at->suffix ? "" : (char *)ckpt_variable_name(at->var);
+		a->full_name = at->suffix || at->no_full_name ? "" : (char *)ckpt_variable_name(at->var);
 		a->checkpoint_key = attr_key(ar, pn->path, at->name);
 		if (!a->checkpoint_key)
 			return CKPT_ENOMEM;
@@ -417,13 +417,46 @@ int ckpt__plan_build(ckpt__plan *p, ckpt_object *root)
 	return rc;
 }
 
+/*
+ * has_checkpoint_values as TF writes it on every node (its checkpoint util
+ * module, fill_object_graph_proto's last step): true on a node with attributes or slot
+ * variables and on every node that reaches one through its children, false
+ * elsewhere. TF reads a node without the field as "has values when it has
+ * children or attributes": an empty container would count as holding values.
+ */
+static void mark_has_values(ckpt_object_graph *g)
+{
+	for (size_t i = 0; i < g->nnodes; i++)
+		g->nodes[i].has_checkpoint_values = g->nodes[i].nattrs > 0 || g->nodes[i].nslots > 0;
+	/* children mostly come after their parent (BFS ids): a backward sweep settles a tree in one pass */
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (size_t i = g->nnodes; i-- > 0;) {
+			ckpt_og_node *n = &g->nodes[i];
+			for (size_t c = 0; c < n->nchildren && !n->has_checkpoint_values; c++) {
+				int id = n->children[c].node_id;
+				if (id >= 0 && (size_t)id < g->nnodes && g->nodes[id].has_checkpoint_values)
+					n->has_checkpoint_values = changed = 1;
+			}
+		}
+	}
+}
+
+int ckpt__plan_build_to_write(ckpt__plan *p, ckpt_checkpoint *ck)
+{
+	CKPT_TRY(ckpt__plan_build(p, ck->root));
+	if (!ck->graph_without_has_values)
+		mark_has_values(p->graph);
+	return CKPT_OK;
+}
+
 int ckpt_checkpoint_object_graph(ckpt_object_graph **out, ckpt_checkpoint *ck)
 {
 	if (!out || !ck)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_object_graph: NULL argument");
 	*out = NULL;
 	ckpt__plan p;
-	CKPT_TRY(ckpt__plan_build(&p, ck->root));
+	CKPT_TRY(ckpt__plan_build_to_write(&p, ck));
 	/* the plan's graph borrows from the tree and its arena: the caller gets a deep copy */
 	int rc = ckpt_object_graph_copy(out, p.graph);
 	ckpt__plan_free(&p);

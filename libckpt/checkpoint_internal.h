@@ -52,6 +52,7 @@ typedef struct ckpt__attr {
 	ckpt_variable *var;
 	int owned;           /* freed with the object */
 	char *source_key;    /* attributes of non-variable nodes: stored key last restored from */
+	int no_full_name;    /* loaded from an attribute TF wrote without full_name: written without one again */
 } ckpt__attr;
 
 typedef struct ckpt__slot {
@@ -104,6 +105,7 @@ struct ckpt_checkpoint {
 	struct ckpt__find_cache *find; /* ckpt_checkpoint_find_variable's index, NULL until used */
 	struct ckpt_partitioned **parted; /* tracked partitioned variables (borrowed), in tracking order */
 	size_t nparted, capparted;
+	int graph_without_has_values; /* loaded from a graph written without has_checkpoint_values: written so again */
 };
 
 /* ---- stored values ---- */
@@ -201,6 +203,8 @@ typedef struct ckpt__plan {
 	ckpt__arena arena;
 } ckpt__plan;
 int ckpt__plan_build(ckpt__plan *p, ckpt_object *root);
+/* The plan of what `ck` writes: ckpt__plan_build, and has_checkpoint_values as TF sets it (unless ck's source had none). */
+int ckpt__plan_build_to_write(ckpt__plan *p, ckpt_checkpoint *ck);
 void ckpt__plan_free(ckpt__plan *p);
 void ckpt__find_cache_free(struct ckpt__find_cache *c);
 

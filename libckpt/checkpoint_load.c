@@ -119,6 +119,12 @@ static int is_var_node(const ckpt__session *s, int n)
 		s->graph->nodes[n].nchildren == 0;
 }
 
+/* TF wrote no full_name for the value's attribute: neither do we when the object is written again. */
+static void keep_no_full_name(ckpt__attr *a, const ckpt__value *v)
+{
+	a->no_full_name = !(v->full_name && *v->full_name);
+}
+
 /* The object for stored node n (not linked yet; one reference for the caller). */
 static int make_object(ckpt_object **out, ckpt__session *s, int n, const ckpt_checkpoint_options *o)
 {
@@ -128,6 +134,8 @@ static int make_object(ckpt_object **out, ckpt__session *s, int n, const ckpt_ch
 		int rc = ckpt__var_node_new(out, v, 1);
 		if (rc < 0)
 			ckpt_variable_free(v);
+		else
+			keep_no_full_name(&(*out)->attrs[0], &s->vals[s->node_first[n]]);
 		return rc;
 	}
 	ckpt_object *obj;
@@ -138,6 +146,8 @@ static int make_object(ckpt_object **out, ckpt__session *s, int n, const ckpt_ch
 		int rc = make_var(&v, s, &s->vals[i], o);
 		if (rc == CKPT_OK && (rc = ckpt__object_push_attr_tensor(obj, s->vals[i].attr, s->vals[i].suffix, v, 1)) < 0)
 			ckpt_variable_free(v);
+		else if (rc == CKPT_OK)
+			keep_no_full_name(&obj->attrs[obj->nattrs - 1], &s->vals[i]);
 		if (rc < 0) {
 			ckpt_object_free(obj);
 			return rc;
@@ -168,6 +178,8 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 			if (rc == CKPT_OK &&
 				(rc = ckpt__object_push_attr_tensor(root, s->vals[i].attr, s->vals[i].suffix, v, 1)) < 0)
 				ckpt_variable_free(v);
+			else if (rc == CKPT_OK)
+				keep_no_full_name(&root->attrs[root->nattrs - 1], &s->vals[i]);
 		}
 	}
 	for (size_t qi = 0; qi < qn && rc == CKPT_OK; qi++) {
@@ -222,6 +234,8 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 			/* no initial value: the load's restore run writes every copy, as for make_var */
 			rc = ckpt__slot_create(&v, &objs[sn], objs[n], prim, sr->slot_name, sv->full_name, &vo,
 				!vo.initial_value);
+			if (rc == CKPT_OK)
+				keep_no_full_name(&objs[sn]->attrs[0], sv);
 			if (rc == CKPT_OK && !vo.initial_value)
 				rc = note_unfilled(s, v); /* on failure the load frees the tree, the slot with it */
 			if (rc == CKPT_OK && vo.initial_value && ckpt_variable_kind(v) != CKPT_VAR_SYNC_ON_READ)
@@ -294,6 +308,13 @@ int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, co
 		rc = ckpt__session_stage_all(s);
 	if (rc == CKPT_OK)
 		rc = s->graph ? build_graph_tree(s, ck->root, &ck->opts) : CKPT_OK;
+	if (rc == CKPT_OK && s->graph) {
+		/* older TF wrote no has_checkpoint_values: such a file written again keeps its graph as it was */
+		int any = 0;
+		for (size_t i = 0; i < s->graph->nnodes && !any; i++)
+			any = s->graph->nodes[i].has_checkpoint_values >= 0;
+		ck->graph_without_has_values = !any;
+	}
 	if (rc == CKPT_OK)
 		rc = build_flat_tree(s, ck->root, &ck->opts);
 	if (rc == CKPT_OK && (rc = ckpt__run_new(&r, s)) == CKPT_OK)

@@ -257,7 +257,7 @@ int ckpt__object_push_attr_tensor(ckpt_object *o, const char *name, const char *
 		return CKPT_ENOMEM;
 	}
 	ckpt__tree_changed();
-	o->attrs[o->nattrs++] = (ckpt__attr){ n, sfx, var, owned, NULL };
+	o->attrs[o->nattrs++] = (ckpt__attr){ n, sfx, var, owned, NULL, 0 };
 	return CKPT_OK;
 }
 

@@ -35,6 +35,7 @@
 #include "partitioned_internal.h"
 #include "strategy_impl.h"
 #include "variable_internal.h"
+#include "device_stream.h"
 
 /* ================================================================== */
 /* session                                                              */
@@ -816,6 +817,35 @@ static int can_read_direct(const ckpt__session *s, const ckpt__value *v, ckpt_va
 }
 
 /*
+ * Whether value `val` goes to a device variable through the pinned ring
+ * (device_stream.h): as can_read_direct, for copies only the provider may
+ * touch. Sync-on-read ones are staged (their copies differ: no rollback).
+ */
+static int can_stream(const ckpt__session *s, const ckpt__value *v, ckpt_variable *var, unsigned uses)
+{
+	if (!s->reader || v->t || v->initialized || uses != 1 || v->dtype == CKPT_DT_STRING ||
+	    !ckpt__variable_on_device(var) || ckpt_variable_kind(var) == CKPT_VAR_SYNC_ON_READ ||
+	    ckpt_variable_nbytes(var) == 0)
+		return 0;
+	const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
+	return vi && vi->has_crc32c && vi->nslices == 0;
+}
+
+/* Stream every value of `d` into copy 0 of its device variable; touched[i] is set before value i is written. */
+static int run_stream(ckpt_reader *rd, const direct *d, size_t n, unsigned char *touched)
+{
+	ckpt__ring ring = { 0 };
+	int rc = CKPT_OK;
+	for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
+		touched[i] = 1;
+		rc = ckpt__ring_stream(&ring, ckpt__strategy_mem(ckpt_variable_strategy(d[i].var)), rd, d[i].entry, d[i].dst,
+			d[i].n, ckpt_variable_name(d[i].var));
+	}
+	ckpt__ring_free(&ring);
+	return rc;
+}
+
+/*
  * Commit one run, all or nothing:
  *  1. stage what cannot be read in place (sync-on-read, strings, partitioned
  *     or unchecksummed entries, values shared by several variables) and what
@@ -847,6 +877,9 @@ int ckpt__run_commit(ckpt__run *r)
 	unsigned char *want_now = ckpt__calloc(nv, 1), *want_later = ckpt__calloc(nv, 1);
 	unsigned char *touched = ckpt__calloc(na1, 1), *is_direct = ckpt__calloc(na1, 1);
 	direct *dir = ckpt__calloc(na1, sizeof(*dir));
+	/* device variables: streamed through the pinned ring into copy 0, like dir */
+	direct *str = ckpt__calloc(na1, sizeof(*str));
+	unsigned char *str_touched = ckpt__calloc(na1, 1);
 	char **keys = ckpt__calloc(na1, sizeof(char *));
 	ckpt_variable **vars = ckpt__calloc(na1, sizeof(*vars));
 	const void **srcs = ckpt__calloc(na1, sizeof(*srcs));
@@ -863,11 +896,11 @@ int ckpt__run_commit(ckpt__run *r)
 		parts = ckpt__strategy_ops_of(r->cs)->restore_parts(r->cs, &part);
 	uint64_t *bnow = parts > 1 ? ckpt__calloc((size_t)parts + 1, sizeof(*bnow)) : NULL;
 	uint64_t *blater = parts > 1 ? ckpt__calloc((size_t)parts + 1, sizeof(*blater)) : NULL;
-	int rc = (!uses || !want_now || !want_later || !touched || !is_direct || !dir || !keys || !vars || !srcs || !sizes ||
+	int rc = (!uses || !want_now || !want_later || !touched || !is_direct || !dir || !str || !str_touched || !keys || !vars || !srcs || !sizes ||
 		!svars || !sstaged || (s->reader && !arenas) || (parts > 1 && (!bnow || !blater))) ? CKPT_ENOMEM : CKPT_OK;
 	void *now = NULL, *later = NULL;
 	ckpt__assign_plan *plan = NULL;
-	size_t ndir = 0, nrb = 0, nwrite = 0, nstr = 0;
+	size_t ndir = 0, nrb = 0, nwrite = 0, nstr = 0, nstream = 0, nsrb = 0;
 
 	/* 1. stage and verify */
 	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++)
@@ -880,6 +913,10 @@ int ckpt__run_commit(ckpt__run *r)
 			is_direct[i] = 1;
 			dir[ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val, v->reader_index, a->var,
 				ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
+		} else if (!r->cs && can_stream(s, v, a->var, uses[a->val])) {
+			is_direct[i] = 1;
+			str[nstream++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val, v->reader_index,
+				a->var, ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
 		} else if (!v->t && s->reader)
 			want_now[a->val] = 1;
 	}
@@ -888,6 +925,8 @@ int ckpt__run_commit(ckpt__run *r)
 			want_later[i] = !want_now[i] && !s->vals[i].t && !s->vals[i].consumed;
 		for (size_t i = 0; i < ndir; i++)
 			want_later[dir[i].val] = 0;
+		for (size_t i = 0; i < nstream; i++)
+			want_later[str[i].val] = 0;
 		rc = stage(s, want_now, &now, parts, part, bnow);
 		for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
 			s->vals[i].temp = want_now[i];
@@ -901,6 +940,14 @@ int ckpt__run_commit(ckpt__run *r)
 			nrb++;
 		if (rc == CKPT_OK)
 			rc = run_direct(s->reader, dir + nrb, ndir - nrb, 0, NULL);
+		/* device values without a second copy to roll back from are verified in the file first, too */
+		int ssrc = ckpt__sort(str, nstream, sizeof(*str), cmp_rollback_first);
+		if (rc == CKPT_OK)
+			rc = ssrc;
+		while (nsrb < nstream && str[nsrb].rollback)
+			nsrb++;
+		if (rc == CKPT_OK)
+			rc = run_direct(s->reader, str + nsrb, nstream - nsrb, 0, NULL);
 	}
 
 	/* 2. check and allocate */
@@ -945,17 +992,25 @@ int ckpt__run_commit(ckpt__run *r)
 
 	/* 3. read in place (checksums verified as they are read): mirrored values
 	 * first, so a bad one is undone before any plain variable is written */
+	/* device values first (a failing device then has touched no host variable), rollbackable ones first */
+	if (rc == CKPT_OK && nstream) {
+		rc = run_stream(s->reader, str, nstream, str_touched);
+		if (rc < 0 && !r->fresh)
+			undo_direct(s, str, nstream, str_touched);
+	}
 	if (rc == CKPT_OK && ndir) {
 		rc = run_direct(s->reader, dir, nrb, 1, touched);
 		if (rc == CKPT_OK)
 			rc = run_direct(s->reader, dir + nrb, ndir - nrb, 1, touched + nrb);
-		if (rc < 0 && !r->fresh)
+		if (rc < 0 && !r->fresh) {
 			undo_direct(s, dir, ndir, touched);
+			undo_direct(s, str, nstream, str_touched);
+		}
 	}
 
-	/* 4. fan out and swap in: cannot fail */
+	/* 4. fan out and swap in: cannot fail on the host (device copies: only the provider can) */
 	if (rc == CKPT_OK)
-		ckpt__assign_plan_run(plan);
+		rc = ckpt__assign_plan_run(plan);
 	ckpt__assign_plan_free(plan);
 	for (size_t i = 0; i < nstr; i++) {
 		if (rc == CKPT_OK)
@@ -978,6 +1033,8 @@ int ckpt__run_commit(ckpt__run *r)
 	ckpt__free(touched);
 	ckpt__free(is_direct);
 	ckpt__free(dir);
+	ckpt__free(str);
+	ckpt__free(str_touched);
 	ckpt__free(vars);
 	ckpt__free(srcs);
 	ckpt__free(sizes);
@@ -1157,9 +1214,9 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 		ckpt__run_set_collective(r, cs);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
-	/* partitioned parts were read and checked before the agreement: assigning them cannot fail */
+	/* partitioned parts were read and checked before the agreement: assigning them cannot fail (device parts: only the provider can) */
 	if (rc == CKPT_OK)
-		ckpt__partitioned_commit(pr);
+		rc = ckpt__partitioned_commit(pr);
 	ckpt__partitioned_restore_free(pr);
 	ckpt__run_discard(r);
 	if (rc < 0) {

@@ -201,6 +201,13 @@ void ckpt__posix_unlock(ckpt_vfs *vfs, void *token);
 int ckpt__lock_registry_add(void **entry, const char *key);
 void ckpt__lock_registry_remove(void *entry);
 int ckpt__lock_registry_has(const char *key);
+/** What the process named in a lock file is doing (lock_holder.c; Linux /proc). */
+typedef enum ckpt__holder_state {
+	CKPT__HOLDER_LIVE,    /* running (or not inspectable): a real second writer */
+	CKPT__HOLDER_EXITING, /* dying, still holding its files: the lock goes when it is gone */
+	CKPT__HOLDER_GONE,    /* no such process, or a zombie (its files are closed) */
+} ckpt__holder_state;
+ckpt__holder_state ckpt__lock_holder_state(long pid);
 /** CKPT_EBUSY with the message naming the holder (`pid` 0: unknown, our own pid: this process). */
 int ckpt__lock_refuse(const char *dir, const char *lock_path, long pid);
 /** The lock of a file system without a lock method: the registry alone, keyed by VFS and directory. */

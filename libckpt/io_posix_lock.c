@@ -8,6 +8,13 @@
  * removing it would let a second process lock a fresh inode while the first
  * still holds the old one.
  *
+ * The lock goes only when the holder has finished dying, which can come well
+ * after its death was decided (mpirun returns without waiting for the ranks
+ * it SIGKILLed; a dying rank may sit in an fsync first). A contender that
+ * finds the lock held by a process that is exiting (lock_holder.c) waits for
+ * it to go, up to EXIT_WAIT_MS (60 s), instead of refusing; a live holder is
+ * refused at once, naming it.
+ *
  * The lock is also entered in the in-process registry (io_lock_registry.c)
  * under the lock file's device and inode, so that a second manager of the
  * same process is refused whatever the spelling of the directory and
@@ -28,6 +35,7 @@
 #include "internal.h"
 
 #define PID_TRIES 2000 /* x 1 ms: how long a contender waits for the holder's pid to appear */
+#define EXIT_WAIT_MS 60000 /* how long a contender waits for a killed holder to finish exiting */
 
 typedef struct posix_lock {
 	int fd;           /* the locked file */
@@ -54,23 +62,52 @@ static char *posix_key(const struct stat *st)
 	return ckpt__asprintf("posix:%llu:%llu", (unsigned long long)st->st_dev, (unsigned long long)st->st_ino);
 }
 
-/* flock the open lock file, waiting briefly for a starting holder's pid to name it in the refusal. */
+static long elapsed_ms(const struct timespec *since)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (long)(now.tv_sec - since->tv_sec) * 1000 + (now.tv_nsec - since->tv_nsec) / 1000000;
+}
+
+static int refuse_still_exiting(const char *dir, const char *lock_path, long pid)
+{
+	return ckpt__fail(CKPT_EBUSY, lock_path, NULL, -1,
+		"checkpoint directory %s is still locked by pid %ld, which was killed but has not finished exiting "
+		"after %d s (it holds %s until it is gone); one writer per directory: wait for that process to go",
+		dir, pid, EXIT_WAIT_MS / 1000, lock_path);
+}
+
+/* flock the open lock file: wait for a starting holder's pid (to name it) and for a dying holder to go. */
 static int take_flock(posix_lock *l, const char *dir)
 {
 	/*
 	 * A holder writes its pid just after it gets the lock, so a contender may
 	 * find it locked but without a live pid in it (empty, or a dead holder's):
 	 * look again, briefly, so that the refusal names the right process —
-	 * and the lock itself may come free meanwhile.
+	 * and the lock itself may come free meanwhile. A holder that is exiting
+	 * is waited for (see the top of this file).
 	 */
-	for (int tries = 0;; tries++) {
+	struct timespec exiting_since = { 0, 0 };
+	long exiting_pid = 0;
+	for (int tries = 0;;) {
 		if (flock(l->fd, LOCK_EX | LOCK_NB) == 0)
 			return CKPT_OK;
 		if (errno != EWOULDBLOCK && errno != EINTR)
 			return ckpt__fail_errno(errno, l->path, "cannot lock the manager's lock file");
 		long pid = holder_pid(l->fd);
-		if ((pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) || tries == PID_TRIES)
-			return ckpt__lock_refuse(dir, l->path, pid > 0 && tries < PID_TRIES ? pid : 0);
+		ckpt__holder_state hs = pid > 0 ? ckpt__lock_holder_state(pid) : CKPT__HOLDER_GONE;
+		if (hs == CKPT__HOLDER_LIVE)
+			return ckpt__lock_refuse(dir, l->path, pid);
+		if (hs == CKPT__HOLDER_EXITING) {
+			if (pid != exiting_pid) {
+				exiting_pid = pid;
+				clock_gettime(CLOCK_MONOTONIC, &exiting_since);
+			} else if (elapsed_ms(&exiting_since) >= EXIT_WAIT_MS) {
+				return refuse_still_exiting(dir, l->path, pid);
+			}
+		} else if (++tries >= PID_TRIES) {
+			return ckpt__lock_refuse(dir, l->path, 0);
+		}
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	}
 }

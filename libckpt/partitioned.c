@@ -243,18 +243,29 @@ int ckpt__partitioned_write(ckpt_writer *w, const ckpt__parted_ref *refs, size_t
 	for (size_t k = 0; k < nrefs; k++) {
 		ckpt_partitioned *p = refs[k].p;
 		const void **data = ckpt__calloc((size_t)p->nparts, sizeof(*data));
-		if (!data)
-			return CKPT_ENOMEM;
-		int rc = CKPT_OK;
+		void **host = ckpt__calloc((size_t)p->nparts, sizeof(*host)); /* device parts' copies */
+		int rc = data && host ? CKPT_OK : CKPT_ENOMEM;
 		for (int i = 0; i < p->nparts && rc == CKPT_OK; i++) {
-			if (!p->part[i])
+			if (!p->part[i]) {
 				rc = ckpt__fail(CKPT_EINVAL, NULL, p->name, -1, "part %d is held by worker %d", i,
 					ckpt_partitioned_owner(p, i));
-			else
+			} else if (ckpt__variable_on_device(p->part[i])) {
+				/* a part in device memory: replica 0 through its provider */
+				size_t nb = (size_t)ckpt_variable_nbytes(p->part[i]);
+				if (!(host[i] = ckpt__malloc(nb ? nb : 1)))
+					rc = ckpt__fail(CKPT_ENOMEM, NULL, p->name, -1, "no host memory for part %d of '%s'", i, p->name);
+				else
+					rc = ckpt__variable_read_copy(p->part[i], 0, host[i]);
+				data[i] = host[i];
+			} else {
 				data[i] = ckpt_variable_replica_data(p->part[i], 0);
+			}
 		}
 		if (rc == CKPT_OK)
 			rc = ckpt__writer_add_partitioned(w, refs[k].key, p->dtype, &p->shape, p->nparts, p->row0, p->rows, data);
+		for (int i = 0; host && i < p->nparts; i++)
+			ckpt__free(host[i]);
+		ckpt__free(host);
 		ckpt__free(data);
 		CKPT_TRY(rc);
 	}
@@ -430,11 +441,17 @@ int ckpt__partitioned_stage(ckpt__partitioned_restore **out, ckpt_checkpoint *ck
 	return CKPT_OK;
 }
 
-void ckpt__partitioned_commit(ckpt__partitioned_restore *pr)
+int ckpt__partitioned_commit(ckpt__partitioned_restore *pr)
 {
+	int first = CKPT_OK;
 	for (size_t k = 0; pr && k < pr->n; k++)
 		for (int i = 0; i < pr->p[k]->nparts; i++)
-			if (pr->bufs[k][i])
-				(void)ckpt_variable_assign(pr->p[k]->part[i], pr->bufs[k][i],
+			if (pr->bufs[k][i]) {
+				/* host parts cannot fail here; device parts only when the provider does */
+				int rc = ckpt_variable_assign(pr->p[k]->part[i], pr->bufs[k][i],
 					(size_t)ckpt_variable_nbytes(pr->p[k]->part[i]));
+				if (rc < 0 && first == CKPT_OK)
+					first = rc;
+			}
+	return first;
 }

@@ -30,12 +30,13 @@ int ckpt__partitioned_write(ckpt_writer *w, const ckpt__parted_ref *refs, size_t
  * pieces of every process (collective: call it on every process, with this
  * process's status so far in `rc`; nothing is read when rc < 0). It marks
  * the stored entries consumed in the session. commit assigns the staged
- * rows (after the rest of the restore committed) and cannot fail.
+ * rows (after the rest of the restore committed); it cannot fail for host
+ * parts (device parts: only when their provider fails).
  */
 typedef struct ckpt__partitioned_restore ckpt__partitioned_restore;
 int ckpt__partitioned_stage(ckpt__partitioned_restore **out, ckpt_checkpoint *ck, ckpt__session *s,
 	ckpt_strategy *cs, int rc);
-void ckpt__partitioned_commit(ckpt__partitioned_restore *pr);
+int ckpt__partitioned_commit(ckpt__partitioned_restore *pr);
 void ckpt__partitioned_restore_free(ckpt__partitioned_restore *pr);
 
 #endif

@@ -35,6 +35,8 @@ static int cmp_piece(const void *a, const void *b)
 
 int ckpt__row_pieces_verify(ckpt_reader *r, ckpt__row_piece *p, size_t n)
 {
+	if (n == 0)
+		return CKPT_OK; /* no pieces (p may be NULL: qsort must not see it) */
 	qsort(p, n, sizeof(*p), cmp_piece);
 	for (size_t i = 0; i < n;) {
 		uint64_t e = p[i].entry;

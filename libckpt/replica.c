@@ -39,6 +39,7 @@
 #include <omp.h>
 #include "variable_internal.h"
 #include "strategy_impl.h"
+#include "variable_device.h"
 
 struct run;
 
@@ -268,28 +269,66 @@ static int cross_reduce(ckpt_replica_ctx *ctx, const ckpt__strategy_ops *ops, ck
 	return share_hook_result(ctx, hook_rc);
 }
 
+/* Device replicas: the reduced host copy back into this replica's device buffer; frees the host copy. */
+static int copy_back(ckpt_replica_ctx *ctx, ckpt__mem *m, void *dev, void *host, size_t nbytes, int rc)
+{
+	if (rc == CKPT_OK)
+		rc = ckpt__mem_h2d(m, ctx->id, dev, host, nbytes, NULL);
+	int src = ckpt__mem_sync(m, ctx->id, NULL);
+	if (rc == CKPT_OK)
+		rc = src;
+	ckpt__free(host);
+	return rc;
+}
+
 static int all_reduce(ckpt_replica_ctx *ctx, ckpt_reduce_op op, void *buf, size_t n, int kind)
 {
 	static const char *const fn_name[] = { "ckpt_replica_all_reduce_f32", "ckpt_replica_all_reduce_f64" };
 	CKPT_TRY(check_ctx(ctx, fn_name[kind]));
 	struct run *r = ctx->run;
 	int bad = (op != CKPT_REDUCE_SUM && op != CKPT_REDUCE_MEAN) ? 1 : (!buf && n > 0) ? 2 : 0;
+	/* device replicas: reduce host copies made through the provider, then copy the result back */
+	ckpt__mem *m = ckpt__strategy_mem(r->strategy);
+	void *dev = NULL;
+	size_t nbytes = n * (kind == KIND_F32 ? sizeof(float) : sizeof(double));
+	int dev_rc = CKPT_OK;
+	if (!bad && n > 0 && ckpt__mem_is_device(m)) {
+		dev = buf;
+		buf = ckpt__malloc(nbytes);
+		dev_rc = !buf ? ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "%s: no host memory for %zu bytes of replica %d",
+				fn_name[kind], nbytes, ctx->id)
+			: ckpt__device_read(m, ctx->id, dev, 0, buf, nbytes, NULL);
+		if (dev_rc < 0)
+			bad = 3;
+	}
 	/* even a bad call takes part in the rendezvous, so peers fail instead of waiting */
 	r->bufs[ctx->id] = buf;
 	r->counts[ctx->id] = bad ? (size_t)-1 : n;
 	r->kinds[ctx->id] = kind * 2 + (op == CKPT_REDUCE_MEAN);
 	int rc = barrier(ctx);
 	const ckpt__strategy_ops *ops = ckpt__strategy_ops_of(r->strategy);
-	if (ops->all_reduce && rc == CKPT_OK)
-		return cross_reduce(ctx, ops, op, buf, n, kind);
+	if (ops->all_reduce && rc == CKPT_OK) {
+		rc = cross_reduce(ctx, ops, op, buf, n, kind);
+		return dev ? copy_back(ctx, m, dev, buf, nbytes, rc) : rc;
+	}
 	if (bad == 1)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s: unknown reduce op %d", fn_name[kind], (int)op);
 	if (bad == 2)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s: buffer is NULL", fn_name[kind]);
-	if (rc < 0)
+	if (bad == 3) {
+		ckpt__free(buf);
+		return dev_rc; /* its error is still this thread's last (a passing barrier records none) */
+	}
+	if (rc < 0) {
+		if (dev)
+			ckpt__free(buf);
 		return rc;
+	}
 	/* every replica sees the same published arguments, so all agree on failing */
 	for (int i = 0; i < r->n; i++) {
+		if (r->counts[i] == (size_t)-1 || r->counts[i] != n || r->kinds[i] != r->kinds[ctx->id])
+			if (dev)
+				ckpt__free(buf);
 		if (r->counts[i] == (size_t)-1)
 			return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
 				"%s: replica %d passed invalid arguments", fn_name[kind], i);
@@ -306,7 +345,8 @@ static int all_reduce(ckpt_replica_ctx *ctx, ckpt_reduce_op op, void *buf, size_
 	else
 		reduce_f64((double *const *)r->bufs, r->n, lo, hi, op == CKPT_REDUCE_MEAN);
 	/* nobody returns (and reuses its buffer) before every chunk is written */
-	return barrier(ctx);
+	rc = barrier(ctx);
+	return dev ? copy_back(ctx, m, dev, buf, nbytes, rc) : rc;
 }
 
 int ckpt_replica_all_reduce_f32(ckpt_replica_ctx *ctx, ckpt_reduce_op op, float *buf, size_t n)

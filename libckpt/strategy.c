@@ -22,6 +22,7 @@
 #include <string.h>
 #include "variable_internal.h"
 #include "strategy_impl.h"
+#include "memory_internal.h"
 
 struct ckpt_strategy {
 	ckpt_strategy_kind kind;
@@ -36,6 +37,8 @@ struct ckpt_strategy {
 	int scopes;    /* atomic: scope-stack entries over all threads (for messages) */
 	int released;  /* atomic: owner called ckpt_strategy_free */
 	char desc[112];
+	ckpt__mem *mem;       /* ckpt_strategy_mirrored_on: the provider, devices, queues; NULL: library host buffers */
+	size_t staging_bytes; /* the pinned ring (strategies without a provider keep it for their own setting) */
 };
 
 static const ckpt__strategy_ops default_ops = { .name = "default", .kind = CKPT_STRATEGY_DEFAULT };
@@ -43,7 +46,7 @@ static const ckpt__strategy_ops mirrored_ops = { .name = "mirrored", .kind = CKP
 
 static ckpt_strategy default_strategy = {
 	.kind = CKPT_STRATEGY_DEFAULT, .ops = &default_ops, .num_replicas = 1, .local_replicas = 1,
-	.refs = 1, .desc = "DefaultStrategy"
+	.refs = 1, .desc = "DefaultStrategy", .staging_bytes = CKPT_STAGING_DEFAULT_BYTES
 };
 
 static unsigned next_id; /* atomic */
@@ -75,6 +78,7 @@ int ckpt__strategy_create(ckpt_strategy **out, const ckpt__strategy_ops *ops, in
 	s->impl = impl;
 	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
 	s->refs = 1;
+	s->staging_bytes = CKPT_STAGING_DEFAULT_BYTES;
 	snprintf(s->desc, sizeof(s->desc), "%.95s#%u", desc, s->id);
 	if (ckpt__strategy_is_collective(s))
 		__atomic_add_fetch(&collective_live, 1, __ATOMIC_ACQ_REL);
@@ -96,6 +100,86 @@ int ckpt_strategy_mirrored_new(ckpt_strategy **out, int num_replicas)
 	char desc[64];
 	snprintf(desc, sizeof(desc), "MirroredStrategy(%d replica%s)", num_replicas, num_replicas == 1 ? "" : "s");
 	return ckpt__strategy_create(out, &mirrored_ops, num_replicas, num_replicas, 0, NULL, desc);
+}
+
+int ckpt_strategy_mirrored_on(ckpt_strategy **out, const ckpt_memory_provider *provider,
+	const int *devices, int n)
+{
+	if (!out)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_strategy_mirrored_on: out is NULL");
+	*out = NULL;
+	if (n < 1)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+			"a mirrored strategy needs at least 1 replica, got %d", n);
+	if (n > CKPT__MAX_REPLICAS)
+		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1,
+			"a mirrored strategy has at most %d replicas, got %d", CKPT__MAX_REPLICAS, n);
+	ckpt__mem *m;
+	CKPT_TRY(ckpt__mem_new(&m, provider, devices, n));
+	char desc[96];
+	snprintf(desc, sizeof(desc), "MirroredStrategy(%d replica%s on %.40s)", n, n == 1 ? "" : "s", m->caps.name);
+	ckpt_strategy *s;
+	int rc = ckpt__strategy_create(&s, &mirrored_ops, n, n, 0, NULL, desc);
+	if (rc < 0) {
+		ckpt__mem_free(m);
+		return rc;
+	}
+	s->mem = m;
+	*out = s;
+	return CKPT_OK;
+}
+
+int ckpt__strategy_attach_memory(ckpt_strategy *s, const ckpt_memory_provider *provider, const int *devices)
+{
+	if (!s || s == &default_strategy || s->mem || __atomic_load_n(&s->variables, __ATOMIC_ACQUIRE) > 0)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "memory can be attached only to a new strategy without variables");
+	ckpt__mem *m;
+	CKPT_TRY(ckpt__mem_new(&m, provider, devices, s->local_replicas));
+	m->staging_bytes = s->staging_bytes;
+	s->mem = m;
+	/* the description says where the replicas live */
+	size_t len = strlen(s->desc);
+	snprintf(s->desc + len, sizeof(s->desc) - len, " on %.20s", m->caps.name);
+	return CKPT_OK;
+}
+
+ckpt__mem *ckpt__strategy_mem(const ckpt_strategy *s)
+{
+	return s ? s->mem : NULL;
+}
+
+const ckpt_memory_provider *ckpt_strategy_memory_provider(const ckpt_strategy *s)
+{
+	return s && s->mem ? &s->mem->p : ckpt_memory_provider_host();
+}
+
+int ckpt_strategy_replica_device(const ckpt_strategy *s, int replica)
+{
+	if (replica < 0 || replica >= ckpt__strategy_local_replicas(s))
+		return -1;
+	return s && s->mem ? s->mem->devices[replica] : 0;
+}
+
+int ckpt_strategy_set_staging_bytes(ckpt_strategy *s, size_t bytes)
+{
+	if (!s || s == &default_strategy)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_strategy_set_staging_bytes: %s",
+			s ? "the default strategy's ring is fixed" : "strategy is NULL");
+	if (bytes == 0)
+		bytes = CKPT_STAGING_DEFAULT_BYTES;
+	if (bytes < CKPT_STAGING_MIN_BYTES)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+			"staging ring of %zu bytes for %s: at least %zu (two halves of %zu)", bytes, s->desc,
+			(size_t)CKPT_STAGING_MIN_BYTES, (size_t)CKPT_STAGING_MIN_BYTES / 2);
+	s->staging_bytes = bytes;
+	if (s->mem)
+		s->mem->staging_bytes = bytes;
+	return CKPT_OK;
+}
+
+size_t ckpt_strategy_staging_bytes(const ckpt_strategy *s)
+{
+	return s ? s->staging_bytes : CKPT_STAGING_DEFAULT_BYTES;
 }
 
 const ckpt__strategy_ops *ckpt__strategy_ops_of(const ckpt_strategy *s)
@@ -135,6 +219,7 @@ static void drop_ref(ckpt_strategy *s)
 			__atomic_sub_fetch(&collective_live, 1, __ATOMIC_ACQ_REL);
 		if (s->ops->destroy)
 			s->ops->destroy(s);
+		ckpt__mem_free(s->mem);
 		ckpt__free(s);
 	}
 }

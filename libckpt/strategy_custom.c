@@ -95,3 +95,23 @@ void *ckpt_variable_local_copy(ckpt_variable *v, int i)
 {
 	return ckpt__variable_local_copy(v, i);
 }
+
+int ckpt_strategy_attach_memory(ckpt_strategy *s, const ckpt_memory_provider *provider, const int *devices)
+{
+	return ckpt__strategy_attach_memory(s, provider, devices);
+}
+
+int ckpt_variable_on_device(const ckpt_variable *v)
+{
+	return ckpt__variable_on_device(v);
+}
+
+int ckpt_variable_read_copy(const ckpt_variable *v, int i, void *dst)
+{
+	return ckpt__variable_read_copy(v, i, dst);
+}
+
+int ckpt_variable_write_copy(ckpt_variable *v, int i, const void *src)
+{
+	return ckpt__variable_write_copy(v, i, src);
+}

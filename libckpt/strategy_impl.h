@@ -48,11 +48,26 @@ int ckpt__strategy_local_replicas(const ckpt_strategy *s);
 int ckpt__strategy_replica_offset(const ckpt_strategy *s);
 /** 1 when `s` has cross-process hooks. */
 int ckpt__strategy_is_collective(const ckpt_strategy *s);
+/**
+ * Put the local replicas of `s` (just created, no variable yet) in the memory
+ * of `provider`, local replica r on devices[r] (ckpt/memory.h). For
+ * strategies made outside strategy.c (the multi-worker one, through
+ * ckpt_strategy_attach_memory).
+ */
+int ckpt__strategy_attach_memory(ckpt_strategy *s, const ckpt_memory_provider *provider, const int *devices);
 /** Whether any cross-process strategy exists in this process now. */
 int ckpt__strategy_any_collective(void);
 
 /** Copy 0 of `v` into its other local copies unchanged (creation semantics, not assign's split). */
 void ckpt__variable_fill_from_primary(ckpt_variable *v);
+/**
+ * Local copy `replica` of `v` from / into host memory (nbytes; fixed-size
+ * dtypes): memcpy for host copies, the provider's copies for device ones.
+ */
+int ckpt__variable_read_copy(const ckpt_variable *v, int replica, void *dst);
+int ckpt__variable_write_copy(ckpt_variable *v, int replica, const void *src);
+/** 1 when `v`'s copies are device memory that only the provider's copies may touch. */
+int ckpt__variable_on_device(const ckpt_variable *v);
 /** Writable local copy `i` (0 <= i < local copies), or NULL. */
 void *ckpt__variable_local_copy(ckpt_variable *v, int i);
 

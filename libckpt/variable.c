@@ -35,6 +35,7 @@
 #include <omp.h>
 #include "variable_internal.h"
 #include "strategy_impl.h"
+#include "variable_device.h"
 
 struct ckpt_variable {
 	char *name;              /* in the variable's own allocation (var_alloc), as is bufs */
@@ -53,6 +54,8 @@ struct ckpt_variable {
 	int wrapped;             /* bufs belong to the caller */
 	int host;                /* host state tracked by pointer: one copy, no strategy's (ckpt/host.h) */
 	int in_slab;             /* the variable's allocation is a ckpt__slab_alloc one */
+	ckpt__mem *pmem;         /* the provider that allocated the copies (ckpt_strategy_mirrored_on), or NULL */
+	int dev;                 /* copies are device memory: every access goes through pmem's copies */
 	void **bufs;             /* copies pointers (STRING: strs[r]->data) */
 	ckpt_tensor **strs;      /* STRING only: one deep copy per replica */
 };
@@ -360,6 +363,10 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 		CKPT_TRY(strings_nbytes(o->initial_value, nelem, name, &nbytes));
 
 	ckpt_strategy *s = ckpt_strategy_current();
+	if (ckpt__mem_is_device(ckpt__strategy_mem(s)))
+		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1,
+			"string variable '%s' under %s: string elements are host objects and cannot live in device "
+			"memory; create it outside the scope (a plain variable)", name, ckpt_strategy_describe(s));
 	int mirrored = ckpt_strategy_get_kind(s) != CKPT_STRATEGY_DEFAULT;
 	int copies = mirrored ? ckpt__strategy_local_replicas(s) : 1;
 	ckpt_variable *v = var_alloc(name, name_len, copies);
@@ -432,7 +439,9 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	ckpt_strategy *s = host ? ckpt_strategy_default() : ckpt_strategy_current();
 	int mirrored = ckpt_strategy_get_kind(s) != CKPT_STRATEGY_DEFAULT;
 	int copies = mirrored ? ckpt__strategy_local_replicas(s) : 1;
-	if (o->replica_buffers) {
+	ckpt__mem *pmem = mirrored ? ckpt__strategy_mem(s) : NULL;
+	/* device pointers are not host addresses: overlap with host memory means nothing */
+	if (o->replica_buffers && !ckpt__mem_is_device(pmem)) {
 		for (int i = 0; i < copies; i++) {
 			if (!o->replica_buffers[i] && nbytes > 0)
 				return ckpt__fail(CKPT_EINVAL, NULL, name, -1,
@@ -464,17 +473,39 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	v->holds_replica0 = !mirrored || ckpt__strategy_replica_offset(s) == 0;
 	v->wrapped = o->replica_buffers != NULL;
 	v->host = host == 1;
+	v->pmem = pmem;
+	v->dev = ckpt__mem_is_device(pmem);
 	v->strategy = s;
 	ckpt__strategy_retain(s, CKPT__REF_VARIABLE);
 	if (set_origin(v, s, mirrored, host) < 0)
 		goto nomem;
 	for (int i = 0; i < copies; i++) {
-		v->bufs[i] = v->wrapped ? o->replica_buffers[i] : ckpt__variable_buffer_alloc(nbytes);
-		if (!v->bufs[i] && !v->wrapped)
+		if (v->wrapped) {
+			v->bufs[i] = o->replica_buffers[i];
+		} else if (pmem) {
+			int rc = nbytes ? pmem->p.device_alloc(pmem->p.ctx, &v->bufs[i], pmem->devices[i], (size_t)nbytes) : CKPT_OK;
+			if (rc < 0 || (nbytes && !v->bufs[i])) {
+				v->bufs[i] = NULL;
+				ckpt_variable_free(v);
+				return ckpt__fail(rc < 0 ? rc : CKPT_ENOMEM, NULL, name, -1,
+					"memory provider '%s': cannot allocate %llu bytes on device %d for replica %d of variable '%s'",
+					pmem->caps.name, (unsigned long long)nbytes, pmem->devices[i], i, name);
+			}
+		} else if (!(v->bufs[i] = ckpt__variable_buffer_alloc(nbytes))) {
 			goto nomem;
+		}
 	}
-	/* first touch of fresh buffers happens here, in parallel (load leaves them to its reads) */
-	if (o->initial_value || (!v->wrapped && fill)) {
+	if (v->dev) {
+		/* replica 0 from the host, the others device to device */
+		if (o->initial_value || (!v->wrapped && fill)) {
+			int rc = ckpt__device_write(pmem, v->bufs, (size_t)nbytes, o->initial_value, NULL, 0, name);
+			if (rc < 0) {
+				ckpt_variable_free(v);
+				return rc;
+			}
+		}
+	} else if (o->initial_value || (!v->wrapped && fill)) {
+		/* first touch of fresh buffers happens here, in parallel (load leaves them to its reads) */
 		piece local[LOCAL_BATCH];
 		fanout f = { local, LOCAL_BATCH, 0, 0 };
 		fanout_add(&f, v, o->initial_value, o->initial_value ? FILL_COPY : FILL_ZERO);
@@ -538,6 +569,11 @@ void ckpt__variable_zero(ckpt_variable *v)
 {
 	if (!v || v->dtype == CKPT_DT_STRING || v->wrapped)
 		return;
+	if (v->dev) {
+		/* load's unassigned variables: a provider failure leaves them unzeroed, recorded in the last error */
+		(void)ckpt__device_write(v->pmem, v->bufs, (size_t)v->nbytes, NULL, NULL, 0, v->name);
+		return;
+	}
 	piece local[LOCAL_BATCH];
 	fanout f = { local, LOCAL_BATCH, 0, 0 };
 	fanout_add(&f, v, NULL, FILL_ZERO);
@@ -550,6 +586,11 @@ void ckpt_variable_free(ckpt_variable *v)
 		return;
 	if (v->dtype == CKPT_DT_STRING)
 		free_string_copies(v->strs, v->copies);
+	else if (v->bufs && !v->wrapped && v->pmem)
+		for (int i = 0; i < v->copies; i++) {
+			if (v->bufs[i])
+				v->pmem->p.device_free(v->pmem->p.ctx, v->pmem->devices[i], v->bufs[i], (size_t)v->nbytes);
+		}
 	else if (v->bufs && !v->wrapped)
 		for (int i = 0; i < v->copies; i++)
 			ckpt__variable_buffer_free(v->bufs[i], v->nbytes);
@@ -594,6 +635,10 @@ void ckpt__variable_fill_from_primary(ckpt_variable *v)
 {
 	if (!v || v->copies < 2 || v->dtype == CKPT_DT_STRING)
 		return;
+	if (v->dev) {
+		(void)ckpt__mem_fanout(v->pmem, v->bufs, 0, (size_t)v->nbytes, v->name);
+		return;
+	}
 	piece local[LOCAL_BATCH];
 	fanout f = { local, LOCAL_BATCH, 0, 0 };
 	fanout_add(&f, v, v->bufs[0], FILL_COPY);
@@ -625,16 +670,42 @@ static int check_assign(const ckpt_variable *v, const void *src, size_t n, const
 	}
 	if (!src && n > 0)
 		return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1, "%s of variable '%s': source is NULL", what, v->name);
-	for (int r = 0; r < v->copies; r++)
+	for (int r = 0; r < v->copies && !v->dev; r++)
 		if (ranges_overlap(src, v->bufs[r], n) && !(r == 0 && src == v->bufs[0]))
 			return ckpt__fail(CKPT_EINVAL, NULL, v->name, -1,
 				"%s of variable '%s': the source overlaps the variable's replica %d copy", what, v->name, r);
 	return CKPT_OK;
 }
 
+/* The device form of an assign: copy 0 from `src` (host, or copy 0 itself), the others by mode. */
+static int device_assign(ckpt_variable *v, const void *src)
+{
+	static const float nz32 = -0.0f;
+	static const double nz64 = -0.0;
+	static const int64_t zero = 0;
+	fill_mode mode = assign_mode(v);
+	/* another process holds global replica 0: every local copy gets the split's zero */
+	if (mode != FILL_COPY && !v->holds_replica0) {
+		const void *unit = mode == FILL_SPLIT_F32 ? (const void *)&nz32 : mode == FILL_SPLIT_F64 ? (const void *)&nz64
+			: (const void *)&zero;
+		size_t us = mode == FILL_SPLIT_F32 ? sizeof(nz32) : mode == FILL_SPLIT_F64 ? sizeof(nz64) : 1;
+		for (int r = 0; r < v->copies; r++)
+			CKPT_TRY(ckpt__mem_fill(v->pmem, r, v->bufs[r], (size_t)v->nbytes, unit, us, v->name));
+		return CKPT_OK;
+	}
+	switch (mode) {
+	case FILL_SPLIT_F32: return ckpt__device_write(v->pmem, v->bufs, (size_t)v->nbytes, src, &nz32, sizeof(nz32), v->name);
+	case FILL_SPLIT_F64: return ckpt__device_write(v->pmem, v->bufs, (size_t)v->nbytes, src, &nz64, sizeof(nz64), v->name);
+	case FILL_SPLIT_INT: return ckpt__device_write(v->pmem, v->bufs, (size_t)v->nbytes, src, &zero, 1, v->name);
+	default: return ckpt__device_write(v->pmem, v->bufs, (size_t)v->nbytes, src, NULL, 0, v->name);
+	}
+}
+
 int ckpt_variable_assign(ckpt_variable *v, const void *src, size_t n)
 {
 	CKPT_TRY(check_assign(v, src, n, "assign"));
+	if (v->dev)
+		return device_assign(v, src);
 	piece local[LOCAL_BATCH];
 	fanout f = { local, LOCAL_BATCH, 0, 0 };
 	fanout_add(&f, v, src, assign_mode(v));
@@ -707,17 +778,25 @@ int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, c
 	return CKPT_OK;
 }
 
-void ckpt__assign_plan_run(ckpt__assign_plan *p)
+int ckpt__assign_plan_run(ckpt__assign_plan *p)
 {
 	p->f = (fanout){ p->batch, PIECE_BATCH, 0, 0 };
+	int rc = CKPT_OK;
 	for (size_t i = 0; i < p->count; i++) {
 		ckpt_variable *v = p->vars[i];
+		if (v->dev) {
+			int vrc = device_assign(v, p->srcs[i]);
+			if (vrc < 0 && rc == CKPT_OK)
+				rc = vrc;
+			continue;
+		}
 		/* a value read straight into a single copy is already in place */
 		if (p->srcs[i] == v->bufs[0] && v->copies == 1 && assign_mode(v) == FILL_COPY)
 			continue;
 		fanout_add(&p->f, v, p->srcs[i], assign_mode(v));
 	}
 	fanout_flush(&p->f);
+	return rc;
 }
 
 void ckpt__assign_plan_free(ckpt__assign_plan *p)
@@ -736,14 +815,15 @@ int ckpt__variable_assign_many(ckpt_variable *const *vars, const void *const *sr
 		return CKPT_OK;
 	ckpt__assign_plan *p;
 	CKPT_TRY(ckpt__assign_plan_new(&p, vars, srcs, sizes, count));
-	ckpt__assign_plan_run(p);
+	int rc = ckpt__assign_plan_run(p);
 	ckpt__assign_plan_free(p);
-	return CKPT_OK;
+	return rc;
 }
 
 int ckpt__variable_direct_restorable(const ckpt_variable *v)
 {
-	return v && v->dtype != CKPT_DT_STRING && v->nbytes > 0 &&
+	/* device copies are filled from the staged value through the provider, never read into in place */
+	return v && !v->dev && v->dtype != CKPT_DT_STRING && v->nbytes > 0 &&
 		(v->copies == 1 || v->kind == CKPT_VAR_MIRRORED);
 }
 
@@ -751,6 +831,11 @@ int ckpt__variable_rollback_primary(ckpt_variable *v)
 {
 	if (!v || v->copies < 2 || v->kind != CKPT_VAR_MIRRORED)
 		return 0;
+	if (v->dev) {
+		int rc = ckpt__mem_d2d(v->pmem, 0, v->bufs[0], 1, v->bufs[1], (size_t)v->nbytes, v->name);
+		int src = ckpt__mem_sync(v->pmem, 0, v->name);
+		return rc == CKPT_OK && src == CKPT_OK;
+	}
 	memcpy(v->bufs[0], v->bufs[1], (size_t)v->nbytes);
 	return 1;
 }
@@ -766,18 +851,18 @@ int ckpt__variable_rollback_primary(ckpt_variable *v)
  * N, so the mean reads back x bit for bit for every N, not only powers of two.
  */
 #define DEFINE_AGG_FLOAT(NAME, T, W) \
-static void NAME(const ckpt_variable *v, T *dst, uint64_t count, int mean) \
+static void NAME(const void *const *bufs, int copies, T *dst, uint64_t count, int mean) \
 { \
 	for (uint64_t i = 0; i < count; i++) { \
 		if (mean) { \
-			W acc = ((const T *)v->bufs[0])[i]; \
-			for (int r = 1; r < v->copies; r++) \
-				acc += ((const T *)v->bufs[r])[i]; \
-			dst[i] = (T)(acc / (W)v->copies); \
+			W acc = ((const T *)bufs[0])[i]; \
+			for (int r = 1; r < copies; r++) \
+				acc += ((const T *)bufs[r])[i]; \
+			dst[i] = (T)(acc / (W)copies); \
 		} else { \
-			T acc = ((const T *)v->bufs[0])[i]; \
-			for (int r = 1; r < v->copies; r++) \
-				acc += ((const T *)v->bufs[r])[i]; \
+			T acc = ((const T *)bufs[0])[i]; \
+			for (int r = 1; r < copies; r++) \
+				acc += ((const T *)bufs[r])[i]; \
 			dst[i] = acc; \
 		} \
 	} \
@@ -785,35 +870,81 @@ static void NAME(const ckpt_variable *v, T *dst, uint64_t count, int mean) \
 DEFINE_AGG_FLOAT(agg_f32, float, double)
 DEFINE_AGG_FLOAT(agg_f64, double, long double)
 
-static int agg_i32(const ckpt_variable *v, int32_t *dst, uint64_t count, int mean)
+/* `first`: the index of element 0 of this chunk in the variable, for messages */
+static int agg_i32(const ckpt_variable *v, const void *const *bufs, int32_t *dst, uint64_t first, uint64_t count,
+	int mean)
 {
 	for (uint64_t i = 0; i < count; i++) {
 		int64_t acc = 0;
 		for (int r = 0; r < v->copies; r++)
-			acc += ((const int32_t *)v->bufs[r])[i];
+			acc += ((const int32_t *)bufs[r])[i];
 		if (mean)
 			acc /= v->copies;
 		else if (acc > INT32_MAX || acc < INT32_MIN)
 			return ckpt__fail(CKPT_ELIMIT, NULL, v->name, -1,
 				"SUM of sync-on-read variable '%s' overflows int32 at element %llu (%lld)",
-				v->name, (unsigned long long)i, (long long)acc);
+				v->name, (unsigned long long)(first + i), (long long)acc);
 		dst[i] = (int32_t)acc;
 	}
 	return CKPT_OK;
 }
 
-static int agg_i64(const ckpt_variable *v, int64_t *dst, uint64_t count, int mean)
+static int agg_i64(const ckpt_variable *v, const void *const *bufs, int64_t *dst, uint64_t first, uint64_t count,
+	int mean)
 {
 	for (uint64_t i = 0; i < count; i++) {
 		int64_t acc = 0;
 		for (int r = 0; r < v->copies; r++)
-			if (__builtin_add_overflow(acc, ((const int64_t *)v->bufs[r])[i], &acc))
+			if (__builtin_add_overflow(acc, ((const int64_t *)bufs[r])[i], &acc))
 				return ckpt__fail(CKPT_ELIMIT, NULL, v->name, -1,
 					"%s of sync-on-read variable '%s' overflows int64 at element %llu",
-					mean ? "MEAN" : "SUM", v->name, (unsigned long long)i);
+					mean ? "MEAN" : "SUM", v->name, (unsigned long long)(first + i));
 		dst[i] = mean ? acc / v->copies : acc;
 	}
 	return CKPT_OK;
+}
+
+/* Aggregate `count` elements of the copies bufs[] (host memory) into dst. */
+static int aggregate(const ckpt_variable *v, const void *const *bufs, void *dst, uint64_t first, uint64_t count)
+{
+	int mean = v->agg == CKPT_AGG_MEAN;
+	switch (v->dtype) {
+	case CKPT_DT_FLOAT: agg_f32(bufs, v->copies, dst, count, mean); return CKPT_OK;
+	case CKPT_DT_DOUBLE: agg_f64(bufs, v->copies, dst, count, mean); return CKPT_OK;
+	case CKPT_DT_INT32: return agg_i32(v, bufs, dst, first, count, mean);
+	case CKPT_DT_INT64: return agg_i64(v, bufs, dst, first, count, mean);
+	default:
+		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, v->name, -1,
+			"%s aggregation of %s variable '%s' is not supported",
+			agg_name(v->agg), ckpt_dtype_name(v->dtype), v->name);
+	}
+}
+
+/* Device copies: each replica's chunk to pinned memory, then the same fixed-order aggregation. */
+static int aggregate_device(const ckpt_variable *v, void *dst)
+{
+	size_t es = ckpt_dtype_size(v->dtype), total = (size_t)v->nbytes;
+	size_t chunk = total < CKPT__DEVICE_CHUNK ? total : CKPT__DEVICE_CHUNK;
+	chunk -= chunk % es;
+	void *tmp;
+	CKPT_TRY(ckpt__mem_pinned_alloc(v->pmem, &tmp, chunk * (size_t)v->copies, v->name));
+	const void **bufs = ckpt__calloc((size_t)v->copies, sizeof(*bufs));
+	int rc = bufs ? CKPT_OK : CKPT_ENOMEM;
+	for (int r = 0; r < v->copies && bufs; r++)
+		bufs[r] = (char *)tmp + (size_t)r * chunk;
+	for (size_t off = 0; off < total && rc == CKPT_OK; off += chunk) {
+		size_t n = total - off < chunk ? total - off : chunk;
+		for (int r = 0; r < v->copies && rc == CKPT_OK; r++)
+			rc = ckpt__mem_d2h(v->pmem, r, (void *)bufs[r], (const char *)v->bufs[r] + off, n, v->name);
+		int src = ckpt__mem_sync_all(v->pmem, v->name);
+		if (rc == CKPT_OK)
+			rc = src;
+		if (rc == CKPT_OK)
+			rc = aggregate(v, bufs, (char *)dst + off, off / es, n / es);
+	}
+	ckpt__free(bufs);
+	ckpt__mem_pinned_free(v->pmem, tmp, chunk * (size_t)v->copies);
+	return rc;
 }
 
 int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n)
@@ -835,22 +966,45 @@ int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n)
 		return ckpt__strategy_ops_of(v->strategy)->read(v->strategy, v, dst, n);
 	if (v->kind != CKPT_VAR_SYNC_ON_READ || v->copies == 1 ||
 	    (v->agg != CKPT_AGG_SUM && v->agg != CKPT_AGG_MEAN)) {
+		if (v->dev)
+			return ckpt__device_read(v->pmem, 0, v->bufs[0], 0, dst, n, v->name);
 		if (n > 0)
 			memcpy(dst, v->bufs[0], n);
 		return CKPT_OK;
 	}
-	int mean = v->agg == CKPT_AGG_MEAN;
-	uint64_t count = v->nbytes / ckpt_dtype_size(v->dtype);
-	switch (v->dtype) {
-	case CKPT_DT_FLOAT: agg_f32(v, dst, count, mean); return CKPT_OK;
-	case CKPT_DT_DOUBLE: agg_f64(v, dst, count, mean); return CKPT_OK;
-	case CKPT_DT_INT32: return agg_i32(v, dst, count, mean);
-	case CKPT_DT_INT64: return agg_i64(v, dst, count, mean);
-	default:
-		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, v->name, -1,
-			"%s aggregation of %s variable '%s' is not supported",
-			agg_name(v->agg), ckpt_dtype_name(v->dtype), v->name);
+	if (v->dev)
+		return aggregate_device(v, dst);
+	return aggregate(v, (const void *const *)v->bufs, dst, 0, v->nbytes / ckpt_dtype_size(v->dtype));
+}
+
+int ckpt__variable_read_copy(const ckpt_variable *v, int replica, void *dst)
+{
+	if (!v || replica < 0 || replica >= v->copies || v->dtype == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "read_copy: bad variable or replica %d", replica);
+	if (v->dev)
+		return ckpt__device_read(v->pmem, replica, v->bufs[replica], 0, dst, (size_t)v->nbytes, v->name);
+	if (v->nbytes)
+		memcpy(dst, v->bufs[replica], (size_t)v->nbytes);
+	return CKPT_OK;
+}
+
+int ckpt__variable_write_copy(ckpt_variable *v, int replica, const void *src)
+{
+	if (!v || replica < 0 || replica >= v->copies || v->dtype == CKPT_DT_STRING || !src)
+		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "write_copy: bad variable or replica %d", replica);
+	if (v->dev) {
+		int rc = ckpt__mem_h2d(v->pmem, replica, v->bufs[replica], src, (size_t)v->nbytes, v->name);
+		int src_rc = ckpt__mem_sync(v->pmem, replica, v->name);
+		return rc < 0 ? rc : src_rc;
 	}
+	if (v->nbytes && src != v->bufs[replica])
+		memcpy(v->bufs[replica], src, (size_t)v->nbytes);
+	return CKPT_OK;
+}
+
+int ckpt__variable_on_device(const ckpt_variable *v)
+{
+	return v && v->dev;
 }
 
 /* ---- replica-context access ---- */
@@ -911,9 +1065,13 @@ int ckpt_variable_replicas_identical(const ckpt_variable *v)
 		}
 		return 1;
 	}
-	for (int r = 1; r < v->copies; r++)
-		if (v->nbytes > 0 && memcmp(v->bufs[0], v->bufs[r], (size_t)v->nbytes) != 0)
+	for (int r = 1; r < v->copies; r++) {
+		/* a provider failure cannot be told apart from a difference here: say "not identical" (error recorded) */
+		if (v->dev && ckpt__device_equal(v->pmem, v->bufs, r, (size_t)v->nbytes, v->name) != 1)
 			return 0;
+		if (!v->dev && v->nbytes > 0 && memcmp(v->bufs[0], v->bufs[r], (size_t)v->nbytes) != 0)
+			return 0;
+	}
 	return 1;
 }
 

@@ -10,7 +10,8 @@
  * and fanned out to the other copies (ckpt__assign_plan_run).
  * Save path: a plain / mirrored variable's value is
  * ckpt_variable_replica_data(v, 0) (no copy); a sync-on-read one needs
- * ckpt_variable_read() into a buffer (the aggregate).
+ * ckpt_variable_read() into a buffer (the aggregate), and so does any
+ * variable whose copies are device memory (ckpt__variable_on_device).
  */
 #ifndef CKPT_VARIABLE_INTERNAL_H
 #define CKPT_VARIABLE_INTERNAL_H
@@ -89,7 +90,9 @@ int ckpt__variable_assign_many(ckpt_variable *const *vars, const void *const *sr
 typedef struct ckpt__assign_plan ckpt__assign_plan;
 int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, const void *const *srcs,
 	const size_t *sizes, size_t count);
-void ckpt__assign_plan_run(ckpt__assign_plan *p);
+/* Host copies: cannot fail. Device copies (ckpt/memory.h): a provider failure is returned (the
+ * value is then partly written: every check passed before, so only the device can fail here). */
+int ckpt__assign_plan_run(ckpt__assign_plan *p);
 void ckpt__assign_plan_free(ckpt__assign_plan *p);
 
 /**
@@ -115,6 +118,7 @@ int ckpt__variable_new_host(ckpt_variable **out, const char *name, ckpt_dtype dt
  */
 int ckpt__variable_new_part(ckpt_variable **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
 	const ckpt_variable_options *o);
+/* ckpt__variable_read_copy / _write_copy / _on_device: strategy_impl.h (exported for ckpt_mpi) */
 /** Zero every library-allocated copy (fixed-size dtypes; no-op otherwise). */
 void ckpt__variable_zero(ckpt_variable *v);
 

@@ -288,14 +288,20 @@ int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n)
 	}
 	if (!summed) {
 		/* ONLY_FIRST_REPLICA: global replica 0 lives on worker 0 */
-		memcpy(dst, ckpt_variable_replica_data(v, 0), n);
+		int crc = ckpt_variable_read_copy(v, 0, dst); /* device copies: through the provider */
+		if (crc < 0)
+			return crc;
 		int err = MPI_Bcast(dst, (int)n, MPI_BYTE, 0, m->comm);
 		return err == MPI_SUCCESS ? CKPT_OK : mw_mpi_fail(m, err, "MPI_Bcast");
 	}
 	void *bufs[MW_LOCAL_MAX];
 	for (int l = 0; l < m->local; l++) {
 		bufs[l] = tmp + (size_t)l * n;
-		memcpy(bufs[l], ckpt_variable_replica_data(v, l), n);
+		rc = ckpt_variable_read_copy(v, l, bufs[l]); /* device copies: through the provider */
+		if (rc < 0) {
+			ckpt_free(tmp);
+			return rc;
+		}
 	}
 	mw_overflow ovf;
 	rc = mw_ordered_reduce(m, bufs, n / (kind == CKPT_REDUCE_ELEM_F32 || kind == CKPT_REDUCE_ELEM_I32 ? 4 : 8), kind,

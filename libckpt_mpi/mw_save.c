@@ -96,6 +96,18 @@ static int entry_value(mw *m, ckpt_variable *v, int mine, ckpt_tensor **out)
 	if (dt == CKPT_DT_STRING)
 		return ckpt_variable_read_tensor(v, out);
 	(void)m;
+	if (ckpt_variable_on_device(v)) {
+		/* device copies: replica 0 through the provider into host memory */
+		ckpt_tensor *t;
+		CKPT_TRY(ckpt_tensor_new(&t, dt, ckpt_variable_shape(v)));
+		int rc = ckpt_variable_read_copy(v, 0, t->data);
+		if (rc < 0) {
+			ckpt_tensor_free(t);
+			return rc;
+		}
+		*out = t;
+		return CKPT_OK;
+	}
 	return ckpt_tensor_wrap(out, dt, ckpt_variable_shape(v), (void *)ckpt_variable_replica_data(v, 0),
 		ckpt_variable_nbytes(v));
 }

@@ -274,7 +274,24 @@ static int mw_on_create(ckpt_strategy *s, ckpt_variable *v, int filled)
 		return CKPT_OK;
 	if (str)
 		return bcast_strings(m, v, nelem);
-	CKPT_TRY(bcast_bytes(m, ckpt_variable_local_copy(v, 0), h.n, "MPI_Bcast of an initial value"));
+	if (ckpt_variable_on_device(v)) {
+		/* device copies: worker 0's copy 0 through host memory, then into every worker's copy 0 */
+		void *tmp = ckpt_malloc((size_t)h.n);
+		int rc = tmp ? CKPT_OK : ckpt_error_set(CKPT_ENOMEM, NULL, ckpt_variable_name(v), -1,
+			"no host memory to broadcast the initial value of '%s'", ckpt_variable_name(v));
+		if (rc == CKPT_OK && m->rank == 0)
+			rc = ckpt_variable_read_copy(v, 0, tmp);
+		/* every worker takes part in the broadcast, even after a local failure */
+		int brc = bcast_bytes(m, tmp, tmp ? h.n : 0, "MPI_Bcast of an initial value");
+		if (rc == CKPT_OK)
+			rc = brc;
+		if (rc == CKPT_OK && m->rank != 0)
+			rc = ckpt_variable_write_copy(v, 0, tmp);
+		ckpt_free(tmp);
+		CKPT_TRY(rc);
+	} else {
+		CKPT_TRY(bcast_bytes(m, ckpt_variable_local_copy(v, 0), h.n, "MPI_Bcast of an initial value"));
+	}
 	ckpt_variable_fill_from_primary(v);
 	return CKPT_OK;
 }
@@ -426,6 +443,22 @@ int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local
 		return rc;
 	}
 	m->self = s;
+	*out = s;
+	return CKPT_OK;
+}
+
+int ckpt_strategy_multi_worker_new_on(ckpt_strategy **out, MPI_Comm comm, const ckpt_memory_provider *provider,
+	const int *devices, int local_replicas)
+{
+	ckpt_strategy *s = NULL;
+	CKPT_TRY(ckpt_strategy_multi_worker_new(&s, comm, local_replicas));
+	/* every worker attaches, or every worker fails (a bad table or device on one process) */
+	int rc = ckpt_strategy_attach_memory(s, provider, devices);
+	rc = ckpt_strategy_get_methods(s)->agree(s, rc);
+	if (rc < 0) {
+		ckpt_strategy_free(s);
+		return rc;
+	}
 	*out = s;
 	return CKPT_OK;
 }

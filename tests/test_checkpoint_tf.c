@@ -143,7 +143,15 @@ Test(checkpoint_tf, load_by_directory_follows_the_state_file)
 
 /* ---- comparing object graphs ---- */
 
+static void assert_graphs_equal_but_values(const ckpt_object_graph *a, const ckpt_object_graph *b, int values);
+
 static void assert_graphs_equal(const ckpt_object_graph *a, const ckpt_object_graph *b)
+{
+	assert_graphs_equal_but_values(a, b, 1);
+}
+
+/* Node for node; has_checkpoint_values too when `values`. */
+static void assert_graphs_equal_but_values(const ckpt_object_graph *a, const ckpt_object_graph *b, int values)
 {
 	cr_assert_eq(a->nnodes, b->nnodes);
 	for (size_t i = 0; i < a->nnodes; i++) {
@@ -165,6 +173,11 @@ static void assert_graphs_equal(const ckpt_object_graph *a, const ckpt_object_gr
 			cr_assert_eq(x->slots[k].original_variable_node_id, y->slots[k].original_variable_node_id);
 			cr_assert_eq(x->slots[k].slot_variable_node_id, y->slots[k].slot_variable_node_id);
 		}
+		cr_assert(!values || x->has_checkpoint_values == y->has_checkpoint_values, "node %zu: has_checkpoint_values %d, "
+			"written again %d (-1: absent)", i, x->has_checkpoint_values, y->has_checkpoint_values);
+		cr_assert((!x->registered_saver && !y->registered_saver) ||
+			(x->registered_saver && y->registered_saver && strcmp(x->registered_saver, y->registered_saver) == 0),
+			"node %zu: registered_saver", i);
 	}
 }
 
@@ -204,7 +217,7 @@ static void check_oracle(const char *prefix)
 	snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/bundle_check.py '%s'", TS_PYTHON, CKPT_SOURCE_DIR, prefix);
 	ts_run_result rr;
 	cr_assert_eq(ts_run_sh(&rr, cmd), 0);
-	cr_assert_eq(rr.status, 0, "%s\n%s", rr.out, rr.err);
+	ts_assert_exit(&rr, 0, "%s\n%s", rr.out, rr.err);
 	cr_assert(strstr(rr.out, "CHECKS: ALL OK"), "%s", rr.out);
 	ts_run_free(&rr);
 }
@@ -280,8 +293,33 @@ Test(checkpoint_tf, lso_ckpt_keys_and_object_graph_match_tf)
 	cr_assert_eq(ckpt_reader_open(&a, fixture, NULL), CKPT_OK);
 	cr_assert_eq(ckpt_reader_open(&b, prefix, NULL), CKPT_OK);
 	assert_same_keys(a, b);
-	assert_graphs_equal(ckpt_reader_object_graph(a), ckpt_reader_object_graph(b));
-	assert_graph_bytes_equal(a, b);
+	/*
+	 * TF 2.2 wrote no has_checkpoint_values; this tree is built here, so it is
+	 * written as today's TF writes it, with the field on every node
+	 * (new_tree_writes_has_checkpoint_values_on_every_node checks the values).
+	 * Everything else is TF's graph, byte for byte.
+	 */
+	const ckpt_object_graph *ga = ckpt_reader_object_graph(a), *gb = ckpt_reader_object_graph(b);
+	assert_graphs_equal_but_values(ga, gb, 0);
+	ckpt_object_graph *want;
+	cr_assert_eq(ckpt_object_graph_copy(&want, ga), CKPT_OK);
+	for (size_t i = 0; i < want->nnodes; i++) {
+		cr_assert_eq(ga->nodes[i].has_checkpoint_values, -1);
+		cr_assert_geq(gb->nodes[i].has_checkpoint_values, 0, "node %zu", i);
+		want->nodes[i].has_checkpoint_values = gb->nodes[i].has_checkpoint_values;
+	}
+	void *wb;
+	size_t wn;
+	cr_assert_eq(ckpt_object_graph_serialize(want, &wb, &wn), CKPT_OK);
+	size_t gi;
+	ckpt_tensor *gt;
+	cr_assert_eq(ckpt_reader_find(b, CKPT_OBJECT_GRAPH_KEY, &gi), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(b, gi, &gt), CKPT_OK);
+	const ckpt_bytes *ours = gt->data;
+	cr_assert(ours->len == wn && memcmp(ours->data, wb, wn) == 0, "the graph differs from TF's beyond has_checkpoint_values");
+	free(wb);
+	ckpt_tensor_free(gt);
+	ckpt_object_graph_free(want);
 	for (size_t i = 0; i < ckpt_reader_count(a); i++) {
 		const char *key = ckpt_reader_var(a, i)->name;
 		if (strcmp(key, CKPT_OBJECT_GRAPH_KEY) == 0)
@@ -438,6 +476,119 @@ Test(checkpoint_tf, load_then_write_reproduces_tf_object_graph)
 		free(dir);
 		free(prefix);
 	}
+}
+
+/*
+ * Every TensorFlow fixture with an object graph, loaded and written again:
+ * its graph comes back node for node, has_checkpoint_values (present or
+ * absent as TF wrote it) and empty full_names included, and byte for byte
+ * where TF wrote its fields in field-number order (serving's half_plus_two
+ * has them in another order). A TF_TABLE written by TensorFlow is in
+ * tf_interop (TensorFlow writes it at test time).
+ */
+Test(checkpoint_tf, resave_writes_has_checkpoint_values_as_tensorflow, .timeout = 120)
+{
+	static const struct {
+		const char *path;
+		int same_bytes;
+	} fixtures[] = {
+		{ "tf/tensorflow__lso_ckpt_tf2.2/ckpt", 1 },
+		{ "tf/tensorflow__VarsAndArithmeticObjectGraph", 1 },
+		{ "tf/tensorflow__OptimizerSlotVariableModule_snappy", 1 },
+		{ "tf/serving__half_plus_two_tf2_cpu_snappy/00000123", 0 },
+		{ "tf/tfx__keras_adam_savedmodel", 1 },
+		{ "tf/tfjs__int64_multiply", 1 },
+	};
+	int with_field = 0;
+	for (size_t f = 0; f < sizeof(fixtures) / sizeof(fixtures[0]); f++) {
+		const char *fixture = ts_fixture(fixtures[f].path);
+		ckpt_checkpoint *ck;
+		cr_assert_eq(ckpt_checkpoint_load(&ck, NULL, fixture, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
+		char *dir = ts_tmpdir(), *prefix = ts_join(dir, "ckpt");
+		cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+		ckpt_reader *a, *b;
+		cr_assert_eq(ckpt_reader_open(&a, fixture, NULL), CKPT_OK);
+		cr_assert_eq(ckpt_reader_open(&b, prefix, NULL), CKPT_OK);
+		const ckpt_object_graph *ga = ckpt_reader_object_graph(a), *gb = ckpt_reader_object_graph(b);
+		cr_assert(ga && gb, "%s", fixtures[f].path);
+		with_field += ga->nnodes && ga->nodes[0].has_checkpoint_values >= 0;
+		assert_same_keys(a, b);
+		assert_graphs_equal(ga, gb);
+		if (fixtures[f].same_bytes)
+			assert_graph_bytes_equal(a, b);
+		ckpt_reader_free(a);
+		ckpt_reader_free(b);
+		ckpt_checkpoint_free(ck);
+		ts_rmtree(dir);
+		free(dir);
+		free(prefix);
+	}
+	cr_assert_eq(with_field, 2, "fixtures whose graph has has_checkpoint_values: the test covers both kinds");
+}
+
+/* A tree the library builds: has_checkpoint_values on every node, by TensorFlow's rule. */
+Test(checkpoint_tf, new_tree_writes_has_checkpoint_values_on_every_node)
+{
+	ckpt_checkpoint *ck;
+	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
+	ckpt_object *root = ckpt_checkpoint_root(ck), *model, *dense, *empty, *holder, *opt;
+	cr_assert_eq(ckpt_object_new_child(&model, root, "model"), CKPT_OK);
+	cr_assert_eq(ckpt_object_new_child(&dense, model, "dense"), CKPT_OK);
+	ckpt_shape sh = shp(1, 3, 0);
+	ckpt_variable *kernel;
+	cr_assert_eq(ckpt_object_add_variable(&kernel, dense, "kernel", "dense/kernel", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_object_new_child(&empty, root, "empty"), CKPT_OK); /* no values below it */
+	cr_assert_eq(ckpt_object_new_child(&holder, root, "holder"), CKPT_OK);
+	cr_assert_eq(ckpt_object_new_child(&empty, holder, "nothing"), CKPT_OK); /* children, but no values */
+	cr_assert_eq(ckpt_optimizer_new(&opt, "Adam"), CKPT_OK);
+	cr_assert_eq(ckpt_object_add_child(root, "optimizer", opt), CKPT_OK);
+	cr_assert_eq(ckpt_optimizer_create_slot(NULL, opt, kernel, "m", NULL), CKPT_OK);
+	char *dir = ts_tmpdir(), *prefix = ts_join(dir, "ckpt");
+	cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_reader *r;
+	cr_assert_eq(ckpt_reader_open(&r, prefix, NULL), CKPT_OK);
+	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
+	cr_assert_not_null(g);
+	/* the path of each node, from the root's edges (BFS ids), and what TF would write for it */
+	static const struct {
+		const char *path;
+		int want;
+	} expect[] = { { "", 1 }, { "model", 1 }, { "model/dense", 1 }, { "model/dense/kernel", 1 }, { "empty", 0 },
+		{ "holder", 0 }, { "holder/nothing", 0 }, { "optimizer", 1 } };
+	char **paths = calloc(g->nnodes, sizeof(*paths));
+	paths[0] = strdup("");
+	for (size_t i = 0; i < g->nnodes; i++) {
+		cr_assert(g->nodes[i].has_checkpoint_values >= 0, "node %zu has no has_checkpoint_values", i);
+		for (size_t c = 0; paths[i] && c < g->nodes[i].nchildren; c++) {
+			int id = g->nodes[i].children[c].node_id;
+			if (!paths[id])
+				paths[id] = *paths[i] ? ts_join(paths[i], g->nodes[i].children[c].local_name)
+					: strdup(g->nodes[i].children[c].local_name);
+		}
+	}
+	for (size_t e = 0; e < sizeof(expect) / sizeof(expect[0]); e++) {
+		size_t i = 0;
+		while (i < g->nnodes && !(paths[i] && strcmp(paths[i], expect[e].path) == 0))
+			i++;
+		cr_assert_lt(i, g->nnodes, "no node '%s'", expect[e].path);
+		cr_assert_eq(g->nodes[i].has_checkpoint_values, expect[e].want, "'%s'", expect[e].path);
+	}
+	/* the slot variable's node (reached through the optimizer's slot_variables only) holds a value */
+	int slot_seen = 0;
+	for (size_t i = 0; i < g->nnodes; i++)
+		for (size_t k = 0; k < g->nodes[i].nslots; k++) {
+			cr_assert_eq(g->nodes[g->nodes[i].slots[k].slot_variable_node_id].has_checkpoint_values, 1);
+			slot_seen = 1;
+		}
+	cr_assert(slot_seen);
+	for (size_t i = 0; i < g->nnodes; i++)
+		free(paths[i]);
+	free(paths);
+	ckpt_reader_free(r);
+	ckpt_checkpoint_free(ck);
+	ts_rmtree(dir);
+	free(dir);
+	free(prefix);
 }
 
 /*

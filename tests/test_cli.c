@@ -35,7 +35,7 @@ static json_t *fixture_paths(const char *rel)
 	char *line, *save = NULL;
 
 	cr_assert_eq(ts_run(&r, argv), 0);
-	cr_assert_eq(r.status, 0, "oracle --list failed: %s", r.err);
+	ts_assert_exit(&r, 0, "oracle --list failed: %s", r.err);
 	for (line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		json_array_append_new(list, json_string(line));
 	ts_run_free(&r);
@@ -50,7 +50,7 @@ static json_t *oracle(const char *path)
 	json_t *j;
 
 	cr_assert_eq(ts_run(&r, argv), 0);
-	cr_assert_eq(r.status, 0, "oracle failed on %s: %s", path, r.err);
+	ts_assert_exit(&r, 0, "oracle failed on %s: %s", path, r.err);
 	j = parse_json(r.out, "oracle");
 	ts_run_free(&r);
 	return j;
@@ -124,7 +124,7 @@ static void check_inspect_against_oracle(const char *path, const char *format_pr
 	json_t *want = oracle(path), *got, *gvars, *wvars, *w;
 	size_t i;
 
-	cr_assert_eq(r.status, 0, "%s: exit %d: %s", path, r.status, r.err);
+	ts_assert_exit(&r, 0, "%s: exit %d: %s", path, r.status, r.err);
 	got = parse_json(r.out, path);
 	assert_json_layout(r.out, got);
 	cr_assert(strncmp(json_string_value(json_object_get(got, "format")), format_prefix,
@@ -166,22 +166,22 @@ Test(cli, help_on_every_command)
 	size_t i;
 	char usage[64];
 
-	cr_assert_eq(r.status, 0);
+	ts_assert_exit(&r, 0, "exit status");
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		cr_assert(strstr(r.out, commands[i]), "ckpt --help lists %s", commands[i]);
 	ts_run_free(&r);
 	r = ts_cli("--version", NULL);
-	cr_assert_eq(r.status, 0);
+	ts_assert_exit(&r, 0, "exit status");
 	cr_assert(strstr(r.out, CKPT_VERSION_STRING));
 	ts_run_free(&r);
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		snprintf(usage, sizeof(usage), "usage: ckpt %s", commands[i]);
 		r = ts_cli(commands[i], "--help", NULL);
-		cr_assert_eq(r.status, 0, "ckpt %s --help: %d", commands[i], r.status);
+		ts_assert_exit(&r, 0, "ckpt %s --help: %d", commands[i], r.status);
 		cr_assert(strncmp(r.out, usage, strlen(usage)) == 0, "%s", r.out);
 		ts_run_free(&r);
 		r = ts_cli("help", commands[i], NULL);
-		cr_assert_eq(r.status, 0);
+		ts_assert_exit(&r, 0, "exit status");
 		cr_assert(strncmp(r.out, usage, strlen(usage)) == 0, "%s", r.out);
 		ts_run_free(&r);
 	}
@@ -217,7 +217,7 @@ Test(cli, usage_errors_exit_2)
 		ts_run_result r = ts_cli(c[0], c[0] ? c[1] : NULL, c[0] && c[1] ? c[2] : NULL,
 			c[0] && c[1] && c[2] ? c[3] : NULL, c[0] && c[1] && c[2] && c[3] ? c[4] : NULL,
 			c[0] && c[1] && c[2] && c[3] && c[4] ? c[5] : NULL, NULL);
-		cr_assert_eq(r.status, 2, "case %zu (%s %s): exit %d, stderr %s", i, c[0] ? c[0] : "",
+		ts_assert_exit(&r, 2, "case %zu (%s %s): exit %d, stderr %s", i, c[0] ? c[0] : "",
 			c[0] && c[1] ? c[1] : "", r.status, r.err);
 		cr_assert(strstr(r.err, "usage: ckpt"), "case %zu: no usage line: %s", i, r.err);
 		cr_assert_eq(r.out[0], '\0', "case %zu: usage error printed to stdout", i);
@@ -253,7 +253,7 @@ Test(cli, inspect_human_shows_tree_and_totals)
 {
 	ts_run_result r = ts_cli("inspect", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2/ckpt"), NULL);
 
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "format: tf-bundle"), "%s", r.out);
 	cr_assert(strstr(r.out, "object graph:"), "%s", r.out);
 	cr_assert(strstr(r.out, "slot 'momentum'"), "%s", r.out);
@@ -290,7 +290,7 @@ Test(cli, corrupt_tensor_data_is_named)
 
 	flip_byte(data, 5); /* inside "b" (offset 4, 4 bytes) */
 	r = ts_cli("inspect", "--json", prefix, NULL);
-	cr_assert_eq(r.status, 1, "%s", r.err);
+	ts_assert_exit(&r, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "ckpt: "), "%s", r.err);
 	cr_assert(strstr(r.err, dir), "error names the path: %s", r.err);
 	cr_assert(strstr(r.err, "variable 'b'"), "error names the variable: %s", r.err);
@@ -302,14 +302,14 @@ Test(cli, corrupt_tensor_data_is_named)
 	ts_run_free(&r);
 
 	r = ts_cli("verify", prefix, NULL);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.err, "variable 'b'"), "%s", r.err);
 	cr_assert(strstr(r.err, dir), "%s", r.err);
 	cr_assert_eq(strstr(r.out, "OK:"), NULL);
 	ts_run_free(&r);
 
 	r = ts_cli("inspect", prefix, NULL);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.out, "BAD"), "%s", r.out);
 	ts_run_free(&r);
 	ts_rmtree(dir);
@@ -328,13 +328,13 @@ Test(cli, corrupt_index_is_one_clear_error)
 
 	flip_byte(index, 20); /* inside the data block: its crc32c no longer matches */
 	r = ts_cli("inspect", "--json", prefix, NULL);
-	cr_assert_eq(r.status, 1, "%s", r.err);
+	ts_assert_exit(&r, 1, "%s", r.err);
 	cr_assert(strncmp(r.err, "ckpt: ", 6) == 0, "%s", r.err);
 	cr_assert(strstr(r.err, "variables.index"), "names the file: %s", r.err);
 	cr_assert_eq(r.out[0], '\0');
 	ts_run_free(&r);
 	r = ts_cli("verify", prefix, NULL);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.err, "variables.index"), "%s", r.err);
 	ts_run_free(&r);
 	ts_rmtree(dir);
@@ -354,7 +354,7 @@ Test(cli, missing_shard_is_named)
 
 	cr_assert_eq(unlink(shard), 0);
 	r = ts_cli("inspect", "--json", prefix, NULL);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.err, "ckpt.data-00001-of-00002"), "names the missing file: %s", r.err);
 	doc = parse_json(r.out, "inspect --json");
 	cr_assert_eq(json_array_size(json_object_get(doc, "variables")), 11, "lists what the index says");
@@ -363,7 +363,7 @@ Test(cli, missing_shard_is_named)
 	json_decref(doc);
 	ts_run_free(&r);
 	r = ts_cli("verify", prefix, NULL);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.err, "ckpt.data-00001-of-00002"), "%s", r.err);
 	ts_run_free(&r);
 	ts_rmtree(dir);
@@ -377,7 +377,7 @@ Test(cli, nonexistent_path_exits_1)
 {
 	ts_run_result r = ts_cli("inspect", "/nonexistent/ckpt-1", NULL);
 
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.err, "/nonexistent/ckpt-1"), "%s", r.err);
 	ts_run_free(&r);
 }
@@ -392,7 +392,7 @@ Test(cli, verify_ok_on_every_fixture, .timeout = 300)
 
 	json_array_foreach(paths, i, p) {
 		ts_run_result r = ts_cli("verify", json_string_value(p), NULL);
-		cr_assert_eq(r.status, 0, "%s: %s", json_string_value(p), r.err);
+		ts_assert_exit(&r, 0, "%s: %s", json_string_value(p), r.err);
 		cr_assert(strncmp(r.out, "OK: ", 4) == 0, "%s", r.out);
 		ts_run_free(&r);
 	}
@@ -454,30 +454,30 @@ Test(cli, diff_equal_changed_tolerance)
 	json_t *doc, *d;
 
 	r = ts_cli("diff", orig, orig, NULL);
-	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "%s%s", r.out, r.err);
 	ts_run_free(&r);
 	r = ts_cli("diff", orig, same, NULL);
-	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "%s%s", r.out, r.err);
 	cr_assert(strstr(r.out, "equal: 3 compared"), "%s", r.out);
 	ts_run_free(&r);
 
 	r = ts_cli("diff", orig, nudged, NULL);
-	cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+	ts_assert_exit(&r, 1, "%s%s", r.out, r.err);
 	cr_assert(strstr(r.out, "values differ: a:"), "names the variable: %s", r.out);
 	cr_assert_eq(strstr(r.out, "values differ: b"), NULL);
 	ts_run_free(&r);
 	r = ts_cli("diff", orig, nudged, "--atol", "0.01", NULL);
-	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_assert_exit(&r, 0, "%s", r.out);
 	ts_run_free(&r);
 	r = ts_cli("diff", orig, nudged, "--atol=1e-6", NULL);
-	cr_assert_eq(r.status, 1, "%s", r.out);
+	ts_assert_exit(&r, 1, "%s", r.out);
 	ts_run_free(&r);
 	r = ts_cli("diff", orig, nudged, "--rtol", "0.01", NULL);
-	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_assert_exit(&r, 0, "%s", r.out);
 	ts_run_free(&r);
 
 	r = ts_cli("diff", orig, nudged, "--json", NULL);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	doc = parse_json(r.out, "diff --json");
 	cr_assert(json_is_false(json_object_get(doc, "equal")));
 	cr_assert_eq(json_array_size(json_object_get(doc, "differences")), 1);
@@ -503,15 +503,15 @@ Test(cli, diff_missing_extra_and_dtype)
 	ts_run_result r;
 
 	r = ts_cli("diff", orig, dropped, NULL);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.out, "only in A: c"), "%s", r.out);
 	ts_run_free(&r);
 	r = ts_cli("diff", dropped, orig, "--atol", "1", NULL);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.out, "only in B: c"), "%s", r.out);
 	ts_run_free(&r);
 	r = ts_cli("diff", orig, f64, "--atol", "1", NULL);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.out, "dtype differs: b: float32 vs float64"), "%s", r.out);
 	ts_run_free(&r);
 	ts_rmtree(dir);
@@ -529,7 +529,7 @@ static ts_run_result oracle_inspect(const char *path)
 	ts_run_result r;
 
 	cr_assert_eq(ts_run(&r, argv), 0);
-	cr_assert_eq(r.status, 0, "expected_inspect.py %s: %s", path, r.err);
+	ts_assert_exit(&r, 0, "expected_inspect.py %s: %s", path, r.err);
 	return r;
 }
 
@@ -543,7 +543,7 @@ static json_t *checksums_by(const char *path, int oracle, const char *field)
 	json_t *doc, *v, *out = json_object();
 	size_t i;
 
-	cr_assert_eq(r.status, 0, "%s: %s", path, r.err);
+	ts_assert_exit(&r, 0, "%s: %s", path, r.err);
 	doc = parse_json(r.out, path);
 	json_array_foreach(json_object_get(doc, "variables"), i, v) {
 		const char *name = json_string_value(json_object_get(v, "name"));
@@ -574,7 +574,7 @@ Test(cli, convert_tf_to_tf_preserves_every_value)
 	json_t *a, *b;
 
 	r = ts_cli("convert", src, out, "--to", "tf", NULL);
-	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "%s%s", r.out, r.err);
 	ts_run_free(&r);
 	/* judged by the independent reader (bundle_check.py), which also checks the written file's checksums */
 	a = crcs_by(src, 1);
@@ -584,10 +584,10 @@ Test(cli, convert_tf_to_tf_preserves_every_value)
 	json_decref(a);
 	json_decref(b);
 	r = ts_cli("diff", src, out, NULL);
-	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_assert_exit(&r, 0, "%s", r.out);
 	ts_run_free(&r);
 	r = ts_cli("verify", out, NULL);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	ts_run_free(&r);
 	ts_rmtree(dir);
 	free(dir);
@@ -619,7 +619,7 @@ static void check_restore_mirrored(const char *path, int every_entry)
 	json_array_foreach(json_object_get(doc, "unmatched"), k, u)
 		cr_assert_fail("%s: unmatched %s", path, json_string_value(u));
 	cr_assert_eq(nu, 0, "%s: %zu unmatched", path, nu);
-	cr_assert_eq(r.status, 0, "%s: exit %d: %s", path, r.status, r.err);
+	ts_assert_exit(&r, 0, "%s: exit %d: %s", path, r.status, r.err);
 	cr_assert_gt(json_array_size(json_object_get(doc, "variables")), 0);
 	json_array_foreach(json_object_get(doc, "variables"), k, v) {
 		const char *name = json_string_value(json_object_get(v, "name"));
@@ -672,14 +672,14 @@ Test(cli, restore_save_round_trips_through_replicas)
 	ts_run_result r;
 
 	r = ts_cli("restore", src, "--strategy", "mirrored", "--replicas", "3", "--save", out, NULL);
-	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "%s%s", r.out, r.err);
 	cr_assert(strstr(r.out, "mirrored"), "%s", r.out);
 	ts_run_free(&r);
 	r = ts_cli("diff", src, out, NULL);
-	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_assert_exit(&r, 0, "%s", r.out);
 	ts_run_free(&r);
 	r = ts_cli("restore", src, "--strategy", "default", NULL);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "plain"), "%s", r.out);
 	ts_run_free(&r);
 	ts_rmtree(dir);
@@ -693,7 +693,7 @@ Test(cli, inspect_keras_shows_layers_from_config)
 {
 	ts_run_result r = ts_cli("inspect", ts_fixture("keras/FlowNet-ANN__keras3.9.2_mlp_adam.keras"), NULL);
 
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "format: keras-v3"), "%s", r.out);
 	cr_assert(strstr(r.out, "model: Sequential sequential"), "%s", r.out);
 	cr_assert(strstr(r.out, "Dense dense_1: 2 weights, 33024 bytes"), "%s", r.out);
@@ -703,7 +703,7 @@ Test(cli, inspect_keras_shows_layers_from_config)
 	ts_run_free(&r);
 	/* a Lambda config (bytecode with NUL bytes) is shown as data */
 	r = ts_cli("inspect", ts_fixture("keras/dl4j-test-resources__keras2.0.9_sequential_lambda.h5"), NULL);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "Lambda lambda_1"), "%s", r.out);
 	ts_run_free(&r);
 }
@@ -723,7 +723,7 @@ static char *value_multiset(const char *path)
 	char **lines, *out;
 	size_t cap = 1;
 
-	cr_assert_eq(r.status, 0, "%s: %s", path, r.err);
+	ts_assert_exit(&r, 0, "%s: %s", path, r.err);
 	doc = parse_json(r.out, path);
 	n = json_array_size(json_object_get(doc, "variables"));
 	lines = calloc(n + 1, sizeof(char *));
@@ -779,16 +779,16 @@ Test(cli, convert_keras_round_trip_every_fixture, .timeout = 600)
 		back = ts_join(dir, name);
 		ts_run_free(&r);
 		r = ts_cli("convert", src, tf, "--to", "tf", NULL);
-		cr_assert_eq(r.status, 0, "%s -> tf: %s%s", src, r.out, r.err);
+		ts_assert_exit(&r, 0, "%s -> tf: %s%s", src, r.out, r.err);
 		ts_run_free(&r);
 		r = ts_cli("diff", src, tf, NULL);
-		cr_assert_eq(r.status, 0, "%s vs its TF conversion: %s", src, r.out);
+		ts_assert_exit(&r, 0, "%s vs its TF conversion: %s", src, r.out);
 		ts_run_free(&r);
 		r = ts_cli("convert", tf, back, "--to", to, NULL);
-		cr_assert_eq(r.status, 0, "%s -> tf -> %s: %s%s", src, to, r.out, r.err);
+		ts_assert_exit(&r, 0, "%s -> tf -> %s: %s%s", src, to, r.out, r.err);
 		ts_run_free(&r);
 		r = ts_cli("verify", back, NULL);
-		cr_assert_eq(r.status, 0, "%s", r.err);
+		ts_assert_exit(&r, 0, "%s", r.err);
 		ts_run_free(&r);
 		/* values as the independent readers see them: h5py for Keras files, bundle_check.py for the bundle */
 		want = value_multiset(src);
@@ -803,7 +803,7 @@ Test(cli, convert_keras_round_trip_every_fixture, .timeout = 600)
 		 */
 		if (strcmp(fmt, "keras-h5-legacy-weights") != 0) {
 			r = ts_cli("diff", src, back, NULL);
-			cr_assert_eq(r.status, 0, "%s vs Keras -> TF -> Keras: %s", src, r.out);
+			ts_assert_exit(&r, 0, "%s vs Keras -> TF -> Keras: %s", src, r.out);
 			ts_run_free(&r);
 		}
 		free(want);
@@ -826,13 +826,13 @@ Test(cli, convert_lists_unmappable_entries)
 	json_t *a, *b;
 
 	r = ts_cli("convert", src, out, "--to", "keras-weights", NULL);
-	cr_assert_eq(r.status, 1, "%s", r.err);
+	ts_assert_exit(&r, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "variable 'strs'"), "lists the entry: %s", r.err);
 	cr_assert(strstr(r.err, "--allow-partial"), "%s", r.err);
 	cr_assert_neq(access(out, F_OK), 0, "nothing written without --allow-partial");
 	ts_run_free(&r);
 	r = ts_cli("convert", src, out, "--to", "keras-weights", "--allow-partial", NULL);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	cr_assert(strstr(r.err, "variable 'strs'"), "still listed: %s", r.err);
 	ts_run_free(&r);
 	a = crcs_by_name(src);
@@ -883,7 +883,7 @@ Test(cli, names_escaped_in_json_and_on_terminals)
 	ckpt_tensor_free(t);
 
 	r = ts_cli("inspect", "--json", prefix, NULL);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	for (i = 0; i < sizeof(spelled) / sizeof(spelled[0]); i++)
 		cr_assert(strstr(r.out, spelled[i]), "%s not in %s", spelled[i], r.out);
 	for (i = 0; r.out[i]; i++)
@@ -892,7 +892,7 @@ Test(cli, names_escaped_in_json_and_on_terminals)
 	ts_run_free(&r);
 	/* human output: no control bytes reach the terminal */
 	r = ts_cli("inspect", prefix, NULL);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	for (i = 0; r.out[i]; i++)
 		cr_assert(((unsigned char)r.out[i] >= 0x20 && r.out[i] != 0x7f) || r.out[i] == '\n',
 			"control byte 0x%02x in human output", (unsigned char)r.out[i]);
@@ -905,7 +905,7 @@ Test(cli, names_escaped_in_json_and_on_terminals)
 	{
 		char *const argv[] = { TS_PYTHON, ORACLE, prefix, NULL };
 		cr_assert_eq(ts_run(&r, argv), 0);
-		cr_assert_eq(r.status, 0, "%s", r.err);
+		ts_assert_exit(&r, 0, "%s", r.err);
 		for (i = 0; i < sizeof(spelled) / sizeof(spelled[0]); i++)
 			cr_assert(strstr(r.out, spelled[i]), "oracle: %s not in %s", spelled[i], r.out);
 		ts_run_free(&r);

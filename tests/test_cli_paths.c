@@ -24,12 +24,12 @@ static void expect_usage_error(ts_run_result *r, const char *needle, const char 
 Test(cli_paths, every_way_to_ask_for_help_prints_the_same_overview)
 {
 	ts_run_result ref = ts_cli("--help", NULL);
-	cr_assert_eq(ref.status, 0);
+	ts_assert_exit(&ref, 0, "exit status");
 	cr_assert_not_null(strstr(ref.out, "usage: ckpt"), "%s", ref.out);
 	static const char *const ways[][2] = { { "-h", NULL }, { "help", NULL }, { "help", "help" } };
 	for (size_t i = 0; i < sizeof(ways) / sizeof(ways[0]); i++) {
 		ts_run_result r = ts_cli(ways[i][0], ways[i][1], NULL);
-		cr_assert_eq(r.status, 0, "ckpt %s %s: exit %d", ways[i][0], ways[i][1] ? ways[i][1] : "", r.status);
+		ts_assert_exit(&r, 0, "ckpt %s %s: exit %d", ways[i][0], ways[i][1] ? ways[i][1] : "", r.status);
 		cr_assert_str_eq(r.out, ref.out, "ckpt %s %s differs from ckpt --help", ways[i][0],
 			ways[i][1] ? ways[i][1] : "");
 		cr_assert_eq(r.err[0], '\0');
@@ -59,17 +59,17 @@ Test(cli_paths, double_dash_ends_the_options)
 	ts_run_result r;
 	snprintf(cmd, sizeof cmd, "cd '%s' && '%s' verify -odd", dir, TS_CLI);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 2, "%s", r.err);
+	ts_assert_exit(&r, 2, "%s", r.err);
 	cr_assert_not_null(strstr(r.err, "unknown option '-odd'"), "%s", r.err);
 	ts_run_free(&r);
 	snprintf(cmd, sizeof cmd, "cd '%s' && '%s' verify -- -odd", dir, TS_CLI);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "verify -- -odd: exit %d: %s", r.status, r.err);
+	ts_assert_exit(&r, 0, "verify -- -odd: exit %d: %s", r.status, r.err);
 	ts_run_free(&r);
 	/* and an option after `--` is an argument too: one PATH too many */
 	snprintf(cmd, sizeof cmd, "cd '%s' && '%s' verify -- -odd --json", dir, TS_CLI);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 2, "verify -- -odd --json: exit %d: %s", r.status, r.err);
+	ts_assert_exit(&r, 2, "verify -- -odd --json: exit %d: %s", r.status, r.err);
 	ts_run_free(&r);
 	ts_rmtree(dir);
 	free(dir), free(odd);
@@ -79,7 +79,7 @@ Test(cli_paths, restore_mirrored_defaults_to_2_replicas)
 {
 	ts_run_result r = ts_cli("restore", ts_fixture("tf/tensorflow__lso_ckpt_tf2.2"), "--strategy", "mirrored", "--json",
 		NULL);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	cr_assert_not_null(strstr(r.out, "\"replicas\": 2, \"variables\""), "%.400s", r.out);
 	ts_run_free(&r);
 }
@@ -123,13 +123,13 @@ Test(cli_paths, restore_expect_partial_accepts_unmatched_entries)
 {
 	char *dir = ts_tmpdir(), *prefix = bundle_with_a_stray_entry(dir);
 	ts_run_result r = ts_cli("restore", prefix, "--strategy", "mirrored", NULL);
-	cr_assert_eq(r.status, 1, "an unmatched entry without --expect-partial: exit %d\n%s%s", r.status, r.out, r.err);
+	ts_assert_exit(&r, 1, "an unmatched entry without --expect-partial: exit %d\n%s%s", r.status, r.out, r.err);
 	cr_assert_not_null(strstr(r.out, "unmatched: optimizer"), "%s", r.out);
 	cr_assert_not_null(strstr(r.err, "1 stored entry could not be placed (use --expect-partial to accept)"), "%s",
 		r.err);
 	ts_run_free(&r);
 	r = ts_cli("restore", prefix, "--strategy", "mirrored", "--expect-partial", NULL);
-	cr_assert_eq(r.status, 0, "--expect-partial: exit %d\n%s%s", r.status, r.out, r.err);
+	ts_assert_exit(&r, 0, "--expect-partial: exit %d\n%s%s", r.status, r.out, r.err);
 	cr_assert_not_null(strstr(r.out, "unmatched: optimizer"), "%s", r.out);
 	cr_assert_not_null(strstr(r.out, "1 unmatched (expected: --expect-partial)"), "%s", r.out);
 	ts_run_free(&r);
@@ -147,7 +147,7 @@ Test(cli_paths, output_that_cannot_be_written_is_an_error)
 		snprintf(cmd, sizeof cmd, "'%s' %s >/dev/full", TS_CLI, args);
 		ts_run_result r;
 		cr_assert_eq(ts_run_sh(&r, cmd), 0);
-		cr_assert_eq(r.status, 1, "ckpt %s >/dev/full: exit %d", args, r.status);
+		ts_assert_exit(&r, 1, "ckpt %s >/dev/full: exit %d", args, r.status);
 		cr_assert_not_null(strstr(r.err, "ckpt: error writing to standard output"), "ckpt %s: %s", args, r.err);
 		ts_run_free(&r);
 	}

@@ -46,7 +46,7 @@ Test(cli_progress, verify_draws_a_line_on_a_terminal_and_erases_it)
 
 	snprintf(cmd, sizeof(cmd), "%s verify %s", TS_CLI, ts_fixture(LSO));
 	run_on_tty(&r, cmd);
-	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_assert_exit(&r, 0, "%s", r.out);
 	assert_drawn_then_erased(r.out, "verify", "OK: ");
 	ts_run_free(&r);
 }
@@ -59,19 +59,19 @@ Test(cli_progress, restore_convert_and_diff_draw_a_line)
 
 	snprintf(cmd, sizeof(cmd), "%s restore %s --strategy mirrored --replicas 2", TS_CLI, ts_fixture(LSO));
 	run_on_tty(&r, cmd);
-	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_assert_exit(&r, 0, "%s", r.out);
 	assert_drawn_then_erased(r.out, "restore", "restored ");
 	ts_run_free(&r);
 
 	snprintf(cmd, sizeof(cmd), "%s convert %s %s --to tf", TS_CLI, ts_fixture(LSO), out);
 	run_on_tty(&r, cmd);
-	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_assert_exit(&r, 0, "%s", r.out);
 	assert_drawn_then_erased(r.out, "convert", "wrote ");
 	ts_run_free(&r);
 
 	snprintf(cmd, sizeof(cmd), "%s diff %s %s", TS_CLI, ts_fixture(LSO), out);
 	run_on_tty(&r, cmd);
-	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_assert_exit(&r, 0, "%s", r.out);
 	cr_assert_not_null(strstr(r.out, ERASE "diff: "), "%s", r.out);
 	cr_assert_not_null(strstr(r.out, "equal: "), "%s", r.out);
 	ts_run_free(&r);
@@ -87,7 +87,7 @@ Test(cli_progress, nothing_with_json_on_a_terminal)
 
 	snprintf(cmd, sizeof(cmd), "%s restore %s --strategy default --json", TS_CLI, ts_fixture(LSO));
 	run_on_tty(&r, cmd);
-	cr_assert_eq(r.status, 0, "%s", r.out);
+	ts_assert_exit(&r, 0, "%s", r.out);
 	cr_assert_null(strstr(r.out, "\033[K"), "a progress line with --json:\n%s", r.out);
 	cr_assert_not_null(strstr(r.out, "\"variables\""), "%s", r.out);
 	ts_run_free(&r);
@@ -100,7 +100,7 @@ Test(cli_progress, nothing_when_stderr_is_not_a_terminal)
 
 	snprintf(cmd, sizeof(cmd), "CKPT_PROGRESS_AFTER_MS=0 %s verify %s", TS_CLI, ts_fixture(LSO));
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	cr_assert_null(strstr(r.err, "\033[K"), "a progress line into a pipe:\n%s", r.err);
 	cr_assert_null(strchr(r.err, '\r'), "a carriage return into a pipe:\n%s", r.err);
 	ts_run_free(&r);
@@ -116,7 +116,7 @@ Test(cli_progress, errors_are_not_appended_to_the_line)
 	/* a prefix whose data file is missing: verify reports it and fails */
 	snprintf(cmd, sizeof(cmd), "cp %s.index %s/x.index && %s verify %s/x", ts_fixture(LSO), dir, TS_CLI, dir);
 	run_on_tty(&r, cmd);
-	cr_assert_eq(r.status, 1, "%s", r.out);
+	ts_assert_exit(&r, 1, "%s", r.out);
 	e = strstr(r.out, "ckpt: ");
 	cr_assert_not_null(e, "%s", r.out);
 	cr_assert(e == r.out || e[-1] == '\n' || (e - r.out >= 4 && strncmp(e - 4, ERASE, 4) == 0),

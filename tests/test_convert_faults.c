@@ -121,7 +121,7 @@ static char *trainer_checkpoint(const char *dir)
 	ts_run_result res;
 	snprintf(cmd, sizeof(cmd), "'%s/samples/mlp_mirrored' --epochs 1 --dir '%s'", CKPT_BINARY_DIR, ck);
 	cr_assert_eq(ts_run_sh(&res, cmd), 0);
-	cr_assert_eq(res.status, 0, "mlp_mirrored: %s", res.err);
+	ts_assert_exit(&res, 0, "mlp_mirrored: %s", res.err);
 	ts_run_free(&res);
 	free(ck);
 	return src;
@@ -165,7 +165,7 @@ static void convert_under_limit(const char *dir, const char *target, int kib, in
 	snprintf(cmd, sizeof(cmd), "trap '' XFSZ; ulimit%s -f %d; exec '%s' convert '%s' '%s/out' --to %s", hard ? "" : " -S",
 		kib, CKPT_CLI_PATH, ts_fixture(MNIST), dir, target);
 	cr_assert_eq(ts_run_sh(&res, cmd), 0);
-	cr_assert_eq(res.status, 1, "%s: exit status %d (a signal is 128+N)\nstderr: %s", what, res.status, res.err);
+	ts_assert_exit(&res, 1, "%s: exit status %d (a signal is 128+N)\nstderr: %s", what, res.status, res.err);
 	cr_assert(strstr(res.err, "File too large") || strstr(res.err, "disk full or file too large"),
 		"%s: stderr does not say why: %s", what, res.err);
 	ts_run_free(&res);
@@ -216,7 +216,7 @@ Test(convert_faults, c_trainer_checkpoint_converts_to_keras_with_the_documented_
 		ckpt_reader *a = NULL, *b = NULL;
 		snprintf(cmd, sizeof(cmd), "'%s' convert '%s' '%s' --to %s", CKPT_CLI_PATH, src, out, to[k]);
 		cr_assert_eq(ts_run_sh(&res, cmd), 0);
-		cr_assert_eq(res.status, 0, "--to %s: %s", to[k], res.err);
+		ts_assert_exit(&res, 0, "--to %s: %s", to[k], res.err);
 		ts_run_free(&res);
 		cr_assert_eq(ckpt_reader_open(&a, src, NULL), CKPT_OK);
 		cr_assert_eq(ckpt_reader_open(&b, out, NULL), CKPT_OK);

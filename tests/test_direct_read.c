@@ -368,7 +368,7 @@ Test(direct_read, verify_all_and_the_cli_find_a_flipped_byte, .timeout = 60)
 	ckpt_reader_free(r);
 	int64_t off = entry_offset(prefix, "f/last");
 	ts_run_result res = ts_cli("verify", prefix, NULL);
-	cr_assert_eq(res.status, 0, "%s", res.err);
+	ts_assert_exit(&res, 0, "%s", res.err);
 	cr_assert_not_null(strstr(res.out, "OK: 6 tensors"), "%s", res.out);
 	ts_run_free(&res);
 
@@ -381,7 +381,7 @@ Test(direct_read, verify_all_and_the_cli_find_a_flipped_byte, .timeout = 60)
 	cr_assert_eq(ckpt_error_last()->offset, off);
 	ckpt_reader_free(r);
 	res = ts_cli("verify", prefix, NULL);
-	cr_assert_eq(res.status, 1, "%s", res.out);
+	ts_assert_exit(&res, 1, "%s", res.out);
 	cr_assert_not_null(strstr(res.err, "f/last"), "%s", res.err);
 	cr_assert_not_null(strstr(res.err, "crc32c mismatch"), "%s", res.err);
 	cr_assert_not_null(strstr(res.err, "FAILED: 1 problem in 6 tensors"), "%s", res.err);

@@ -201,7 +201,7 @@ Test(error_messages, cli_says_the_name_once, .timeout = 30)
 	snprintf(cmd, sizeof(cmd), "%s verify %s", TS_CLI, a);
 	ts_run_result r;
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 1, "verify of a flipped value: %s", r.err);
+	ts_assert_exit(&r, 1, "verify of a flipped value: %s", r.err);
 	const char *key = "'kernel/.ATTRIBUTES/VARIABLE_VALUE'";
 	cr_assert_eq(count_of(r.err, key), 1, "%s said %d times: %s", key, count_of(r.err, key), r.err);
 	ts_run_free(&r);

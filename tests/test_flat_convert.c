@@ -91,7 +91,7 @@ static char *trained(const char *dir)
 	ts_run_result r;
 	snprintf(cmd, sizeof(cmd), "%s/samples/mlp_mirrored --dir %s/run --epochs 1", CKPT_BINARY_DIR, dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
 	ts_run_free(&r);
 	return ts_join(dir, "run/ckpt-1");
 }
@@ -197,11 +197,11 @@ Test(flat_convert, optimizer_slots_kept_by_default_dropped_on_request, .timeout 
 	cr_assert_null(strstr(r.out, "optimizer/"), "%s", r.out);
 	ts_run_free(&r);
 	r = cli("diff %s %s/w", ck, dir);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.out, "10 compared, 0 differ, 13 only in A, 0 only in B"), "%s", r.out);
 	ts_run_free(&r);
 	r = cli("convert %s %s/x.safetensors --to safetensors --no-optimizer --keep-optimizer", ck, dir);
-	cr_assert_eq(r.status, 2);
+	ts_assert_exit(&r, 2, "exit status");
 	ts_run_free(&r);
 	free(ck);
 	ts_rmtree(dir);
@@ -232,7 +232,7 @@ Test(flat_convert, quantized_gguf_copies_raw_and_is_refused_elsewhere, .timeout 
 	CLI_OK(r);
 	ts_run_free(&r);
 	r = cli("convert %s/ref.gguf %s/q.safetensors --to safetensors", dir, dir);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.err, "'blk.0.ffn_q8.weight'") && strstr(r.err, "Q8_0-quantized") &&
 		strstr(r.err, "dequantizing"), "%s", r.err);
 	cr_assert(strstr(r.err, "nothing written"), "%s", r.err);
@@ -247,7 +247,7 @@ Test(flat_convert, quantized_gguf_copies_raw_and_is_refused_elsewhere, .timeout 
 	CLI_OK(r);
 	ts_run_free(&r);
 	r = cli("convert %s/ref.safetensors %s/k.weights.h5 --to keras-weights", dir, dir);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.err, "do not record the order"), "%s", r.err);
 	ts_run_free(&r);
 	free(p);
@@ -272,7 +272,7 @@ Test(flat_convert, verify_says_what_it_checks, .timeout = 120)
 	buf[n] = 'x';
 	cr_assert_eq(ts_write_file(p, buf, n + 1), 0);
 	r = cli("verify %s", p);
-	cr_assert_eq(r.status, 1);
+	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.err, "ref.safetensors") && strstr(r.err, "at offset") && strstr(r.err, "1 trailing bytes"),
 		"%s", r.err);
 	ts_run_free(&r);

@@ -320,7 +320,7 @@ Test(host_state, tensorflow_reads_and_writes_it, .timeout = 120)
 		ours, theirs);
 	ts_run_result r;
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "TensorFlow failed:\n%s", r.err);
+	ts_assert_exit(&r, 0, "TensorFlow failed:\n%s", r.err);
 	/* {"epoch": 7, "hist": [...], "lr": "0x...", "position": 384, "rng": [...], "step": 6} */
 	long long epoch, position, step, rng[4];
 	char lr[64], h[3][64];

@@ -22,7 +22,7 @@ static void check_file(const char *file, const char *json_path, const char *max)
 	char args[8192];
 	char *verdict;
 
-	cr_assert_eq(r.status, 0, "inspect --json %s: exit %d\n%s", file, r.status, r.err);
+	ts_assert_exit(&r, 0, "inspect --json %s: exit %d\n%s", file, r.status, r.err);
 	f = fopen(json_path, "w");
 	cr_assert_not_null(f);
 	fputs(r.out, f);
@@ -72,7 +72,7 @@ Test(inspect_meta, long_arrays_are_a_prefix_that_says_so, .timeout = 120)
 	json_error_t err;
 	size_t i, arrays = 0;
 
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	j = json_loads(r.out, 0, &err);
 	cr_assert_not_null(j, "inspect --json is not JSON: %s", err.text);
 	kv = json_object_get(json_object_get(j, "gguf"), "kv");
@@ -119,7 +119,7 @@ Test(inspect_meta, partitioned_entries_list_their_slices, .timeout = 120)
 	cr_assert_eq(ckpt_object_track_partitioned(ckpt_checkpoint_root(ck), "table", p), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_save(&path, ck, prefix), CKPT_OK);
 	ts_run_result r = ts_cli("inspect", "--json", path, NULL);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	doc = json_loads(r.out, 0, NULL);
 	cr_assert_not_null(doc);
 	json_array_foreach(json_object_get(doc, "variables"), i, v) {

@@ -20,7 +20,7 @@ Test(install, find_package_and_pkg_config_out_of_tree, .timeout = 120)
 	ts_run_result r;
 
 	cr_assert_eq(ts_run(&r, argv), 0, "could not start %s", INSTALL_TEST);
-	cr_assert_eq(r.status, 0, "install test failed (exit %d)\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+	ts_assert_exit(&r, 0, "install test failed (exit %d)\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
 	cr_expect(strstr(r.out, "find_package: OK"), "%s", r.out);
 	cr_expect(strstr(r.out, "pkg-config: OK"), "%s", r.out);
 	cr_expect(strstr(r.out, "sys consumer: OK"), "%s", r.out);

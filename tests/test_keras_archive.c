@@ -116,7 +116,7 @@ Test(keras_archive, round_trip_and_zipfile_check)
 		snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/check_keras_written.py keras '%s' '%s'", TS_PYTHON, CKPT_SOURCE_DIR, out,
 			ts_fixture(archives[i]));
 		cr_assert_eq(ts_run_sh(&res, cmd), 0);
-		cr_assert_eq(res.status, 0, "%s%s", res.out, res.err);
+		ts_assert_exit(&res, 0, "%s%s", res.out, res.err);
 		ts_run_free(&res);
 		ts_rmtree(dir);
 		free(out);

@@ -309,7 +309,7 @@ static void run_checker(const char *layout, const char *written, const char *ref
 	snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/check_keras_written.py %s '%s' '%s'", TS_PYTHON, CKPT_SOURCE_DIR, layout,
 		written, reference);
 	cr_assert_eq(ts_run_sh(&res, cmd), 0);
-	cr_assert_eq(res.status, 0, "h5py check of %s failed:\n%s%s", written, res.out, res.err);
+	ts_assert_exit(&res, 0, "h5py check of %s failed:\n%s%s", written, res.out, res.err);
 	cr_assert(strncmp(res.out, "OK", 2) == 0, "%s", res.out);
 	ts_run_free(&res);
 }
@@ -517,7 +517,7 @@ Test(keras_h5, every_dtype_round_trips)
 		ts_run_result res;
 		snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/h5_datasets.py '%s'", TS_PYTHON, CKPT_SOURCE_DIR, out);
 		cr_assert_eq(ts_run_sh(&res, cmd), 0);
-		cr_assert_eq(res.status, 0, "h5_datasets.py: %s", res.err);
+		ts_assert_exit(&res, 0, "h5_datasets.py: %s", res.err);
 		for (i = 0; i < 13; i++) {
 			char name[128], sha[41], want[256], shape[32];
 			if (f == 0)

@@ -66,7 +66,7 @@ static char *make_files(void)
 	ts_run_result res;
 	snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/make_keras_hostile.py '%s'", TS_PYTHON, CKPT_SOURCE_DIR, dir);
 	cr_assert_eq(ts_run_sh(&res, cmd), 0);
-	cr_assert_eq(res.status, 0, "make_keras_hostile.py failed:\n%s%s", res.out, res.err);
+	ts_assert_exit(&res, 0, "make_keras_hostile.py failed:\n%s%s", res.out, res.err);
 	ts_run_free(&res);
 	return dir;
 }

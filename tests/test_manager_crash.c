@@ -620,7 +620,7 @@ Test(manager_crash, tensorflow_reads_the_recovered_directory, .timeout = 300)
 	char *const argv[] = { (char *)py, script, dir, NULL };
 	ts_run_result r;
 	cr_assert_eq(ts_run(&r, argv), 0);
-	cr_assert_eq(r.status, 0, "TensorFlow failed: %s", r.err);
+	ts_assert_exit(&r, 0, "TensorFlow failed: %s", r.err);
 	cr_assert(strstr(r.out, "paths ['ckpt-3', 'ckpt-4', 'ckpt-5']"), "%s", r.out);
 	cr_assert(strstr(r.out, "latest ckpt-5"), "%s", r.out);
 	cr_assert(strstr(r.out, "value 77 save_counter 5"), "%s", r.out);

@@ -6,9 +6,14 @@
  * touches only temporaries whose writer is gone; readers need no lock.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "manager_common.h"
 
@@ -288,6 +293,231 @@ Test(manager_lock, a_killed_holder_never_blocks_the_next_manager)
 	}
 	ts_rmtree(dir);
 	free(dir);
+}
+
+/* ---- a holder that was killed but has not finished dying (issue 26, point 1) ---- */
+
+typedef struct contend_thread {
+	ckpt_checkpoint *ck;
+	const char *dir;
+	ckpt_manager *m;
+	int rc;
+	char message[1024];
+	volatile int done;
+} contend_thread;
+
+static void *contend_main(void *arg)
+{
+	contend_thread *t = arg;
+	t->rc = ckpt_manager_new(&t->m, t->ck, t->dir, 3);
+	if (t->rc < 0)
+		snprintf(t->message, sizeof(t->message), "%s", ckpt_error_last()->message);
+	t->done = 1;
+	return NULL;
+}
+
+/* 1 when another open file description can take the lock of `dir` now (it is dropped again at once). */
+static int lock_is_free(const char *dir)
+{
+	char *p = ts_join(dir, "checkpoint.lock");
+	int fd = open(p, O_RDWR | O_CLOEXEC);
+	free(p);
+	cr_assert_geq(fd, 0);
+	int free_now = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	close(fd);
+	return free_now;
+}
+
+/*
+ * Start a writer of `dir` in a child traced by this process, with
+ * PTRACE_O_TRACEEXIT: SIGKILLed, it stops at the very start of its exit,
+ * before it closes its files. That is the state mpirun leaves a killed rank
+ * in when it returns (the kernel still finishing its fsync or freeing its
+ * memory): dying, and still holding the lock. Returns its pid once it holds
+ * the directory with 2 saves.
+ */
+static pid_t start_traced_writer(const char *dir, int *go_out, int *out_in)
+{
+	int go[2], out[2];
+	cr_assert_eq(pipe(go), 0);
+	cr_assert_eq(pipe(out), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		close(go[1]);
+		close(out[0]);
+		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0)
+			_exit(95);
+		raise(SIGSTOP);
+		contender(dir, go[0], go[0], out[1], 2);
+	}
+	close(go[0]);
+	close(out[1]);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFSTOPPED(st) && WSTOPSIG(st) == SIGSTOP, "the traced child did not stop (status %d): is ptrace "
+		"forbidden here (kernel.yama.ptrace_scope 3, a seccomp filter)?", st);
+	cr_assert_eq(ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)(long)(PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL)), 0,
+		"PTRACE_SETOPTIONS: %s", strerror(errno));
+	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+	cr_assert_eq(write(go[1], "g", 1), 1);
+	report r = recv_report(out[0]);
+	cr_assert_eq(r.rc, CKPT_OK, "%s", r.message);
+	r = recv_report(out[0]); /* its saves are done; it holds the lock and waits */
+	cr_assert_eq(r.rc, CKPT_OK, "%s", r.message);
+	*go_out = go[1];
+	*out_in = out[0];
+	return pid;
+}
+
+/* SIGKILL the traced writer and hold it at its exit stop: it is dying and still holds the lock. */
+static void kill_and_hold_in_exit(pid_t pid, const char *dir)
+{
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFSTOPPED(st) && (st >> 8) == (SIGTRAP | (PTRACE_EVENT_EXIT << 8)),
+		"the killed writer did not stop in its exit (status %#x)", st);
+	cr_assert(!lock_is_free(dir), "the dying writer no longer holds the lock: the scenario is not set up");
+	cr_assert_eq(lock_file_pid(dir), (long)pid);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+Test(manager_lock, a_holder_killed_but_still_dying_never_blocks_the_next_manager, .timeout = 120)
+{
+	char *dir = ts_tmpdir();
+	for (int round = 0; round < 2; round++) {
+		int go, out;
+		pid_t pid = start_traced_writer(dir, &go, &out);
+		kill_and_hold_in_exit(pid, dir);
+		/* the next trainer starts while the killed one is still dying: it must wait for it, not refuse */
+		mc_state s;
+		cr_assert_eq(mc_build(&s, NULL), CKPT_OK);
+		contend_thread t = { s.ck, dir, NULL, 0, "", 0 };
+		pthread_t th;
+		cr_assert_eq(pthread_create(&th, NULL, contend_main, &t), 0);
+		/* a refusal comes at once; give it time to show (not a timed assertion: waiting is correct) */
+		for (int i = 0; i < 100 && !t.done; i++)
+			sleep_ms(10);
+		int answered_while_dying = t.done;
+		/* let it finish dying: the kernel drops the lock */
+		cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+		int st;
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %#x", st);
+		cr_assert_eq(pthread_join(th, NULL), 0);
+		cr_assert_eq(t.rc, CKPT_OK, "round %d: a manager was refused because of a killed, still dying holder "
+			"(pid %ld)%s: %s", round, (long)pid, answered_while_dying ? " while it was dying" : "", t.message);
+		cr_assert_eq(lock_file_pid(dir), (long)getpid());
+		ckpt_restore_status *rs;
+		const char *p;
+		cr_assert_eq(ckpt_manager_restore_latest(&rs, &p, t.m), CKPT_OK, "%s", ckpt_error_last()->message);
+		ckpt_restore_status_free(rs);
+		cr_assert_eq(mc_get(&s), 2 * (round + 1), "round %d: restored %s", round, p);
+		/* what it restored is saved on, so the next round's writer resumes from it */
+		ckpt_manager_free(t.m);
+		ckpt_checkpoint_free(s.ck);
+		close(go);
+		close(out);
+	}
+	ts_rmtree(dir);
+	free(dir);
+}
+
+/* ---- holders that are alive, however they look, are still refused ---- */
+
+typedef struct holder_args {
+	const char *dir;
+	int go, out;
+} holder_args;
+
+static void *holder_thread(void *arg)
+{
+	holder_args *h = arg;
+	contender(h->dir, h->go, h->go, h->out, 1);
+	return NULL;
+}
+
+/*
+ * A writer child; with `leader_exits`, its main thread leaves through
+ * pthread_exit once another thread holds the directory (the leader shows as
+ * a zombie in /proc while the process lives on).
+ */
+static pid_t start_writer(const char *dir, int leader_exits, int *go_out, int *out_in)
+{
+	int go[2], out[2];
+	cr_assert_eq(pipe(go), 0);
+	cr_assert_eq(pipe(out), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		close(go[1]);
+		close(out[0]);
+		if (!leader_exits)
+			contender(dir, go[0], go[0], out[1], 1);
+		static holder_args h;
+		h = (holder_args){ dir, go[0], out[1] };
+		pthread_t th;
+		if (pthread_create(&th, NULL, holder_thread, &h) != 0)
+			_exit(96);
+		pthread_exit(NULL);
+	}
+	close(go[0]);
+	close(out[1]);
+	cr_assert_eq(write(go[1], "g", 1), 1);
+	report r = recv_report(out[0]);
+	cr_assert_eq(r.rc, CKPT_OK, "%s", r.message);
+	r = recv_report(out[0]);
+	cr_assert_eq(r.rc, CKPT_OK, "%s", r.message);
+	*go_out = go[1];
+	*out_in = out[0];
+	return pid;
+}
+
+static void assert_refused_naming(const char *dir, pid_t pid, const char *what)
+{
+	mc_state s;
+	cr_assert_eq(mc_build(&s, NULL), CKPT_OK);
+	ckpt_manager *m = NULL;
+	cr_assert_eq(ckpt_manager_new(&m, s.ck, dir, 3), CKPT_EBUSY, "%s holder: not refused", what);
+	char want[64];
+	snprintf(want, sizeof(want), "pid %ld", (long)pid);
+	cr_assert(strstr(ckpt_error_last()->message, want), "%s holder: %s", what, ckpt_error_last()->message);
+	cr_assert(strstr(ckpt_error_last()->message, "in use by another trainer"), "%s holder: %s", what,
+		ckpt_error_last()->message);
+	ckpt_checkpoint_free(s.ck);
+}
+
+Test(manager_lock, a_stopped_holder_and_one_whose_main_thread_exited_are_still_refused, .timeout = 60)
+{
+	for (int leader_exits = 0; leader_exits < 2; leader_exits++) {
+		char *dir = ts_tmpdir();
+		int go, out;
+		pid_t pid = start_writer(dir, leader_exits, &go, &out);
+		if (!leader_exits) {
+			cr_assert_eq(kill(pid, SIGSTOP), 0);
+			int st;
+			cr_assert_eq(waitpid(pid, &st, WUNTRACED), pid);
+			cr_assert(WIFSTOPPED(st));
+		}
+		assert_refused_naming(dir, pid, leader_exits ? "main-thread-exited" : "stopped");
+		if (!leader_exits)
+			cr_assert_eq(kill(pid, SIGCONT), 0);
+		close(go); /* it lets go and exits by itself */
+		int st;
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+		close(out);
+		ts_rmtree(dir);
+		free(dir);
+	}
 }
 
 /*

@@ -38,7 +38,7 @@ static long run_mpi(int np, const char *fmt, ...)
 		" -np %d " CKPT_MPI_BIN_DIR "/%s", np, args);
 	ts_run_result r;
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "%s\nexit %d\nstdout:\n%s\nstderr:\n%s", cmd, r.status, r.out, r.err);
+	ts_assert_exit(&r, 0, "%s", cmd);
 	long checks = -1, failed = -1;
 	const char *c = strstr(r.out, "CHECKS ");
 	cr_assert(c && sscanf(c, "CHECKS %ld FAILED %ld", &checks, &failed) == 2, "%s: no CHECKS line:\n%s", cmd, r.out);
@@ -138,22 +138,22 @@ Test(mpi, merged_checkpoint_read_by_bundle_check_ckpt_verify_restore_and_tensorf
 	ts_run_result r;
 	snprintf(cmd, sizeof(cmd), TS_PYTHON " " CKPT_SOURCE_DIR "/tests/scripts/bundle_check.py --no-graph %s/ckpt-2", dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "bundle_check.py rejects the merged bundle:\n%s\n%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "bundle_check.py rejects the merged bundle:\n%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "num_shards=2") && strstr(r.out, "CHECKS: ALL OK"), "%s", r.out);
 	ts_run_free(&r);
 	snprintf(cmd, sizeof(cmd), TS_CLI " verify %s/ckpt-2", dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "ckpt verify: %s %s", r.out, r.err);
+	ts_assert_exit(&r, 0, "ckpt verify: %s %s", r.out, r.err);
 	ts_run_free(&r);
 	/* single-process tool, onto another replica count */
 	snprintf(cmd, sizeof(cmd), TS_CLI " restore %s --strategy mirrored --replicas 3", dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "ckpt restore: %s %s", r.out, r.err);
+	ts_assert_exit(&r, 0, "ckpt restore: %s %s", r.out, r.err);
 	ts_run_free(&r);
 	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_read_sharded.py %s/ckpt-2 2 4 2",
 		py, dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "TensorFlow does not read the merged bundle:\n%s\n%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "TensorFlow does not read the merged bundle:\n%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "TF OK"), "%s", r.out);
 	cr_log_info("TensorFlow: %s", r.out);
 	ts_run_free(&r);
@@ -214,7 +214,7 @@ Test(mpi, sample_2x2_killed_resumed_1x4_then_4x1_equals_straight_run_and_mirrore
 		TS_CLI " diff straight/ckpt-4 resumed/ckpt-4; " TS_CLI " diff straight/ckpt-4 mirrored/ckpt-4",
 		dir, mw, mw, mw, mw);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "exit %d\n%s\n%s", r.status, r.out, r.err);
+	ts_assert_exit(&r, 0, "exit %d\n%s\n%s", r.status, r.out, r.err);
 	cr_assert(strstr(r.out, "resumed from resumed/ckpt-2 after epoch 2, onto 1 worker(s) x 4 local replica(s)"), "%s", r.out);
 	cr_assert(strstr(r.out, "resumed from resumed/ckpt-3 after epoch 3, onto 4 worker(s) x 1 local replica(s)"), "%s", r.out);
 	cr_assert(strstr(r.out, "equal: 23 compared, 0 differ"), "%s", r.out);
@@ -232,7 +232,7 @@ Test(mpi, tensorflow_partitioned_p3_restores_on_2_workers_and_inspect_shows_part
 	/* the reference: TF1 PartitionedVariable and TF2 ShardedVariable, written now by TensorFlow */
 	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_partitioned.py %s", py, dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "TF PARTITIONED OK"), "%s", r.out);
 	ts_run_free(&r);
 	run_mpi(2, "mpi_partitioned 2 %s", dir);
@@ -240,7 +240,7 @@ Test(mpi, tensorflow_partitioned_p3_restores_on_2_workers_and_inspect_shows_part
 	for (int k = 0; k < 2; k++) {
 		snprintf(cmd, sizeof(cmd), TS_CLI " inspect %s/%s", dir, k ? "tf1/model.ckpt" : "tf2/ckpt-1");
 		cr_assert_eq(ts_run_sh(&r, cmd), 0);
-		cr_assert_eq(r.status, 0, "%s", r.err);
+		ts_assert_exit(&r, 0, "%s", r.err);
 		cr_assert(strstr(r.out, "partitioned into 3 slices: [0:3, 0:4] [3:5, 0:4] [5:7, 0:4]"), "%s", r.out);
 		ts_run_free(&r);
 	}
@@ -271,24 +271,24 @@ Test(mpi, partitioned_p3_saved_by_3_workers_restores_as_p2_on_2_workers_and_tens
 	ts_run_free(&r);
 	snprintf(cmd, sizeof(cmd), TS_CLI " verify %s/ckpt", dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "ckpt verify: %s %s", r.out, r.err);
+	ts_assert_exit(&r, 0, "ckpt verify: %s %s", r.out, r.err);
 	ts_run_free(&r);
 	snprintf(cmd, sizeof(cmd), TS_CLI " inspect %s/ckpt", dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	ts_assert_exit(&r, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "partitioned into 3 slices: [0:4, 0:6] [4:7, 0:6] [7:10, 0:6]"), "%s", r.out);
 	ts_run_free(&r);
 	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_read_partitioned.py "
 		"%s/ckpt emb 10 6 tf1 3 2 1", py, dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "TensorFlow does not read it:\n%s\n%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "TensorFlow does not read it:\n%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "TF PARTITIONED READ OK"), "%s", r.out);
 	ts_run_free(&r);
 	/* the object-tracked one: TF2's Checkpoint restores it into ShardedVariables of 3 and 2 shards */
 	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_read_partitioned.py "
 		"%s/ckpt table/.ATTRIBUTES/VARIABLE_VALUE 9 4 tf2 3 2", py, dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "TensorFlow does not read it:\n%s\n%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "TensorFlow does not read it:\n%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "TF PARTITIONED READ OK"), "%s", r.out);
 	ts_run_free(&r);
 	/* last (it damages the file): a slice read in pieces by two workers is still checked whole */
@@ -361,9 +361,16 @@ static int64_t check_latest(const char *dir, int64_t prev)
 	return step;
 }
 
+/* The save loop's output (both workers and mpirun), for a failure message. */
+static char *loop_output(const char *log)
+{
+	char *t = ts_read_file(log, NULL);
+	return t ? t : strdup("(no output file)");
+}
+
 Test(mpi, kill9_of_a_worker_mid_save_50_times_latest_always_loads, .timeout = 900)
 {
-	char *dir = ts_tmpdir();
+	char *dir = ts_tmpdir(), *logdir = ts_tmpdir(), *log = ts_join(logdir, "save_loop.log");
 	uint64_t seed = 20261201;
 	int kills = 0;
 	int64_t step = 0;
@@ -374,7 +381,7 @@ Test(mpi, kill9_of_a_worker_mid_save_50_times_latest_always_loads, .timeout = 90
 			unlink(p);
 		}
 		snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" exec " MPIRUN
-			" -np 2 " CKPT_MPI_BIN_DIR "/mpi_killloop 1 %s >/dev/null 2>&1", dir);
+			" -np 2 " CKPT_MPI_BIN_DIR "/mpi_killloop 1 %s >%s 2>&1", dir, log);
 		pid_t job = fork();
 		cr_assert_geq(job, 0);
 		if (job == 0) {
@@ -384,12 +391,14 @@ Test(mpi, kill9_of_a_worker_mid_save_50_times_latest_always_loads, .timeout = 90
 		long pids[2] = { 0, 0 };
 		int status = 0;
 		for (int w = 0; w < 6000 && !(pids[0] && pids[1]); w++) {
-			cr_assert_eq(waitpid(job, &status, WNOHANG), 0, "the save loop exited by itself (status %d)", status);
+			cr_assert_eq(waitpid(job, &status, WNOHANG), 0, "iteration %d: the save loop exited by itself (exit %d, "
+				"signal %d); its output:\n%s", it, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+				WIFSIGNALED(status) ? WTERMSIG(status) : 0, loop_output(log));
 			pids[0] = read_pid(dir, 0);
 			pids[1] = read_pid(dir, 1);
 			sleep_ms(10);
 		}
-		cr_assert(pids[0] && pids[1], "the save loop did not start");
+		cr_assert(pids[0] && pids[1], "iteration %d: the save loop did not start; its output:\n%s", it, loop_output(log));
 		sleep_ms((long)(rng_next(&seed) % 400));
 		int victim = (int)(rng_next(&seed) % 2);
 		cr_assert_eq(kill((pid_t)pids[victim], SIGKILL), 0);
@@ -405,11 +414,49 @@ Test(mpi, kill9_of_a_worker_mid_save_50_times_latest_always_loads, .timeout = 90
 			kill(job, SIGKILL);
 			waitpid(job, &status, 0);
 		}
-		cr_assert(done, "mpirun did not end after worker %d was killed", victim);
+		cr_assert(done, "iteration %d: mpirun did not end after worker %d was killed; its output:\n%s", it, victim,
+			loop_output(log));
 		step = check_latest(dir, step);
 	}
 	cr_assert_gt(step, 0, "no save ever completed");
 	cr_log_info("%d kills of a worker mid-save loop; latest always loaded; last step %lld", kills, (long long)step);
+	ts_rmtree(dir);
+	ts_rmtree(logdir);
+	free(dir);
+	free(logdir);
+	free(log);
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+	size_t na, nb;
+	char *x = ts_read_file(a, &na), *y = ts_read_file(b, &nb);
+	cr_assert(x && y, "cannot read %s or %s", a, b);
+	cr_assert(na == nb && memcmp(x, y, na) == 0, "%s and %s differ", a, b);
+	free(x);
+	free(y);
+}
+
+/*
+ * Replicas in device memory (the guarded provider: PROT_NONE device memory,
+ * copies at synchronize) on 2 workers x 2 replicas: the sharded checkpoint is
+ * byte-identical to the host strategy's, and restores onto 3 workers' device
+ * replicas (every value, every replica, the sync-on-read aggregate).
+ */
+Test(mpi, device_replicas_2x2_save_like_host_and_restore_onto_3, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	run_mpi(2, "mpi_device save host 2 %s/host", dir);
+	run_mpi(2, "mpi_device save guarded 2 %s/guarded", dir);
+	static const char *const ext[] = { ".index", ".data-00000-of-00002", ".data-00001-of-00002" };
+	for (int i = 0; i < 3; i++) {
+		char a[4096], b[4096];
+		snprintf(a, sizeof(a), "%s/host%s", dir, ext[i]);
+		snprintf(b, sizeof(b), "%s/guarded%s", dir, ext[i]);
+		assert_same_file(a, b);
+	}
+	run_mpi(3, "mpi_device restore 1 %s/guarded", dir);
+	run_mpi(1, "mpi_device restore 3 %s/guarded", dir);
 	ts_rmtree(dir);
 	free(dir);
 }

@@ -96,7 +96,7 @@ static void oracle(const char *path, const char *key, const char *mode, const ch
 	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_read_partitioned.py "
 		"%s '%s' %d %d %s %s", ts_oracle_python(), path, key, ROWS, COLS, mode, parts);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "TensorFlow does not read %s:\n%s\n%s", path, r.out, r.err);
+	ts_assert_exit(&r, 0, "TensorFlow does not read %s:\n%s\n%s", path, r.out, r.err);
 	cr_assert(strstr(r.out, "TF PARTITIONED READ OK"), "%s", r.out);
 	cr_log_info("%s", r.out);
 	ts_run_free(&r);
@@ -203,7 +203,7 @@ Test(partitioned, tensorflow_written_p3_restores_into_p2_and_p4_parts, .timeout 
 	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_partitioned.py %s",
 		ts_oracle_python(), dir);
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
 	ts_run_free(&r);
 	char *fp = ts_join(dir, "full.f32");
 	size_t n;

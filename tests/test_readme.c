@@ -182,7 +182,7 @@ static char *build(const char *dir, const program *p)
 	}
 	ts_run_result r;
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "README.md example '%s' (from line %d) does not compile:\n%s\n%s\n(see the convention "
+	ts_assert_exit(&r, 0, "README.md example '%s' (from line %d) does not compile:\n%s\n%s\n(see the convention "
 		"at the top of README.md)", p->name, p->first_line, r.out, r.err);
 	ts_run_free(&r);
 	free(cmd);

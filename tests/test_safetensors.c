@@ -143,7 +143,7 @@ Test(safetensors, reference_reads_what_we_write, .timeout = 120)
 	/* the project's standard-library checker (tests/scripts/st_check.py) applies the same rules and prints a crc32 per tensor */
 	snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/st_check.py '%s'", TS_PYTHON, CKPT_SOURCE_DIR, p);
 	cr_assert_eq(ts_run_sh(&rr, cmd), 0);
-	cr_assert_eq(rr.status, 0, "st_check.py: %s %s", rr.out, rr.err);
+	ts_assert_exit(&rr, 0, "st_check.py: %s %s", rr.out, rr.err);
 	{
 		json_t *d = json_loads(rr.out, 0, NULL), *vars = json_object_get(d, "variables"), *v, *t;
 		size_t i, k;

@@ -59,7 +59,7 @@ static json_t *oracle(const char *script, const char *const *args)
 	argv[n] = NULL;
 	ts_run_result r;
 	cr_assert_eq(ts_run(&r, argv), 0, "could not start %s", argv[0]);
-	cr_assert_eq(r.status, 0, "%s failed (%d): %s", script, r.status, r.err);
+	ts_assert_exit(&r, 0, "%s failed (%d): %s", script, r.status, r.err);
 	json_t *j = parse_json(r.out, script);
 	ts_run_free(&r);
 	return j;
@@ -208,7 +208,7 @@ static void check_dir(const char *dir, json_t *want)
 
 	/* ckpt inspect --json */
 	ts_run_result res = ts_cli("inspect", "--json", dir, NULL);
-	cr_assert_eq(res.status, 0, "%s: exit %d: %s", dir, res.status, res.err);
+	ts_assert_exit(&res, 0, "%s: exit %d: %s", dir, res.status, res.err);
 	json_t *doc = parse_json(res.out, dir);
 	assert_json_same(json_object_get(doc, "saved_model"), json_object_get(want, "saved_model"), dir);
 	size_t k;
@@ -231,7 +231,7 @@ static void check_dir(const char *dir, json_t *want)
 
 	/* ckpt inspect: the text saved_model_cli show --all prints */
 	res = ts_cli("inspect", dir, NULL);
-	cr_assert_eq(res.status, 0, "%s: exit %d: %s", dir, res.status, res.err);
+	ts_assert_exit(&res, 0, "%s: exit %d: %s", dir, res.status, res.err);
 	char *ours = inspect_signatures_text(res.out);
 	const char *theirs = json_string_value(json_object_get(want, "show_all"));
 	cr_assert_not_null(theirs);
@@ -442,7 +442,7 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	/* the CLI: restore and inspect with --sync-on-read */
 	ts_run_result res = ts_cli("restore", ckdir, "--strategy", "mirrored", "--replicas", "2", "--json",
 		"--sync-on-read", "train_accuracy/*=sum,train_loss/*=mean", NULL);
-	cr_assert_eq(res.status, 0, "exit %d: %s", res.status, res.err);
+	ts_assert_exit(&res, 0, "exit %d: %s", res.status, res.err);
 	json_t *doc = parse_json(res.out, "restore --json");
 	cr_assert_str_eq(restored_kind(doc, ACC_TOTAL), "sync-on-read");
 	cr_assert_str_eq(restored_kind(doc, ACC_COUNT), "sync-on-read");
@@ -451,13 +451,13 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	json_decref(doc);
 	ts_run_free(&res);
 	res = ts_cli("restore", ckdir, "--strategy", "mirrored", "--json", NULL);
-	cr_assert_eq(res.status, 0, "exit %d: %s", res.status, res.err);
+	ts_assert_exit(&res, 0, "exit %d: %s", res.status, res.err);
 	doc = parse_json(res.out, "restore --json");
 	cr_assert_str_eq(restored_kind(doc, ACC_TOTAL), "mirrored");
 	json_decref(doc);
 	ts_run_free(&res);
 	res = ts_cli("restore", module, "--strategy", "mirrored", "--json", NULL);
-	cr_assert_eq(res.status, 0, "exit %d: %s", res.status, res.err);
+	ts_assert_exit(&res, 0, "exit %d: %s", res.status, res.err);
 	doc = parse_json(res.out, "restore --json");
 	cr_assert_str_eq(restored_kind(doc, ACC_TOTAL), "sync-on-read");
 	cr_assert_str_eq(restored_kind(doc, "moving_mean/.ATTRIBUTES/VARIABLE_VALUE"), "sync-on-read");
@@ -465,7 +465,7 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	ts_run_free(&res);
 
 	res = ts_cli("inspect", "--json", ckdir, "--sync-on-read", "train_accuracy/*=sum,train_loss/total=first", NULL);
-	cr_assert_eq(res.status, 0, "exit %d: %s", res.status, res.err);
+	ts_assert_exit(&res, 0, "exit %d: %s", res.status, res.err);
 	doc = parse_json(res.out, "inspect --json");
 	size_t i;
 	json_t *v;
@@ -486,19 +486,19 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	json_decref(doc);
 	ts_run_free(&res);
 	res = ts_cli("inspect", ckdir, NULL);
-	cr_assert_eq(res.status, 0);
+	ts_assert_exit(&res, 0, "exit status");
 	cr_assert(strstr(res.out, "train_accuracy/total/.ATTRIBUTES/VARIABLE_VALUE") && !strstr(res.out, "synchronization ("),
 		"%s", res.out);
 	ts_run_free(&res);
 	res = ts_cli("inspect", ckdir, "--sync-on-read", "train_accuracy/*=sum", NULL);
-	cr_assert_eq(res.status, 0);
+	ts_assert_exit(&res, 0, "exit status");
 	cr_assert(strstr(res.out, "synchronization (2 variables):") && strstr(res.out, "sync-on-read sum  (--sync-on-read)"),
 		"%s", res.out);
 	ts_run_free(&res);
 	const char *bad[] = { "train_*", "=sum", "x=avg", "a=sum,", "" };
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		res = ts_cli("restore", ckdir, "--strategy", "mirrored", "--sync-on-read", bad[i], NULL);
-		cr_assert_eq(res.status, 2, "'%s': exit %d", bad[i], res.status);
+		ts_assert_exit(&res, 2, "'%s': exit %d", bad[i], res.status);
 		cr_assert(strstr(res.err, "--sync-on-read wants"), "%s", res.err);
 		ts_run_free(&res);
 	}
@@ -708,7 +708,7 @@ Test(saved_model, hostile_inputs)
 	cr_assert_not_null(ckpt_error_last()->path);
 	cr_assert(strstr(ckpt_error_last()->path, "saved_model.pb"), "%s", ckpt_error_last()->path);
 	ts_run_result res = ts_cli("inspect", dir, NULL);
-	cr_assert_eq(res.status, 1);
+	ts_assert_exit(&res, 1, "exit status");
 	cr_assert(strstr(res.err, "saved_model.pb"), "%s", res.err);
 	ts_run_free(&res);
 	free(text);

@@ -26,7 +26,7 @@ static char *nm_symbols(const char *flags, const char *lib)
 	snprintf(cmd, sizeof(cmd), "nm -D %s '%s' | awk '{ print $(NF - 1), $NF }'", flags, lib);
 	ts_run_result r;
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	cr_assert_eq(r.status, 0, "%s failed: %s", cmd, r.err);
+	ts_assert_exit(&r, 0, "%s failed: %s", cmd, r.err);
 	free(r.err);
 	return r.out;
 }

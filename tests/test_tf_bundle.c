@@ -537,7 +537,7 @@ Test(tf_bundle, bundle_check_passes_every_tf_written_fixture_and_fails_a_flipped
 	int bundles = 0;
 	cr_assert_eq(sscanf(res.out, "bundles %d", &bundles), 1, "%s", res.out);
 	cr_assert_geq(bundles, 13, "%s", res.out);
-	cr_assert_eq(res.status, 0, "%s\n%s", res.out, res.err);
+	ts_assert_exit(&res, 0, "%s\n%s", res.out, res.err);
 	cr_assert_eq(count_of(res.out, "CHECKS: ALL OK"), bundles, "%s", res.out);
 	cr_assert_eq(count_of(res.out, "WRITER ROUND TRIP: index file rebuilt byte-for-byte"), bundles - 3,
 		"every uncompressed index rebuilt (3 fixtures use Snappy blocks):\n%s", res.out);
@@ -556,7 +556,7 @@ Test(tf_bundle, bundle_check_passes_every_tf_written_fixture_and_fails_a_flipped
 		cr_assert_eq(ts_flip_byte(file, flips[i].off, 0x01), 0);
 		snprintf(cmd, sizeof(cmd), "%s %s/tests/scripts/bundle_check.py '%s/ckpt'", TS_PYTHON, CKPT_SOURCE_DIR, copy);
 		cr_assert_eq(ts_run_sh(&res, cmd), 0);
-		cr_assert_eq(res.status, 1, "%s: %s", flips[i].file, res.out);
+		ts_assert_exit(&res, 1, "%s: %s", flips[i].file, res.out);
 		cr_assert(strstr(res.out, "CHECKS: PROBLEMS") && strstr(res.out, flips[i].problem), "%s: %s", flips[i].file,
 			res.out);
 		ts_run_free(&res);

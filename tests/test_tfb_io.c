@@ -185,7 +185,7 @@ Test(tfb_io, chunked_save_read_into_and_verify_round_trip, .timeout = 120)
 	ts_run_result res;
 	snprintf(cmd, sizeof(cmd), "cp '%s.index' '%s.index' && cp '%s' '%s.data-00000-of-00001'", prefix, bad, d0, bad);
 	cr_assert_eq(ts_run_sh(&res, cmd), 0);
-	cr_assert_eq(res.status, 0, "%s", res.err);
+	ts_assert_exit(&res, 0, "%s", res.err);
 	ts_run_free(&res);
 	r = open_prefix(prefix, NULL);
 	int64_t big_off = ckpt_reader_var(r, index_of(r, NENTS - 1))->offset;
@@ -196,7 +196,7 @@ Test(tfb_io, chunked_save_read_into_and_verify_round_trip, .timeout = 120)
 	snprintf(cmd, sizeof(cmd), "'%s' '%s/tests/oracles/tf_bundle_digest.py' '%s' '%s'", ts_oracle_python(),
 		CKPT_SOURCE_DIR, prefix, bad);
 	cr_assert_eq(ts_run_sh(&res, cmd), 0);
-	cr_assert_eq(res.status, 0, "tf_bundle_digest.py: %s", res.err);
+	ts_assert_exit(&res, 0, "tf_bundle_digest.py: %s", res.err);
 	char *second = strstr(res.out, "\n== ");
 	cr_assert_not_null(second, "%s", res.out);
 	char *bad_listing = second + 2;

@@ -231,4 +231,17 @@ void cli_inspect_sections_json(FILE *f, const ckpt_reader *r, uint64_t max_array
 int cli_graph_without(const ckpt_reader *r, const unsigned char *drop, ckpt_object_graph **out);
 void cli_graph_free(ckpt_object_graph *g);
 
+/* ---- --device cuda (cli_device.c): the CUDA provider, loaded at run time ---- */
+#define CLI_MAX_DEVICES 64
+typedef struct cli_device cli_device;
+/** Parse --device (NULL or "cpu": *is_cuda 0; "cuda": every device, *ndevices 0; "cuda:0,1"). CLI_EXIT_USAGE on error. */
+int cli_device_parse(const cli_cmd *cmd, const char *spec, int *is_cuda, int *devices, int *ndevices);
+/** Load ckpt_cuda and make its provider; CLI_EXIT_ERROR (reported, naming why) when either fails. */
+int cli_device_open(cli_device **out);
+const ckpt_memory_provider *cli_device_table(const cli_device *d);
+const char *cli_device_describe(const cli_device *d);
+void cli_device_close(cli_device *d);
+/** crc32c of replica `replica` of `v` (a variable of a strategy over the provider), through device-to-host copies. */
+int cli_device_crc_replica(cli_device *d, const ckpt_variable *v, int replica, uint32_t *crc);
+
 #endif

@@ -1,6 +1,6 @@
 /*
  * `ckpt restore PATH --strategy mirrored|default [--replicas N]
- *   [--expect-partial] [--save OUT] [--json]`
+ *   [--device cpu|cuda[:0,1,...]] [--expect-partial] [--save OUT] [--json]`
  *
  * Loads PATH inside a scope of the strategy (ckpt_checkpoint_load creates
  * every variable through the current strategy), then checks each variable
@@ -11,6 +11,11 @@
  * restored state back as a TensorBundle (a round trip through the
  * replicas). Exit 0 on success, 1 on any mismatch or error, and on
  * unmatched entries unless --expect-partial.
+ *
+ * --device cuda puts the mirrored replicas in GPU memory through the CUDA
+ * provider (cli_device.c loads it), replica r on the r-th listed device
+ * (round robin; `cuda` alone: every device), and checks each copy by
+ * copying it back device-to-host through pinned memory.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +28,8 @@ static const cli_opt restore_opts[] = {
 	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint of any supported format" },
 	{ CLI_OPT_VALUE, "strategy", "NAME", 1, "mirrored or default: the scope the variables are created in" },
 	{ CLI_OPT_VALUE, "replicas", "N", 0, "replicas of the mirrored strategy (default 2)" },
+	{ CLI_OPT_VALUE, "device", "cpu|cuda[:ID,...]", 0,
+		"where the mirrored replicas live (default cpu); cuda loads the CUDA provider library ckpt_cuda" },
 	{ CLI_OPT_SWITCH, "expect-partial", NULL, 0, "entries that cannot be placed are not an error" },
 	{ CLI_OPT_VALUE, "save", "OUT", 0, "write the restored state to the bundle prefix OUT" },
 	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON" },
@@ -121,7 +128,7 @@ static int by_checksum(const ckpt_variable *v)
  * check costs one pass over memory the load already made resident.
  * Returns the number of failed variables; reports each.
  */
-static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *bytes)
+static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *bytes, cli_device *dev)
 {
 	size_t i, bad = 0, njobs = 0, j;
 	size_t *job_var = NULL;
@@ -191,6 +198,16 @@ static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *b
 		njobs = j;
 	}
 
+	/* device replicas: copied back one after another through one pinned buffer */
+	for (j = 0; dev && j < njobs; j++) {
+		var_check *c = &checks[job_var[j]];
+		uint32_t got = 0;
+		if (cli_device_crc_replica(dev, c->tv->variable, job_rep[j], &got) != CKPT_OK || got != c->crc)
+			if (c->bad_replica < 0 || job_rep[j] < c->bad_replica)
+				c->bad_replica = job_rep[j];
+	}
+	if (dev)
+		njobs = 0;
 	/* largest first would balance better; the state's order is good enough for 2-16 threads */
 #pragma omp parallel for schedule(dynamic, 1)
 	for (j = 0; j < njobs; j++) {
@@ -261,6 +278,8 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 	cli_args args;
 	const char *path, *strat_name, *s, *save;
 	int json, expect_partial, replicas = 2, mirrored, rc, bad = 0, entered = 0;
+	int on_cuda = 0, devices[CLI_MAX_DEVICES], ndevices = 0;
+	cli_device *dev = NULL;
 	ckpt_strategy *strat = NULL;
 	ckpt_checkpoint *ck = NULL;
 	ckpt_restore_status *st = NULL;
@@ -293,6 +312,10 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		return cli_usage_error(cmd, "--strategy wants mirrored or default, got '%s'", strat_name);
 	if ((s = cli_get(cmd, &args, "replicas")) && parse_replicas(cmd, s, &replicas) != CLI_EXIT_OK)
 		return CLI_EXIT_USAGE;
+	if (cli_device_parse(cmd, cli_get(cmd, &args, "device"), &on_cuda, devices, &ndevices) != CLI_EXIT_OK)
+		return CLI_EXIT_USAGE;
+	if (on_cuda && !mirrored)
+		return cli_usage_error(cmd, "--device cuda needs --strategy mirrored");
 	if (!mirrored) {
 		if (s && replicas != 1)
 			return cli_usage_error(cmd, "the default strategy has exactly 1 replica");
@@ -306,11 +329,36 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 	co.warn = warn_line;
 	co.warn_ctx = (void *)path;
 	rc = CLI_EXIT_ERROR;
-	if (mirrored) {
-		if (ckpt_strategy_mirrored_new(&strat, replicas) != CKPT_OK) {
+	if (on_cuda) {
+		int *rep_dev = NULL, k;
+		const ckpt_memory_provider *t;
+		ckpt_memory_caps caps;
+		if (cli_device_open(&dev) != CLI_EXIT_OK)
+			goto done;
+		t = cli_device_table(dev);
+		t->caps(t->ctx, &caps);
+		if (!ndevices)
+			for (; ndevices < caps.num_devices && ndevices < CLI_MAX_DEVICES; ndevices++)
+				devices[ndevices] = ndevices;
+		if (!(rep_dev = malloc((size_t)replicas * sizeof(*rep_dev)))) {
+			cli_report(path, NULL, -1, "out of memory");
+			goto done;
+		}
+		for (k = 0; k < replicas; k++)
+			rep_dev[k] = devices[k % ndevices];
+		k = ckpt_strategy_mirrored_on(&strat, t, rep_dev, replicas);
+		free(rep_dev);
+		if (k != CKPT_OK) {
 			cli_report_last(path, NULL);
 			goto done;
 		}
+		if (!json)
+			printf("device: %s\n", cli_device_describe(dev));
+	} else if (mirrored && ckpt_strategy_mirrored_new(&strat, replicas) != CKPT_OK) {
+		cli_report_last(path, NULL);
+		goto done;
+	}
+	if (mirrored) {
 		if (ckpt_scope_enter(strat) != CKPT_OK) {
 			cli_report_last(path, NULL);
 			goto done;
@@ -384,7 +432,7 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		for (k = 0; k < n; k++)
 			if (checks[k].tv->source_key && !checks[k].why)
 				to_check[m++] = checks[k];
-		bad += check_all(r, to_check, m, &bytes);
+		bad += check_all(r, to_check, m, &bytes, dev);
 		for (k = 0, m = 0; k < n; k++)
 			if (checks[k].tv->source_key && !checks[k].why)
 				checks[k] = to_check[m++];
@@ -401,6 +449,8 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		jout_cstring(stdout, ckpt_reader_path(r));
 		fputs(", \"strategy\": ", stdout);
 		jout_cstring(stdout, mirrored ? "mirrored" : "default");
+		fputs(", \"device\": ", stdout);
+		jout_cstring(stdout, on_cuda ? "cuda" : "cpu");
 		printf(", \"replicas\": %d, \"variables\": [", replicas);
 		for (i = 0; i < n; i++) {
 			const ckpt_tracked_variable *tv = checks[i].tv;
@@ -481,6 +531,7 @@ done:
 	ckpt_checkpoint_free(ck);
 	if (strat)
 		ckpt_strategy_free(strat);
+	cli_device_close(dev); /* after the strategy: its queues are the provider's */
 	cli_progress_free(prog);
 	return rc;
 }
@@ -495,5 +546,9 @@ const cli_cmd cli_cmd_restore = {
 	"`ckpt inspect --json` prints it). Each copy is checksummed in place\n"
 	"against the file's stored crc32c (formats without one: the stored value's).\n"
 	"Entries that cannot be placed make the exit status 1 unless\n"
-	"--expect-partial. --save OUT writes the restored state as a TensorBundle."
+	"--expect-partial. --save OUT writes the restored state as a TensorBundle.\n"
+	"--device cuda[:ID,...] keeps the replicas in GPU memory (replica r on the\n"
+	"r-th listed device, round robin) through the CUDA provider library\n"
+	"ckpt_cuda, loaded at run time (CKPT_CUDA_LIBRARY names its file), and\n"
+	"checks every copy through device-to-host copies."
 };

@@ -24,6 +24,15 @@ prints "ok <check> <id>" or raises. Checks:
                recorded names, dtypes and shapes
   manager      {dir, latest}: tf.train.CheckpointManager and
                tf.train.latest_checkpoint on our directory find `latest`
+  resaved      {ours, tf, savedmodel | table}: `ckpt restore TF --save OURS`
+               of a TF-written checkpoint. Our object graph equals TF's
+               (every field, has_checkpoint_values included); the tensors
+               are TF's byte for byte; TF rebuilds the objects (the SavedModel
+               `savedmodel` loaded, or tf_table_module.TableModule for
+               `table`) and restores OURS with assert_consumed(): read() for a
+               file without save_counter (what TF's write() makes; restore()
+               would create a save_counter the file cannot match, on TF's own
+               file alike, which is checked too), restore() for one with it
 """
 import json
 import os
@@ -258,7 +267,58 @@ def manager(c):
         fail("checkpoints %r, want %r" % (mgr.checkpoints, c["kept"]))
 
 
-CHECKS = {"same_as_tf": same_as_tf, "restore_tf": restore_tf, "table": table, "mlp": mlp, "manager": manager}
+def object_graph(prefix):
+    g = trackable_object_graph_pb2.TrackableObjectGraph()
+    g.ParseFromString(tf.train.load_checkpoint(prefix).get_tensor(GRAPH))
+    return g
+
+
+def consumed(how, ck, prefix):
+    """None when how(prefix).assert_consumed() passes, else its message."""
+    try:
+        getattr(ck, how)(prefix).assert_consumed()
+        return None
+    except AssertionError as e:
+        return str(e)
+
+
+def resaved(c):
+    ours, theirs = object_graph(c["ours"]), object_graph(c["tf"])
+    if ours != theirs:
+        diff = [i for i, (a, b) in enumerate(zip(ours.nodes, theirs.nodes)) if a != b]
+        i = diff[0] if diff else min(len(ours.nodes), len(theirs.nodes))
+        fail("object graph differs from TF's (%d / %d nodes; first at node %d):\n ours %s\n tf   %s" % (
+            len(ours.nodes), len(theirs.nodes), i, ours.nodes[i] if i < len(ours.nodes) else None,
+            theirs.nodes[i] if i < len(theirs.nodes) else None))
+    same_as_tf({"ours": c["ours"], "tf": c["tf"]})
+    if "savedmodel" in c:
+        def build():
+            return tf.saved_model.load(c["savedmodel"])
+    else:
+        from tf_table_module import TableModule
+
+        def build():
+            return TableModule(filled=False)
+    has_counter = "save_counter/.ATTRIBUTES/VARIABLE_VALUE" in listing(c["tf"])[1]
+    how = "restore" if has_counter else "read"
+    obj = build()
+    err = consumed(how, tf.train.Checkpoint(obj), c["ours"])
+    if err:
+        fail("TF %s(ours).assert_consumed(): %s" % (how, err))
+    if "table" in c:
+        got = obj.lookup_table.lookup(tf.constant([1, 2, 3], tf.int64)).numpy().tolist()
+        if got != [1, 4, -1]:
+            fail("the table restored from ours looks up %r, want [1, 4, -1]" % got)
+    if not has_counter:
+        # restore() adds a save_counter: TF's verdict on ours is its verdict on its own file
+        a = consumed("restore", tf.train.Checkpoint(build()), c["ours"])
+        b = consumed("restore", tf.train.Checkpoint(build()), c["tf"])
+        if (a is None) != (b is None) or (a and "save_counter" not in a):
+            fail("restore().assert_consumed(): ours %r, TF's own file %r" % (a, b))
+
+
+CHECKS = {"same_as_tf": same_as_tf, "restore_tf": restore_tf, "table": table, "mlp": mlp, "manager": manager,
+          "resaved": resaved}
 
 with open(sys.argv[1]) as f:
     plan = json.load(f)

@@ -161,6 +161,39 @@ void ts_run_free(ts_run_result *res)
 	res->out = res->err = NULL;
 }
 
+/* The last `max` bytes of `s`, marked when cut. */
+static const char *tail(const char *s, size_t max, int *cut)
+{
+	size_t n = s ? strlen(s) : 0;
+	*cut = n > max;
+	return s ? s + (n > max ? n - max : 0) : "(not captured)";
+}
+
+char *ts_run_text(const ts_run_result *res)
+{
+	int cut_out, cut_err;
+	const char *o = tail(res->out, 65536, &cut_out), *e = tail(res->err, 65536, &cut_err);
+	size_t n = strlen(o) + strlen(e) + 128;
+	char *t = malloc(n);
+	if (t)
+		snprintf(t, n, "exit %d\nstdout%s:\n%s\nstderr%s:\n%s", res->status, cut_out ? " (last 64 KiB)" : "", o,
+			cut_err ? " (last 64 KiB)" : "", e);
+	return t;
+}
+
+void ts_assert_exit_at(const char *file, int line, const ts_run_result *res, int want, const char *fmt, ...)
+{
+	if (res->status == want)
+		return;
+	char what[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	char *text = ts_run_text(res);
+	cr_assert_fail("%s:%d: %s: expected exit %d\n%s", file, line, what, want, text ? text : "(out of memory)");
+}
+
 const char *ts_oracle_python(void)
 {
 	const char *py = getenv("CKPT_ORACLE_PYTHON");

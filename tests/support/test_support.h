@@ -37,6 +37,19 @@ ts_run_result ts_cli(const char *arg, ...);
 /** Run `sh -c cmd` the same way. */
 int ts_run_sh(ts_run_result *res, const char *cmd);
 void ts_run_free(ts_run_result *res);
+/**
+ * Everything a run said, for a failure message: "exit N\nstdout:\n...\nstderr:\n..."
+ * (each output cut to its last 64 KiB). Malloc'ed.
+ */
+char *ts_run_text(const ts_run_result *res);
+/**
+ * Fail the test unless `res` exited with `want`; the failure names the
+ * caller's file and line, its message (printf `fmt`), the exit status and
+ * both outputs in full, so that a child's failure says why it failed.
+ */
+#define ts_assert_exit(res, want, ...) ts_assert_exit_at(__FILE__, __LINE__, (res), (want), __VA_ARGS__)
+void ts_assert_exit_at(const char *file, int line, const ts_run_result *res, int want, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 
 /** The system Python used as an independent oracle. */
 #define TS_PYTHON "/usr/bin/python3"

@@ -330,7 +330,17 @@ CKPT_API int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **s
  */
 CKPT_API void ckpt_checkpoint_discard_pending(ckpt_checkpoint *ckpt);
 
-/** The object graph save would write now (free with ckpt_object_graph_free). */
+/**
+ * The object graph save would write now (free with ckpt_object_graph_free).
+ * Every field TensorFlow writes that the tree determines: children,
+ * attributes (full_name left empty where the loaded file had none), slot
+ * variables, and has_checkpoint_values on every node as TensorFlow sets it
+ * (true on nodes with values and their ancestors) — absent on every node
+ * when the tree was loaded from a graph written without it (older
+ * TensorFlow), so that such a file is written back as it was.
+ * registered_saver is never written: a registered saver's data lives in
+ * files of its own that libckpt does not carry.
+ */
 CKPT_API int ckpt_checkpoint_object_graph(ckpt_object_graph **out, ckpt_checkpoint *ckpt);
 
 /* ---- enumerating the live tree ---- */
@@ -440,9 +450,11 @@ typedef struct ckpt_manager_options {
  * which the kernel releases when the holder dies (a killed trainer never
  * blocks the next). A second manager with a checkpoint on the same
  * directory, in this process or another, fails here with CKPT_EBUSY; the
- * message names the holder's pid and the lock file. On a VFS without a lock
- * method the lock excludes managers of this process only. Read-only
- * managers and readers take no lock.
+ * message names the holder's pid and the lock file. A holder that is exiting
+ * (killed, still finishing an fsync or freeing its memory; Linux /proc
+ * tells) is waited for, up to 60 s, before the same refusal. On a VFS
+ * without a lock method the lock excludes managers of this process only.
+ * Read-only managers and readers take no lock.
  *
  * Reads the `checkpoint` state file when present. Complete "ckpt-N" that it
  * does not list are adopted as the newest: all of them when there is no

@@ -9,6 +9,7 @@
  *   ckpt/reader.h        reading and writing checkpoint files of any format
  *   ckpt/saved_model.h   a SavedModel's signatures and variable synchronization
  *   ckpt/strategy.h      strategies, scopes, replica context, all-reduce
+ *   ckpt/memory.h        memory providers: replicas in device memory
  *   ckpt/variable.h      plain, mirrored and sync-on-read variables
  *   ckpt/checkpoint.h    trackable objects, save / restore / load, the manager
  *   ckpt/partitioned.h   variables split along axis 0 (PartitionedVariable, ShardedVariable)
@@ -25,6 +26,7 @@
 #include "ckpt/reader.h"
 #include "ckpt/saved_model.h"
 #include "ckpt/strategy.h"
+#include "ckpt/memory.h"
 #include "ckpt/variable.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/partitioned.h"

@@ -90,7 +90,12 @@ CKPT_API int ckpt_variable_num_replicas(const ckpt_variable *v);
 /** Where it was created, for messages: "outside any strategy scope" / "inside MirroredStrategy(2 replicas)#1 scope". */
 CKPT_API const char *ckpt_variable_origin(const ckpt_variable *v);
 
-/** Raw buffer of copy `replica` (read-only use; updates go through the calls below). */
+/**
+ * Raw buffer of copy `replica` (read-only use; updates go through the calls
+ * below). Under a strategy over a memory provider (ckpt/memory.h) this is
+ * device memory: dereference it only when the provider's caps say
+ * host_addressable.
+ */
 CKPT_API const void *ckpt_variable_replica_data(const ckpt_variable *v, int replica);
 
 /**

@@ -87,6 +87,16 @@ extern "C" {
  * all (ELIMIT).
  */
 CKPT_API int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local_replicas);
+/**
+ * ckpt_strategy_multi_worker_new with this worker's local replicas in the
+ * memory of `provider` (ckpt/memory.h): local replica r on devices[r]. Every
+ * path that touches a replica's bytes goes through the provider, as for
+ * ckpt_strategy_mirrored_on (the cross-process exchanges go through host
+ * memory). Collective: a bad table or device on one worker fails every
+ * worker.
+ */
+CKPT_API int ckpt_strategy_multi_worker_new_on(ckpt_strategy **out, MPI_Comm comm, const ckpt_memory_provider *provider,
+	const int *devices, int local_replicas);
 /** Who reads a restore's values (ckpt_multi_worker_set_restore). */
 typedef enum ckpt_mw_restore {
 	CKPT_MW_RESTORE_READ_ALL = 0, /**< every worker reads every value it needs (the default) */

@@ -26,6 +26,7 @@
 #include "ckpt/variable.h"
 #include "ckpt/object_graph.h"
 #include "ckpt/partitioned.h"
+#include "ckpt/memory.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -182,6 +183,51 @@ CKPT_API void ckpt_variable_fill_from_primary(ckpt_variable *v);
  *         freed); NULL when `v` is NULL or `i` is out of range
  */
 CKPT_API void *ckpt_variable_local_copy(ckpt_variable *v, int i);
+
+/*
+ * Replicas in device memory (ckpt/memory.h). A strategy of this API may
+ * keep its local replicas in a memory provider's memory; its methods then
+ * reach a copy's bytes only through the calls below, never through
+ * ckpt_variable_local_copy's pointer (a device address).
+ */
+
+/**
+ * Put the local replicas of a strategy just made by ckpt_strategy_custom_new
+ * (no variable created yet) in the memory of `provider`: local replica r on
+ * devices[r]. The table is copied; provider->ctx must outlive the strategy.
+ * @param s the strategy
+ * @param provider a provider table (ckpt_memory_provider_check rules)
+ * @param devices one device id per local replica
+ * @return CKPT_OK; CKPT_EINVAL (a bad table or device id, a strategy that
+ *         has variables or a provider already); the provider's status when a
+ *         queue cannot be made
+ */
+CKPT_API int ckpt_strategy_attach_memory(ckpt_strategy *s, const ckpt_memory_provider *provider, const int *devices);
+
+/**
+ * @param v the variable
+ * @return 1 when its copies are device memory that only the provider's
+ *         copies may touch (then use the two calls below), else 0
+ */
+CKPT_API int ckpt_variable_on_device(const ckpt_variable *v);
+
+/**
+ * Copy local copy `i` of `v` (ckpt_variable_nbytes bytes, fixed-size dtype)
+ * into host memory; for device copies through the provider, landed on return.
+ * @param[out] dst host memory of ckpt_variable_nbytes(v) bytes
+ * @param v the variable
+ * @param i local copy index
+ * @return CKPT_OK; CKPT_EINVAL (bad index, string dtype); the provider's failure
+ */
+CKPT_API int ckpt_variable_read_copy(const ckpt_variable *v, int i, void *dst);
+
+/**
+ * Set local copy `i` of `v` from host memory `src` (ckpt_variable_nbytes
+ * bytes), as ckpt_variable_read_copy the other way; the other copies are
+ * not touched (ckpt_variable_fill_from_primary fans copy 0 out).
+ * @return CKPT_OK; CKPT_EINVAL; the provider's failure
+ */
+CKPT_API int ckpt_variable_write_copy(ckpt_variable *v, int i, const void *src);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,194 @@
+/*
+ * libckpt — memory providers: where a mirrored variable's replicas live.
+ *
+ * A provider is a table of functions that allocates device buffers and
+ * pinned host buffers and copies between them on queues. The library never
+ * links a device runtime: a provider (the built-in host one, or one in its
+ * own library such as ckpt_cuda) is handed to ckpt_strategy_mirrored_on(),
+ * and every path that touches a replica's bytes then goes through it (assign,
+ * read, sync-on-read aggregation, the all-reduce of ckpt_strategy_run,
+ * the divergence check, save, async save, restore, load).
+ *
+ *     const ckpt_memory_provider *p = ckpt_memory_provider_host();
+ *     int devices[2] = { 0, 0 };               // two replicas may share a device
+ *     ckpt_strategy *s;
+ *     ckpt_strategy_mirrored_on(&s, p, devices, 2);
+ *
+ * Ownership:
+ *  - The provider table is copied by ckpt_strategy_mirrored_on(); `ctx` is
+ *    borrowed and must outlive every strategy created over it, and every
+ *    async saver (ckpt/async.h) that staged its variables (the saver keeps
+ *    its pinned arena until it is freed).
+ *  - Device buffers the library allocates (variable copies) are freed by the
+ *    library through device_free when the variable is freed. Buffers a
+ *    trainer wraps (ckpt_variable_options.replica_buffers) stay the
+ *    trainer's: the library never frees them.
+ *  - Pinned host buffers (host_alloc) are the library's staging memory: the
+ *    restore ring, the save stream and the async-save arena.
+ *
+ * Completion: copy_h2d / copy_d2h / copy_d2d only *enqueue* a copy on a
+ * queue. Nothing may be assumed about the destination, and the source must
+ * stay valid and unchanged, until synchronize() of that queue returns OK. A
+ * provider may perform the copy at any moment in between (the host provider
+ * copies at once; the guarded test provider only at synchronize). Copies on
+ * one queue complete in the order they were enqueued.
+ *
+ * Errors: every int-returning method returns CKPT_OK or a negative
+ * ckpt_status (CKPT_ENOMEM for a failed allocation, CKPT_EIO for a failed
+ * copy); the library turns it into an error naming the provider, the
+ * operation and the variable.
+ */
+#ifndef CKPT_MEMORY_H
+#define CKPT_MEMORY_H
+
+#include "ckpt/common.h"
+#include "ckpt/strategy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** An in-order stream of copies on one device (a CUDA stream, for instance). Provider-defined. */
+typedef struct ckpt_memory_queue ckpt_memory_queue;
+
+/** What a provider can do; filled by ckpt_memory_provider.caps. */
+typedef struct ckpt_memory_caps {
+	const char *name;       /**< "host", "cuda", ...: for messages; static or owned by ctx */
+	size_t alignment;       /**< alignment of device_alloc's buffers, a power of two (>= 1) */
+	int host_addressable;   /**< 1: the CPU may dereference device buffers (the library then may memcpy) */
+	int num_devices;        /**< valid device ids are 0 .. num_devices - 1 */
+} ckpt_memory_caps;
+
+/** Version of ckpt_memory_provider this header describes. */
+#define CKPT_MEMORY_PROVIDER_VERSION 1
+
+/**
+ * The provider interface. Set `version` to CKPT_MEMORY_PROVIDER_VERSION and
+ * `struct_size` to sizeof(ckpt_memory_provider); later versions only append
+ * members, and the library reads none beyond `struct_size`. Every method
+ * gets `ctx` first. Methods marked optional may be NULL.
+ *
+ * Thread safety: methods may be called from several threads at once (one
+ * per replica inside ckpt_strategy_run), but never on the same queue at
+ * once. The library makes one queue per replica; cross-replica calls
+ * (assign, read, save, restore) use replica 0's, so make them from one
+ * thread at a time, outside ckpt_strategy_run.
+ */
+typedef struct ckpt_memory_provider {
+	unsigned version;       /**< CKPT_MEMORY_PROVIDER_VERSION */
+	size_t struct_size;     /**< sizeof(ckpt_memory_provider) as the provider was compiled */
+	void *ctx;              /**< passed to every method; borrowed */
+
+	/** Fill `*out` (never fails for a valid provider). */
+	int (*caps)(void *ctx, ckpt_memory_caps *out);
+
+	/** @param[out] out a device buffer of `n` (> 0) bytes on `device`, caps.alignment-aligned, contents undefined. */
+	int (*device_alloc)(void *ctx, void **out, int device, size_t n);
+	/** Free a device_alloc buffer (NULL: no-op). No copy involving it may be pending. */
+	void (*device_free)(void *ctx, int device, void *p, size_t n);
+	/** @param[out] out a pinned (page-locked) host buffer of `n` (> 0) bytes, CPU-addressable. */
+	int (*host_alloc)(void *ctx, void **out, size_t n);
+	/** Free a host_alloc buffer (NULL: no-op). No copy involving it may be pending. */
+	void (*host_free)(void *ctx, void *p, size_t n);
+
+	/** @param[out] out a new queue on `device`. */
+	int (*queue_new)(void *ctx, ckpt_memory_queue **out, int device);
+	/** Free a queue (NULL: no-op); pending copies are completed first. */
+	void (*queue_free)(void *ctx, ckpt_memory_queue *q);
+
+	/**
+	 * Enqueue a copy of `n` bytes from host memory `src` (pinned or not;
+	 * pinned is faster) to device buffer `dst` (on the queue's device; any
+	 * offset into a device_alloc or wrapped buffer).
+	 */
+	int (*copy_h2d)(void *ctx, ckpt_memory_queue *q, void *dst, const void *src, size_t n);
+	/** Enqueue a copy of `n` bytes from device memory `src` (on the queue's device) to host memory `dst`. */
+	int (*copy_d2h)(void *ctx, ckpt_memory_queue *q, void *dst, const void *src, size_t n);
+	/**
+	 * Enqueue a copy of `n` bytes from `src` on `src_device` to `dst` on
+	 * `dst_device` (equal or not: a peer copy). `q` is a queue of dst_device.
+	 * The source must not be written until synchronize(q) returns.
+	 */
+	int (*copy_d2d)(void *ctx, ckpt_memory_queue *q, void *dst, int dst_device, const void *src, int src_device,
+		size_t n);
+	/** Wait until every copy enqueued on `q` has completed; reports the first failed one. */
+	int (*synchronize)(void *ctx, ckpt_memory_queue *q);
+
+	/**
+	 * Optional. Copy `n` bytes of bufs[root] into every other bufs[i]
+	 * (devices[i]), i < count, and return when all have completed (NCCL
+	 * broadcast, for instance). bufs[root]'s copies must have completed
+	 * (synchronized) before the call. NULL: the library enqueues
+	 * copy_d2d from the root to each replica instead.
+	 */
+	int (*broadcast)(void *ctx, void *const *bufs, const int *devices, int count, int root, size_t n);
+} ckpt_memory_provider;
+
+/**
+ * The built-in host provider: "device" buffers are 64-byte-aligned host
+ * memory (host_addressable = 1, one device, id 0), pinned buffers are plain
+ * host memory, copies are memcpy performed at once. The default: mirrored
+ * strategies made by ckpt_strategy_mirrored_new() use it. Never NULL, never
+ * freed.
+ */
+CKPT_API const ckpt_memory_provider *ckpt_memory_provider_host(void);
+
+/**
+ * Check a provider table: version, struct_size, every mandatory method
+ * present, caps sane (name set, alignment a power of two, num_devices >= 1).
+ * @return CKPT_OK or CKPT_EINVAL with a message naming what is wrong.
+ */
+CKPT_API int ckpt_memory_provider_check(const ckpt_memory_provider *p);
+
+/**
+ * A mirrored strategy of `n` replicas (1..1024) whose copies live in the
+ * memory of `provider`: replica r on devices[r] (several replicas may share
+ * one device). The provider table is copied; `provider->ctx` must outlive
+ * the strategy. Fails with CKPT_EINVAL (bad table, a device id outside
+ * 0..caps.num_devices - 1), or the provider's status when a queue cannot be
+ * made.
+ *
+ * The multi-worker strategy takes a provider too (ckpt/mpi.h:
+ * ckpt_strategy_multi_worker_new_on). Partitioned variables created in the
+ * scope have device parts.
+ *
+ * Variables created in its scope hold one device buffer per replica
+ * (allocated through device_alloc, or the trainer's own device buffers
+ * passed as ckpt_variable_options.replica_buffers, replica r's on
+ * devices[r]). ckpt_variable_replica_data() and ckpt_variable_local() then
+ * return device pointers: the library never dereferences them unless
+ * caps.host_addressable; a host pointer a caller passes (assign's source,
+ * read's destination, initial_value) is host memory. Inside
+ * ckpt_strategy_run, all-reduce buffers are device buffers of this provider
+ * (replica r's on devices[r]), as ckpt_variable_local() returns.
+ *
+ * @param[out] out the strategy (ckpt_strategy_free).
+ */
+CKPT_API int ckpt_strategy_mirrored_on(ckpt_strategy **out, const ckpt_memory_provider *provider,
+	const int *devices, int n);
+
+/** The provider of `s`'s replicas: the host provider for every strategy not made by ckpt_strategy_mirrored_on. */
+CKPT_API const ckpt_memory_provider *ckpt_strategy_memory_provider(const ckpt_strategy *s);
+/** The device of local replica `replica` of `s` (0 for strategies not made by ckpt_strategy_mirrored_on), or -1. */
+CKPT_API int ckpt_strategy_replica_device(const ckpt_strategy *s, int replica);
+
+/** Default size of the pinned staging ring: two 32 MiB halves (as llm.c streams its checkpoints). */
+#define CKPT_STAGING_DEFAULT_BYTES ((size_t)64 << 20)
+/** Smallest staging ring accepted (two 64 KiB halves). */
+#define CKPT_STAGING_MIN_BYTES ((size_t)128 << 10)
+
+/**
+ * Set the size of the pinned staging ring (both halves together) that
+ * restore, load and save stream device variables of `s` through: the file
+ * is read into one half while the other is copied to the device. Peak
+ * pinned memory per restore / save is this size. `bytes` 0 restores the
+ * default; below CKPT_STAGING_MIN_BYTES is CKPT_EINVAL.
+ */
+CKPT_API int ckpt_strategy_set_staging_bytes(ckpt_strategy *s, size_t bytes);
+/** The staging ring size of `s` (CKPT_STAGING_DEFAULT_BYTES unless set). */
+CKPT_API size_t ckpt_strategy_staging_bytes(const ckpt_strategy *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
