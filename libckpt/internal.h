@@ -38,6 +38,8 @@ typedef struct ckpt__error_slot {
 } ckpt__error_slot;
 /** Copy this thread's last error into `slot` (frees what the slot held). */
 void ckpt__error_capture(ckpt__error_slot *slot);
+/** How many errors this thread has recorded: compare before and after a call to see whether it set one. */
+uint64_t ckpt__error_seq(void);
 /** Make `slot` this thread's last error; returns slot->code. */
 int ckpt__error_raise(const ckpt__error_slot *slot);
 void ckpt__error_slot_clear(ckpt__error_slot *slot);
