@@ -155,7 +155,7 @@ static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
 		return cli_usage_error(cmd, "--to wants tf, keras-h5, keras-weights, keras, safetensors or gguf, got '%s'", to);
 
 	cli_progress_start(&prog, "convert", 0, 0);
-	oo.vfs = cli_progress_vfs(prog);
+	oo.vfs = cli_progress_vfs(prog, in, out);
 	wo.vfs = oo.vfs;
 	if (ckpt_reader_open(&r, in, &oo) != CKPT_OK) {
 		cli_progress_free(prog);

@@ -389,12 +389,12 @@ static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 
 	memset(&B, 0, sizeof(B));
 	cli_progress_start(&prog, "diff", 0, c.json);
-	if (side_open(&A, cli_get(cmd, &args, "A"), cli_progress_vfs(prog)) != CLI_EXIT_OK) {
+	if (side_open(&A, cli_get(cmd, &args, "A"), cli_progress_vfs(prog, cli_get(cmd, &args, "A"), cli_get(cmd, &args, "B"))) != CLI_EXIT_OK) {
 		side_close(&A);
 		cli_progress_free(prog);
 		return CLI_EXIT_ERROR;
 	}
-	if (side_open(&B, cli_get(cmd, &args, "B"), cli_progress_vfs(prog)) != CLI_EXIT_OK) {
+	if (side_open(&B, cli_get(cmd, &args, "B"), cli_progress_vfs(prog, cli_get(cmd, &args, "A"), cli_get(cmd, &args, "B"))) != CLI_EXIT_OK) {
 		side_close(&A);
 		side_close(&B);
 		cli_progress_free(prog);

@@ -367,7 +367,7 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 	}
 	/* the reader the check uses, opened first: its sizes are what 100 % means */
 	cli_progress_start(&prog, "restore", 0, json);
-	oo.vfs = cli_progress_vfs(prog);
+	oo.vfs = cli_progress_vfs(prog, path, save);
 	co.vfs = oo.vfs;
 	if (ckpt_reader_open(&r, path, &oo) != CKPT_OK) {
 		cli_report_last(path, NULL);
