@@ -12,7 +12,7 @@ jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS="-Werror" >/dev/null
 cmake --build build -j"$jobs"
 echo "== test suite =="
-# the S3 suites (tests/test_s3*.c) run against a SeaweedFS server on 127.0.0.1 that this wrapper starts and stops
+# the S3 suites (tests/s3/test_s3*.c) run against a SeaweedFS server on 127.0.0.1 that this wrapper starts and stops
 bash tests/s3/with_s3_server.sh ./build/tests/ckpt-tests --jobs "$jobs"
 
 if [ "${CKPT_SKIP_SANITIZE:-0}" != "1" ]; then
