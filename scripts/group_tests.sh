@@ -15,6 +15,7 @@ declare -A AREA=(
 	[test_core.c]=core [test_variable.c]=core [test_object_graph.c]=core [test_og_codec.c]=core
 	[test_slab.c]=core [test_sort.c]=core [test_async.c]=core [test_find_variable.c]=core
 	[test_host_state.c]=core [test_checkpoint.c]=core
+	[test_include_graph.c]=core
 	# file formats (TensorBundle, SavedModel, safetensors, GGUF, flat) and their real-TensorFlow checks
 	[test_tf_bundle.c]=formats [test_tfb_entry.c]=formats [test_tfb_io.c]=formats [test_sstable.c]=formats
 	[test_saved_model.c]=formats [test_safetensors.c]=formats [test_gguf.c]=formats
@@ -32,12 +33,14 @@ declare -A AREA=(
 	# the command-line tool
 	[test_cli.c]=cli [test_cli_device.c]=cli [test_cli_paths.c]=cli [test_cli_progress.c]=cli
 	[test_convert_faults.c]=cli [test_inspect_meta.c]=cli [test_meta_budget.c]=cli
+	[test_json_writer.c]=cli
 	# the checkpoint manager and crash safety
 	[test_manager.c]=manager [test_manager_async.c]=manager [test_manager_crash.c]=manager
 	[test_manager_lock.c]=manager [test_kill.c]=manager
 	# strategies, mirrored replicas, MPI, partitioned and sliced variables
 	[test_strategy.c]=distribute [test_device_mirrored.c]=distribute [test_mpi.c]=distribute
 	[test_partitioned.c]=distribute [test_sliced_shards.c]=distribute [test_divergence.c]=distribute
+	[test_replica_check.c]=distribute
 	# memory providers (host, device)
 	[test_memory_provider.c]=memory [test_cuda_provider.c]=memory
 	# object storage (its helper programs live in the same folder)
