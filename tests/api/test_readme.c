@@ -28,6 +28,7 @@
 #include <string.h>
 #include "ckpt/ckpt.h"
 #include "test_support.h"
+#include "checkpoint_compare.h"
 
 #ifndef CKPT_EXAMPLE_CFLAGS
 #define CKPT_EXAMPLE_CFLAGS ""
@@ -253,28 +254,6 @@ static program *find(examples *ex, const char *name)
 	return NULL;
 }
 
-/* Every entry of the two checkpoints has the same dtype, shape and bytes. */
-static void expect_identical(const char *pa, const char *pb)
-{
-	ckpt_reader *a, *b;
-	size_t j;
-	cr_assert_eq(ckpt_reader_open(&a, pa, NULL), CKPT_OK, "%s: %s", pa, ckpt_error_last()->message);
-	cr_assert_eq(ckpt_reader_open(&b, pb, NULL), CKPT_OK, "%s: %s", pb, ckpt_error_last()->message);
-	cr_assert_eq(ckpt_reader_count(a), ckpt_reader_count(b));
-	for (size_t i = 0; i < ckpt_reader_count(a); i++) {
-		const ckpt_var_info *va = ckpt_reader_var(a, i);
-		ckpt_tensor *ta, *tb;
-		cr_assert_eq(ckpt_reader_find(b, va->name, &j), CKPT_OK, "%s lacks %s", pb, va->name);
-		cr_assert_eq(ckpt_reader_read(a, i, &ta), CKPT_OK);
-		cr_assert_eq(ckpt_reader_read(b, j, &tb), CKPT_OK);
-		cr_assert(ckpt_tensor_equal(ta, tb), "%s differs between %s and %s", va->name, pa, pb);
-		ckpt_tensor_free(ta);
-		ckpt_tensor_free(tb);
-	}
-	ckpt_reader_free(a);
-	ckpt_reader_free(b);
-}
-
 static int64_t stored_step(const char *path)
 {
 	ckpt_reader *r;
@@ -320,7 +299,7 @@ Test(readme, trainer_starts_fresh_then_resumes_bit_for_bit, .timeout = 240)
 
 	char *a = ts_join(resumed, "run/ckpts/ckpt-4"), *b = ts_join(straight, "run/ckpts/ckpt-4");
 	cr_assert_eq(stored_step(a), 32);
-	expect_identical(a, b);
+	ts_assert_same_checkpoint(a, b);
 	/* the comparison has teeth: epoch 3 differs from epoch 4 */
 	char *a3 = ts_join(resumed, "run/ckpts/ckpt-3");
 	ckpt_reader *r3;

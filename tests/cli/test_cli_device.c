@@ -57,19 +57,6 @@ static ts_run_result restore(const char *env, const char *prefix, const char *ar
 	return r;
 }
 
-static unsigned long long stat_of(const char *text, const char *key)
-{
-	char pat[64];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "%s ", key);
-	for (p = text; (p = strstr(p, pat)) != NULL; p++)
-		if (p == text || p[-1] == '\n')
-			return strtoull(p + strlen(pat), NULL, 10);
-	cr_assert_fail("no '%s' in:\n%s", key, text);
-	return 0;
-}
-
 Test(cli_device, restores_into_emulated_device_memory_and_checks_every_replica)
 {
 	char *dir = ts_tmpdir(), *prefix = make_checkpoint(dir), *stats = ts_join(dir, "stats"), env[4096], *text;
@@ -86,9 +73,9 @@ Test(cli_device, restores_into_emulated_device_memory_and_checks_every_replica)
 	text = ts_read_file(stats, NULL);
 	cr_assert(text);
 	/* the values went up to the device, and every replica came back down for the check */
-	cr_assert_geq(stat_of(text, "d2h"), 3 * 3, "%s", text);
-	cr_assert_gt(stat_of(text, "h2d"), 0, "%s", text);
-	cr_assert_gt(stat_of(text, "peak_device_bytes"), 3 * 1024 * 768 * 4, "%s", text);
+	cr_assert_geq(ts_key_value(text, "d2h"), 3 * 3, "%s", text);
+	cr_assert_gt(ts_key_value(text, "h2d"), 0, "%s", text);
+	cr_assert_gt(ts_key_value(text, "peak_device_bytes"), 3 * 1024 * 768 * 4, "%s", text);
 	free(text);
 	ts_run_free(&r);
 
@@ -105,7 +92,7 @@ Test(cli_device, restores_into_emulated_device_memory_and_checks_every_replica)
 	cr_assert_eq(r.status, 0, "status %d\n%s\n%s", r.status, r.out, r.err);
 	text = ts_read_file(stats, NULL);
 	cr_assert(text);
-	cr_assert_gt(stat_of(text, "nccl_broadcast"), 0, "%s", text);
+	cr_assert_gt(ts_key_value(text, "nccl_broadcast"), 0, "%s", text);
 	free(text);
 	ts_run_free(&r);
 	free(stats);

@@ -1,25 +1,7 @@
-/*
- * Helpers shared by the safetensors / GGUF suites (test_safetensors.c,
- * test_gguf.c, test_flat_convert.c): running the PyPI oracles, checking a
- * reader against the manifest the reference writers produced, opening bytes
- * from the memory file system and asserting an error's code and context.
- * Header-only (static functions) so each suite stays one file.
- */
-#ifndef CKPT_FLAT_TEST_H
-#define CKPT_FLAT_TEST_H
+/* flat_test: the bodies of the helpers declared in flat_test.h. */
+#include "flat_test.h"
 
-#include <criterion/criterion.h>
-#include <jansson.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include "ckpt/ckpt.h"
-#include "test_support.h"
-
-#define FT_UNUSED __attribute__((unused))
-
-/* Run tests/oracles/<script> ARGS with the oracle venv's python; assert exit 0; returns stdout (free it). */
-FT_UNUSED static char *ft_oracle(const char *script, const char *args)
+char *ft_oracle(const char *script, const char *args)
 {
 	char cmd[8192];
 	ts_run_result rr;
@@ -33,8 +15,7 @@ FT_UNUSED static char *ft_oracle(const char *script, const char *args)
 	return out;
 }
 
-/* The reference writers' files in a fresh directory; returns the dir (free, ts_rmtree). */
-FT_UNUSED static char *ft_reference_files(json_t **manifest)
+char *ft_reference_files(json_t **manifest)
 {
 	char *dir = ts_tmpdir(), *m;
 	json_error_t e;
@@ -46,18 +27,13 @@ FT_UNUSED static char *ft_reference_files(json_t **manifest)
 	return dir;
 }
 
-FT_UNUSED static void ft_fail_last(const char *what)
+void ft_fail_last(const char *what)
 {
 	char buf[2048];
 	cr_assert_fail("%s: %s", what, ckpt_error_format(ckpt_error_last(), buf, sizeof(buf)));
 }
 
-/*
- * Read `src`, write it again to `dst` in `format` with our writer (the
- * metadata under `meta_keys` copied; tensors added last to first when
- * `reverse`), and assert the bytes are the reference writer's (`who`).
- */
-FT_UNUSED static void ft_rewrite_matches(const char *src, const char *dst, const char *format,
+void ft_rewrite_matches(const char *src, const char *dst, const char *format,
 	const char *const *meta_keys, size_t nmeta, int reverse, const char *who)
 {
 	ckpt_reader *r;
@@ -91,8 +67,7 @@ FT_UNUSED static void ft_rewrite_matches(const char *src, const char *dst, const
 	free(b);
 }
 
-/* The reader holds exactly the manifest's tensors: names, dtypes, row-major shapes, bytes, crc32. */
-FT_UNUSED static void ft_check_reader(ckpt_reader *r, json_t *tensors, const char *file)
+void ft_check_reader(ckpt_reader *r, json_t *tensors, const char *file)
 {
 	size_t i, k;
 	json_t *t;
@@ -133,8 +108,7 @@ FT_UNUSED static void ft_check_reader(ckpt_reader *r, json_t *tensors, const cha
 	}
 }
 
-/* Open `n` bytes as memory file `name`; returns the status (reader in *out on success). */
-FT_UNUSED static int ft_open_mem(const void *buf, size_t n, const char *name, ckpt_reader **out, ckpt_vfs **vfs)
+int ft_open_mem(const void *buf, size_t n, const char *name, ckpt_reader **out, ckpt_vfs **vfs)
 {
 	ckpt_open_options o = CKPT_OPEN_OPTIONS_INIT;
 	cr_assert_eq(ckpt_vfs_memory_new(vfs), CKPT_OK);
@@ -144,12 +118,7 @@ FT_UNUSED static int ft_open_mem(const void *buf, size_t n, const char *name, ck
 	return ckpt_reader_open(out, name, &o);
 }
 
-/*
- * Opening `buf` fails with `code`; the last error names the file, the
- * variable (NULL: none expected) and the offset (-2: any), and its message
- * contains `msg`.
- */
-FT_UNUSED static void ft_expect_error(const void *buf, size_t n, int code, const char *var, int64_t offset,
+void ft_expect_error(const void *buf, size_t n, int code, const char *var, int64_t offset,
 	const char *msg, const char *what)
 {
 	ckpt_reader *r;
@@ -169,8 +138,7 @@ FT_UNUSED static void ft_expect_error(const void *buf, size_t n, int code, const
 	ckpt_vfs_free(vfs);
 }
 
-/* Sweep scale: CKPT_TEST_SWEEP_SCALE (0..1] thins sanitizer runs (scripts/test.sh). */
-FT_UNUSED static size_t ft_sweep_step(size_t n)
+size_t ft_sweep_step(size_t n)
 {
 	const char *s = getenv("CKPT_TEST_SWEEP_SCALE");
 	double scale = s ? atof(s) : 1.0;
@@ -181,8 +149,7 @@ FT_UNUSED static size_t ft_sweep_step(size_t n)
 	return step && n / step >= 64 ? step : 1;
 }
 
-/* Any outcome but a crash: success reads every tensor; failure is negative with a message and the path. */
-FT_UNUSED static int ft_open_any(const void *buf, size_t n)
+int ft_open_any(const void *buf, size_t n)
 {
 	ckpt_reader *r;
 	ckpt_vfs *vfs;
@@ -203,4 +170,24 @@ FT_UNUSED static int ft_open_any(const void *buf, size_t n)
 	return rc;
 }
 
-#endif
+size_t ft_mutate_header(size_t *tried, const unsigned char *f, size_t n, size_t hdr, const unsigned char *vals,
+	size_t nvals)
+{
+	unsigned char *b = malloc(n);
+	size_t step = ft_sweep_step(hdr * nvals), fails = 0;
+	cr_assert(b);
+	*tried = 0;
+	for (size_t k = 0; k < hdr; k++)
+		for (size_t v = 0; v < nvals; v++) {
+			if ((k * nvals + v) % step)
+				continue;
+			memcpy(b, f, n);
+			if (b[k] == vals[v])
+				continue;
+			b[k] = vals[v];
+			(*tried)++;
+			fails += ft_open_any(b, n) < 0;
+		}
+	free(b);
+	return fails;
+}

@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "keras_test.h"
+#include "error_assert.h"
 #include <criterion/parameterized.h>
 #include "formats/keras_h5/h5_safe.h"
 #include "formats/keras_h5/h5_sandbox.h"
@@ -209,13 +210,8 @@ static int boxed(ckpt__h5_sandbox_fn fn, void *arg, unsigned timeout_ms, uint64_
 	return rc;
 }
 
-static void assert_msg(int rc, int code, const char *needle)
-{
-	const ckpt_error *e = ckpt_error_last();
-	cr_assert_eq(rc, code, "rc %d (%s), want %d", rc, e->message ? e->message : "", code);
-	cr_assert(e->message && strstr(e->message, needle), "message '%s' lacks '%s'", e->message ? e->message : "", needle);
-	cr_assert(e->path && strcmp(e->path, "/x/file.h5") == 0, "path '%s'", e->path ? e->path : "(null)");
-}
+/* every boxed call here names the same made-up file */
+#define assert_msg(rc, code, needle) ts_assert_error_at(rc, code, needle, "/x/file.h5")
 
 Test(h5_mutants, sandbox_turns_crash_hang_and_hog_into_errors, .timeout = 120)
 {

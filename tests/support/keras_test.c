@@ -1,41 +1,10 @@
-/*
- * Helpers shared by the Keras suites (test_keras_h5.c, test_keras_archive.c,
- * test_keras_hostile.c): the fixture list, a CONTENTS.txt parser that checks
- * a reader against the h5py dump (names, dtypes, shapes, sha1 of the raw
- * bytes or the scalar value), SHA-1, and small assertion helpers.
- * Header-only (static functions) so each suite stays one file.
- */
-#ifndef CKPT_KERAS_TEST_H
-#define CKPT_KERAS_TEST_H
-
-#include <criterion/criterion.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <stdint.h>
-/* The test target does not inherit the library's CKPT_HAVE_* definitions; these suites need both backends. */
-#ifndef CKPT_HAVE_HDF5
-#define CKPT_HAVE_HDF5 1
-#endif
-#ifndef CKPT_HAVE_LIBARCHIVE
-#define CKPT_HAVE_LIBARCHIVE 1
-#endif
-#include "formats/format.h"
-#include "formats/keras_h5/keras_h5.h"
-#include "test_support.h"
-
-#define KT_UNUSED __attribute__((unused))
+/* keras_test: the bodies of the helpers declared in keras_test.h. */
+#include "keras_test.h"
 
 /* Pull both Keras backends into the static link (reader.c references them weakly). */
-KT_UNUSED static const ckpt_format *const kt_backends[] = { &ckpt_format_keras_h5, &ckpt_format_keras_archive };
+const ckpt_format *const kt_backends[2] = { &ckpt_format_keras_h5, &ckpt_format_keras_archive };
 
-/* Every Keras fixture: file, expected format name. */
-typedef struct kt_fixture {
-	const char *rel;
-	const char *format;
-} kt_fixture;
-
-KT_UNUSED static const kt_fixture kt_fixtures[] = {
+const kt_fixture kt_fixtures[] = {
 	{ "keras/dl4j-test-resources__keras1.2.2_bidirectional_lstm.h5", "keras-h5-legacy" },
 	{ "keras/dl4j-test-resources__keras1.2.2_lstm_tf_fullmodel.h5", "keras-h5-legacy" },
 	{ "keras/dl4j-test-resources__keras1.2.2_lstm_tf_weightsonly.h5", "keras-h5-legacy-weights" },
@@ -53,16 +22,15 @@ KT_UNUSED static const kt_fixture kt_fixtures[] = {
 	{ "keras/keras__keras3.15.0_nested_container.keras", "keras-v3" },
 	{ "keras/keras__keras3.8.0_masking_lstm_mlx.keras", "keras-v3" },
 };
-#define KT_NFIX (sizeof(kt_fixtures) / sizeof(kt_fixtures[0]))
 
-KT_UNUSED static void kt_fail_last(const char *what)
+void kt_fail_last(const char *what)
 {
 	char buf[2048];
 	cr_assert_fail("%s: %s (%s)", what, ckpt_error_format(ckpt_error_last(), buf, sizeof(buf)),
 		ckpt_status_name(ckpt_error_last()->code));
 }
 
-KT_UNUSED static ckpt_reader *kt_open(const char *path)
+ckpt_reader *kt_open(const char *path)
 {
 	ckpt_reader *r = NULL;
 	if (ckpt_reader_open(&r, path, NULL) != CKPT_OK)
@@ -70,18 +38,7 @@ KT_UNUSED static ckpt_reader *kt_open(const char *path)
 	return r;
 }
 
-/* ---- SHA-1 (FIPS 180-1), enough to compare with the dumps' sha1 prefixes ---- */
-
-typedef struct kt_sha1 {
-	uint32_t h[5];
-	uint64_t len;
-	unsigned char buf[64];
-	size_t n;
-} kt_sha1;
-
-#define KT_ROL(x, k) (((x) << (k)) | ((x) >> (32 - (k))))
-
-KT_UNUSED static void kt_sha1_block(kt_sha1 *s, const unsigned char *p)
+void kt_sha1_block(kt_sha1 *s, const unsigned char *p)
 {
 	uint32_t w[80], a, b, c, d, e, t;
 	int i;
@@ -102,7 +59,7 @@ KT_UNUSED static void kt_sha1_block(kt_sha1 *s, const unsigned char *p)
 	s->h[0] += a; s->h[1] += b; s->h[2] += c; s->h[3] += d; s->h[4] += e;
 }
 
-KT_UNUSED static void kt_sha1_hex(const void *data, size_t len, char out[41])
+void kt_sha1_hex(const void *data, size_t len, char out[41])
 {
 	kt_sha1 s = { { 0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0 }, 0, { 0 }, 0 };
 	const unsigned char *p = data;
@@ -129,18 +86,7 @@ KT_UNUSED static void kt_sha1_hex(const void *data, size_t len, char out[41])
 		snprintf(out + 8 * i, 9, "%08x", s.h[i]);
 }
 
-/* ---- CONTENTS.txt ---- */
-
-typedef struct kt_want {
-	char name[1024];
-	char dtype[32];
-	char shape[128];   /* "(50, 1)" as in the dump */
-	char sha1[41];     /* prefix, or "" for scalars */
-	char value[64];    /* scalars */
-} kt_want;
-
-/* Parse every DATASET of a dump (HDF5 or the model.weights.h5 section of a .keras). */
-KT_UNUSED static size_t kt_parse_contents(const char *path, kt_want **out)
+size_t kt_parse_contents(const char *path, kt_want **out)
 {
 	size_t n = 0, cap = 0, len;
 	char *txt = ts_read_file(path, &len), *line, *save = NULL, group[64][1024];
@@ -186,8 +132,7 @@ KT_UNUSED static size_t kt_parse_contents(const char *path, kt_want **out)
 	return n;
 }
 
-/* The dump's shape text for a ckpt shape: "()", "(3,)", "(4, 3)". */
-KT_UNUSED static void kt_shape_text(const ckpt_shape *s, char *buf, size_t n)
+void kt_shape_text(const ckpt_shape *s, char *buf, size_t n)
 {
 	size_t k = (size_t)snprintf(buf, n, "(");
 	int i;
@@ -199,8 +144,7 @@ KT_UNUSED static void kt_shape_text(const ckpt_shape *s, char *buf, size_t n)
 		snprintf(buf + k, n - k, ")");
 }
 
-/* Every dataset of the dump is an entry of `r` with the same dtype, shape and bytes; nothing else is. */
-KT_UNUSED static void kt_check_against_contents(ckpt_reader *r, const char *contents)
+void kt_check_against_contents(ckpt_reader *r, const char *contents)
 {
 	kt_want *w = NULL;
 	size_t nw = kt_parse_contents(contents, &w), i;
@@ -241,8 +185,7 @@ KT_UNUSED static void kt_check_against_contents(ckpt_reader *r, const char *cont
 	free(w);
 }
 
-/* The last error has `code` and its message, path or variable contains `needle`. */
-KT_UNUSED static void kt_assert_error(int rc, int code, const char *needle, const char *what)
+void kt_assert_error(int rc, int code, const char *needle, const char *what)
 {
 	const ckpt_error *e = ckpt_error_last();
 	char buf[2048];
@@ -252,5 +195,3 @@ KT_UNUSED static void kt_assert_error(int rc, int code, const char *needle, cons
 	cr_assert(e->message && *e->message, "%s: no message", what);
 	cr_assert(strstr(buf, needle) != NULL, "%s: error '%s' does not mention '%s'", what, buf, needle);
 }
-
-#endif

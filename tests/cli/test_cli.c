@@ -73,7 +73,7 @@ static json_t *find_var(json_t *vars, const char *name)
  * safetensors and Keras files their metadata section between them
  * (test_inspect_meta.c checks it); SavedModels add "saved_model" at the end, and variables whose
  * synchronization saved_model.pb gives add "sync", "aggregation",
- * "sync_source" (tests/test_saved_model.c checks their values).
+ * "sync_source" (tests/formats/test_saved_model.c checks their values).
  */
 static void assert_json_layout(const char *out, json_t *doc)
 {

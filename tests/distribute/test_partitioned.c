@@ -73,19 +73,8 @@ static void check_parts(const ckpt_partitioned *p)
 /* Bytes the recorded reads took from the stored slice entries of `path`. */
 static uint64_t slice_bytes_read(const count_vfs *cv, const char *path, uint64_t *stored)
 {
-	ckpt_reader *r;
-	OK(ckpt_reader_open(&r, path, NULL));
 	uint64_t got = 0;
-	*stored = 0;
-	for (size_t e = 0; e < ckpt_reader_count(r); e++) {
-		const ckpt_var_info *v = ckpt_reader_var(r, e);
-		if (!v->slice_part)
-			continue;
-		int ex;
-		got += count_vfs_bytes_in(cv, ckpt_reader_shard_path(r, v->shard, &ex), (uint64_t)v->offset, v->nbytes);
-		*stored += v->nbytes;
-	}
-	ckpt_reader_free(r);
+	OK(count_vfs_slice_bytes(&got, stored, cv, path));
 	return got;
 }
 

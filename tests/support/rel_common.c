@@ -1,39 +1,10 @@
-/*
- * Shared helpers for the reliability suites (truncation, corruption,
- * hostile inputs, fault injection): every fixture of tests/fixtures as a
- * "unit" (the files one open needs) loaded into an in-memory file system, a
- * walk that opens a path and reads every entry, and a counting allocator
- * that sees every library allocation (leaks, largest request).
- *
- * Header-only (static functions) so each suite stays one file.
- */
-#ifndef CKPT_REL_COMMON_H
-#define CKPT_REL_COMMON_H
+/* rel_common: the bodies of the helpers declared in rel_common.h. */
+#include "rel_common.h"
 
-#include <criterion/criterion.h>
-#include <criterion/logging.h>
-#include <dirent.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-#include "ckpt/ckpt.h"
-#include "test_support.h"
+long rel_live_blocks, rel_calls, rel_fail_at;
+size_t rel_largest, rel_refuse_above;
 
-#define REL_UNUSED __attribute__((unused))
-
-/*
- * Sample sizes are fixed numbers of positions, never derived from measured
- * run time, so a run sweeps the same cases on any machine. The one knob is
- * CKPT_TEST_SWEEP_SCALE in (0, 1): scripts/test.sh sets 0.125 for the slower
- * sanitizer pass, which then sweeps 1/8 of each sample (at least 64).
- */
-#define REL_MIN_SAMPLE 64
-static REL_UNUSED size_t rel_scaled(size_t dense)
+size_t rel_scaled(size_t dense)
 {
 	const char *env = getenv("CKPT_TEST_SWEEP_SCALE");
 	double scale = env ? atof(env) : 1.0;
@@ -43,17 +14,7 @@ static REL_UNUSED size_t rel_scaled(size_t dense)
 	return n < REL_MIN_SAMPLE ? (dense < REL_MIN_SAMPLE ? dense : REL_MIN_SAMPLE) : n;
 }
 
-/*
- * On some corrupt files libhdf5 asks malloc for more than 1 TiB: libc
- * returns NULL and HDF5 reports an error, ASan aborts unless
- * allocator_may_return_null=1. ASan reads its options once per process, so
- * a test that feeds such files to libhdf5 calls this first: under ASan it
- * re-runs itself (this one test, `--filter suite/name`) in a child with the
- * option added, and returns 1 once the child passed; elsewhere, and in the
- * child, it returns 0 and the test runs here. Every other test keeps ASan's
- * default, which aborts on such a request.
- */
-static REL_UNUSED int rel_rerun_where_malloc_may_fail(void)
+int rel_rerun_where_malloc_may_fail(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
 	if (getenv("CKPT_TEST_ASAN_MAY_RETURN_NULL"))
@@ -82,15 +43,6 @@ static REL_UNUSED int rel_rerun_where_malloc_may_fail(void)
 	return 0;
 #endif
 }
-
-/* ------------------------------------------------------------------ */
-/* Counting allocator                                                   */
-/* ------------------------------------------------------------------ */
-
-/* Header in front of every block so free knows the size. */
-#define REL_HDR 16
-static long rel_live_blocks, rel_calls, rel_fail_at;
-static size_t rel_largest, rel_refuse_above;
 
 static void *rel_malloc(size_t n, void *ctx)
 {
@@ -137,8 +89,7 @@ static void *rel_realloc(void *q, size_t n, void *ctx)
 	return p + REL_HDR;
 }
 
-/** Install the counting allocator: fail call `fail_at` (1-based; 0 = never), refuse blocks above `refuse_above` (0 = no cap). */
-static REL_UNUSED void rel_alloc_install(long fail_at, size_t refuse_above)
+void rel_alloc_install(long fail_at, size_t refuse_above)
 {
 	rel_calls = 0;
 	rel_fail_at = fail_at;
@@ -148,48 +99,21 @@ static REL_UNUSED void rel_alloc_install(long fail_at, size_t refuse_above)
 	ckpt_set_allocator(&a);
 }
 
-static REL_UNUSED void rel_alloc_arm(long fail_at)
+void rel_alloc_arm(long fail_at)
 {
 	__atomic_store_n(&rel_calls, 0, __ATOMIC_SEQ_CST);
 	rel_fail_at = fail_at;
 }
 
-/** Stop failing allocations; the call count is kept. */
-static REL_UNUSED void rel_alloc_disarm(void)
+void rel_alloc_disarm(void)
 {
 	rel_fail_at = 0;
 }
 
-static REL_UNUSED void rel_alloc_restore(void)
+void rel_alloc_restore(void)
 {
 	ckpt_set_allocator(NULL);
 }
-
-/* ------------------------------------------------------------------ */
-/* Fixture units                                                        */
-/* ------------------------------------------------------------------ */
-
-enum { REL_TF = 0, REL_KERAS_H5 = 1, REL_KERAS_ZIP = 2, REL_TF_STATE = 3 };
-#define REL_MAX_FILES 16
-
-typedef struct rel_file {
-	char vpath[1100];     /* path in the memory file system */
-	unsigned char *data;  /* pristine content (malloc'ed) */
-	size_t n;
-} rel_file;
-
-typedef struct rel_unit {
-	char name[1100];      /* fixture-relative, for messages */
-	char open_path[1100]; /* what ckpt_reader_open gets */
-	int kind;
-	int nfiles;
-	rel_file files[REL_MAX_FILES];
-} rel_unit;
-
-typedef struct rel_units {
-	rel_unit *u;
-	size_t n, cap;
-} rel_units;
 
 static rel_unit *rel_units_add(rel_units *us)
 {
@@ -292,15 +216,14 @@ static void rel_scan(rel_units *us, const char *root, const char *sub)
 	free(ents);
 }
 
-/** Every fixture unit (TensorBundles by prefix, state-file directories, Keras files). */
-static REL_UNUSED rel_units rel_fixture_units(void)
+rel_units rel_fixture_units(void)
 {
 	rel_units us = { 0 };
 	rel_scan(&us, CKPT_FIXTURES_DIR, "");
 	return us;
 }
 
-static REL_UNUSED void rel_units_free(rel_units *us)
+void rel_units_free(rel_units *us)
 {
 	for (size_t i = 0; i < us->n; i++)
 		for (int j = 0; j < us->u[i].nfiles; j++)
@@ -309,8 +232,7 @@ static REL_UNUSED void rel_units_free(rel_units *us)
 	memset(us, 0, sizeof(*us));
 }
 
-/** A memory file system holding the pristine files of `u`. */
-static REL_UNUSED ckpt_vfs *rel_unit_vfs(const rel_unit *u)
+ckpt_vfs *rel_unit_vfs(const rel_unit *u)
 {
 	ckpt_vfs *vfs = NULL;
 	cr_assert_eq(ckpt_vfs_memory_new(&vfs), CKPT_OK);
@@ -318,22 +240,6 @@ static REL_UNUSED ckpt_vfs *rel_unit_vfs(const rel_unit *u)
 		cr_assert_eq(ckpt_vfs_memory_put(vfs, u->files[i].vpath, u->files[i].data, u->files[i].n), CKPT_OK);
 	return vfs;
 }
-
-/* ------------------------------------------------------------------ */
-/* Walking a reader                                                     */
-/* ------------------------------------------------------------------ */
-
-/** Outcome of one open + read-everything. */
-typedef struct rel_outcome {
-	int rc;             /* first failure, or CKPT_OK */
-	int err_code;       /* ckpt_error_last()->code right after it (the slot is cleared before each call) */
-	char message[512];  /* its message ("" when none) */
-	int has_path;       /* the error named a file */
-	int has_context;    /* path, variable or offset known */
-	size_t nread;       /* entries read successfully */
-	size_t largest;     /* largest library allocation requested during the walk */
-	int signal;         /* rel_run_cases (isolated): the signal that killed the walk, else 0 */
-} rel_outcome;
 
 static void rel_note(rel_outcome *o, int rc)
 {
@@ -347,13 +253,7 @@ static void rel_note(rel_outcome *o, int rc)
 	o->has_context = o->has_path || (e->variable && e->variable[0]) || e->offset >= 0;
 }
 
-/**
- * Open `path` on `vfs` and read every entry; the first failure is kept. The
- * error slot is cleared before every call, so a failure that records no
- * error of its own shows as err_code CKPT_OK and an empty message instead of
- * inheriting an earlier case's.
- */
-static REL_UNUSED rel_outcome rel_walk(ckpt_vfs *vfs, const char *path, int no_verify)
+rel_outcome rel_walk(ckpt_vfs *vfs, const char *path, int no_verify)
 {
 	rel_outcome o = { 0 };
 	ckpt_open_options opts = CKPT_OPEN_OPTIONS_INIT;
@@ -379,17 +279,7 @@ static REL_UNUSED rel_outcome rel_walk(ckpt_vfs *vfs, const char *path, int no_v
 	return o;
 }
 
-/** One case of a sweep: prepare the input, walk it, undo. */
-typedef rel_outcome (*rel_case_fn)(void *ctx, size_t k);
-
-/**
- * Run cases [0, n) into out[]. With `isolate`, the cases run in a child
- * process that streams its outcomes back; when a case crashes (a
- * third-party parser such as libhdf5 is not hardened against hostile
- * files), it is recorded with its signal and a new child resumes after it.
- * One fork per crash, not per case.
- */
-static REL_UNUSED void rel_run_cases(size_t n, rel_case_fn fn, void *ctx, int isolate, rel_outcome *out)
+void rel_run_cases(size_t n, rel_case_fn fn, void *ctx, int isolate, rel_outcome *out)
 {
 	if (!isolate) {
 		for (size_t k = 0; k < n; k++)
@@ -445,20 +335,14 @@ static REL_UNUSED void rel_run_cases(size_t n, rel_case_fn fn, void *ctx, int is
 	}
 }
 
-static REL_UNUSED double rel_now(void)
+double rel_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/**
- * Positions to sweep in a file of `n` bytes: all of them when the file is
- * at most `dense` bytes, else the first and last min(1 KiB, dense / 4)
- * bytes densely and the rest of the `dense` positions evenly spread between. Returns the count;
- * `*pos` is malloc'ed.
- */
-static REL_UNUSED size_t rel_positions(size_t n, size_t dense, size_t **pos)
+size_t rel_positions(size_t n, size_t dense, size_t **pos)
 {
 	size_t cap = n <= dense ? n : dense;
 	size_t *p = malloc((cap ? cap : 1) * sizeof(*p)), k = 0;
@@ -479,31 +363,10 @@ static REL_UNUSED size_t rel_positions(size_t n, size_t dense, size_t **pos)
 	return k;
 }
 
-
-/* ------------------------------------------------------------------ */
-/* Truncation and corruption sweeps                                     */
-/* ------------------------------------------------------------------ */
-
-enum { REL_TRUNCATE = 0, REL_FLIP = 1 };
-
-/* Library allocations above this are refused and reported: no fixture needs more. */
-#define REL_ALLOC_CAP (96u << 20)
-#define REL_MAX_REPORTED 20
-
-/* One bit per byte, a different bit at each position. */
-static REL_UNUSED unsigned char rel_flip_mask(size_t pos)
+unsigned char rel_flip_mask(size_t pos)
 {
 	return (unsigned char)(1u << (pos % 8));
 }
-
-typedef struct rel_sweep_ctx {
-	const rel_unit *u;
-	const rel_file *f;
-	ckpt_vfs *vfs;
-	int mode;
-	const size_t *pos;
-	unsigned char *scratch;
-} rel_sweep_ctx;
 
 static rel_outcome rel_sweep_case(void *vctx, size_t k)
 {
@@ -543,22 +406,7 @@ static void rel_save_case(const rel_sweep_ctx *c, size_t p)
 	}
 }
 
-/**
- * Sweep every fixture unit whose kind is in `kind_mask`: every file of it cut
- * at (REL_TRUNCATE) or bit-flipped in (REL_FLIP) every position when it has
- * at most `dense` bytes (rel_scaled), else a fixed sample of `dense`
- * positions (rel_positions). With `byte_budget`, a unit whose files hold B
- * bytes in all gets at most byte_budget / B positions per file (at least
- * REL_MIN_SAMPLE): a walk costs about its input's size, so large files get
- * a sparser sample, fixed by the sizes alone. Keras files run isolated (libhdf5 crashes are
- * counted, not fatal). Asserts: every kind in the mask has a unit and every
- * planned case ran; no crash; a failure records its own error (the status
- * it returned, a message) with context (the file for truncations); no
- * library allocation above REL_ALLOC_CAP; every truncation of a bundle or a
- * Keras file fails.
- */
-/* (Was rel_sweep(mask, mode, budget_s, dense): renamed so an old call cannot compile into a 2-position sample.) */
-static REL_UNUSED void rel_sweep_positions(int kind_mask, int mode, size_t dense, size_t byte_budget)
+void rel_sweep_positions(int kind_mask, int mode, size_t dense, size_t byte_budget)
 {
 	const char *what = mode == REL_FLIP ? "bit flip" : "truncation";
 	rel_units us = rel_fixture_units();
@@ -649,5 +497,3 @@ static REL_UNUSED void rel_sweep_positions(int kind_mask, int mode, size_t dense
 	cr_assert_eq(failures, 0, "%ld of %ld %s cases mishandled, %ld of them crashes (first %d listed above)",
 		failures, cases, what, crashes, REL_MAX_REPORTED);
 }
-
-#endif

@@ -1,36 +1,7 @@
-/*
- * Helpers for the manager suites (lock, crash, async): a trainer state whose
- * checkpoints say which save wrote them (one int64 "value" = the number the
- * save will get), and an oracle for what a directory holds that does not
- * use the manager: which "ckpt-N" are complete (index opens, every shard
- * has the size the index implies), their values and save_counters, and
- * what the state file lists.
- *
- * Header-only (static functions) so each suite stays one file.
- */
-#ifndef CKPT_MANAGER_COMMON_H
-#define CKPT_MANAGER_COMMON_H
+/* manager_common: the bodies of the helpers declared in manager_common.h. */
+#include "manager_common.h"
 
-#include <criterion/criterion.h>
-#include <criterion/logging.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include "ckpt/ckpt.h"
-#include "test_support.h"
-
-#define MC_UNUSED __attribute__((unused))
-
-#include "ckpt/sys/alloc.h" /* ckpt_free, for buffers the library returned */
-#define MC_MAX 256
-
-typedef struct mc_warnings {
-	int n;
-	char last[2048];
-	char all[8192];
-} mc_warnings;
-
-static MC_UNUSED void mc_on_warn(const char *msg, void *ctx)
+void mc_on_warn(const char *msg, void *ctx)
 {
 	mc_warnings *w = ctx;
 	if (!w)
@@ -41,15 +12,7 @@ static MC_UNUSED void mc_on_warn(const char *msg, void *ctx)
 	snprintf(w->all + l, sizeof(w->all) - l, "%s\n", msg);
 }
 
-typedef struct mc_state {
-	ckpt_checkpoint *ck;
-	ckpt_variable *value;
-	ckpt_variable *vec;   /* 64 copies of value: a torn write would mix states */
-	mc_warnings warn;
-} mc_state;
-
-/* A trainer's state on `vfs` (NULL = POSIX). `s` must not move while ck lives (warnings point at it). */
-static MC_UNUSED int mc_build(mc_state *s, ckpt_vfs *vfs)
+int mc_build(mc_state *s, ckpt_vfs *vfs)
 {
 	memset(s, 0, sizeof(*s));
 	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
@@ -73,7 +36,7 @@ static MC_UNUSED int mc_build(mc_state *s, ckpt_vfs *vfs)
 	return rc;
 }
 
-static MC_UNUSED int mc_set(mc_state *s, int64_t v)
+int mc_set(mc_state *s, int64_t v)
 {
 	int64_t buf[64];
 	for (int i = 0; i < 64; i++)
@@ -82,41 +45,20 @@ static MC_UNUSED int mc_set(mc_state *s, int64_t v)
 	return rc < 0 ? rc : ckpt_variable_assign(s->vec, buf, sizeof(buf));
 }
 
-static MC_UNUSED int64_t mc_get(mc_state *s)
+int64_t mc_get(mc_state *s)
 {
 	int64_t v = -1;
 	ckpt_variable_read(s->value, &v, sizeof(v));
 	return v;
 }
 
-/* Save with value = the number this save will get (so a checkpoint's value must equal its number). */
-static MC_UNUSED int mc_save(mc_state *s, ckpt_manager *m, const char **path)
+int mc_save(mc_state *s, ckpt_manager *m, const char **path)
 {
 	int rc = mc_set(s, ckpt_checkpoint_save_counter(s->ck) + 1);
 	return rc < 0 ? rc : ckpt_manager_save(path, m);
 }
 
-/* ---- the oracle ---- */
-
-typedef struct mc_ckpt {
-	int64_t number;
-	int complete;
-	int64_t value, counter;   /* -1 when not complete */
-} mc_ckpt;
-
-typedef struct mc_dir {
-	size_t n;
-	mc_ckpt c[MC_MAX];        /* every "ckpt-N.index", ascending */
-	size_t ncomplete;
-	int64_t newest_complete;  /* -1 none */
-	int has_state;
-	int64_t state_latest;     /* model_checkpoint_path's N, -1 none */
-	int64_t state_listed[MC_MAX];
-	size_t nlisted;
-	size_t ntemp;             /* names with "tempstate" */
-} mc_dir;
-
-static int64_t mc_number(const char *base)
+int64_t mc_number(const char *base)
 {
 	if (strncmp(base, "ckpt-", 5) != 0 || !base[5])
 		return -1;
@@ -199,7 +141,7 @@ static void mc_parse_state(mc_dir *d, const char *text)
 	}
 }
 
-static MC_UNUSED int mc_listed(const mc_dir *d, int64_t n)
+int mc_listed(const mc_dir *d, int64_t n)
 {
 	for (size_t i = 0; i < d->nlisted; i++)
 		if (d->state_listed[i] == n)
@@ -207,8 +149,7 @@ static MC_UNUSED int mc_listed(const mc_dir *d, int64_t n)
 	return 0;
 }
 
-/* What `dir` on `vfs` holds, read without a manager. */
-static MC_UNUSED void mc_scan(mc_dir *d, ckpt_vfs *vfs, const char *dir)
+void mc_scan(mc_dir *d, ckpt_vfs *vfs, const char *dir)
 {
 	memset(d, 0, sizeof(*d));
 	d->newest_complete = -1;
@@ -264,5 +205,3 @@ static MC_UNUSED void mc_scan(mc_dir *d, ckpt_vfs *vfs, const char *dir)
 			(long long)d->c[i].number, (long long)d->c[i].value);
 	}
 }
-
-#endif

@@ -83,7 +83,7 @@ static void check_load_mirrored(const char *prefix, int replicas, size_t *nvars)
 		size_t vi;
 		cr_assert_eq(ckpt_reader_find(r, t->source_key, &vi), CKPT_OK, "%s %s", prefix, t->source_key);
 		if (ckpt_reader_var(r, vi)->sync == CKPT_SYNC_ON_READ) {
-			/* a SavedModel's metrics: saved_model.pb says sync-on-read (tests/test_saved_model.c) */
+			/* a SavedModel's metrics: saved_model.pb says sync-on-read (tests/formats/test_saved_model.c) */
 			cr_assert_eq(ckpt_variable_kind(t->variable), CKPT_VAR_SYNC_ON_READ, "%s %s", prefix, t->key);
 			cr_assert_eq(ckpt_variable_aggregation(t->variable), ckpt_reader_var(r, vi)->aggregation);
 		} else {

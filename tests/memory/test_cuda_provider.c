@@ -27,20 +27,6 @@ static ts_run_result run_check(const char *env, const char *args, const char *st
 	return r;
 }
 
-/* A "key value" line of the emulation's statistics file. */
-static unsigned long long stat_of(const char *text, const char *key)
-{
-	char pat[64];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "%s ", key);
-	for (p = text; (p = strstr(p, pat)) != NULL; p++)
-		if (p == text || p[-1] == '\n')
-			return strtoull(p + strlen(pat), NULL, 10);
-	cr_assert_fail("no '%s' in the emulation's statistics:\n%s", key, text);
-	return 0;
-}
-
 Test(cuda_provider, two_devices_with_peers_and_nccl)
 {
 	char *dir = ts_tmpdir(), *stats = ts_join(dir, "stats");
@@ -55,10 +41,10 @@ Test(cuda_provider, two_devices_with_peers_and_nccl)
 	text = ts_read_file(stats, NULL);
 	cr_assert(text);
 	/* the paths the program means to take were taken: peer copies, NCCL, device copies */
-	cr_assert_gt(stat_of(text, "peer"), 0, "%s", text);
-	cr_assert_gt(stat_of(text, "nccl_broadcast"), 0, "%s", text);
-	cr_assert_gt(stat_of(text, "d2d"), 0, "%s", text);
-	cr_assert_gt(stat_of(text, "h2d"), 0, "%s", text);
+	cr_assert_gt(ts_key_value(text, "peer"), 0, "%s", text);
+	cr_assert_gt(ts_key_value(text, "nccl_broadcast"), 0, "%s", text);
+	cr_assert_gt(ts_key_value(text, "d2d"), 0, "%s", text);
+	cr_assert_gt(ts_key_value(text, "h2d"), 0, "%s", text);
 	free(text);
 	ts_run_free(&r);
 	free(stats);
@@ -76,8 +62,8 @@ Test(cuda_provider, nccl_without_communicator_falls_back_to_copies)
 	cr_assert_eq(r.status, 0, "status %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
 	text = ts_read_file(stats, NULL);
 	cr_assert(text);
-	cr_assert_eq(stat_of(text, "nccl_broadcast"), 0, "%s", text);
-	cr_assert_gt(stat_of(text, "peer"), 0, "%s", text);
+	cr_assert_eq(ts_key_value(text, "nccl_broadcast"), 0, "%s", text);
+	cr_assert_gt(ts_key_value(text, "peer"), 0, "%s", text);
 	free(text);
 	ts_run_free(&r);
 	free(stats);

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "keras_test.h"
+#include "error_assert.h"
 #include "formats/keras_h5/h5_safe.h"
 #include "formats/keras_h5/h5_sandbox.h"
 
@@ -149,13 +150,8 @@ static int probe(int op, unsigned timeout_ms, uint64_t mem, char **out)
 	return rc;
 }
 
-static void assert_msg(int rc, int code, const char *needle)
-{
-	const ckpt_error *e = ckpt_error_last();
-	cr_assert_eq(rc, code, "rc %d (%s), want %d", rc, e->message ? e->message : "", code);
-	cr_assert(e->message && strstr(e->message, needle), "message '%s' lacks '%s'", e->message ? e->message : "", needle);
-	cr_assert(e->path && strcmp(e->path, "/x/file.h5") == 0, "path '%s'", e->path ? e->path : "(null)");
-}
+/* every boxed call here names the same made-up file */
+#define assert_msg(rc, code, needle) ts_assert_error_at(rc, code, needle, "/x/file.h5")
 
 Test(h5_sandbox_server, its_children_keep_the_sandbox, .timeout = 120)
 {

@@ -1,30 +1,7 @@
-/*
- * Shared by the TensorFlow / Keras 3 oracle suites (test_tf_interop.c,
- * test_keras3_interop.c): run an oracle script of tests/oracles/ with the
- * pinned venv's python, compare what libckpt reads against a manifest of
- * what TensorFlow / Keras report (tf_manifest.py's records: dtype name,
- * shape, raw bytes as hex, string elements as hex), and write the same kind
- * of manifest from libckpt's side for the oracles to check.
- *
- * Header-only (static) so that each suite stays one file for the glob in
- * tests/CMakeLists.txt.
- */
-#ifndef CKPT_ORACLE_COMMON_H
-#define CKPT_ORACLE_COMMON_H
+/* oracle_common: the bodies of the helpers declared in oracle_common.h. */
+#include "oracle_common.h"
 
-#include <criterion/criterion.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <jansson.h>
-#include "ckpt/ckpt.h"
-#include "test_support.h"
-
-#define ORACLE_DIR CKPT_SOURCE_DIR "/tests/oracles/"
-
-/* Run `python tests/oracles/<script> args... NULL`; returns its result (the caller frees). */
-static inline ts_run_result oracle_run(const char *script, ...)
+ts_run_result oracle_run(const char *script, ...)
 {
 	char *argv[24];
 	char path[4096];
@@ -44,13 +21,12 @@ static inline ts_run_result oracle_run(const char *script, ...)
 	return r;
 }
 
-/* The oracle must exit 0; its stderr is the diagnosis otherwise. */
-static inline void oracle_expect_ok(ts_run_result *r, const char *what)
+void oracle_expect_ok(ts_run_result *r, const char *what)
 {
 	cr_assert_eq(r->status, 0, "%s failed (exit %d):\n%s\n%s", what, r->status, r->out, r->err);
 }
 
-static inline json_t *oracle_load_json(const char *path)
+json_t *oracle_load_json(const char *path)
 {
 	json_error_t e;
 	json_t *j = json_load_file(path, 0, &e);
@@ -59,7 +35,7 @@ static inline json_t *oracle_load_json(const char *path)
 	return j;
 }
 
-static inline char *hex_of(const void *p, size_t n)
+char *hex_of(const void *p, size_t n)
 {
 	static const char digits[] = "0123456789abcdef";
 	const unsigned char *b = p;
@@ -73,8 +49,7 @@ static inline char *hex_of(const void *p, size_t n)
 	return s;
 }
 
-/* One stored entry of `r` against TensorFlow's record of it: dtype, shape, every byte. */
-static inline void oracle_compare_entry(ckpt_reader *r, const char *ctx, const char *name, json_t *rec)
+void oracle_compare_entry(ckpt_reader *r, const char *ctx, const char *name, json_t *rec)
 {
 	size_t idx;
 	const ckpt_var_info *vi;
@@ -108,11 +83,7 @@ static inline void oracle_compare_entry(ckpt_reader *r, const char *ctx, const c
 	ckpt_tensor_free(t);
 }
 
-/*
- * Every entry TF lists is read by libckpt exactly, and libckpt lists no
- * other but the slices of partitioned entries (TF lists the assembled value).
- */
-static inline void oracle_compare_entries(ckpt_reader *r, const char *ctx, json_t *entries)
+void oracle_compare_entries(ckpt_reader *r, const char *ctx, json_t *entries)
 {
 	const char *name;
 	json_t *rec;
@@ -126,9 +97,7 @@ static inline void oracle_compare_entries(ckpt_reader *r, const char *ctx, json_
 		whole, json_object_size(entries));
 }
 
-/* ---- libckpt's side, for the oracles: {"entries": {name: record}} as tf_manifest.py writes them ---- */
-
-static inline void json_put_tensor(json_t *entries, const char *name, const ckpt_tensor *t)
+void json_put_tensor(json_t *entries, const char *name, const ckpt_tensor *t)
 {
 	json_t *rec = json_object(), *shape = json_array();
 
@@ -153,8 +122,7 @@ static inline void json_put_tensor(json_t *entries, const char *name, const ckpt
 	json_object_set_new(entries, name, rec);
 }
 
-/* Every entry of `path` as libckpt reads it. */
-static inline json_t *oracle_entries_of(const char *path)
+json_t *oracle_entries_of(const char *path)
 {
 	ckpt_reader *r;
 	json_t *entries = json_object();
@@ -170,13 +138,12 @@ static inline json_t *oracle_entries_of(const char *path)
 	return entries;
 }
 
-static inline void oracle_dump(const char *path, json_t *j)
+void oracle_dump(const char *path, json_t *j)
 {
 	cr_assert_eq(json_dump_file(j, path, JSON_INDENT(1) | JSON_SORT_KEYS), 0, "cannot write %s", path);
 }
 
-/* Run the CLI with a NULL-terminated argument list; it must exit 0. */
-static inline void oracle_cli_ok(const char *arg, ...)
+void oracle_cli_ok(const char *arg, ...)
 {
 	char *argv[24];
 	int n = 0;
@@ -193,5 +160,3 @@ static inline void oracle_cli_ok(const char *arg, ...)
 	cr_assert_eq(r.status, 0, "ckpt %s failed (exit %d):\n%s%s", argv[1], r.status, r.out, r.err);
 	ts_run_free(&r);
 }
-
-#endif

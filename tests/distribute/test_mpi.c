@@ -17,37 +17,10 @@
 #include <unistd.h>
 #include "ckpt/ckpt.h"
 #include "test_support.h"
+#include "mpi_run.h"
 #include "mpi/mpi_model.h"
 
 #define MPIRUN CKPT_MPIRUN " --allow-run-as-root --oversubscribe"
-
-/* Run `np` workers of tests/mpi/<args>; the scenario must pass. Returns its check count. */
-static long run_mpi(int np, const char *fmt, ...) CKPT_PRINTF(2, 3);
-static long run_mpi(int np, const char *fmt, ...)
-{
-	char args[2048], cmd[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
-	va_end(ap);
-	/*
-	 * a hang is a failure, not a stuck suite; under ASan, slow unwinding lets
-	 * tests/lsan.supp attribute Open MPI's own leaks to its libraries
-	 */
-	snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" timeout 120 " MPIRUN
-		" -np %d " CKPT_MPI_BIN_DIR "/%s", np, args);
-	ts_run_result r;
-	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	ts_assert_exit(&r, 0, "%s", cmd);
-	long checks = -1, failed = -1;
-	const char *c = strstr(r.out, "CHECKS ");
-	cr_assert(c && sscanf(c, "CHECKS %ld FAILED %ld", &checks, &failed) == 2, "%s: no CHECKS line:\n%s", cmd, r.out);
-	cr_assert_eq(failed, 0, "%s: %ld of %ld checks failed\n%s", cmd, failed, checks, r.err);
-	cr_assert_gt(checks, 0);
-	cr_log_info("mpi -np %d %s: %ld checks", np, args, checks);
-	ts_run_free(&r);
-	return checks;
-}
 
 Test(mpi, worker_split_1x4_2x2_4x1_bit_identical_to_mirrored_4, .timeout = 300)
 {
@@ -58,7 +31,7 @@ Test(mpi, worker_split_1x4_2x2_4x1_bit_identical_to_mirrored_4, .timeout = 300)
 	for (int i = 0; i < 4; i++) {
 		char out[1024];
 		snprintf(out, sizeof(out), "%s/w%d", dir, i);
-		run_mpi(split[i][0], "mpi_split %d %s%s", split[i][1], out, i == 3 ? " mirrored" : "");
+		ts_mpi_run(120, split[i][0], "mpi_split %d %s%s", split[i][1], out, i == 3 ? " mirrored" : "");
 		bytes[i] = ts_read_file(out, &n[i]);
 		cr_assert(bytes[i] && n[i] == 1000 * 4 + 333 * 8);
 	}
@@ -81,7 +54,7 @@ static void same_bytes_over_splits(const char *prog, const char *what)
 	for (int i = 0; i < 4; i++) {
 		char out[1024];
 		snprintf(out, sizeof(out), "%s/w%d", dir, i);
-		run_mpi(split[i][0], "%s %d %s%s", prog, split[i][1], out, i == 3 ? " mirrored" : "");
+		ts_mpi_run(120, split[i][0], "%s %d %s%s", prog, split[i][1], out, i == 3 ? " mirrored" : "");
 		bytes[i] = ts_read_file(out, &n[i]);
 		cr_assert(bytes[i] && n[i] > 0);
 	}
@@ -99,14 +72,14 @@ Test(mpi, sync_on_read_sum_mean_all_dtypes_and_int_overflow_1x4_2x2_4x1_equal_mi
 	same_bytes_over_splits("mpi_syncread", "sync-on-read reads and overflow errors");
 }
 
-Test(mpi, mismatched_shape_is_escope_on_every_worker, .timeout = 180) { run_mpi(2, "mpi_mismatch shape"); }
-Test(mpi, mismatched_dtype_is_escope_on_every_worker, .timeout = 180) { run_mpi(2, "mpi_mismatch dtype"); }
-Test(mpi, mismatched_order_on_3_workers_is_escope_on_every_worker, .timeout = 180) { run_mpi(3, "mpi_mismatch order"); }
-Test(mpi, extra_variable_vs_all_reduce_is_escope_on_every_worker, .timeout = 180) { run_mpi(3, "mpi_mismatch extra"); }
+Test(mpi, mismatched_shape_is_escope_on_every_worker, .timeout = 180) { ts_mpi_run(120, 2, "mpi_mismatch shape"); }
+Test(mpi, mismatched_dtype_is_escope_on_every_worker, .timeout = 180) { ts_mpi_run(120, 2, "mpi_mismatch dtype"); }
+Test(mpi, mismatched_order_on_3_workers_is_escope_on_every_worker, .timeout = 180) { ts_mpi_run(120, 3, "mpi_mismatch order"); }
+Test(mpi, extra_variable_vs_all_reduce_is_escope_on_every_worker, .timeout = 180) { ts_mpi_run(120, 3, "mpi_mismatch extra"); }
 Test(mpi, missing_variable_vs_save_is_escope_on_every_worker, .timeout = 180)
 {
 	char *dir = ts_tmpdir();
-	run_mpi(2, "mpi_mismatch missing %s/never", dir);
+	ts_mpi_run(120, 2, "mpi_mismatch missing %s/never", dir);
 	char *p = ts_join(dir, "never.index");
 	cr_assert(access(p, F_OK) != 0, "a save whose workers disagree wrote %s", p);
 	free(p);
@@ -117,14 +90,14 @@ Test(mpi, missing_variable_vs_save_is_escope_on_every_worker, .timeout = 180)
 Test(mpi, saved_by_4_workers_restores_onto_1_3_and_2x2_and_1x4, .timeout = 300)
 {
 	char *dir = ts_tmpdir();
-	run_mpi(4, "mpi_save save 1 %s 3", dir);
-	run_mpi(1, "mpi_save restore 1 %s 3 4", dir);
-	run_mpi(3, "mpi_save restore 1 %s 3 4", dir);
-	run_mpi(2, "mpi_save restore 2 %s 3 4", dir);
-	run_mpi(1, "mpi_save restore 4 %s 3 4", dir);
+	ts_mpi_run(120, 4, "mpi_save save 1 %s 3", dir);
+	ts_mpi_run(120, 1, "mpi_save restore 1 %s 3 4", dir);
+	ts_mpi_run(120, 3, "mpi_save restore 1 %s 3 4", dir);
+	ts_mpi_run(120, 2, "mpi_save restore 2 %s 3 4", dir);
+	ts_mpi_run(120, 1, "mpi_save restore 4 %s 3 4", dir);
 	/* each worker reading a 1/W part, the parts broadcast */
-	run_mpi(3, "mpi_save restore 1 %s 3 4 split", dir);
-	run_mpi(2, "mpi_save restore 2 %s 3 4 split", dir);
+	ts_mpi_run(120, 3, "mpi_save restore 1 %s 3 4 split", dir);
+	ts_mpi_run(120, 2, "mpi_save restore 2 %s 3 4 split", dir);
 	ts_rmtree(dir);
 	free(dir);
 }
@@ -133,7 +106,7 @@ Test(mpi, merged_checkpoint_read_by_bundle_check_ckpt_verify_restore_and_tensorf
 {
 	const char *py = ts_oracle_python();
 	char *dir = ts_tmpdir();
-	run_mpi(2, "mpi_save save 2 %s 2", dir);
+	ts_mpi_run(120, 2, "mpi_save save 2 %s 2", dir);
 	char cmd[4096];
 	ts_run_result r;
 	snprintf(cmd, sizeof(cmd), TS_PYTHON " " CKPT_SOURCE_DIR "/tests/scripts/bundle_check.py --no-graph %s/ckpt-2", dir);
@@ -164,7 +137,7 @@ Test(mpi, merged_checkpoint_read_by_bundle_check_ckpt_verify_restore_and_tensorf
 Test(mpi, io_failure_on_worker_1_fails_every_worker_and_keeps_the_latest, .timeout = 300)
 {
 	char *dir = ts_tmpdir();
-	run_mpi(2, "mpi_faults 1 %s 1", dir);
+	ts_mpi_run(120, 2, "mpi_faults 1 %s 1", dir);
 	ts_rmtree(dir);
 	free(dir);
 }
@@ -172,7 +145,7 @@ Test(mpi, io_failure_on_worker_1_fails_every_worker_and_keeps_the_latest, .timeo
 Test(mpi, io_failure_on_committing_worker_0_fails_every_worker_and_keeps_the_latest, .timeout = 300)
 {
 	char *dir = ts_tmpdir();
-	run_mpi(2, "mpi_faults 2 %s 0", dir);
+	ts_mpi_run(120, 2, "mpi_faults 2 %s 0", dir);
 	ts_rmtree(dir);
 	free(dir);
 }
@@ -181,7 +154,7 @@ Test(mpi, io_failure_on_committing_worker_0_fails_every_worker_and_keeps_the_lat
 Test(mpi, restore_read_failure_on_worker_1_of_2x2_fails_every_worker_and_changes_nothing, .timeout = 300)
 {
 	char *dir = ts_tmpdir();
-	run_mpi(2, "mpi_restore_faults 2 %s 1 all", dir);
+	ts_mpi_run(120, 2, "mpi_restore_faults 2 %s 1 all", dir);
 	ts_rmtree(dir);
 	free(dir);
 }
@@ -189,11 +162,11 @@ Test(mpi, restore_read_failure_on_worker_1_of_2x2_fails_every_worker_and_changes
 Test(mpi, restore_read_failure_split_reading_on_worker_0_and_on_worker_2_of_3_changes_nothing, .timeout = 300)
 {
 	char *dir = ts_tmpdir();
-	run_mpi(2, "mpi_restore_faults 1 %s 0 split", dir);
+	ts_mpi_run(120, 2, "mpi_restore_faults 1 %s 0 split", dir);
 	ts_rmtree(dir);
 	free(dir);
 	dir = ts_tmpdir();
-	run_mpi(3, "mpi_restore_faults 1 %s 2 split", dir);
+	ts_mpi_run(120, 3, "mpi_restore_faults 1 %s 2 split", dir);
 	ts_rmtree(dir);
 	free(dir);
 }
@@ -235,8 +208,8 @@ Test(mpi, tensorflow_partitioned_p3_restores_on_2_workers_and_inspect_shows_part
 	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "TF PARTITIONED OK"), "%s", r.out);
 	ts_run_free(&r);
-	run_mpi(2, "mpi_partitioned 2 %s", dir);
-	run_mpi(1, "mpi_partitioned 1 %s", dir);
+	ts_mpi_run(120, 2, "mpi_partitioned 2 %s", dir);
+	ts_mpi_run(120, 1, "mpi_partitioned 1 %s", dir);
 	for (int k = 0; k < 2; k++) {
 		snprintf(cmd, sizeof(cmd), TS_CLI " inspect %s/%s", dir, k ? "tf1/model.ckpt" : "tf2/ckpt-1");
 		cr_assert_eq(ts_run_sh(&r, cmd), 0);
@@ -255,12 +228,12 @@ Test(mpi, partitioned_p3_saved_by_3_workers_restores_as_p2_on_2_workers_and_tens
 	char cmd[4096];
 	ts_run_result r;
 	/* each part saved by its owner (part i: worker i % 3), the layout checked by worker 0 */
-	run_mpi(3, "mpi_reshard save 3 %s", dir);
+	ts_mpi_run(120, 3, "mpi_reshard save 3 %s", dir);
 	/* onto another P and worker count: each part equals those rows, read alone */
-	run_mpi(2, "mpi_reshard restore 2 %s", dir);
-	run_mpi(1, "mpi_reshard restore 1 %s", dir);
-	run_mpi(3, "mpi_reshard restore 4 %s", dir);
-	run_mpi(1, "mpi_reshard full 0 %s", dir);
+	ts_mpi_run(120, 2, "mpi_reshard restore 2 %s", dir);
+	ts_mpi_run(120, 1, "mpi_reshard restore 1 %s", dir);
+	ts_mpi_run(120, 3, "mpi_reshard restore 4 %s", dir);
+	ts_mpi_run(120, 1, "mpi_reshard full 0 %s", dir);
 	/* it prints slice keys raw (NUL bytes): dropped, so that the output is one C string */
 	snprintf(cmd, sizeof(cmd), "{ " TS_PYTHON " " CKPT_SOURCE_DIR "/tests/scripts/bundle_check.py --no-graph %s/ckpt; "
 		"echo \"exit $?\"; } | tr -d '\\000'", dir);
@@ -292,7 +265,7 @@ Test(mpi, partitioned_p3_saved_by_3_workers_restores_as_p2_on_2_workers_and_tens
 	cr_assert(strstr(r.out, "TF PARTITIONED READ OK"), "%s", r.out);
 	ts_run_free(&r);
 	/* last (it damages the file): a slice read in pieces by two workers is still checked whole */
-	run_mpi(2, "mpi_reshard badcrc 2 %s", dir);
+	ts_mpi_run(120, 2, "mpi_reshard badcrc 2 %s", dir);
 	ts_rmtree(dir);
 	free(dir);
 }
@@ -446,8 +419,8 @@ static void assert_same_file(const char *a, const char *b)
 Test(mpi, device_replicas_2x2_save_like_host_and_restore_onto_3, .timeout = 300)
 {
 	char *dir = ts_tmpdir();
-	run_mpi(2, "mpi_device save host 2 %s/host", dir);
-	run_mpi(2, "mpi_device save guarded 2 %s/guarded", dir);
+	ts_mpi_run(120, 2, "mpi_device save host 2 %s/host", dir);
+	ts_mpi_run(120, 2, "mpi_device save guarded 2 %s/guarded", dir);
 	static const char *const ext[] = { ".index", ".data-00000-of-00002", ".data-00001-of-00002" };
 	for (int i = 0; i < 3; i++) {
 		char a[4096], b[4096];
@@ -455,8 +428,8 @@ Test(mpi, device_replicas_2x2_save_like_host_and_restore_onto_3, .timeout = 300)
 		snprintf(b, sizeof(b), "%s/guarded%s", dir, ext[i]);
 		assert_same_file(a, b);
 	}
-	run_mpi(3, "mpi_device restore 1 %s/guarded", dir);
-	run_mpi(1, "mpi_device restore 3 %s/guarded", dir);
+	ts_mpi_run(120, 3, "mpi_device restore 1 %s/guarded", dir);
+	ts_mpi_run(120, 1, "mpi_device restore 3 %s/guarded", dir);
 	ts_rmtree(dir);
 	free(dir);
 }
