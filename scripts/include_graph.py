@@ -10,7 +10,7 @@ libckpt/include/ are leaves and are left out):
 A cycle in either graph is a pair (or ring) of files that each need the
 other: the core is meant to depend one way only. The script prints every
 elementary cycle it finds and their count; with --check it exits 1 when
-there is one not listed in the --known file (tests/test_include_graph.c
+there is one not listed in the --known file (tests/core/test_include_graph.c
 runs it so: a new cycle fails the suite; the list only shrinks).
 
 Parsing is lexical (comments and strings stripped, braces counted), enough
