@@ -1,6 +1,6 @@
 /*
  * Optional libraries loaded at first use (dlopen): libhdf5 and libarchive
- * serve only the Keras formats, and with their dependencies (curl, TLS,
+ * serve only the Keras formats (libcurl and libcrypto only s3:// paths), and with their dependencies (curl, TLS,
  * Kerberos, ICU, XML, ...) they are 40 of the 53 shared objects a process
  * linking them maps at start — about 12 ms warm and 60-80 ms on a cold page
  * cache, paid by every `ckpt` command and every trainer that never reads a

@@ -16,8 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <curl/curl.h>
-#include <openssl/evp.h>
+#include "libckpt/s3_lib.h"
 #include "internal.h"
 #include "s3_internal.h"
 
@@ -35,8 +34,6 @@ struct s3_client {
 	int npool;
 };
 
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static void global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *u)
 {
@@ -57,7 +54,7 @@ const ckpt_s3_config *s3_client_config(const s3_client *c) { return &c->cfg; }
 
 int s3_client_new(s3_client **out, const ckpt_s3_config *cfg)
 {
-	pthread_once(&global_once, global_init);
+	CKPT_TRY(ckpt__s3_lib()); /* libcurl and libcrypto, loaded at the first s3:// use */
 	s3_client *c = ckpt__calloc(1, sizeof(*c));
 	if (!c)
 		return CKPT_ENOMEM;
