@@ -241,7 +241,5 @@ int cli_device_open(cli_device **out);
 const ckpt_memory_provider *cli_device_table(const cli_device *d);
 const char *cli_device_describe(const cli_device *d);
 void cli_device_close(cli_device *d);
-/** crc32c of replica `replica` of `v` (a variable of a strategy over the provider), through device-to-host copies. */
-int cli_device_crc_replica(cli_device *d, const ckpt_variable *v, int replica, uint32_t *crc);
 
 #endif

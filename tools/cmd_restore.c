@@ -119,20 +119,46 @@ static int by_checksum(const ckpt_variable *v)
 	return ckpt_variable_dtype(v) != CKPT_DT_STRING && ckpt_variable_kind(v) != CKPT_VAR_SYNC_ON_READ;
 }
 
+/* The checksum path's replicas, in the library (in parallel; device copies through their provider). */
+static int check_replicas(var_check *checks, size_t n, size_t njobs)
+{
+	ckpt_replica_check *rc = malloc((njobs ? njobs : 1) * sizeof(*rc));
+	size_t i, m = 0;
+	int err;
+
+	if (!rc)
+		return CKPT_ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (checks[i].why || !by_checksum(checks[i].tv->variable))
+			continue;
+		rc[m].variable = checks[i].tv->variable;
+		rc[m].expected_crc32c = checks[i].crc;
+		rc[m].bad_replica = -1;
+		m++;
+	}
+	if ((err = ckpt_replica_check_crc32c(rc, m)) == CKPT_OK)
+		for (i = 0, m = 0; i < n; i++) {
+			if (checks[i].why || !by_checksum(checks[i].tv->variable))
+				continue;
+			checks[i].ok = 1;
+			checks[i].bad_replica = rc[m++].bad_replica;
+		}
+	free(rc);
+	return err;
+}
+
 /*
  * Check every restored variable against the file without a second copy of
  * the state: each replica copy of a fixed-size variable is checksummed where
  * it lies (crc32c) and compared with the checksum the file stores (formats
- * without one: the crc32c of the stored value, read once). Copies are
- * checksummed in parallel, one (variable, replica) pair per task, so the
- * check costs one pass over memory the load already made resident.
+ * without one: the crc32c of the stored value, read once), by
+ * ckpt_replica_check_crc32c: in parallel on the host, through the provider
+ * for device replicas.
  * Returns the number of failed variables; reports each.
  */
-static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *bytes, cli_device *dev)
+static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *bytes)
 {
-	size_t i, bad = 0, njobs = 0, j;
-	size_t *job_var = NULL;
-	int *job_rep = NULL;
+	size_t i, bad = 0, njobs = 0;
 
 	/* expected checksums, and the slow path, serially (reads are the reader's) */
 	for (i = 0; i < n; i++) {
@@ -172,66 +198,10 @@ static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *b
 		ckpt_tensor_free(t);
 	}
 
-	job_var = malloc((njobs ? njobs : 1) * sizeof(*job_var));
-	job_rep = malloc((njobs ? njobs : 1) * sizeof(*job_rep));
-	if (!job_var || !job_rep) {
-		free(job_var);
-		free(job_rep);
-		job_var = NULL;
-		job_rep = NULL;
+	if (check_replicas(checks, n, njobs) != CKPT_OK)
 		for (i = 0; i < n; i++)
 			if (!checks[i].why && !checks[i].ok)
 				checks[i].why = "out of memory";
-		njobs = 0;
-	} else {
-		for (i = 0, j = 0; i < n; i++) {
-			int rep, nr;
-			if (checks[i].why || !by_checksum(checks[i].tv->variable))
-				continue;
-			nr = ckpt_variable_num_replicas(checks[i].tv->variable);
-			for (rep = 0; rep < nr; rep++, j++) {
-				job_var[j] = i;
-				job_rep[j] = rep;
-			}
-			checks[i].ok = 1;
-		}
-		njobs = j;
-	}
-
-	/* device replicas: copied back one after another through one pinned buffer */
-	for (j = 0; dev && j < njobs; j++) {
-		var_check *c = &checks[job_var[j]];
-		uint32_t got = 0;
-		if (cli_device_crc_replica(dev, c->tv->variable, job_rep[j], &got) != CKPT_OK || got != c->crc)
-			if (c->bad_replica < 0 || job_rep[j] < c->bad_replica)
-				c->bad_replica = job_rep[j];
-	}
-	if (dev)
-		njobs = 0;
-	/* largest first would balance better; the state's order is good enough for 2-16 threads */
-#pragma omp parallel for schedule(dynamic, 1)
-	for (j = 0; j < njobs; j++) {
-		var_check *c = &checks[job_var[j]];
-		const ckpt_variable *v = c->tv->variable;
-		const void *p = ckpt_variable_replica_data(v, job_rep[j]);
-		uint64_t nb = ckpt_variable_nbytes(v);
-		uint32_t got;
-
-		if (!p && nb) {
-#pragma omp critical(restore_check)
-			if (c->bad_replica < 0 || job_rep[j] < c->bad_replica)
-				c->bad_replica = job_rep[j];
-			continue;
-		}
-		got = nb ? ckpt_crc32c_extend(0, p, (size_t)nb) : 0;
-		if (got != c->crc) {
-#pragma omp critical(restore_check)
-			if (c->bad_replica < 0 || job_rep[j] < c->bad_replica)
-				c->bad_replica = job_rep[j];
-		}
-	}
-	free(job_var);
-	free(job_rep);
 
 	for (i = 0; i < n; i++) {
 		var_check *c = &checks[i];
@@ -432,7 +402,7 @@ static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
 		for (k = 0; k < n; k++)
 			if (checks[k].tv->source_key && !checks[k].why)
 				to_check[m++] = checks[k];
-		bad += check_all(r, to_check, m, &bytes, dev);
+		bad += check_all(r, to_check, m, &bytes);
 		for (k = 0, m = 0; k < n; k++)
 			if (checks[k].tv->source_key && !checks[k].why)
 				checks[k] = to_check[m++];
