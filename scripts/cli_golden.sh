@@ -4,7 +4,17 @@
 # write, one file per invocation, so a refactoring of tools/ can be checked
 # byte for byte:  scripts/cli_golden.sh build/tools/ckpt before/ ;
 # (change) ; scripts/cli_golden.sh build/tools/ckpt after/ ; diff -r before after
+# What changes from run to run is masked (normalize): timings, the save
+# date a .keras archive records, temporary file names.
 set -u
+normalize() {  # normalize DIR: mask the run-dependent parts of every recorded output
+	find "$1" -name '*.out' -o -name '*.err' | xargs sed -i -E \
+		-e 's/in [0-9.]+ s \([0-9.]+ MB\/s\)/in T s (R MB\/s)/g' \
+		-e 's/"seconds": [0-9.e+-]+/"seconds": T/g' \
+		-e 's/[0-9]{4}-[0-9]{2}-[0-9]{2}@[0-9]{2}:[0-9]{2}:[0-9]{2}/DATE/g' \
+		-e 's/\.tmp[0-9]+_[0-9]+_[0-9]+/.tmpN/g'
+}
+if [ "$1" = --normalize ]; then normalize "$2"; exit 0; fi
 BIN=$(realpath "$1"); OUT=$(realpath -m "$2")
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${CLI_GOLDEN_WORK:-/tmp/cli_golden_work}
@@ -115,5 +125,6 @@ run u-dev5 restore --strategy mirrored --device cuda:0,0 "$P"
 run u-to convert "$P" x --to bogus; run u-to-miss convert "$P" x
 run u-opt convert "$P" x --to tf --no-optimizer --keep-optimizer
 run u-keep convert "$P" conv/keep --to safetensors --keep-optimizer
+normalize "$OUT"
 echo "$n invocations" >"$OUT/COUNT"
 echo "$n invocations recorded in $OUT"
