@@ -7,14 +7,20 @@
 #include <string.h>
 #include "cli.h"
 
+/* The options of `ckpt verify`, filled by cli_parse through verify_opts[].field. */
+typedef struct verify_args {
+	const char *path;
+} verify_args;
+
 static const cli_opt verify_opts[] = {
-	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint of any supported format" },
-	{ CLI_OPT_END, NULL, NULL, 0, NULL }
+	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint of any supported format",
+		CLI_FIELD(verify_args, path) },
+	{ CLI_OPT_END, NULL, NULL, 0, NULL, 0 }
 };
 
 static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
 {
-	cli_args args;
+	verify_args args;
 	const char *path;
 	ckpt_reader *r = NULL;
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
@@ -23,12 +29,13 @@ static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
 	uint64_t bytes = 0;
 	int rc, all_ok;
 
+	memset(&args, 0, sizeof(args));
 	rc = cli_parse(cmd, argc, argv, &args);
 	if (rc == CLI_PARSE_HELP)
 		return CLI_EXIT_OK;
 	if (rc != CLI_EXIT_OK)
 		return rc;
-	path = cli_get(cmd, &args, "PATH");
+	path = args.path;
 
 	cli_progress_start(&prog, "verify", 0, 0);
 	oo.vfs = cli_progress_vfs(prog);
