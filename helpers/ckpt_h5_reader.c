@@ -1,9 +1,10 @@
 /*
- * ckpt-h5-reader: the long-lived libhdf5 reader process that libckpt starts
- * (formats/keras_h5/h5_helper.c) so that libhdf5 never runs on a file being
- * read in the caller's process and a job does not cost a fork of the
- * caller. Not a user command: it serves one caller on fd 3 and exits when
- * that caller closes it.
+ * ckpt-h5-reader: the libhdf5 sandbox server (formats/keras_h5/h5_sandbox.h)
+ * that libckpt starts so that libhdf5 never runs on a file being read in the
+ * caller's process and a job does not cost a fork of the caller. Not a user
+ * command: it serves one caller on fd 3 and exits when that caller closes
+ * it. The server (formats/keras_h5/h5_sandbox_server.c) is compiled into
+ * this binary only.
  */
 #include <stdio.h>
 #include <string.h>
@@ -18,5 +19,5 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* _exit: no atexit work (libhdf5's, the sanitizers' leak check) in a process that only served jobs */
-	_exit(ckpt__h5_helper_main(3, ckpt__keras_h5_serve));
+	_exit(ckpt__h5_sandbox_server_main(3, ckpt__keras_h5_serve));
 }

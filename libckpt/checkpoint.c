@@ -256,7 +256,10 @@ static int write_collective(ckpt_strategy *cs, ckpt_checkpoint *ck, const ckpt__
 			pkeys[i] = refs[i].key;
 		}
 	}
-	ckpt__save_request req = { path, ck->opts.vfs ? ck->opts.vfs : ckpt_vfs_default(), ck->opts.no_fsync,
+	ckpt_vfs *vfs = NULL;
+	if (rc == CKPT_OK)
+		rc = ckpt_vfs_for_path(&vfs, ck->opts.vfs, path);
+	ckpt__save_request req = { path, vfs ? vfs : ckpt_vfs_default(), ck->opts.no_fsync,
 		n, keys, vars, p->graph, nrefs, parted, pkeys };
 	if (rc < 0) /* still take part, so the other processes fail instead of waiting */
 		rc = ckpt__strategy_ops_of(cs)->agree(cs, rc);

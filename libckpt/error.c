@@ -18,6 +18,13 @@ static _Thread_local error_state tls_error = { { CKPT_OK, "", NULL, NULL, -1, 0 
 
 static const ckpt_error oom_error = { CKPT_ENOMEM, "out of memory", NULL, NULL, -1, ENOMEM };
 static _Thread_local int tls_oom;
+/* errors recorded on this thread so far: tells whether a call (a provider's) set one */
+static _Thread_local uint64_t tls_error_seq;
+
+uint64_t ckpt__error_seq(void)
+{
+	return tls_error_seq;
+}
 
 int ckpt_version_number(void) { return CKPT_VERSION_NUMBER; }
 
@@ -52,6 +59,7 @@ static char *dup_or_null(const char *s)
 static void set_error(int code, const char *path, const char *var, int64_t offset, int sys_errno, char *msg)
 {
 	error_state *e = &tls_error;
+	tls_error_seq++;
 	free(e->message);
 	free(e->path);
 	free(e->variable);

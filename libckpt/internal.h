@@ -38,6 +38,8 @@ typedef struct ckpt__error_slot {
 } ckpt__error_slot;
 /** Copy this thread's last error into `slot` (frees what the slot held). */
 void ckpt__error_capture(ckpt__error_slot *slot);
+/** How many errors this thread has recorded: compare before and after a call to see whether it set one. */
+uint64_t ckpt__error_seq(void);
 /** Make `slot` this thread's last error; returns slot->code. */
 int ckpt__error_raise(const ckpt__error_slot *slot);
 void ckpt__error_slot_clear(ckpt__error_slot *slot);
@@ -122,6 +124,24 @@ uint32_t ckpt__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 char *ckpt__path_dir(const char *path);
 /** mkdir -p `dir` through the VFS (each missing component in turn). */
 int ckpt__vfs_mkdirs(ckpt_vfs *vfs, const char *dir);
+/**
+ * The name a writer fills before it commits `final`: `final` itself on a file
+ * system without rename (CKPT_VFS_CAP_NO_RENAME: the object appears whole at
+ * close, after what it depends on), else `final` + "." + `suffix`. Caller frees.
+ */
+char *ckpt__vfs_temp_name(ckpt_vfs *vfs, const char *final, const char *suffix);
+/**
+ * Mark an open file written for a commit that will not happen: its close
+ * then publishes nothing (an S3 object is not uploaded; elsewhere a no-op,
+ * the caller removes the temporary).
+ */
+void ckpt__io_abandon(ckpt_io *io);
+/** Publish `tmp` as `final`: a rename, or nothing when they are the same name. */
+int ckpt__vfs_publish(ckpt_vfs *vfs, const char *tmp, const char *final);
+/** 1 for the process-wide S3 VFS, which ckpt_vfs_free never frees (io_s3.c). */
+int ckpt__vfs_is_shared_s3(const ckpt_vfs *vfs);
+/** 1 for any S3 VFS. */
+int ckpt__vfs_is_s3(const ckpt_vfs *vfs);
 /** a "/" b into a fresh string (b absolute → copy of b). */
 char *ckpt__path_join(const char *a, const char *b);
 

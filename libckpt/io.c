@@ -1,4 +1,5 @@
 /* Wrappers over the ckpt_io / ckpt_vfs vtables, and helpers built on them. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -151,7 +152,7 @@ void ckpt_vfs_free_list(char **names, size_t count)
 
 void ckpt_vfs_free(ckpt_vfs *vfs)
 {
-	if (vfs && vfs != ckpt_vfs_default())
+	if (vfs && vfs != ckpt_vfs_default() && !ckpt__vfs_is_shared_s3(vfs))
 		vfs->methods->destroy(vfs);
 }
 
@@ -182,6 +183,18 @@ int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf,
 	return CKPT_OK;
 }
 
+char *ckpt__vfs_temp_name(ckpt_vfs *vfs, const char *final, const char *suffix)
+{
+	if (ckpt_vfs_caps(vfs) & CKPT_VFS_CAP_NO_RENAME)
+		return ckpt__strdup(final);
+	return ckpt__asprintf("%s.%s", final, suffix);
+}
+
+int ckpt__vfs_publish(ckpt_vfs *vfs, const char *tmp, const char *final)
+{
+	return strcmp(tmp, final) == 0 ? CKPT_OK : ckpt_vfs_rename(vfs, tmp, final);
+}
+
 /* Without rename (an object store): the final name in one write; the store publishes it whole at close. */
 static int write_in_place(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data)
 {
@@ -194,6 +207,7 @@ static int write_in_place(ckpt_vfs *vfs, const char *path, const void *buf, size
 	if (rc < 0) {
 		ckpt__error_slot slot = { 0 };
 		ckpt__error_capture(&slot);
+		ckpt__io_abandon(io); /* nothing published: the old file stays */
 		ckpt_io_close(io);
 		ckpt__error_raise(&slot);
 		ckpt__error_slot_clear(&slot);
@@ -206,7 +220,10 @@ int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size
 	if (ckpt_vfs_caps(vfs) & CKPT_VFS_CAP_NO_RENAME)
 		return write_in_place(vfs, path, buf, n, fsync_data);
 	static _Thread_local unsigned seq;
-	char *tmp = ckpt__asprintf("%s.tempstate%ld_%u_%u", path, (long)getpid(), (unsigned)time(NULL), ++seq);
+	char suffix[80];
+	snprintf(suffix, sizeof(suffix), "tempstate%ld_%u_%u", (long)getpid(), (unsigned)time(NULL), ++seq);
+	/* without rename, one whole-object write is the atomic replacement */
+	char *tmp = ckpt__vfs_temp_name(vfs, path, suffix);
 	if (!tmp)
 		return CKPT_ENOMEM;
 	ckpt_io *io;
@@ -222,13 +239,13 @@ int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size
 	if (rc == CKPT_OK)
 		rc = crc;
 	if (rc == CKPT_OK)
-		rc = ckpt_vfs_rename(vfs, tmp, path);
+		rc = ckpt__vfs_publish(vfs, tmp, path);
 	if (rc == CKPT_OK && fsync_data) {
 		char *dir = ckpt__path_dir(path);
 		rc = dir ? ckpt_vfs_sync_dir(vfs, dir) : CKPT_ENOMEM;
 		ckpt__free(dir);
 	}
-	if (rc < 0) {
+	if (rc < 0 && strcmp(tmp, path) != 0) { /* without rename, the failed write left the old file as it was */
 		int keep = rc;
 		ckpt__error_slot slot = { 0 };
 		ckpt__error_capture(&slot);

@@ -750,7 +750,11 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		return agree(cs, CKPT_ENOMEM);
 	m->ck = ck;
 	m->max_to_keep = max_to_keep;
-	m->vfs = opts.vfs ? opts.vfs : (ck && ck->opts.vfs ? ck->opts.vfs : ckpt_vfs_default());
+	int vrc = ckpt_vfs_for_path(&m->vfs, opts.vfs ? opts.vfs : (ck ? ck->opts.vfs : NULL), dir);
+	if (vrc < 0) {
+		ckpt__free(m);
+		return agree(cs, vrc);
+	}
 	m->warn = opts.warn ? opts.warn : (ck ? ck->opts.warn : NULL);
 	m->warn_ctx = opts.warn ? opts.warn_ctx : (ck ? ck->opts.warn_ctx : NULL);
 	m->no_fsync = opts.no_fsync || (ck && ck->opts.no_fsync);

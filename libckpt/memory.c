@@ -9,6 +9,7 @@
  * provider is what a trainer passes to get the same memory explicitly, and
  * the reference the conformance suite checks other providers against.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "memory_internal.h"
@@ -216,41 +217,60 @@ int ckpt__mem_is_device(const ckpt__mem *m)
 	return m && !m->caps.host_addressable;
 }
 
-static int op_failed(ckpt__mem *m, int rc, const char *op, int r, size_t n, const char *var)
+void ckpt__mem_provider_why(char *buf, size_t n, int rc, uint64_t seq)
 {
-	return ckpt__fail(rc, NULL, var, -1, "memory provider '%s': %s of %zu bytes for replica %d (device %d)%s%s%s failed (%s)",
+	const ckpt_error *e = ckpt_error_last();
+	buf[0] = '\0';
+	if (ckpt__error_seq() != seq && e->code == rc && e->message && *e->message)
+		snprintf(buf, n, ": %s", e->message); /* copied: the caller's ckpt__fail replaces it */
+}
+
+/*
+ * A provider's failure, naming the operation, replica and variable; the
+ * provider's own message (a CUDA error's name and text, say) is kept after
+ * ours when it set one during this call (`seq`: ckpt__error_seq() before it).
+ */
+static int op_failed(ckpt__mem *m, int rc, const char *op, int r, size_t n, const char *var, uint64_t seq)
+{
+	char why[512];
+	ckpt__mem_provider_why(why, sizeof(why), rc, seq);
+	return ckpt__fail(rc, NULL, var, -1, "memory provider '%s': %s of %zu bytes for replica %d (device %d)%s%s%s failed (%s)%s",
 		m->caps.name, op, n, r, m->devices[r], var ? " of variable '" : "", var ? var : "", var ? "'" : "",
-		ckpt_status_name(rc));
+		ckpt_status_name(rc), why);
 }
 
 int ckpt__mem_h2d(ckpt__mem *m, int r, void *dst, const void *src, size_t n, const char *var)
 {
 	if (n == 0)
 		return CKPT_OK;
+	uint64_t seq = ckpt__error_seq();
 	int rc = m->p.copy_h2d(m->p.ctx, m->queues[r], dst, src, n);
-	return rc < 0 ? op_failed(m, rc, "host-to-device copy", r, n, var) : CKPT_OK;
+	return rc < 0 ? op_failed(m, rc, "host-to-device copy", r, n, var, seq) : CKPT_OK;
 }
 
 int ckpt__mem_d2h(ckpt__mem *m, int r, void *dst, const void *src, size_t n, const char *var)
 {
 	if (n == 0)
 		return CKPT_OK;
+	uint64_t seq = ckpt__error_seq();
 	int rc = m->p.copy_d2h(m->p.ctx, m->queues[r], dst, src, n);
-	return rc < 0 ? op_failed(m, rc, "device-to-host copy", r, n, var) : CKPT_OK;
+	return rc < 0 ? op_failed(m, rc, "device-to-host copy", r, n, var, seq) : CKPT_OK;
 }
 
 int ckpt__mem_d2d(ckpt__mem *m, int dst_r, void *dst, int src_r, const void *src, size_t n, const char *var)
 {
 	if (n == 0)
 		return CKPT_OK;
+	uint64_t seq = ckpt__error_seq();
 	int rc = m->p.copy_d2d(m->p.ctx, m->queues[dst_r], dst, m->devices[dst_r], src, m->devices[src_r], n);
-	return rc < 0 ? op_failed(m, rc, "device-to-device copy", dst_r, n, var) : CKPT_OK;
+	return rc < 0 ? op_failed(m, rc, "device-to-device copy", dst_r, n, var, seq) : CKPT_OK;
 }
 
 int ckpt__mem_sync(ckpt__mem *m, int r, const char *var)
 {
+	uint64_t seq = ckpt__error_seq();
 	int rc = m->p.synchronize(m->p.ctx, m->queues[r]);
-	return rc < 0 ? op_failed(m, rc, "synchronize", r, 0, var) : CKPT_OK;
+	return rc < 0 ? op_failed(m, rc, "synchronize", r, 0, var, seq) : CKPT_OK;
 }
 
 int ckpt__mem_sync_all(ckpt__mem *m, const char *var)
@@ -275,8 +295,9 @@ int ckpt__mem_fanout(ckpt__mem *m, void *const *bufs, size_t off, size_t n, cons
 	if (m->n < 2 || n == 0)
 		return CKPT_OK;
 	if (m->p.broadcast && off == 0) {
+		uint64_t seq = ckpt__error_seq();
 		int rc = m->p.broadcast(m->p.ctx, bufs, m->devices, m->n, 0, n);
-		return rc < 0 ? op_failed(m, rc, "broadcast", 0, n, var) : CKPT_OK;
+		return rc < 0 ? op_failed(m, rc, "broadcast", 0, n, var, seq) : CKPT_OK;
 	}
 	int rc = CKPT_OK;
 	for (int r = 1; r < m->n && rc == CKPT_OK; r++)
@@ -323,12 +344,15 @@ int ckpt__mem_fill(ckpt__mem *m, int r, void *dst, size_t n, const void *unit, s
 int ckpt__mem_pinned_alloc(ckpt__mem *m, void **out, size_t n, const char *what)
 {
 	*out = NULL;
+	uint64_t seq = ckpt__error_seq();
 	int rc = m->p.host_alloc(m->p.ctx, out, n ? n : 1);
 	if (rc < 0 || !*out) {
+		char why[512];
+		ckpt__mem_provider_why(why, sizeof(why), rc, seq);
 		*out = NULL;
 		return ckpt__fail(rc < 0 ? rc : CKPT_ENOMEM, NULL, what, -1,
-			"memory provider '%s': cannot allocate %zu bytes of pinned host memory%s%s%s", m->caps.name, n,
-			what ? " for '" : "", what ? what : "", what ? "'" : "");
+			"memory provider '%s': cannot allocate %zu bytes of pinned host memory%s%s%s%s", m->caps.name, n,
+			what ? " for '" : "", what ? what : "", what ? "'" : "", why);
 	}
 	return CKPT_OK;
 }

@@ -51,6 +51,11 @@ int ckpt__mem_fanout(ckpt__mem *m, void *const *bufs, size_t off, size_t n, cons
 int ckpt__mem_fill(ckpt__mem *m, int r, void *dst, size_t n, const void *unit, size_t usize, const char *var);
 
 /** Pinned host memory of the provider (host_alloc), error naming `what`. */
+/**
+ * ": <message>" of the error the provider set for status `rc` in the call
+ * just made (one recorded since ckpt__error_seq() returned `seq`), else "".
+ */
+void ckpt__mem_provider_why(char *buf, size_t n, int rc, uint64_t seq);
 int ckpt__mem_pinned_alloc(ckpt__mem *m, void **out, size_t n, const char *what);
 void ckpt__mem_pinned_free(ckpt__mem *m, void *p, size_t n);
 

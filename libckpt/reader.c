@@ -84,8 +84,7 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 	opts.sync_rules = NULL; /* read during this call only */
 	opts.num_sync_rules = 0;
 	CKPT_TRY(ckpt__sync_rules_check(rules, nrules));
-	if (!opts.vfs)
-		opts.vfs = ckpt_vfs_default();
+	CKPT_TRY(ckpt_vfs_for_path(&opts.vfs, opts.vfs, path));
 	if (!opts.memory_budget)
 		opts.memory_budget = CKPT_DEFAULT_MEMORY_BUDGET;
 
@@ -499,8 +498,7 @@ int ckpt_writer_open(ckpt_writer **out, const char *path, const char *format, co
 			return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "unsupported ckpt_write_options version %u", o->version);
 		opts = *o;
 	}
-	if (!opts.vfs)
-		opts.vfs = ckpt_vfs_default();
+	CKPT_TRY(ckpt_vfs_for_path(&opts.vfs, opts.vfs, path));
 	if (opts.num_shards <= 0)
 		opts.num_shards = 1;
 	if (opts.num_shards > CKPT_MAX_SHARDS)

@@ -353,8 +353,7 @@ int ckpt_saved_model_read(ckpt_saved_model **out, const char *path, ckpt_vfs *vf
 	if (!out || !path)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_saved_model_read: NULL argument");
 	*out = NULL;
-	if (!vfs)
-		vfs = ckpt_vfs_default();
+	CKPT_TRY(ckpt_vfs_for_path(&vfs, vfs, path));
 	int is_dir = 0;
 	char *file = NULL;
 	if (ckpt_vfs_exists(vfs, path, &is_dir) > 0 && is_dir) {

@@ -483,13 +483,16 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 		if (v->wrapped) {
 			v->bufs[i] = o->replica_buffers[i];
 		} else if (pmem) {
+			uint64_t seq = ckpt__error_seq();
 			int rc = nbytes ? pmem->p.device_alloc(pmem->p.ctx, &v->bufs[i], pmem->devices[i], (size_t)nbytes) : CKPT_OK;
 			if (rc < 0 || (nbytes && !v->bufs[i])) {
+				char why[512];
+				ckpt__mem_provider_why(why, sizeof(why), rc, seq);
 				v->bufs[i] = NULL;
 				ckpt_variable_free(v);
 				return ckpt__fail(rc < 0 ? rc : CKPT_ENOMEM, NULL, name, -1,
-					"memory provider '%s': cannot allocate %llu bytes on device %d for replica %d of variable '%s'",
-					pmem->caps.name, (unsigned long long)nbytes, pmem->devices[i], i, name);
+					"memory provider '%s': cannot allocate %llu bytes on device %d for replica %d of variable '%s'%s",
+					pmem->caps.name, (unsigned long long)nbytes, pmem->devices[i], i, name, why);
 			}
 		} else if (!(v->bufs[i] = ckpt__variable_buffer_alloc(nbytes))) {
 			goto nomem;

@@ -12,7 +12,8 @@ jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS="-Werror" >/dev/null
 cmake --build build -j"$jobs"
 echo "== test suite =="
-./build/tests/ckpt-tests --jobs "$jobs"
+# the S3 suites (tests/test_s3*.c) run against a SeaweedFS server on 127.0.0.1 that this wrapper starts and stops
+bash tests/s3/with_s3_server.sh ./build/tests/ckpt-tests --jobs "$jobs"
 
 if [ "${CKPT_SKIP_SANITIZE:-0}" != "1" ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKPT_SANITIZE=ON -DCKPT_BUILD_BENCH=OFF >/dev/null
@@ -23,5 +24,5 @@ if [ "${CKPT_SKIP_SANITIZE:-0}" != "1" ]; then
   CKPT_TEST_SWEEP_SCALE=0.125 \
   LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp":print_suppressions=0 \
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:malloc_context_size=3 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ./build-asan/tests/ckpt-tests --jobs "$jobs"
+    bash tests/s3/with_s3_server.sh ./build-asan/tests/ckpt-tests --jobs "$jobs"
 fi

@@ -337,6 +337,9 @@ Test(device_mirrored, failed_restores_change_nothing)
 	if (rc == CKPT_OK)
 		cr_assert_fail("a restore through a failing device succeeded");
 	cr_assert(strstr(ckpt_error_last()->message, "guarded"), "%s", ckpt_error_last()->message);
+	/* the provider's own message is kept after the library's */
+	cr_assert(strstr(ckpt_error_last()->message, "injected copy failure"), "%s", ckpt_error_last()->message);
+	expect_values(&m, 2);
 	free_model(&m);
 
 	/* a shape mismatch: EMISMATCH naming the variable, nothing assigned */

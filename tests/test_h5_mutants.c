@@ -196,7 +196,7 @@ static int child_ok(void *arg, void **p, size_t *n)
 	return CKPT_OK;
 }
 
-static int boxed(ckpt__h5_child_fn fn, void *arg, unsigned timeout_ms, uint64_t mem)
+static int boxed(ckpt__h5_sandbox_fn fn, void *arg, unsigned timeout_ms, uint64_t mem)
 {
 	ckpt__h5_limits lim = { mem, timeout_ms };
 	void *out = NULL;

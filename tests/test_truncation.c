@@ -15,7 +15,7 @@ Test(truncation, tensorbundle_prefixes, .timeout = 240)
 	rel_sweep_positions(1 << REL_TF | 1 << REL_TF_STATE, REL_TRUNCATE, 2048 + 1024, 0);
 }
 
-/* A cut HDF5 image fails at open, before any dataset is read; each open forks the libhdf5 child (h5_sandbox.h). */
+/* A cut HDF5 image fails at open, before any dataset is read; each open runs libhdf5 in a sandboxed child (h5_sandbox.h). */
 Test(truncation, keras_h5_prefixes, .timeout = 480)
 {
 	rel_sweep_positions(1 << REL_KERAS_H5, REL_TRUNCATE, 1024, 0);

@@ -146,6 +146,11 @@ void jw_end_line(jw *w);
  */
 void cli_set_vfs(ckpt_vfs *vfs);
 ckpt_vfs *cli_vfs(void);
+/**
+ * cli_vfs(), except NULL (the library then picks the file system by path)
+ * when `a` or `b` (either may be NULL) is an s3:// path and cli_set_vfs chose none.
+ */
+ckpt_vfs *cli_vfs_for(const char *a, const char *b);
 
 /* ---- cli_progress.c: a progress line on stderr for long commands ---- */
 
@@ -157,8 +162,13 @@ typedef struct cli_progress cli_progress;
  * `json` is 0. Never fails the command: *out may be NULL (no progress).
  */
 int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int json);
-/** The VFS to pass in open/write/checkpoint options: the counting one while a line is drawn, else cli_vfs(). */
-ckpt_vfs *cli_progress_vfs(cli_progress *p);
+/**
+ * The VFS to pass in open/write/checkpoint options: the counting one while a
+ * line is drawn, else cli_vfs(); cli_vfs_for(a, b) when `a` or `b` (either
+ * may be NULL) is an s3:// path (the counting wrapper wraps the POSIX file
+ * system only).
+ */
+ckpt_vfs *cli_progress_vfs(cli_progress *p, const char *a, const char *b);
 void cli_progress_set_total(cli_progress *p, uint64_t total);
 /** Stop drawing and erase the line if one was drawn. Call before printing results. NULL ok. */
 void cli_progress_done(cli_progress *p);
@@ -194,6 +204,7 @@ void cli_print_saved_model_json(jw *w, const ckpt_saved_model *sm);
 /* ---- commands (one file each) ---- */
 extern const cli_cmd cli_cmd_inspect;
 extern const cli_cmd cli_cmd_verify;
+extern const cli_cmd cli_cmd_s3;
 extern const cli_cmd cli_cmd_diff;
 extern const cli_cmd cli_cmd_convert;
 extern const cli_cmd cli_cmd_restore;

@@ -300,8 +300,10 @@ int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int
 	return CLI_EXIT_OK;
 }
 
-ckpt_vfs *cli_progress_vfs(cli_progress *p)
+ckpt_vfs *cli_progress_vfs(cli_progress *p, const char *a, const char *b)
 {
+	if (ckpt_path_is_s3(a) || ckpt_path_is_s3(b))
+		return cli_vfs_for(a, b);
 	/* off (not a terminal, --json) or counted by the kernel: the commands' own VFS, which costs nothing */
 	return p && p->have_thread && !p->proc_io ? &p->vfs : cli_vfs();
 }

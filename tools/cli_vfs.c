@@ -12,3 +12,10 @@ ckpt_vfs *cli_vfs(void)
 {
 	return chosen ? chosen : ckpt_vfs_default();
 }
+
+ckpt_vfs *cli_vfs_for(const char *a, const char *b)
+{
+	if (!chosen && (ckpt_path_is_s3(a) || ckpt_path_is_s3(b)))
+		return NULL;
+	return cli_vfs();
+}

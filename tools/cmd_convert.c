@@ -181,7 +181,7 @@ static int convert_open_input(convert_job *j)
 	size_t i;
 
 	cli_progress_start(&j->prog, "convert", 0, 0);
-	oo.vfs = cli_progress_vfs(j->prog);
+	oo.vfs = cli_progress_vfs(j->prog, j->in, j->out);
 	if (ckpt_reader_open(&j->r, j->in, &oo) != CKPT_OK)
 		return cli_report_last(j->in, NULL);
 	cli_progress_set_total(j->prog, 2 * cli_reader_bytes(j->r)); /* read once, written once */
@@ -214,7 +214,7 @@ static int convert_open_output(convert_job *j)
 	const ckpt_object_graph *g = j->dropped ? j->pruned : ckpt_reader_object_graph(j->r);
 	size_t i;
 
-	wo.vfs = cli_progress_vfs(j->prog);
+	wo.vfs = cli_progress_vfs(j->prog, j->in, j->out);
 	if (ckpt_writer_open(&j->w, j->out, j->format, &wo) != CKPT_OK)
 		return cli_report_last(j->out, NULL);
 	if (g && ckpt_writer_set_object_graph(j->w, g) != CKPT_OK)

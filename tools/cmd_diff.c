@@ -519,8 +519,8 @@ static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 		return CLI_EXIT_USAGE;
 
 	cli_progress_start(&prog, "diff", 0, args.json);
-	if (side_open(&d.A, args.a, cli_progress_vfs(prog)) != CLI_EXIT_OK ||
-	    side_open(&d.B, args.b, cli_progress_vfs(prog)) != CLI_EXIT_OK) {
+	if (side_open(&d.A, args.a, cli_progress_vfs(prog, args.a, args.b)) != CLI_EXIT_OK ||
+	    side_open(&d.B, args.b, cli_progress_vfs(prog, args.a, args.b)) != CLI_EXIT_OK) {
 		diff_result_free(&d);
 		cli_progress_free(prog);
 		return CLI_EXIT_ERROR;

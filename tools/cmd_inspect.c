@@ -667,7 +667,7 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	oo.sync_rules = rules.rules;
 	oo.num_sync_rules = rules.n;
-	oo.vfs = cli_vfs();
+	oo.vfs = cli_vfs_for(path, NULL);
 
 	rc = ckpt_reader_open(&st.r, path, &oo);
 	cli_sync_rules_free(&rules);

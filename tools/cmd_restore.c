@@ -373,7 +373,7 @@ static int restore_load(restore_result *res)
 	co.warn_ctx = (void *)p->path;
 	/* the reader the check uses, opened first: its sizes are what 100 % means */
 	cli_progress_start(&res->prog, "restore", 0, p->json);
-	oo.vfs = cli_progress_vfs(res->prog);
+	oo.vfs = cli_progress_vfs(res->prog, p->path, p->save);
 	co.vfs = oo.vfs;
 	if (ckpt_reader_open(&res->r, p->path, &oo) != CKPT_OK)
 		return cli_report_last(p->path, NULL);

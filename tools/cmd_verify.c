@@ -38,7 +38,7 @@ static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
 	path = args.path;
 
 	cli_progress_start(&prog, "verify", 0, 0);
-	oo.vfs = cli_progress_vfs(prog);
+	oo.vfs = cli_progress_vfs(prog, path, NULL);
 	if (ckpt_reader_open(&r, path, &oo) != CKPT_OK) {
 		cli_progress_free(prog);
 		return cli_report_last(path, NULL);

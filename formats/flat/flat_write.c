@@ -131,8 +131,10 @@ void ckpt__flat_writer_free(ckpt_writer *w, flat_writer *fw)
 	if (fw->io) { /* announced and started, never committed: the caller's last error stays */
 		ckpt__error_slot slot = { 0 };
 		ckpt__error_capture(&slot);
+		ckpt__io_abandon(fw->io);
 		ckpt_io_close(fw->io);
-		w->vfs->methods->remove(w->vfs, fw->tmp);
+		if (strcmp(fw->tmp, w->path) != 0) /* without rename nothing was published: the old file stays */
+			w->vfs->methods->remove(w->vfs, fw->tmp);
 		if (slot.code)
 			ckpt__error_raise(&slot);
 		else
@@ -167,7 +169,9 @@ int ckpt__flat_begin(ckpt_writer *w, flat_writer *fw, const void *head, size_t h
 	static _Thread_local unsigned seq;
 	if (fw->started)
 		return ckpt__fail(CKPT_EINVAL, w->path, NULL, -1, "internal: flat writer started twice");
-	fw->tmp = ckpt__asprintf("%s.tmp%ld_%u_%u", w->path, (long)getpid(), (unsigned)time(NULL), ++seq);
+	char suffix[80];
+	snprintf(suffix, sizeof(suffix), "tmp%ld_%u_%u", (long)getpid(), (unsigned)time(NULL), ++seq);
+	fw->tmp = ckpt__vfs_temp_name(w->vfs, w->path, suffix);
 	if (!fw->tmp)
 		return CKPT_ENOMEM;
 	CKPT_TRY(reindex(fw, fw->n)); /* the layout may have reordered the entries */
@@ -216,13 +220,13 @@ static int finish(ckpt_writer *w, flat_writer *fw, int rc)
 	if (rc == CKPT_OK)
 		rc = crc;
 	if (rc == CKPT_OK)
-		rc = ckpt_vfs_rename(w->vfs, fw->tmp, w->path);
+		rc = ckpt__vfs_publish(w->vfs, fw->tmp, w->path);
 	if (rc == CKPT_OK && !w->opts.no_fsync) {
 		char *dir = ckpt__path_dir(w->path);
 		rc = dir ? ckpt_vfs_sync_dir(w->vfs, dir) : CKPT_ENOMEM;
 		ckpt__free(dir);
 	}
-	if (rc < 0) {
+	if (rc < 0 && strcmp(fw->tmp, w->path) != 0) {
 		ckpt__error_slot slot = { 0 };
 		ckpt__error_capture(&slot);
 		w->vfs->methods->remove(w->vfs, fw->tmp);

@@ -1,34 +1,26 @@
 /*
- * The libhdf5 process boundary (h5_sandbox.h): the child's side (limits,
- * the answer), reading and judging an answer, and the fork of the caller,
- * which is the fallback when the reader process (h5_helper.c) cannot be
- * used. A fork's cost is the page-table copy, proportional to the caller's
- * resident memory (1.8 ms per small open at 10 MB, 69 ms at 1 GB, 197 ms
- * at 4 GB: tests/fuzz/README.md).
- *
- * Wire format, child -> parent, one message:
- *   u32 magic "KHH5", i32 status, u64 length, then `length` bytes:
- *   status >= 0: the payload; status < 0: i32 errno, i64 offset,
- *   u32 variable length, variable, message (the child's last error).
+ * The libhdf5 sandbox (h5_sandbox.h): the child's side (limits, the
+ * answer), reading and judging an answer, and the fork of the caller,
+ * which is the fallback when the sandbox server (h5_sandbox_client.c)
+ * cannot be used. A fork's cost is the page-table copy, proportional to
+ * the caller's resident memory (1.8 ms per small open at 10 MB, 69 ms at
+ * 1 GB, 197 ms at 4 GB: tests/fuzz/README.md). The answer's bytes are
+ * h5_sandbox_wire.h's.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/pidfd.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include "formats/keras_h5/h5_safe.h"
 #include "formats/keras_h5/h5_sandbox.h"
+#include "formats/keras_h5/h5_sandbox_wire.h"
 #include "formats/format.h"
-
-#define SB_MAGIC 0x3548484bu /* "KHH5" little-endian */
-#define SB_MAX_ERROR 65536
 
 static uint64_t sb_count, sb_forks;
 
@@ -70,21 +62,6 @@ void ckpt__h5_limits_layout(ckpt__h5_limits *lim)
 	lim->timeout_ms = 60000;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	while (n) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* Address space already mapped (from /proc; ASan's shadow makes it huge), in bytes; 0 if unknown. */
 static uint64_t vm_size(void)
 {
@@ -123,84 +100,19 @@ static void child_limits(const ckpt__h5_limits *lim)
 	}
 }
 
-void ckpt__h5_sb_child(int wfd, const ckpt__h5_limits *lim, ckpt__h5_child_fn fn, void *arg)
+void ckpt__h5_sandbox_child(int wfd, const ckpt__h5_limits *lim, ckpt__h5_sandbox_fn fn, void *arg)
 {
 	void *payload = NULL;
 	size_t len = 0;
-	unsigned char hdr[16];
-	uint32_t magic = SB_MAGIC;
 	int32_t status;
-	uint64_t n;
 	child_limits(lim);
 	status = fn(arg, &payload, &len);
-	if (status < 0) {
-		const ckpt_error *e = ckpt_error_last();
-		const char *msg = e->message ? e->message : "", *var = e->variable ? e->variable : "";
-		size_t ml = strnlen(msg, SB_MAX_ERROR / 2), vl = strnlen(var, SB_MAX_ERROR / 4);
-		int32_t err = e->sys_errno;
-		int64_t off = e->offset;
-		uint32_t vl32 = (uint32_t)vl;
-		unsigned char *b = malloc(16 + vl + ml);
-		if (!b)
-			_exit(3);
-		memcpy(b, &err, 4);
-		memcpy(b + 4, &off, 8);
-		memcpy(b + 12, &vl32, 4);
-		memcpy(b + 16, var, vl);
-		memcpy(b + 16 + vl, msg, ml);
-		payload = b;
-		len = 16 + vl + ml;
-		if (e->code < 0)
-			status = e->code;
-	}
-	n = len;
-	memcpy(hdr, &magic, 4);
-	memcpy(hdr + 4, &status, 4);
-	memcpy(hdr + 8, &n, 8);
-	if (write_all(wfd, hdr, 16) < 0 || (len && write_all(wfd, payload, len) < 0))
+	if (status < 0 && ckpt__h5_wire_error_encode(&status, &payload, &len) < 0)
+		_exit(3);
+	if (ckpt__h5_wire_answer_write(wfd, status, payload, len) < 0)
 		_exit(4);
 	/* No atexit handlers: libhdf5's and the sanitizers' belong to the parent. */
 	_exit(0);
-}
-
-int64_t ckpt__h5_sb_now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-int ckpt__h5_sb_read_full(int fd, void *buf, size_t n, int64_t deadline)
-{
-	char *p = buf;
-	while (n) {
-		struct pollfd pf;
-		ssize_t k;
-		int64_t left = deadline - ckpt__h5_sb_now_ms();
-		int e;
-		if (left <= 0)
-			return 2;
-		pf.fd = fd;
-		pf.events = POLLIN;
-		pf.revents = 0;
-		e = poll(&pf, 1, left > 1000000 ? 1000000 : (int)left);
-		if (e < 0 && errno == EINTR)
-			continue;
-		if (e < 0)
-			return -1;
-		if (e == 0)
-			continue;
-		k = read(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -1;
-		if (k == 0)
-			return 1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
 }
 
 static const char *sig_name(int s)
@@ -217,76 +129,36 @@ static const char *sig_name(int s)
 	}
 }
 
-/* The child's error, re-raised here with our path. */
-static int raise_child_error(int status, const unsigned char *b, size_t n, const char *path)
-{
-	int32_t err;
-	int64_t off;
-	uint32_t vl;
-	char *var, *msg;
-	int rc;
-	if (n < 16)
-		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process sent a malformed error");
-	memcpy(&err, b, 4);
-	memcpy(&off, b + 4, 8);
-	memcpy(&vl, b + 12, 4);
-	if (vl > n - 16)
-		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process sent a malformed error");
-	var = ckpt__strndup((const char *)b + 16, vl);
-	msg = ckpt__strndup((const char *)b + 16 + vl, n - 16 - vl);
-	if (!var || !msg) {
-		ckpt__free(var);
-		ckpt__free(msg);
-		return CKPT_ENOMEM;
-	}
-	rc = ckpt__fail(status, path, *var ? var : NULL, off, "%s", msg);
-	if (err) {
-		ckpt__error_slot slot;
-		memset(&slot, 0, sizeof(slot));
-		ckpt__error_capture(&slot);
-		slot.sys_errno = err;
-		rc = ckpt__error_raise(&slot);
-		ckpt__error_slot_clear(&slot);
-	}
-	ckpt__free(var);
-	ckpt__free(msg);
-	return rc;
-}
-
-int ckpt__h5_sb_collect(int rfd, int64_t deadline, const char *path, const char *what, void *dst, size_t dst_len,
+int ckpt__h5_sandbox_collect(int rfd, int64_t deadline, const char *path, const char *what, void *dst, size_t dst_len,
 	size_t max, void **out, size_t *n, int *got_out, int32_t *status_out)
 {
-	unsigned char hdr[16];
-	uint32_t magic;
+	unsigned char hdr[CKPT_H5_WIRE_ANSWER_HEAD];
 	int32_t status = 0;
 	uint64_t len;
 	void *buf = NULL;
 	int got, rc = CKPT_OK;
-	got = ckpt__h5_sb_read_full(rfd, hdr, sizeof(hdr), deadline);
+	got = ckpt__h5_wire_read_full(rfd, hdr, sizeof(hdr), deadline);
 	if (got == 0) {
-		memcpy(&magic, hdr, 4);
-		memcpy(&status, hdr + 4, 4);
-		memcpy(&len, hdr + 8, 8);
-		if (magic != SB_MAGIC)
+		if (ckpt__h5_wire_answer_head(hdr, &status, &len) < 0)
 			got = -1;
 		else if (status < 0) {
-			if (len > SB_MAX_ERROR)
+			if (len > CKPT_H5_WIRE_MAX_ERROR)
 				got = -1;
 			else if (!(buf = ckpt__malloc(len ? (size_t)len : 1)))
 				rc = CKPT_ENOMEM;
-			else if ((got = ckpt__h5_sb_read_full(rfd, buf, (size_t)len, deadline)) == 0)
-				rc = raise_child_error(status, buf, (size_t)len, path);
+			else if ((got = ckpt__h5_wire_read_full(rfd, buf, (size_t)len, deadline)) == 0)
+				rc = ckpt__h5_wire_error_raise(status, buf, (size_t)len, path);
 		} else if (dst) {
 			if (len != dst_len)
 				rc = ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process sent %llu bytes for %s, wanted %zu",
 					(unsigned long long)len, what, dst_len);
 			else
-				got = ckpt__h5_sb_read_full(rfd, dst, dst_len, deadline);
+				got = ckpt__h5_wire_read_full(rfd, dst, dst_len, deadline);
 		} else if (len > max) {
 			rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "%s: %llu bytes, cap is %zu", what, (unsigned long long)len, max);
 		} else if (!(buf = ckpt__malloc(len ? (size_t)len : 1))) {
 			rc = CKPT_ENOMEM;
-		} else if ((got = ckpt__h5_sb_read_full(rfd, buf, (size_t)len, deadline)) == 0) {
+		} else if ((got = ckpt__h5_wire_read_full(rfd, buf, (size_t)len, deadline)) == 0) {
 			*out = buf;
 			*n = (size_t)len;
 			buf = NULL;
@@ -298,7 +170,7 @@ int ckpt__h5_sb_collect(int rfd, int64_t deadline, const char *path, const char 
 	return rc;
 }
 
-int ckpt__h5_sb_result(int rc, int got, int32_t status, int have_wstatus, int st, const ckpt__h5_limits *lim,
+int ckpt__h5_sandbox_result(int rc, int got, int32_t status, int have_wstatus, int st, const ckpt__h5_limits *lim,
 	const char *path, const char *what, void **out)
 {
 	if (rc < 0 && got == 0)
@@ -330,7 +202,7 @@ int ckpt__h5_sb_result(int rc, int got, int32_t status, int have_wstatus, int st
 	return ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "libhdf5 reader process gave no answer %s", what);
 }
 
-int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *lim, ckpt__h5_child_fn fn,
+int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *lim, ckpt__h5_sandbox_fn fn,
 	void *arg, void *dst, size_t dst_len, size_t max, void **out, size_t *n)
 {
 	int p[2], st = 0, got, rc = CKPT_OK, reaped, pidfd;
@@ -381,14 +253,14 @@ int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *
 	}
 	if (pid == 0) {
 		close(p[0]);
-		ckpt__h5_sb_child(p[1], lim, fn, arg);
+		ckpt__h5_sandbox_child(p[1], lim, fn, arg);
 	}
 	__atomic_add_fetch(&sb_count, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&sb_forks, 1, __ATOMIC_RELAXED);
 	pidfd = pidfd_open(pid, 0); /* -1 (old kernel): reaped below, at once */
 	close(p[1]);
-	deadline = ckpt__h5_sb_now_ms() + lim->timeout_ms;
-	rc = ckpt__h5_sb_collect(p[0], deadline, path, what, dst, dst_len, max, out, n, &got, &status);
+	deadline = ckpt__h5_wire_now_ms() + lim->timeout_ms;
+	rc = ckpt__h5_sandbox_collect(p[0], deadline, path, what, dst, dst_len, max, out, n, &got, &status);
 	if (got != 0 || rc < 0)
 		kill(pid, SIGKILL); /* gone already, or stuck, or no longer listened to */
 	close(p[0]);
@@ -406,10 +278,10 @@ int ckpt__h5_sandbox(const char *path, const char *what, const ckpt__h5_limits *
 	}
 	if (pidfd >= 0)
 		close(pidfd);
-	return ckpt__h5_sb_result(rc, got, status, reaped == pid, st, lim, path, what, out);
+	return ckpt__h5_sandbox_result(rc, got, status, reaped == pid, st, lim, path, what, out);
 }
 
-/* A job in a forked child (no reader process): the child inherits the image. */
+/* A job in a forked child (no sandbox server): the child inherits the image. */
 typedef struct fork_job {
 	const ckpt__h5_job *j;
 	ckpt__h5_job_fn serve;
@@ -427,7 +299,8 @@ int ckpt__h5_sandbox_job(const char *what, const ckpt__h5_limits *lim, const ckp
 	fork_job f;
 #ifndef CKPT_FUZZ_H5_IN_PROCESS
 	int rc;
-	if (j->fd >= 0 && ckpt__h5_helper_usable() && ckpt__h5_helper_job(what, lim, j, dst, dst_len, max, out, n, &rc)) {
+	if (j->fd >= 0 && ckpt__h5_sandbox_server_usable() &&
+		ckpt__h5_sandbox_server_job(what, lim, j, dst, dst_len, max, out, n, &rc)) {
 		__atomic_add_fetch(&sb_count, 1, __ATOMIC_RELAXED);
 		return rc;
 	}

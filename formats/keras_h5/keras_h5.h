@@ -149,7 +149,7 @@ int ckpt__keras_h5_build(const ckpt_writer *w, int layout, const ckpt__keras_wte
 int ckpt__keras_check_tensor(const char *name, const ckpt_tensor *t);
 
 struct ckpt__h5_job;
-/** Run a libhdf5 job (layout scan, dataset read) behind the boundary: the reader process's and forked child's work. */
+/** Run a libhdf5 job (layout scan, dataset read) in the sandbox's child, forked by the sandbox server or the caller. */
 int ckpt__keras_h5_serve(const struct ckpt__h5_job *j, void **payload, size_t *len);
 
 /** Natural order of names: "dense_2" < "dense_10" (digit runs compared as numbers). */

@@ -820,9 +820,9 @@ static int decode_layout(ckpt_reader *r, kh5_state *s, const void *buf, size_t l
 }
 
 /*
- * A job behind the boundary (h5_sandbox.h), on a fresh reader and state
- * over the job's image: the same code whether the child was forked from the
- * caller (which inherits the image) or from the reader process (which maps
+ * A job in the sandbox (h5_sandbox.h), on a fresh reader and state over
+ * the job's image: the same code whether the child was forked from the
+ * caller (which inherits the image) or from the sandbox server (which maps
  * the descriptor it was sent). Nothing is freed: the child exits.
  */
 int ckpt__keras_h5_serve(const ckpt__h5_job *j, void **payload, size_t *len)
@@ -869,7 +869,7 @@ int ckpt__keras_h5_serve(const ckpt__h5_job *j, void **payload, size_t *len)
 }
 
 /*
- * The reader process gets the file as a descriptor: an image in memory
+ * The sandbox server gets the file as a descriptor: an image in memory
  * (memory VFS, a shard read whole) moves into a memfd, mapped in its place
  * (the same memory, not a second copy). No memfd: the forked child reads
  * the buffer as before.
@@ -879,7 +879,7 @@ static void image_to_memfd(kh5_state *s)
 	void *m;
 	size_t done = 0;
 	int fd;
-	if (s->fd >= 0 || !s->image_len || !ckpt__h5_helper_usable())
+	if (s->fd >= 0 || !s->image_len || !ckpt__h5_sandbox_server_usable())
 		return;
 	if ((fd = memfd_create("ckpt-h5-image", MFD_CLOEXEC)) < 0)
 		return;

@@ -4,6 +4,7 @@
  * (tfb_shard_*); the index is TensorFlow's TableBuilder (sstable_write.c)
  * over the union of every shard's entries, as MergeBundles writes it.
  */
+#include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 #include <protobuf-c/protobuf-c.h>
@@ -19,10 +20,12 @@ struct ckpt_bundle_part {
 	int failed;
 };
 
-static char *temp_path(const char *prefix, int shard, int nshards, uint64_t token)
+static char *temp_path(ckpt_vfs *vfs, const char *prefix, int shard, int nshards, uint64_t token)
 {
 	char *final = tfb_data_path(prefix, shard, nshards);
-	char *tmp = final ? ckpt__asprintf("%s.tempstate%llu", final, (unsigned long long)token) : NULL;
+	char suffix[40];
+	snprintf(suffix, sizeof(suffix), "tempstate%llu", (unsigned long long)token);
+	char *tmp = final ? ckpt__vfs_temp_name(vfs, final, suffix) : NULL;
 	ckpt__free(final);
 	return tmp;
 }
@@ -42,7 +45,7 @@ int ckpt_bundle_part_open(ckpt_bundle_part **out, ckpt_vfs *vfs, const char *pre
 		return CKPT_ENOMEM;
 	p->vfs = vfs;
 	p->shard = shard;
-	p->sh.tmp = temp_path(prefix, shard, nshards, token);
+	p->sh.tmp = temp_path(vfs, prefix, shard, nshards, token);
 	int rc = p->sh.tmp ? tfb_make_parent_dirs(vfs, prefix) : CKPT_ENOMEM;
 	if (rc == CKPT_OK)
 		rc = ckpt_vfs_open(vfs, p->sh.tmp, CKPT_IO_WRITE, &p->sh.io);
@@ -185,8 +188,10 @@ void ckpt_bundle_part_free(ckpt_bundle_part *p)
 {
 	if (!p)
 		return;
-	if (p->sh.io)
+	if (p->sh.io) {
+		ckpt__io_abandon(p->sh.io);
 		ckpt_io_close(p->sh.io);
+	}
 	ckpt__free(p->sh.tmp);
 	tfb_buf_free(&p->sh.buf);
 	tfb_buf_free(&p->entries);
@@ -197,7 +202,7 @@ void ckpt_bundle_part_discard(ckpt_vfs *vfs, const char *prefix, int shard, int 
 {
 	if (!vfs || !prefix)
 		return;
-	char *tmp = temp_path(prefix, shard, nshards, token);
+	char *tmp = temp_path(vfs, prefix, shard, nshards, token);
 	/* cleanup must not replace the error the caller reports */
 	ckpt__error_slot saved = { 0 };
 	ckpt__error_capture(&saved);
@@ -307,20 +312,21 @@ static int merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uint64_t
 	CKPT_TRY(rc);
 	char *dir = ckpt__path_dir(prefix), *final = tfb_index_path(prefix);
 	rc = dir && final ? CKPT_OK : CKPT_ENOMEM;
-	/* an older bundle of this prefix goes first, so its index never covers new data */
-	if (rc == CKPT_OK && ckpt_vfs_exists(vfs, final, NULL) > 0) {
+	/* an older bundle of this prefix goes first, so its index never covers new data
+	 * (without rename the index just written is the final one: data was published at close) */
+	if (rc == CKPT_OK && strcmp(index_tmp, final) != 0 && ckpt_vfs_exists(vfs, final, NULL) > 0) {
 		rc = ckpt_vfs_remove(vfs, final);
 		if (rc == CKPT_OK && !no_fsync)
 			rc = ckpt_vfs_sync_dir(vfs, dir);
 	}
 	for (int s = 0; s < nshards && rc == CKPT_OK; s++) {
-		char *tmp = temp_path(prefix, s, nshards, token), *dfinal = tfb_data_path(prefix, s, nshards);
-		rc = tmp && dfinal ? ckpt_vfs_rename(vfs, tmp, dfinal) : CKPT_ENOMEM;
+		char *tmp = temp_path(vfs, prefix, s, nshards, token), *dfinal = tfb_data_path(prefix, s, nshards);
+		rc = tmp && dfinal ? ckpt__vfs_publish(vfs, tmp, dfinal) : CKPT_ENOMEM;
 		ckpt__free(tmp);
 		ckpt__free(dfinal);
 	}
 	if (rc == CKPT_OK)
-		rc = ckpt_vfs_rename(vfs, index_tmp, final);
+		rc = ckpt__vfs_publish(vfs, index_tmp, final);
 	if (rc == CKPT_OK && !no_fsync) {
 		rc = ckpt_vfs_sync_dir(vfs, dir);
 		if (rc < 0) {
@@ -344,7 +350,9 @@ int ckpt_bundle_merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uin
 		return ckpt__fail(CKPT_EINVAL, prefix, NULL, -1,
 			"ckpt_bundle_merge_commit: NULL argument or %d shards", nshards);
 	char *final = tfb_index_path(prefix);
-	char *index_tmp = final ? ckpt__asprintf("%s.tempstate%llu", final, (unsigned long long)token) : NULL;
+	char suffix[40];
+	snprintf(suffix, sizeof(suffix), "tempstate%llu", (unsigned long long)token);
+	char *index_tmp = final ? ckpt__vfs_temp_name(vfs, final, suffix) : NULL;
 	ckpt__free(final);
 	if (!index_tmp)
 		return CKPT_ENOMEM;

@@ -15,6 +15,7 @@
  * A writer freed without commit removes its temporaries.
  */
 #include <string.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -341,18 +342,28 @@ static int writer_open(ckpt_writer *w)
 	if (!s->sh)
 		return CKPT_ENOMEM;
 	s->nshards = n;
-	uint64_t r = temp_suffix(w);
+	char suffix[40];
+	snprintf(suffix, sizeof(suffix), "tempstate%llu", (unsigned long long)temp_suffix(w));
+	s->index_final = tfb_index_path(w->path);
+	s->index_tmp = s->index_final ? ckpt__vfs_temp_name(w->vfs, s->index_final, suffix) : NULL;
+	if (!s->index_tmp)
+		return CKPT_ENOMEM;
+	/*
+	 * Without rename the data files are written under their final names:
+	 * an older bundle of this prefix loses its index first, so it never
+	 * covers new data.
+	 */
+	if ((ckpt_vfs_caps(w->vfs) & CKPT_VFS_CAP_NO_RENAME) && ckpt_vfs_exists(w->vfs, s->index_final, NULL) > 0)
+		CKPT_TRY(ckpt_vfs_remove(w->vfs, s->index_final));
 	for (int i = 0; i < n; i++) {
 		wshard *sh = &s->sh[i];
 		sh->final = tfb_data_path(w->path, i, n);
-		sh->tmp = sh->final ? ckpt__asprintf("%s.tempstate%llu", sh->final, (unsigned long long)r) : NULL;
+		sh->tmp = sh->final ? ckpt__vfs_temp_name(w->vfs, sh->final, suffix) : NULL;
 		if (!sh->tmp)
 			return CKPT_ENOMEM;
 		CKPT_TRY(ckpt_vfs_open(w->vfs, sh->tmp, CKPT_IO_WRITE, &sh->io));
 	}
-	s->index_final = tfb_index_path(w->path);
-	s->index_tmp = s->index_final ? ckpt__asprintf("%s.tempstate%llu", s->index_final, (unsigned long long)r) : NULL;
-	return s->index_tmp ? CKPT_OK : CKPT_ENOMEM;
+	return CKPT_OK;
 }
 
 int tfb_writer_open(ckpt_writer *w)
@@ -482,17 +493,18 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 	/*
 	 * Overwriting a prefix: retire the old index first (durably), so that a
 	 * failure while the data files are replaced leaves no checkpoint at all
-	 * rather than an old index over new data.
+	 * rather than an old index over new data. (Without rename that was done
+	 * at open, and the index written above is already the final one.)
 	 */
-	if (ckpt_vfs_exists(w->vfs, s->index_final, NULL)) {
+	if (strcmp(s->index_tmp, s->index_final) != 0 && ckpt_vfs_exists(w->vfs, s->index_final, NULL)) {
 		rc = ckpt_vfs_remove(w->vfs, s->index_final);
 		if (rc == CKPT_OK && !w->opts.no_fsync)
 			rc = ckpt_vfs_sync_dir(w->vfs, dir);
 	}
 	for (int i = 0; i < s->nshards && rc == CKPT_OK; i++)
-		rc = ckpt_vfs_rename(w->vfs, s->sh[i].tmp, s->sh[i].final);
+		rc = ckpt__vfs_publish(w->vfs, s->sh[i].tmp, s->sh[i].final);
 	if (rc == CKPT_OK)
-		rc = ckpt_vfs_rename(w->vfs, s->index_tmp, s->index_final);
+		rc = ckpt__vfs_publish(w->vfs, s->index_tmp, s->index_final);
 	if (rc == CKPT_OK && !w->opts.no_fsync) {
 		rc = ckpt_vfs_sync_dir(w->vfs, dir);
 		/* not durable: take it back rather than report failure over a visible checkpoint */
@@ -530,8 +542,10 @@ void tfb_writer_close(ckpt_writer *w)
 	int keep = w->committed || s->committed;
 	for (int i = 0; s->sh && i < s->nshards; i++) {
 		wshard *sh = &s->sh[i];
-		if (sh->io)
+		if (sh->io) {
+			ckpt__io_abandon(sh->io);
 			ckpt_io_close(sh->io);
+		}
 		if (!keep && sh->tmp)
 			ckpt_vfs_remove(w->vfs, sh->tmp);
 		ckpt__free(sh->tmp);

@@ -36,6 +36,13 @@ static void same_everywhere(const char *what, const char *s)
 	free(all);
 }
 
+/* through the library's file system for the path: local or s3:// (tests/test_s3_mpi.c) */
+static int exists(const char *p)
+{
+	ckpt_vfs *v = NULL;
+	return ckpt_vfs_for_path(&v, NULL, p) == CKPT_OK && ckpt_vfs_exists(v, p, NULL) > 0;
+}
+
 static int do_save(ckpt_strategy *s, const char *dir, int steps)
 {
 	tm_model m;
@@ -58,13 +65,13 @@ static int do_save(ckpt_strategy *s, const char *dir, int steps)
 		char p[1024];
 		for (int k = 0; k < size; k++, checks++) {
 			snprintf(p, sizeof(p), "%s.data-%05d-of-%05d", path, k, size);
-			if (access(p, F_OK) != 0)
+			if (!exists(p))
 				bad++, fprintf(stderr, "missing data shard %s\n", p);
 		}
 		/* the oldest beyond max_to_keep is gone, on the shared directory */
 		snprintf(p, sizeof(p), "%s/ckpt-%d.index", dir, steps - 2);
 		checks++;
-		if (steps > 2 && access(p, F_OK) == 0)
+		if (steps > 2 && exists(p))
 			bad++, fprintf(stderr, "%s should have been deleted (max_to_keep 2)\n", p);
 		/* a single-process reader, outside the scope (plain variables) */
 		tm_model one;

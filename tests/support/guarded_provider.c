@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "ckpt/sys/error.h"
 #include "guarded_provider.h"
 
 typedef struct gbuf {
@@ -203,7 +204,8 @@ static int enqueue(ts_guarded *g, ckpt_memory_queue *q, int kind, void *dst, int
 		rc = CKPT_EINVAL; /* a host pointer passed as device memory, or the other way round */
 	else if (g->fail_count && g->fail_after == 0) {
 		g->fail_count--;
-		rc = CKPT_EIO;
+		/* a message of its own, as a real provider's (a CUDA error's text): the library keeps it */
+		rc = ckpt_error_set(CKPT_EIO, NULL, NULL, -1, "guarded provider: injected copy failure");
 	} else {
 		if (g->fail_count)
 			g->fail_after--;

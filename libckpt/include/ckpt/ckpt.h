@@ -34,5 +34,6 @@
 #include "ckpt/partitioned.h"
 #include "ckpt/host.h"
 #include "ckpt/async.h"
+#include "ckpt/s3.h"
 
 #endif

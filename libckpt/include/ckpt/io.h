@@ -24,7 +24,7 @@
  *
  * Not files of the VFS: process-private scratch with no name (the Keras
  * archive reader's unnamed $TMPDIR file or memfd for a member, the HDF5
- * sandbox's memfd images), /proc and /dev/null, and the helper executable.
+ * sandbox's memfd images), /proc and /dev/null, and the sandbox server's executable.
  *
  * Rules every implementation follows:
  *  - pread returns the number of bytes read in *got; a short read is not an

@@ -1,0 +1,123 @@
+"""Save and restore of a checkpoint on S3: libckpt against boto3 and the AWS CLI.
+
+Run under tests/s3/with_s3_server.sh (a warm local SeaweedFS; its variables
+name the endpoint, bucket and credentials):
+
+    CKPT_ORACLE_PYTHON=VENV/bin/python tests/s3/with_s3_server.sh \
+        VENV/bin/python bench/s3_bench.py --states medium --reps 3 [--aws AWSCLI_VENV/bin/aws]
+
+For each state, ckpt_bench --export writes it once to a local directory.
+Then, whole processes, timed by wall clock, medians of --reps:
+  save     ours:  ckpt convert LOCAL s3://.../ours-i --to tf  (reads the local
+                  checkpoint, uploads data objects then the index)
+           boto3: upload_file of the same files, TransferConfig with the same
+                  concurrency (max_concurrency = CKPT_S3_PARALLEL, 8 MiB parts)
+           awscli: aws s3 cp --recursive of the same directory
+  restore  ours:  ckpt restore s3://.../ours-i --strategy default (reads and
+                  checks every tensor into memory: crc32c verified)
+           boto3: download_file of every object into a fresh directory
+           awscli: aws s3 cp --recursive down
+Peak RSS of each process from wait4. Prints a Markdown table.
+"""
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("CKPT_BUILD_DIR", os.path.join(ROOT, "build"))
+
+
+def timed(argv, env=None):
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    dt = time.perf_counter() - t0
+    err = p.stderr.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{' '.join(argv)} failed:\n{err}")
+    return dt, ru.ru_maxrss / 1024.0
+
+
+BOTO_UP = """
+import os, sys, boto3
+from boto3.s3.transfer import TransferConfig
+src, bucket, prefix, conc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+cfg = TransferConfig(max_concurrency=conc, multipart_chunksize=8 << 20, multipart_threshold=8 << 20)
+s3 = boto3.client("s3")
+for name in sorted(os.listdir(src)):
+    s3.upload_file(os.path.join(src, name), bucket, prefix + "/" + name, Config=cfg)
+"""
+
+BOTO_DOWN = """
+import os, sys, boto3
+from boto3.s3.transfer import TransferConfig
+bucket, prefix, dst, conc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+cfg = TransferConfig(max_concurrency=conc, multipart_chunksize=8 << 20, multipart_threshold=8 << 20)
+s3 = boto3.client("s3")
+os.makedirs(dst, exist_ok=True)
+for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/")["Contents"]:
+    s3.download_file(bucket, o["Key"], os.path.join(dst, o["Key"].rsplit("/", 1)[1]), Config=cfg)
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--states", default="medium")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--aws", default=os.environ.get("CKPT_BENCH_AWS"), help="the aws command (awscli venv)")
+    a = ap.parse_args()
+    bucket = os.environ["CKPT_S3_TEST_BUCKET"]
+    conc = int(os.environ.get("CKPT_S3_PARALLEL", "8"))
+    py = sys.executable
+    ckpt = os.path.join(BUILD, "ckpt")
+    rows = []
+    work = tempfile.mkdtemp(prefix="ckpt-s3-bench-")
+    run = f"bench-{os.getpid()}"
+    try:
+        for state in a.states.split(","):
+            local = os.path.join(work, state)
+            os.makedirs(local)
+            subprocess.run([os.path.join(BUILD, "bench", "ckpt_bench"), "--export", state, local + "/ckpt"],
+                           check=True, stdout=subprocess.DEVNULL)
+            size = sum(os.path.getsize(os.path.join(local, f)) for f in os.listdir(local))
+            res = {}
+            for i in range(a.reps):
+                ours = f"{run}/{state}/ours-{i}"
+                tools = [("libckpt", [ckpt, "convert", local + "/ckpt", f"s3://{bucket}/{ours}/ckpt", "--to", "tf"]),
+                         ("boto3", [py, "-c", BOTO_UP, local, bucket, f"{run}/{state}/boto-{i}", str(conc)])]
+                if a.aws:
+                    tools.append(("awscli", [a.aws, "s3", "cp", "--recursive", "--quiet", local,
+                                             f"s3://{bucket}/{run}/{state}/aws-{i}"]))
+                for name, argv in (tools if i % 2 == 0 else tools[::-1]):
+                    res.setdefault(("save", name), []).append(timed(argv))
+                down = os.path.join(work, f"down-{i}")
+                tools = [("libckpt", [ckpt, "restore", f"s3://{bucket}/{ours}/ckpt", "--strategy", "default"]),
+                         ("boto3", [py, "-c", BOTO_DOWN, bucket, f"{run}/{state}/boto-{i}", down + "-boto", str(conc)])]
+                if a.aws:
+                    tools.append(("awscli", [a.aws, "s3", "cp", "--recursive", "--quiet",
+                                             f"s3://{bucket}/{run}/{state}/aws-{i}", down + "-aws"]))
+                for name, argv in (tools if i % 2 == 0 else tools[::-1]):
+                    res.setdefault(("restore", name), []).append(timed(argv))
+                for d in (down + "-boto", down + "-aws"):
+                    shutil.rmtree(d, ignore_errors=True)
+            for (op, name), v in sorted(res.items()):
+                t = statistics.median(x[0] for x in v)
+                rss = max(x[1] for x in v)
+                best = min(statistics.median(x[0] for x in res[(op, n)]) for (o, n) in res if o == op and n != "libckpt")
+                rows.append((state, size, op, name, t, size / t / 1e6, rss, t / best if name == "libckpt" else None))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"| state | bytes | op | tool | median s (of {a.reps}) | MB/s | peak RSS MiB | ours / best peer |")
+    print("|---|---|---|---|---|---|---|---|")
+    for st, size, op, name, t, mbs, rss, ratio in rows:
+        print(f"| {st} | {size} | {op} | {name} | {t:.2f} | {mbs:.0f} | {rss:.0f} | {'' if ratio is None else f'{ratio:.2f}'} |")
+
+
+if __name__ == "__main__":
+    main()

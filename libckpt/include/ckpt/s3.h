@@ -1,0 +1,118 @@
+/*
+ * libckpt — checkpoints on S3-compatible object storage.
+ *
+ * A path of the form `s3://bucket/key-prefix` is accepted wherever a path is
+ * when no VFS is given: the library then uses a process-wide S3 file system
+ * (ckpt_vfs_s3_shared) configured as the AWS CLI is (ckpt_s3_config_load).
+ * Every format backend works unchanged through the VFS; objects are written
+ * whole (no rename exists on S3), data objects before the index, the index
+ * before the manager's state file.
+ *
+ * Configuration, in the AWS CLI's order of precedence:
+ *  - AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, else the
+ *    profile's keys in ~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE),
+ *    else in ~/.aws/config (AWS_CONFIG_FILE);
+ *  - AWS_PROFILE (default "default");
+ *  - AWS_REGION, else AWS_DEFAULT_REGION, else the profile's `region`, else
+ *    us-east-1;
+ *  - AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else the profile's
+ *    `endpoint_url` (its `s3` section first), else https://s3.REGION.amazonaws.com;
+ *  - path-style addressing when the endpoint's host is an IP address or
+ *    localhost, or the profile's `s3` section says `addressing_style = path`;
+ *  - TLS certificates verified unless AWS_CA_BUNDLE names another bundle
+ *    (never switched off).
+ * libckpt's own knobs: CKPT_S3_PART_SIZE (bytes, default 8 MiB, at least
+ * 5 MiB), CKPT_S3_PARALLEL (parts or ranges in flight per object, default 8),
+ * CKPT_S3_MAX_ATTEMPTS (default 5), CKPT_S3_STALL_SECONDS (a request that
+ * moves no byte for this long is cut and retried, default 30),
+ * CKPT_S3_LOCK_LEASE_SECONDS (default 60).
+ *
+ * Memory: a writer holds at most parallel × part_size bytes of parts being
+ * sent (64 MiB by default) plus the parts it is filling; a reader at most
+ * parallel × part_size bytes of ranges in flight.
+ */
+#ifndef CKPT_S3_H
+#define CKPT_S3_H
+
+#include "ckpt/io.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Where and how to reach an S3-compatible service. Strings are owned. */
+typedef struct ckpt_s3_config {
+	char *access_key;      /**< NULL: anonymous requests (unsigned) */
+	char *secret_key;
+	char *session_token;   /**< NULL when none */
+	char *region;          /**< never NULL once loaded */
+	char *endpoint;        /**< scheme://host[:port], no trailing slash */
+	char *ca_bundle;       /**< NULL: the system's certificates */
+	char *profile;         /**< the profile read */
+	int path_style;        /**< 1: endpoint/bucket/key; 0: bucket.host/key */
+	size_t part_size;      /**< multipart part and read range size, bytes */
+	unsigned parallel;     /**< parts / ranges in flight per object */
+	unsigned max_attempts; /**< tries of an idempotent request (1 = no retry) */
+	unsigned stall_seconds;/**< a request with no progress for this long is cut */
+	unsigned lock_lease_seconds; /**< a writer lock not renewed for this long is stale */
+} ckpt_s3_config;
+
+/**
+ * The configuration the environment and the AWS files describe (see above).
+ * @param[out] out  caller-owned; free with ckpt_s3_config_free
+ * @return CKPT_OK, CKPT_EINVAL naming the variable or file line that is wrong,
+ *         CKPT_ENOMEM
+ */
+CKPT_API int ckpt_s3_config_load(ckpt_s3_config **out);
+CKPT_API void ckpt_s3_config_free(ckpt_s3_config *cfg); /**< NULL ok */
+
+/** 1 when `path` starts with "s3://". */
+CKPT_API int ckpt_path_is_s3(const char *path);
+
+/**
+ * Split `s3://bucket/key` into its bucket and key ("" when the path names the bucket).
+ * @param[out] bucket caller-owned
+ * @param[out] key    caller-owned, without a leading '/'
+ * @return CKPT_OK or CKPT_EINVAL
+ */
+CKPT_API int ckpt_s3_path_split(char **bucket, char **key, const char *path);
+
+/**
+ * An S3 file system over `cfg` (copied). Paths are `s3://bucket/key`;
+ * directories are key prefixes ending before a '/'.
+ * @param[out] out caller-owned; free with ckpt_vfs_free
+ */
+CKPT_API int ckpt_vfs_s3_new(ckpt_vfs **out, const ckpt_s3_config *cfg);
+
+/**
+ * The process-wide S3 file system used for s3:// paths when no VFS is
+ * given, configured by ckpt_s3_config_load at first use (never freed).
+ * @param[out] out borrowed
+ */
+CKPT_API int ckpt_vfs_s3_shared(ckpt_vfs **out);
+
+/** The VFS to use for `path`: `given` when not NULL, else S3 for s3:// paths, else the POSIX one. */
+CKPT_API int ckpt_vfs_for_path(ckpt_vfs **out, ckpt_vfs *given, const char *path);
+
+/** One multipart upload left unfinished under a prefix. */
+typedef struct ckpt_s3_upload {
+	char *key;
+	char *upload_id;
+	char *initiated;   /**< as the server wrote it (ISO 8601) */
+} ckpt_s3_upload;
+
+/**
+ * Multipart uploads begun and never completed or aborted under `prefix`
+ * (`s3://bucket/prefix`), e.g. by a killed process.
+ * @param[out] uploads caller-owned; free with ckpt_s3_uploads_free
+ * @param[out] count
+ */
+CKPT_API int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs, const char *prefix);
+/** Abort one upload (`bucket` from `prefix`). */
+CKPT_API int ckpt_s3_upload_abort(ckpt_vfs *vfs, const char *prefix, const ckpt_s3_upload *upload);
+CKPT_API void ckpt_s3_uploads_free(ckpt_s3_upload *uploads, size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

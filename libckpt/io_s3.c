@@ -1,0 +1,699 @@
+/*
+ * The S3 file system: `s3://bucket/key` paths over s3_client.c.
+ *
+ * Files written are held in part-sized buffers: an object that ends within
+ * one part is sent by one PUT (with Content-MD5 and its crc32c as metadata)
+ * when it is closed; a larger one becomes a multipart upload whose full
+ * parts are sent while the writer goes on (s3_multipart.c), and which is
+ * completed at close, so the object appears whole or not at all. A writer
+ * that is abandoned (closed after a failure) aborts its upload.
+ *
+ * Files read are sized by a HEAD (its ETag pins every later range with
+ * If-Match, so an object replaced mid-read fails the read instead of mixing
+ * two versions); a read larger than a part is split into part-sized ranged
+ * GETs sent in parallel; small reads are served from a readahead window.
+ *
+ * Directories are key prefixes: list is ListObjectsV2 with delimiter '/',
+ * mkdir and sync_dir do nothing, rename is a server-side copy then a delete
+ * (never used by a commit: the VFS says it has no rename).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#include "s3_internal.h"
+
+#define SMALL_OBJECT (1u << 20)   /* read whole at the first read */
+#define WINDOW (1u << 20)         /* readahead window for small reads of big objects */
+#define SMALL_READ (64u << 10)
+
+typedef struct {
+	ckpt_vfs base;
+	s3_client *client;
+} s3_vfs;
+
+typedef struct {
+	char *buf;
+	size_t filled;
+	int sent;
+} wpart;
+
+typedef struct {
+	ckpt_io base;
+	s3_vfs *vfs;
+	char *bucket, *key;
+	int writable;
+	int failed;            /* a write failed: close aborts instead of completing */
+	int abandoned;         /* the writer gave up: close uploads nothing */
+	int exclusive;         /* CKPT_IO_EXCL: created only if absent (If-None-Match: *) */
+	/* writing */
+	wpart *parts;
+	size_t nparts;
+	uint64_t end;
+	s3_upload *upload;
+	/* reading */
+	uint64_t size;
+	char etag[128];
+	char crc_meta[16];
+	pthread_mutex_t mu;
+	char *window;          /* [win_off, win_off + win_len) of the object */
+	uint64_t win_off;
+	size_t win_len;
+} s3_io;
+
+static s3_client *client_of(ckpt_vfs *vfs) { return ((s3_vfs *)vfs)->client; }
+
+/* ---- writing ---- */
+
+static size_t part_size(const s3_io *f) { return s3_client_config(f->vfs->client)->part_size; }
+
+static int send_part(s3_io *f, size_t i)
+{
+	if (!f->upload)
+		CKPT_TRY(s3_upload_begin(&f->upload, f->vfs->client, f->bucket, f->key));
+	wpart *p = &f->parts[i];
+	uint64_t len64 = f->end - (uint64_t)i * part_size(f);
+	size_t len = len64 < part_size(f) ? (size_t)len64 : part_size(f);
+	if (!p->buf && !(p->buf = ckpt__calloc(1, part_size(f))))
+		return CKPT_ENOMEM;
+	char *buf = p->buf;
+	p->buf = NULL;
+	p->sent = 1;
+	return s3_upload_part(f->upload, (int)i + 1, buf, len);
+}
+
+static int s3_pwrite(ckpt_io *io, const void *data, size_t n, uint64_t off)
+{
+	s3_io *f = (s3_io *)io;
+	size_t ps = part_size(f);
+	if (f->failed)
+		return ckpt__fail(CKPT_EIO, io->path, NULL, (int64_t)off, "an earlier write to this object failed");
+	uint64_t last = n ? (off + n - 1) / ps : 0;
+	if (n && last >= f->nparts) {
+		wpart *np = ckpt__realloc(f->parts, (size_t)(last + 1) * sizeof(*np));
+		if (!np)
+			return CKPT_ENOMEM;
+		memset(np + f->nparts, 0, (size_t)(last + 1 - f->nparts) * sizeof(*np));
+		f->parts = np;
+		f->nparts = (size_t)last + 1;
+	}
+	const char *src = data;
+	while (n) {
+		size_t i = (size_t)(off / ps), in = (size_t)(off % ps);
+		size_t k = ps - in < n ? ps - in : n;
+		wpart *p = &f->parts[i];
+		if (p->sent) {
+			f->failed = 1;
+			return ckpt__fail(CKPT_EUNSUPPORTED, io->path, NULL, (int64_t)off,
+				"rewrite of bytes already uploaded (part %zu of an S3 object)", i + 1);
+		}
+		if (!p->buf && !(p->buf = ckpt__calloc(1, ps)))
+			return CKPT_ENOMEM;
+		memcpy(p->buf + in, src, k);
+		p->filled += k; /* writers never write a byte twice; a rewrite only sends a part early */
+		if (off + k > f->end)
+			f->end = off + k;
+		if (p->filled >= ps) {
+			int rc = send_part(f, i);
+			if (rc < 0) {
+				f->failed = 1;
+				return rc;
+			}
+		}
+		src += k;
+		off += k;
+		n -= k;
+	}
+	return CKPT_OK;
+}
+
+static int put_whole(s3_io *f)
+{
+	const void *body = f->nparts ? f->parts[0].buf : NULL;
+	size_t len = (size_t)f->end;
+	uint32_t crc = ckpt_crc32c_extend(0, body ? body : "", len);
+	char meta[64];
+	snprintf(meta, sizeof(meta), "x-amz-meta-ckpt-crc32c: %08x", crc);
+	/* a conditional create is not retried: a retry after a lost answer would find our own object */
+	const char *hdrs[] = { meta, f->exclusive ? "If-None-Match: *" : NULL, NULL };
+	s3_request rq = { "PUT", f->bucket, f->key, NULL, body ? body : "", len, hdrs, !f->exclusive, 0, 0, 0, NULL, 1 };
+	s3_response rs;
+	static const long quiet_412[] = { 412, 0 };
+	int rc = s3_perform_quiet(f->vfs->client, &rq, &rs, f->exclusive ? quiet_412 : NULL);
+	if (rc == CKPT_EBUSY && f->exclusive && rs.status == 412)
+		rc = ckpt__fail(CKPT_EEXIST, f->base.path, NULL, -1,
+			"exclusive create refused: the object exists (HTTP status 412, %s)",
+			rs.code[0] ? rs.code : "PreconditionFailed");
+	s3_response_clear(&rs);
+	return rc;
+}
+
+static int finish_write(s3_io *f)
+{
+	if (f->abandoned) {
+		s3_upload_abort(f->upload);
+		f->upload = NULL;
+		return CKPT_OK;
+	}
+	if (f->exclusive && (f->upload || f->end > part_size(f)))
+		return ckpt__fail(CKPT_EUNSUPPORTED, f->base.path, NULL, -1,
+			"an exclusive create is limited to one part (%zu bytes)", part_size(f));
+	if (f->failed) {
+		s3_upload_abort(f->upload);
+		f->upload = NULL;
+		return ckpt__fail(CKPT_EIO, f->base.path, NULL, -1, "not uploaded: an earlier write failed");
+	}
+	if (!f->upload && f->end <= part_size(f))
+		return put_whole(f);
+	size_t count = f->end ? (size_t)((f->end - 1) / part_size(f)) + 1 : 0;
+	int rc = CKPT_OK;
+	for (size_t i = 0; i < count && rc == CKPT_OK; i++)
+		if (!f->parts[i].sent)
+			rc = send_part(f, i);
+	if (rc < 0) {
+		s3_upload_abort(f->upload);
+		f->upload = NULL;
+		return rc;
+	}
+	rc = s3_upload_finish(f->upload, 0);
+	f->upload = NULL;
+	return rc;
+}
+
+/* ---- reading ---- */
+
+static int get_range(s3_io *f, void *dst, size_t n, uint64_t off)
+{
+	char ifmatch[160];
+	snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", f->etag);
+	const char *hdrs[] = { ifmatch, NULL };
+	s3_request rq = { "GET", f->bucket, f->key, NULL, NULL, 0, f->etag[0] ? hdrs : NULL, 1, 1, off, n, dst, 0 };
+	s3_response rs;
+	int rc = s3_perform(f->vfs->client, &rq, &rs);
+	s3_response_clear(&rs);
+	return rc;
+}
+
+typedef struct {
+	s3_io *f;
+	char *dst;
+	uint64_t off;
+	size_t n, chunk;
+	size_t next, count;
+	pthread_mutex_t mu;
+	int failed;
+	ckpt__error_slot err;
+} par_read;
+
+static void *range_worker(void *arg)
+{
+	par_read *pr = arg;
+	for (;;) {
+		pthread_mutex_lock(&pr->mu);
+		size_t i = pr->failed ? pr->count : pr->next++;
+		pthread_mutex_unlock(&pr->mu);
+		if (i >= pr->count) {
+			ckpt_error_clear(); /* a failure was copied into pr->err; the thread's own copy dies with it */
+			return NULL;
+		}
+		size_t from = i * pr->chunk, len = pr->n - from < pr->chunk ? pr->n - from : pr->chunk;
+		if (get_range(pr->f, pr->dst + from, len, pr->off + from) < 0) {
+			pthread_mutex_lock(&pr->mu);
+			if (!pr->failed) {
+				pr->failed = 1;
+				ckpt__error_capture(&pr->err);
+			}
+			pthread_mutex_unlock(&pr->mu);
+		}
+	}
+}
+
+/* n bytes at off, all inside the object: part-sized ranges, `parallel` at a time. */
+static int get_parallel(s3_io *f, char *dst, size_t n, uint64_t off)
+{
+	const ckpt_s3_config *cfg = s3_client_config(f->vfs->client);
+	if (n <= cfg->part_size)
+		return get_range(f, dst, n, off);
+	par_read pr = { f, dst, off, n, cfg->part_size, 0, (n + cfg->part_size - 1) / cfg->part_size,
+		PTHREAD_MUTEX_INITIALIZER, 0, { 0 } };
+	unsigned nt = cfg->parallel < pr.count ? cfg->parallel : (unsigned)pr.count;
+	pthread_t th[64];
+	unsigned started = 0;
+	for (unsigned t = 1; t < nt; t++)
+		if (pthread_create(&th[started], NULL, range_worker, &pr) == 0)
+			started++;
+	range_worker(&pr);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(th[t], NULL);
+	int rc = pr.failed ? ckpt__error_raise(&pr.err) : CKPT_OK;
+	ckpt__error_slot_clear(&pr.err);
+	pthread_mutex_destroy(&pr.mu);
+	return rc;
+}
+
+static int load_whole(s3_io *f)
+{
+	if (f->window && f->win_off == 0 && f->win_len == f->size)
+		return CKPT_OK;
+	char *b = ckpt__malloc(f->size ? (size_t)f->size : 1);
+	if (!b)
+		return CKPT_ENOMEM;
+	int rc = f->size ? get_parallel(f, b, (size_t)f->size, 0) : CKPT_OK;
+	if (rc == CKPT_OK && f->crc_meta[0]) {
+		uint32_t want = (uint32_t)strtoul(f->crc_meta, NULL, 16);
+		uint32_t got = ckpt_crc32c_extend(0, b, (size_t)f->size);
+		if (want != got)
+			rc = ckpt__fail(CKPT_ECHECKSUM, f->base.path, NULL, -1,
+				"crc32c mismatch: the object's metadata says 0x%08x, its bytes give 0x%08x", want, got);
+	}
+	if (rc < 0) {
+		ckpt__free(b);
+		return rc;
+	}
+	ckpt__free(f->window);
+	f->window = b;
+	f->win_off = 0;
+	f->win_len = (size_t)f->size;
+	return CKPT_OK;
+}
+
+static int s3_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+{
+	s3_io *f = (s3_io *)io;
+	*got = 0;
+	if (off >= f->size || n == 0)
+		return CKPT_OK;
+	if (n > f->size - off)
+		n = (size_t)(f->size - off);
+	int rc = CKPT_OK;
+	if (f->size <= SMALL_OBJECT || n < SMALL_READ) {
+		pthread_mutex_lock(&f->mu);
+		if (f->size <= SMALL_OBJECT) {
+			rc = load_whole(f);
+		} else if (!f->window || off < f->win_off || off + n > f->win_off + f->win_len) {
+			size_t len = f->size - off < WINDOW ? (size_t)(f->size - off) : WINDOW;
+			char *w = f->window && f->win_len >= len ? f->window : ckpt__malloc(WINDOW);
+			if (!w) {
+				rc = CKPT_ENOMEM;
+			} else {
+				if (w != f->window)
+					ckpt__free(f->window);
+				f->window = w;
+				f->win_len = 0;
+				rc = get_range(f, w, len, off);
+				if (rc == CKPT_OK) {
+					f->win_off = off;
+					f->win_len = len;
+				}
+			}
+		}
+		if (rc == CKPT_OK)
+			memcpy(buf, f->window + (off - f->win_off), n);
+		pthread_mutex_unlock(&f->mu);
+	} else {
+		rc = get_parallel(f, buf, n, off);
+	}
+	if (rc == CKPT_OK)
+		*got = n;
+	return rc;
+}
+
+static const void *s3_map(ckpt_io *io, uint64_t *size)
+{
+	s3_io *f = (s3_io *)io;
+	if (f->writable || f->size > SMALL_OBJECT)
+		return NULL;
+	pthread_mutex_lock(&f->mu);
+	int rc = load_whole(f);
+	pthread_mutex_unlock(&f->mu);
+	if (rc < 0)
+		return NULL;
+	*size = f->size;
+	return f->window ? f->window : "";
+}
+
+static int s3_size(ckpt_io *io, uint64_t *out)
+{
+	s3_io *f = (s3_io *)io;
+	*out = f->writable ? f->end : f->size;
+	return CKPT_OK;
+}
+
+static int s3_sync(ckpt_io *io)
+{
+	(void)io; /* the object is made durable by close: it does not exist before */
+	return CKPT_OK;
+}
+
+static void io_free(s3_io *f)
+{
+	for (size_t i = 0; i < f->nparts; i++)
+		ckpt__free(f->parts[i].buf);
+	ckpt__free(f->parts);
+	ckpt__free(f->window);
+	pthread_mutex_destroy(&f->mu);
+	ckpt__free(f->bucket);
+	ckpt__free(f->key);
+	ckpt__free(f->base.path);
+	ckpt__free(f);
+}
+
+static int s3_close(ckpt_io *io)
+{
+	s3_io *f = (s3_io *)io;
+	int rc = f->writable ? finish_write(f) : CKPT_OK;
+	io_free(f);
+	return rc;
+}
+
+static const ckpt_io_methods s3_io_methods = {
+	CKPT_IO_METHODS_V2, s3_pread, s3_pwrite, s3_size, s3_sync, s3_close, s3_map, NULL, NULL
+};
+
+void ckpt__io_abandon(ckpt_io *io)
+{
+	if (io && io->methods == &s3_io_methods && ((s3_io *)io)->writable)
+		((s3_io *)io)->abandoned = 1;
+}
+
+/* ---- the file system ---- */
+
+static int split(const char *path, char **bucket, char **key)
+{
+	return ckpt_s3_path_split(bucket, key, path);
+}
+
+static const long quiet_404[] = { 404, 0 };
+
+static int head(s3_client *c, const char *bucket, const char *key, s3_response *rs, int quiet)
+{
+	s3_request rq = { "HEAD", bucket, key, NULL, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
+	return s3_perform_quiet(c, &rq, rs, quiet ? quiet_404 : NULL);
+}
+
+static int vs3_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
+{
+	s3_io *f = ckpt__calloc(1, sizeof(*f));
+	if (!f)
+		return CKPT_ENOMEM;
+	pthread_mutex_init(&f->mu, NULL);
+	f->base.methods = &s3_io_methods;
+	f->vfs = (s3_vfs *)vfs;
+	f->writable = (flags & CKPT_IO_WRITE) != 0;
+	f->exclusive = f->writable && (flags & CKPT_IO_EXCL);
+	int rc = (f->base.path = ckpt__strdup(path)) ? split(path, &f->bucket, &f->key) : CKPT_ENOMEM;
+	if (rc == CKPT_OK && !f->key[0])
+		rc = ckpt__fail(CKPT_EINVAL, path, NULL, -1, "names a bucket, expected an object");
+	if (rc == CKPT_OK && !f->writable) {
+		s3_response rs;
+		rc = head(client_of(vfs), f->bucket, f->key, &rs, 1);
+		if (rc == CKPT_ENOTFOUND)
+			rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "cannot open: no such object (HTTP status 404)");
+		f->size = rs.content_length;
+		snprintf(f->etag, sizeof(f->etag), "%s", rs.etag);
+		snprintf(f->crc_meta, sizeof(f->crc_meta), "%s", rs.meta_crc32c);
+		s3_response_clear(&rs);
+	}
+	if (rc < 0) {
+		io_free(f);
+		return rc;
+	}
+	*out = &f->base;
+	return CKPT_OK;
+}
+
+static int vs3_remove(ckpt_vfs *vfs, const char *path)
+{
+	char *bucket, *key;
+	CKPT_TRY(split(path, &bucket, &key));
+	s3_response rs;
+	int rc = head(client_of(vfs), bucket, key, &rs, 1);
+	s3_response_clear(&rs);
+	if (rc == CKPT_ENOTFOUND)
+		rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "remove failed: no such object");
+	if (rc == CKPT_OK) {
+		s3_request rq = { "DELETE", bucket, key, NULL, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
+		rc = s3_perform(client_of(vfs), &rq, &rs);
+		s3_response_clear(&rs);
+	}
+	ckpt__free(bucket);
+	ckpt__free(key);
+	return rc;
+}
+
+static int vs3_rename(ckpt_vfs *vfs, const char *from, const char *to)
+{
+	char *fb, *fk, *tb, *tk;
+	CKPT_TRY(split(from, &fb, &fk));
+	int rc = split(to, &tb, &tk);
+	if (rc < 0) {
+		ckpt__free(fb);
+		ckpt__free(fk);
+		return rc;
+	}
+	char *src = s3_uri_encode(fk, 1);
+	char *hdr = src ? ckpt__asprintf("x-amz-copy-source: /%s/%s", fb, src) : NULL;
+	if (!hdr) {
+		rc = CKPT_ENOMEM;
+	} else {
+		const char *hdrs[] = { hdr, NULL };
+		s3_request rq = { "PUT", tb, tk, NULL, NULL, 0, hdrs, 1, 0, 0, 0, NULL, 0 };
+		s3_response rs;
+		rc = s3_perform(client_of(vfs), &rq, &rs);
+		if (rc == CKPT_OK && rs.body && strstr(rs.body, "<Error>"))
+			rc = ckpt__fail(CKPT_EIO, to, NULL, -1, "copy from '%s' failed (HTTP status 200 with an error body)",
+				from);
+		s3_response_clear(&rs);
+	}
+	if (rc == CKPT_OK)
+		rc = vs3_remove(vfs, from);
+	ckpt__free(src);
+	ckpt__free(hdr);
+	ckpt__free(fb);
+	ckpt__free(fk);
+	ckpt__free(tb);
+	ckpt__free(tk);
+	return rc;
+}
+
+typedef struct {
+	char **v;
+	size_t n, cap;
+} name_list;
+
+static int push_name(name_list *l, const char *s, size_t len)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 32;
+		char **nv = ckpt__realloc(l->v, cap * sizeof(*nv));
+		if (!nv)
+			return CKPT_ENOMEM;
+		l->v = nv;
+		l->cap = cap;
+	}
+	if (!(l->v[l->n] = ckpt__strndup(s, len)))
+		return CKPT_ENOMEM;
+	l->n++;
+	return CKPT_OK;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Names under bucket/prefix/ (objects and sub-prefixes), `max` at most
+ * (0: all). Objects whose name holds a '/' after the prefix show as one
+ * directory name, as ListObjectsV2 with delimiter '/' reports them.
+ */
+static int list_prefix(s3_client *c, const char *path, const char *bucket, const char *prefix, size_t max,
+	name_list *out)
+{
+	char *pfx = prefix[0] ? ckpt__asprintf("%s/", prefix) : ckpt__strdup("");
+	char *epfx = pfx ? s3_uri_encode(pfx, 0) : NULL;
+	char *token = NULL;
+	int rc = epfx ? CKPT_OK : CKPT_ENOMEM;
+	while (rc == CKPT_OK) {
+		char *etok = token ? s3_uri_encode(token, 0) : NULL;
+		char *query = ckpt__asprintf("%s%s%sdelimiter=%%2F&list-type=2&max-keys=%zu&prefix=%s",
+			etok ? "continuation-token=" : "", etok ? etok : "", etok ? "&" : "", max ? max : 1000, epfx);
+		ckpt__free(etok);
+		if (!query) {
+			rc = CKPT_ENOMEM;
+			break;
+		}
+		s3_request rq = { "GET", bucket, "", query, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
+		s3_response rs;
+		rc = s3_perform(c, &rq, &rs);
+		ckpt__free(query);
+		if (rc == CKPT_ENOTFOUND)
+			rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "cannot list: no such bucket (HTTP status 404, %s)",
+				rs.code[0] ? rs.code : "no S3 error code");
+		const char *pos = NULL;
+		char *s;
+		size_t plen = strlen(pfx);
+		/* <Key> inside <Contents>, <Prefix> inside <CommonPrefixes> (the top-level <Prefix> is ours) */
+		while (rc == CKPT_OK && rs.body && (s = s3_xml_next(rs.body, "Key", &pos))) {
+			if (strlen(s) > plen)
+				rc = push_name(out, s + plen, strlen(s) - plen);
+			ckpt__free(s);
+		}
+		const char *cp = rs.body ? strstr(rs.body, "<CommonPrefixes>") : NULL;
+		pos = cp;
+		while (rc == CKPT_OK && cp && (s = s3_xml_next(rs.body, "Prefix", &pos))) {
+			size_t l = strlen(s);
+			if (l > plen)
+				rc = push_name(out, s + plen, l - plen - (s[l - 1] == '/'));
+			ckpt__free(s);
+		}
+		char *trunc = rs.body ? s3_xml_next(rs.body, "IsTruncated", NULL) : NULL;
+		int more = trunc && strcmp(trunc, "true") == 0;
+		ckpt__free(trunc);
+		ckpt__free(token);
+		token = more && rs.body ? s3_xml_next(rs.body, "NextContinuationToken", NULL) : NULL;
+		s3_response_clear(&rs);
+		if (!token || (max && out->n >= max))
+			break;
+	}
+	ckpt__free(token);
+	ckpt__free(epfx);
+	ckpt__free(pfx);
+	return rc;
+}
+
+static int vs3_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count)
+{
+	char *bucket, *key;
+	CKPT_TRY(split(dir, &bucket, &key));
+	name_list l = { NULL, 0, 0 };
+	int rc = list_prefix(client_of(vfs), dir, bucket, key, 0, &l);
+	ckpt__free(bucket);
+	ckpt__free(key);
+	if (rc < 0) {
+		ckpt_vfs_free_list(l.v, l.n);
+		return rc;
+	}
+	if (l.n)
+		qsort(l.v, l.n, sizeof(*l.v), cmp_names);
+	*names = l.v;
+	*count = l.n;
+	return CKPT_OK;
+}
+
+static int vs3_exists(ckpt_vfs *vfs, const char *path, int *is_dir)
+{
+	char *bucket, *key;
+	int dummy;
+	if (!is_dir)
+		is_dir = &dummy;
+	*is_dir = 0;
+	if (split(path, &bucket, &key) < 0)
+		return 0;
+	int found = 0;
+	if (!key[0]) {
+		*is_dir = 1;
+		found = 1;
+	} else {
+		s3_response rs;
+		int rc = head(client_of(vfs), bucket, key, &rs, 1);
+		s3_response_clear(&rs);
+		if (rc == CKPT_OK) {
+			found = 1;
+		} else {
+			name_list l = { NULL, 0, 0 };
+			if (list_prefix(client_of(vfs), path, bucket, key, 1, &l) == CKPT_OK && l.n)
+				found = *is_dir = 1;
+			ckpt_vfs_free_list(l.v, l.n);
+		}
+	}
+	ckpt__free(bucket);
+	ckpt__free(key);
+	return found;
+}
+
+static int vs3_nothing(ckpt_vfs *vfs, const char *dir)
+{
+	(void)vfs;
+	(void)dir;
+	return CKPT_OK;
+}
+
+static void vs3_destroy(ckpt_vfs *vfs)
+{
+	s3_vfs *v = (s3_vfs *)vfs;
+	s3_client_free(v->client);
+	ckpt__free(v);
+}
+
+static const ckpt_vfs_methods s3_vfs_methods = {
+	CKPT_VFS_METHODS_V2, vs3_open, vs3_rename, vs3_remove, vs3_exists, vs3_nothing, vs3_list, vs3_nothing,
+	vs3_destroy, CKPT_VFS_CAP_NO_RENAME | CKPT_VFS_CAP_EXCL, NULL, ckpt__s3_lock, ckpt__s3_unlock
+};
+
+int ckpt__vfs_is_s3(const ckpt_vfs *vfs)
+{
+	return vfs && vfs->methods == &s3_vfs_methods;
+}
+
+s3_client *ckpt__vfs_s3_client(ckpt_vfs *vfs)
+{
+	return ckpt__vfs_is_s3(vfs) ? client_of(vfs) : NULL;
+}
+
+int ckpt_vfs_s3_new(ckpt_vfs **out, const ckpt_s3_config *cfg)
+{
+	s3_vfs *v = ckpt__calloc(1, sizeof(*v));
+	if (!v)
+		return CKPT_ENOMEM;
+	int rc = s3_client_new(&v->client, cfg);
+	if (rc < 0) {
+		ckpt__free(v);
+		return rc;
+	}
+	v->base.methods = &s3_vfs_methods;
+	*out = &v->base;
+	return CKPT_OK;
+}
+
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static ckpt_vfs *shared;
+
+int ckpt_vfs_s3_shared(ckpt_vfs **out)
+{
+	pthread_mutex_lock(&shared_mu);
+	int rc = CKPT_OK;
+	if (!shared) {
+		ckpt_s3_config *cfg;
+		rc = ckpt_s3_config_load(&cfg);
+		if (rc == CKPT_OK) {
+			rc = ckpt_vfs_s3_new(&shared, cfg);
+			ckpt_s3_config_free(cfg);
+		}
+	}
+	pthread_mutex_unlock(&shared_mu);
+	if (rc == CKPT_OK)
+		*out = shared;
+	return rc;
+}
+
+int ckpt__vfs_is_shared_s3(const ckpt_vfs *vfs)
+{
+	pthread_mutex_lock(&shared_mu);
+	int is = vfs && vfs == shared;
+	pthread_mutex_unlock(&shared_mu);
+	return is;
+}
+
+int ckpt_vfs_for_path(ckpt_vfs **out, ckpt_vfs *given, const char *path)
+{
+	if (given) {
+		*out = given;
+		return CKPT_OK;
+	}
+	if (ckpt_path_is_s3(path))
+		return ckpt_vfs_s3_shared(out);
+	*out = ckpt_vfs_default();
+	return CKPT_OK;
+}

@@ -1,0 +1,78 @@
+/* The S3 client (s3_client.c), multipart uploads (s3_multipart.c) and the VFS (io_s3.c). */
+#ifndef CKPT_S3_INTERNAL_H
+#define CKPT_S3_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ckpt/s3.h"
+
+typedef struct s3_client s3_client;
+
+/** One request. Strings are borrowed. */
+typedef struct s3_request {
+	const char *method;      /* GET HEAD PUT POST DELETE */
+	const char *bucket;
+	const char *key;         /* "" for the bucket itself */
+	const char *query;       /* sorted, encoded, without '?'; NULL when none */
+	const void *body;        /* PUT / POST payload */
+	size_t body_len;
+	const char *const *headers; /* extra "Name: value" headers, NULL-terminated; may be NULL */
+	int idempotent;          /* retried on 5xx, SlowDown, timeouts and resets */
+	int has_range;
+	uint64_t range_off;
+	size_t range_len;
+	void *dst;               /* GET: the body goes here (exactly range_len bytes expected) */
+	int want_md5;            /* send Content-MD5 of the body */
+} s3_request;
+
+typedef struct s3_response {
+	long status;
+	char *body;              /* the body when no dst was given (NUL-terminated, owned) */
+	size_t body_len;
+	uint64_t content_length; /* from the headers (HEAD) */
+	char etag[128];
+	char meta_crc32c[16];    /* x-amz-meta-ckpt-crc32c when present */
+	char code[64];           /* the S3 error code of a failed request ("NoSuchKey") */
+	long long date;          /* the server's Date header, seconds since the epoch (0: none) */
+	long long last_modified; /* Last-Modified (0: none) */
+} s3_response;
+
+int s3_client_new(s3_client **out, const ckpt_s3_config *cfg);
+void s3_client_free(s3_client *c);
+const ckpt_s3_config *s3_client_config(const s3_client *c);
+
+/**
+ * Send `rq`, retrying idempotent requests with backoff and jitter. A 2xx
+ * returns CKPT_OK; a 404 CKPT_ENOTFOUND; 412 CKPT_EBUSY; anything else
+ * CKPT_EIO. Every failure's message names the bucket, key, HTTP status and
+ * S3 error code. `rs` is filled either way; free it with s3_response_clear.
+ */
+int s3_perform(s3_client *c, const s3_request *rq, s3_response *rs);
+/** Same, with no error recorded for the statuses listed in `quiet` (0-terminated). */
+int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const long *quiet);
+void s3_response_clear(s3_response *rs);
+
+/** The text of the first <tag>…</tag> in xml from *pos on (advances *pos), NULL when none. Caller frees. */
+char *s3_xml_next(const char *xml, const char *tag, const char **pos);
+/** Percent-encode `s` for a URI path (keep_slash) or a query value. Caller frees. */
+char *s3_uri_encode(const char *s, int keep_slash);
+
+/** The client of an S3 VFS (io_s3.c), NULL for any other VFS. */
+s3_client *ckpt__vfs_s3_client(ckpt_vfs *vfs);
+
+/* ---- the one-writer lock of a prefix (s3_lock.c), ckpt_vfs_methods.lock of the S3 VFS ---- */
+int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir);
+void ckpt__s3_unlock(ckpt_vfs *vfs, void *token);
+
+/* ---- multipart uploads (s3_multipart.c) ---- */
+typedef struct s3_upload s3_upload;
+/** Begin an upload of bucket/key. Parts are sent by up to cfg->parallel threads. */
+int s3_upload_begin(s3_upload **out, s3_client *c, const char *bucket, const char *key);
+/** Queue part `number` (1-based); takes ownership of `buf` (ckpt__malloc'ed). Blocks while parallel parts are in flight. */
+int s3_upload_part(s3_upload *u, int number, void *buf, size_t n);
+/** Wait for every part and complete the upload; on any failure abort it. Frees `u`. */
+int s3_upload_finish(s3_upload *u, uint32_t crc32c);
+/** Abort (best effort) and free. */
+void s3_upload_abort(s3_upload *u);
+
+#endif

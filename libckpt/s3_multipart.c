@@ -1,0 +1,290 @@
+/*
+ * Multipart uploads: parts sent by up to cfg->parallel threads, each with a
+ * Content-MD5 so the server refuses damaged bytes. Memory: at most
+ * parallel parts are queued or in flight (parallel × part_size bytes); a
+ * writer that fills one more blocks until a part is sent. A failed part fails
+ * the whole upload, which is then aborted so no orphan parts stay billed.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#include "s3_internal.h"
+
+typedef struct part {
+	int number;
+	void *buf;
+	size_t n;
+	struct part *next;
+} part;
+
+typedef struct {
+	int number;
+	char etag[128];
+} done_part;
+
+struct s3_upload {
+	s3_client *c;
+	char *bucket, *key, *upload_id;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	part *queue, *queue_tail;
+	unsigned pending;        /* queued + in flight */
+	unsigned limit;
+	pthread_t *threads;
+	unsigned nthreads;
+	int stopping;
+	done_part *done;
+	size_t ndone, done_cap;
+	int failed;
+	ckpt__error_slot err;
+};
+
+static void *worker(void *arg)
+{
+	s3_upload *u = arg;
+	for (;;) {
+		pthread_mutex_lock(&u->mu);
+		while (!u->queue && !u->stopping)
+			pthread_cond_wait(&u->cv, &u->mu);
+		part *p = u->queue;
+		if (!p) {
+			pthread_mutex_unlock(&u->mu);
+			ckpt_error_clear(); /* a failure was copied into u->err; the thread's own copy dies with it */
+			return NULL;
+		}
+		u->queue = p->next;
+		if (!u->queue)
+			u->queue_tail = NULL;
+		int skip = u->failed;
+		pthread_mutex_unlock(&u->mu);
+
+		int rc = CKPT_OK;
+		s3_response rs;
+		memset(&rs, 0, sizeof(rs));
+		if (!skip) {
+			char query[1024];
+			char *id = s3_uri_encode(u->upload_id, 0);
+			snprintf(query, sizeof(query), "partNumber=%d&uploadId=%s", p->number, id ? id : "");
+			ckpt__free(id);
+			s3_request rq = { "PUT", u->bucket, u->key, query, p->buf, p->n, NULL, 1, 0, 0, 0, NULL, 1 };
+			rc = s3_perform(u->c, &rq, &rs);
+		}
+		pthread_mutex_lock(&u->mu);
+		if (!skip && rc < 0 && !u->failed) {
+			u->failed = 1;
+			ckpt__error_capture(&u->err);
+		} else if (!skip && rc == CKPT_OK) {
+			if (u->ndone == u->done_cap) {
+				size_t cap = u->done_cap ? 2 * u->done_cap : 64;
+				done_part *nd = ckpt__realloc(u->done, cap * sizeof(*nd));
+				if (nd) {
+					u->done = nd;
+					u->done_cap = cap;
+				}
+			}
+			if (u->ndone < u->done_cap) {
+				u->done[u->ndone].number = p->number;
+				snprintf(u->done[u->ndone].etag, sizeof(u->done[0].etag), "%s", rs.etag);
+				u->ndone++;
+			} else if (!u->failed) {
+				u->failed = 1;
+				ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "out of memory recording part %d", p->number);
+				ckpt__error_capture(&u->err);
+			}
+		}
+		u->pending--;
+		pthread_cond_broadcast(&u->cv);
+		pthread_mutex_unlock(&u->mu);
+		s3_response_clear(&rs);
+		ckpt__free(p->buf);
+		ckpt__free(p);
+	}
+}
+
+int s3_upload_begin(s3_upload **out, s3_client *c, const char *bucket, const char *key)
+{
+	s3_upload *u = ckpt__calloc(1, sizeof(*u));
+	if (!u)
+		return CKPT_ENOMEM;
+	u->c = c;
+	u->bucket = ckpt__strdup(bucket);
+	u->key = ckpt__strdup(key);
+	u->limit = s3_client_config(c)->parallel;
+	pthread_mutex_init(&u->mu, NULL);
+	pthread_cond_init(&u->cv, NULL);
+	if (!u->bucket || !u->key) {
+		s3_upload_abort(u);
+		return CKPT_ENOMEM;
+	}
+	s3_request rq = { "POST", bucket, key, "uploads=", NULL, 0, NULL, 0, 0, 0, 0, NULL, 0 };
+	s3_response rs;
+	int rc = s3_perform(c, &rq, &rs);
+	if (rc == CKPT_OK) {
+		u->upload_id = rs.body ? s3_xml_next(rs.body, "UploadId", NULL) : NULL;
+		if (!u->upload_id)
+			rc = ckpt__fail(CKPT_EIO, NULL, NULL, -1,
+				"s3://%s/%s: CreateMultipartUpload answered without an UploadId", bucket, key);
+	}
+	s3_response_clear(&rs);
+	if (rc < 0) {
+		s3_upload_abort(u);
+		return rc;
+	}
+	*out = u;
+	return CKPT_OK;
+}
+
+int s3_upload_part(s3_upload *u, int number, void *buf, size_t n)
+{
+	part *p = ckpt__calloc(1, sizeof(*p));
+	if (!p) {
+		ckpt__free(buf);
+		return CKPT_ENOMEM;
+	}
+	p->number = number;
+	p->buf = buf;
+	p->n = n;
+	pthread_mutex_lock(&u->mu);
+	/* threads are started as parts arrive, up to the limit */
+	if (u->nthreads < u->limit && u->nthreads <= u->pending) {
+		if (!u->threads)
+			u->threads = ckpt__calloc(u->limit, sizeof(pthread_t));
+		if (u->threads && pthread_create(&u->threads[u->nthreads], NULL, worker, u) == 0)
+			u->nthreads++;
+	}
+	while (u->pending >= u->limit && !u->failed)
+		pthread_cond_wait(&u->cv, &u->mu);
+	int rc = CKPT_OK;
+	if (u->failed || u->nthreads == 0) {
+		if (!u->failed)
+			rc = ckpt__fail(CKPT_ERROR, NULL, NULL, -1, "s3://%s/%s: cannot start an upload thread", u->bucket,
+				u->key);
+		else
+			rc = ckpt__error_raise(&u->err);
+		pthread_mutex_unlock(&u->mu);
+		ckpt__free(p->buf);
+		ckpt__free(p);
+		return rc;
+	}
+	if (u->queue_tail)
+		u->queue_tail->next = p;
+	else
+		u->queue = p;
+	u->queue_tail = p;
+	u->pending++;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+	return CKPT_OK;
+}
+
+static void stop_threads(s3_upload *u)
+{
+	pthread_mutex_lock(&u->mu);
+	u->stopping = 1;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+	for (unsigned i = 0; i < u->nthreads; i++)
+		pthread_join(u->threads[i], NULL);
+	u->nthreads = 0;
+}
+
+static void upload_free(s3_upload *u)
+{
+	for (part *p = u->queue, *next; p; p = next) {
+		next = p->next;
+		ckpt__free(p->buf);
+		ckpt__free(p);
+	}
+	ckpt__error_slot_clear(&u->err);
+	pthread_mutex_destroy(&u->mu);
+	pthread_cond_destroy(&u->cv);
+	ckpt__free(u->threads);
+	ckpt__free(u->done);
+	ckpt__free(u->bucket);
+	ckpt__free(u->key);
+	ckpt__free(u->upload_id);
+	ckpt__free(u);
+}
+
+void s3_upload_abort(s3_upload *u)
+{
+	if (!u)
+		return;
+	pthread_mutex_lock(&u->mu);
+	u->failed = 1; /* queued parts are dropped, not sent */
+	pthread_mutex_unlock(&u->mu);
+	stop_threads(u);
+	if (u->upload_id) {
+		ckpt__error_slot keep = { 0 };
+		ckpt__error_capture(&keep);
+		char *id = s3_uri_encode(u->upload_id, 0);
+		char *query = id ? ckpt__asprintf("uploadId=%s", id) : NULL;
+		if (query) {
+			s3_request rq = { "DELETE", u->bucket, u->key, query, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
+			s3_response rs;
+			s3_perform(u->c, &rq, &rs);
+			s3_response_clear(&rs);
+		}
+		ckpt__free(query);
+		ckpt__free(id);
+		ckpt__error_raise(&keep);
+		ckpt__error_slot_clear(&keep);
+	}
+	upload_free(u);
+}
+
+static int cmp_part(const void *a, const void *b)
+{
+	return ((const done_part *)a)->number - ((const done_part *)b)->number;
+}
+
+int s3_upload_finish(s3_upload *u, uint32_t crc32c)
+{
+	(void)crc32c;
+	stop_threads(u); /* workers drain the queue before they exit */
+	if (u->failed) {
+		int rc = ckpt__error_raise(&u->err);
+		s3_upload_abort(u); /* keeps this thread's error */
+		return rc;
+	}
+	qsort(u->done, u->ndone, sizeof(*u->done), cmp_part);
+	size_t cap = 64 + u->ndone * 200, len = 0;
+	char *xml = ckpt__malloc(cap);
+	if (!xml) {
+		s3_upload_abort(u);
+		return CKPT_ENOMEM;
+	}
+	len += (size_t)snprintf(xml + len, cap - len, "<CompleteMultipartUpload>");
+	for (size_t i = 0; i < u->ndone; i++)
+		len += (size_t)snprintf(xml + len, cap - len, "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>",
+			u->done[i].number, u->done[i].etag);
+	len += (size_t)snprintf(xml + len, cap - len, "</CompleteMultipartUpload>");
+	char *id = s3_uri_encode(u->upload_id, 0);
+	char *query = id ? ckpt__asprintf("uploadId=%s", id) : NULL;
+	int rc = CKPT_ENOMEM;
+	if (query) {
+		s3_request rq = { "POST", u->bucket, u->key, query, xml, len, NULL, 0, 0, 0, 0, NULL, 0 };
+		s3_response rs;
+		rc = s3_perform(u->c, &rq, &rs);
+		/* S3 can answer 200 and put the failure in the body */
+		if (rc == CKPT_OK && rs.body && strstr(rs.body, "<Error>")) {
+			char *code = s3_xml_next(rs.body, "Code", NULL);
+			rc = ckpt__fail(CKPT_EIO, NULL, NULL, -1,
+				"s3://%s/%s: CompleteMultipartUpload failed: HTTP status 200, S3 error code %s", u->bucket,
+				u->key, code ? code : "(none)");
+			ckpt__free(code);
+		}
+		s3_response_clear(&rs);
+	}
+	ckpt__free(query);
+	ckpt__free(id);
+	ckpt__free(xml);
+	if (rc < 0) {
+		s3_upload_abort(u);
+		return rc;
+	}
+	upload_free(u);
+	return CKPT_OK;
+}

@@ -1,0 +1,255 @@
+/*
+ * A loopback HTTP proxy that injects one fault into the Nth request it
+ * relays (tests/test_s3_faults.c). Every request gets "Connection: close"
+ * added, so each connection carries exactly one request and the requests
+ * are numbered in the order they arrive (1, 2, ...).
+ *
+ * usage: fault_proxy UPSTREAM_PORT N MODE COUNT_FILE
+ *   N     the request to harm (0: none; the count is still kept), or N:M for N..M
+ *   MODE  503       answer 503 SlowDown without asking the server
+ *         reset     reset the connection (RST) once the request head is read
+ *         truncate  relay the server's answer, cut in its middle, then reset
+ *         delay     hold the request 3 s before relaying it (a stall)
+ *         A "+" suffix ("503+") harms every request from the Nth on.
+ *   COUNT_FILE  rewritten with the number of requests seen after each one
+ * Prints the port it listens on (127.0.0.1 only), then serves until killed.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static int upstream_port;
+static long harm_n, harm_to;
+static char mode[16];
+static const char *count_file;
+static atomic_long requests;
+static pthread_mutex_t count_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void reset_close(int fd)
+{
+	struct linger l = { 1, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+	close(fd);
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static void record(long n)
+{
+	pthread_mutex_lock(&count_mu);
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", count_file);
+	FILE *f = fopen(tmp, "w");
+	if (f) {
+		fprintf(f, "%ld\n", n);
+		fclose(f);
+		rename(tmp, count_file);
+	}
+	pthread_mutex_unlock(&count_mu);
+}
+
+static long content_length(const char *head)
+{
+	const char *p = head;
+	while ((p = strchr(p, '\n')) != NULL) {
+		p++;
+		if (strncasecmp(p, "content-length:", 15) == 0)
+			return strtol(p + 15, NULL, 10);
+	}
+	return 0;
+}
+
+static void *serve(void *arg)
+{
+	int c = (int)(intptr_t)arg;
+	char head[65536];
+	size_t hn = 0;
+	char *end = NULL;
+	while (!end && hn < sizeof(head) - 1) {
+		ssize_t k = recv(c, head + hn, sizeof(head) - 1 - hn, 0);
+		if (k <= 0) {
+			close(c);
+			return NULL;
+		}
+		hn += (size_t)k;
+		head[hn] = '\0';
+		end = strstr(head, "\r\n\r\n");
+	}
+	if (!end) {
+		reset_close(c);
+		return NULL;
+	}
+	long n = atomic_fetch_add(&requests, 1) + 1;
+	record(n);
+	int harm = harm_n > 0 && n >= harm_n && n <= harm_to;
+	size_t head_len = (size_t)(end + 4 - head);
+	if (harm && strcmp(mode, "reset") == 0) {
+		reset_close(c);
+		return NULL;
+	}
+	if (harm && strcmp(mode, "503") == 0) {
+		/* read a body sent without waiting for 100-continue, so the answer is not lost to a reset */
+		long want = strcasestr(head, "100-continue") ? 0 : content_length(head) - (long)(hn - head_len);
+		char sink[65536];
+		while (want > 0) {
+			ssize_t k = recv(c, sink, sizeof(sink), 0);
+			if (k <= 0)
+				break;
+			want -= k;
+		}
+		static const char body[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
+					   "<Message>injected by fault_proxy</Message></Error>";
+		char resp[512];
+		int rn = snprintf(resp, sizeof(resp),
+			"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: %zu\r\n"
+			"Connection: close\r\n\r\n%s", sizeof(body) - 1, body);
+		write_all(c, resp, (size_t)rn);
+		close(c);
+		return NULL;
+	}
+	if (harm && strcmp(mode, "delay") == 0)
+		sleep(3);
+	int u = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { 0 };
+	a.sin_family = AF_INET;
+	a.sin_port = htons((unsigned short)upstream_port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (u < 0 || connect(u, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		reset_close(c);
+		if (u >= 0)
+			close(u);
+		return NULL;
+	}
+	/* the request line, our Connection: close, the other headers (any Connection header of the client's dropped) */
+	char *eol = strstr(head, "\r\n");
+	size_t first = (size_t)(eol + 2 - head);
+	int ok = write_all(u, head, first) == 0 && write_all(u, "Connection: close\r\n", 19) == 0;
+	for (char *line = head + first; ok && line < head + head_len;) {
+		char *le = strstr(line, "\r\n") + 2;
+		if (strncasecmp(line, "connection:", 11) != 0)
+			ok = write_all(u, line, (size_t)(le - line)) == 0;
+		line = le;
+	}
+	if (ok && hn > head_len)
+		ok = write_all(u, head + head_len, hn - head_len) == 0;
+	int truncate = harm && strcmp(mode, "truncate") == 0;
+	long relayed = 0, cut = -1;
+	struct pollfd p[2] = { { c, POLLIN, 0 }, { u, POLLIN, 0 } };
+	char buf[65536];
+	int c_open = 1;
+	while (ok) {
+		p[0].fd = c_open ? c : -1;
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (c_open && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			ssize_t k = recv(c, buf, sizeof(buf), 0);
+			if (k <= 0) {
+				c_open = 0;
+				shutdown(u, SHUT_WR);
+			} else if (write_all(u, buf, (size_t)k) < 0) {
+				break;
+			}
+		}
+		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t k = recv(u, buf, sizeof(buf), 0);
+			if (k <= 0)
+				break;
+			if (truncate && cut < 0) {
+				/* cut in the middle of the answer: half of what came in the first read */
+				cut = k / 2 > 0 ? k / 2 : 1;
+			}
+			size_t send_n = (size_t)k;
+			if (truncate && relayed + k > cut)
+				send_n = (size_t)(cut - relayed);
+			if (send_n && write_all(c, buf, send_n) < 0)
+				break;
+			relayed += (long)send_n;
+			if (truncate && relayed >= cut) {
+				reset_close(c);
+				close(u);
+				return NULL;
+			}
+		}
+	}
+	close(u);
+	close(c);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 5) {
+		fprintf(stderr, "usage: fault_proxy UPSTREAM_PORT N MODE COUNT_FILE\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	upstream_port = atoi(argv[1]);
+	char *colon;
+	harm_n = strtol(argv[2], &colon, 10);
+	harm_to = *colon == ':' ? strtol(colon + 1, NULL, 10) : harm_n;
+	snprintf(mode, sizeof(mode), "%s", argv[3]);
+	size_t ml = strlen(mode);
+	if (ml && mode[ml - 1] == '+') {
+		harm_to = 1L << 40;
+		mode[ml - 1] = '\0';
+	}
+	if (strcmp(mode, "503") && strcmp(mode, "reset") && strcmp(mode, "truncate") && strcmp(mode, "delay") &&
+		strcmp(mode, "none")) {
+		fprintf(stderr, "fault_proxy: unknown mode %s\n", argv[3]);
+		return 2;
+	}
+	count_file = argv[4];
+	record(0);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in a = { 0 };
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t al = sizeof(a);
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s, 128) < 0 ||
+		getsockname(s, (struct sockaddr *)&a, &al) < 0) {
+		perror("fault_proxy");
+		return 1;
+	}
+	printf("%d\n", ntohs(a.sin_port));
+	fflush(stdout);
+	for (;;) {
+		int c = accept(s, NULL, NULL);
+		if (c < 0) {
+			if (errno == EINTR)
+				continue;
+			return 1;
+		}
+		pthread_t t;
+		if (pthread_create(&t, NULL, serve, (void *)(intptr_t)c) == 0)
+			pthread_detach(t);
+		else
+			close(c);
+	}
+}
