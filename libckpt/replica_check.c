@@ -128,7 +128,7 @@ static int check_host(ckpt_replica_check *checks, size_t n, const unsigned char 
 		uint64_t nb = ckpt_variable_nbytes(c->variable);
 
 		if ((!p && nb) || (nb ? ckpt_crc32c_extend(0, p, (size_t)nb) : 0) != c->expected_crc32c) {
-#pragma omp critical(ckpt_replica_check)
+#pragma omp critical
 			note_bad(c, job_rep[j]);
 		}
 	}
