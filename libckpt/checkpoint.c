@@ -20,19 +20,6 @@
 
 #define SAVE_COUNTER "save_counter"
 
-void ckpt__warn(ckpt_warning_fn fn, void *ctx, const char *fmt, ...)
-{
-	char buf[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (fn)
-		fn(buf, ctx);
-	else
-		fprintf(stderr, "libckpt: warning: %s\n", buf);
-}
-
 int ckpt_checkpoint_new(ckpt_checkpoint **out, const ckpt_checkpoint_options *o)
 {
 	if (!out)

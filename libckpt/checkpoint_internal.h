@@ -8,7 +8,8 @@
  * the object graph it is identified by its variable, so a variable tracked
  * twice is one node.
  *
- * Stored side: a restore session (ckpt__session, refcounted) holds the
+ * Stored side (restore_session.h, restore_pending.h): a restore session
+ * (ckpt__session, refcounted) holds the
  * file's object graph and every stored value, read into memory before any
  * live variable is touched. Values not consumed at restore time stay in the
  * session; live objects hold "pending" records pointing into it, applied
@@ -19,17 +20,11 @@
 
 #include "internal.h"
 
-typedef struct ckpt__session ckpt__session;
-
-/* generic pointer -> int map (open addressing) */
-typedef struct ckpt__ptrmap {
-	size_t cap, n;
-	const void **keys;
-	int *vals;
-} ckpt__ptrmap;
-int ckpt__ptrmap_put(ckpt__ptrmap *m, const void *key, int val);
-int ckpt__ptrmap_get(const ckpt__ptrmap *m, const void *key); /* -1 when absent */
-void ckpt__ptrmap_free(ckpt__ptrmap *m);
+#include "restore_session.h"
+#include "restore_pending.h"
+#include "util/ptrmap.h"
+#include "util/array.h"
+#include "util/warn.h"
 
 typedef struct ckpt__edge {
 	char *name;          /* edge_name_dup: in the slab unless too long for it */
@@ -62,20 +57,7 @@ typedef struct ckpt__slot {
 	long prev;           /* previous slot of the same primary, -1 */
 } ckpt__slot;
 
-typedef struct ckpt__pending_child {
-	char *name;
-	ckpt__session *s;    /* reference */
-	int node;            /* stored node id */
-} ckpt__pending_child;
-
-typedef struct ckpt__pending_slot {
-	ckpt__session *s;    /* reference */
-	int orig_node;       /* stored node of the primary variable */
-	char *slot_name;
-	int slot_node;
-} ckpt__pending_slot;
-
-/* Objects, their only attribute and their edges' names live in the slab (slab.c): load makes 10,000s. */
+/* Objects, their only attribute and their edges' names live in the slab (util/slab.c): load makes 10,000s. */
 struct ckpt_object {
 	int refs;
 	int is_var_node;
@@ -92,10 +74,7 @@ struct ckpt_object {
 	size_t nslots, capslots;
 	ckpt__slot *slots;
 	ckpt__ptrmap slot_last;  /* primary -> index of its latest slot */
-	size_t npchild, cappchild;
-	ckpt__pending_child *pchild;
-	size_t npslot, cappslot;
-	ckpt__pending_slot *pslot;
+	ckpt__pending pending;   /* restore-on-create records (restore_pending.c owns them) */
 };
 
 struct ckpt_checkpoint {
@@ -106,50 +85,6 @@ struct ckpt_checkpoint {
 	struct ckpt_partitioned **parted; /* tracked partitioned variables (borrowed), in tracking order */
 	size_t nparted, capparted;
 	int graph_without_has_values; /* loaded from a graph written without has_checkpoint_values: written so again */
-};
-
-/* ---- stored values ---- */
-
-typedef struct ckpt__value {
-	int node;            /* stored node id; -1: no attribute refers to it (TF1 name-based files) */
-	/* the strings live in the session: key in its pool, the others in its graph (or static / inside key) */
-	const char *attr;    /* attribute name ("VARIABLE_VALUE", "table") */
-	const char *suffix;  /* "" or, for a multi-tensor attribute, the tensor's key suffix ("-keys") */
-	const char *key;     /* stored key */
-	const char *full_name;
-	size_t reader_index;
-	ckpt_dtype dtype;
-	ckpt__cshape shape;  /* dims in the session's pool (ckpt__cshape_expand for a ckpt_shape) */
-	ckpt_tensor *t;      /* read value (wraps an arena); NULL once consumed and released */
-	int consumed;
-	int temp;            /* staged in the current commit's temporary arena */
-	int initialized;     /* load created its variable with this value (no assign needed) */
-	ckpt_role role;      /* from the reader's entry, as are the three below */
-	ckpt_synchronization sync;
-	ckpt_aggregation aggregation;
-	int sync_source;     /* CKPT_SYNC_SOURCE_* */
-} ckpt__value;
-
-struct ckpt__session {
-	int refs;
-	char *path;                  /* resolved */
-	char *format;
-	ckpt_object_graph *graph;    /* NULL for name-based files; taken from the reader */
-	ckpt__strpool strings;       /* the values' keys and the dims of their shapes */
-	size_t nvals;
-	ckpt__value *vals;           /* sorted by node, then attribute order */
-	size_t *node_first;          /* per node: first value index (nnodes + 1 entries) */
-	ckpt_variable **bound_var;   /* per node: live variable it restored into (compared, never dereferenced) */
-	size_t nflat_first;          /* values [nflat_first, nvals): node -1, no attribute refers to them */
-	size_t nassigned, capassigned;
-	ckpt_variable **assigned;    /* every live variable a value went to */
-	ckpt_warning_fn warn;
-	void *warn_ctx;
-	ckpt_reader *reader;         /* open until every value is read */
-	void **arenas;               /* staged values kept for restore-on-create */
-	size_t narenas;
-	ckpt_variable **unfilled;    /* load: variables it created without a value (compared, never dereferenced) */
-	size_t nunfilled, capunfilled;
 };
 
 /* checkpoint_object.c */
@@ -209,12 +144,7 @@ void ckpt__plan_free(ckpt__plan *p);
 void ckpt__find_cache_free(struct ckpt__find_cache *c);
 
 
-/* checkpoint_restore.c */
-int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpoint_options *o);
-/* Read every value into an arena the session keeps and close the reader (load). */
-int ckpt__session_stage_all(ckpt__session *s);
-void ckpt__session_unref(ckpt__session *s);
-void ckpt__session_ref(ckpt__session *s);
+/* restore_match.c (ckpt__run_commit: restore_commit.c) */
 /* One matching run: match (no side effects), then commit (read all, assign, attach pending). */
 typedef struct ckpt__run ckpt__run;
 int ckpt__run_new(ckpt__run **out, ckpt__session *s);
@@ -238,9 +168,7 @@ void ckpt__run_set_fresh(ckpt__run *r);
 void ckpt__run_set_collective(ckpt__run *r, ckpt_strategy *cs);
 /* Whether the committed run assigned `var` (load zero-fills what it did not). */
 int ckpt__run_assigned(const ckpt__run *r, const ckpt_variable *var);
-/* restore-on-create hooks, called by checkpoint_object.c */
-int ckpt__apply_pending_child(ckpt_object *parent, const char *name, ckpt_object *child);
-int ckpt__apply_pending_slot(ckpt_object *opt, ckpt_variable *primary, const char *slot_name, ckpt_object *node);
+/* checkpoint_status.c */
 int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_checkpoint *ck);
 
 /* checkpoint_divergence.c: with opts.check_mirrored, ESCOPE naming the first mirrored variable whose copies differ */
@@ -255,6 +183,5 @@ int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t numb
  * first among the tree's variables; NULL for a single-process checkpoint.
  */
 ckpt_strategy *ckpt__checkpoint_collective(ckpt_checkpoint *ck);
-void ckpt__warn(ckpt_warning_fn fn, void *ctx, const char *fmt, ...) CKPT_PRINTF(3, 4);
 
 #endif

@@ -64,21 +64,6 @@ static int var_options(ckpt_variable_options *vo, ckpt__value *v, const ckpt_che
 	return CKPT_OK;
 }
 
-/* Remember a variable created without a value: zero_unassigned looks at these only. */
-static int note_unfilled(ckpt__session *s, ckpt_variable *v)
-{
-	if (s->nunfilled == s->capunfilled) {
-		size_t nc = s->capunfilled ? s->capunfilled * 2 : 64;
-		ckpt_variable **p = ckpt__realloc(s->unfilled, nc * sizeof(*p));
-		if (!p)
-			return CKPT_ENOMEM;
-		s->unfilled = p;
-		s->capunfilled = nc;
-	}
-	s->unfilled[s->nunfilled++] = v;
-	return CKPT_OK;
-}
-
 static int make_var(ckpt_variable **out, ckpt__session *s, ckpt__value *v, const ckpt_checkpoint_options *o)
 {
 	ckpt_variable_options vo;
@@ -89,7 +74,7 @@ static int make_var(ckpt_variable **out, ckpt__session *s, ckpt__value *v, const
 	/* no initial value: the load's restore run writes every copy (see ckpt_checkpoint_load) */
 	int rc = vo.initial_value ? ckpt_variable_new(out, name, v->dtype, &sh, &vo)
 		: ckpt__variable_new_unfilled(out, name, v->dtype, &sh, &vo);
-	if (rc == CKPT_OK && !vo.initial_value && (rc = note_unfilled(s, *out)) < 0) {
+	if (rc == CKPT_OK && !vo.initial_value && (rc = ckpt__session_note_unfilled(s, *out)) < 0) {
 		ckpt_variable_free(*out);
 		*out = NULL;
 	}
@@ -237,7 +222,7 @@ static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_chec
 			if (rc == CKPT_OK)
 				keep_no_full_name(&objs[sn]->attrs[0], sv);
 			if (rc == CKPT_OK && !vo.initial_value)
-				rc = note_unfilled(s, v); /* on failure the load frees the tree, the slot with it */
+				rc = ckpt__session_note_unfilled(s, v); /* on failure the load frees the tree, the slot with it */
 			if (rc == CKPT_OK && vo.initial_value && ckpt_variable_kind(v) != CKPT_VAR_SYNC_ON_READ)
 				sv->initialized = 1;
 		}
@@ -276,9 +261,11 @@ static int build_flat_tree(ckpt__session *s, ckpt_object *root, const ckpt_check
  */
 static int zero_unassigned(const ckpt__session *s, const ckpt__run *r)
 {
-	for (size_t i = 0; i < s->nunfilled; i++)
-		if (!ckpt__run_assigned(r, s->unfilled[i]))
-			ckpt__variable_zero(s->unfilled[i]);
+	size_t n;
+	ckpt_variable *const *unfilled = ckpt__session_unfilled(s, &n);
+	for (size_t i = 0; i < n; i++)
+		if (!ckpt__run_assigned(r, unfilled[i]))
+			ckpt__variable_zero(unfilled[i]);
 	return CKPT_OK;
 }
 

@@ -1,7 +1,7 @@
 /*
  * Trackable objects: named children, variables as attributes, optimizer
- * slot variables. Restore-on-create hooks into checkpoint_restore.c
- * whenever a child, a tracked variable or a slot appears.
+ * slot variables. Whenever a child, a tracked variable or a slot appears,
+ * the object's restore-on-create records (restore_pending.c) are applied.
  */
 #include <string.h>
 #include "checkpoint_internal.h"
@@ -28,22 +28,7 @@ void ckpt__tree_changed(void)
 	__atomic_fetch_add(&tree_gen, 1, __ATOMIC_RELAXED);
 }
 
-static int grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-	if (n < *cap)
-		return CKPT_OK;
-	size_t nc = *cap ? *cap * 2 : 4;
-	size_t bytes;
-	if (__builtin_mul_overflow(nc, elem, &bytes))
-		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "too many entries (%zu)", nc);
-	void *p = ckpt__realloc(*arr, bytes);
-	if (!p)
-		return CKPT_ENOMEM;
-	*arr = p;
-	*cap = nc;
-	return CKPT_OK;
-}
-#define GROW(arr, cap, n) grow((void **)&(arr), &(cap), (n), sizeof(*(arr)))
+#define GROW(arr, cap, n) ckpt__array_grow((void **)&(arr), &(cap), (n), sizeof(*(arr)), 4)
 
 /* Nearly every attribute is VARIABLE_VALUE: one shared, never freed copy of the name instead of one per variable. */
 static char variable_value_name[] = CKPT_VARIABLE_VALUE_KEY;
@@ -88,7 +73,7 @@ static int grow_attrs(ckpt_object *o)
 	if (o->nattrs < o->capattrs)
 		return CKPT_OK;
 	if (o->attrs != &o->attr1)
-		return grow((void **)&o->attrs, &o->capattrs, o->nattrs, sizeof(*o->attrs));
+		return ckpt__array_grow((void **)&o->attrs, &o->capattrs, o->nattrs, sizeof(*o->attrs), 4);
 	ckpt__attr *a = ckpt__malloc(4 * sizeof(*a));
 	if (!a)
 		return CKPT_ENOMEM;
@@ -158,22 +143,13 @@ void ckpt_object_free(ckpt_object *o)
 		ckpt__free(o->attrs[i].suffix);
 		ckpt__free(o->attrs[i].source_key);
 	}
-	for (size_t i = 0; i < o->npchild; i++) {
-		ckpt__session_unref(o->pchild[i].s);
-		ckpt__free(o->pchild[i].name);
-	}
-	for (size_t i = 0; i < o->npslot; i++) {
-		ckpt__session_unref(o->pslot[i].s);
-		ckpt__free(o->pslot[i].slot_name);
-	}
+	ckpt__pending_free(&o->pending);
 	ckpt__free(o->edges);
 	ckpt__free(o->eidx);
 	ckpt__ptrmap_free(&o->slot_last);
 	ckpt__free(o->slots);
 	if (o->attrs != &o->attr1)
 		ckpt__free(o->attrs);
-	ckpt__free(o->pchild);
-	ckpt__free(o->pslot);
 	ckpt__free(o->opt_name);
 	ckpt__free(o->source_key);
 	ckpt__slab_free(o);
@@ -354,7 +330,7 @@ int ckpt_object_add_child(ckpt_object *parent, const char *local_name, ckpt_obje
 	CKPT_TRY(reaches(child, parent, &weak));
 	/* make room first, so that nothing can fail after pending values were assigned */
 	CKPT_TRY(GROW(parent->edges, parent->capedges, parent->nedges));
-	CKPT_TRY(ckpt__apply_pending_child(parent, local_name, child));
+	CKPT_TRY(ckpt__pending_apply_child(&parent->pending, local_name, child));
 	return ckpt__object_link(parent, local_name, child, weak);
 }
 
@@ -626,7 +602,7 @@ int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_varia
 	ckpt_variable *v;
 	ckpt_object *node;
 	CKPT_TRY(ckpt__slot_create(&v, &node, opt, primary, slot_name, NULL, o, 0));
-	int rc = ckpt__apply_pending_slot(opt, primary, slot_name, node);
+	int rc = ckpt__pending_apply_slot(&opt->pending, primary, slot_name, node);
 	if (rc < 0) {
 		/* restore-on-create failed (mismatch): the slot is not created */
 		ckpt__tree_changed();
@@ -653,82 +629,4 @@ int ckpt_optimizer_get_slot(ckpt_variable **out, const ckpt_object *opt, const c
 			"no slot '%s' for variable '%s'", slot_name, ckpt_variable_name(primary));
 	*out = s->node->attrs[0].var;
 	return CKPT_OK;
-}
-
-/* ---- pointer map ---- */
-
-static size_t ptr_hash(const void *p, size_t cap)
-{
-	uint64_t x = (uint64_t)(uintptr_t)p;
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return (size_t)(x & (cap - 1));
-}
-
-int ckpt__ptrmap_put(ckpt__ptrmap *m, const void *key, int val)
-{
-	if (m->cap) {
-		/* updating an existing key never allocates */
-		size_t h = ptr_hash(key, m->cap);
-		while (m->keys[h]) {
-			if (m->keys[h] == key) {
-				m->vals[h] = val;
-				return CKPT_OK;
-			}
-			h = (h + 1) & (m->cap - 1);
-		}
-	}
-	if ((m->n + 1) * 2 > m->cap) {
-		size_t nc = m->cap ? m->cap * 2 : 64;
-		const void **nk = ckpt__calloc(nc, sizeof(*nk));
-		int *nv = ckpt__calloc(nc, sizeof(*nv));
-		if (!nk || !nv) {
-			ckpt__free(nk);
-			ckpt__free(nv);
-			return CKPT_ENOMEM;
-		}
-		for (size_t i = 0; i < m->cap; i++) {
-			if (!m->keys[i])
-				continue;
-			size_t h = ptr_hash(m->keys[i], nc);
-			while (nk[h])
-				h = (h + 1) & (nc - 1);
-			nk[h] = m->keys[i];
-			nv[h] = m->vals[i];
-		}
-		ckpt__free(m->keys);
-		ckpt__free(m->vals);
-		m->keys = nk;
-		m->vals = nv;
-		m->cap = nc;
-	}
-	size_t h = ptr_hash(key, m->cap);
-	while (m->keys[h] && m->keys[h] != key)
-		h = (h + 1) & (m->cap - 1);
-	if (!m->keys[h])
-		m->n++;
-	m->keys[h] = key;
-	m->vals[h] = val;
-	return CKPT_OK;
-}
-
-int ckpt__ptrmap_get(const ckpt__ptrmap *m, const void *key)
-{
-	if (!m->cap)
-		return -1;
-	size_t h = ptr_hash(key, m->cap);
-	while (m->keys[h]) {
-		if (m->keys[h] == key)
-			return m->vals[h];
-		h = (h + 1) & (m->cap - 1);
-	}
-	return -1;
-}
-
-void ckpt__ptrmap_free(ckpt__ptrmap *m)
-{
-	ckpt__free(m->keys);
-	ckpt__free(m->vals);
-	memset(m, 0, sizeof(*m));
 }

@@ -38,14 +38,10 @@ size_t ckpt_restore_status_unmatched_count(ckpt_restore_status *st)
 	ckpt__free(st->unmatched);
 	st->unmatched = NULL;
 	st->nunmatched = 0;
-	size_t n = 0;
-	for (size_t i = 0; i < s->nvals; i++)
-		n += !s->vals[i].consumed;
+	size_t n = ckpt__session_unconsumed(s, NULL);
 	if (!n || !(st->unmatched = ckpt__calloc(n, sizeof(char *))))
 		return 0;
-	for (size_t i = 0; i < s->nvals; i++)
-		if (!s->vals[i].consumed)
-			st->unmatched[st->nunmatched++] = s->vals[i].key;
+	st->nunmatched = ckpt__session_unconsumed(s, st->unmatched);
 	return st->nunmatched;
 }
 
@@ -66,8 +62,10 @@ size_t ckpt_restore_status_unrestored_count(ckpt_restore_status *st)
 	if (ckpt_checkpoint_variables(&st->live, st->ck) < 0)
 		return 0;
 	ckpt__ptrmap got = { 0 };
-	for (size_t i = 0; i < st->s->nassigned; i++)
-		if (ckpt__ptrmap_put(&got, st->s->assigned[i], 1) < 0)
+	size_t nassigned;
+	ckpt_variable *const *assigned = ckpt__session_assigned(st->s, &nassigned);
+	for (size_t i = 0; i < nassigned; i++)
+		if (ckpt__ptrmap_put(&got, assigned[i], 1) < 0)
 			goto done;
 	size_t n = ckpt_tracked_list_count(st->live);
 	if (!n || !(st->unrestored = ckpt__calloc(n, sizeof(char *))))
@@ -89,12 +87,15 @@ const char *ckpt_restore_status_unrestored(const ckpt_restore_status *st, size_t
 
 size_t ckpt_restore_status_restored_count(const ckpt_restore_status *st)
 {
-	return st ? st->s->nassigned : 0;
+	size_t n = 0;
+	if (st)
+		ckpt__session_assigned(st->s, &n);
+	return n;
 }
 
 const char *ckpt_restore_status_path(const ckpt_restore_status *st)
 {
-	return st ? st->s->path : NULL;
+	return st ? ckpt__session_path(st->s) : NULL;
 }
 
 int ckpt_restore_status_assert_existing_objects_matched(ckpt_restore_status *st)
@@ -104,7 +105,7 @@ int ckpt_restore_status_assert_existing_objects_matched(ckpt_restore_status *st)
 		return CKPT_OK;
 	size_t n = ckpt_restore_status_unrestored_count(st);
 	if (n)
-		return ckpt__fail(CKPT_ENOTFOUND, st->s->path, st->unrestored[0], -1,
+		return ckpt__fail(CKPT_ENOTFOUND, ckpt__session_path(st->s), st->unrestored[0], -1,
 			"%zu live variable(s) received no value from the checkpoint (first: '%s')", n, st->unrestored[0]);
 	return CKPT_OK;
 }
@@ -115,7 +116,7 @@ int ckpt_restore_status_assert_consumed(ckpt_restore_status *st)
 		return CKPT_OK; /* nothing was restored: see ckpt_restore_status_assert_existing_objects_matched */
 	size_t n = ckpt_restore_status_unmatched_count(st);
 	if (n)
-		return ckpt__fail(CKPT_ENOTFOUND, st->s->path, st->unmatched[0], -1,
+		return ckpt__fail(CKPT_ENOTFOUND, ckpt__session_path(st->s), st->unmatched[0], -1,
 			"%zu checkpoint value(s) were not restored into any live variable (first: '%s'); "
 			"create the objects they belong to, or use expect_partial",
 			n, st->unmatched[0]);
@@ -134,11 +135,13 @@ void ckpt_restore_status_free(ckpt_restore_status *st)
 		return;
 	if (!st->expect_partial) {
 		size_t n = ckpt_restore_status_unmatched_count(st);
+		void *warn_ctx;
+		ckpt_warning_fn warn = ckpt__session_warning(st->s, &warn_ctx);
 		if (n)
-			ckpt__warn(st->s->warn, st->s->warn_ctx,
+			ckpt__warn(warn, warn_ctx,
 				"%zu value(s) in '%s' were not restored (first: '%s'); call "
 				"ckpt_restore_status_expect_partial() if that is intended",
-				n, st->s->path, st->unmatched[0]);
+				n, ckpt__session_path(st->s), st->unmatched[0]);
 	}
 	ckpt__free(st->unmatched);
 	ckpt__free(st->unrestored);

@@ -53,19 +53,7 @@ void ckpt__error_slot_clear(ckpt__error_slot *slot);
 #define ckpt__free ckpt_free
 char *ckpt__strdup(const char *s);
 char *ckpt__strndup(const char *s, size_t n);
-/**
- * Strings allocated in bulk and freed together (strpool.c). Zero-initialise;
- * a string stays valid until ckpt__strpool_free.
- */
-typedef struct ckpt__strpool {
-	struct ckpt__strpool_block *head;
-	size_t next_cap;
-} ckpt__strpool;
-/** Copy n bytes of s plus a NUL into the pool (NULL on ENOMEM, error set). */
-char *ckpt__strpool_dup(ckpt__strpool *p, const char *s, size_t n);
-/** n uninitialised bytes in the pool, 8-byte aligned (NULL on ENOMEM, error set). */
-void *ckpt__strpool_alloc(ckpt__strpool *p, size_t n);
-void ckpt__strpool_free(ckpt__strpool *p);
+#include "util/strpool.h"
 
 /*
  * A shape held compactly: rank and a pointer to rank dims kept elsewhere (a
@@ -82,32 +70,9 @@ int ckpt__cshape_make(ckpt__cshape *out, ckpt__strpool *p, const ckpt_shape *s);
 void ckpt__cshape_expand(const ckpt__cshape *c, ckpt_shape *out);
 /** Whether c and s are the same shape (ckpt_shape_equal). */
 int ckpt__cshape_equal(const ckpt__cshape *c, const ckpt_shape *s);
-/* tensor-sized buffers (hugebuf.c) */
-/**
- * A buffer for tensor data: 64-byte aligned; from 2 MiB on it is 2 MiB
- * aligned and madvise(MADV_HUGEPAGE)d so first touch costs one fault per
- * 2 MiB instead of per 4 KiB. Allocated through the allocator hook (over-
- * allocation + alignment, so fault injection still sees it). `zero` = 1
- * zero-fills. NULL with ENOMEM / ELIMIT set on failure. n may be 0.
- */
-void *ckpt__buffer_alloc(uint64_t n, int zero);
-/** Free a ckpt__buffer_alloc buffer (NULL ok). */
-void ckpt__buffer_free(void *p);
-/**
- * Small long-lived allocations (variables, their small copies, tracked
- * objects) packed into shared blocks that become huge pages (slab.c):
- * n <= CKPT__SLAB_MAX bytes aligned to `align` (16, 32 or 64), not zeroed.
- * A block is freed with its last allocation. NULL on ENOMEM (error set).
- */
-#define CKPT__SLAB_MAX ((size_t)16 << 10)
-void *ckpt__slab_alloc(size_t n, size_t align);
-void ckpt__slab_free(void *p);
-/**
- * Stable sort of n elements of sz bytes, linear when the input is a few
- * ascending runs (sort.c); qsort past 16 runs. ENOMEM (array unchanged
- * or partly merged, still a permutation) when a merge buffer cannot be had.
- */
-int ckpt__sort(void *base, size_t n, size_t sz, int (*cmp)(const void *, const void *));
+#include "util/hugebuf.h"
+#include "util/slab.h"
+#include "util/sort.h"
 /** printf into a fresh ckpt__malloc'ed string (NULL on failure, error set). */
 char *ckpt__asprintf(const char *fmt, ...) CKPT_PRINTF(1, 2);
 
@@ -116,8 +81,7 @@ static inline int ckpt__add_u64(uint64_t a, uint64_t b, uint64_t *out) { return 
 static inline int ckpt__mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out); }
 
 /* ---- checksums ---- */
-/** crc32c of A || B from crc1 = crc32c(A), crc2 = crc32c(B) and len2 = |B| (ckpt_crc32c_extend's convention). */
-uint32_t ckpt__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+#include "util/crc.h"
 
 /* ---- paths ---- */
 /** dirname into a fresh string ("." when none). */
@@ -172,6 +136,8 @@ int ckpt__object_graph_parse_pb(ckpt_object_graph **out, const void *buf, size_t
 int ckpt__object_graph_serialize_pb(const ckpt_object_graph *g, void **buf, size_t *n);
 /** Index of the first entry named `name`: 1 when found (no error set either way). */
 int ckpt__reader_lookup(const ckpt_reader *r, const char *name, size_t *index);
+/** Build the index ckpt__reader_lookup uses (reader_index.c; readers of more than a few entries). */
+int ckpt__reader_build_name_index(ckpt_reader *r);
 /** Move the reader's object graph to the caller (a session keeps it past the reader); NULL when none. */
 ckpt_object_graph *ckpt__reader_take_object_graph(ckpt_reader *r);
 

@@ -141,15 +141,6 @@ int ckpt_vfs_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count)
 }
 int ckpt_vfs_mkdir(ckpt_vfs *vfs, const char *dir) { return vfs->methods->mkdir(vfs, dir); }
 
-void ckpt_vfs_free_list(char **names, size_t count)
-{
-	if (!names)
-		return;
-	for (size_t i = 0; i < count; i++)
-		ckpt__free(names[i]);
-	ckpt__free(names);
-}
-
 void ckpt_vfs_free(ckpt_vfs *vfs)
 {
 	if (vfs && vfs != ckpt_vfs_default() && !ckpt__vfs_is_shared_s3(vfs))

@@ -62,6 +62,7 @@ struct ckpt_manager {
 	char *warned_unlisted;   /* the unlisted checkpoint already warned about */
 	void *lock;              /* ckpt_vfs_lock's token, held by a manager that saves */
 	ckpt__manager_async *async; /* a save in flight (manager_async.c) */
+	ckpt__manager_finish_fn async_finish; /* how it is finished: left by manager_async.c with it */
 };
 
 /*
@@ -703,6 +704,12 @@ static int finish_interrupted_save(ckpt_manager *m, int adopted, int writer)
 
 /* ---- public API ---- */
 
+/* The save in flight, if any, finished by the function manager_async.c left with it. */
+static int finish_async(ckpt_manager *m)
+{
+	return m->async ? m->async_finish(m) : CKPT_OK;
+}
+
 void ckpt_manager_free(ckpt_manager *m)
 {
 	if (!m)
@@ -711,7 +718,7 @@ void ckpt_manager_free(ckpt_manager *m)
 		/* nobody is left to report to: a background failure goes to the warning sink */
 		ckpt__error_slot saved = { 0 };
 		ckpt__error_capture(&saved);
-		if (ckpt__manager_async_finish(m) < 0) {
+		if (finish_async(m) < 0) {
 			char e[1024];
 			ckpt__manager_warn(m, "the last asynchronous save failed and the manager was freed before it was "
 				"reported: %s", ckpt_error_format(ckpt_error_last(), e, sizeof(e)));
@@ -953,6 +960,12 @@ ckpt__manager_async **ckpt__manager_async_slot(ckpt_manager *m)
 	return &m->async;
 }
 
+void ckpt__manager_set_async(ckpt_manager *m, ckpt__manager_async *a, ckpt__manager_finish_fn finish)
+{
+	m->async = a;
+	m->async_finish = finish;
+}
+
 static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 {
 	ckpt__manager_save s;
@@ -993,7 +1006,7 @@ static int check_saver(ckpt_manager *m, const char *what)
 		return ckpt__fail(CKPT_EINVAL, m ? m->dir : NULL, NULL, -1, "%s: the manager has no checkpoint to save",
 			what);
 	/* a save still in flight comes first; its failure is reported now and nothing new starts */
-	return ckpt__manager_async_finish(m);
+	return finish_async(m);
 }
 
 int ckpt_manager_save_number(const char **path_out, ckpt_manager *m, int64_t number)
@@ -1037,7 +1050,7 @@ int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m)
 		*path_out = NULL;
 	if (!m)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_manager_latest_valid: NULL manager");
-	CKPT_TRY(ckpt__manager_async_finish(m));
+	CKPT_TRY(finish_async(m));
 	for (size_t i = m->n; i-- > 0;) {
 		char why[1024];
 		int ok = check_valid(m, m->list[i].path, why, sizeof(why));

@@ -108,7 +108,7 @@ int ckpt_manager_save_async(const char **path_out, ckpt_manager *m, ckpt_async_s
 		ckpt__error_slot_clear(&err);
 		return rc;
 	}
-	*ckpt__manager_async_slot(m) = a;
+	ckpt__manager_set_async(m, a, ckpt__manager_async_finish);
 	if (path_out)
 		*path_out = a->save.path;
 	return CKPT_OK;

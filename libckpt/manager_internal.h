@@ -60,6 +60,10 @@ void ckpt__manager_warn(ckpt_manager *m, const char *fmt, ...) CKPT_PRINTF(2, 3)
 /** The manager's save in flight, if any (opaque to manager.c). */
 typedef struct ckpt__manager_async ckpt__manager_async;
 ckpt__manager_async **ckpt__manager_async_slot(ckpt_manager *m);
+/** How manager.c finishes the save in flight (ckpt__manager_async_finish) without calling into manager_async.c. */
+typedef int (*ckpt__manager_finish_fn)(ckpt_manager *m);
+/** Start tracking save `a` in flight, finished by `finish`. */
+void ckpt__manager_set_async(ckpt_manager *m, ckpt__manager_async *a, ckpt__manager_finish_fn finish);
 /**
  * Wait for the manager's async save in flight (if any) and apply it. Its
  * status (the background error, re-raised on this thread) or CKPT_OK.

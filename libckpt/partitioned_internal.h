@@ -9,6 +9,18 @@
 #include "checkpoint_internal.h"
 #include "ckpt/partitioned.h"
 
+/* A partitioned variable (partitioned.c creates and frees it; partitioned_io.c reads it). */
+struct ckpt_partitioned {
+	char *name;
+	ckpt_dtype dtype;
+	ckpt_shape shape;
+	int nparts;
+	int64_t *row0, *rows;   /* per part */
+	ckpt_variable **part;   /* per part; NULL where another worker holds it */
+	ckpt_strategy *strategy;/* created under (holds a variable reference) */
+	int workers, rank;      /* of that strategy: 1, 0 in-process */
+};
+
 /** The strategy `p` was created under (its owner rule's). */
 ckpt_strategy *ckpt__partitioned_strategy(const ckpt_partitioned *p);
 

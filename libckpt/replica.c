@@ -90,11 +90,6 @@ ckpt_replica_ctx *ckpt_replica_current(void)
 	return tls_ctx;
 }
 
-ckpt_strategy *ckpt__replica_running_strategy(void)
-{
-	return tls_ctx ? tls_ctx->run->strategy : NULL;
-}
-
 int ckpt_replica_id(const ckpt_replica_ctx *ctx)
 {
 	return ctx ? ctx->run->offset + ctx->id : 0;
@@ -366,6 +361,7 @@ static void replica_main(struct run *r, int id)
 	struct ckpt_replica_ctx *ctx = &r->ctx[id];
 	ckpt_replica_ctx *prev = tls_ctx;
 	tls_ctx = ctx;
+	ckpt_strategy *prev_running = ckpt__strategy_set_running(ctx->run->strategy);
 	int base = ckpt__scope_replica_begin();
 	ckpt_error_clear();
 	int rc = r->fn(ctx, r->arg);
@@ -385,6 +381,7 @@ static void replica_main(struct run *r, int id)
 	}
 	r->rcs[id] = rc;
 	tls_ctx = prev;
+	ckpt__strategy_set_running(prev_running);
 	depart(r, id, rc);
 }
 

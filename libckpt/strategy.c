@@ -280,12 +280,22 @@ const char *ckpt_strategy_describe(const ckpt_strategy *s)
 	return s ? s->desc : default_strategy.desc;
 }
 
+/* The strategy whose replica function this thread is running (replica.c says so), or NULL. */
+static _Thread_local ckpt_strategy *running;
+
+ckpt_strategy *ckpt__strategy_set_running(ckpt_strategy *s)
+{
+	ckpt_strategy *prev = running;
+	running = s;
+	return prev;
+}
+
 /* The strategy a new scope nests in: the innermost entered one, else the one being run. */
 static ckpt_strategy *innermost(void)
 {
 	if (scope_depth > scope_base)
 		return scope_stack[scope_depth - 1];
-	return ckpt__replica_running_strategy();
+	return running;
 }
 
 int ckpt_scope_enter(ckpt_strategy *s)

@@ -115,10 +115,8 @@ static void apply_saved_model(ckpt_reader *r)
 				continue;
 			if (a->full_name && *a->full_name && v->name && *v->name && strcmp(a->full_name, v->name) != 0)
 				continue; /* not the node we think it is */
-			if (ckpt_reader_find(r, a->checkpoint_key, &idx) != CKPT_OK) {
-				ckpt_error_clear();
+			if (!ckpt__reader_lookup(r, a->checkpoint_key, &idx))
 				continue;
-			}
 			r->vars[idx].sync = v->sync;
 			r->vars[idx].aggregation = v->aggregation;
 			r->vars[idx].sync_source = CKPT_SYNC_SOURCE_SAVED_MODEL;

@@ -90,7 +90,7 @@ static ckpt_variable *var_alloc(const char *name, size_t name_len, int copies)
 	size_t bufs_at = (sizeof(ckpt_variable) + sizeof(void *) - 1) / sizeof(void *) * sizeof(void *);
 	size_t name_at = bufs_at + (size_t)copies * sizeof(void *);
 	size_t total = name_at + name_len + 1;
-	/* packed with other variables (slab.c): 10,000 tiny ones fault in a few huge pages, not 1,000 small ones */
+	/* packed with other variables (util/slab.c): 10,000 tiny ones fault in a few huge pages, not 1,000 small ones */
 	int in_slab = total <= CKPT__SLAB_MAX;
 	unsigned char *p = in_slab ? ckpt__slab_alloc(total, 16) : ckpt__malloc(total);
 	if (!p)

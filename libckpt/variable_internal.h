@@ -4,8 +4,8 @@
  * glue between strategy.c, replica.c and variable.c. Not installed.
  *
  * Restore path for the checkpoint code (all-or-nothing, see
- * checkpoint_restore.c): values that cannot be read in place are staged;
- * the others are verified in the file; every assignment is checked
+ * checkpoint_restore.c and restore_commit.c): values that cannot be read
+ * in place are staged; the others are verified in the file; every assignment is checked
  * (ckpt__assign_plan_new); only then are values read straight into copy 0
  * and fanned out to the other copies (ckpt__assign_plan_run).
  * Save path: a plain / mirrored variable's value is
@@ -46,20 +46,13 @@ void ckpt__strategy_release(ckpt_strategy *s, ckpt__strategy_ref what);
 int ckpt__scope_replica_begin(void);
 int ckpt__scope_replica_end(int prev_base);
 
-/* ---- replica context (replica.c) ---- */
-
-/** The strategy being run on this thread, or NULL outside replica context. */
-ckpt_strategy *ckpt__replica_running_strategy(void);
-
-/* ---- buffers (hugebuf.c; ckpt__buffer_alloc is in internal.h) ---- */
-
 /**
- * A variable copy of n bytes: from 64 KiB on, packed with other variables'
- * copies into shared 2 MiB-aligned huge-page blocks (64-byte aligned, not
- * zeroed), so no copy has a tail in 4 KiB pages. Free with the same n.
+ * replica.c, around a replica function: `s` is the strategy this thread now
+ * runs a replica of (NULL: none); returns the one before, to put back.
  */
-void *ckpt__variable_buffer_alloc(uint64_t n);
-void ckpt__variable_buffer_free(void *p, uint64_t n);
+ckpt_strategy *ckpt__strategy_set_running(ckpt_strategy *s);
+
+/* ---- buffers: util/hugebuf.h ---- */
 
 /* ---- variables (variable.c) ---- */
 

@@ -4,7 +4,7 @@
  * message, field by field (proto3: a scalar at its default is left out; the
  * shape and each dim are written even when empty). Saving 10,000 tiny
  * tensors spent a fifth of its commit in protobuf-c sizing and packing each
- * entry through its descriptors. tests/test_tfb_entry.c checks the bytes
+ * entry through its descriptors. tests/formats/test_tfb_entry.c checks the bytes
  * against protobuf-c's.
  */
 #include <stdint.h>

@@ -4,7 +4,7 @@
  * then CUDA-specific checks through its table and through the library, as
  * one program so it runs the same way in two places:
  *  - here, without a GPU, against tests/cuda/fake_cudart.c put in place of
- *    libcudart (LD_LIBRARY_PATH; tests/test_cuda_provider.c): that checks
+ *    libcudart (LD_LIBRARY_PATH; tests/memory/test_cuda_provider.c): that checks
  *    our CUDA call sequence against an emulation, not a GPU;
  *  - on a GPU, against the real runtime, plain and under
  *    `compute-sanitizer --tool memcheck` (bench/gpu_check.sh).

@@ -1,7 +1,7 @@
 /*
  * The fuzz entry points, one per reader, shared by the libFuzzer targets
  * (fuzz_<target>.c), the standalone replay driver and the Criterion suite
- * (tests/test_fuzz_replay.c), so every corpus file and every past crash input
+ * (tests/hostile/test_fuzz_replay.c), so every corpus file and every past crash input
  * goes through exactly the code the fuzzers ran.
  *
  * Each entry feeds `data` to the library through the in-memory file system

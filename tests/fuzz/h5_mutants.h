@@ -1,6 +1,6 @@
 /*
  * The HDF5 metadata mutation campaign (issue 12.1), shared by the Criterion
- * suite (tests/test_h5_mutants.c) and the libFuzzer target
+ * suite (tests/hostile/test_h5_mutants.c) and the libFuzzer target
  * fuzz_keras_h5_mutants.
  *
  * A base is a real Keras HDF5 file from tests/fixtures/keras (for a

@@ -155,4 +155,33 @@ static inline uint64_t count_vfs_bytes_in(const count_vfs *v, const char *path, 
 	return sum;
 }
 
+/*
+ * Bytes the recorded reads took from the stored slice entries of the checkpoint
+ * `path` (its slice_part entries).
+ * @param[out] got bytes read inside those entries
+ * @param[out] stored the entries' size (NULL: not wanted)
+ * @return CKPT_OK, or the reader's error opening `path`
+ */
+static inline int count_vfs_slice_bytes(uint64_t *got, uint64_t *stored, const count_vfs *cv, const char *path)
+{
+	ckpt_reader *r;
+	int rc = ckpt_reader_open(&r, path, NULL);
+	if (rc < 0)
+		return rc;
+	*got = 0;
+	if (stored)
+		*stored = 0;
+	for (size_t e = 0; e < ckpt_reader_count(r); e++) {
+		const ckpt_var_info *v = ckpt_reader_var(r, e);
+		if (!v->slice_part)
+			continue;
+		int ex;
+		*got += count_vfs_bytes_in(cv, ckpt_reader_shard_path(r, v->shard, &ex), (uint64_t)v->offset, v->nbytes);
+		if (stored)
+			*stored += v->nbytes;
+	}
+	ckpt_reader_free(r);
+	return CKPT_OK;
+}
+
 #endif

@@ -1,7 +1,7 @@
 /*
  * How every MPI test program ends: its checks and failures summed over the
  * workers, printed by worker 0 as "CHECKS n FAILED m" (plus `fmt`, worker
- * 0's own extra figures) for tests/test_mpi.c to read and show in the log,
+ * 0's own extra figures) for tests/distribute/test_mpi.c to read and show in the log,
  * then MPI_Finalize. Every worker returns the exit status: 1 when any
  * worker failed a check.
  */

@@ -190,17 +190,8 @@ static void check_parts(ckpt_partitioned *emb, count_vfs *cv, const char *path)
 {
 	uint64_t mine = check_values(emb) + check_values(table);
 	/* the bytes read inside the stored slices: exactly this worker's rows */
-	ckpt_reader *r;
-	TM_TRY(ckpt_reader_open(&r, path, NULL));
 	uint64_t got = 0;
-	for (size_t e = 0; e < ckpt_reader_count(r); e++) {
-		const ckpt_var_info *v = ckpt_reader_var(r, e);
-		if (!v->slice_part)
-			continue;
-		int ex;
-		got += count_vfs_bytes_in(cv, ckpt_reader_shard_path(r, v->shard, &ex), (uint64_t)v->offset, v->nbytes);
-	}
-	ckpt_reader_free(r);
+	TM_TRY(count_vfs_slice_bytes(&got, NULL, cv, path));
 	CHECK(got == mine, "read %llu bytes of the stored slices, its parts hold %llu", (unsigned long long)got,
 		(unsigned long long)mine);
 	printf("worker %d: read %llu bytes of the stored slices for %llu bytes of parts\n", rank, (unsigned long long)got,

@@ -36,7 +36,7 @@ static void same_everywhere(const char *what, const char *s)
 	free(all);
 }
 
-/* through the library's file system for the path: local or s3:// (tests/test_s3_mpi.c) */
+/* through the library's file system for the path: local or s3:// (tests/s3/test_s3_mpi.c) */
 static int exists(const char *p)
 {
 	ckpt_vfs *v = NULL;

@@ -1,4 +1,4 @@
-"""TensorFlow oracle for host state tracked by pointer (tests/test_host_state.c).
+"""TensorFlow oracle for host state tracked by pointer (tests/core/test_host_state.c).
 
     tf_host_state.py OURS THEIRS
 

@@ -1,5 +1,5 @@
 """TensorFlow oracle: restore a checkpoint libckpt saved from device replicas
-(tests/test_device_mirrored.c, the guarded test provider).
+(tests/distribute/test_device_mirrored.c, the guarded test provider).
 
     tf_restore_device.py PREFIX NW NB BASE
 

@@ -1,6 +1,6 @@
 /*
  * A loopback HTTP proxy that injects one fault into the Nth request it
- * relays (tests/test_s3_faults.c). Every request gets "Connection: close"
+ * relays (tests/s3/test_s3_faults.c). Every request gets "Connection: close"
  * added, so each connection carries exactly one request and the requests
  * are numbered in the order they arrive (1, 2, ...).
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent oracle for `ckpt inspect --json` (tests/test_cli.c).
+"""Independent oracle for `ckpt inspect --json` (tests/cli/test_cli.c).
 
   expected_inspect.py PATH         print {"variables": [{"name", "dtype", "shape",
                                    "bytes", "crc32", "crc32c"}, ...]} for one checkpoint

@@ -237,3 +237,16 @@ int ts_flip_byte(const char *path, long off, unsigned mask)
 		rc = -1;
 	return rc;
 }
+
+unsigned long long ts_key_value(const char *text, const char *key)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "%s ", key);
+	for (p = text; (p = strstr(p, pat)) != NULL; p++)
+		if (p == text || p[-1] == '\n')
+			return strtoull(p + strlen(pat), NULL, 10);
+	cr_assert_fail("no '%s' line in:\n%s", key, text);
+	return 0;
+}

@@ -62,4 +62,7 @@ const char *ts_oracle_python(void);
 /** The ckpt CLI built with the tests. */
 #define TS_CLI CKPT_CLI_PATH
 
+/* The number after "key " at the start of a line of `text` (a statistics file); fails the test when there is none. */
+unsigned long long ts_key_value(const char *text, const char *key);
+
 #endif
