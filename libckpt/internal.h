@@ -106,6 +106,8 @@ int ckpt__vfs_publish(ckpt_vfs *vfs, const char *tmp, const char *final);
 int ckpt__vfs_is_shared_s3(const ckpt_vfs *vfs);
 /** 1 for any S3 VFS. */
 int ckpt__vfs_is_s3(const ckpt_vfs *vfs);
+/** Ranged GETs the S3 VFS sent in this process, and the bytes they asked for (tests count requests). */
+void ckpt__s3_read_stats(uint64_t *gets, uint64_t *bytes);
 /** a "/" b into a fresh string (b absolute → copy of b). */
 char *ckpt__path_join(const char *a, const char *b);
 

@@ -18,6 +18,7 @@
  * (never used by a commit: the VFS says it has no rename).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,8 +184,19 @@ static int finish_write(s3_io *f)
 
 /* ---- reading ---- */
 
+/* Ranged GETs sent and the bytes they asked for, in this process (tests count a restore's requests). */
+static atomic_ullong stat_gets, stat_get_bytes;
+
+void ckpt__s3_read_stats(uint64_t *gets, uint64_t *bytes)
+{
+	*gets = atomic_load(&stat_gets);
+	*bytes = atomic_load(&stat_get_bytes);
+}
+
 static int get_range(s3_io *f, void *dst, size_t n, uint64_t off)
 {
+	atomic_fetch_add(&stat_gets, 1);
+	atomic_fetch_add(&stat_get_bytes, n);
 	char ifmatch[160];
 	snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", f->etag);
 	const char *hdrs[] = { ifmatch, NULL };

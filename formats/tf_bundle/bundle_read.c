@@ -1101,35 +1101,37 @@ int tfb_verify(ckpt_reader *r, size_t i)
 }
 
 /*
- * Many whole entries at once: through the cold-read pipeline when the batch
- * is big and mostly not in the page cache (bundle_direct.c). Declined on
- * other file systems, and when an entry does not locate (the entry-by-entry
+ * Many whole entries at once: from data files that lend a descriptor,
+ * through the cold-read pipeline when the batch is big and mostly not in the
+ * page cache (bundle_direct.c); from files that lend none (object storage),
+ * in few large reads over runs of neighbouring entries (bundle_runs.c).
+ * Declined otherwise, and when an entry does not locate (the entry-by-entry
  * path then reports it exactly as it always has).
  */
 int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 {
 	int policy = tfb_direct_policy();
-	if (policy == TFB_DIRECT_NEVER)
-		return CKPT__DECLINED; /* and below: a data file whose io lends no descriptor */
 	uint64_t total = 0;
 	for (size_t k = 0; k < n; k++) {
 		if (!req[k].dst && r->opts.no_verify)
 			return CKPT__DECLINED; /* nothing to read: tfb_verify checks the structure only */
 		total += r->vars[req[k].entry].nbytes;
 	}
-	if (policy == TFB_DIRECT_AUTO && total < tfb_direct_min_bytes())
-		return CKPT__DECLINED;
 	tfb_span *spans = ckpt__malloc((n ? n : 1) * sizeof(*spans));
 	ckpt_io **ios = ckpt__calloc((size_t)r->nshards, sizeof(*ios));
 	int rc = spans && ios ? CKPT_OK : CKPT_ENOMEM;
-	size_t m = 0;
+	size_t m = 0, with_fd = 0, without_fd = 0;
 	for (size_t k = 0; rc == CKPT_OK && k < n; k++) {
 		const ckpt_var_info *v = &r->vars[req[k].entry];
 		ckpt_io *io = NULL;
-		if (locate(r, req[k].entry, &io) < 0 || ckpt_io_fd(io) < 0) {
+		if (locate(r, req[k].entry, &io) < 0) {
 			ckpt_error_clear();
 			rc = CKPT__DECLINED;
 		} else if (v->nbytes) {
+			if (!ios[v->shard] && ckpt_io_fd(io) >= 0)
+				with_fd++;
+			else if (!ios[v->shard])
+				without_fd++;
 			ios[v->shard] = io;
 			tfb_span *sp = &spans[m++];
 			sp->shard = v->shard;
@@ -1140,7 +1142,12 @@ int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 			sp->crc = 0;
 		}
 	}
-	if (rc == CKPT_OK)
+	if (rc == CKPT_OK && without_fd && !with_fd)
+		rc = tfb_run_read(spans, m, ios, (const char *const *)r->shard_paths, !r->opts.no_verify);
+	else if (rc == CKPT_OK && (without_fd || policy == TFB_DIRECT_NEVER ||
+		(policy == TFB_DIRECT_AUTO && total < tfb_direct_min_bytes())))
+		rc = CKPT__DECLINED;
+	else if (rc == CKPT_OK)
 		rc = tfb_direct_read(spans, m, ios, (const char *const *)r->shard_paths, r->nshards,
 			!r->opts.no_verify, policy);
 	for (size_t k = 0, j = 0; rc == CKPT_OK && !r->opts.no_verify && k < n; k++) {

@@ -237,6 +237,15 @@ int tfb_direct_read(tfb_span *spans, size_t n, ckpt_io *const *ios, const char *
 /** Chunks the pipeline read with O_DIRECT and through the page cache, in this process. */
 void tfb_direct_stats(uint64_t *direct_chunks, uint64_t *buffered_chunks);
 
+/* ---- batched reads of files without a descriptor: one read per run of entries (bundle_runs.c) ---- */
+/**
+ * Read spans (crc each when `verify`) from the data files open as ios[shard]
+ * (NULL for a shard no span reads; paths for messages), in few large reads:
+ * neighbouring spans of one file are read together. CKPT_OK or the error of
+ * the failing read (file and variable named). Checksums are the caller's.
+ */
+int tfb_run_read(tfb_span *spans, size_t n, ckpt_io *const *ios, const char *const *paths, int verify);
+
 /* ---- one data file being written (bundle_write.c; bundle_part.c writes one shard of many) ---- */
 typedef struct wshard {
 	char *tmp, *final;

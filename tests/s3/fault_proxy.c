@@ -10,6 +10,9 @@
  *         reset     reset the connection (RST) once the request head is read
  *         truncate  relay the server's answer, cut in its middle, then reset
  *         delay     hold the request 3 s before relaying it (a stall)
+ *         corrupt   flip one byte in the middle of the request's body, for
+ *                   bodies of 64 KiB or more (data parts; not the XML or
+ *                   small objects), then relay it
  *         A "+" suffix ("503+") harms every request from the Nth on.
  *   COUNT_FILE  rewritten with the number of requests seen after each one
  * Prints the port it listens on (127.0.0.1 only), then serves until killed.
@@ -79,6 +82,14 @@ static long content_length(const char *head)
 			return strtol(p + 15, NULL, 10);
 	}
 	return 0;
+}
+
+/* corrupt mode: flip the body byte at `at` when it lies in this piece (seen: body bytes before it) */
+static void flip_in(char *p, size_t k, long *seen, long at)
+{
+	if (at >= *seen && at < *seen + (long)k)
+		p[at - *seen] ^= 0x5a;
+	*seen += (long)k;
 }
 
 static void *serve(void *arg)
@@ -152,8 +163,12 @@ static void *serve(void *arg)
 			ok = write_all(u, line, (size_t)(le - line)) == 0;
 		line = le;
 	}
-	if (ok && hn > head_len)
+	long body_len = content_length(head), body_seen = 0;
+	long flip_at = harm && strcmp(mode, "corrupt") == 0 && body_len >= 65536 ? body_len / 2 : -1;
+	if (ok && hn > head_len) {
+		flip_in(head + head_len, hn - head_len, &body_seen, flip_at);
 		ok = write_all(u, head + head_len, hn - head_len) == 0;
+	}
 	int truncate = harm && strcmp(mode, "truncate") == 0;
 	long relayed = 0, cut = -1;
 	struct pollfd p[2] = { { c, POLLIN, 0 }, { u, POLLIN, 0 } };
@@ -171,8 +186,10 @@ static void *serve(void *arg)
 			if (k <= 0) {
 				c_open = 0;
 				shutdown(u, SHUT_WR);
-			} else if (write_all(u, buf, (size_t)k) < 0) {
-				break;
+			} else {
+				flip_in(buf, (size_t)k, &body_seen, flip_at);
+				if (write_all(u, buf, (size_t)k) < 0)
+					break;
 			}
 		}
 		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -219,7 +236,7 @@ int main(int argc, char **argv)
 		mode[ml - 1] = '\0';
 	}
 	if (strcmp(mode, "503") && strcmp(mode, "reset") && strcmp(mode, "truncate") && strcmp(mode, "delay") &&
-		strcmp(mode, "none")) {
+		strcmp(mode, "corrupt") && strcmp(mode, "none")) {
 		fprintf(stderr, "fault_proxy: unknown mode %s\n", argv[3]);
 		return 2;
 	}

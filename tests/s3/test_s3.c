@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "libckpt/internal.h"
 #include "manager_common.h"
 #include "s3_common.h"
 
@@ -122,6 +123,88 @@ Test(s3, multipart_parts_in_parallel_and_ranged_reads)
 	free(path);
 	free(dir);
 	ckpt_vfs_free(v);
+}
+
+/*
+ * A load of a many-entry checkpoint into mirrored variables reads the data
+ * object in a few large ranged GETs (runs of entries, split into parallel
+ * parts by the VFS), each byte once, not one GET per entry.
+ */
+#define RUN_ENTRIES 120
+Test(s3, mirrored_load_reads_runs_of_entries_each_byte_once, .timeout = 120)
+{
+	char *dir = s3t_prefix("runs"), *prefix = ts_join(dir, "ck");
+	static unsigned char *vals[RUN_ENTRIES];
+	size_t sizes[RUN_ENTRIES], total = 0;
+	ckpt_writer *w = NULL;
+	cr_assert_eq(ckpt_writer_open(&w, prefix, NULL, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
+	for (size_t i = 0; i < RUN_ENTRIES; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "v/%03zu", i);
+		sizes[i] = (96u << 10) + 4 * (i % 7); /* above the VFS's small-read window: a GET per entry before */
+		total += sizes[i];
+		vals[i] = malloc(sizes[i]);
+		for (size_t k = 0; k < sizes[i]; k++)
+			vals[i][k] = (unsigned char)((k * 2654435761u + i) >> 11);
+		int64_t d = (int64_t)sizes[i] / 4;
+		ckpt_shape sh;
+		ckpt_tensor *t = NULL;
+		cr_assert_eq(ckpt_shape_make(&sh, 1, &d), CKPT_OK);
+		cr_assert_eq(ckpt_tensor_wrap(&t, CKPT_DT_FLOAT, &sh, vals[i], sizes[i]), CKPT_OK);
+		cr_assert_eq(ckpt_writer_add(w, name, t, 0), CKPT_OK, "%s", ckpt_error_last()->message);
+		ckpt_tensor_free(t);
+	}
+	cr_assert_eq(ckpt_writer_commit(w), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_writer_free(w);
+
+	ckpt_strategy *st = NULL;
+	cr_assert_eq(ckpt_strategy_mirrored_new(&st, 2), CKPT_OK);
+	cr_assert_eq(ckpt_scope_enter(st), CKPT_OK);
+	uint64_t gets0, bytes0, gets1, bytes1;
+	ckpt__s3_read_stats(&gets0, &bytes0);
+	ckpt_checkpoint *ck = NULL;
+	ckpt_restore_status *rs = NULL;
+	cr_assert_eq(ckpt_checkpoint_load(&ck, &rs, prefix, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt__s3_read_stats(&gets1, &bytes1);
+	ckpt_scope_exit(st);
+	/* the index (one small object, read whole) and 11.3 MiB of data in 8 MiB ranges; 120 GETs before */
+	cr_expect_leq(gets1 - gets0, 6, "%llu GETs for %d entries", (unsigned long long)(gets1 - gets0), RUN_ENTRIES);
+	uint64_t index_size = 0;
+	char *index = ts_join(dir, "ck.index");
+	ckpt_io *io = NULL;
+	cr_assert_eq(ckpt_vfs_open(shared_vfs(), index, CKPT_IO_READ, &io), CKPT_OK);
+	cr_assert_eq(ckpt_io_size(io, &index_size), CKPT_OK);
+	ckpt_io_close(io);
+	/* each data byte once; the index (a few KiB) is read whole by the load, up to twice */
+	cr_expect(bytes1 - bytes0 >= total + index_size && bytes1 - bytes0 <= total + 2 * index_size,
+		"read %llu bytes of %zu data + %llu index", (unsigned long long)(bytes1 - bytes0), total,
+		(unsigned long long)index_size);
+	/* every value in both copies */
+	ckpt_tracked_list *list = NULL;
+	cr_assert_eq(ckpt_checkpoint_variables(&list, ck), CKPT_OK);
+	size_t seen = 0;
+	for (size_t i = 0; i < ckpt_tracked_list_count(list); i++) {
+		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
+		unsigned e;
+		if (!tv->source_key || sscanf(tv->source_key, "v/%u", &e) != 1 || e >= RUN_ENTRIES)
+			continue;
+		seen++;
+		cr_assert_eq(ckpt_variable_num_replicas(tv->variable), 2);
+		cr_assert_eq(ckpt_variable_nbytes(tv->variable), sizes[e]);
+		for (int k = 0; k < 2; k++)
+			cr_assert(memcmp(ckpt_variable_replica_data(tv->variable, k), vals[e], sizes[e]) == 0,
+				"%s replica %d differs", tv->source_key, k);
+	}
+	cr_expect_eq(seen, RUN_ENTRIES);
+	ckpt_tracked_list_free(list);
+	ckpt_restore_status_free(rs);
+	ckpt_checkpoint_free(ck);
+	ckpt_strategy_free(st);
+	for (size_t i = 0; i < RUN_ENTRIES; i++)
+		free(vals[i]);
+	free(index);
+	free(prefix);
+	free(dir);
 }
 
 Test(s3, exclusive_create_and_errors_name_bucket_key_status_code)

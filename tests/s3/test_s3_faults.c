@@ -314,3 +314,51 @@ Test(s3_faults, failed_part_aborts_the_upload)
 	free(path);
 	free(dir);
 }
+
+/*
+ * Every part carries its crc32c (x-amz-checksum-crc32c): a part whose bytes
+ * the proxy damages on the way is refused by the server (400 BadDigest), the
+ * save fails naming it, its upload is aborted, and ckpt-2 stays the latest.
+ */
+Test(s3_faults, corrupted_part_is_refused_and_the_previous_latest_loads, .timeout = 300)
+{
+	char *dir = s3t_prefix("crc");
+	saves(dir, 2);
+	proxy p;
+	proxy_start_range(&p, "1:1000000", "corrupt");
+	ckpt_vfs *v = through_tries(&p, 5u << 20, 1);
+	mc_state s;
+	cr_assert_eq(mc_build(&s, v), CKPT_OK);
+	/* 12 MiB: a data object of three parts */
+	ckpt_variable *big = NULL;
+	int64_t d = 3 << 20;
+	ckpt_shape sh;
+	cr_assert_eq(ckpt_shape_make(&sh, 1, &d), CKPT_OK);
+	cr_assert_eq(ckpt_object_add_variable(&big, ckpt_checkpoint_root(s.ck), "big", "big", CKPT_DT_FLOAT, &sh, NULL),
+		CKPT_OK);
+	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
+	mo.vfs = v;
+	mo.no_fsync = 1;
+	ckpt_manager *m = NULL;
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 2, &mo), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(mc_set(&s, 3), CKPT_OK);
+	int rc = ckpt_manager_save(NULL, m);
+	char why[2048] = "";
+	if (rc < 0)
+		ckpt_error_format(NULL, why, sizeof(why));
+	cr_assert(rc < 0, "a save whose parts were damaged succeeded");
+	cr_expect(strstr(why, "400") && strstr(why, "BadDigest") && strstr(why, "data-00000-of-00001"), "%s", why);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	ckpt_vfs_free(v);
+	long seen = proxy_stop(&p);
+	cr_expect_geq(seen, 3, "%ld requests", seen);
+	char *left = s3t_oracle("uploads", dir, NULL);
+	cr_expect_str_eq(left, "0\n", "the refused upload was not aborted");
+	free(left);
+	check_latest_loads(dir, rc, "damaged part", why);
+	mc_dir md;
+	mc_scan(&md, direct(), dir);
+	cr_expect_eq(md.newest_complete, 2);
+	free(dir);
+}

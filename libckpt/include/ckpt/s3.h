@@ -29,7 +29,8 @@
  *
  * Memory: a writer holds at most parallel × part_size bytes of parts being
  * sent (64 MiB by default) plus the parts it is filling; a reader at most
- * parallel × part_size bytes of ranges in flight.
+ * parallel × part_size bytes of ranges in flight, and a TensorBundle restore
+ * two 32 MiB buffers for the runs of entries it reads at once.
  */
 #ifndef CKPT_S3_H
 #define CKPT_S3_H
