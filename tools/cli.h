@@ -11,6 +11,7 @@
 #ifndef CKPT_CLI_H
 #define CKPT_CLI_H
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
 #include "ckpt/ckpt.h"
@@ -34,7 +35,17 @@ typedef struct cli_opt {
 	const char *value_name;  /**< CLI_OPT_VALUE: "X" in "--atol X" */
 	int required;            /**< positionals and values that must be given */
 	const char *help;        /**< one line */
+	/**
+	 * Where the value goes: offsetof() a field of the command's own args
+	 * struct, a `const char *` for values and positionals (argv's string),
+	 * an `int` for switches (set to 1). Fields of options not given keep
+	 * what the command put there (its defaults).
+	 */
+	size_t field;
 } cli_opt;
+
+/** The binding of an opts[] entry: CLI_FIELD(diff_args, atol). */
+#define CLI_FIELD(type, member) offsetof(type, member)
 
 typedef struct cli_cmd {
 	const char *name;
@@ -46,22 +57,17 @@ typedef struct cli_cmd {
 
 /* ---- cli_opts.c: option parsing, usage and help ---- */
 
-/** Results of cli_parse: values[i] belongs to opts[i] (NULL when absent; "1" for a given switch). */
-typedef struct cli_args {
-	const char *values[32];
-} cli_args;
-
 /** Parse result besides CLI_EXIT_OK: help was printed (exit 0). */
 #define CLI_PARSE_HELP (-100)
 
 /**
- * Parse argv[1..argc-1] (argv[0] is the command name) against cmd->opts.
- * Returns CLI_EXIT_OK, CLI_PARSE_HELP (--help printed to stdout) or
- * CLI_EXIT_USAGE (a message and the usage line printed to stderr).
+ * Parse argv[1..argc-1] (argv[0] is the command name) against cmd->opts,
+ * storing each given option into its field of `args` (the command's args
+ * struct, see cli_opt.field). Returns CLI_EXIT_OK, CLI_PARSE_HELP (--help
+ * printed to stdout) or CLI_EXIT_USAGE (a message and the usage line
+ * printed to stderr).
  */
-int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out);
-/** The value of option `name` (NULL when absent). */
-const char *cli_get(const cli_cmd *cmd, const cli_args *a, const char *name);
+int cli_parse(const cli_cmd *cmd, int argc, char **argv, void *args);
 void cli_print_usage(FILE *f, const cli_cmd *cmd);
 void cli_print_help(FILE *f, const cli_cmd *cmd);
 /** Report a usage error ("ckpt CMD: <msg>" + usage line) and return CLI_EXIT_USAGE. */
@@ -85,24 +91,51 @@ int cli_report(const char *path, const char *var, int64_t offset, const char *fm
  */
 const char *cli_vis(const char *s);
 
-/* ---- json_out.c: the one JSON escaping function and deterministic output ---- */
+/* ---- json_writer.c: the JSON of every --json mode ---- */
 
-/**
- * Write `s` (n bytes) as a JSON string literal, quotes included. Output is
- * pure ASCII: non-ASCII UTF-8 is written as \uXXXX (surrogate pairs above
- * U+FFFF), bytes that are not valid UTF-8 as \udcXX (Python's
- * surrogateescape), so any name round-trips and the text matches
- * Python's json.dumps.
- */
-void jout_string(FILE *f, const char *s, size_t n);
-/** jout_string of a NUL-terminated string, or `null` for NULL. */
-void jout_cstring(FILE *f, const char *s);
-/** A shape as "[2, 2]". */
-void jout_shape(FILE *f, const ckpt_shape *s);
-/** A double with round-trip precision, `null` when not finite. */
+/** A double with round-trip precision, `null` when not finite (jw_double's spelling). */
 void jout_double(FILE *f, double v);
-/** "0x1a2b3c4d". */
-void jout_crc32(FILE *f, uint32_t crc);
+
+#define JW_MAX_DEPTH 32
+/** A JSON document being written to `f` (at most JW_MAX_DEPTH levels); jw_init, then begin/key/value/end calls. */
+typedef struct jw {
+	FILE *f;
+	int depth;
+	int after_key;                 /* a key was written: the next value takes no separator */
+	unsigned count[JW_MAX_DEPTH];  /* values written so far in each open container */
+} jw;
+void jw_init(jw *w, FILE *f);
+void jw_object_begin(jw *w);
+void jw_object_end(jw *w);
+void jw_array_begin(jw *w);
+void jw_array_end(jw *w);
+/** An object member's key; the next call writes its value. */
+void jw_key(jw *w, const char *key);
+/**
+ * A string literal, `null` for NULL. Output is pure ASCII: non-ASCII UTF-8
+ * as \uXXXX (surrogate pairs above U+FFFF), bytes that are not valid UTF-8
+ * as \udcXX (Python's surrogateescape), so any name round-trips and the
+ * text matches Python's json.dumps.
+ */
+void jw_string(jw *w, const char *s);
+/** A string of n bytes (may hold NULs). */
+void jw_string_n(jw *w, const char *s, size_t n);
+void jw_int(jw *w, int64_t v);
+void jw_uint(jw *w, uint64_t v);
+/** Round-trip precision (shortest of %.15g / %.17g), `null` when not finite. */
+void jw_double(jw *w, double v);
+void jw_bool(jw *w, int v);
+void jw_null(jw *w);
+/** A shape as [2, 2]. */
+void jw_shape(jw *w, const ckpt_shape *s);
+/** A checksum as "0x1a2b3c4d". */
+void jw_crc32(jw *w, uint32_t crc);
+/** A value already spelled as JSON (a number a file stores as text). */
+void jw_raw(jw *w, const char *json);
+/** The stream, after the separator, for exactly one value the caller spells itself. */
+FILE *jw_value(jw *w);
+/** The newline after a document. */
+void jw_end_line(jw *w);
 
 /* ---- cli_vfs.c: the file system of every command ---- */
 
@@ -166,7 +199,7 @@ const char *cli_sync_source_name(int source);
 /** As `saved_model_cli show --all` prints tag-sets and SignatureDefs (without ops and functions). */
 void cli_print_saved_model(FILE *f, const ckpt_saved_model *sm);
 /** {"schema_version", "meta_graphs": [{"tags", "tensorflow_version", "signatures", "variables"}]}. */
-void cli_print_saved_model_json(FILE *f, const ckpt_saved_model *sm);
+void cli_print_saved_model_json(jw *w, const ckpt_saved_model *sm);
 
 /* ---- commands (one file each) ---- */
 extern const cli_cmd cli_cmd_inspect;
@@ -227,13 +260,13 @@ void cli_kv_number(FILE *f, ckpt_kv_type t, const unsigned char *b, int json);
 /** The value for a terminal: a string's first 60 bytes, an array's type, count and first element. */
 void cli_kv_print_text(const ckpt_kv *kv);
 /**
- * inspect --json's metadata section: `, "gguf": {"version", "alignment",
- * "kv": [...]}` or `, "safetensors": {"metadata": {...} | null}`; arrays
+ * inspect --json's metadata section: the members `"gguf": {"version", "alignment",
+ * "kv": [...]}` or `"safetensors": {"metadata": {...} | null}`; arrays
  * with their first max_array values (0: all) and "truncated".
  */
-void cli_kv_print_json(FILE *f, const ckpt_reader *r, uint64_t max_array);
+void cli_kv_print_json(jw *w, const ckpt_reader *r, uint64_t max_array);
 /** inspect --json after "variables": "files", "gguf" / "safetensors", "keras", "object_graph" (inspect_json.c). */
-void cli_inspect_sections_json(FILE *f, const ckpt_reader *r, uint64_t max_array);
+void cli_inspect_sections_json(jw *w, const ckpt_reader *r, uint64_t max_array);
 /**
  * A copy of the reader's object graph without the attributes of entries
  * with drop[i] set (and slots left without a value); NULL graph when the
@@ -252,7 +285,5 @@ int cli_device_open(cli_device **out);
 const ckpt_memory_provider *cli_device_table(const cli_device *d);
 const char *cli_device_describe(const cli_device *d);
 void cli_device_close(cli_device *d);
-/** crc32c of replica `replica` of `v` (a variable of a strategy over the provider), through device-to-host copies. */
-int cli_device_crc_replica(cli_device *d, const ckpt_variable *v, int replica, uint32_t *crc);
 
 #endif

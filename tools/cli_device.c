@@ -14,7 +14,6 @@
 /* ckpt/cuda.h's entry points, by name: the tool does not include the header of a library it does not link */
 typedef struct ckpt_cuda_provider ckpt_cuda_provider;
 
-#define CHECK_CHUNK ((size_t)32 << 20)   /* the pinned buffer the replica check copies through */
 
 struct cli_device {
 	void *lib;
@@ -22,9 +21,6 @@ struct cli_device {
 	const ckpt_memory_provider *table;
 	void (*provider_free)(ckpt_cuda_provider *);
 	const char *describe;
-	/* for the replica check: one queue per device and one pinned buffer, made at first use */
-	ckpt_memory_queue *queues[CLI_MAX_DEVICES];
-	void *pinned;
 };
 
 int cli_device_parse(const cli_cmd *cmd, const char *spec, int *is_cuda, int *devices, int *ndevices)
@@ -129,42 +125,10 @@ const char *cli_device_describe(const cli_device *d)
 
 void cli_device_close(cli_device *d)
 {
-	int i;
-
 	if (!d)
 		return;
-	for (i = 0; i < CLI_MAX_DEVICES; i++)
-		if (d->queues[i])
-			d->table->queue_free(d->table->ctx, d->queues[i]);
-	if (d->pinned)
-		d->table->host_free(d->table->ctx, d->pinned, CHECK_CHUNK);
 	if (d->provider)
 		d->provider_free(d->provider);
 	/* the library stays mapped: the runtime's own exit handlers live in what it loaded */
 	free(d);
-}
-
-int cli_device_crc_replica(cli_device *d, const ckpt_variable *v, int replica, uint32_t *crc)
-{
-	const ckpt_memory_provider *t = d->table;
-	int dev = ckpt_strategy_replica_device(ckpt_variable_strategy(v), replica), rc = CKPT_OK;
-	const char *src = ckpt_variable_replica_data(v, replica);
-	uint64_t n = ckpt_variable_nbytes(v), off;
-
-	*crc = 0;
-	if (n == 0)
-		return CKPT_OK;
-	if (!src || dev < 0 || dev >= CLI_MAX_DEVICES)
-		return CKPT_EINVAL;
-	if (!d->queues[dev] && (rc = t->queue_new(t->ctx, &d->queues[dev], dev)) != CKPT_OK)
-		return rc;
-	if (!d->pinned && (rc = t->host_alloc(t->ctx, &d->pinned, CHECK_CHUNK)) != CKPT_OK)
-		return rc;
-	for (off = 0; off < n && rc == CKPT_OK; off += CHECK_CHUNK) {
-		size_t m = n - off < CHECK_CHUNK ? (size_t)(n - off) : CHECK_CHUNK;
-		if ((rc = t->copy_d2h(t->ctx, d->queues[dev], d->pinned, src + off, m)) == CKPT_OK &&
-			(rc = t->synchronize(t->ctx, d->queues[dev])) == CKPT_OK)
-			*crc = ckpt_crc32c_extend(*crc, d->pinned, m);
-	}
-	return rc;
 }

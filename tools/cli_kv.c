@@ -139,68 +139,76 @@ void cli_kv_print_text(const ckpt_kv *kv)
  * "array", "elem", "count", "values": [the first max_array elements, all
  * when 0], "truncated": whether some were left out}.
  */
-static void kv_json(FILE *f, const ckpt_kv *kv, uint64_t max_array)
+static void kv_json(jw *w, const ckpt_kv *kv, uint64_t max_array)
 {
-	fputs("{\"key\": ", f);
-	jout_cstring(f, kv->key);
-	fprintf(f, ", \"type\": \"%s\"", cli_kv_type_name(kv->type));
+	jw_object_begin(w);
+	jw_key(w, "key");
+	jw_string(w, kv->key);
+	jw_key(w, "type");
+	jw_string(w, cli_kv_type_name(kv->type));
 	if (kv->type == CKPT_KV_ARRAY) {
 		cli_kv_elems it;
 		const unsigned char *b;
 		uint64_t n, shown = 0;
-		fprintf(f, ", \"elem\": \"%s\", \"count\": %" PRIu64 ", \"values\": [", cli_kv_type_name(kv->elem_type),
-			kv->count);
+		jw_key(w, "elem");
+		jw_string(w, cli_kv_type_name(kv->elem_type));
+		jw_key(w, "count");
+		jw_uint(w, kv->count);
+		jw_key(w, "values");
+		jw_array_begin(w);
 		cli_kv_elem_init(&it, kv);
-		while ((!max_array || shown < max_array) && cli_kv_elem_next(&it, &b, &n)) {
-			if (shown++)
-				fputs(", ", f);
+		for (; (!max_array || shown < max_array) && cli_kv_elem_next(&it, &b, &n); shown++) {
 			if (kv->elem_type == CKPT_KV_STRING)
-				jout_string(f, (const char *)b, (size_t)n);
+				jw_string_n(w, (const char *)b, (size_t)n);
 			else
-				cli_kv_number(f, kv->elem_type, b, 1);
+				cli_kv_number(jw_value(w), kv->elem_type, b, 1);
 		}
-		fprintf(f, "], \"truncated\": %s", shown < kv->count ? "true" : "false");
+		jw_array_end(w);
+		jw_key(w, "truncated");
+		jw_bool(w, shown < kv->count);
 	} else if (kv->type == CKPT_KV_STRING) {
-		fputs(", \"value\": ", f);
-		jout_string(f, (const char *)kv->data, (size_t)kv->nbytes);
+		jw_key(w, "value");
+		jw_string_n(w, (const char *)kv->data, (size_t)kv->nbytes);
 	} else {
-		fputs(", \"value\": ", f);
-		cli_kv_number(f, kv->type, kv->data, 1);
+		jw_key(w, "value");
+		cli_kv_number(jw_value(w), kv->type, kv->data, 1);
 	}
-	fputc('}', f);
+	jw_object_end(w);
 }
 
-void cli_kv_print_json(FILE *f, const ckpt_reader *r, uint64_t max_array)
+void cli_kv_print_json(jw *w, const ckpt_reader *r, uint64_t max_array)
 {
 	size_t i, n = ckpt_reader_kv_count(r);
 	ckpt_kv kv;
 	const char *v = ckpt_reader_meta(r, "gguf.version"), *a = ckpt_reader_meta(r, "gguf.alignment");
 
 	if (strcmp(ckpt_reader_format(r), "gguf") == 0) {
-		fprintf(f, ", \"gguf\": {\"version\": %s, \"alignment\": %s, \"kv\": [", v ? v : "null", a ? a : "null");
-		for (i = 0; i < n; i++) {
-			if (ckpt_reader_kv(&kv, r, i) != CKPT_OK)
-				break;
-			if (i)
-				fputs(", ", f);
-			kv_json(f, &kv, max_array);
-		}
-		fputs("]}", f);
+		jw_key(w, "gguf");
+		jw_object_begin(w);
+		jw_key(w, "version");
+		jw_raw(w, v ? v : "null");
+		jw_key(w, "alignment");
+		jw_raw(w, a ? a : "null");
+		jw_key(w, "kv");
+		jw_array_begin(w);
+		for (i = 0; i < n && ckpt_reader_kv(&kv, r, i) == CKPT_OK; i++)
+			kv_json(w, &kv, max_array);
+		jw_array_end(w);
+		jw_object_end(w);
 	} else if (strcmp(ckpt_reader_format(r), "safetensors") == 0) {
-		fputs(", \"safetensors\": {\"metadata\": ", f);
+		jw_key(w, "safetensors");
+		jw_object_begin(w);
+		jw_key(w, "metadata");
 		if (!ckpt_reader_meta(r, "safetensors.metadata") && !n) {
-			fputs("null}", f);
-			return;
+			jw_null(w);
+		} else {
+			jw_object_begin(w);
+			for (i = 0; i < n && ckpt_reader_kv(&kv, r, i) == CKPT_OK; i++) {
+				jw_key(w, kv.key);
+				jw_string_n(w, (const char *)kv.data, (size_t)kv.nbytes);
+			}
+			jw_object_end(w);
 		}
-		fputc('{', f);
-		for (i = 0; i < n; i++) {
-			if (ckpt_reader_kv(&kv, r, i) != CKPT_OK)
-				break;
-			fputs(i ? ", " : "", f);
-			jout_cstring(f, kv.key);
-			fputs(": ", f);
-			jout_string(f, (const char *)kv.data, (size_t)kv.nbytes);
-		}
-		fputs("}}", f);
+		jw_object_end(w);
 	}
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 #include "cli.h"
 
-#define CLI_MAX_OPTS ((int)(sizeof(((cli_args *)0)->values) / sizeof(const char *)))
+#define CLI_MAX_OPTS 32
 
 static int opt_count(const cli_cmd *cmd)
 {
@@ -96,11 +96,23 @@ static int find_long(const cli_cmd *cmd, const char *name, size_t len)
 	return -1;
 }
 
-int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out)
+/* Store a given option into its field of the command's args struct. */
+static void bind_value(const cli_opt *o, void *args, const char *value)
+{
+	char *field = (char *)args + o->field;
+
+	if (o->type == CLI_OPT_SWITCH)
+		*(int *)(void *)field = 1;
+	else
+		*(const char **)(void *)field = value;
+}
+
+int cli_parse(const cli_cmd *cmd, int argc, char **argv, void *args)
 {
 	int nopts = opt_count(cmd), i, next_pos = 0, only_args = 0;
+	unsigned char given[CLI_MAX_OPTS];
 
-	memset(out, 0, sizeof(*out));
+	memset(given, 0, sizeof(given));
 	if (nopts > CLI_MAX_OPTS)
 		return cli_usage_error(cmd, "internal: too many options in table");
 	for (i = 1; i < argc; i++) {
@@ -124,15 +136,16 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out)
 			if (cmd->opts[k].type == CLI_OPT_SWITCH) {
 				if (eq)
 					return cli_usage_error(cmd, "option '--%s' takes no value", cmd->opts[k].name);
-				out->values[k] = "1";
+				bind_value(&cmd->opts[k], args, NULL);
 			} else if (eq) {
-				out->values[k] = eq + 1;
+				bind_value(&cmd->opts[k], args, eq + 1);
 			} else {
 				if (i + 1 >= argc)
 					return cli_usage_error(cmd, "option '--%s' needs a value (%s)",
 						cmd->opts[k].name, cmd->opts[k].value_name ? cmd->opts[k].value_name : "VALUE");
-				out->values[k] = argv[++i];
+				bind_value(&cmd->opts[k], args, argv[++i]);
 			}
+			given[k] = 1;
 			continue;
 		}
 		if (!only_args && a[0] == '-' && a[1] != '\0')
@@ -144,8 +157,8 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out)
 				if (cmd->opts[k].type != CLI_OPT_ARG)
 					continue;
 				if (seen++ == next_pos) {
-					out->values[k] = a;
-					placed = 1;
+					bind_value(&cmd->opts[k], args, a);
+					given[k] = placed = 1;
 					break;
 				}
 			}
@@ -156,23 +169,13 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out)
 	}
 	for (i = 0; i < nopts; i++) {
 		const cli_opt *o = &cmd->opts[i];
-		if (!o->required || out->values[i])
+		if (!o->required || given[i])
 			continue;
 		if (o->type == CLI_OPT_ARG)
 			return cli_usage_error(cmd, "missing argument %s", o->name);
 		return cli_usage_error(cmd, "missing option --%s", o->name);
 	}
 	return CLI_EXIT_OK;
-}
-
-const char *cli_get(const cli_cmd *cmd, const cli_args *a, const char *name)
-{
-	int i;
-
-	for (i = 0; cmd->opts && cmd->opts[i].type != CLI_OPT_END && i < CLI_MAX_OPTS; i++)
-		if (strcmp(cmd->opts[i].name, name) == 0)
-			return a->values[i];
-	return NULL;
 }
 
 int cli_parse_double(const cli_cmd *cmd, const char *opt, const char *s, double *out)

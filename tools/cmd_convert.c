@@ -22,14 +22,30 @@
 #include <jansson.h>
 #include "cli.h"
 
+/* The options of `ckpt convert`, filled by cli_parse through convert_opts[].field. */
+typedef struct convert_args {
+	const char *in;
+	const char *out;
+	const char *to;
+	int allow_partial;
+	int no_optimizer;
+	int keep_optimizer;
+} convert_args;
+
 static const cli_opt convert_opts[] = {
-	{ CLI_OPT_ARG, "IN", NULL, 1, "checkpoint to read (any supported format)" },
-	{ CLI_OPT_ARG, "OUT", NULL, 1, "output: bundle prefix, or the file to write" },
-	{ CLI_OPT_VALUE, "to", "FORMAT", 1, "tf | keras-h5 | keras-weights | keras | safetensors | gguf" },
-	{ CLI_OPT_SWITCH, "allow-partial", NULL, 0, "write what can be mapped even if some entries cannot" },
-	{ CLI_OPT_SWITCH, "no-optimizer", NULL, 0, "drop optimizer slots and state (default: keep them)" },
-	{ CLI_OPT_SWITCH, "keep-optimizer", NULL, 0, "keep optimizer slots and state (the default)" },
-	{ CLI_OPT_END, NULL, NULL, 0, NULL }
+	{ CLI_OPT_ARG, "IN", NULL, 1, "checkpoint to read (any supported format)",
+		CLI_FIELD(convert_args, in) },
+	{ CLI_OPT_ARG, "OUT", NULL, 1, "output: bundle prefix, or the file to write",
+		CLI_FIELD(convert_args, out) },
+	{ CLI_OPT_VALUE, "to", "FORMAT", 1, "tf | keras-h5 | keras-weights | keras | safetensors | gguf",
+		CLI_FIELD(convert_args, to) },
+	{ CLI_OPT_SWITCH, "allow-partial", NULL, 0, "write what can be mapped even if some entries cannot",
+		CLI_FIELD(convert_args, allow_partial) },
+	{ CLI_OPT_SWITCH, "no-optimizer", NULL, 0, "drop optimizer slots and state (default: keep them)",
+		CLI_FIELD(convert_args, no_optimizer) },
+	{ CLI_OPT_SWITCH, "keep-optimizer", NULL, 0, "keep optimizer slots and state (the default)",
+		CLI_FIELD(convert_args, keep_optimizer) },
+	{ CLI_OPT_END, NULL, NULL, 0, NULL, 0 }
 };
 
 static const struct {
@@ -115,210 +131,260 @@ static int write_order(const ckpt_reader *r, size_t **out)
 	return CLI_EXIT_OK;
 }
 
-static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
-{
-	cli_args args;
-	const char *in, *out, *to, *format = NULL;
-	int allow_partial, no_opt, rc;
-	unsigned char *drop = NULL, *go = NULL;
-	void *buf = NULL;
-	uint64_t bufcap = 0;
-	ckpt_object_graph *pruned = NULL;
-	json_t *qtypes = NULL;
-	size_t dropped = 0;
-	ckpt_reader *r = NULL;
-	ckpt_writer *w = NULL;
-	const ckpt_object_graph *g;
-	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
-	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
-	cli_progress *prog = NULL;
-	char **keys = NULL;
-	size_t i, k, n = 0, written = 0, unmapped = 0, *order = NULL;
-	uint64_t bytes = 0;
+/* One conversion: the options, what is open, and what was written (the summary line prints it). */
+typedef struct convert_job {
+	const char *in, *out, *format;
+	int allow_partial, no_optimizer;
+	ckpt_reader *r;
+	ckpt_writer *w;
+	cli_progress *prog;
+	char **keys;             /* canonical keys, one per entry */
+	size_t n, *order;        /* entries, in write order */
+	unsigned char *drop;     /* --no-optimizer: entries left out */
+	unsigned char *go;       /* entries the writer took in pass 1 */
+	ckpt_object_graph *pruned;
+	json_t *qtypes;
+	void *buf;               /* one buffer reused for every fixed-size value */
+	uint64_t bufcap, bytes;
+	size_t dropped, written, unmapped;
+} convert_job;
 
+static int convert_parse(const cli_cmd *cmd, int argc, char **argv, convert_job *j)
+{
+	convert_args args;
+	size_t i;
+	int rc;
+
+	memset(&args, 0, sizeof(args));
 	rc = cli_parse(cmd, argc, argv, &args);
-	if (rc == CLI_PARSE_HELP)
-		return CLI_EXIT_OK;
 	if (rc != CLI_EXIT_OK)
 		return rc;
-	in = cli_get(cmd, &args, "IN");
-	out = cli_get(cmd, &args, "OUT");
-	to = cli_get(cmd, &args, "to");
-	allow_partial = cli_get(cmd, &args, "allow-partial") != NULL;
-	no_opt = cli_get(cmd, &args, "no-optimizer") != NULL;
-	if (no_opt && cli_get(cmd, &args, "keep-optimizer"))
+	j->in = args.in;
+	j->out = args.out;
+	j->allow_partial = args.allow_partial;
+	j->no_optimizer = args.no_optimizer;
+	if (args.no_optimizer && args.keep_optimizer)
 		return cli_usage_error(cmd, "--no-optimizer and --keep-optimizer exclude each other");
 	for (i = 0; i < sizeof(targets) / sizeof(targets[0]); i++)
-		if (strcmp(targets[i].to, to) == 0)
-			format = targets[i].format;
-	if (!format)
-		return cli_usage_error(cmd, "--to wants tf, keras-h5, keras-weights, keras, safetensors or gguf, got '%s'", to);
+		if (strcmp(targets[i].to, args.to) == 0)
+			j->format = targets[i].format;
+	if (!j->format)
+		return cli_usage_error(cmd, "--to wants tf, keras-h5, keras-weights, keras, safetensors or gguf, got '%s'",
+			args.to);
+	return CLI_EXIT_OK;
+}
 
-	cli_progress_start(&prog, "convert", 0, 0);
-	oo.vfs = cli_progress_vfs(prog, in, out);
-	wo.vfs = oo.vfs;
-	if (ckpt_reader_open(&r, in, &oo) != CKPT_OK) {
-		cli_progress_free(prog);
-		return cli_report_last(in, NULL);
-	}
-	cli_progress_set_total(prog, 2 * cli_reader_bytes(r)); /* read once, written once */
-	rc = CLI_EXIT_ERROR;
+/* The input: reader, keys, entries dropped with --no-optimizer; refuses what the target cannot be written from. */
+static int convert_open_input(convert_job *j)
+{
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+	size_t i;
+
+	cli_progress_start(&j->prog, "convert", 0, 0);
+	oo.vfs = cli_progress_vfs(j->prog, j->in, j->out);
+	if (ckpt_reader_open(&j->r, j->in, &oo) != CKPT_OK)
+		return cli_report_last(j->in, NULL);
+	cli_progress_set_total(j->prog, 2 * cli_reader_bytes(j->r)); /* read once, written once */
 	/* Keras lays a layer's variables out by position (vars/0, vars/1); flat files sort by name and lose it */
-	if (strncmp(format, "keras", 5) == 0 && (strcmp(ckpt_reader_format(r), "safetensors") == 0 ||
-	    strcmp(ckpt_reader_format(r), "gguf") == 0)) {
-		cli_report(in, NULL, -1, "%s files do not record the order of a Keras layer's variables, so %s cannot "
-			"be written from them; convert to tf (or keep the original Keras file)", ckpt_reader_format(r), format);
-		goto done;
-	}
-	n = ckpt_reader_count(r);
-	if (cli_report_missing_shards(r))
-		goto done;
-	if (cli_canonical_keys(r, &keys) != CLI_EXIT_OK)
-		goto done;
-	g = ckpt_reader_object_graph(r);
-	if (!(drop = calloc(n ? n : 1, 1))) {
-		cli_report(in, NULL, -1, "out of memory");
-		goto done;
-	}
-	for (i = 0; no_opt && i < n; i++)
-		if (ckpt_reader_var(r, i)->role == CKPT_ROLE_OPTIMIZER && (drop[i] = 1))
-			dropped++;
-	if (dropped) {
-		if (cli_graph_without(r, drop, &pruned) != CLI_EXIT_OK)
-			goto done;
-		g = pruned;
-	}
-	qtypes = cli_flat_qtypes(r);
-	if (ckpt_writer_open(&w, out, format, &wo) != CKPT_OK) {
-		cli_report_last(out, NULL);
-		goto done;
-	}
-	if (g && ckpt_writer_set_object_graph(w, g) != CKPT_OK) {
-		cli_report_last(out, NULL);
-		goto done;
-	}
+	if (strncmp(j->format, "keras", 5) == 0 && (strcmp(ckpt_reader_format(j->r), "safetensors") == 0 ||
+	    strcmp(ckpt_reader_format(j->r), "gguf") == 0))
+		return cli_report(j->in, NULL, -1, "%s files do not record the order of a Keras layer's variables, so %s "
+			"cannot be written from them; convert to tf (or keep the original Keras file)",
+			ckpt_reader_format(j->r), j->format);
+	j->n = ckpt_reader_count(j->r);
+	if (cli_report_missing_shards(j->r))
+		return CLI_EXIT_ERROR;
+	if (cli_canonical_keys(j->r, &j->keys) != CLI_EXIT_OK)
+		return CLI_EXIT_ERROR;
+	if (!(j->drop = calloc(j->n ? j->n : 1, 1)))
+		return cli_report(j->in, NULL, -1, "out of memory");
+	for (i = 0; j->no_optimizer && i < j->n; i++)
+		if (ckpt_reader_var(j->r, i)->role == CKPT_ROLE_OPTIMIZER && (j->drop[i] = 1))
+			j->dropped++;
+	if (j->dropped && cli_graph_without(j->r, j->drop, &j->pruned) != CLI_EXIT_OK)
+		return CLI_EXIT_ERROR;
+	j->qtypes = cli_flat_qtypes(j->r);
+	return CLI_EXIT_OK;
+}
+
+/* The writer, with the object graph and the metadata the target keeps. */
+static int convert_open_output(convert_job *j)
+{
+	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
+	const ckpt_object_graph *g = j->dropped ? j->pruned : ckpt_reader_object_graph(j->r);
+	size_t i;
+
+	wo.vfs = cli_progress_vfs(j->prog, j->in, j->out);
+	if (ckpt_writer_open(&j->w, j->out, j->format, &wo) != CKPT_OK)
+		return cli_report_last(j->out, NULL);
+	if (g && ckpt_writer_set_object_graph(j->w, g) != CKPT_OK)
+		return cli_report_last(j->out, NULL);
 	for (i = 0; i < sizeof(meta_keys) / sizeof(meta_keys[0]); i++) {
-		const char *value = ckpt_reader_meta(r, meta_keys[i]);
+		const char *value = ckpt_reader_meta(j->r, meta_keys[i]);
 		int mrc;
 
 		if (!value)
 			continue;
-		mrc = ckpt_writer_set_meta(w, meta_keys[i], value);
+		mrc = ckpt_writer_set_meta(j->w, meta_keys[i], value);
 		if (mrc == CKPT_EUNSUPPORTED) {
-			fprintf(stderr, "ckpt: %s: note: metadata '%s' is not kept by %s\n", cli_vis(out), meta_keys[i], format);
+			fprintf(stderr, "ckpt: %s: note: metadata '%s' is not kept by %s\n", cli_vis(j->out), meta_keys[i],
+				j->format);
 			ckpt_error_clear();
 		} else if (mrc != CKPT_OK) {
-			cli_report_last(out, meta_keys[i]);
-			goto done;
+			return cli_report_last(j->out, meta_keys[i]);
 		}
 	}
-	if (write_order(r, &order) != CLI_EXIT_OK)
-		goto done;
-	/*
-	 * Pass 1: which entries go, announced to the writer. Flat targets then
-	 * write each tensor straight to its place (no staged copy of the whole
-	 * checkpoint), and an entry the target cannot take is known before any
-	 * data is read.
-	 */
-	if (!(go = calloc(n ? n : 1, 1))) {
-		cli_report(in, NULL, -1, "out of memory");
-		goto done;
-	}
-	for (k = 0; k < n; k++) {
-		const ckpt_var_info *v;
+	return write_order(j->r, &j->order);
+}
+
+/*
+ * Pass 1: which entries go, announced to the writer. Flat targets then
+ * write each tensor straight to its place (no staged copy of the whole
+ * checkpoint), and an entry the target cannot take is known before any
+ * data is read.
+ */
+static int convert_announce(convert_job *j)
+{
+	size_t i, k;
+
+	if (!(j->go = calloc(j->n ? j->n : 1, 1)))
+		return cli_report(j->in, NULL, -1, "out of memory");
+	for (k = 0; k < j->n; k++) {
+		const ckpt_var_info *v = ckpt_reader_var(j->r, (i = j->order[k]));
+		const char *qtype;
 		int arc;
 
-		i = order[k];
-		v = ckpt_reader_var(r, i);
 		/* the writer stores the graph given above as its own entry; slices are in their full entry's value */
-		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0 || v->slice_part || drop[i])
+		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0 || v->slice_part || j->drop[i])
 			continue;
-		if (cli_flat_qtype(qtypes, v->name) && strcmp(format, "gguf") != 0) {
+		if ((qtype = cli_flat_qtype(j->qtypes, v->name)) && strcmp(j->format, "gguf") != 0) {
 			cli_progress_clear_line();
 			fprintf(stderr, "ckpt: %s: variable '%s': cannot be mapped to %s: it is %s-quantized and converting "
-				"it would need dequantizing, which ckpt does not do (GGUF -> GGUF copies it raw)\n", cli_vis(in),
-				cli_vis(v->name), format, cli_flat_qtype(qtypes, v->name));
-			unmapped++;
+				"it would need dequantizing, which ckpt does not do (GGUF -> GGUF copies it raw)\n",
+				cli_vis(j->in), cli_vis(v->name), j->format, qtype);
+			j->unmapped++;
 			continue;
 		}
-		arc = outcome(ckpt_writer_announce(w, keys[i], v->dtype, &v->shape), in, out, v->name, keys[i], format,
-			&unmapped);
+		arc = outcome(ckpt_writer_announce(j->w, j->keys[i], v->dtype, &v->shape), j->in, j->out, v->name,
+			j->keys[i], j->format, &j->unmapped);
 		if (arc < 0)
-			goto done;
-		go[i] = arc == 0;
+			return CLI_EXIT_ERROR;
+		j->go[i] = arc == 0;
 	}
-	if (unmapped && !allow_partial) {
-		report_partial(out, unmapped, format);
-		goto done;
-	}
-	/* Pass 2: the values, through one buffer reused for every fixed-size entry */
-	for (k = 0; k < n; k++) {
-		const ckpt_var_info *v;
+	return CLI_EXIT_OK;
+}
+
+/* The reused buffer, grown to hold a fixed-size value of `v`. */
+static int grow_buffer(convert_job *j, const ckpt_var_info *v)
+{
+	void *nb;
+
+	if (v->dtype == CKPT_DT_STRING || v->nbytes <= j->bufcap)
+		return CLI_EXIT_OK;
+	if (!(nb = realloc(j->buf, v->nbytes)))
+		return cli_report(j->in, v->name, -1, "out of memory for %" PRIu64 " bytes", v->nbytes);
+	j->buf = nb;
+	j->bufcap = v->nbytes;
+	return CLI_EXIT_OK;
+}
+
+/* Entry i's value: strings read whole, fixed-size values into the reused buffer (grow_buffer first). */
+static int read_value(convert_job *j, size_t i, ckpt_tensor **t, ckpt_tensor *fixed)
+{
+	const ckpt_var_info *v = ckpt_reader_var(j->r, i);
+
+	if (v->dtype == CKPT_DT_STRING)
+		return ckpt_reader_read(j->r, i, t);
+	*fixed = (ckpt_tensor){ v->dtype, v->shape, v->nbytes, j->buf, 0 };
+	*t = fixed;
+	return ckpt_reader_read_into(j->r, i, j->buf, v->nbytes);
+}
+
+/* Pass 2: the values of the entries pass 1 let through. */
+static int convert_copy(convert_job *j)
+{
+	size_t i, k;
+
+	for (k = 0; k < j->n; k++) {
+		const ckpt_var_info *v = ckpt_reader_var(j->r, (i = j->order[k]));
 		ckpt_tensor *t = NULL, fixed;
 		int arc;
 
-		i = order[k];
-		v = ckpt_reader_var(r, i);
-		if (!go[i])
+		if (!j->go[i])
 			continue;
-		if (v->dtype == CKPT_DT_STRING) {
-			arc = ckpt_reader_read(r, i, &t);
-		} else {
-			if (v->nbytes > bufcap) {
-				void *nb = realloc(buf, v->nbytes);
-				if (!nb) {
-					cli_report(in, v->name, -1, "out of memory for %" PRIu64 " bytes", v->nbytes);
-					goto done;
-				}
-				buf = nb;
-				bufcap = v->nbytes;
-			}
-			fixed = (ckpt_tensor){ v->dtype, v->shape, v->nbytes, buf, 0 };
-			t = &fixed;
-			arc = ckpt_reader_read_into(r, i, buf, v->nbytes);
-		}
-		if (arc != CKPT_OK) {
-			cli_report_last(ckpt_reader_path(r), v->name);
-			goto done;
-		}
-		arc = ckpt_writer_add(w, keys[i], t, 0);
+		if (grow_buffer(j, v) != CLI_EXIT_OK)
+			return CLI_EXIT_ERROR;
+		if ((arc = read_value(j, i, &t, &fixed)) != CKPT_OK)
+			return cli_report_last(ckpt_reader_path(j->r), v->name);
+		arc = ckpt_writer_add(j->w, j->keys[i], t, 0);
 		if (t != &fixed)
 			ckpt_tensor_free(t);
-		arc = outcome(arc, in, out, v->name, keys[i], format, &unmapped);
+		arc = outcome(arc, j->in, j->out, v->name, j->keys[i], j->format, &j->unmapped);
 		if (arc < 0)
-			goto done;
+			return CLI_EXIT_ERROR;
 		if (arc > 0)
 			continue;
-		written++;
-		bytes += v->nbytes;
+		j->written++;
+		j->bytes += v->nbytes;
 	}
-	if (unmapped && !allow_partial) {
-		report_partial(out, unmapped, format);
-		goto done;
-	}
-	if (ckpt_writer_commit(w) != CKPT_OK) {
-		cli_report_last(out, NULL);
-		goto done;
-	}
-	cli_progress_done(prog);
-	printf("wrote %s (%s): %zu entries, %" PRIu64 " bytes", cli_vis(out), format, written, bytes);
-	if (unmapped)
-		printf("; %zu entr%s not mappable, skipped", unmapped, unmapped == 1 ? "y" : "ies");
-	if (dropped)
-		printf("; %zu optimizer entr%s dropped", dropped, dropped == 1 ? "y" : "ies");
+	return CLI_EXIT_OK;
+}
+
+static void convert_print(const convert_job *j)
+{
+	printf("wrote %s (%s): %zu entries, %" PRIu64 " bytes", cli_vis(j->out), j->format, j->written, j->bytes);
+	if (j->unmapped)
+		printf("; %zu entr%s not mappable, skipped", j->unmapped, j->unmapped == 1 ? "y" : "ies");
+	if (j->dropped)
+		printf("; %zu optimizer entr%s dropped", j->dropped, j->dropped == 1 ? "y" : "ies");
 	printf("\n");
-	rc = CLI_EXIT_OK;
-done:
-	free(buf);
-	free(go);
-	free(order);
-	free(drop);
-	cli_graph_free(pruned);
-	json_decref(qtypes);
-	ckpt_writer_free(w);
-	cli_keys_free(keys, n);
-	ckpt_reader_free(r);
-	cli_progress_free(prog);
+}
+
+static void convert_job_free(convert_job *j)
+{
+	free(j->buf);
+	free(j->go);
+	free(j->order);
+	free(j->drop);
+	cli_graph_free(j->pruned);
+	json_decref(j->qtypes);
+	ckpt_writer_free(j->w);
+	cli_keys_free(j->keys, j->n);
+	ckpt_reader_free(j->r);
+	cli_progress_free(j->prog);
+}
+
+/* Entries left unmapped fail the conversion unless --allow-partial. */
+static int partial_ok(const convert_job *j)
+{
+	if (j->unmapped && !j->allow_partial) {
+		report_partial(j->out, j->unmapped, j->format);
+		return 0;
+	}
+	return 1;
+}
+
+static int cmd_convert(const cli_cmd *cmd, int argc, char **argv)
+{
+	convert_job j;
+	int rc;
+
+	memset(&j, 0, sizeof(j));
+	rc = convert_parse(cmd, argc, argv, &j);
+	if (rc != CLI_EXIT_OK)
+		return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+	rc = CLI_EXIT_ERROR;
+	if (convert_open_input(&j) == CLI_EXIT_OK && convert_open_output(&j) == CLI_EXIT_OK &&
+	    convert_announce(&j) == CLI_EXIT_OK && partial_ok(&j) && convert_copy(&j) == CLI_EXIT_OK && partial_ok(&j)) {
+		if (ckpt_writer_commit(j.w) != CKPT_OK) {
+			cli_report_last(j.out, NULL);
+		} else {
+			cli_progress_done(j.prog);
+			convert_print(&j);
+			rc = CLI_EXIT_OK;
+		}
+	}
+	convert_job_free(&j);
 	return rc;
 }
 

@@ -17,13 +17,27 @@
 #include <string.h>
 #include "cli.h"
 
+/* The options of `ckpt diff`, filled by cli_parse through diff_opts[].field. */
+typedef struct diff_args {
+	const char *a;
+	const char *b;
+	const char *atol;
+	const char *rtol;
+	int json;
+} diff_args;
+
 static const cli_opt diff_opts[] = {
-	{ CLI_OPT_ARG, "A", NULL, 1, "first checkpoint (any supported format)" },
-	{ CLI_OPT_ARG, "B", NULL, 1, "second checkpoint (any supported format)" },
-	{ CLI_OPT_VALUE, "atol", "X", 0, "absolute tolerance (default 0: exact, bitwise)" },
-	{ CLI_OPT_VALUE, "rtol", "Y", 0, "relative tolerance, relative to B (default 0)" },
-	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON" },
-	{ CLI_OPT_END, NULL, NULL, 0, NULL }
+	{ CLI_OPT_ARG, "A", NULL, 1, "first checkpoint (any supported format)",
+		CLI_FIELD(diff_args, a) },
+	{ CLI_OPT_ARG, "B", NULL, 1, "second checkpoint (any supported format)",
+		CLI_FIELD(diff_args, b) },
+	{ CLI_OPT_VALUE, "atol", "X", 0, "absolute tolerance (default 0: exact, bitwise)",
+		CLI_FIELD(diff_args, atol) },
+	{ CLI_OPT_VALUE, "rtol", "Y", 0, "relative tolerance, relative to B (default 0)",
+		CLI_FIELD(diff_args, rtol) },
+	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON",
+		CLI_FIELD(diff_args, json) },
+	{ CLI_OPT_END, NULL, NULL, 0, NULL, 0 }
 };
 
 typedef struct keyed {
@@ -218,250 +232,309 @@ static void side_close(side *s)
 	ckpt_reader_free(s->r);
 }
 
-/* State of one diff run. */
-typedef struct diff_ctx {
-	side *A, *B;
+/* One difference found: what differs between entry ia of A and entry ib of B. */
+typedef enum diff_kind { DIFF_DTYPE, DIFF_SHAPE, DIFF_ERROR, DIFF_VALUES } diff_kind;
+typedef struct diff_item {
+	diff_kind kind;
+	const char *label;  /* the matching key (borrowed from a side) */
+	size_t ia, ib;
+	char *message;      /* DIFF_ERROR: the library's message */
+	cmp_result values;  /* DIFF_VALUES */
+} diff_item;
+
+/* What `ckpt diff` found; both printers render it. */
+typedef struct diff_result {
+	side A, B;
 	double atol, rtol;
-	int json;
-	int first;      /* no element printed yet in the current JSON array */
-	size_t compared, differ, errors;
-} diff_ctx;
+	diff_item *items;   /* in comparison order */
+	size_t nitems, cap;
+	size_t compared, errors, only_a, only_b;
+} diff_result;
 
-static void begin_item(diff_ctx *c)
+static diff_item *add_item(diff_result *d, diff_kind kind, size_t ia, size_t ib, const char *label)
 {
-	if (c->json)
-		fputs(c->first ? "" : ", ", stdout);
-	else
-		cli_progress_clear_line(); /* a difference line never lands after a progress line */
-	c->first = 0;
+	diff_item *it;
+
+	if (d->nitems == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 16;
+		diff_item *p = realloc(d->items, cap * sizeof(*p));
+		if (!p) {
+			cli_report(NULL, label, -1, "out of memory");
+			return NULL;
+		}
+		d->items = p;
+		d->cap = cap;
+	}
+	it = &d->items[d->nitems++];
+	memset(it, 0, sizeof(*it));
+	it->kind = kind;
+	it->label = label;
+	it->ia = ia;
+	it->ib = ib;
+	return it;
 }
 
-/* "  (A: x; B: y)" when the stored names differ from the label. */
-static void print_names(const diff_ctx *c, size_t ia, size_t ib, const char *label)
+/* Compare entry ia of A with entry ib of B, matched under `label`. */
+static void diff_pair(diff_result *d, size_t ia, size_t ib, const char *label)
 {
-	const char *na = ckpt_reader_var(c->A->r, ia)->name, *nb = ckpt_reader_var(c->B->r, ib)->name;
-
-	if (strcmp(na, label) != 0 || strcmp(nb, label) != 0)
-		printf("  (A: %s; B: %s)", cli_vis(na), cli_vis(nb));
-}
-
-static void json_item_head(const char *label, const char *kind)
-{
-	fputs("{\"name\": ", stdout);
-	jout_cstring(stdout, label);
-	fputs(", \"kind\": ", stdout);
-	jout_cstring(stdout, kind);
-}
-
-/* Compare entry ia of A with entry ib of B, reported under `label`. */
-static void diff_pair(diff_ctx *c, size_t ia, size_t ib, const char *label)
-{
-	const ckpt_var_info *va = ckpt_reader_var(c->A->r, ia), *vb = ckpt_reader_var(c->B->r, ib);
-	char sa[256], sb[256];
+	const ckpt_var_info *va = ckpt_reader_var(d->A.r, ia), *vb = ckpt_reader_var(d->B.r, ib);
 	ckpt_tensor *ta = NULL, *tb = NULL;
 	cmp_result res;
+	diff_item *it;
 
-	c->A->matched[ia] = 1;
-	c->B->matched[ib] = 1;
-	c->compared++;
-	ckpt_shape_format(&va->shape, sa, sizeof(sa));
-	ckpt_shape_format(&vb->shape, sb, sizeof(sb));
+	d->A.matched[ia] = 1;
+	d->B.matched[ib] = 1;
+	d->compared++;
 	if (va->dtype != vb->dtype) {
-		c->differ++;
-		begin_item(c);
-		if (c->json) {
-			json_item_head(label, "dtype");
-			fputs(", \"a\": ", stdout);
-			jout_cstring(stdout, ckpt_dtype_name(va->dtype));
-			fputs(", \"b\": ", stdout);
-			jout_cstring(stdout, ckpt_dtype_name(vb->dtype));
-			fputc('}', stdout);
-		} else {
-			printf("dtype differs: %s: %s vs %s", cli_vis(label), ckpt_dtype_name(va->dtype), ckpt_dtype_name(vb->dtype));
-			print_names(c, ia, ib, label);
-			putchar('\n');
-		}
+		add_item(d, DIFF_DTYPE, ia, ib, label);
 		return;
 	}
 	if (!ckpt_shape_equal(&va->shape, &vb->shape)) {
-		c->differ++;
-		begin_item(c);
-		if (c->json) {
-			json_item_head(label, "shape");
-			fputs(", \"a\": ", stdout);
-			jout_shape(stdout, &va->shape);
-			fputs(", \"b\": ", stdout);
-			jout_shape(stdout, &vb->shape);
-			fputc('}', stdout);
-		} else {
-			printf("shape differs: %s: %s vs %s", cli_vis(label), sa, sb);
-			print_names(c, ia, ib, label);
-			putchar('\n');
-		}
+		add_item(d, DIFF_SHAPE, ia, ib, label);
 		return;
 	}
-	if (ckpt_reader_read(c->A->r, ia, &ta) != CKPT_OK || ckpt_reader_read(c->B->r, ib, &tb) != CKPT_OK) {
-		cli_report_last(ta ? ckpt_reader_path(c->B->r) : ckpt_reader_path(c->A->r), ta ? vb->name : va->name);
-		c->errors++;
-		c->differ++;
-		begin_item(c);
-		if (c->json) {
-			json_item_head(label, "error");
-			fputs(", \"message\": ", stdout);
-			jout_cstring(stdout, ckpt_error_last()->message);
-			fputc('}', stdout);
-		} else {
-			printf("unreadable: %s (see error)\n", cli_vis(label));
-		}
+	if (ckpt_reader_read(d->A.r, ia, &ta) != CKPT_OK || ckpt_reader_read(d->B.r, ib, &tb) != CKPT_OK) {
+		cli_report_last(ta ? ckpt_reader_path(d->B.r) : ckpt_reader_path(d->A.r), ta ? vb->name : va->name);
+		d->errors++;
+		if ((it = add_item(d, DIFF_ERROR, ia, ib, label)))
+			it->message = strdup(ckpt_error_last()->message);
 		ckpt_tensor_free(ta);
 		ckpt_tensor_free(tb);
 		return;
 	}
-	compare_tensors(ta, tb, c->atol, c->rtol, &res);
+	compare_tensors(ta, tb, d->atol, d->rtol, &res);
 	ckpt_tensor_free(ta);
 	ckpt_tensor_free(tb);
-	if (res.equal)
-		return;
-	c->differ++;
-	begin_item(c);
-	if (c->json) {
-		json_item_head(label, "values");
-		printf(", \"elements\": %" PRIu64 ", \"differing\": %" PRIu64 ", \"max_abs\": ", res.elements, res.differing);
-		if (res.numeric)
-			jout_double(stdout, res.max_abs);
-		else
-			fputs("null", stdout);
-		fputs(", \"max_rel\": ", stdout);
-		if (res.numeric)
-			jout_double(stdout, res.max_rel);
-		else
-			fputs("null", stdout);
-		fputc('}', stdout);
-	} else {
-		printf("values differ: %s: %" PRIu64 " of %" PRIu64 " elements", cli_vis(label), res.differing, res.elements);
-		if (res.numeric)
-			printf(", max abs diff %.9g, max rel diff %.9g", res.max_abs, res.max_rel);
-		print_names(c, ia, ib, label);
-		putchar('\n');
-	}
+	if (!res.equal && (it = add_item(d, DIFF_VALUES, ia, ib, label)))
+		it->values = res;
 }
 
-/* Entries of `s` left unmatched, as text lines or JSON strings; returns how many. */
-static size_t list_unmatched(diff_ctx *c, const side *s, const char *what)
+static size_t count_unmatched(const side *s)
 {
-	size_t i, count = 0;
+	size_t i, n = 0;
 
-	c->first = 1;
-	for (i = 0; i < s->nsorted; i++) {
-		if (s->matched[s->sorted[i].idx])
-			continue;
-		count++;
-		begin_item(c);
-		if (c->json)
-			jout_cstring(stdout, s->sorted[i].key);
-		else
-			printf("only in %s: %s\n", what, cli_vis(s->sorted[i].key));
+	for (i = 0; i < s->nsorted; i++)
+		n += !s->matched[s->sorted[i].idx];
+	return n;
+}
+
+/* Match entries by object path (canonical key), then what is left by stored name, comparing each pair. */
+static void diff_run(diff_result *d)
+{
+	side *A = &d->A, *B = &d->B;
+	size_t i;
+
+	for (i = 0; i < A->nsorted; i++) {
+		keyed *hit = bsearch(&A->sorted[i], B->sorted, B->nsorted, sizeof(keyed), keyed_cmp);
+		if (hit && !B->matched[hit->idx] && !A->matched[A->sorted[i].idx])
+			diff_pair(d, A->sorted[i].idx, hit->idx, A->sorted[i].key);
 	}
-	return count;
+	/* entries a graph could not place */
+	for (i = 0; i < A->nsorted; i++) {
+		keyed *hit;
+		if (A->matched[A->by_name[i].idx])
+			continue;
+		hit = bsearch(&A->by_name[i], B->by_name, B->nsorted, sizeof(keyed), keyed_cmp);
+		if (hit && !B->matched[hit->idx])
+			diff_pair(d, A->by_name[i].idx, hit->idx, A->by_name[i].key);
+	}
+	d->only_a = count_unmatched(A);
+	d->only_b = count_unmatched(B);
+}
+
+static int diff_equal(const diff_result *d)
+{
+	return !d->nitems && !d->only_a && !d->only_b;
+}
+
+/* "  (A: x; B: y)" when the stored names differ from the label. */
+static void print_names(const diff_result *d, const diff_item *it)
+{
+	const char *na = ckpt_reader_var(d->A.r, it->ia)->name, *nb = ckpt_reader_var(d->B.r, it->ib)->name;
+
+	if (strcmp(na, it->label) != 0 || strcmp(nb, it->label) != 0)
+		printf("  (A: %s; B: %s)", cli_vis(na), cli_vis(nb));
+}
+
+static void print_item_text(const diff_result *d, const diff_item *it)
+{
+	const ckpt_var_info *va = ckpt_reader_var(d->A.r, it->ia), *vb = ckpt_reader_var(d->B.r, it->ib);
+	char sa[256], sb[256];
+
+	switch (it->kind) {
+	case DIFF_DTYPE:
+		printf("dtype differs: %s: %s vs %s", cli_vis(it->label), ckpt_dtype_name(va->dtype),
+			ckpt_dtype_name(vb->dtype));
+		break;
+	case DIFF_SHAPE:
+		ckpt_shape_format(&va->shape, sa, sizeof(sa));
+		ckpt_shape_format(&vb->shape, sb, sizeof(sb));
+		printf("shape differs: %s: %s vs %s", cli_vis(it->label), sa, sb);
+		break;
+	case DIFF_ERROR:
+		printf("unreadable: %s (see error)\n", cli_vis(it->label));
+		return;
+	case DIFF_VALUES:
+		printf("values differ: %s: %" PRIu64 " of %" PRIu64 " elements", cli_vis(it->label),
+			it->values.differing, it->values.elements);
+		if (it->values.numeric)
+			printf(", max abs diff %.9g, max rel diff %.9g", it->values.max_abs, it->values.max_rel);
+		break;
+	}
+	print_names(d, it);
+	putchar('\n');
+}
+
+static void diff_print_text(const diff_result *d)
+{
+	size_t i;
+
+	printf("A: %s (%s, %zu entries)\nB: %s (%s, %zu entries)\n", cli_vis(ckpt_reader_path(d->A.r)),
+		ckpt_reader_format(d->A.r), d->A.nsorted, cli_vis(ckpt_reader_path(d->B.r)), ckpt_reader_format(d->B.r),
+		d->B.nsorted);
+	if (d->atol == 0 && d->rtol == 0)
+		printf("comparing exactly (bitwise)\n");
+	else
+		printf("comparing with |a - b| <= %g + %g * |b|\n", d->atol, d->rtol);
+	for (i = 0; i < d->nitems; i++)
+		print_item_text(d, &d->items[i]);
+	for (i = 0; i < d->A.nsorted; i++)
+		if (!d->A.matched[d->A.sorted[i].idx])
+			printf("only in A: %s\n", cli_vis(d->A.sorted[i].key));
+	for (i = 0; i < d->B.nsorted; i++)
+		if (!d->B.matched[d->B.sorted[i].idx])
+			printf("only in B: %s\n", cli_vis(d->B.sorted[i].key));
+	printf("%s: %zu compared, %zu differ, %zu only in A, %zu only in B%s\n",
+		diff_equal(d) ? "equal" : "DIFFERENT", d->compared, d->nitems, d->only_a, d->only_b,
+		d->errors ? " (with read errors)" : "");
+}
+
+static void print_item_json(jw *w, const diff_result *d, const diff_item *it)
+{
+	const ckpt_var_info *va = ckpt_reader_var(d->A.r, it->ia), *vb = ckpt_reader_var(d->B.r, it->ib);
+	static const char *const kinds[] = { "dtype", "shape", "error", "values" };
+
+	jw_object_begin(w);
+	jw_key(w, "name");
+	jw_string(w, it->label);
+	jw_key(w, "kind");
+	jw_string(w, kinds[it->kind]);
+	if (it->kind == DIFF_DTYPE) {
+		jw_key(w, "a");
+		jw_string(w, ckpt_dtype_name(va->dtype));
+		jw_key(w, "b");
+		jw_string(w, ckpt_dtype_name(vb->dtype));
+	} else if (it->kind == DIFF_SHAPE) {
+		jw_key(w, "a");
+		jw_shape(w, &va->shape);
+		jw_key(w, "b");
+		jw_shape(w, &vb->shape);
+	} else if (it->kind == DIFF_ERROR) {
+		jw_key(w, "message");
+		jw_string(w, it->message);
+	} else {
+		jw_key(w, "elements");
+		jw_uint(w, it->values.elements);
+		jw_key(w, "differing");
+		jw_uint(w, it->values.differing);
+		jw_key(w, "max_abs");
+		it->values.numeric ? jw_double(w, it->values.max_abs) : jw_null(w);
+		jw_key(w, "max_rel");
+		it->values.numeric ? jw_double(w, it->values.max_rel) : jw_null(w);
+	}
+	jw_object_end(w);
+}
+
+static void print_unmatched_json(jw *w, const char *key, const side *s)
+{
+	size_t i;
+
+	jw_key(w, key);
+	jw_array_begin(w);
+	for (i = 0; i < s->nsorted; i++)
+		if (!s->matched[s->sorted[i].idx])
+			jw_string(w, s->sorted[i].key);
+	jw_array_end(w);
+}
+
+static void diff_print_json(const diff_result *d)
+{
+	jw w;
+	size_t i;
+
+	jw_init(&w, stdout);
+	jw_object_begin(&w);
+	jw_key(&w, "a");
+	jw_string(&w, ckpt_reader_path(d->A.r));
+	jw_key(&w, "b");
+	jw_string(&w, ckpt_reader_path(d->B.r));
+	jw_key(&w, "format_a");
+	jw_string(&w, ckpt_reader_format(d->A.r));
+	jw_key(&w, "format_b");
+	jw_string(&w, ckpt_reader_format(d->B.r));
+	jw_key(&w, "atol");
+	jw_double(&w, d->atol);
+	jw_key(&w, "rtol");
+	jw_double(&w, d->rtol);
+	jw_key(&w, "differences");
+	jw_array_begin(&w);
+	for (i = 0; i < d->nitems; i++)
+		print_item_json(&w, d, &d->items[i]);
+	jw_array_end(&w);
+	print_unmatched_json(&w, "only_in_a", &d->A);
+	print_unmatched_json(&w, "only_in_b", &d->B);
+	jw_key(&w, "compared");
+	jw_uint(&w, d->compared);
+	jw_key(&w, "equal");
+	jw_bool(&w, diff_equal(d));
+	jw_object_end(&w);
+	jw_end_line(&w);
+}
+
+static void diff_result_free(diff_result *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->nitems; i++)
+		free(d->items[i].message);
+	free(d->items);
+	side_close(&d->A);
+	side_close(&d->B);
 }
 
 static int cmd_diff(const cli_cmd *cmd, int argc, char **argv)
 {
-	cli_args args;
-	side A, B;
-	diff_ctx c;
-	const char *s;
+	diff_args args;
+	diff_result d;
 	int rc;
-	size_t i, only_a, only_b;
 	cli_progress *prog = NULL;
 
-	memset(&c, 0, sizeof(c));
+	memset(&d, 0, sizeof(d));
+	memset(&args, 0, sizeof(args));
 	rc = cli_parse(cmd, argc, argv, &args);
-	if (rc == CLI_PARSE_HELP)
-		return CLI_EXIT_OK;
 	if (rc != CLI_EXIT_OK)
-		return rc;
-	if ((s = cli_get(cmd, &args, "atol")) && cli_parse_double(cmd, "atol", s, &c.atol) != CLI_EXIT_OK)
+		return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+	if ((args.atol && cli_parse_double(cmd, "atol", args.atol, &d.atol) != CLI_EXIT_OK) ||
+	    (args.rtol && cli_parse_double(cmd, "rtol", args.rtol, &d.rtol) != CLI_EXIT_OK))
 		return CLI_EXIT_USAGE;
-	if ((s = cli_get(cmd, &args, "rtol")) && cli_parse_double(cmd, "rtol", s, &c.rtol) != CLI_EXIT_OK)
-		return CLI_EXIT_USAGE;
-	c.json = cli_get(cmd, &args, "json") != NULL;
 
-	memset(&B, 0, sizeof(B));
-	cli_progress_start(&prog, "diff", 0, c.json);
-	if (side_open(&A, cli_get(cmd, &args, "A"), cli_progress_vfs(prog, cli_get(cmd, &args, "A"), cli_get(cmd, &args, "B"))) != CLI_EXIT_OK) {
-		side_close(&A);
+	cli_progress_start(&prog, "diff", 0, args.json);
+	if (side_open(&d.A, args.a, cli_progress_vfs(prog, args.a, args.b)) != CLI_EXIT_OK ||
+	    side_open(&d.B, args.b, cli_progress_vfs(prog, args.a, args.b)) != CLI_EXIT_OK) {
+		diff_result_free(&d);
 		cli_progress_free(prog);
 		return CLI_EXIT_ERROR;
 	}
-	if (side_open(&B, cli_get(cmd, &args, "B"), cli_progress_vfs(prog, cli_get(cmd, &args, "A"), cli_get(cmd, &args, "B"))) != CLI_EXIT_OK) {
-		side_close(&A);
-		side_close(&B);
-		cli_progress_free(prog);
-		return CLI_EXIT_ERROR;
-	}
-	cli_progress_set_total(prog, cli_reader_bytes(A.r) + cli_reader_bytes(B.r));
-	c.A = &A;
-	c.B = &B;
-
-	if (c.json) {
-		fputs("{\"a\": ", stdout);
-		jout_cstring(stdout, ckpt_reader_path(A.r));
-		fputs(", \"b\": ", stdout);
-		jout_cstring(stdout, ckpt_reader_path(B.r));
-		fputs(", \"format_a\": ", stdout);
-		jout_cstring(stdout, ckpt_reader_format(A.r));
-		fputs(", \"format_b\": ", stdout);
-		jout_cstring(stdout, ckpt_reader_format(B.r));
-		fputs(", \"atol\": ", stdout);
-		jout_double(stdout, c.atol);
-		fputs(", \"rtol\": ", stdout);
-		jout_double(stdout, c.rtol);
-		fputs(", \"differences\": [", stdout);
-	} else {
-		printf("A: %s (%s, %zu entries)\nB: %s (%s, %zu entries)\n", cli_vis(ckpt_reader_path(A.r)),
-			ckpt_reader_format(A.r), A.nsorted, cli_vis(ckpt_reader_path(B.r)), ckpt_reader_format(B.r), B.nsorted);
-		if (c.atol == 0 && c.rtol == 0)
-			printf("comparing exactly (bitwise)\n");
-		else
-			printf("comparing with |a - b| <= %g + %g * |b|\n", c.atol, c.rtol);
-	}
-	c.first = 1;
-
-	/* by object path (canonical key) */
-	for (i = 0; i < A.nsorted; i++) {
-		keyed *hit = bsearch(&A.sorted[i], B.sorted, B.nsorted, sizeof(keyed), keyed_cmp);
-		if (hit && !B.matched[hit->idx] && !A.matched[A.sorted[i].idx])
-			diff_pair(&c, A.sorted[i].idx, hit->idx, A.sorted[i].key);
-	}
-	/* then what is left, by stored name (entries a graph could not place) */
-	for (i = 0; i < A.nsorted; i++) {
-		keyed *hit;
-		if (A.matched[A.by_name[i].idx])
-			continue;
-		hit = bsearch(&A.by_name[i], B.by_name, B.nsorted, sizeof(keyed), keyed_cmp);
-		if (hit && !B.matched[hit->idx])
-			diff_pair(&c, A.by_name[i].idx, hit->idx, A.by_name[i].key);
-	}
-
+	cli_progress_set_total(prog, cli_reader_bytes(d.A.r) + cli_reader_bytes(d.B.r));
+	diff_run(&d);
 	cli_progress_done(prog);
-	if (c.json)
-		fputs("], \"only_in_a\": [", stdout);
-	only_a = list_unmatched(&c, &A, "A");
-	if (c.json)
-		fputs("], \"only_in_b\": [", stdout);
-	only_b = list_unmatched(&c, &B, "B");
-	rc = (c.differ || only_a || only_b) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
-	if (c.json) {
-		printf("], \"compared\": %zu, \"equal\": %s}\n", c.compared, rc == CLI_EXIT_OK ? "true" : "false");
-	} else {
-		printf("%s: %zu compared, %zu differ, %zu only in A, %zu only in B%s\n",
-			rc == CLI_EXIT_OK ? "equal" : "DIFFERENT", c.compared, c.differ, only_a, only_b,
-			c.errors ? " (with read errors)" : "");
-	}
+	if (args.json)
+		diff_print_json(&d);
+	else
+		diff_print_text(&d);
+	rc = diff_equal(&d) ? CLI_EXIT_OK : CLI_EXIT_ERROR;
 	fflush(stdout);
-	side_close(&A);
-	side_close(&B);
+	diff_result_free(&d);
 	cli_progress_free(prog);
 	return rc;
 }

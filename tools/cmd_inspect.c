@@ -24,13 +24,25 @@
 #include <jansson.h>
 #include "cli.h"
 
+/* The options of `ckpt inspect`, filled by cli_parse through inspect_opts[].field. */
+typedef struct inspect_args {
+	const char *path;
+	int json;
+	const char *max_array;
+	const char *sync_on_read;
+} inspect_args;
+
 static const cli_opt inspect_opts[] = {
-	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint: bundle prefix, .index, directory, SavedModel, .h5, .keras, .safetensors, .gguf" },
-	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON (one object) instead of text" },
-	{ CLI_OPT_VALUE, "max-array", "N", 0, "--json: the first N values of each metadata array (default 1024; 0: all)" },
+	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint: bundle prefix, .index, directory, SavedModel, .h5, .keras, .safetensors, .gguf",
+		CLI_FIELD(inspect_args, path) },
+	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON (one object) instead of text",
+		CLI_FIELD(inspect_args, json) },
+	{ CLI_OPT_VALUE, "max-array", "N", 0, "--json: the first N values of each metadata array (default 1024; 0: all)",
+		CLI_FIELD(inspect_args, max_array) },
 	{ CLI_OPT_VALUE, "sync-on-read", "PATTERN=AGG[,...]", 0,
-		"treat matching variables as sync-on-read (AGG sum, mean or first; sum: role metric)" },
-	{ CLI_OPT_END, NULL, NULL, 0, NULL }
+		"treat matching variables as sync-on-read (AGG sum, mean or first; sum: role metric)",
+		CLI_FIELD(inspect_args, sync_on_read) },
+	{ CLI_OPT_END, NULL, NULL, 0, NULL, 0 }
 };
 
 /* Per-entry outcome of reading the data. */
@@ -73,79 +85,91 @@ static void read_all(inspect_state *st)
 	}
 }
 
-static void print_slices_json(const ckpt_var_info *v)
+/* A partitioned entry's slices: [start, end] per dimension (null: all of it). */
+static void print_slices_json(jw *w, const ckpt_var_info *v)
 {
-	fputs(", \"slices\": [", stdout);
+	jw_key(w, "slices");
+	jw_array_begin(w);
 	for (size_t k = 0; k < v->nslices; k++) {
 		const ckpt_slice *sl = &v->slices[k];
-		fputs(k ? ", [" : "[", stdout);
+		jw_array_begin(w);
 		for (int d = 0; d < sl->rank; d++) {
 			const ckpt_extent *e = &sl->extents[d];
-			if (e->length < 0)
-				printf("%snull", d ? ", " : "");
-			else
-				printf("%s[%" PRId64 ", %" PRId64 "]", d ? ", " : "", e->start, e->start + e->length);
+			if (e->length < 0) {
+				jw_null(w);
+				continue;
+			}
+			jw_array_begin(w);
+			jw_int(w, e->start);
+			jw_int(w, e->start + e->length);
+			jw_array_end(w);
 		}
-		fputc(']', stdout);
+		jw_array_end(w);
 	}
-	fputc(']', stdout);
+	jw_array_end(w);
+}
+
+static void print_var_json(jw *w, const inspect_state *st, size_t i, json_t *qtypes)
+{
+	const ckpt_var_info *v = ckpt_reader_var(st->r, i);
+
+	jw_object_begin(w);
+	jw_key(w, "name");
+	jw_string(w, v->name);
+	jw_key(w, "dtype");
+	jw_string(w, ckpt_dtype_name(v->dtype));
+	jw_key(w, "shape");
+	jw_shape(w, &v->shape);
+	jw_key(w, "bytes");
+	jw_uint(w, v->nbytes);
+	jw_key(w, "crc32");
+	st->status[i] == ST_OK ? jw_crc32(w, st->crc[i]) : jw_null(w);
+	jw_key(w, "crc32c");
+	st->status[i] == ST_OK ? jw_crc32(w, st->crc32c[i]) : jw_null(w);
+	jw_key(w, "role");
+	jw_string(w, ckpt_role_name(v->role));
+	if (cli_flat_qtype(qtypes, v->name)) { /* GGUF quantized: dtype is the uint8 byte view */
+		jw_key(w, "ggml_type");
+		jw_string(w, cli_flat_qtype(qtypes, v->name));
+	}
+	if (v->nslices)
+		print_slices_json(w, v);
+	if (v->sync_source != CKPT_SYNC_SOURCE_NONE) {
+		/* only where saved_model.pb or --sync-on-read says it */
+		jw_key(w, "sync");
+		jw_string(w, cli_sync_name(v->sync));
+		jw_key(w, "aggregation");
+		jw_string(w, cli_aggregation_name(v->aggregation));
+		jw_key(w, "sync_source");
+		jw_string(w, cli_sync_source_name(v->sync_source));
+	}
+	jw_object_end(w);
 }
 
 static void print_json(const inspect_state *st)
 {
 	size_t i;
 	json_t *qtypes = cli_flat_qtypes(st->r);
+	jw w;
 
-	fputs("{\"path\": ", stdout);
-	jout_cstring(stdout, ckpt_reader_path(st->r));
-	fputs(", \"format\": ", stdout);
-	jout_cstring(stdout, ckpt_reader_format(st->r));
-	fputs(", \"variables\": [", stdout);
-	for (i = 0; i < st->n; i++) {
-		const ckpt_var_info *v = ckpt_reader_var(st->r, i);
-
-		fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
-		jout_cstring(stdout, v->name);
-		fputs(", \"dtype\": ", stdout);
-		jout_cstring(stdout, ckpt_dtype_name(v->dtype));
-		fputs(", \"shape\": ", stdout);
-		jout_shape(stdout, &v->shape);
-		printf(", \"bytes\": %" PRIu64 ", \"crc32\": ", v->nbytes);
-		if (st->status[i] == ST_OK)
-			jout_crc32(stdout, st->crc[i]);
-		else
-			fputs("null", stdout);
-		fputs(", \"crc32c\": ", stdout);
-		if (st->status[i] == ST_OK)
-			jout_crc32(stdout, st->crc32c[i]);
-		else
-			fputs("null", stdout);
-		fputs(", \"role\": ", stdout);
-		jout_cstring(stdout, ckpt_role_name(v->role));
-		if (cli_flat_qtype(qtypes, v->name)) { /* GGUF quantized: dtype is the uint8 byte view */
-			fputs(", \"ggml_type\": ", stdout);
-			jout_cstring(stdout, cli_flat_qtype(qtypes, v->name));
-		}
-		if (v->nslices) /* a partitioned entry: its slices, [start, end] per dimension (null: all of it) */
-			print_slices_json(v);
-		if (v->sync_source != CKPT_SYNC_SOURCE_NONE) {
-			/* only where saved_model.pb or --sync-on-read says it */
-			fputs(", \"sync\": ", stdout);
-			jout_cstring(stdout, cli_sync_name(v->sync));
-			fputs(", \"aggregation\": ", stdout);
-			jout_cstring(stdout, cli_aggregation_name(v->aggregation));
-			fputs(", \"sync_source\": ", stdout);
-			jout_cstring(stdout, cli_sync_source_name(v->sync_source));
-		}
-		fputc('}', stdout);
-	}
-	fputs("]", stdout);
-	cli_inspect_sections_json(stdout, st->r, st->max_array);
+	jw_init(&w, stdout);
+	jw_object_begin(&w);
+	jw_key(&w, "path");
+	jw_string(&w, ckpt_reader_path(st->r));
+	jw_key(&w, "format");
+	jw_string(&w, ckpt_reader_format(st->r));
+	jw_key(&w, "variables");
+	jw_array_begin(&w);
+	for (i = 0; i < st->n; i++)
+		print_var_json(&w, st, i, qtypes);
+	jw_array_end(&w);
+	cli_inspect_sections_json(&w, st->r, st->max_array);
 	if (ckpt_reader_saved_model(st->r)) {
-		fputs(", \"saved_model\": ", stdout);
-		cli_print_saved_model_json(stdout, ckpt_reader_saved_model(st->r));
+		jw_key(&w, "saved_model");
+		cli_print_saved_model_json(&w, ckpt_reader_saved_model(st->r));
 	}
-	fputs("}\n", stdout);
+	jw_object_end(&w);
+	jw_end_line(&w);
 	json_decref(qtypes);
 }
 
@@ -612,25 +636,26 @@ static void print_human(const inspect_state *st)
 
 static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 {
-	cli_args args;
+	inspect_args args;
 	const char *path;
 	int json, rc, missing;
 	inspect_state st;
 	cli_sync_rules rules;
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
 
+	memset(&args, 0, sizeof(args));
 	rc = cli_parse(cmd, argc, argv, &args);
 	if (rc == CLI_PARSE_HELP)
 		return CLI_EXIT_OK;
 	if (rc != CLI_EXIT_OK)
 		return rc;
-	path = cli_get(cmd, &args, "PATH");
-	json = cli_get(cmd, &args, "json") != NULL;
+	path = args.path;
+	json = args.json;
 	memset(&st, 0, sizeof(st));
 	st.max_array = 1024;
-	if (cli_get(cmd, &args, "max-array")) {
+	if (args.max_array) {
 		char *end;
-		const char *a = cli_get(cmd, &args, "max-array");
+		const char *a = args.max_array;
 		unsigned long long v = strtoull(a, &end, 10);
 		if (!*a || *end || *a == '-') {
 			fprintf(stderr, "ckpt inspect: --max-array wants a count, not '%s'\n", a);
@@ -638,7 +663,7 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 		}
 		st.max_array = v;
 	}
-	if (cli_parse_sync_rules(cmd, cli_get(cmd, &args, "sync-on-read"), &rules) != CLI_EXIT_OK)
+	if (cli_parse_sync_rules(cmd, args.sync_on_read, &rules) != CLI_EXIT_OK)
 		return CLI_EXIT_USAGE;
 	oo.sync_rules = rules.rules;
 	oo.num_sync_rules = rules.n;

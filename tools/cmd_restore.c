@@ -24,18 +24,38 @@
 #include <time.h>
 #include "cli.h"
 
+/* The options of `ckpt restore`, filled by cli_parse through restore_opts[].field. */
+typedef struct restore_args {
+	const char *path;
+	const char *strategy;
+	const char *replicas;
+	const char *device;
+	int expect_partial;
+	const char *save;
+	int json;
+	const char *sync_on_read;
+} restore_args;
+
 static const cli_opt restore_opts[] = {
-	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint of any supported format" },
-	{ CLI_OPT_VALUE, "strategy", "NAME", 1, "mirrored or default: the scope the variables are created in" },
-	{ CLI_OPT_VALUE, "replicas", "N", 0, "replicas of the mirrored strategy (default 2)" },
+	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint of any supported format",
+		CLI_FIELD(restore_args, path) },
+	{ CLI_OPT_VALUE, "strategy", "NAME", 1, "mirrored or default: the scope the variables are created in",
+		CLI_FIELD(restore_args, strategy) },
+	{ CLI_OPT_VALUE, "replicas", "N", 0, "replicas of the mirrored strategy (default 2)",
+		CLI_FIELD(restore_args, replicas) },
 	{ CLI_OPT_VALUE, "device", "cpu|cuda[:ID,...]", 0,
-		"where the mirrored replicas live (default cpu); cuda loads the CUDA provider library ckpt_cuda" },
-	{ CLI_OPT_SWITCH, "expect-partial", NULL, 0, "entries that cannot be placed are not an error" },
-	{ CLI_OPT_VALUE, "save", "OUT", 0, "write the restored state to the bundle prefix OUT" },
-	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON" },
+		"where the mirrored replicas live (default cpu); cuda loads the CUDA provider library ckpt_cuda",
+		CLI_FIELD(restore_args, device) },
+	{ CLI_OPT_SWITCH, "expect-partial", NULL, 0, "entries that cannot be placed are not an error",
+		CLI_FIELD(restore_args, expect_partial) },
+	{ CLI_OPT_VALUE, "save", "OUT", 0, "write the restored state to the bundle prefix OUT",
+		CLI_FIELD(restore_args, save) },
+	{ CLI_OPT_SWITCH, "json", NULL, 0, "print machine-readable JSON",
+		CLI_FIELD(restore_args, json) },
 	{ CLI_OPT_VALUE, "sync-on-read", "PATTERN=AGG[,...]", 0,
-		"create matching variables sync-on-read with AGG sum, mean or first (metrics)" },
-	{ CLI_OPT_END, NULL, NULL, 0, NULL }
+		"create matching variables sync-on-read with AGG sum, mean or first (metrics)",
+		CLI_FIELD(restore_args, sync_on_read) },
+	{ CLI_OPT_END, NULL, NULL, 0, NULL, 0 }
 };
 
 static double now_seconds(void)
@@ -119,20 +139,46 @@ static int by_checksum(const ckpt_variable *v)
 	return ckpt_variable_dtype(v) != CKPT_DT_STRING && ckpt_variable_kind(v) != CKPT_VAR_SYNC_ON_READ;
 }
 
+/* The checksum path's replicas, in the library (in parallel; device copies through their provider). */
+static int check_replicas(var_check *checks, size_t n, size_t njobs)
+{
+	ckpt_replica_check *rc = malloc((njobs ? njobs : 1) * sizeof(*rc));
+	size_t i, m = 0;
+	int err;
+
+	if (!rc)
+		return CKPT_ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (checks[i].why || !by_checksum(checks[i].tv->variable))
+			continue;
+		rc[m].variable = checks[i].tv->variable;
+		rc[m].expected_crc32c = checks[i].crc;
+		rc[m].bad_replica = -1;
+		m++;
+	}
+	if ((err = ckpt_replica_check_crc32c(rc, m)) == CKPT_OK)
+		for (i = 0, m = 0; i < n; i++) {
+			if (checks[i].why || !by_checksum(checks[i].tv->variable))
+				continue;
+			checks[i].ok = 1;
+			checks[i].bad_replica = rc[m++].bad_replica;
+		}
+	free(rc);
+	return err;
+}
+
 /*
  * Check every restored variable against the file without a second copy of
  * the state: each replica copy of a fixed-size variable is checksummed where
  * it lies (crc32c) and compared with the checksum the file stores (formats
- * without one: the crc32c of the stored value, read once). Copies are
- * checksummed in parallel, one (variable, replica) pair per task, so the
- * check costs one pass over memory the load already made resident.
+ * without one: the crc32c of the stored value, read once), by
+ * ckpt_replica_check_crc32c: in parallel on the host, through the provider
+ * for device replicas.
  * Returns the number of failed variables; reports each.
  */
-static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *bytes, cli_device *dev)
+static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *bytes)
 {
-	size_t i, bad = 0, njobs = 0, j;
-	size_t *job_var = NULL;
-	int *job_rep = NULL;
+	size_t i, bad = 0, njobs = 0;
 
 	/* expected checksums, and the slow path, serially (reads are the reader's) */
 	for (i = 0; i < n; i++) {
@@ -172,66 +218,10 @@ static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *b
 		ckpt_tensor_free(t);
 	}
 
-	job_var = malloc((njobs ? njobs : 1) * sizeof(*job_var));
-	job_rep = malloc((njobs ? njobs : 1) * sizeof(*job_rep));
-	if (!job_var || !job_rep) {
-		free(job_var);
-		free(job_rep);
-		job_var = NULL;
-		job_rep = NULL;
+	if (check_replicas(checks, n, njobs) != CKPT_OK)
 		for (i = 0; i < n; i++)
 			if (!checks[i].why && !checks[i].ok)
 				checks[i].why = "out of memory";
-		njobs = 0;
-	} else {
-		for (i = 0, j = 0; i < n; i++) {
-			int rep, nr;
-			if (checks[i].why || !by_checksum(checks[i].tv->variable))
-				continue;
-			nr = ckpt_variable_num_replicas(checks[i].tv->variable);
-			for (rep = 0; rep < nr; rep++, j++) {
-				job_var[j] = i;
-				job_rep[j] = rep;
-			}
-			checks[i].ok = 1;
-		}
-		njobs = j;
-	}
-
-	/* device replicas: copied back one after another through one pinned buffer */
-	for (j = 0; dev && j < njobs; j++) {
-		var_check *c = &checks[job_var[j]];
-		uint32_t got = 0;
-		if (cli_device_crc_replica(dev, c->tv->variable, job_rep[j], &got) != CKPT_OK || got != c->crc)
-			if (c->bad_replica < 0 || job_rep[j] < c->bad_replica)
-				c->bad_replica = job_rep[j];
-	}
-	if (dev)
-		njobs = 0;
-	/* largest first would balance better; the state's order is good enough for 2-16 threads */
-#pragma omp parallel for schedule(dynamic, 1)
-	for (j = 0; j < njobs; j++) {
-		var_check *c = &checks[job_var[j]];
-		const ckpt_variable *v = c->tv->variable;
-		const void *p = ckpt_variable_replica_data(v, job_rep[j]);
-		uint64_t nb = ckpt_variable_nbytes(v);
-		uint32_t got;
-
-		if (!p && nb) {
-#pragma omp critical(restore_check)
-			if (c->bad_replica < 0 || job_rep[j] < c->bad_replica)
-				c->bad_replica = job_rep[j];
-			continue;
-		}
-		got = nb ? ckpt_crc32c_extend(0, p, (size_t)nb) : 0;
-		if (got != c->crc) {
-#pragma omp critical(restore_check)
-			if (c->bad_replica < 0 || job_rep[j] < c->bad_replica)
-				c->bad_replica = job_rep[j];
-		}
-	}
-	free(job_var);
-	free(job_rep);
 
 	for (i = 0; i < n; i++) {
 		var_check *c = &checks[i];
@@ -273,266 +263,316 @@ static int parse_replicas(const cli_cmd *cmd, const char *s, int *out)
 	return CLI_EXIT_OK;
 }
 
-static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
-{
-	cli_args args;
-	const char *path, *strat_name, *s, *save;
-	int json, expect_partial, replicas = 2, mirrored, rc, bad = 0, entered = 0;
-	int on_cuda = 0, devices[CLI_MAX_DEVICES], ndevices = 0;
-	cli_device *dev = NULL;
-	ckpt_strategy *strat = NULL;
-	ckpt_checkpoint *ck = NULL;
-	ckpt_restore_status *st = NULL;
-	ckpt_checkpoint_options co = CKPT_CHECKPOINT_OPTIONS_INIT;
+/* What the options ask for, checked. */
+typedef struct restore_plan {
+	const char *path, *save;
+	int json, expect_partial, mirrored, replicas;
+	int on_cuda, devices[CLI_MAX_DEVICES], ndevices;
 	cli_sync_rules rules;
-	ckpt_tracked_list *list = NULL;
-	ckpt_reader *r = NULL;
-	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
-	cli_progress *prog = NULL;
-	var_check *checks = NULL;
-	size_t i, n = 0, nunmatched = 0;
-	uint64_t bytes = 0;
-	double t0, seconds;
+} restore_plan;
 
+/* What the restore did and found; the printers render it. */
+typedef struct restore_result {
+	const restore_plan *plan;
+	cli_device *dev;
+	ckpt_strategy *strat;
+	int entered;          /* inside the strategy's scope */
+	cli_progress *prog;
+	ckpt_reader *r;       /* the file, for the check */
+	ckpt_checkpoint *ck;
+	ckpt_restore_status *st;
+	ckpt_tracked_list *list;
+	var_check *checks;    /* one per restored variable */
+	size_t n, nunmatched, bad;
+	uint64_t bytes;
+	double seconds;
+} restore_result;
+
+static int restore_parse(const cli_cmd *cmd, int argc, char **argv, restore_plan *p)
+{
+	restore_args args;
+	int rc;
+
+	memset(&args, 0, sizeof(args));
+	memset(p, 0, sizeof(*p));
+	p->replicas = 2;
 	rc = cli_parse(cmd, argc, argv, &args);
-	if (rc == CLI_PARSE_HELP)
-		return CLI_EXIT_OK;
 	if (rc != CLI_EXIT_OK)
 		return rc;
-	path = cli_get(cmd, &args, "PATH");
-	strat_name = cli_get(cmd, &args, "strategy");
-	json = cli_get(cmd, &args, "json") != NULL;
-	expect_partial = cli_get(cmd, &args, "expect-partial") != NULL;
-	save = cli_get(cmd, &args, "save");
-	if (strcmp(strat_name, "mirrored") == 0)
-		mirrored = 1;
-	else if (strcmp(strat_name, "default") == 0)
-		mirrored = 0;
-	else
-		return cli_usage_error(cmd, "--strategy wants mirrored or default, got '%s'", strat_name);
-	if ((s = cli_get(cmd, &args, "replicas")) && parse_replicas(cmd, s, &replicas) != CLI_EXIT_OK)
+	p->path = args.path;
+	p->json = args.json;
+	p->expect_partial = args.expect_partial;
+	p->save = args.save;
+	if (strcmp(args.strategy, "mirrored") == 0)
+		p->mirrored = 1;
+	else if (strcmp(args.strategy, "default") != 0)
+		return cli_usage_error(cmd, "--strategy wants mirrored or default, got '%s'", args.strategy);
+	if (args.replicas && parse_replicas(cmd, args.replicas, &p->replicas) != CLI_EXIT_OK)
 		return CLI_EXIT_USAGE;
-	if (cli_device_parse(cmd, cli_get(cmd, &args, "device"), &on_cuda, devices, &ndevices) != CLI_EXIT_OK)
+	if (cli_device_parse(cmd, args.device, &p->on_cuda, p->devices, &p->ndevices) != CLI_EXIT_OK)
 		return CLI_EXIT_USAGE;
-	if (on_cuda && !mirrored)
+	if (p->on_cuda && !p->mirrored)
 		return cli_usage_error(cmd, "--device cuda needs --strategy mirrored");
-	if (!mirrored) {
-		if (s && replicas != 1)
+	if (!p->mirrored) {
+		if (args.replicas && p->replicas != 1)
 			return cli_usage_error(cmd, "the default strategy has exactly 1 replica");
-		replicas = 1;
+		p->replicas = 1;
 	}
+	return cli_parse_sync_rules(cmd, args.sync_on_read, &p->rules) != CLI_EXIT_OK ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+}
 
-	if (cli_parse_sync_rules(cmd, cli_get(cmd, &args, "sync-on-read"), &rules) != CLI_EXIT_OK)
-		return CLI_EXIT_USAGE;
-	co.sync_rules = rules.rules; /* copied by ckpt_checkpoint_load */
-	co.num_sync_rules = rules.n;
+/* The mirrored strategy over the CUDA provider: replica r on the r-th listed device (round robin). */
+static int make_cuda_strategy(restore_result *res)
+{
+	const restore_plan *p = res->plan;
+	int *rep_dev, k, ndevices = p->ndevices, devices[CLI_MAX_DEVICES];
+	const ckpt_memory_provider *t;
+	ckpt_memory_caps caps;
+
+	if (cli_device_open(&res->dev) != CLI_EXIT_OK)
+		return CLI_EXIT_ERROR;
+	t = cli_device_table(res->dev);
+	t->caps(t->ctx, &caps);
+	memcpy(devices, p->devices, sizeof(devices));
+	if (!ndevices)
+		for (; ndevices < caps.num_devices && ndevices < CLI_MAX_DEVICES; ndevices++)
+			devices[ndevices] = ndevices;
+	if (!(rep_dev = malloc((size_t)p->replicas * sizeof(*rep_dev))))
+		return cli_report(p->path, NULL, -1, "out of memory");
+	for (k = 0; k < p->replicas; k++)
+		rep_dev[k] = devices[k % ndevices];
+	k = ckpt_strategy_mirrored_on(&res->strat, t, rep_dev, p->replicas);
+	free(rep_dev);
+	if (k != CKPT_OK)
+		return cli_report_last(p->path, NULL);
+	if (!p->json)
+		printf("device: %s\n", cli_device_describe(res->dev));
+	return CLI_EXIT_OK;
+}
+
+/* The strategy, its scope entered, then the reader and the load. */
+static int restore_load(restore_result *res)
+{
+	const restore_plan *p = res->plan;
+	ckpt_checkpoint_options co = CKPT_CHECKPOINT_OPTIONS_INIT;
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+	double t0;
+
+	if (p->on_cuda && make_cuda_strategy(res) != CLI_EXIT_OK)
+		return CLI_EXIT_ERROR;
+	if (!p->on_cuda && p->mirrored && ckpt_strategy_mirrored_new(&res->strat, p->replicas) != CKPT_OK)
+		return cli_report_last(p->path, NULL);
+	if (p->mirrored) {
+		if (ckpt_scope_enter(res->strat) != CKPT_OK)
+			return cli_report_last(p->path, NULL);
+		res->entered = 1;
+	}
+	co.sync_rules = p->rules.rules; /* copied by ckpt_checkpoint_load */
+	co.num_sync_rules = p->rules.n;
 	co.warn = warn_line;
-	co.warn_ctx = (void *)path;
-	rc = CLI_EXIT_ERROR;
-	if (on_cuda) {
-		int *rep_dev = NULL, k;
-		const ckpt_memory_provider *t;
-		ckpt_memory_caps caps;
-		if (cli_device_open(&dev) != CLI_EXIT_OK)
-			goto done;
-		t = cli_device_table(dev);
-		t->caps(t->ctx, &caps);
-		if (!ndevices)
-			for (; ndevices < caps.num_devices && ndevices < CLI_MAX_DEVICES; ndevices++)
-				devices[ndevices] = ndevices;
-		if (!(rep_dev = malloc((size_t)replicas * sizeof(*rep_dev)))) {
-			cli_report(path, NULL, -1, "out of memory");
-			goto done;
-		}
-		for (k = 0; k < replicas; k++)
-			rep_dev[k] = devices[k % ndevices];
-		k = ckpt_strategy_mirrored_on(&strat, t, rep_dev, replicas);
-		free(rep_dev);
-		if (k != CKPT_OK) {
-			cli_report_last(path, NULL);
-			goto done;
-		}
-		if (!json)
-			printf("device: %s\n", cli_device_describe(dev));
-	} else if (mirrored && ckpt_strategy_mirrored_new(&strat, replicas) != CKPT_OK) {
-		cli_report_last(path, NULL);
-		goto done;
-	}
-	if (mirrored) {
-		if (ckpt_scope_enter(strat) != CKPT_OK) {
-			cli_report_last(path, NULL);
-			goto done;
-		}
-		entered = 1;
-	}
+	co.warn_ctx = (void *)p->path;
 	/* the reader the check uses, opened first: its sizes are what 100 % means */
-	cli_progress_start(&prog, "restore", 0, json);
-	oo.vfs = cli_progress_vfs(prog, path, save);
+	cli_progress_start(&res->prog, "restore", 0, p->json);
+	oo.vfs = cli_progress_vfs(res->prog, p->path, p->save);
 	co.vfs = oo.vfs;
-	if (ckpt_reader_open(&r, path, &oo) != CKPT_OK) {
-		cli_report_last(path, NULL);
-		goto done;
-	}
+	if (ckpt_reader_open(&res->r, p->path, &oo) != CKPT_OK)
+		return cli_report_last(p->path, NULL);
 	/* the load creates its variables, so it reads every value once (no verification pass first) */
-	cli_progress_set_total(prog, cli_reader_bytes(r) * (save ? 2u : 1u));
+	cli_progress_set_total(res->prog, cli_reader_bytes(res->r) * (p->save ? 2u : 1u));
 	t0 = now_seconds();
-	rc = ckpt_checkpoint_load(&ck, &st, path, &co);
-	cli_sync_rules_free(&rules);
-	if (rc != CKPT_OK) {
-		rc = CLI_EXIT_ERROR;
-		cli_report_last(path, NULL);
-		goto done;
-	}
-	rc = CLI_EXIT_ERROR;
-	seconds = now_seconds() - t0;
-	if (entered) {
-		ckpt_scope_exit(strat);
-		entered = 0;
-	}
-	nunmatched = st ? ckpt_restore_status_unmatched_count(st) : 0;
-	/* unmatched entries are reported below, in the tool's own terms */
-	if (st)
-		ckpt_restore_status_expect_partial(st);
+	if (ckpt_checkpoint_load(&res->ck, &res->st, p->path, &co) != CKPT_OK)
+		return cli_report_last(p->path, NULL);
+	res->seconds = now_seconds() - t0;
+	if (res->entered)
+		ckpt_scope_exit(res->strat);
+	res->entered = 0;
+	res->nunmatched = res->st ? ckpt_restore_status_unmatched_count(res->st) : 0;
+	/* unmatched entries are reported by the tool, in its own terms */
+	if (res->st)
+		ckpt_restore_status_expect_partial(res->st);
+	return CLI_EXIT_OK;
+}
 
-	/* check every variable against the file */
-	if (ckpt_checkpoint_variables(&list, ck) != CKPT_OK) {
-		cli_report_last(path, NULL);
-		goto done;
-	}
-	n = ckpt_tracked_list_count(list);
-	checks = calloc(n ? n : 1, sizeof(*checks));
-	if (!checks) {
-		cli_report(path, NULL, -1, "out of memory");
-		goto done;
-	}
-	for (i = 0; i < n; i++) {
-		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
+/* Every restored variable against the file; entries missing from it are reported once, not checked. */
+static int restore_check(restore_result *res)
+{
+	var_check *to_check;
+	size_t i, m = 0;
 
-		checks[i].tv = tv;
-		if (!tv->source_key) {
-			/* created by the load without a stored value (for example a fresh save_counter) */
-			checks[i].ok = 1;
-			continue;
-		}
-		if (ckpt_reader_find(r, tv->source_key, &checks[i].idx) != CKPT_OK) {
-			cli_report_last(ckpt_reader_path(r), tv->source_key);
-			checks[i].why = "not in the file";
-			bad++;
-			continue;
-		}
-	}
-	{
-		/* entries already reported as missing are not checked twice */
-		size_t k, m = 0;
-		var_check *to_check = calloc(n ? n : 1, sizeof(*to_check));
-		if (!to_check) {
-			cli_report(path, NULL, -1, "out of memory");
-			goto done;
-		}
-		for (k = 0; k < n; k++)
-			if (checks[k].tv->source_key && !checks[k].why)
-				to_check[m++] = checks[k];
-		bad += check_all(r, to_check, m, &bytes, dev);
-		for (k = 0, m = 0; k < n; k++)
-			if (checks[k].tv->source_key && !checks[k].why)
-				checks[k] = to_check[m++];
+	if (ckpt_checkpoint_variables(&res->list, res->ck) != CKPT_OK)
+		return cli_report_last(res->plan->path, NULL);
+	res->n = ckpt_tracked_list_count(res->list);
+	res->checks = calloc(res->n ? res->n : 1, sizeof(*res->checks));
+	to_check = calloc(res->n ? res->n : 1, sizeof(*to_check));
+	if (!res->checks || !to_check) {
 		free(to_check);
+		return cli_report(res->plan->path, NULL, -1, "out of memory");
 	}
-	if (save && ckpt_checkpoint_write(ck, save) != CKPT_OK) {
-		cli_report_last(save, NULL);
-		bad++;
+	for (i = 0; i < res->n; i++) {
+		var_check *c = &res->checks[i];
+		c->tv = ckpt_tracked_list_get(res->list, i);
+		if (!c->tv->source_key) {
+			/* created by the load without a stored value (for example a fresh save_counter) */
+			c->ok = 1;
+		} else if (ckpt_reader_find(res->r, c->tv->source_key, &c->idx) != CKPT_OK) {
+			cli_report_last(ckpt_reader_path(res->r), c->tv->source_key);
+			c->why = "not in the file";
+			res->bad++;
+		} else {
+			to_check[m++] = *c;
+		}
 	}
-	cli_progress_done(prog);
+	res->bad += check_all(res->r, to_check, m, &res->bytes);
+	for (i = 0, m = 0; i < res->n; i++)
+		if (res->checks[i].tv->source_key && !res->checks[i].why)
+			res->checks[i] = to_check[m++];
+	free(to_check);
+	if (res->plan->save && ckpt_checkpoint_write(res->ck, res->plan->save) != CKPT_OK) {
+		cli_report_last(res->plan->save, NULL);
+		res->bad++;
+	}
+	return CLI_EXIT_OK;
+}
 
-	if (json) {
-		fputs("{\"path\": ", stdout);
-		jout_cstring(stdout, ckpt_reader_path(r));
-		fputs(", \"strategy\": ", stdout);
-		jout_cstring(stdout, mirrored ? "mirrored" : "default");
-		fputs(", \"device\": ", stdout);
-		jout_cstring(stdout, on_cuda ? "cuda" : "cpu");
-		printf(", \"replicas\": %d, \"variables\": [", replicas);
-		for (i = 0; i < n; i++) {
-			const ckpt_tracked_variable *tv = checks[i].tv;
-			fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
-			jout_cstring(stdout, tv->source_key ? tv->source_key : tv->key);
-			fputs(", \"kind\": ", stdout);
-			jout_cstring(stdout, ckpt_var_kind_name(ckpt_variable_kind(tv->variable)));
-			printf(", \"replicas\": %d, \"dtype\": ", ckpt_variable_num_replicas(tv->variable));
-			jout_cstring(stdout, ckpt_dtype_name(ckpt_variable_dtype(tv->variable)));
-			fputs(", \"shape\": ", stdout);
-			jout_shape(stdout, ckpt_variable_shape(tv->variable));
-			fputs(", \"crc32c\": ", stdout);
-			if (checks[i].have_crc)
-				jout_crc32(stdout, checks[i].crc);
-			else
-				fputs("null", stdout);
-			fputc('}', stdout);
-		}
-		fputs("], \"unmatched\": [", stdout);
-		for (i = 0; i < nunmatched; i++) {
-			fputs(i ? ", " : "", stdout);
-			jout_cstring(stdout, ckpt_restore_status_unmatched(st, i));
-		}
-		fputs("], \"seconds\": ", stdout);
-		jout_double(stdout, (double)(int64_t)(seconds * 1e6 + 0.5) / 1e6); /* microseconds */
-		fputs("}\n", stdout);
-	} else {
-		size_t w = 4;
-		for (i = 0; i < n; i++) {
-			const ckpt_tracked_variable *tv = checks[i].tv;
-			size_t l = strlen(tv->source_key ? tv->source_key : tv->key);
-			if (l > w)
-				w = l;
-		}
-		if (w > 100)
-			w = 100;
-		printf("restored %s under %s (%d replica%s)\n\n", cli_vis(ckpt_reader_path(r)),
-			mirrored ? "MirroredStrategy" : "the default strategy", replicas, replicas == 1 ? "" : "s");
-		printf("%-*s  %-12s %8s  %-9s %-16s %-10s %s\n", (int)w, "NAME", "KIND", "REPLICAS", "DTYPE", "SHAPE",
-			"CRC32C", "CHECK");
-		for (i = 0; i < n; i++) {
-			const ckpt_tracked_variable *tv = checks[i].tv;
-			char shape[256], crc[16];
-			ckpt_shape_format(ckpt_variable_shape(tv->variable), shape, sizeof(shape));
-			if (checks[i].have_crc)
-				snprintf(crc, sizeof(crc), "0x%08" PRIx32, checks[i].crc);
-			else
-				snprintf(crc, sizeof(crc), "-");
-			printf("%-*s  %-12s %8d  %-9s %-16s %-10s %s\n", (int)w, cli_vis(tv->source_key ? tv->source_key : tv->key),
-				ckpt_var_kind_name(ckpt_variable_kind(tv->variable)), ckpt_variable_num_replicas(tv->variable),
-				ckpt_dtype_name(ckpt_variable_dtype(tv->variable)), shape, crc,
-				!tv->source_key ? "created (no stored value)" :
-				!checks[i].ok ? "MISMATCH" :
-				ckpt_variable_kind(tv->variable) == CKPT_VAR_SYNC_ON_READ ? "aggregate = file" :
-				"all replicas = file");
-		}
-		for (i = 0; i < nunmatched; i++)
-			printf("unmatched: %s\n", cli_vis(ckpt_restore_status_unmatched(st, i)));
-		printf("\n%zu variables, %" PRIu64 " bytes in %.3f s (%.1f MB/s); %zu unmatched%s\n", n, bytes, seconds,
-			seconds > 0 ? (double)bytes / seconds / 1e6 : 0.0, nunmatched,
-			nunmatched && expect_partial ? " (expected: --expect-partial)" : "");
-		if (save && !bad)
-			printf("saved to %s\n", cli_vis(save));
+static const char *var_label(const ckpt_tracked_variable *tv)
+{
+	return tv->source_key ? tv->source_key : tv->key;
+}
+
+static void restore_print_json(const restore_result *res)
+{
+	const restore_plan *p = res->plan;
+	jw w;
+	size_t i;
+
+	jw_init(&w, stdout);
+	jw_object_begin(&w);
+	jw_key(&w, "path");
+	jw_string(&w, ckpt_reader_path(res->r));
+	jw_key(&w, "strategy");
+	jw_string(&w, p->mirrored ? "mirrored" : "default");
+	jw_key(&w, "device");
+	jw_string(&w, p->on_cuda ? "cuda" : "cpu");
+	jw_key(&w, "replicas");
+	jw_int(&w, p->replicas);
+	jw_key(&w, "variables");
+	jw_array_begin(&w);
+	for (i = 0; i < res->n; i++) {
+		const ckpt_variable *v = res->checks[i].tv->variable;
+		jw_object_begin(&w);
+		jw_key(&w, "name");
+		jw_string(&w, var_label(res->checks[i].tv));
+		jw_key(&w, "kind");
+		jw_string(&w, ckpt_var_kind_name(ckpt_variable_kind(v)));
+		jw_key(&w, "replicas");
+		jw_int(&w, ckpt_variable_num_replicas(v));
+		jw_key(&w, "dtype");
+		jw_string(&w, ckpt_dtype_name(ckpt_variable_dtype(v)));
+		jw_key(&w, "shape");
+		jw_shape(&w, ckpt_variable_shape(v));
+		jw_key(&w, "crc32c");
+		res->checks[i].have_crc ? jw_crc32(&w, res->checks[i].crc) : jw_null(&w);
+		jw_object_end(&w);
 	}
-	if (nunmatched && !expect_partial)
-		cli_report(path, NULL, -1, "%zu stored entr%s could not be placed (use --expect-partial to accept)",
-			nunmatched, nunmatched == 1 ? "y" : "ies");
-	rc = (bad || (nunmatched && !expect_partial)) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
-done:
-	cli_sync_rules_free(&rules);
+	jw_array_end(&w);
+	jw_key(&w, "unmatched");
+	jw_array_begin(&w);
+	for (i = 0; i < res->nunmatched; i++)
+		jw_string(&w, ckpt_restore_status_unmatched(res->st, i));
+	jw_array_end(&w);
+	jw_key(&w, "seconds");
+	jw_double(&w, (double)(int64_t)(res->seconds * 1e6 + 0.5) / 1e6); /* microseconds */
+	jw_object_end(&w);
+	jw_end_line(&w);
+}
+
+static const char *check_text(const var_check *c)
+{
+	if (!c->tv->source_key)
+		return "created (no stored value)";
+	if (!c->ok)
+		return "MISMATCH";
+	return ckpt_variable_kind(c->tv->variable) == CKPT_VAR_SYNC_ON_READ ? "aggregate = file" : "all replicas = file";
+}
+
+static void restore_print_text(const restore_result *res)
+{
+	const restore_plan *p = res->plan;
+	size_t i, w = 4;
+
+	for (i = 0; i < res->n; i++)
+		if (strlen(var_label(res->checks[i].tv)) > w)
+			w = strlen(var_label(res->checks[i].tv));
+	if (w > 100)
+		w = 100;
+	printf("restored %s under %s (%d replica%s)\n\n", cli_vis(ckpt_reader_path(res->r)),
+		p->mirrored ? "MirroredStrategy" : "the default strategy", p->replicas, p->replicas == 1 ? "" : "s");
+	printf("%-*s  %-12s %8s  %-9s %-16s %-10s %s\n", (int)w, "NAME", "KIND", "REPLICAS", "DTYPE", "SHAPE",
+		"CRC32C", "CHECK");
+	for (i = 0; i < res->n; i++) {
+		const ckpt_variable *v = res->checks[i].tv->variable;
+		char shape[256], crc[16];
+		ckpt_shape_format(ckpt_variable_shape(v), shape, sizeof(shape));
+		if (res->checks[i].have_crc)
+			snprintf(crc, sizeof(crc), "0x%08" PRIx32, res->checks[i].crc);
+		else
+			snprintf(crc, sizeof(crc), "-");
+		printf("%-*s  %-12s %8d  %-9s %-16s %-10s %s\n", (int)w, cli_vis(var_label(res->checks[i].tv)),
+			ckpt_var_kind_name(ckpt_variable_kind(v)), ckpt_variable_num_replicas(v),
+			ckpt_dtype_name(ckpt_variable_dtype(v)), shape, crc, check_text(&res->checks[i]));
+	}
+	for (i = 0; i < res->nunmatched; i++)
+		printf("unmatched: %s\n", cli_vis(ckpt_restore_status_unmatched(res->st, i)));
+	printf("\n%zu variables, %" PRIu64 " bytes in %.3f s (%.1f MB/s); %zu unmatched%s\n", res->n, res->bytes,
+		res->seconds, res->seconds > 0 ? (double)res->bytes / res->seconds / 1e6 : 0.0, res->nunmatched,
+		res->nunmatched && p->expect_partial ? " (expected: --expect-partial)" : "");
+	if (p->save && !res->bad)
+		printf("saved to %s\n", cli_vis(p->save));
+}
+
+static void restore_result_free(restore_result *res)
+{
+	if (res->entered)
+		ckpt_scope_exit(res->strat);
+	free(res->checks);
+	ckpt_tracked_list_free(res->list);
+	ckpt_reader_free(res->r);
+	ckpt_restore_status_free(res->st);
+	ckpt_checkpoint_free(res->ck);
+	if (res->strat)
+		ckpt_strategy_free(res->strat);
+	cli_device_close(res->dev); /* after the strategy: its queues are the provider's */
+	cli_progress_free(res->prog);
+}
+
+static int cmd_restore(const cli_cmd *cmd, int argc, char **argv)
+{
+	restore_plan plan;
+	restore_result res;
+	int rc;
+
+	rc = restore_parse(cmd, argc, argv, &plan);
+	if (rc != CLI_EXIT_OK) {
+		cli_sync_rules_free(&plan.rules);
+		return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+	}
+	memset(&res, 0, sizeof(res));
+	res.plan = &plan;
+	rc = CLI_EXIT_ERROR;
+	if (restore_load(&res) == CLI_EXIT_OK && restore_check(&res) == CLI_EXIT_OK) {
+		cli_progress_done(res.prog);
+		if (plan.json)
+			restore_print_json(&res);
+		else
+			restore_print_text(&res);
+		if (res.nunmatched && !plan.expect_partial)
+			cli_report(plan.path, NULL, -1, "%zu stored entr%s could not be placed (use --expect-partial to accept)",
+				res.nunmatched, res.nunmatched == 1 ? "y" : "ies");
+		rc = (res.bad || (res.nunmatched && !plan.expect_partial)) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+	}
+	cli_sync_rules_free(&plan.rules);
 	fflush(stdout);
-	if (entered)
-		ckpt_scope_exit(strat);
-	free(checks);
-	ckpt_tracked_list_free(list);
-	ckpt_reader_free(r);
-	ckpt_restore_status_free(st);
-	ckpt_checkpoint_free(ck);
-	if (strat)
-		ckpt_strategy_free(strat);
-	cli_device_close(dev); /* after the strategy: its queues are the provider's */
-	cli_progress_free(prog);
+	restore_result_free(&res);
 	return rc;
 }
 

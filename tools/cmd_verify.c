@@ -7,73 +7,98 @@
 #include <string.h>
 #include "cli.h"
 
+/* The options of `ckpt verify`, filled by cli_parse through verify_opts[].field. */
+typedef struct verify_args {
+	const char *path;
+} verify_args;
+
 static const cli_opt verify_opts[] = {
-	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint of any supported format" },
-	{ CLI_OPT_END, NULL, NULL, 0, NULL }
+	{ CLI_OPT_ARG, "PATH", NULL, 1, "checkpoint of any supported format",
+		CLI_FIELD(verify_args, path) },
+	{ CLI_OPT_END, NULL, NULL, 0, NULL, 0 }
 };
 
-static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
-{
-	cli_args args;
+/* What verify found; verify_print renders it. */
+typedef struct verify_result {
 	const char *path;
-	ckpt_reader *r = NULL;
+	ckpt_reader *r;
+	cli_progress *prog;
+	size_t n, bad, unchecked;  /* entries; problems (each reported); entries without a stored checksum */
+	uint64_t bytes;
+} verify_result;
+
+/* Every entry checked; each problem reported on stderr as it is found. */
+static int verify_run(verify_result *res)
+{
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
-	cli_progress *prog = NULL;
-	size_t i, n, bad = 0, unchecked = 0;
-	uint64_t bytes = 0;
-	int rc, all_ok;
+	size_t i;
+	int all_ok;
 
-	rc = cli_parse(cmd, argc, argv, &args);
-	if (rc == CLI_PARSE_HELP)
-		return CLI_EXIT_OK;
-	if (rc != CLI_EXIT_OK)
-		return rc;
-	path = cli_get(cmd, &args, "PATH");
-
-	cli_progress_start(&prog, "verify", 0, 0);
-	oo.vfs = cli_progress_vfs(prog, path, NULL);
-	if (ckpt_reader_open(&r, path, &oo) != CKPT_OK) {
-		cli_progress_free(prog);
-		return cli_report_last(path, NULL);
-	}
-	n = ckpt_reader_count(r);
-	cli_progress_set_total(prog, cli_reader_bytes(r));
-	if (cli_report_missing_shards(r))
-		bad++;
+	cli_progress_start(&res->prog, "verify", 0, 0);
+	oo.vfs = cli_progress_vfs(res->prog, res->path, NULL);
+	if (ckpt_reader_open(&res->r, res->path, &oo) != CKPT_OK)
+		return cli_report_last(res->path, NULL);
+	res->n = ckpt_reader_count(res->r);
+	cli_progress_set_total(res->prog, cli_reader_bytes(res->r));
+	if (cli_report_missing_shards(res->r))
+		res->bad++;
 	/* all at once first (a cold file: direct reads in flight); entry by entry to name every problem */
-	all_ok = !bad && ckpt_reader_verify_all(r) == CKPT_OK;
-	for (i = 0; i < n; i++) {
-		const ckpt_var_info *v = ckpt_reader_var(r, i);
+	all_ok = !res->bad && ckpt_reader_verify_all(res->r) == CKPT_OK;
+	for (i = 0; i < res->n; i++) {
+		const ckpt_var_info *v = ckpt_reader_var(res->r, i);
 
-		if (cli_var_in_missing_shard(r, v)) {
-			bad++;
+		if (cli_var_in_missing_shard(res->r, v)) {
+			res->bad++;
 			continue; /* reported once per file above */
 		}
 		/* through the reader's bounded buffers: no copy of the tensor is kept */
-		if (!all_ok && ckpt_reader_verify(r, i) != CKPT_OK) {
-			cli_report_last(ckpt_reader_path(r), v->name);
-			bad++;
+		if (!all_ok && ckpt_reader_verify(res->r, i) != CKPT_OK) {
+			cli_report_last(ckpt_reader_path(res->r), v->name);
+			res->bad++;
 			continue;
 		}
-		bytes += v->nbytes;
+		res->bytes += v->nbytes;
 		if (!v->has_crc32c)
-			unchecked++;
+			res->unchecked++;
 	}
-	cli_progress_done(prog);
-	if (bad) {
-		cli_report(ckpt_reader_path(r), NULL, -1, "FAILED: %zu problem%s in %zu tensors", bad,
-			bad == 1 ? "" : "s", n);
-		ckpt_reader_free(r);
-		cli_progress_free(prog);
-		return CLI_EXIT_ERROR;
-	}
-	printf("OK: %zu tensors, %" PRIu64 " bytes verified (%s", n, bytes, ckpt_reader_format(r));
-	if (unchecked)
-		printf("; %zu without a stored checksum, read and structure-checked", unchecked);
-	printf(")\n");
-	ckpt_reader_free(r);
-	cli_progress_free(prog);
+	cli_progress_done(res->prog);
 	return CLI_EXIT_OK;
+}
+
+/* The verdict: "OK: ..." on stdout, or the count of problems on stderr. */
+static void verify_print(const verify_result *res)
+{
+	if (res->bad) {
+		cli_report(ckpt_reader_path(res->r), NULL, -1, "FAILED: %zu problem%s in %zu tensors", res->bad,
+			res->bad == 1 ? "" : "s", res->n);
+		return;
+	}
+	printf("OK: %zu tensors, %" PRIu64 " bytes verified (%s", res->n, res->bytes, ckpt_reader_format(res->r));
+	if (res->unchecked)
+		printf("; %zu without a stored checksum, read and structure-checked", res->unchecked);
+	printf(")\n");
+}
+
+static int cmd_verify(const cli_cmd *cmd, int argc, char **argv)
+{
+	verify_args args;
+	verify_result res;
+	int rc;
+
+	memset(&args, 0, sizeof(args));
+	memset(&res, 0, sizeof(res));
+	rc = cli_parse(cmd, argc, argv, &args);
+	if (rc != CLI_EXIT_OK)
+		return rc == CLI_PARSE_HELP ? CLI_EXIT_OK : rc;
+	res.path = args.path;
+	rc = verify_run(&res);
+	if (rc == CLI_EXIT_OK) {
+		verify_print(&res);
+		rc = res.bad ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+	}
+	ckpt_reader_free(res.r);
+	cli_progress_free(res.prog);
+	return rc;
 }
 
 const cli_cmd cli_cmd_verify = {

@@ -6,89 +6,114 @@
 #include <string.h>
 #include "cli.h"
 
-static void files_json(FILE *f, const ckpt_reader *r)
+static void files_json(jw *w, const ckpt_reader *r)
 {
 	int s, n = ckpt_reader_num_shards(r);
 
-	fputs(", \"files\": [", f);
+	jw_key(w, "files");
+	jw_array_begin(w);
 	for (s = 0; s < n; s++) {
 		int exists = 1;
 		const char *p = ckpt_reader_shard_path(r, s, &exists);
-		fputs(s ? ", {\"path\": " : "{\"path\": ", f);
-		jout_cstring(f, p);
-		fprintf(f, ", \"exists\": %s}", exists ? "true" : "false");
+		jw_object_begin(w);
+		jw_key(w, "path");
+		jw_string(w, p);
+		jw_key(w, "exists");
+		jw_bool(w, exists);
+		jw_object_end(w);
 	}
-	fputc(']', f);
+	jw_array_end(w);
 }
 
 /* Keras: the stored metadata strings (the config as the JSON text the file holds: it is data, never interpreted). */
-static void keras_json(FILE *f, const ckpt_reader *r)
+static void keras_json(jw *w, const ckpt_reader *r)
 {
 	static const char *const keys[] = { "keras_version", "backend", "model_config", "training_config", "config.json",
 		"metadata.json" };
 	size_t k;
-	int any = 0;
 
 	if (strncmp(ckpt_reader_format(r), "keras", 5) != 0)
 		return;
-	fputs(", \"keras\": {", f);
+	jw_key(w, "keras");
+	jw_object_begin(w);
 	for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
 		const char *v = ckpt_reader_meta(r, keys[k]);
 		if (!v)
 			continue;
-		fputs(any++ ? ", " : "", f);
-		jout_cstring(f, keys[k]);
-		fputs(": ", f);
-		jout_cstring(f, v);
+		jw_key(w, keys[k]);
+		jw_string(w, v);
 	}
-	fputc('}', f);
+	jw_object_end(w);
 }
 
-static void graph_json(FILE *f, const ckpt_reader *r)
+static void node_json(jw *w, const ckpt_og_node *n)
+{
+	size_t k;
+
+	jw_object_begin(w);
+	jw_key(w, "children");
+	jw_array_begin(w);
+	for (k = 0; k < n->nchildren; k++) {
+		jw_object_begin(w);
+		jw_key(w, "name");
+		jw_string(w, n->children[k].local_name);
+		jw_key(w, "node");
+		jw_int(w, n->children[k].node_id);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+	jw_key(w, "attributes");
+	jw_array_begin(w);
+	for (k = 0; k < n->nattrs; k++) {
+		jw_object_begin(w);
+		jw_key(w, "name");
+		jw_string(w, n->attrs[k].name);
+		jw_key(w, "checkpoint_key");
+		jw_string(w, n->attrs[k].checkpoint_key);
+		jw_key(w, "full_name");
+		jw_string(w, n->attrs[k].full_name);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+	jw_key(w, "slots");
+	jw_array_begin(w);
+	for (k = 0; k < n->nslots; k++) {
+		jw_object_begin(w);
+		jw_key(w, "slot_name");
+		jw_string(w, n->slots[k].slot_name);
+		jw_key(w, "original_variable");
+		jw_int(w, n->slots[k].original_variable_node_id);
+		jw_key(w, "slot_variable");
+		jw_int(w, n->slots[k].slot_variable_node_id);
+		jw_object_end(w);
+	}
+	jw_array_end(w);
+	jw_object_end(w);
+}
+
+static void graph_json(jw *w, const ckpt_reader *r)
 {
 	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
-	size_t i, k;
+	size_t i;
 
-	fputs(", \"object_graph\": ", f);
+	jw_key(w, "object_graph");
 	if (!g) {
-		fputs("null", f);
+		jw_null(w);
 		return;
 	}
-	fputs("{\"nodes\": [", f);
-	for (i = 0; i < g->nnodes; i++) {
-		const ckpt_og_node *n = &g->nodes[i];
-		fputs(i ? ", {\"children\": [" : "{\"children\": [", f);
-		for (k = 0; k < n->nchildren; k++) {
-			fputs(k ? ", {\"name\": " : "{\"name\": ", f);
-			jout_cstring(f, n->children[k].local_name);
-			fprintf(f, ", \"node\": %d}", n->children[k].node_id);
-		}
-		fputs("], \"attributes\": [", f);
-		for (k = 0; k < n->nattrs; k++) {
-			fputs(k ? ", {\"name\": " : "{\"name\": ", f);
-			jout_cstring(f, n->attrs[k].name);
-			fputs(", \"checkpoint_key\": ", f);
-			jout_cstring(f, n->attrs[k].checkpoint_key);
-			fputs(", \"full_name\": ", f);
-			jout_cstring(f, n->attrs[k].full_name);
-			fputc('}', f);
-		}
-		fputs("], \"slots\": [", f);
-		for (k = 0; k < n->nslots; k++) {
-			fputs(k ? ", {\"slot_name\": " : "{\"slot_name\": ", f);
-			jout_cstring(f, n->slots[k].slot_name);
-			fprintf(f, ", \"original_variable\": %d, \"slot_variable\": %d}", n->slots[k].original_variable_node_id,
-				n->slots[k].slot_variable_node_id);
-		}
-		fputs("]}", f);
-	}
-	fputs("]}", f);
+	jw_object_begin(w);
+	jw_key(w, "nodes");
+	jw_array_begin(w);
+	for (i = 0; i < g->nnodes; i++)
+		node_json(w, &g->nodes[i]);
+	jw_array_end(w);
+	jw_object_end(w);
 }
 
-void cli_inspect_sections_json(FILE *f, const ckpt_reader *r, uint64_t max_array)
+void cli_inspect_sections_json(jw *w, const ckpt_reader *r, uint64_t max_array)
 {
-	files_json(f, r);
-	cli_kv_print_json(f, r, max_array);
-	keras_json(f, r);
-	graph_json(f, r);
+	files_json(w, r);
+	cli_kv_print_json(w, r, max_array);
+	keras_json(w, r);
+	graph_json(w, r);
 }

@@ -100,93 +100,116 @@ void cli_print_saved_model(FILE *f, const ckpt_saved_model *sm)
 	free(order);
 }
 
-static void json_dims(FILE *f, int rank, const int64_t *dims)
+static void json_dims(jw *w, int rank, const int64_t *dims)
 {
 	int i;
 
 	if (rank < 0) {
-		fputs("null", f);
+		jw_null(w);
 		return;
 	}
-	fputc('[', f);
+	jw_array_begin(w);
 	for (i = 0; i < rank; i++)
-		fprintf(f, "%s%" PRId64, i ? ", " : "", dims[i]);
-	fputc(']', f);
+		jw_int(w, dims[i]);
+	jw_array_end(w);
 }
 
-static void json_dtype(FILE *f, int dtype)
+static void json_dtype(jw *w, int dtype)
 {
 	char dt[48];
 
 	dtype_text(dt, sizeof(dt), dtype);
-	jout_cstring(f, dt);
+	jw_string(w, dt);
 }
 
-static void json_tensors(FILE *f, const ckpt_sm_tensor *t, size_t n)
+static void json_tensors(jw *w, const ckpt_sm_tensor *t, size_t n)
 {
 	static const char *const enc[] = { "none", "name", "coo_sparse", "composite" };
 	size_t i;
 
-	fputc('[', f);
+	jw_array_begin(w);
 	for (i = 0; i < n; i++) {
-		fputs(i ? ", {\"key\": " : "{\"key\": ", f);
-		jout_cstring(f, t[i].key);
-		fputs(", \"name\": ", f);
-		jout_cstring(f, t[i].name);
-		fputs(", \"encoding\": ", f);
-		jout_cstring(f, (unsigned)t[i].encoding < 4 ? enc[t[i].encoding] : "none");
-		fputs(", \"dtype\": ", f);
-		json_dtype(f, t[i].dtype);
-		fputs(", \"shape\": ", f);
-		json_dims(f, t[i].rank, t[i].dims);
-		fputc('}', f);
+		jw_object_begin(w);
+		jw_key(w, "key");
+		jw_string(w, t[i].key);
+		jw_key(w, "name");
+		jw_string(w, t[i].name);
+		jw_key(w, "encoding");
+		jw_string(w, (unsigned)t[i].encoding < 4 ? enc[t[i].encoding] : "none");
+		jw_key(w, "dtype");
+		json_dtype(w, t[i].dtype);
+		jw_key(w, "shape");
+		json_dims(w, t[i].rank, t[i].dims);
+		jw_object_end(w);
 	}
-	fputc(']', f);
+	jw_array_end(w);
 }
 
-void cli_print_saved_model_json(FILE *f, const ckpt_saved_model *sm)
+static void json_signature(jw *w, const ckpt_sm_signature *s)
+{
+	jw_object_begin(w);
+	jw_key(w, "name");
+	jw_string(w, s->key);
+	jw_key(w, "method_name");
+	jw_string(w, s->method_name);
+	jw_key(w, "inputs");
+	json_tensors(w, s->inputs, s->ninputs);
+	jw_key(w, "outputs");
+	json_tensors(w, s->outputs, s->noutputs);
+	jw_object_end(w);
+}
+
+static void json_variable(jw *w, const ckpt_sm_variable *v)
+{
+	jw_object_begin(w);
+	jw_key(w, "node_id");
+	jw_int(w, v->node_id);
+	jw_key(w, "name");
+	jw_string(w, v->name);
+	jw_key(w, "dtype");
+	json_dtype(w, v->dtype);
+	jw_key(w, "shape");
+	json_dims(w, v->rank, v->dims);
+	jw_key(w, "trainable");
+	jw_bool(w, v->trainable);
+	jw_key(w, "synchronization");
+	jw_string(w, cli_sync_name(v->sync));
+	jw_key(w, "aggregation");
+	jw_string(w, cli_aggregation_name(v->aggregation));
+	jw_object_end(w);
+}
+
+void cli_print_saved_model_json(jw *w, const ckpt_saved_model *sm)
 {
 	size_t i, k;
 
-	fprintf(f, "{\"schema_version\": %" PRId64 ", \"meta_graphs\": [", sm->schema_version);
+	jw_object_begin(w);
+	jw_key(w, "schema_version");
+	jw_int(w, sm->schema_version);
+	jw_key(w, "meta_graphs");
+	jw_array_begin(w);
 	for (i = 0; i < sm->nmeta_graphs; i++) {
 		const ckpt_sm_meta_graph *m = &sm->meta_graphs[i];
-		fputs(i ? ", {\"tags\": [" : "{\"tags\": [", f);
-		for (k = 0; k < m->ntags; k++) {
-			fputs(k ? ", " : "", f);
-			jout_cstring(f, m->tags[k]);
-		}
-		fputs("], \"tensorflow_version\": ", f);
-		jout_cstring(f, m->tensorflow_version);
-		fputs(", \"signatures\": [", f);
-		for (k = 0; k < m->nsignatures; k++) {
-			const ckpt_sm_signature *s = &m->signatures[k];
-			fputs(k ? ", {\"name\": " : "{\"name\": ", f);
-			jout_cstring(f, s->key);
-			fputs(", \"method_name\": ", f);
-			jout_cstring(f, s->method_name);
-			fputs(", \"inputs\": ", f);
-			json_tensors(f, s->inputs, s->ninputs);
-			fputs(", \"outputs\": ", f);
-			json_tensors(f, s->outputs, s->noutputs);
-			fputc('}', f);
-		}
-		fputs("], \"variables\": [", f);
-		for (k = 0; k < m->nvariables; k++) {
-			const ckpt_sm_variable *v = &m->variables[k];
-			fprintf(f, "%s{\"node_id\": %d, \"name\": ", k ? ", " : "", v->node_id);
-			jout_cstring(f, v->name);
-			fputs(", \"dtype\": ", f);
-			json_dtype(f, v->dtype);
-			fputs(", \"shape\": ", f);
-			json_dims(f, v->rank, v->dims);
-			fprintf(f, ", \"trainable\": %s, \"synchronization\": ", v->trainable ? "true" : "false");
-			jout_cstring(f, cli_sync_name(v->sync));
-			fputs(", \"aggregation\": ", f);
-			jout_cstring(f, cli_aggregation_name(v->aggregation));
-			fputc('}', f);
-		}
-		fputs("]}", f);
+		jw_object_begin(w);
+		jw_key(w, "tags");
+		jw_array_begin(w);
+		for (k = 0; k < m->ntags; k++)
+			jw_string(w, m->tags[k]);
+		jw_array_end(w);
+		jw_key(w, "tensorflow_version");
+		jw_string(w, m->tensorflow_version);
+		jw_key(w, "signatures");
+		jw_array_begin(w);
+		for (k = 0; k < m->nsignatures; k++)
+			json_signature(w, &m->signatures[k]);
+		jw_array_end(w);
+		jw_key(w, "variables");
+		jw_array_begin(w);
+		for (k = 0; k < m->nvariables; k++)
+			json_variable(w, &m->variables[k]);
+		jw_array_end(w);
+		jw_object_end(w);
 	}
-	fputs("]}", f);
+	jw_array_end(w);
+	jw_object_end(w);
 }

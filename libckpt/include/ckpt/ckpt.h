@@ -10,6 +10,7 @@
  *   ckpt/saved_model.h   a SavedModel's signatures and variable synchronization
  *   ckpt/strategy.h      strategies, scopes, replica context, all-reduce
  *   ckpt/memory.h        memory providers: replicas in device memory
+ *   ckpt/replica_check.h every replica copy checksummed in place (host or device)
  *   ckpt/variable.h      plain, mirrored and sync-on-read variables
  *   ckpt/checkpoint.h    trackable objects, save / restore / load, the manager
  *   ckpt/partitioned.h   variables split along axis 0 (PartitionedVariable, ShardedVariable)
@@ -27,6 +28,7 @@
 #include "ckpt/saved_model.h"
 #include "ckpt/strategy.h"
 #include "ckpt/memory.h"
+#include "ckpt/replica_check.h"
 #include "ckpt/variable.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/partitioned.h"
