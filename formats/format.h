@@ -17,6 +17,12 @@
 
 typedef struct ckpt_format ckpt_format;
 struct ckpt__row_pieces;
+/**
+ * The bytes of a value handed over in order, a piece at a time (a save of a
+ * device value through the pinned ring): *piece (*n bytes, n > 0) stays valid
+ * until the next call. Negative code on failure.
+ */
+typedef int (*ckpt__piece_fn)(void *ctx, const void **piece, size_t *n);
 
 /** Reader state shared between the core and the backend. */
 struct ckpt_reader {
@@ -110,6 +116,14 @@ struct ckpt_format {
 	 * was written (the core then reads entry by entry).
 	 */
 	int (*read_many)(ckpt_reader *r, const ckpt__read_req *req, size_t n);
+	/**
+	 * Optional (NULL: the core hands the whole value to writer_add): add the
+	 * fixed-size tensor `name` (dtype dt, `shape`, nbytes bytes, shard 0)
+	 * whose bytes come in order from next(ctx) until nbytes have come. The
+	 * file is byte-identical to writer_add's of the same bytes.
+	 */
+	int (*writer_add_pieces)(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
+		uint64_t nbytes, ckpt__piece_fn next, void *ctx);
 };
 
 /*
@@ -142,6 +156,12 @@ int ckpt__reader_read_rows(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows
 /** Core: ckpt_format.writer_add_partitioned of the writer's backend (EUNSUPPORTED without one). */
 int ckpt__writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,
 	int nparts, const int64_t *row0, const int64_t *rows, const void *const *data);
+
+/** Core: ckpt_format.writer_add_pieces of the writer's backend (EUNSUPPORTED without one). */
+int ckpt__writer_add_pieces(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
+	uint64_t nbytes, ckpt__piece_fn next, void *ctx);
+/** 1 when the writer's backend takes a value in pieces (writer_add_pieces). */
+int ckpt__writer_streams(const ckpt_writer *w);
 
 /** Core helper for backends: record a metadata string (copied). */
 int ckpt__reader_set_meta(ckpt_reader *r, const char *key, const char *value);

@@ -124,7 +124,7 @@ int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *
 
 /* One value per logical variable: copy 0 of a plain / mirrored variable (no copy; strings: a copy), the aggregate of a sync-on-read one. */
 static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **buf, size_t *cap,
-	ckpt__pinned_cache *pinned, const void *ready)
+	ckpt__save_prefetch *pf, const void *ready)
 {
 	ckpt_dtype dt = ckpt_variable_dtype(v);
 	if (dt == CKPT_DT_STRING) {
@@ -138,16 +138,10 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 	uint64_t nb = ckpt_variable_nbytes(v);
 	const void *src = ckpt_variable_replica_data(v, 0);
 	/* device copies: device -> pinned memory of their provider -> file; copied ahead by the caller (ready),
-	 * else (sync-on-read: the aggregate) read here */
+	 * else (sync-on-read: the aggregate, computed on the host with the replicas' chunks in the ring) read here */
 	if (ready) {
 		src = ready;
-	} else if (ckpt__variable_on_device(v)) {
-		void *pb;
-		CKPT_TRY(ckpt__pinned_cache_get(pinned, ckpt__strategy_mem(ckpt_variable_strategy(v)), (size_t)nb, &pb,
-			ckpt_variable_name(v)));
-		CKPT_TRY(ckpt_variable_read(v, pb, (size_t)nb));
-		src = pb;
-	} else if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ) {
+	} else if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ || ckpt__variable_on_device(v)) {
 		if (nb > *cap) {
 			void *nbuf = ckpt__realloc(*buf, (size_t)nb);
 			if (!nbuf)
@@ -155,7 +149,11 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 			*buf = nbuf;
 			*cap = (size_t)nb;
 		}
-		CKPT_TRY(ckpt_variable_read(v, *buf, (size_t)nb));
+		void *scratch = NULL;
+		size_t scratch_n = 0;
+		if (ckpt__variable_on_device(v))
+			CKPT_TRY(ckpt__save_scratch(pf, v, &scratch, &scratch_n));
+		CKPT_TRY(ckpt__variable_read_staged(v, *buf, (size_t)nb, scratch, scratch_n));
 		src = *buf;
 	}
 	/* a header on the stack (what ckpt_tensor_wrap would allocate): the variable's nbytes match its shape */
@@ -297,7 +295,6 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 	ckpt_writer *w = NULL;
 	void *buf = NULL;
 	size_t cap = 0;
-	ckpt__pinned_cache pinned = { 0 };
 	int rc = ckpt_writer_open(&w, path, ck->opts.format, &wo);
 	/* every value is known up front: a flat writer then writes each in place instead of copying it */
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
@@ -306,7 +303,8 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 			rc = ckpt_writer_announce(w, p.nodes[i].keys[a], ckpt_variable_dtype(o->attrs[a].var),
 				ckpt_variable_shape(o->attrs[a].var));
 	}
-	/* device values: the next one's device-to-host copy runs while the writer stores this one */
+	/* device values through the pinned ring: the next one's (or the next piece's) device-to-host copy runs while
+	 * the writer stores this one */
 	ckpt__save_prefetch pf = { 0 };
 	size_t ni = 0, na = 0; /* the cursor of device values, one ahead of the loop: linear in the values */
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
@@ -314,8 +312,14 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++) {
 			ckpt_variable *v = o->attrs[a].var;
 			const void *ready = NULL;
+			int streamed = 0;
 			if (ckpt__save_prefetchable(v)) {
-				rc = ckpt__save_prefetch_get(&pf, v, &ready);
+				/* larger than a half of the ring: in pieces where the format takes them, else whole */
+				streamed = ckpt__save_in_pieces(v) && ckpt__writer_streams(w);
+				if (streamed)
+					rc = ckpt__save_stream(&pf, w, v, p.nodes[i].keys[a]);
+				else
+					rc = ckpt__save_prefetch_get(&pf, v, &ready);
 				/* the next device value after this one: the cursor never moves back */
 				if (ni < i || (ni == i && na <= a)) {
 					ni = i;
@@ -327,8 +331,8 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 				if (rc == CKPT_OK)
 					rc = ckpt__save_prefetch_start(&pf, next);
 			}
-			if (rc == CKPT_OK)
-				rc = add_value(w, v, p.nodes[i].keys[a], &buf, &cap, &pinned, ready);
+			if (rc == CKPT_OK && !streamed)
+				rc = add_value(w, v, p.nodes[i].keys[a], &buf, &cap, &pf, ready);
 		}
 	}
 	ckpt__save_prefetch_free(&pf);
@@ -346,7 +350,6 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 		rc = ckpt_writer_commit(w);
 	ckpt_writer_free(w);
 	ckpt__free(buf);
-	ckpt__pinned_cache_free(&pinned);
 	ckpt__plan_free(&p);
 	if (rc == CKPT_OK) {
 		char *lp = ckpt__strdup(path);

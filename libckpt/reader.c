@@ -498,6 +498,26 @@ int ckpt_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int 
 	return rc;
 }
 
+int ckpt__writer_streams(const ckpt_writer *w)
+{
+	return w && w->fmt->writer_add_pieces != NULL;
+}
+
+int ckpt__writer_add_pieces(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
+	uint64_t nbytes, ckpt__piece_fn next, void *ctx)
+{
+	if (!w->fmt->writer_add_pieces)
+		return ckpt__fail(CKPT_EUNSUPPORTED, w->path, name, -1, "the %s format takes a value only whole",
+			w->fmt->name);
+	if (w->committed)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "writer already committed");
+	w->added = 1;
+	int rc = w->fmt->writer_add_pieces(w, name, dt, shape, nbytes, next, ctx);
+	if (rc < 0)
+		ckpt__error_annotate(w->path, name);
+	return rc;
+}
+
 int ckpt_writer_announce(ckpt_writer *w, const char *name, ckpt_dtype dtype, const ckpt_shape *shape)
 {
 	if (!w || !name || !shape)

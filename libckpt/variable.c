@@ -923,14 +923,21 @@ static int aggregate(const ckpt_variable *v, const void *const *bufs, void *dst,
 	}
 }
 
-/* Device copies: each replica's chunk to pinned memory, then the same fixed-order aggregation. */
-static int aggregate_device(const ckpt_variable *v, void *dst)
+/*
+ * Device copies: each replica's chunk to pinned memory (the caller's
+ * `scratch` of scratch_n bytes when it holds an element per replica, else
+ * its own), then the same fixed-order aggregation.
+ */
+static int aggregate_device(const ckpt_variable *v, void *dst, void *scratch, size_t scratch_n)
 {
 	size_t es = ckpt_dtype_size(v->dtype), total = (size_t)v->nbytes;
-	size_t chunk = total < CKPT__DEVICE_CHUNK ? total : CKPT__DEVICE_CHUNK;
+	int own = !scratch || scratch_n / (size_t)v->copies < es;
+	size_t most = own ? CKPT__DEVICE_CHUNK : scratch_n / (size_t)v->copies;
+	size_t chunk = total < most ? total : most;
 	chunk -= chunk % es;
-	void *tmp;
-	CKPT_TRY(ckpt__mem_pinned_alloc(v->pmem, &tmp, chunk * (size_t)v->copies, v->name));
+	void *tmp = scratch;
+	if (own)
+		CKPT_TRY(ckpt__mem_pinned_alloc(v->pmem, &tmp, chunk * (size_t)v->copies, v->name));
 	const void **bufs = ckpt__calloc((size_t)v->copies, sizeof(*bufs));
 	int rc = bufs ? CKPT_OK : CKPT_ENOMEM;
 	for (int r = 0; r < v->copies && bufs; r++)
@@ -946,8 +953,17 @@ static int aggregate_device(const ckpt_variable *v, void *dst)
 			rc = aggregate(v, bufs, (char *)dst + off, off / es, n / es);
 	}
 	ckpt__free(bufs);
-	ckpt__mem_pinned_free(v->pmem, tmp, chunk * (size_t)v->copies);
+	if (own)
+		ckpt__mem_pinned_free(v->pmem, tmp, chunk * (size_t)v->copies);
 	return rc;
+}
+
+int ckpt__variable_read_staged(const ckpt_variable *v, void *dst, size_t n, void *scratch, size_t scratch_n)
+{
+	if (v && v->dev && v->kind == CKPT_VAR_SYNC_ON_READ && v->copies > 1 && n == v->nbytes && dst &&
+	    (v->agg == CKPT_AGG_SUM || v->agg == CKPT_AGG_MEAN) && !ckpt__strategy_ops_of(v->strategy)->read)
+		return aggregate_device(v, dst, scratch, scratch_n);
+	return ckpt_variable_read(v, dst, n);
 }
 
 int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n)
@@ -976,7 +992,7 @@ int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n)
 		return CKPT_OK;
 	}
 	if (v->dev)
-		return aggregate_device(v, dst);
+		return aggregate_device(v, dst, NULL, 0);
 	return aggregate(v, (const void *const *)v->bufs, dst, 0, v->nbytes / ckpt_dtype_size(v->dtype));
 }
 

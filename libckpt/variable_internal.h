@@ -111,6 +111,12 @@ int ckpt__variable_new_host(ckpt_variable **out, const char *name, ckpt_dtype dt
  */
 int ckpt__variable_new_part(ckpt_variable **out, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
 	const ckpt_variable_options *o);
+/*
+ * ckpt_variable_read, where a device sync-on-read aggregate stages each
+ * replica's chunk in `scratch` (pinned memory of v's provider, scratch_n
+ * bytes; NULL: its own): a save aggregates through its ring.
+ */
+int ckpt__variable_read_staged(const ckpt_variable *v, void *dst, size_t n, void *scratch, size_t scratch_n);
 /* ckpt__variable_read_copy / _write_copy / _on_device: strategy_impl.h (exported for ckpt_mpi) */
 /** Zero every library-allocated copy (fixed-size dtypes; no-op otherwise). */
 void ckpt__variable_zero(ckpt_variable *v);

@@ -211,9 +211,37 @@ static int grow_entries(tfb_writer *s)
 	return CKPT_OK;
 }
 
-/* `key` of klen bytes (a slice key holds NULs); `name` is what messages call it */
+/* A value whose bytes come in pieces (ckpt_format.writer_add_pieces). */
+typedef struct piece_src {
+	ckpt__piece_fn next;
+	void *ctx;
+} piece_src;
+
+/* Each piece as a whole value is put (crc'd beside its write), the crcs combined: the same bytes, the same crc. */
+static int put_pieces(wshard *s, const piece_src *src, uint64_t n, const char *name, uint32_t *crc)
+{
+	uint32_t c = 0;
+	for (uint64_t done = 0; done < n;) {
+		const void *p = NULL;
+		size_t k = 0;
+		CKPT_TRY(src->next(src->ctx, &p, &k));
+		if (!p || k == 0 || k > n - done)
+			return ckpt__fail(CKPT_EINVAL, s->tmp, name, (int64_t)done,
+				"a piece of %zu bytes at offset %llu of a %llu-byte value", k, (unsigned long long)done,
+				(unsigned long long)n);
+		uint32_t pc;
+		CKPT_TRY(tfb_shard_put_fixed(s, p, k, &pc));
+		c = done ? ckpt__crc32c_combine(c, pc, k) : pc;
+		done += k;
+	}
+	*crc = c;
+	return CKPT_OK;
+}
+
+/* `key` of klen bytes (a slice key holds NULs); `name` is what messages call it; src: the bytes in pieces (NULL:
+ * t->data) */
 static int add_entry_key(ckpt_writer *w, const char *name, const char *key, size_t klen, const ckpt_tensor *t,
-	int shard)
+	int shard, const piece_src *src)
 {
 	tfb_writer *s = w->state;
 	if (s->failed)
@@ -234,7 +262,7 @@ static int add_entry_key(ckpt_writer *w, const char *name, const char *key, size
 	if (t->dtype != CKPT_DT_STRING) {
 		uint64_t want;
 		CKPT_TRY(ckpt_shape_nbytes(&t->shape, t->dtype, &want));
-		if (want != t->nbytes || (want && !t->data))
+		if (want != t->nbytes || (want && !t->data && !src))
 			return ckpt__fail(CKPT_EINVAL, w->path, name, -1,
 				"tensor holds %llu bytes, its %s shape needs %llu", (unsigned long long)t->nbytes,
 				ckpt_dtype_name(t->dtype), (unsigned long long)want);
@@ -262,6 +290,7 @@ static int add_entry_key(ckpt_writer *w, const char *name, const char *key, size
 	e->offset = sh->pos;
 	uint32_t crc = 0;
 	int rc = t->dtype == CKPT_DT_STRING ? tfb_shard_put_strings(sh, t->data, nelem, &crc)
+		: src ? put_pieces(sh, src, t->nbytes, name, &crc)
 		: tfb_shard_put_fixed(sh, t->data, t->nbytes, &crc);
 	if (rc < 0) {
 		ckpt__error_annotate(sh->tmp, name);
@@ -278,12 +307,25 @@ static int add_entry_key(ckpt_writer *w, const char *name, const char *key, size
 
 static int add_entry(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
 {
-	return add_entry_key(w, name, name, name ? strlen(name) : 0, t, shard);
+	return add_entry_key(w, name, name, name ? strlen(name) : 0, t, shard, NULL);
 }
 
 int tfb_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
 {
 	return add_entry(w, name, t, shard);
+}
+
+int tfb_writer_add_pieces(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *shape, uint64_t nbytes,
+	ckpt__piece_fn next, void *ctx)
+{
+	if (!shape || dt == CKPT_DT_STRING)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "a value in pieces needs a fixed-size dtype and a shape");
+	ckpt_tensor t = { 0 };
+	t.dtype = dt;
+	t.shape = *shape;
+	t.nbytes = nbytes;
+	piece_src src = { next, ctx };
+	return add_entry_key(w, name, name, name ? strlen(name) : 0, &t, 0, &src);
 }
 
 int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,
@@ -303,7 +345,7 @@ int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, 
 		tfb_buf key = { 0 };
 		int rc = tfb_row_slice_key(&key, name, full, row0[k], rows[k]);
 		if (rc == CKPT_OK)
-			rc = add_entry_key(w, name, (const char *)key.p, key.len, &t, 0);
+			rc = add_entry_key(w, name, (const char *)key.p, key.len, &t, 0, NULL);
 		tfb_buf_free(&key);
 		CKPT_TRY(rc);
 	}

@@ -58,4 +58,5 @@ const ckpt_format ckpt_format_tf_bundle = {
 	tfb_read_rows,
 	tfb_writer_add_partitioned,
 	tfb_read_many,
+	tfb_writer_add_pieces,
 };

@@ -273,6 +273,8 @@ int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, 
 void tfb_close(ckpt_reader *r);
 int tfb_writer_open(ckpt_writer *w);
 int tfb_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);
+int tfb_writer_add_pieces(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *shape, uint64_t nbytes,
+	ckpt__piece_fn next, void *ctx);
 int tfb_writer_commit(ckpt_writer *w);
 void tfb_writer_close(ckpt_writer *w);
 
