@@ -296,16 +296,19 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 	void *buf = NULL;
 	size_t cap = 0;
 	int rc = ckpt_writer_open(&w, path, ck->opts.format, &wo);
+	/* device values through the pinned ring: the next one's (or the next piece's) device-to-host copy runs while
+	 * the writer stores this one; no half larger than the largest of them */
+	ckpt__save_prefetch pf = { 0 };
 	/* every value is known up front: a flat writer then writes each in place instead of copying it */
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
 		const ckpt_object *o = p.nodes[i].obj;
-		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++)
-			rc = ckpt_writer_announce(w, p.nodes[i].keys[a], ckpt_variable_dtype(o->attrs[a].var),
-				ckpt_variable_shape(o->attrs[a].var));
+		for (size_t a = 0; a < o->nattrs && rc == CKPT_OK; a++) {
+			const ckpt_variable *v = o->attrs[a].var;
+			rc = ckpt_writer_announce(w, p.nodes[i].keys[a], ckpt_variable_dtype(v), ckpt_variable_shape(v));
+			if (ckpt__variable_on_device(v) && ckpt_variable_nbytes(v) > pf.largest)
+				pf.largest = (size_t)ckpt_variable_nbytes(v);
+		}
 	}
-	/* device values through the pinned ring: the next one's (or the next piece's) device-to-host copy runs while
-	 * the writer stores this one */
-	ckpt__save_prefetch pf = { 0 };
 	size_t ni = 0, na = 0; /* the cursor of device values, one ahead of the loop: linear in the values */
 	for (size_t i = 0; i < p.n && rc == CKPT_OK; i++) {
 		const ckpt_object *o = p.nodes[i].obj;

@@ -29,6 +29,8 @@ static int ring_for(ckpt__save_prefetch *pf, ckpt__mem *m, const char *name)
 		ckpt__mem_pinned_free(pf->m, pf->base, 2 * pf->half);
 	pf->base = NULL;
 	size_t half = m->staging_bytes / 2;
+	if (pf->largest && pf->largest < half)
+		half = pf->largest;
 	void *p;
 	CKPT_TRY(ckpt__mem_pinned_alloc(m, &p, 2 * half, name));
 	pf->m = m;

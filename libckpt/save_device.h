@@ -8,7 +8,9 @@
  * piece k + 1 is copied while piece k is written, and the crc32c is combined
  * from the pieces'. Peak pinned memory: the ring, whatever the value size;
  * a format that takes values only whole (ckpt_format.writer_add_pieces NULL)
- * gets such a value through pinned memory of its size besides. Not installed.
+ * gets such a value through pinned memory of its size besides. A save whose
+ * values are all smaller than a half gets halves of its largest value's size.
+ * Not installed.
  */
 #ifndef CKPT_SAVE_DEVICE_H
 #define CKPT_SAVE_DEVICE_H
@@ -23,6 +25,7 @@ typedef struct ckpt__save_prefetch {
 	int inflight_slot;
 	int current;                   /* the half the writer is reading now */
 	ckpt__pinned_cache whole;      /* a value larger than a half, for a writer that takes values only whole */
+	size_t largest;                /* the largest device value of the save (0: unknown): no half is larger */
 } ckpt__save_prefetch;
 
 /** 1 when a save copies `v` this way (device copies, fixed-size, not sync-on-read). */
