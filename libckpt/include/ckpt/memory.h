@@ -180,8 +180,12 @@ CKPT_API int ckpt_strategy_replica_device(const ckpt_strategy *s, int replica);
 /**
  * Set the size of the pinned staging ring (both halves together) that
  * restore, load and save stream device variables of `s` through: the file
- * is read into one half while the other is copied to the device. Peak
- * pinned memory per restore / save is this size. `bytes` 0 restores the
+ * is read into one half while the other is copied to the device (a save:
+ * one half is written to the file while the other is copied from the
+ * device, a value larger than a half in pieces). Peak pinned memory per
+ * restore / save is this size (a save's halves no larger than its largest
+ * device value; TensorBundle only: formats that take a value whole get one
+ * larger than a half through pinned memory of its size). `bytes` 0 restores the
  * default; below CKPT_STAGING_MIN_BYTES is CKPT_EINVAL.
  */
 CKPT_API int ckpt_strategy_set_staging_bytes(ckpt_strategy *s, size_t bytes);
