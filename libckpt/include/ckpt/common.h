@@ -41,7 +41,7 @@ extern "C" {
 #define CKPT_VERSION_NUMBER (CKPT_VERSION_MAJOR * 1000000 + CKPT_VERSION_MINOR * 1000 + CKPT_VERSION_PATCH)
 #define CKPT_VERSION_STRING "0.1.0"
 
-/** Runtime version of the linked library (compare with CKPT_VERSION_NUMBER). */
+/** @return the runtime version of the linked library (compare with CKPT_VERSION_NUMBER). */
 CKPT_API int ckpt_version_number(void);
 
 /** Status codes. Values are stable and never reused. */
@@ -63,7 +63,7 @@ typedef enum ckpt_status {
 	CKPT_EEXIST = -14      /**< an exclusive create (CKPT_IO_EXCL) found the file already there */
 } ckpt_status;
 
-/** Short stable name of a status ("CKPT_EFORMAT"). Never NULL. */
+/** @return the short stable name of a status ("CKPT_EFORMAT"), static; never NULL. */
 CKPT_API const char *ckpt_status_name(int code);
 
 /**
@@ -80,13 +80,16 @@ typedef struct ckpt_error {
 	int sys_errno;        /**< errno of a failed system call, or 0 */
 } ckpt_error;
 
+/** @return the calling thread's last error (borrowed, thread-local); never NULL. */
 CKPT_API const ckpt_error *ckpt_error_last(void);
+/** Reset the calling thread's last error to code CKPT_OK. */
 CKPT_API void ckpt_error_clear(void);
 /**
  * Format the last error as one line: "<path>: variable '<v>' at offset <n>:
  * <message>" (parts omitted when unknown; the "variable '<v>'" part also
  * when the message already quotes '<v>', so the name is said once).
- * `e` NULL = ckpt_error_last(). Returns `buf`.
+ * `e` NULL = ckpt_error_last(). The line is cut to fit `n` bytes.
+ * @return `buf`
  */
 CKPT_API char *ckpt_error_format(const ckpt_error *e, char *buf, size_t n);
 
@@ -102,6 +105,7 @@ typedef struct ckpt_allocator {
 	void (*free_fn)(void *p, void *ctx);
 	void *ctx;
 } ckpt_allocator;
+/** Install `a` (copied) as the allocator hook above; NULL, or one missing a function, restores the C library's. */
 CKPT_API void ckpt_set_allocator(const ckpt_allocator *a);
 
 /*
