@@ -10,6 +10,8 @@ doc comment (/** ... */) right above it (or a trailing /**< ... */), and:
            const, a name spelled out/out_*/*_out, or one documented as
            [out]) is documented with `@param[out] name`;
   out-first  in a function returning int, the output parameters come first;
+  out-owned  `**out` means caller-owned: an output documented as borrowed
+           should be a return value instead;
   naming   one naming for counts (`_count` vs `num_`) and for getters
            (`_get_` vs bare): the functions of the smaller family of each
            kind are reported, and the families found are printed.
@@ -24,7 +26,7 @@ import os
 import re
 import sys
 
-RULES = ("doc", "return", "out-doc", "out-first", "naming")
+RULES = ("doc", "return", "out-doc", "out-first", "out-owned", "naming")
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -189,6 +191,12 @@ def doc_outs(doc):
     return set(re.findall(r"@param\s*\[\s*(?:in\s*,\s*)?out\s*\]\s+([A-Za-z_]\w*)", doc or ""))
 
 
+def doc_out_texts(doc):
+    """(name, description) of each @param[out], up to the next @ tag or the end."""
+    body = re.sub(r"^\s*\*+\s?", "", (doc or "").replace("*/", ""), flags=re.M)
+    return re.findall(r"@param\s*\[\s*(?:in\s*,\s*)?out\s*\]\s+([A-Za-z_]\w*)(.*?)(?=@|$)", body, re.S)
+
+
 COUNT_FAMILIES = (("_count", re.compile(r"_count$")), ("num_", re.compile(r"(^|_)num_")))
 GETTER_FAMILIES = (("_get_", re.compile(r"_get_")),)
 
@@ -222,6 +230,9 @@ def check(decls):
                 outs.append(i)
                 if n not in documented:
                     v["out-doc"].append((d.name, f"{where}: {d.name}: output '{p}' lacks @param[out] {n}"))
+        for n, text in doc_out_texts(d.doc):
+            if re.search(r"\bborrowed\b", text, re.I):
+                v["out-owned"].append((d.name, f"{where}: {d.name}: output {n} is borrowed, not caller-owned"))
         if d.ret == "int" and outs and outs != list(range(len(outs))):
             first_in = next(i for i in range(len(d.params)) if i not in outs)
             late = [param_name(d.params[i]) for i in outs if i > first_in]

@@ -61,6 +61,8 @@ Test(api_rules, finds_each_rule_once)
 		"CKPT_API int ckpt_x_new(ckpt_x **out, const char *name);\n"
 		"/**\n * Read one.\n * @return CKPT_OK or a negative ckpt_status\n */\n"
 		"CKPT_API int ckpt_x_read(const ckpt_x *x, ckpt_tensor **out);\n"
+		"/**\n * Shared one.\n * @param[out] out borrowed: not to be freed\n * @return CKPT_OK\n */\n"
+		"CKPT_API int ckpt_x_shared(ckpt_x **out);\n"
 		"/** Frees the list. */\n"
 		"CKPT_API void ckpt_x_free_list(char **names);\n", f) >= 0);
 	cr_assert(fclose(f) == 0);
@@ -69,7 +71,7 @@ Test(api_rules, finds_each_rule_once)
 	snprintf(cmd, sizeof(cmd), TS_PYTHON " " SCRIPT " --check %s 2>&1", dir);
 	int rc = run(cmd, out, sizeof(out));
 	cr_expect_eq(rc, 1, "%s", out);
-	cr_expect(strstr(out, "functions: 7") != NULL, "%s", out);
+	cr_expect(strstr(out, "functions: 8") != NULL, "%s", out);
 	cr_expect(strstr(out, "rule doc: 1 violations") != NULL, "%s", out);
 	cr_expect(strstr(out, "ckpt_x_undocumented has no doc comment") != NULL, "%s", out);
 	cr_expect(strstr(out, "rule return: 1 violations") != NULL, "%s", out);
@@ -78,6 +80,8 @@ Test(api_rules, finds_each_rule_once)
 	cr_expect(strstr(out, "ckpt_x_read: output 'ckpt_tensor **out' lacks @param[out] out") != NULL, "%s", out);
 	cr_expect(strstr(out, "rule out-first: 1 violations") != NULL, "%s", out);
 	cr_expect(strstr(out, "ckpt_x_read: output out after input") != NULL, "%s", out);
+	cr_expect(strstr(out, "rule out-owned: 1 violations") != NULL, "%s", out);
+	cr_expect(strstr(out, "ckpt_x_shared: output out is borrowed, not caller-owned") != NULL, "%s", out);
 	cr_expect(strstr(out, "rule naming: 1 violations") != NULL, "%s", out);
 	cr_expect(strstr(out, "ckpt_x_count: count named '_count', most use 'num_'") != NULL, "%s", out);
 
@@ -87,12 +91,12 @@ Test(api_rules, finds_each_rule_once)
 	f = fopen(known, "w");
 	cr_assert(f != NULL);
 	cr_assert(fputs("# test\ndoc ckpt_x_undocumented  # a\nreturn ckpt_x_count  # b\nout-doc ckpt_x_read  # c\n"
-		"out-first ckpt_x_read  # d\nnaming ckpt_x_count  # e\n", f) >= 0);
+		"out-first ckpt_x_read  # d\nnaming ckpt_x_count  # e\nout-owned ckpt_x_shared  # f\n", f) >= 0);
 	cr_assert(fclose(f) == 0);
 	snprintf(cmd, sizeof(cmd), TS_PYTHON " " SCRIPT " --check --known %s %s 2>&1", known, dir);
 	rc = run(cmd, out, sizeof(out));
 	cr_expect_eq(rc, 0, "%s", out);
-	cr_expect(strstr(out, "violations: 5, not in the known list: 0") != NULL, "%s", out);
+	cr_expect(strstr(out, "violations: 6, not in the known list: 0") != NULL, "%s", out);
 	f = fopen(known, "a");
 	cr_assert(f != NULL);
 	cr_assert(fputs("doc ckpt_x_new  # fixed already\n", f) >= 0);
