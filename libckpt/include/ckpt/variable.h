@@ -37,7 +37,7 @@ typedef enum ckpt_var_kind {
 	CKPT_VAR_MIRRORED = 1,
 	CKPT_VAR_SYNC_ON_READ = 2
 } ckpt_var_kind;
-/** "plain", "mirrored", "sync-on-read". */
+/** @return "plain", "mirrored", "sync-on-read" (static); "invalid" for another value. */
 CKPT_API const char *ckpt_var_kind_name(ckpt_var_kind k);
 
 typedef enum ckpt_synchronization {
