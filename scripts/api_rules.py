@@ -198,7 +198,6 @@ def doc_out_texts(doc):
 
 
 COUNT_FAMILIES = (("_count", re.compile(r"_count$")), ("num_", re.compile(r"(^|_)num_")))
-GETTER_FAMILIES = (("_get_", re.compile(r"_get_")),)
 
 
 def is_bare_getter(d):

@@ -4,8 +4,12 @@
  *
  * Conventions (whole API):
  *  - Functions return an int status: CKPT_OK (0) or a negative ckpt_status.
- *  - Out parameters come first; `**out` belongs to the caller.
+ *  - Out parameters come first; `**out` belongs to the caller; a borrowed
+ *    result is a return value.
  *  - Returned `const` pointers are borrowed and live as long as their parent.
+ *  - Every function is documented here with `@param[out]` and `@return`.
+ *  scripts/api_rules.py checks these; the functions that break them until
+ *  1.0 (signature and naming changes) are listed in scripts/api_rules.known.
  *  - Every *_free() accepts NULL.
  *  - On failure, ckpt_error_last() describes what went wrong, with the file
  *    path, the variable name and the byte offset where they are known.
