@@ -177,7 +177,7 @@ CKPT_API int ckpt_io_size(ckpt_io *io, uint64_t *out);
  * @return CKPT_OK or a negative ckpt_status */
 CKPT_API int ckpt_io_sync(ckpt_io *io);
 /** Close and free `io`. NULL ok.
- * @return CKPT_OK, or the close's failure (a written file may be incomplete) */
+ * @return CKPT_OK, or the close's failure */
 CKPT_API int ckpt_io_close(ckpt_io *io);
 /** @return the path `io` was opened with (borrowed from `io`), or NULL for a NULL io. */
 CKPT_API const char *ckpt_io_path(const ckpt_io *io);
@@ -202,7 +202,7 @@ CKPT_API int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off
  *         without CKPT_VFS_CAP_EXCL; or the open's status (CKPT_ENOTFOUND, CKPT_EEXIST, ...)
  */
 CKPT_API int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out);
-/** Rename `from` to `to`, replacing `to`.
+/** Rename `from` to `to` (the file system's rename method).
  * @return CKPT_OK or a negative ckpt_status */
 CKPT_API int ckpt_vfs_rename(ckpt_vfs *vfs, const char *from, const char *to);
 /** Remove the file `path`.
