@@ -38,7 +38,11 @@ typedef struct ckpt_async_options {
 #define CKPT_ASYNC_OPTIONS_VERSION 1
 #define CKPT_ASYNC_OPTIONS_INIT { CKPT_ASYNC_OPTIONS_VERSION, NULL, 0, NULL }
 
-/** A saver with an empty staging area (grown on first use, then reused). `o` may be NULL. */
+/**
+ * A saver with an empty staging area (grown on first use, then reused). `o` may be NULL.
+ * @param[out] out the saver, owned by the caller (ckpt_async_saver_free)
+ * @return CKPT_OK; CKPT_EINVAL for a NULL `out` or an unsupported options version; CKPT_ENOMEM
+ */
 CKPT_API int ckpt_async_saver_new(ckpt_async_saver **out, const ckpt_async_options *o);
 
 /**
@@ -46,6 +50,7 @@ CKPT_API int ckpt_async_saver_new(ckpt_async_saver **out, const ckpt_async_optio
  * ckpt_checkpoint_write) and start writing it to `path` in the background.
  * Returns when staging is done. When the previous background write failed,
  * returns its status (and starts nothing): call again to save.
+ * @return CKPT_OK once staged; the previous write's status; or a negative ckpt_status
  */
 CKPT_API int ckpt_async_save(ckpt_async_saver *s, ckpt_checkpoint *ckpt, const char *path);
 
@@ -53,18 +58,19 @@ CKPT_API int ckpt_async_save(ckpt_async_saver *s, ckpt_checkpoint *ckpt, const c
  * Size the staging area for the current state of `ckpt` and touch every page
  * of it now (in parallel), so that even the first ckpt_async_save blocks only
  * for the copy, not for page faults. Optional; call it once after building
- * the model and optimizer (again after adding variables). EINVAL while a
- * write is in flight.
+ * the model and optimizer (again after adding variables).
+ * @return CKPT_OK; CKPT_EINVAL while a write is in flight; CKPT_ENOMEM
  */
 CKPT_API int ckpt_async_saver_reserve(ckpt_async_saver *s, ckpt_checkpoint *ckpt);
 
-/** Wait for the write in flight; its status (CKPT_OK when none). */
+/** Wait for the write in flight.
+ * @return its status (CKPT_OK when none) */
 CKPT_API int ckpt_async_wait(ckpt_async_saver *s);
 
-/** 1 while a write is in flight. */
+/** @return 1 while a write is in flight, else 0 (also for NULL). */
 CKPT_API int ckpt_async_busy(ckpt_async_saver *s);
 
-/** Seconds the last ckpt_async_save blocked its caller (staging), for monitoring. */
+/** @return the seconds the last ckpt_async_save blocked its caller (staging), for monitoring; 0 before one. */
 CKPT_API double ckpt_async_last_blocking_seconds(const ckpt_async_saver *s);
 
 /** Wait, then free. NULL ok. */
@@ -117,13 +123,15 @@ CKPT_API void ckpt_async_saver_free(ckpt_async_saver *s);
  * still reports the outcome). Free the manager (or call ckpt_manager_wait)
  * before freeing `s`; a saver freed first waits for the write, and the
  * manager applies its outcome at its next call.
+ * @param[out] path_out (may be NULL) the checkpoint being written, borrowed as said above
+ * @return CKPT_OK once staged; a previous background failure; or a negative ckpt_status
  */
 CKPT_API int ckpt_manager_save_async(const char **path_out, ckpt_manager *m, ckpt_async_saver *s);
 
 /**
  * Wait for the manager's asynchronous save in flight (if any) and fold it
- * into the manager. Its status (CKPT_OK when none); a failure is reported
- * once.
+ * into the manager. A failure is reported once.
+ * @return its status (CKPT_OK when none)
  */
 CKPT_API int ckpt_manager_wait(ckpt_manager *m);
 

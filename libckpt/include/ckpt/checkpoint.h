@@ -81,7 +81,11 @@ typedef void (*ckpt_warning_fn)(const char *message, void *ctx);
 /* Trackable objects                                                    */
 /* ================================================================== */
 
-/** A new empty trackable object (one reference, held by the caller). */
+/**
+ * A new empty trackable object (one reference, held by the caller).
+ * @param[out] out caller-owned (its reference); release with ckpt_object_free
+ * @return CKPT_OK; CKPT_EINVAL for a NULL `out`; CKPT_ENOMEM
+ */
 CKPT_API int ckpt_object_new(ckpt_object **out);
 
 /**
@@ -99,10 +103,15 @@ CKPT_API void ckpt_object_free(ckpt_object *obj);
  * Restore-on-create: when a restore left values pending under this name,
  * they are applied to `child`'s subtree now. A dtype/shape mismatch there
  * fails with CKPT_EMISMATCH and the edge is not added.
+ * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_object_add_child(ckpt_object *parent, const char *local_name, ckpt_object *child);
 
-/** Convenience: ckpt_object_new + add_child; `*out` is borrowed from `parent`. */
+/**
+ * Convenience: ckpt_object_new + add_child.
+ * @param[out] out the child, borrowed from `parent`
+ * @return CKPT_OK or a negative ckpt_status, as ckpt_object_add_child's
+ */
 CKPT_API int ckpt_object_new_child(ckpt_object **out, ckpt_object *parent, const char *local_name);
 
 /**
@@ -111,6 +120,8 @@ CKPT_API int ckpt_object_new_child(ckpt_object **out, ckpt_object *parent, const
  * attribute. Tracking one variable from several objects gives one node.
  * Restore-on-create applies a pending value (EMISMATCH on dtype / shape
  * mismatch; nothing is tracked then).
+ * @return CKPT_OK; CKPT_EMISMATCH as said; CKPT_EINVAL when `obj` has a child of
+ *         that name; another negative ckpt_status
  */
 CKPT_API int ckpt_object_track_variable(ckpt_object *obj, const char *local_name, ckpt_variable *var);
 
@@ -118,7 +129,10 @@ CKPT_API int ckpt_object_track_variable(ckpt_object *obj, const char *local_name
  * Create a variable through the current strategy (ckpt_variable_new with
  * `var_name`, used as the attribute's full_name) and track it under
  * `local_name`; `obj` owns it. A pending restored value is assigned before
- * this returns. `*out` (may be NULL) is borrowed from `obj`.
+ * this returns.
+ * @param[out] out (may be NULL) the variable, borrowed from `obj`
+ * @return CKPT_OK or a negative ckpt_status, as ckpt_variable_new and
+ *         ckpt_object_track_variable return them
  */
 CKPT_API int ckpt_object_add_variable(ckpt_variable **out, ckpt_object *obj, const char *local_name,
 	const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o);
@@ -141,32 +155,54 @@ CKPT_API int ckpt_object_add_variable(ckpt_variable **out, ckpt_object *obj, con
  * create applies when the object is added to the tree after the restore,
  * not to tensors added to an object already restored. EINVAL on an empty
  * name or suffix, a suffix with '/', a variable node, or an existing
- * (attr, suffix). `*out` (may be NULL) is borrowed from `obj`.
+ * (attr, suffix).
+ * @param[out] out (may be NULL) the variable, borrowed from `obj`
+ * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_object_add_attribute_tensor(ckpt_variable **out, ckpt_object *obj, const char *attr,
 	const char *suffix, const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o);
 
-/** Tensor `suffix` of multi-tensor attribute `attr` of `obj` (borrowed); ENOTFOUND when absent. */
+/**
+ * Tensor `suffix` of multi-tensor attribute `attr` of `obj`.
+ * @param[out] out the variable, borrowed from `obj`
+ * @return CKPT_OK; CKPT_ENOTFOUND when absent
+ */
 CKPT_API int ckpt_object_get_attribute_tensor(ckpt_variable **out, const ckpt_object *obj, const char *attr,
 	const char *suffix);
 
-/** The child object named `local_name` (borrowed); ENOTFOUND when absent. */
+/**
+ * The child object named `local_name`.
+ * @param[out] out the child, borrowed from `obj`
+ * @return CKPT_OK; CKPT_ENOTFOUND when absent
+ */
 CKPT_API int ckpt_object_get_child(ckpt_object **out, const ckpt_object *obj, const char *local_name);
 
-/** The variable tracked under `local_name` (borrowed); ENOTFOUND when absent. */
+/**
+ * The variable tracked under `local_name`.
+ * @param[out] out the variable, borrowed from `obj`
+ * @return CKPT_OK; CKPT_ENOTFOUND when absent
+ */
 CKPT_API int ckpt_object_get_variable(ckpt_variable **out, const ckpt_object *obj, const char *local_name);
 
 /**
  * Walk an object path from `from`: escaped local names joined by "/" as in
  * checkpoint keys ("model/layer_with_weights-0"; a name containing "/" is
- * written ".S"). "" is `from` itself. ENOTFOUND naming the missing step.
+ * written ".S"). "" is `from` itself.
+ * @param[out] out the object, borrowed from the tree
+ * @return CKPT_OK; CKPT_ENOTFOUND naming the missing step
  */
 CKPT_API int ckpt_object_find(ckpt_object **out, ckpt_object *from, const char *path);
 
-/** Number of children and the i-th edge (declaration order); borrowed. */
+/** @return the number of children of `obj` (0 for NULL). */
 CKPT_API size_t ckpt_object_num_children(const ckpt_object *obj);
+/**
+ * The i-th edge of `obj` (declaration order).
+ * @param[out] local_name the edge's name, borrowed from `obj` (may be NULL)
+ * @param[out] child      the child, borrowed from `obj` (may be NULL)
+ * @return CKPT_OK; CKPT_EINVAL for i out of range
+ */
 CKPT_API int ckpt_object_child_at(const char **local_name, ckpt_object **child, const ckpt_object *obj, size_t i);
-/** The variable held by a variable node (one made by track / add_variable), else NULL. */
+/** @return the variable held by a variable node (one made by track / add_variable), borrowed; else NULL. */
 CKPT_API ckpt_variable *ckpt_object_node_variable(const ckpt_object *obj);
 
 /* ---- optimizers and slot variables ---- */
@@ -175,6 +211,8 @@ CKPT_API ckpt_variable *ckpt_object_node_variable(const ckpt_object *obj);
  * A new object that will own slot variables. `name` ("Adam", may be NULL)
  * prefixes the slot variables' names: "Adam/<primary name>/<slot>". Any
  * object can own slots; this only sets the name.
+ * @param[out] out caller-owned (its reference); release with ckpt_object_free
+ * @return CKPT_OK or a negative ckpt_status (CKPT_EINVAL, CKPT_ENOMEM)
  */
 CKPT_API int ckpt_optimizer_new(ckpt_object **out, const char *name);
 
@@ -186,14 +224,20 @@ CKPT_API int ckpt_optimizer_new(ckpt_object **out, const char *name);
  * strategies (e.g. model built outside the scope, optimizer inside).
  * Restore-on-create: a value the last restore kept for this (primary, slot)
  * is assigned before this returns. EINVAL when the slot exists already
- * (use ckpt_optimizer_get_slot). `*out` (may be NULL) is owned by `opt`.
+ * (use ckpt_optimizer_get_slot).
  * `o->sync` and `o->replica_buffers` are honoured; dtype/shape come from
  * the primary.
+ * @param[out] out (may be NULL) the slot, owned by `opt` (borrowed)
+ * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_variable *primary,
 	const char *slot_name, const ckpt_variable_options *o);
 
-/** The slot `slot_name` of `primary` on `opt` (borrowed); ENOTFOUND when absent. */
+/**
+ * The slot `slot_name` of `primary` on `opt`.
+ * @param[out] out the slot, borrowed from `opt`
+ * @return CKPT_OK; CKPT_ENOTFOUND when absent
+ */
 CKPT_API int ckpt_optimizer_get_slot(ckpt_variable **out, const ckpt_object *opt,
 	const ckpt_variable *primary, const char *slot_name);
 
@@ -247,29 +291,39 @@ typedef struct ckpt_checkpoint_options {
 #define CKPT_CHECKPOINT_OPTIONS_VERSION 2
 #define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 }
 
-/** A checkpoint: an empty root object plus options. `o` may be NULL (copied). */
+/**
+ * A checkpoint: an empty root object plus options. `o` may be NULL (copied).
+ * @param[out] out caller-owned; free with ckpt_checkpoint_free
+ * @return CKPT_OK; CKPT_EINVAL for bad options; CKPT_ENOMEM
+ */
 CKPT_API int ckpt_checkpoint_new(ckpt_checkpoint **out, const ckpt_checkpoint_options *o);
 /** Free the checkpoint, its root reference and the values it holds for restore-on-create. NULL ok. */
 CKPT_API void ckpt_checkpoint_free(ckpt_checkpoint *ckpt);
 
-/** The root object (borrowed). Add the trainer's objects as its children. */
+/** @return the root object (borrowed; NULL for NULL). Add the trainer's objects as its children. */
 CKPT_API ckpt_object *ckpt_checkpoint_root(ckpt_checkpoint *ckpt);
-/** Convenience: ckpt_object_add_child(root, local_name, child). */
+/** Convenience: ckpt_object_add_child(root, local_name, child).
+ * @return as ckpt_object_add_child */
 CKPT_API int ckpt_checkpoint_add(ckpt_checkpoint *ckpt, const char *local_name, ckpt_object *child);
 
-/** The save counter's value; 0 before the first save (or restore of one). */
+/** @return the save counter's value; 0 before the first save (or restore of one). */
 CKPT_API int64_t ckpt_checkpoint_save_counter(const ckpt_checkpoint *ckpt);
 /**
  * The `save_counter` variable (INT64 scalar, root child "save_counter"),
  * created through the current strategy when it does not exist yet.
+ * @param[out] out the variable, borrowed from the checkpoint
+ * @return CKPT_OK; CKPT_EINVAL for a NULL argument or a root child "save_counter"
+ *         that is not an int64 scalar variable; another negative ckpt_status
  */
 CKPT_API int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *ckpt);
 
 /**
  * tf.train.Checkpoint.save: increment save_counter (creating it) and write
- * "<prefix>-<save_counter>". `*path_out` (may be NULL) is borrowed from the
- * checkpoint, valid until the next save / write / free. On failure the
- * counter is left as it was and no partial checkpoint is visible.
+ * "<prefix>-<save_counter>". On failure the counter is left as it was and
+ * no partial checkpoint is visible.
+ * @param[out] path_out (may be NULL) the path written, borrowed from the
+ *                      checkpoint, valid until the next save / write / free
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
  */
 CKPT_API int ckpt_checkpoint_save(const char **path_out, ckpt_checkpoint *ckpt, const char *prefix);
 
@@ -279,6 +333,7 @@ CKPT_API int ckpt_checkpoint_save(const char **path_out, ckpt_checkpoint *ckpt, 
  * the primary copy of a mirrored variable, the aggregate of a sync-on-read
  * one. Data in TF2 order (BFS node order, slot variables, object graph
  * last), committed atomically through ckpt_writer_*.
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
  */
 CKPT_API int ckpt_checkpoint_write(ckpt_checkpoint *ckpt, const char *path);
 
@@ -304,8 +359,10 @@ CKPT_API int ckpt_checkpoint_write(ckpt_checkpoint *ckpt, const char *path);
  * variables may hold partial values. Values whose objects or slots do not
  * exist yet are kept in the checkpoint and applied when they are created
  * (restore-on-create). When the file has a save_counter, it is created and
- * restored. `path` accepts everything ckpt_reader_open does. `*status`
- * (may be NULL) reports what matched; free it before the checkpoint.
+ * restored. `path` accepts everything ckpt_reader_open does.
+ * @param[out] status (may be NULL) what matched, caller-owned; free it with
+ *                    ckpt_restore_status_free before the checkpoint
+ * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ckpt, const char *path);
 
@@ -317,8 +374,11 @@ CKPT_API int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoi
  * mirrored inside a mirrored scope, plain outside — including optimizer
  * slots, with the file's values (entries no graph node refers to become
  * root children named by their stored key). String tensors have no
- * variable kind: they are not loaded and `*status` (may be NULL) lists
- * them, with anything else that could not be placed. `o` may be NULL.
+ * variable kind: they are not loaded and `*status` lists them, with
+ * anything else that could not be placed. `o` may be NULL.
+ * @param[out] out    caller-owned; free with ckpt_checkpoint_free
+ * @param[out] status (may be NULL) caller-owned; free with ckpt_restore_status_free before the checkpoint
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
  */
 CKPT_API int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, const char *path,
 	const ckpt_checkpoint_options *o);
@@ -331,7 +391,7 @@ CKPT_API int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **s
 CKPT_API void ckpt_checkpoint_discard_pending(ckpt_checkpoint *ckpt);
 
 /**
- * The object graph save would write now (free with ckpt_object_graph_free).
+ * The object graph save would write now.
  * Every field TensorFlow writes that the tree determines: children,
  * attributes (full_name left empty where the loaded file had none), slot
  * variables, and has_checkpoint_values on every node as TensorFlow sets it
@@ -340,6 +400,8 @@ CKPT_API void ckpt_checkpoint_discard_pending(ckpt_checkpoint *ckpt);
  * TensorFlow), so that such a file is written back as it was.
  * registered_saver is never written: a registered saver's data lives in
  * files of its own that libckpt does not carry.
+ * @param[out] out caller-owned; free with ckpt_object_graph_free
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
  */
 CKPT_API int ckpt_checkpoint_object_graph(ckpt_object_graph **out, ckpt_checkpoint *ckpt);
 
@@ -357,17 +419,25 @@ typedef struct ckpt_tracked_variable {
 	int node_id;              /**< node id in the object graph save would write */
 } ckpt_tracked_variable;
 
-/** Snapshot of every variable in save order. Free with ckpt_tracked_list_free. */
+/**
+ * Snapshot of every variable in save order.
+ * @param[out] out caller-owned; free with ckpt_tracked_list_free
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
+ */
 CKPT_API int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ckpt);
+/** @return the entries in the list (0 for NULL). */
 CKPT_API size_t ckpt_tracked_list_count(const ckpt_tracked_list *l);
-/** Entry i (borrowed from the list), NULL when out of range. */
+/** @return entry i (borrowed from the list), NULL when out of range. */
 CKPT_API const ckpt_tracked_variable *ckpt_tracked_list_get(const ckpt_tracked_list *l, size_t i);
+/** Free the list (not the variables it names). NULL ok. */
 CKPT_API void ckpt_tracked_list_free(ckpt_tracked_list *l);
 
 /**
  * Find a variable by object path ("model/layer_with_weights-0/kernel"), by
  * checkpoint key, or by the stored key it was loaded from (TF1 names such
- * as "dense/kernel"). ENOTFOUND otherwise.
+ * as "dense/kernel").
+ * @param[out] out the variable, borrowed from the tree
+ * @return CKPT_OK; CKPT_ENOTFOUND otherwise
  */
 CKPT_API int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint *ckpt, const char *path);
 
@@ -397,24 +467,28 @@ CKPT_API int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint 
  * called (restore-on-create changes them); the strings stay valid until the
  * next *_count() call on the same list or the status is freed.
  */
-/** Stored keys whose values have not been assigned to a live variable (yet). */
+/** @return the number of stored keys whose values have not been assigned to a live variable (yet). */
 CKPT_API size_t ckpt_restore_status_unmatched_count(ckpt_restore_status *st);
+/** @return unmatched key i of the last snapshot (borrowed, see above), NULL when out of range. */
 CKPT_API const char *ckpt_restore_status_unmatched(const ckpt_restore_status *st, size_t i);
-/** Keys of live variables (reachable from the root) that received no value. */
+/** @return the number of live variables (reachable from the root) that received no value. */
 CKPT_API size_t ckpt_restore_status_unrestored_count(ckpt_restore_status *st);
+/** @return unrestored key i of the last snapshot (borrowed, see above), NULL when out of range. */
 CKPT_API const char *ckpt_restore_status_unrestored(const ckpt_restore_status *st, size_t i);
-/** Values assigned so far (immediately and on create). */
+/** @return the values assigned so far (immediately and on create). */
 CKPT_API size_t ckpt_restore_status_restored_count(const ckpt_restore_status *st);
-/** The resolved path that was read. */
+/** @return the resolved path that was read (borrowed from the status); NULL for a NULL status. */
 CKPT_API const char *ckpt_restore_status_path(const ckpt_restore_status *st);
 
 /**
- * assert_consumed: CKPT_OK when every stored value was assigned and every
- * live variable got one; else CKPT_ENOTFOUND naming the first offenders.
- * CKPT_OK for a NULL status (nothing was restored).
+ * assert_consumed.
+ * @return CKPT_OK when every stored value was assigned and every live
+ *         variable got one, and for a NULL status (nothing was restored);
+ *         else CKPT_ENOTFOUND naming the first offenders
  */
 CKPT_API int ckpt_restore_status_assert_consumed(ckpt_restore_status *st);
-/** assert_existing_objects_matched: every live variable received a value (CKPT_OK for NULL). */
+/** assert_existing_objects_matched.
+ * @return CKPT_OK when every live variable received a value, and for NULL; else CKPT_ENOTFOUND naming the first */
 CKPT_API int ckpt_restore_status_assert_existing_objects_matched(ckpt_restore_status *st);
 /**
  * expect_partial: silence the warning that ckpt_restore_status_free otherwise
@@ -465,10 +539,18 @@ typedef struct ckpt_manager_options {
  * shards of "ckpt-N" whose index is gone, deletes the oldest beyond
  * max_to_keep, and rewrites the state file if it changed anything: it
  * finishes the save a crash interrupted.
+ * @param[out] out caller-owned; free with ckpt_manager_free
+ * @return CKPT_OK; CKPT_EBUSY as said above; another negative ckpt_status
  */
 CKPT_API int ckpt_manager_new(ckpt_manager **out, ckpt_checkpoint *ckpt, const char *dir, int max_to_keep);
+/**
+ * ckpt_manager_new with options (`o` may be NULL).
+ * @param[out] out caller-owned; free with ckpt_manager_free
+ * @return as ckpt_manager_new
+ */
 CKPT_API int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ckpt, const char *dir, int max_to_keep,
 	const ckpt_manager_options *o);
+/** Wait for an async save in flight, release the directory's lock and free. NULL ok. */
 CKPT_API void ckpt_manager_free(ckpt_manager *m);
 
 /**
@@ -477,19 +559,26 @@ CKPT_API void ckpt_manager_free(ckpt_manager *m);
  * oldest beyond max_to_keep (each index first), then replace the state file
  * atomically. A crash at any point leaves at most max_to_keep complete
  * checkpoints plus the one being written, and the next manager restores the
- * newest complete one. `*path_out` (may be NULL) is borrowed from the
- * manager until the next save or free. Waits for an async save in flight
- * first (ckpt/async.h: ckpt_manager_save_async); if that failed, returns its
+ * newest complete one. Waits for an async save in flight first
+ * (ckpt/async.h: ckpt_manager_save_async); if that failed, returns its
  * error and saves nothing.
+ * @param[out] path_out (may be NULL) the checkpoint written, borrowed from
+ *                      the manager until the next save or free
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
  */
 CKPT_API int ckpt_manager_save(const char **path_out, ckpt_manager *m);
-/** Same with an explicit number (for example the epoch); save_counter is set to it. */
+/**
+ * ckpt_manager_save with an explicit number (for example the epoch); save_counter is set to it.
+ * @param[out] path_out (may be NULL) as ckpt_manager_save's: borrowed from the manager
+ * @return as ckpt_manager_save
+ */
 CKPT_API int ckpt_manager_save_number(const char **path_out, ckpt_manager *m, int64_t number);
 
-/** The latest recorded checkpoint prefix ("dir/ckpt-3"), NULL when none. Not validated. */
+/** @return the latest recorded checkpoint prefix ("dir/ckpt-3", borrowed), NULL when none. Not validated. */
 CKPT_API const char *ckpt_manager_latest(const ckpt_manager *m);
-/** Checkpoints kept, oldest first (prefix paths, borrowed). */
+/** @return the number of checkpoints kept. */
 CKPT_API size_t ckpt_manager_count(const ckpt_manager *m);
+/** @return checkpoint i of those kept, oldest first (a prefix path, borrowed); NULL when out of range. */
 CKPT_API const char *ckpt_manager_checkpoint(const ckpt_manager *m, size_t i);
 
 /**
@@ -498,9 +587,10 @@ CKPT_API const char *ckpt_manager_checkpoint(const ckpt_manager *m, size_t i);
  * corrupt ones are skipped with a warning naming the file and the reason;
  * choosing one that the state file did not list (adopted, see
  * ckpt_manager_new) warns once too. An I/O failure while checking is
- * returned, not taken for incompleteness. ENOTFOUND when none is valid.
- * `*path_out` is borrowed from the manager. Waits for an async save in
+ * returned, not taken for incompleteness. Waits for an async save in
  * flight first.
+ * @param[out] path_out the checkpoint's prefix, borrowed from the manager
+ * @return CKPT_OK; CKPT_ENOTFOUND when none is valid; an I/O failure
  */
 CKPT_API int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m);
 
@@ -508,7 +598,10 @@ CKPT_API int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m);
  * Restore the latest valid checkpoint into the manager's checkpoint.
  * When there is none, returns CKPT_OK with *path_out = NULL and *status =
  * NULL (a fresh start; the NULL status's assertions pass, see "restore
- * status" above). `status` and `path_out` may be NULL.
+ * status" above).
+ * @param[out] status   (may be NULL) caller-owned; free with ckpt_restore_status_free
+ * @param[out] path_out (may be NULL) the checkpoint restored, borrowed from the manager
+ * @return CKPT_OK (also on a fresh start) or a negative ckpt_status, as ckpt_checkpoint_restore's
  */
 CKPT_API int ckpt_manager_restore_latest(ckpt_restore_status **status, const char **path_out, ckpt_manager *m);
 

@@ -4,8 +4,12 @@
  *
  * Conventions (whole API):
  *  - Functions return an int status: CKPT_OK (0) or a negative ckpt_status.
- *  - Out parameters come first; `**out` belongs to the caller.
+ *  - Out parameters come first; `**out` belongs to the caller; a borrowed
+ *    result is a return value.
  *  - Returned `const` pointers are borrowed and live as long as their parent.
+ *  - Every function is documented here with `@param[out]` and `@return`.
+ *  scripts/api_rules.py checks these; the functions that break them until
+ *  1.0 (signature and naming changes) are listed in scripts/api_rules.known.
  *  - Every *_free() accepts NULL.
  *  - On failure, ckpt_error_last() describes what went wrong, with the file
  *    path, the variable name and the byte offset where they are known.
@@ -41,7 +45,7 @@ extern "C" {
 #define CKPT_VERSION_NUMBER (CKPT_VERSION_MAJOR * 1000000 + CKPT_VERSION_MINOR * 1000 + CKPT_VERSION_PATCH)
 #define CKPT_VERSION_STRING "0.1.0"
 
-/** Runtime version of the linked library (compare with CKPT_VERSION_NUMBER). */
+/** @return the runtime version of the linked library (compare with CKPT_VERSION_NUMBER). */
 CKPT_API int ckpt_version_number(void);
 
 /** Status codes. Values are stable and never reused. */
@@ -63,7 +67,7 @@ typedef enum ckpt_status {
 	CKPT_EEXIST = -14      /**< an exclusive create (CKPT_IO_EXCL) found the file already there */
 } ckpt_status;
 
-/** Short stable name of a status ("CKPT_EFORMAT"). Never NULL. */
+/** @return the short stable name of a status ("CKPT_EFORMAT"), static; never NULL. */
 CKPT_API const char *ckpt_status_name(int code);
 
 /**
@@ -80,13 +84,16 @@ typedef struct ckpt_error {
 	int sys_errno;        /**< errno of a failed system call, or 0 */
 } ckpt_error;
 
+/** @return the calling thread's last error (borrowed, thread-local); never NULL. */
 CKPT_API const ckpt_error *ckpt_error_last(void);
+/** Reset the calling thread's last error to code CKPT_OK. */
 CKPT_API void ckpt_error_clear(void);
 /**
  * Format the last error as one line: "<path>: variable '<v>' at offset <n>:
  * <message>" (parts omitted when unknown; the "variable '<v>'" part also
  * when the message already quotes '<v>', so the name is said once).
- * `e` NULL = ckpt_error_last(). Returns `buf`.
+ * `e` NULL = ckpt_error_last(). The line is cut to fit `n` bytes.
+ * @return `buf`
  */
 CKPT_API char *ckpt_error_format(const ckpt_error *e, char *buf, size_t n);
 
@@ -102,6 +109,7 @@ typedef struct ckpt_allocator {
 	void (*free_fn)(void *p, void *ctx);
 	void *ctx;
 } ckpt_allocator;
+/** Install `a` (copied) as the allocator hook above; NULL, or one missing a function, restores the C library's. */
 CKPT_API void ckpt_set_allocator(const ckpt_allocator *a);
 
 /*

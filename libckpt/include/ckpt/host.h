@@ -60,6 +60,7 @@ extern "C" {
  * on a dtype / shape difference, nothing tracked and `ptr` unchanged).
  * EINVAL when `obj` already has a child of that name or `ptr` is NULL;
  * ESCOPE in replica context.
+ * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_object_track_host(ckpt_object *obj, const char *local_name, ckpt_dtype dt,
 	const ckpt_shape *shape, void *ptr);
@@ -86,11 +87,12 @@ typedef struct ckpt_host_field {
  * (scalars: equal) — so a bad table tracks nothing (EINVAL naming the
  * field). A failure after the checks (CKPT_EMISMATCH from restore-on-create,
  * ENOMEM) leaves the fields before the failing one tracked.
+ * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_object_track_host_struct(ckpt_object *obj, void *base, const ckpt_host_field *fields,
 	size_t nfields);
 
-/** 1 when `v` is host state tracked by pointer (ckpt_object_track_host), else 0. */
+/** @return 1 when `v` is host state tracked by pointer (ckpt_object_track_host), else 0. */
 CKPT_API int ckpt_variable_is_host(const ckpt_variable *v);
 
 #ifdef __cplusplus

@@ -155,13 +155,31 @@ struct ckpt_vfs {
 };
 
 /* ---- convenience wrappers (all set the last error on failure) ---- */
+/**
+ * Read up to `n` bytes at `off` (the file's pread method).
+ * @param[out] got bytes read, fewer at the end of the file (may be NULL)
+ * @return CKPT_OK or a negative ckpt_status
+ */
 CKPT_API int ckpt_io_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
-/** Read exactly n bytes or fail with CKPT_EFORMAT naming the offset and file size. */
+/** Read exactly n bytes.
+ * @return CKPT_OK; CKPT_EFORMAT naming the offset and file size when the file is shorter; or the read's status */
 CKPT_API int ckpt_io_read_exact(ckpt_io *io, void *buf, size_t n, uint64_t off);
+/** Write `n` bytes at `off` (the file's pwrite method).
+ * @return CKPT_OK or a negative ckpt_status */
 CKPT_API int ckpt_io_pwrite(ckpt_io *io, const void *buf, size_t n, uint64_t off);
+/**
+ * The file's size in bytes (the file's size method).
+ * @param[out] out the size
+ * @return CKPT_OK or a negative ckpt_status
+ */
 CKPT_API int ckpt_io_size(ckpt_io *io, uint64_t *out);
+/** Flush the file to stable storage (the file's sync method).
+ * @return CKPT_OK or a negative ckpt_status */
 CKPT_API int ckpt_io_sync(ckpt_io *io);
-CKPT_API int ckpt_io_close(ckpt_io *io);  /**< NULL ok */
+/** Close and free `io`. NULL ok.
+ * @return CKPT_OK, or the close's failure */
+CKPT_API int ckpt_io_close(ckpt_io *io);
+/** @return the path `io` was opened with (borrowed from `io`), or NULL for a NULL io. */
 CKPT_API const char *ckpt_io_path(const ckpt_io *io);
 /**
  * @return the open file's descriptor for fast paths (borrowed, valid until
@@ -177,13 +195,39 @@ CKPT_API int ckpt_io_fd(const ckpt_io *io);
  */
 CKPT_API int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
 
+/**
+ * Open `path` with CKPT_IO_* `flags` (the file system's open method).
+ * @param[out] out the open file, caller-owned; close with ckpt_io_close
+ * @return CKPT_OK; CKPT_EUNSUPPORTED for CKPT_IO_EXCL on a file system
+ *         without CKPT_VFS_CAP_EXCL; or the open's status (CKPT_ENOTFOUND, CKPT_EEXIST, ...)
+ */
 CKPT_API int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out);
+/** Rename `from` to `to` (the file system's rename method).
+ * @return CKPT_OK or a negative ckpt_status */
 CKPT_API int ckpt_vfs_rename(ckpt_vfs *vfs, const char *from, const char *to);
+/** Remove the file `path`.
+ * @return CKPT_OK; CKPT_ENOTFOUND when absent; or another negative ckpt_status */
 CKPT_API int ckpt_vfs_remove(ckpt_vfs *vfs, const char *path);
+/**
+ * Whether `path` exists.
+ * @param[out] is_dir 1 when it is a directory (may be NULL)
+ * @return 1 when it exists, 0 when not, or a negative ckpt_status
+ */
 CKPT_API int ckpt_vfs_exists(ckpt_vfs *vfs, const char *path, int *is_dir);
+/** Make the entries of directory `dir` durable (fsync of the directory where there is one).
+ * @return CKPT_OK or a negative ckpt_status */
 CKPT_API int ckpt_vfs_sync_dir(ckpt_vfs *vfs, const char *dir);
+/**
+ * The names (not paths) in `dir`, sorted bytewise.
+ * @param[out] names caller-owned; free with ckpt_vfs_free_list
+ * @param[out] count entries in `*names`
+ * @return CKPT_OK or a negative ckpt_status
+ */
 CKPT_API int ckpt_vfs_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count);
+/** Create directory `dir`.
+ * @return CKPT_OK, also when it exists; or a negative ckpt_status */
 CKPT_API int ckpt_vfs_mkdir(ckpt_vfs *vfs, const char *dir);
+/** Free the `count` names of a ckpt_vfs_list result and the array. NULL ok. */
 CKPT_API void ckpt_vfs_free_list(char **names, size_t count);
 /** @return the CKPT_VFS_CAP_* bits of `vfs` (0 for a v1 method table). */
 CKPT_API unsigned ckpt_vfs_caps(const ckpt_vfs *vfs);
@@ -203,25 +247,41 @@ CKPT_API int ckpt_vfs_rmdir(ckpt_vfs *vfs, const char *dir);
 CKPT_API int ckpt_vfs_lock(void **token, ckpt_vfs *vfs, const char *dir);
 /** Release a lock from ckpt_vfs_lock. NULL token ok. */
 CKPT_API void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token);
-/** Read a whole (small) file into a fresh buffer, at most `max` bytes (ELIMIT above). */
+/**
+ * Read a whole (small) file into a fresh buffer, at most `max` bytes.
+ * @param[out] buf caller-owned, NUL-terminated after its `*n` bytes; free with ckpt_free
+ * @param[out] n   bytes read
+ * @return CKPT_OK; CKPT_ELIMIT for a file above `max`; CKPT_ENOMEM; or the open / read status
+ */
 CKPT_API int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n);
 /**
  * Write `n` bytes to `path` atomically: a temporary sibling, fsync, rename,
  * fsync of the directory. On failure the previous file is untouched. On a
  * file system with CKPT_VFS_CAP_NO_RENAME: `path` itself, in one write,
  * which such a file system publishes whole at a successful close.
+ * @return CKPT_OK or a negative ckpt_status
  */
 CKPT_API int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data);
 CKPT_API void ckpt_vfs_free(ckpt_vfs *vfs);  /**< NULL ok; the default VFS is never freed */
 
-/** The POSIX file system (process-wide, never freed). */
+/** @return the POSIX file system (process-wide, never freed). */
 CKPT_API ckpt_vfs *ckpt_vfs_default(void);
 
-/** An empty in-memory file system. Directories exist implicitly. Thread-safe. */
+/**
+ * An empty in-memory file system. Directories exist implicitly. Thread-safe.
+ * @param[out] out caller-owned; free with ckpt_vfs_free
+ * @return CKPT_OK or CKPT_ENOMEM
+ */
 CKPT_API int ckpt_vfs_memory_new(ckpt_vfs **out);
-/** Put a copy of `buf` at `path` (replacing any file there). */
+/** Put a copy of `buf` at `path` (replacing any file there).
+ * @return CKPT_OK or a negative ckpt_status (CKPT_ENOMEM) */
 CKPT_API int ckpt_vfs_memory_put(ckpt_vfs *vfs, const char *path, const void *buf, size_t n);
-/** Borrow the content of `path` (valid until the file is changed or removed). */
+/**
+ * Borrow the content of `path`.
+ * @param[out] buf borrowed: valid until the file is changed or removed
+ * @param[out] n   its size in bytes
+ * @return CKPT_OK; CKPT_ENOTFOUND when there is no such file; CKPT_ENOMEM
+ */
 CKPT_API int ckpt_vfs_memory_get(ckpt_vfs *vfs, const char *path, const void **buf, size_t *n);
 
 /**
@@ -231,14 +291,20 @@ CKPT_API int ckpt_vfs_memory_get(ckpt_vfs *vfs, const char *path, const void **b
  * (1-based) fail with CKPT_EIO (0 = never fail, just count). A failing
  * pwrite writes nothing. It has `inner`'s capabilities but lends no file
  * descriptor (ckpt_io_fd is -1), so every byte goes through its count.
+ * @param[out] out caller-owned; free with ckpt_vfs_free (which leaves `inner` alone)
+ * @return CKPT_OK; CKPT_EINVAL for a NULL argument; CKPT_ENOMEM
  */
 CKPT_API int ckpt_vfs_faulty_new(ckpt_vfs **out, ckpt_vfs *inner, long fail_at);
-/** Calls counted so far. */
+/** @return the calls counted so far by a ckpt_vfs_faulty_new file system. */
 CKPT_API long ckpt_vfs_faulty_calls(const ckpt_vfs *vfs);
-/** 1 once the injected failure has fired. */
+/** @return 1 once the injected failure of a ckpt_vfs_faulty_new file system has fired, else 0. */
 CKPT_API int ckpt_vfs_faulty_fired(const ckpt_vfs *vfs);
 
-/** A read-only ckpt_io over caller memory (borrowed; not copied). */
+/**
+ * A read-only ckpt_io over caller memory (borrowed; not copied: `buf` must outlive it).
+ * @param[out] out caller-owned; close with ckpt_io_close
+ * @return CKPT_OK; CKPT_EINVAL for a NULL argument; CKPT_ENOMEM
+ */
 CKPT_API int ckpt_io_open_memory(ckpt_io **out, const void *buf, size_t n, const char *name);
 
 #ifdef __cplusplus

@@ -128,8 +128,8 @@ typedef struct ckpt_memory_provider {
  * The built-in host provider: "device" buffers are 64-byte-aligned host
  * memory (host_addressable = 1, one device, id 0), pinned buffers are plain
  * host memory, copies are memcpy performed at once. The default: mirrored
- * strategies made by ckpt_strategy_mirrored_new() use it. Never NULL, never
- * freed.
+ * strategies made by ckpt_strategy_mirrored_new() use it.
+ * @return the static host provider; never NULL, never freed
  */
 CKPT_API const ckpt_memory_provider *ckpt_memory_provider_host(void);
 
@@ -162,14 +162,17 @@ CKPT_API int ckpt_memory_provider_check(const ckpt_memory_provider *p);
  * ckpt_strategy_run, all-reduce buffers are device buffers of this provider
  * (replica r's on devices[r]), as ckpt_variable_local() returns.
  *
- * @param[out] out the strategy (ckpt_strategy_free).
+ * @param[out] out the strategy, caller-owned (ckpt_strategy_free).
+ * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_strategy_mirrored_on(ckpt_strategy **out, const ckpt_memory_provider *provider,
 	const int *devices, int n);
 
-/** The provider of `s`'s replicas: the host provider for every strategy not made by ckpt_strategy_mirrored_on. */
+/** @return the provider of `s`'s replicas (borrowed from `s`): the host provider for every strategy not made
+ * by ckpt_strategy_mirrored_on. */
 CKPT_API const ckpt_memory_provider *ckpt_strategy_memory_provider(const ckpt_strategy *s);
-/** The device of local replica `replica` of `s` (0 for strategies not made by ckpt_strategy_mirrored_on), or -1. */
+/** @return the device of local replica `replica` of `s` (0 for strategies not made by ckpt_strategy_mirrored_on),
+ * or -1 when `replica` is not a local replica of `s`. */
 CKPT_API int ckpt_strategy_replica_device(const ckpt_strategy *s, int replica);
 
 /** Default size of the pinned staging ring: two 32 MiB halves (as llm.c streams its checkpoints). */
@@ -185,11 +188,12 @@ CKPT_API int ckpt_strategy_replica_device(const ckpt_strategy *s, int replica);
  * device, a value larger than a half in pieces). Peak pinned memory per
  * restore / save is this size (a save's halves no larger than its largest
  * device value; TensorBundle only: formats that take a value whole get one
- * larger than a half through pinned memory of its size). `bytes` 0 restores the
- * default; below CKPT_STAGING_MIN_BYTES is CKPT_EINVAL.
+ * larger than a half through pinned memory of its size). `bytes` 0 restores
+ * the default.
+ * @return CKPT_OK; CKPT_EINVAL below CKPT_STAGING_MIN_BYTES, for a NULL `s` or the default strategy (its ring is fixed)
  */
 CKPT_API int ckpt_strategy_set_staging_bytes(ckpt_strategy *s, size_t bytes);
-/** The staging ring size of `s` (CKPT_STAGING_DEFAULT_BYTES unless set). */
+/** @return the staging ring size of `s` (CKPT_STAGING_DEFAULT_BYTES unless set). */
 CKPT_API size_t ckpt_strategy_staging_bytes(const ckpt_strategy *s);
 
 #ifdef __cplusplus

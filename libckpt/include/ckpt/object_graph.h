@@ -53,17 +53,34 @@ typedef struct ckpt_object_graph {
 	ckpt_og_node *nodes;
 } ckpt_object_graph;
 
-/** Decode a serialized TrackableObjectGraph (fields in any order). Errors are EFORMAT. */
+/**
+ * Decode a serialized TrackableObjectGraph (fields in any order), validated.
+ * @param[out] out caller-owned; free with ckpt_object_graph_free
+ * @return CKPT_OK; CKPT_EFORMAT for a malformed graph; CKPT_ELIMIT above
+ *         CKPT_MAX_OBJECT_GRAPH_BYTES; CKPT_ENOMEM
+ */
 CKPT_API int ckpt_object_graph_parse(ckpt_object_graph **out, const void *buf, size_t n);
-/** Encode as TensorFlow 2.2–2.9 does (field-number order). `*buf` is freed with free(). */
+/**
+ * Encode as TensorFlow 2.2–2.9 does (field-number order).
+ * @param[out] buf caller-owned, freed with free() (not the allocator hook)
+ * @param[out] n   bytes in `*buf`
+ * @return CKPT_OK or a negative ckpt_status (CKPT_ENOMEM)
+ */
 CKPT_API int ckpt_object_graph_serialize(const ckpt_object_graph *g, void **buf, size_t *n);
-/** Deep copy. */
+/**
+ * Deep copy.
+ * @param[out] out caller-owned; free with ckpt_object_graph_free
+ * @return CKPT_OK; CKPT_EINVAL for a NULL `g`; CKPT_ENOMEM
+ */
 CKPT_API int ckpt_object_graph_copy(ckpt_object_graph **out, const ckpt_object_graph *g);
+/** Free a graph and everything it holds. NULL ok. */
 CKPT_API void ckpt_object_graph_free(ckpt_object_graph *g);
 
 /**
  * Checks that every node id, child and slot reference is in range. Parse
  * calls it; builders of graphs may call it too.
+ * @return CKPT_OK; CKPT_EFORMAT naming the bad reference (or no root node);
+ *         CKPT_ELIMIT for too many nodes; CKPT_EINVAL for NULL
  */
 CKPT_API int ckpt_object_graph_validate(const ckpt_object_graph *g);
 
@@ -72,13 +89,23 @@ CKPT_API int ckpt_object_graph_validate(const ckpt_object_graph *g);
  * from the root, joined by "/" ("" for the root). Slot variable nodes
  * (reachable only through slot references) get
  * "<var path>/.OPTIMIZER_SLOT/<optimizer path>/<escaped slot>".
- * ENOTFOUND when the node is unreachable. `*out` is freed with free().
+ * @param[out] out caller-owned, freed with free()
+ * @return CKPT_OK; CKPT_ENOTFOUND when the node is unreachable; CKPT_EINVAL
+ *         for a node out of range; CKPT_ENOMEM
  */
 CKPT_API int ckpt_object_graph_path(const ckpt_object_graph *g, int node, char **out);
 
-/** TensorFlow's escape: "." -> "..", "/" -> ".S". `*out` freed with free(). */
+/**
+ * TensorFlow's escape: "." -> "..", "/" -> ".S".
+ * @param[out] out caller-owned, freed with free()
+ * @return CKPT_OK; CKPT_EINVAL for a NULL name; CKPT_ENOMEM
+ */
 CKPT_API int ckpt_key_escape(const char *name, char **out);
-/** "<object path>/.ATTRIBUTES/<escaped attr>"; `*out` freed with free(). */
+/**
+ * Build "<object path>/.ATTRIBUTES/<escaped attr>".
+ * @param[out] out caller-owned, freed with free()
+ * @return CKPT_OK; CKPT_EINVAL for a NULL argument; CKPT_ENOMEM
+ */
 CKPT_API int ckpt_key_attribute(const char *object_path, const char *attr, char **out);
 
 #ifdef __cplusplus

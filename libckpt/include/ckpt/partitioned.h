@@ -95,25 +95,34 @@ typedef struct ckpt_partitioned ckpt_partitioned;
  * (ESCOPE). Under a multi-worker strategy the call is collective (every
  * worker creates the same partitioned variables in the same order; a
  * failure on one is returned on every worker).
+ * @param[out] out caller-owned; free with ckpt_partitioned_free
+ * @return CKPT_OK or a negative ckpt_status as said above (also CKPT_ENOMEM)
  */
 CKPT_API int ckpt_partitioned_new(ckpt_partitioned **out, const char *name, ckpt_dtype dt,
 	const ckpt_shape *shape, int num_parts, const ckpt_variable_options *o);
 /** Free the parts this process holds. NULL ok. Untrack it from every checkpoint first. */
 CKPT_API void ckpt_partitioned_free(ckpt_partitioned *p);
 
+/** @return the name given to ckpt_partitioned_new (borrowed from `p`); NULL for NULL. */
 CKPT_API const char *ckpt_partitioned_name(const ckpt_partitioned *p);
+/** @return the dtype; CKPT_DT_INVALID for NULL. */
 CKPT_API ckpt_dtype ckpt_partitioned_dtype(const ckpt_partitioned *p);
-/** The full shape. */
+/** @return the full shape (borrowed from `p`); NULL for NULL. */
 CKPT_API const ckpt_shape *ckpt_partitioned_shape(const ckpt_partitioned *p);
-/** Parts P (after the cap at dims[0]). */
+/** @return the number of parts P (after the cap at dims[0]); 0 for NULL. */
 CKPT_API int ckpt_partitioned_num_parts(const ckpt_partitioned *p);
-/** Rows of part i: [*first, *first + *rows). EINVAL for i outside [0, P). */
+/**
+ * Rows of part i: [*first, *first + *rows).
+ * @param[out] first its first row (may be NULL)
+ * @param[out] rows  its number of rows (may be NULL)
+ * @return CKPT_OK; CKPT_EINVAL for i outside [0, P)
+ */
 CKPT_API int ckpt_partitioned_part_rows(const ckpt_partitioned *p, int i, int64_t *first, int64_t *rows);
-/** The worker that holds part i (i % W under a multi-worker strategy, else 0); -1 for a bad i. */
+/** @return the worker that holds part i (i % W under a multi-worker strategy, else 0); -1 for a bad i. */
 CKPT_API int ckpt_partitioned_owner(const ckpt_partitioned *p, int i);
 /**
- * Part i (shape [rows_i, dims[1], ...]), borrowed from `p`; NULL when
- * another worker holds it or i is out of range.
+ * Part i (shape [rows_i, dims[1], ...]).
+ * @return the part, borrowed from `p`; NULL when another worker holds it or i is out of range
  */
 CKPT_API ckpt_variable *ckpt_partitioned_part(const ckpt_partitioned *p, int i);
 
@@ -121,18 +130,20 @@ CKPT_API ckpt_variable *ckpt_partitioned_part(const ckpt_partitioned *p, int i);
  * Track `p` (borrowed: it must outlive every object that tracks it) as the
  * child `local_name` of `obj`, a node of the object graph like a tracked
  * variable: saved and restored under the object-graph key (TF2's layout).
- * EINVAL when `obj` has a child of that name.
+ * @return CKPT_OK; CKPT_EINVAL when `obj` has a child of that name; another negative ckpt_status
  */
 CKPT_API int ckpt_object_track_partitioned(ckpt_object *obj, const char *local_name, ckpt_partitioned *p);
 
 /**
  * Save `p` with `ck` (borrowed: it must outlive the checkpoint or be
  * untracked first) under the key `name`, outside the object graph (TF1
- * Saver's layout), and restore it from there. EINVAL when `ck` already
- * tracks a partitioned variable of that name.
+ * Saver's layout), and restore it from there.
+ * @return CKPT_OK; CKPT_EINVAL when `ck` already tracks a partitioned variable of that name;
+ *         another negative ckpt_status
  */
 CKPT_API int ckpt_checkpoint_track_partitioned(ckpt_checkpoint *ck, ckpt_partitioned *p);
-/** Stop tracking `p` (ENOTFOUND when `ck` does not track it). */
+/** Stop tracking `p`.
+ * @return CKPT_OK; CKPT_ENOTFOUND when `ck` does not track it */
 CKPT_API int ckpt_checkpoint_untrack_partitioned(ckpt_checkpoint *ck, ckpt_partitioned *p);
 
 #ifdef __cplusplus

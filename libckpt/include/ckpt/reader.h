@@ -36,7 +36,7 @@ typedef enum ckpt_role {
 	CKPT_ROLE_METRIC = 2,
 	CKPT_ROLE_OTHER = 3
 } ckpt_role;
-/** "model", "optimizer", "metric", "other". */
+/** @return "model", "optimizer", "metric" or "other" (static). */
 CKPT_API const char *ckpt_role_name(ckpt_role r);
 
 /** One extent of a slice of a partitioned variable: length -1 = full dim. */
@@ -96,8 +96,9 @@ typedef struct ckpt_sync_rule {
 } ckpt_sync_rule;
 
 /**
- * Does `key` match `rule` (the key itself, or its object path)? 1 / 0.
+ * Does `key` match `rule` (the key itself, or its object path)?
  * This is the test ckpt_reader_open applies with ckpt_open_options.sync_rules.
+ * @return 1 when it matches, else 0
  */
 CKPT_API int ckpt_sync_rule_matches(const ckpt_sync_rule *rule, const char *key);
 
@@ -114,29 +115,50 @@ typedef struct ckpt_open_options {
 #define CKPT_OPEN_OPTIONS_VERSION 2
 #define CKPT_OPEN_OPTIONS_INIT { CKPT_OPEN_OPTIONS_VERSION, NULL, 0, 0, NULL, 0 }
 
-/** Open PATH (any supported format). `o` may be NULL. */
+/**
+ * Open PATH (any supported format). `o` may be NULL.
+ * @param[out] out caller-owned; free with ckpt_reader_free
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last); the message names the file, the variable and the offset where known
+ */
 CKPT_API int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_options *o);
+/** Free a reader and everything borrowed from it. NULL ok. */
 CKPT_API void ckpt_reader_free(ckpt_reader *r);
 
-/** "tf-bundle", "keras-h5-legacy", "keras-h5-legacy-weights", "keras-weights-h5", "keras-v3". */
+/** @return the format's name, e.g. "tf-bundle", "keras-h5-legacy", "keras-h5-legacy-weights",
+ * "keras-weights-h5", "keras-v3" (borrowed). */
 CKPT_API const char *ckpt_reader_format(const ckpt_reader *r);
-/** The resolved path (bundle prefix, or the file). */
+/** @return the resolved path (bundle prefix, or the file), borrowed from the reader. */
 CKPT_API const char *ckpt_reader_path(const ckpt_reader *r);
-/** Data files (TensorBundle shards); 1 for single-file formats. */
+/** @return the number of data files (TensorBundle shards); 1 for single-file formats, 0 for NULL. */
 CKPT_API int ckpt_reader_num_shards(const ckpt_reader *r);
-/** Path of data file `shard` and whether it exists (for missing-shard reports). */
+/**
+ * Path of data file `shard` and whether it exists (for missing-shard reports).
+ * @param[out] exists 1 when the file exists, else 0 (may be NULL)
+ * @return the path, borrowed from the reader; NULL for a shard out of range
+ */
 CKPT_API const char *ckpt_reader_shard_path(const ckpt_reader *r, int shard, int *exists);
 
+/** @return the number of stored entries (0 for NULL). */
 CKPT_API size_t ckpt_reader_count(const ckpt_reader *r);
+/** @return entry `i` (borrowed from the reader), or NULL when `i` is out of range. */
 CKPT_API const ckpt_var_info *ckpt_reader_var(const ckpt_reader *r, size_t i);
-/** Index of the entry stored under `name`; ENOTFOUND otherwise. */
+/**
+ * Index of the entry stored under `name`.
+ * @param[out] index its index (may be NULL)
+ * @return CKPT_OK; CKPT_ENOTFOUND naming the key; CKPT_EINVAL for a NULL argument
+ */
 CKPT_API int ckpt_reader_find(const ckpt_reader *r, const char *name, size_t *index);
 
-/** Read entry `i` into a new tensor, verifying its checksum (unless no_verify). */
+/**
+ * Read entry `i` into a new tensor, verifying its checksum (unless no_verify).
+ * @param[out] out caller-owned; free with ckpt_tensor_free
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last) (CKPT_ECHECKSUM, CKPT_EFORMAT, CKPT_EINVAL for a bad index)
+ */
 CKPT_API int ckpt_reader_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
 /**
  * Read a fixed-size-dtype entry straight into `dst` (n must equal nbytes),
  * verifying its checksum. No staging copy.
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
  */
 CKPT_API int ckpt_reader_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
 /**
@@ -147,21 +169,23 @@ CKPT_API int ckpt_reader_read_into(ckpt_reader *r, size_t i, void *dst, size_t n
  *
  * ckpt_reader_read_into() and ckpt_reader_verify() may be called from several
  * threads at once on one reader (distinct or equal entries).
+ * @return CKPT_OK when the entry checks, else a negative ckpt_status
  */
 CKPT_API int ckpt_reader_verify(ckpt_reader *r, size_t i);
 /**
  * Check every entry, as ckpt_reader_verify() of each would, in one pass the
  * backend may pipeline: a TensorBundle whose data is mostly not in the page
  * cache is read with several O_DIRECT requests in flight (and left out of
- * the cache, as a verification should). CKPT_OK when every entry checks;
- * otherwise the error of one failing entry (call ckpt_reader_verify() per
- * entry to list them all).
+ * the cache, as a verification should).
+ * @return CKPT_OK when every entry checks; otherwise the error of one failing
+ *         entry (call ckpt_reader_verify() per entry to list them all)
  */
 CKPT_API int ckpt_reader_verify_all(ckpt_reader *r);
 
 /**
  * The object graph (TensorBundle: decoded `_CHECKPOINTABLE_OBJECT_GRAPH`;
  * Keras: synthesized from the layout; TF1 name-based: NULL).
+ * @return the graph, borrowed from the reader, or NULL
  */
 CKPT_API const ckpt_object_graph *ckpt_reader_object_graph(const ckpt_reader *r);
 
@@ -171,6 +195,7 @@ CKPT_API const ckpt_object_graph *ckpt_reader_object_graph(const ckpt_reader *r)
  * "metadata.json"; "safetensors.metadata" and "gguf.kv" (JSON rendered on
  * first request from ckpt_reader_kv()'s pairs), "gguf.version",
  * "gguf.alignment", "gguf.tensor_types".
+ * @return the string, borrowed from the reader, or NULL
  */
 CKPT_API const char *ckpt_reader_meta(const ckpt_reader *r, const char *key);
 
@@ -204,6 +229,7 @@ typedef struct ckpt_kv {
  * pairs are rendered as JSON under ckpt_reader_meta() "gguf.kv" /
  * "safetensors.metadata" on the first request; this reads them without
  * that copy.
+ * @return the number of pairs
  */
 CKPT_API size_t ckpt_reader_kv_count(const ckpt_reader *r);
 /**
@@ -227,6 +253,8 @@ typedef struct ckpt_write_options {
 /**
  * Start writing `path` in `format` (NULL = "tf-bundle"; for a bundle,
  * `path` is the prefix). Nothing is visible until ckpt_writer_commit.
+ * @param[out] out caller-owned; free with ckpt_writer_free
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
  */
 CKPT_API int ckpt_writer_open(ckpt_writer **out, const char *path, const char *format,
 	const ckpt_write_options *o);
@@ -234,6 +262,7 @@ CKPT_API int ckpt_writer_open(ckpt_writer **out, const char *path, const char *f
  * Add a tensor under `name` (a bundle key or a dataset path). Data is
  * written in the order added; `shard` picks the data file (0 when unsure).
  * The tensor may be released after the call returns.
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
  */
 CKPT_API int ckpt_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);
 /**
@@ -251,19 +280,23 @@ CKPT_API int ckpt_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor
  * commit names a tensor announced but never added. A tensor the format
  * cannot hold fails here, as its add would (CKPT_EUNSUPPORTED).
  * TensorBundle and the Keras writers accept announcements and ignore them.
+ * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_writer_announce(ckpt_writer *w, const char *name, ckpt_dtype dtype, const ckpt_shape *shape);
 /**
  * Attach the object graph. TensorBundle writes it as the
  * `_CHECKPOINTABLE_OBJECT_GRAPH` entry, last in shard 0; Keras writers use it
  * to lay out layers and optimizer state.
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
  */
 CKPT_API int ckpt_writer_set_object_graph(ckpt_writer *w, const ckpt_object_graph *g);
-/** Metadata (Keras: "model_config", "config.json", ...). */
+/** Set metadata `key` (Keras: "model_config", "config.json", ...).
+ * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last) */
 CKPT_API int ckpt_writer_set_meta(ckpt_writer *w, const char *key, const char *value);
-/** Write everything, fsync, rename into place (the index last). */
+/** Write everything, fsync, rename into place (the index last).
+ * @return CKPT_OK; on failure a negative ckpt_status, and the previous checkpoint is intact */
 CKPT_API int ckpt_writer_commit(ckpt_writer *w);
-/** Free; an uncommitted writer removes its temporary files. */
+/** Free; an uncommitted writer removes its temporary files. NULL ok. */
 CKPT_API void ckpt_writer_free(ckpt_writer *w);
 
 #ifdef __cplusplus

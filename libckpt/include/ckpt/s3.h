@@ -67,7 +67,7 @@ typedef struct ckpt_s3_config {
 CKPT_API int ckpt_s3_config_load(ckpt_s3_config **out);
 CKPT_API void ckpt_s3_config_free(ckpt_s3_config *cfg); /**< NULL ok */
 
-/** 1 when `path` starts with "s3://". */
+/** @return 1 when `path` starts with "s3://", else 0. */
 CKPT_API int ckpt_path_is_s3(const char *path);
 
 /**
@@ -82,6 +82,7 @@ CKPT_API int ckpt_s3_path_split(char **bucket, char **key, const char *path);
  * An S3 file system over `cfg` (copied). Paths are `s3://bucket/key`;
  * directories are key prefixes ending before a '/'.
  * @param[out] out caller-owned; free with ckpt_vfs_free
+ * @return CKPT_OK; CKPT_ENOMEM; the status of setting up the S3 client
  */
 CKPT_API int ckpt_vfs_s3_new(ckpt_vfs **out, const ckpt_s3_config *cfg);
 
@@ -89,10 +90,15 @@ CKPT_API int ckpt_vfs_s3_new(ckpt_vfs **out, const ckpt_s3_config *cfg);
  * The process-wide S3 file system used for s3:// paths when no VFS is
  * given, configured by ckpt_s3_config_load at first use (never freed).
  * @param[out] out borrowed
+ * @return CKPT_OK; at first use, what ckpt_s3_config_load or ckpt_vfs_s3_new returned
  */
 CKPT_API int ckpt_vfs_s3_shared(ckpt_vfs **out);
 
-/** The VFS to use for `path`: `given` when not NULL, else S3 for s3:// paths, else the POSIX one. */
+/**
+ * The VFS to use for `path`: `given` when not NULL, else S3 for s3:// paths, else the POSIX one.
+ * @param[out] out borrowed (`given`, the shared S3 one or the default one): not to be freed
+ * @return CKPT_OK, or what ckpt_vfs_s3_shared returned for an s3:// path
+ */
 CKPT_API int ckpt_vfs_for_path(ckpt_vfs **out, ckpt_vfs *given, const char *path);
 
 /** One multipart upload left unfinished under a prefix. */
@@ -106,11 +112,14 @@ typedef struct ckpt_s3_upload {
  * Multipart uploads begun and never completed or aborted under `prefix`
  * (`s3://bucket/prefix`), e.g. by a killed process.
  * @param[out] uploads caller-owned; free with ckpt_s3_uploads_free
- * @param[out] count
+ * @param[out] count   entries in `*uploads`
+ * @return CKPT_OK; CKPT_EFORMAT for a malformed listing; a negative ckpt_status from the request
  */
 CKPT_API int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs, const char *prefix);
-/** Abort one upload (`bucket` from `prefix`). */
+/** Abort one upload (`bucket` from `prefix`).
+ * @return CKPT_OK or a negative ckpt_status from the request */
 CKPT_API int ckpt_s3_upload_abort(ckpt_vfs *vfs, const char *prefix, const ckpt_s3_upload *upload);
+/** Free what ckpt_s3_uploads_list gave (`count` entries). NULL ok. */
 CKPT_API void ckpt_s3_uploads_free(ckpt_s3_upload *uploads, size_t count);
 
 #ifdef __cplusplus

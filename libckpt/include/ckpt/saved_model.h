@@ -94,28 +94,36 @@ typedef struct ckpt_saved_model {
 	ckpt_sm_meta_graph *meta_graphs; /**< file order */
 } ckpt_saved_model;
 
-/** Decode a serialized SavedModel proto. Errors: EFORMAT, ELIMIT, ENOMEM. */
+/**
+ * Decode a serialized SavedModel proto.
+ * @param[out] out caller-owned; free with ckpt_saved_model_free
+ * @return CKPT_OK; CKPT_EFORMAT, CKPT_ELIMIT or CKPT_ENOMEM
+ */
 CKPT_API int ckpt_saved_model_parse(ckpt_saved_model **out, const void *buf, size_t n);
 /**
  * Read and decode `path`: a SavedModel directory (its saved_model.pb) or the
  * saved_model.pb itself. `vfs` NULL = POSIX. ENOTFOUND when there is none;
  * decoding errors name the file. saved_model.pbtxt is not read
  * (CKPT_EUNSUPPORTED).
+ * @param[out] out caller-owned; free with ckpt_saved_model_free
+ * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_saved_model_read(ckpt_saved_model **out, const char *path, ckpt_vfs *vfs);
+/** Free a SavedModel from ckpt_saved_model_parse / _read. NULL ok. */
 CKPT_API void ckpt_saved_model_free(ckpt_saved_model *sm);
 
 /**
  * TensorFlow's name of a DataType number, as types.proto spells it and
  * saved_model_cli prints it ("DT_FLOAT", "DT_FLOAT_REF", "DT_INVALID");
  * a number types.proto does not list gives NULL.
+ * @return a static string, or NULL
  */
 CKPT_API const char *ckpt_tf_dtype_name(int dtype);
 
 /**
  * The SavedModel of a reader opened on a SavedModel (directory, or prefix
  * DIR/variables/variables beside DIR/saved_model.pb); NULL otherwise.
- * Borrowed from the reader.
+ * @return the SavedModel, borrowed from the reader, or NULL
  */
 CKPT_API const ckpt_saved_model *ckpt_reader_saved_model(const ckpt_reader *r);
 

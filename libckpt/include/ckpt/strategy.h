@@ -39,9 +39,13 @@ typedef enum ckpt_reduce_op {
 	CKPT_REDUCE_MEAN = 1
 } ckpt_reduce_op;
 
-/** A mirrored strategy with `num_replicas` (>= 1) replicas. At most 1024 (ELIMIT above). */
+/**
+ * A mirrored strategy with `num_replicas` (>= 1) replicas, at most 1024.
+ * @param[out] out caller-owned; free with ckpt_strategy_free
+ * @return CKPT_OK; CKPT_EINVAL below 1 or for a NULL `out`; CKPT_ELIMIT above 1024; CKPT_ENOMEM
+ */
 CKPT_API int ckpt_strategy_mirrored_new(ckpt_strategy **out, int num_replicas);
-/** The process-wide default strategy (one replica). Never freed. */
+/** @return the process-wide default strategy (one replica). Never freed. */
 CKPT_API ckpt_strategy *ckpt_strategy_default(void);
 /**
  * Free a strategy. EINVAL-level misuse (still in scope, variables alive) is reported, not crashed.
@@ -51,25 +55,28 @@ CKPT_API ckpt_strategy *ckpt_strategy_default(void);
  */
 CKPT_API void ckpt_strategy_free(ckpt_strategy *s);
 
+/** @return the kind of `s` (CKPT_STRATEGY_DEFAULT for NULL). */
 CKPT_API ckpt_strategy_kind ckpt_strategy_get_kind(const ckpt_strategy *s);
-/** "default", "mirrored" or "multi_worker". */
+/** @return "default", "mirrored" or "multi_worker" (static). */
 CKPT_API const char *ckpt_strategy_name(const ckpt_strategy *s);
-/** Replicas in all (multi-worker: over every worker; this process holds its local ones). */
+/** @return the replicas in all (multi-worker: over every worker; this process holds its local ones); 1 for NULL. */
 CKPT_API int ckpt_strategy_num_replicas(const ckpt_strategy *s);
-/** A short description for messages: "MirroredStrategy(4 replicas)#2". */
+/** @return a short description for messages, "MirroredStrategy(4 replicas)#2", borrowed from `s`. */
 CKPT_API const char *ckpt_strategy_describe(const ckpt_strategy *s);
 
-/** Push `s` on this thread's scope stack. Scopes of different strategies may not nest (ESCOPE). */
+/** Push `s` on this thread's scope stack.
+ * @return CKPT_OK; CKPT_ESCOPE when a scope of another strategy is active (they may not nest) */
 CKPT_API int ckpt_scope_enter(ckpt_strategy *s);
-/** Pop; ESCOPE when `s` is not the innermost scope. */
+/** Pop `s` from this thread's scope stack.
+ * @return CKPT_OK; CKPT_ESCOPE when `s` is not the innermost scope */
 CKPT_API int ckpt_scope_exit(ckpt_strategy *s);
 /**
- * The innermost scope's strategy, or the default strategy. Never NULL.
  * In replica context: the strategy being run (scopes the caller entered
  * before ckpt_strategy_run are not visible to the replicas).
+ * @return the innermost scope's strategy, or the default strategy; never NULL
  */
 CKPT_API ckpt_strategy *ckpt_strategy_current(void);
-/** 1 when a scope (of any strategy other than the default) is active on this thread. */
+/** @return 1 when a scope (of any strategy other than the default) is active on this thread, else 0. */
 CKPT_API int ckpt_in_scope(void);
 
 /** A replica function: return CKPT_OK or a status; the first failure is returned by run. */
@@ -84,16 +91,18 @@ typedef int (*ckpt_replica_fn)(ckpt_replica_ctx *ctx, void *arg);
  * (where OpenMP would deny threads) each replica gets a POSIX thread instead.
  * A replica that returns while peers wait in a barrier / all-reduce breaks it:
  * they fail with ESCOPE instead of hanging (and a failure that merely follows
- * from a failed peer is not the one reported). Calling run from replica
- * context is ESCOPE.
+ * from a failed peer is not the one reported).
+ * @return CKPT_OK; the failing replica's status; CKPT_ESCOPE when called from replica context
  */
 CKPT_API int ckpt_strategy_run(ckpt_strategy *s, ckpt_replica_fn fn, void *arg);
 
-/** This thread's replica context, NULL outside ckpt_strategy_run. */
+/** @return this thread's replica context (borrowed), NULL outside ckpt_strategy_run. */
 CKPT_API ckpt_replica_ctx *ckpt_replica_current(void);
-/** The global replica id (multi-worker: worker-major, worker * local_replicas + local index). */
+/** @return the global replica id (multi-worker: worker-major, worker * local_replicas + local index); 0 for NULL. */
 CKPT_API int ckpt_replica_id(const ckpt_replica_ctx *ctx);
+/** @return the replicas in all of the run `ctx` belongs to (over every worker); 1 for NULL. */
 CKPT_API int ckpt_replica_num_replicas(const ckpt_replica_ctx *ctx);
+/** @return the strategy being run (borrowed); the default strategy for NULL. */
 CKPT_API ckpt_strategy *ckpt_replica_strategy(const ckpt_replica_ctx *ctx);
 
 /**
@@ -101,12 +110,17 @@ CKPT_API ckpt_strategy *ckpt_replica_strategy(const ckpt_replica_ctx *ctx);
  * with the same n. Values are combined in replica order 0..N-1, so every
  * replica gets bit-identical results.
  * Accumulation is in the buffer's type; MEAN divides the fixed-order sum by
- * N (not a multiplication by 1/N). Replicas disagreeing on n / op: EINVAL in
- * every replica.
+ * N (not a multiplication by 1/N).
+ * @return CKPT_OK; CKPT_EINVAL in every replica when replicas disagree on n / op;
+ *         CKPT_ESCOPE when a peer left the run
  */
 CKPT_API int ckpt_replica_all_reduce_f32(ckpt_replica_ctx *ctx, ckpt_reduce_op op, float *buf, size_t n);
+/** ckpt_replica_all_reduce_f32 for doubles.
+ * @return as ckpt_replica_all_reduce_f32 */
 CKPT_API int ckpt_replica_all_reduce_f64(ckpt_replica_ctx *ctx, ckpt_reduce_op op, double *buf, size_t n);
-/** Wait until every replica reaches the barrier. */
+/** Wait until every replica reaches the barrier.
+ * @return CKPT_OK; CKPT_EINVAL for a NULL `ctx`; CKPT_ESCOPE with another thread's context or
+ *         when a peer left the run; a multi-worker strategy's barrier failure */
 CKPT_API int ckpt_replica_barrier(ckpt_replica_ctx *ctx);
 
 #ifdef __cplusplus

@@ -37,7 +37,7 @@ typedef enum ckpt_var_kind {
 	CKPT_VAR_MIRRORED = 1,
 	CKPT_VAR_SYNC_ON_READ = 2
 } ckpt_var_kind;
-/** "plain", "mirrored", "sync-on-read". */
+/** @return "plain", "mirrored", "sync-on-read" (static); "invalid" for another value. */
 CKPT_API const char *ckpt_var_kind_name(ckpt_var_kind k);
 
 typedef enum ckpt_synchronization {
@@ -72,22 +72,34 @@ typedef struct ckpt_variable_options {
 
 /**
  * Create a variable through the current strategy (ckpt_strategy_current()).
- * Must not be called from replica context (ESCOPE). `o` may be NULL.
+ * `o` may be NULL.
+ * @param[out] out caller-owned; free with ckpt_variable_free
+ * @return CKPT_OK; CKPT_ESCOPE from replica context; CKPT_EINVAL for bad
+ *         options, dtype or shape; CKPT_ENOMEM; another negative ckpt_status
  */
 CKPT_API int ckpt_variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	const ckpt_shape *shape, const ckpt_variable_options *o);
+/** Free the variable and the copies it allocated (not wrapped replica_buffers). NULL ok. */
 CKPT_API void ckpt_variable_free(ckpt_variable *v);
 
+/** @return the name (borrowed from `v`); NULL for NULL. */
 CKPT_API const char *ckpt_variable_name(const ckpt_variable *v);
+/** @return the dtype; CKPT_DT_INVALID for NULL. */
 CKPT_API ckpt_dtype ckpt_variable_dtype(const ckpt_variable *v);
+/** @return the shape (borrowed from `v`); NULL for NULL. */
 CKPT_API const ckpt_shape *ckpt_variable_shape(const ckpt_variable *v);
+/** @return the bytes of one copy (STRING: the sum of the element lengths); 0 for NULL. */
 CKPT_API uint64_t ckpt_variable_nbytes(const ckpt_variable *v);
+/** @return plain, mirrored or sync-on-read; CKPT_VAR_PLAIN for NULL. */
 CKPT_API ckpt_var_kind ckpt_variable_kind(const ckpt_variable *v);
+/** @return the aggregation; CKPT_AGG_NONE for NULL. */
 CKPT_API ckpt_aggregation ckpt_variable_aggregation(const ckpt_variable *v);
+/** @return the strategy it was created under (borrowed); NULL for NULL. */
 CKPT_API ckpt_strategy *ckpt_variable_strategy(const ckpt_variable *v);
-/** Copies held: num_replicas for mirrored / sync-on-read, 1 for plain. */
+/** @return the copies held: num_replicas for mirrored / sync-on-read, 1 for plain; 0 for NULL. */
 CKPT_API int ckpt_variable_num_replicas(const ckpt_variable *v);
-/** Where it was created, for messages: "outside any strategy scope" / "inside MirroredStrategy(2 replicas)#1 scope". */
+/** @return where it was created, for messages (borrowed): "outside any strategy scope" /
+ * "inside MirroredStrategy(2 replicas)#1 scope"; NULL for NULL. */
 CKPT_API const char *ckpt_variable_origin(const ckpt_variable *v);
 
 /**
@@ -95,6 +107,7 @@ CKPT_API const char *ckpt_variable_origin(const ckpt_variable *v);
  * below). Under a strategy over a memory provider (ckpt/memory.h) this is
  * device memory: dereference it only when the provider's caps say
  * host_addressable.
+ * @return the buffer, borrowed from `v`; NULL for a replica out of range
  */
 CKPT_API const void *ckpt_variable_replica_data(const ckpt_variable *v, int replica);
 
@@ -109,6 +122,7 @@ CKPT_API const void *ckpt_variable_replica_data(const ckpt_variable *v, int repl
  * is a power of two.) With MEAN / ONLY_FIRST_REPLICA every copy gets `src`.
  * Copies are written in parallel (OpenMP). `src` may be copy 0 but must not
  * overlap another copy (EINVAL). In replica context: ESCOPE.
+ * @return CKPT_OK or a negative ckpt_status as said above (also CKPT_EINVAL when n != nbytes)
  */
 CKPT_API int ckpt_variable_assign(ckpt_variable *v, const void *src, size_t n);
 /**
@@ -117,8 +131,9 @@ CKPT_API int ckpt_variable_assign(ckpt_variable *v, const void *src, size_t n);
  * SUM combines replicas in order 0..N-1 in the variable's type; MEAN adds in
  * a wider type (double for float32, long double for float64) and divides by
  * N, rounding once, so N equal copies (a restored or assigned value) read
- * back bit for bit for any N up to 2048 (integers truncate toward zero); an
- * integer SUM that overflows is ELIMIT.
+ * back bit for bit for any N up to 2048 (integers truncate toward zero).
+ * @return CKPT_OK; CKPT_ELIMIT when an integer SUM overflows; CKPT_EINVAL when n != nbytes
+ *         or for a STRING variable; another negative ckpt_status
  */
 CKPT_API int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n);
 
@@ -130,10 +145,12 @@ CKPT_API int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n);
  * variable (created outside the scope) updated in a mirrored run.
  * Outside replica context, it returns the primary copy of a variable of the
  * default strategy, and ESCOPE for mirrored ones (use ckpt_variable_assign).
+ * @param[out] out the copy, borrowed from `v` (not to be freed)
+ * @return CKPT_OK or CKPT_ESCOPE as said above
  */
 CKPT_API int ckpt_variable_local(ckpt_variable *v, void **out);
 
-/** 1 when every replica copy is bit-identical to the primary, else 0. */
+/** @return 1 when every replica copy is bit-identical to the primary, else 0. */
 CKPT_API int ckpt_variable_replicas_identical(const ckpt_variable *v);
 
 /*
@@ -161,12 +178,15 @@ CKPT_API int ckpt_variable_replicas_identical(const ckpt_variable *v);
  * t->nbytes). STRING: every replica gets a deep copy of t's elements; all
  * copies are built before any is replaced, so on failure the variable is
  * unchanged. In replica context: ESCOPE.
+ * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_variable_assign_tensor(ckpt_variable *v, const ckpt_tensor *t);
 /**
- * Cross-replica read into a new tensor (`*out`, free with ckpt_tensor_free),
- * for every dtype: fixed-size as ckpt_variable_read (sync-on-read: the
- * aggregate); STRING: a deep copy of the primary copy's elements.
+ * Cross-replica read into a new tensor, for every dtype: fixed-size as
+ * ckpt_variable_read (sync-on-read: the aggregate); STRING: a deep copy of
+ * the primary copy's elements.
+ * @param[out] out caller-owned; free with ckpt_tensor_free
+ * @return CKPT_OK or a negative ckpt_status as ckpt_variable_read's
  */
 CKPT_API int ckpt_variable_read_tensor(const ckpt_variable *v, ckpt_tensor **out);
 

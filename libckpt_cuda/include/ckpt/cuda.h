@@ -82,15 +82,16 @@ typedef struct ckpt_cuda_options {
  */
 CKPT_API int ckpt_cuda_provider_new(ckpt_cuda_provider **out, const ckpt_cuda_options *o);
 
-/** The provider table to give ckpt_strategy_mirrored_on() (borrowed: lives as long as `p`). */
+/** @return the provider table to give ckpt_strategy_mirrored_on() (borrowed: lives as long as `p`); NULL for NULL. */
 CKPT_API const ckpt_memory_provider *ckpt_cuda_provider_table(const ckpt_cuda_provider *p);
 
-/** Devices the runtime sees (>= 1). */
+/** @return the devices the runtime sees (>= 1); 0 for NULL. */
 CKPT_API int ckpt_cuda_provider_num_devices(const ckpt_cuda_provider *p);
 
 /**
  * One line for logs: runtime and driver versions, devices and their names,
- * peer pairs, NCCL. Borrowed; lives as long as `p`.
+ * peer pairs, NCCL.
+ * @return the line, borrowed: lives as long as `p`; "" for NULL
  */
 CKPT_API const char *ckpt_cuda_provider_describe(const ckpt_cuda_provider *p);
 

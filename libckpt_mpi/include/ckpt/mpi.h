@@ -85,6 +85,8 @@ extern "C" {
  * Collective. Name "multi_worker", kind CKPT_STRATEGY_MULTI_WORKER; the
  * description says both counts and this worker. At most 1024 replicas in
  * all (ELIMIT).
+ * @param[out] out caller-owned; free with ckpt_strategy_free (before MPI_Finalize)
+ * @return CKPT_OK or a negative ckpt_status as said above (the same on every process)
  */
 CKPT_API int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local_replicas);
 /**
@@ -94,6 +96,8 @@ CKPT_API int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, 
  * ckpt_strategy_mirrored_on (the cross-process exchanges go through host
  * memory). Collective: a bad table or device on one worker fails every
  * worker.
+ * @param[out] out caller-owned; free with ckpt_strategy_free (before MPI_Finalize)
+ * @return CKPT_OK or a negative ckpt_status (CKPT_EINVAL for a bad table or device)
  */
 CKPT_API int ckpt_strategy_multi_worker_new_on(ckpt_strategy **out, MPI_Comm comm, const ckpt_memory_provider *provider,
 	const int *devices, int local_replicas);
@@ -107,13 +111,13 @@ typedef enum ckpt_mw_restore {
  * Choose who reads a restore's values; the default is
  * CKPT_MW_RESTORE_READ_ALL, or CKPT_MW_RESTORE_SPLIT when worker 0's
  * environment has CKPT_MPI_RESTORE=split when the strategy is made.
- * Collective: worker 0's choice wins on every worker. EINVAL for an unknown
- * mode or another strategy.
+ * Collective: worker 0's choice wins on every worker.
+ * @return CKPT_OK; CKPT_EINVAL for an unknown mode or another strategy; an MPI failure
  */
 CKPT_API int ckpt_multi_worker_set_restore(ckpt_strategy *s, ckpt_mw_restore mode);
-/** This process's worker index (its rank in `comm`), 0 for any other strategy. */
+/** @return this process's worker index (its rank in `comm`), 0 for any other strategy. */
 CKPT_API int ckpt_multi_worker_rank(const ckpt_strategy *s);
-/** Workers (processes), 1 for any other strategy. */
+/** @return the number of workers (processes), 1 for any other strategy. */
 CKPT_API int ckpt_multi_worker_size(const ckpt_strategy *s);
 
 #ifdef __cplusplus
