@@ -9,7 +9,7 @@ PKGS=(build-essential cmake pkg-config
   libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev
   liburing-dev
-  libcurl4-openssl-dev
+  libcurl4-openssl-dev libssl-dev
   "$@")
 missing=()
 for p in "${PKGS[@]}"; do
