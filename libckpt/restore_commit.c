@@ -14,156 +14,6 @@
 
 static const ckpt__pending_ops pending_ops; /* restore-on-create: at the end */
 
-static int stage(ckpt__session *s, const unsigned char *want, void **arena, int parts, int part, uint64_t *bounds);
-
-int ckpt__session_stage_all(ckpt__session *s)
-{
-	if (!s->reader)
-		return CKPT_OK;
-	unsigned char *want = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
-	void **na = ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*na));
-	int rc = (!want || !na) ? CKPT_ENOMEM : CKPT_OK;
-	if (na)
-		s->arenas = na;
-	for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
-		want[i] = !s->vals[i].t && !s->vals[i].consumed;
-	void *arena = NULL;
-	if (rc == CKPT_OK)
-		rc = stage(s, want, &arena, 1, 0, NULL);
-	if (rc == CKPT_OK) {
-		if (arena)
-			s->arenas[s->narenas++] = arena;
-		ckpt_reader_free(s->reader);
-		s->reader = NULL;
-	}
-	ckpt__free(want);
-	return rc;
-}
-
-/* Drop the tensors staged in the temporary arena (values of this run) and the arena itself. */
-static void release_staged(ckpt__session *s, void *arena)
-{
-	for (size_t i = 0; i < s->nvals; i++) {
-		ckpt__value *v = &s->vals[i];
-		if (v->temp) {
-			ckpt_tensor_free(v->t);
-			v->t = NULL;
-			v->temp = 0;
-		}
-	}
-	ckpt__buffer_free(arena);
-}
-
-/* Drop the values staged for later (restore-on-create) when the commit failed. */
-static void release_later(ckpt__session *s, const unsigned char *want, void *arena)
-{
-	for (size_t i = 0; i < s->nvals; i++) {
-		if (want[i]) {
-			ckpt_tensor_free(s->vals[i].t);
-			s->vals[i].t = NULL;
-		}
-	}
-	ckpt__buffer_free(arena);
-}
-
-/*
- * Read the values flagged in `want` into one huge-page arena (fresh 4 KiB
- * pages cost more than the read itself), straight from the reader with
- * checksums verified. The tensors wrap the arena; *arena is freed by the
- * caller once they are released.
- * parts > 1 (a restore whose processes share the reading): the arena's
- * bytes are cut into `parts` equal ranges, each value belongs to the range
- * its first byte is in, and only the values of range `part` are read here
- * (strings, outside the arena, always are); bounds[0..parts] receives where
- * each part's values begin in the arena (bounds[parts]: its size), for the
- * strategy to share them.
- */
-static int stage(ckpt__session *s, const unsigned char *want, void **arena, int parts, int part, uint64_t *bounds)
-{
-	static unsigned char empty[64];
-	*arena = NULL;
-	uint64_t total = 0;
-	for (size_t i = 0; i < s->nvals; i++) {
-		if (!want[i] || s->vals[i].dtype == CKPT_DT_STRING)
-			continue;
-		uint64_t nb;
-		ckpt_shape sh;
-		ckpt__cshape_expand(&s->vals[i].shape, &sh);
-		CKPT_TRY(ckpt_shape_nbytes(&sh, s->vals[i].dtype, &nb));
-		if (ckpt__add_u64(total, 63, &total) || ckpt__add_u64(total & ~(uint64_t)63, nb, &total))
-			return ckpt__fail(CKPT_ELIMIT, s->path, s->vals[i].key, -1, "checkpoint values exceed 2^64 bytes");
-	}
-	if (total > SIZE_MAX)
-		return ckpt__fail(CKPT_ELIMIT, s->path, NULL, -1, "%llu bytes of values do not fit in memory",
-			(unsigned long long)total);
-	unsigned char *base = total ? ckpt__buffer_alloc(total, 0) : NULL;
-	if (total && !base)
-		return CKPT_ENOMEM;
-	int rc = CKPT_OK;
-	uint64_t off = 0, chunk = parts > 1 ? total / (uint64_t)parts + 1 : 0;
-	int next = 0; /* the first part whose start is not known yet */
-	size_t i;
-	for (i = 0; i < s->nvals && rc == CKPT_OK; i++) {
-		ckpt__value *v = &s->vals[i];
-		if (!want[i])
-			continue;
-		ckpt_shape sh;
-		ckpt__cshape_expand(&v->shape, &sh);
-		if (v->dtype == CKPT_DT_STRING) {
-			/* variable-length elements: an owned string tensor, outside the arena */
-			rc = ckpt_reader_read(s->reader, v->reader_index, &v->t);
-			if (rc == CKPT_OK && (v->t->dtype != CKPT_DT_STRING || !ckpt_shape_equal(&v->t->shape, &sh))) {
-				ckpt_tensor_free(v->t);
-				v->t = NULL;
-				rc = ckpt__fail(CKPT_EFORMAT, s->path, v->key, -1,
-					"string entry read back with another dtype or shape than its index entry");
-			}
-			if (rc < 0)
-				ckpt__error_annotate(s->path, v->key);
-			continue;
-		}
-		uint64_t nb;
-		ckpt_shape_nbytes(&sh, v->dtype, &nb);
-		off = (off + 63) & ~(uint64_t)63;
-		unsigned char *dst = nb ? base + off : empty;
-		int owner = parts > 1 ? (int)(off / chunk) : part;
-		while (bounds && next <= owner)
-			bounds[next++] = off;
-		rc = nb && owner == part ? ckpt_reader_read_into(s->reader, v->reader_index, dst, (size_t)nb) : CKPT_OK;
-		if (rc == CKPT_EUNSUPPORTED) {
-			/* e.g. a partitioned entry the backend only assembles in ckpt_reader_read */
-			ckpt_tensor *t;
-			if ((rc = ckpt_reader_read(s->reader, v->reader_index, &t)) == CKPT_OK) {
-				if (t->nbytes == nb)
-					memcpy(dst, t->data, (size_t)nb);
-				else
-					rc = ckpt__fail(CKPT_EFORMAT, s->path, v->key, -1, "entry has %llu bytes, want %llu",
-						(unsigned long long)t->nbytes, (unsigned long long)nb);
-				ckpt_tensor_free(t);
-			}
-		}
-		if (rc == CKPT_OK)
-			rc = ckpt_tensor_wrap(&v->t, v->dtype, &sh, dst, nb);
-		if (rc < 0)
-			ckpt__error_annotate(s->path, v->key);
-		off += nb;
-	}
-	if (rc < 0) {
-		for (size_t k = 0; k < i; k++) {
-			if (want[k]) {
-				ckpt_tensor_free(s->vals[k].t);
-				s->vals[k].t = NULL;
-			}
-		}
-		ckpt__buffer_free(base);
-		return rc;
-	}
-	while (bounds && next <= parts)
-		bounds[next++] = total;
-	*arena = base;
-	return CKPT_OK;
-}
-
 static int reserve_pending(ckpt__run *r)
 {
 	/* room for every record, so that attaching cannot fail after values were assigned */
@@ -286,11 +136,13 @@ static void undo_direct(ckpt__session *s, const direct *d, size_t n, const unsig
 				first = ckpt_variable_name(d[i].var);
 		}
 	}
+	void *warn_ctx;
+	ckpt_warning_fn warn = ckpt__session_warning(s, &warn_ctx);
 	if (lost)
-		ckpt__warn(s->warn, s->warn_ctx,
+		ckpt__warn(warn, warn_ctx,
 			"restore from %s failed after its checksums were verified (the file changed or the device "
 			"failed while it was read): %zu plain variable(s), first '%s', may hold partial values",
-			s->path, lost, first);
+			ckpt__session_path(s), lost, first);
 	ckpt__error_raise(&slot);
 	ckpt__error_slot_clear(&slot);
 }
@@ -306,10 +158,11 @@ static int cmp_rollback_first(const void *a, const void *b)
 /* Whether value `val` of this run can be read in place into `var`. */
 static int can_read_direct(const ckpt__session *s, const ckpt__value *v, ckpt_variable *var, unsigned uses)
 {
-	if (!s->reader || v->t || v->initialized || uses != 1 || v->dtype == CKPT_DT_STRING ||
+	ckpt_reader *rd = ckpt__session_reader(s);
+	if (!rd || v->t || v->initialized || uses != 1 || v->dtype == CKPT_DT_STRING ||
 	    !ckpt__variable_direct_restorable(var))
 		return 0;
-	const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
+	const ckpt_var_info *vi = ckpt_reader_var(rd, v->reader_index);
 	return vi && vi->has_crc32c && vi->nslices == 0;
 }
 
@@ -320,11 +173,12 @@ static int can_read_direct(const ckpt__session *s, const ckpt__value *v, ckpt_va
  */
 static int can_stream(const ckpt__session *s, const ckpt__value *v, ckpt_variable *var, unsigned uses)
 {
-	if (!s->reader || v->t || v->initialized || uses != 1 || v->dtype == CKPT_DT_STRING ||
+	ckpt_reader *rd = ckpt__session_reader(s);
+	if (!rd || v->t || v->initialized || uses != 1 || v->dtype == CKPT_DT_STRING ||
 	    !ckpt__variable_on_device(var) || ckpt_variable_kind(var) == CKPT_VAR_SYNC_ON_READ ||
 	    ckpt_variable_nbytes(var) == 0)
 		return 0;
-	const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
+	const ckpt_var_info *vi = ckpt_reader_var(rd, v->reader_index);
 	return vi && vi->has_crc32c && vi->nslices == 0;
 }
 
@@ -361,15 +215,10 @@ static int run_stream(ckpt_reader *rd, const direct *d, size_t n, unsigned char 
 int ckpt__run_commit(ckpt__run *r)
 {
 	ckpt__session *s = r->s;
-	size_t need = s->nassigned + r->nasg;
-	if (need > s->capassigned) {
-		ckpt_variable **na = ckpt__realloc(s->assigned, (need ? need : 1) * sizeof(*na));
-		if (!na)
-			return r->cs ? ckpt__strategy_ops_of(r->cs)->share_staged(r->cs, CKPT_ENOMEM, 0, NULL, NULL) : CKPT_ENOMEM;
-		s->assigned = na;
-		s->capassigned = need;
-	}
-	size_t nv = s->nvals ? s->nvals : 1, na1 = r->nasg ? r->nasg : 1;
+	if (ckpt__session_reserve_assigned(s, r->nasg) < 0)
+		return r->cs ? ckpt__strategy_ops_of(r->cs)->share_staged(r->cs, CKPT_ENOMEM, 0, NULL, NULL) : CKPT_ENOMEM;
+	size_t nvals = ckpt__session_nvals(s);
+	size_t nv = nvals ? nvals : 1, na1 = r->nasg ? r->nasg : 1;
 	unsigned char *uses = ckpt__calloc(nv, 1);
 	unsigned char *want_now = ckpt__calloc(nv, 1), *want_later = ckpt__calloc(nv, 1);
 	unsigned char *touched = ckpt__calloc(na1, 1), *is_direct = ckpt__calloc(na1, 1);
@@ -384,9 +233,7 @@ int ckpt__run_commit(ckpt__run *r)
 	/* string values: per-replica copies built now, swapped in after the fan-out */
 	ckpt_variable **svars = ckpt__calloc(na1, sizeof(*svars));
 	void **sstaged = ckpt__calloc(na1, sizeof(*sstaged));
-	void **arenas = s->reader ? ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*arenas)) : s->arenas;
-	if (arenas)
-		s->arenas = arenas;
+	int arena_rc = ckpt__session_reader(s) ? ckpt__session_reserve_arena(s) : CKPT_OK;
 	/* across processes: this process's part of the reading, and where each part lies in the arenas */
 	int parts = 1, part = 0;
 	if (r->cs && ckpt__strategy_ops_of(r->cs)->restore_parts)
@@ -394,7 +241,7 @@ int ckpt__run_commit(ckpt__run *r)
 	uint64_t *bnow = parts > 1 ? ckpt__calloc((size_t)parts + 1, sizeof(*bnow)) : NULL;
 	uint64_t *blater = parts > 1 ? ckpt__calloc((size_t)parts + 1, sizeof(*blater)) : NULL;
 	int rc = (!uses || !want_now || !want_later || !touched || !is_direct || !dir || !str || !str_touched || !keys || !vars || !srcs || !sizes ||
-		!svars || !sstaged || (s->reader && !arenas) || (parts > 1 && (!bnow || !blater))) ? CKPT_ENOMEM : CKPT_OK;
+		!svars || !sstaged || arena_rc < 0 || (parts > 1 && (!bnow || !blater))) ? CKPT_ENOMEM : CKPT_OK;
 	void *now = NULL, *later = NULL;
 	ckpt__assign_plan *plan = NULL;
 	size_t ndir = 0, nrb = 0, nwrite = 0, nstr = 0, nstream = 0, nsrb = 0;
@@ -405,7 +252,7 @@ int ckpt__run_commit(ckpt__run *r)
 			uses[r->asg[i].val]++;
 	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
 		const assignment *a = &r->asg[i];
-		ckpt__value *v = &s->vals[a->val];
+		const ckpt__value *v = ckpt__session_value(s, a->val);
 		if (!r->cs && can_read_direct(s, v, a->var, uses[a->val])) {
 			is_direct[i] = 1;
 			dir[ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val, v->reader_index, a->var,
@@ -414,21 +261,23 @@ int ckpt__run_commit(ckpt__run *r)
 			is_direct[i] = 1;
 			str[nstream++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val, v->reader_index,
 				a->var, ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
-		} else if (!v->t && s->reader)
+		} else if (!v->t && ckpt__session_reader(s))
 			want_now[a->val] = 1;
 	}
-	if (rc == CKPT_OK && s->reader) {
-		for (size_t i = 0; i < s->nvals; i++)
-			want_later[i] = !want_now[i] && !s->vals[i].t && !s->vals[i].consumed;
+	if (rc == CKPT_OK && ckpt__session_reader(s)) {
+		for (size_t i = 0; i < nvals; i++) {
+			const ckpt__value *v = ckpt__session_value(s, i);
+			want_later[i] = !want_now[i] && !v->t && !v->consumed;
+		}
 		for (size_t i = 0; i < ndir; i++)
 			want_later[dir[i].val] = 0;
 		for (size_t i = 0; i < nstream; i++)
 			want_later[str[i].val] = 0;
-		rc = stage(s, want_now, &now, parts, part, bnow);
-		for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
-			s->vals[i].temp = want_now[i];
+		rc = ckpt__session_stage(s, want_now, &now, parts, part, bnow);
 		if (rc == CKPT_OK)
-			rc = stage(s, want_later, &later, parts, part, blater);
+			ckpt__session_mark_temp(s, want_now);
+		if (rc == CKPT_OK)
+			rc = ckpt__session_stage(s, want_later, &later, parts, part, blater);
 		/* rollbackable values first; only the others need a verification pass */
 		int src = ckpt__sort(dir, ndir, sizeof(*dir), cmp_rollback_first); /* nearly sorted: built in value order */
 		if (rc == CKPT_OK)
@@ -436,7 +285,7 @@ int ckpt__run_commit(ckpt__run *r)
 		while (nrb < ndir && dir[nrb].rollback)
 			nrb++;
 		if (rc == CKPT_OK)
-			rc = run_direct(s->reader, dir + nrb, ndir - nrb, 0, NULL);
+			rc = run_direct(ckpt__session_reader(s), dir + nrb, ndir - nrb, 0, NULL);
 		/* device values without a second copy to roll back from are verified in the file first, too */
 		int ssrc = ckpt__sort(str, nstream, sizeof(*str), cmp_rollback_first);
 		if (rc == CKPT_OK)
@@ -444,13 +293,13 @@ int ckpt__run_commit(ckpt__run *r)
 		while (nsrb < nstream && str[nsrb].rollback)
 			nsrb++;
 		if (rc == CKPT_OK)
-			rc = run_direct(s->reader, str + nsrb, nstream - nsrb, 0, NULL);
+			rc = run_direct(ckpt__session_reader(s), str + nsrb, nstream - nsrb, 0, NULL);
 	}
 
 	/* 2. check and allocate */
 	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
 		const assignment *a = &r->asg[i];
-		const ckpt__value *v = &s->vals[a->val];
+		const ckpt__value *v = ckpt__session_value(s, a->val);
 		const ckpt_tensor *t = v->t;
 		if (!(keys[i] = ckpt__strdup(v->key)))
 			rc = CKPT_ENOMEM;
@@ -460,7 +309,7 @@ int ckpt__run_commit(ckpt__run *r)
 			sizes[nwrite] = (size_t)ckpt_variable_nbytes(a->var);
 			nwrite++;
 		} else if (!t)
-			rc = ckpt__fail(CKPT_ERROR, s->path, v->key, -1, "value was released before use");
+			rc = ckpt__fail(CKPT_ERROR, ckpt__session_path(s), v->key, -1, "value was released before use");
 		else if (v->initialized)
 			continue; /* load already created the variable with this value */
 		else if (t->dtype == CKPT_DT_STRING) {
@@ -468,7 +317,7 @@ int ckpt__run_commit(ckpt__run *r)
 			if (rc == CKPT_OK)
 				svars[nstr++] = a->var;
 			else
-				ckpt__error_annotate(s->path, v->key);
+				ckpt__error_annotate(ckpt__session_path(s), v->key);
 		} else {
 			vars[nwrite] = a->var;
 			srcs[nwrite] = t->data;
@@ -491,14 +340,14 @@ int ckpt__run_commit(ckpt__run *r)
 	 * first, so a bad one is undone before any plain variable is written */
 	/* device values first (a failing device then has touched no host variable), rollbackable ones first */
 	if (rc == CKPT_OK && nstream) {
-		rc = run_stream(s->reader, str, nstream, str_touched);
+		rc = run_stream(ckpt__session_reader(s), str, nstream, str_touched);
 		if (rc < 0 && !r->fresh)
 			undo_direct(s, str, nstream, str_touched);
 	}
 	if (rc == CKPT_OK && ndir) {
-		rc = run_direct(s->reader, dir, nrb, 1, touched);
+		rc = run_direct(ckpt__session_reader(s), dir, nrb, 1, touched);
 		if (rc == CKPT_OK)
-			rc = run_direct(s->reader, dir + nrb, ndir - nrb, 1, touched + nrb);
+			rc = run_direct(ckpt__session_reader(s), dir + nrb, ndir - nrb, 1, touched + nrb);
 		if (rc < 0 && !r->fresh) {
 			undo_direct(s, dir, ndir, touched);
 			undo_direct(s, str, nstream, str_touched);
@@ -515,15 +364,14 @@ int ckpt__run_commit(ckpt__run *r)
 		else
 			ckpt__variable_discard_strings(svars[i], sstaged[i]);
 	}
-	if (rc == CKPT_OK && s->reader) {
+	if (rc == CKPT_OK && ckpt__session_reader(s)) {
 		if (later)
-			s->arenas[s->narenas++] = later;
+			ckpt__session_keep_arena(s, later);
 		later = NULL;
-		ckpt_reader_free(s->reader);
-		s->reader = NULL;
+		ckpt__session_close_reader(s);
 	}
 	if (later)
-		release_later(s, want_later, later);
+		ckpt__session_release(s, want_later, later);
 	ckpt__free(uses);
 	ckpt__free(want_now);
 	ckpt__free(want_later);
@@ -543,12 +391,12 @@ int ckpt__run_commit(ckpt__run *r)
 		for (size_t i = 0; keys && i < r->nasg; i++)
 			ckpt__free(keys[i]);
 		ckpt__free(keys);
-		release_staged(s, now);
+		ckpt__session_release_temp(s, now);
 		return rc;
 	}
 	for (size_t i = 0; i < r->nasg; i++) {
 		assignment *a = &r->asg[i];
-		s->assigned[s->nassigned++] = a->var;
+		ckpt__session_push_assigned(s, a->var);
 		/* where the key is reported: the variable node, or the attribute of any other object */
 		char **sk = a->owner->is_var_node ? &a->owner->source_key : NULL;
 		for (size_t k = 0; !sk && k < a->owner->nattrs; k++)
@@ -560,18 +408,10 @@ int ckpt__run_commit(ckpt__run *r)
 			keys[i] = NULL;
 		}
 	}
-	for (size_t i = 0; i < r->nasg; i++) {
-		ckpt__value *v = &s->vals[r->asg[i].val];
-		if (v->node >= 0 && !*v->suffix && strcmp(v->attr, CKPT_VARIABLE_VALUE_KEY) == 0)
-			s->bound_var[v->node] = r->asg[i].var;
-		if (!v->consumed) {
-			v->consumed = 1;
-			ckpt_tensor_free(v->t);
-			v->t = NULL;
-		}
-	}
+	for (size_t i = 0; i < r->nasg; i++)
+		ckpt__session_consume(s, r->asg[i].val, r->asg[i].var);
 	ckpt__free(keys);
-	release_staged(s, now);
+	ckpt__session_release_temp(s, now);
 	for (size_t i = 0; i < r->npc; i++)
 		ckpt__pending_push_child(&r->pc[i].obj->pending, r->pc[i].name, s, r->pc[i].node, &pending_ops);
 	for (size_t i = 0; i < r->nps; i++)
