@@ -22,7 +22,7 @@
  * the others get 412, read the winner's fresh lock and fail with
  * CKPT_EBUSY naming it. A holder that renewed in between changed the ETag,
  * so its lock is not taken either. (SeaweedFS, the test server, honours
- * If-Match on PUT and DELETE, as S3 does; tests/s3/test_s3.c races takers.)
+ * If-Match on PUT and DELETE, as S3 does; tests/s3/test_s3_lock.c races takers.)
  * Otherwise the contender gets CKPT_EBUSY naming the holder. Release is a
  * DELETE conditional on the holder's ETag: never another writer's lock.
  *
