@@ -11,6 +11,8 @@
  *         truncate  relay the server's answer, cut in its middle, then reset
  *         delay     hold the request 3 s before relaying it (a stall);
  *                   delayS holds it S seconds
+ *         hold      hold the request until COUNT_FILE.release exists (the
+ *                   test says when: no race with the clock), then relay it
  *         corrupt   flip one byte in the middle of the request's body, for
  *                   bodies of 64 KiB or more (data parts; not the XML or
  *                   small objects), then relay it
@@ -54,6 +56,7 @@ static int upstream_port;
 static rule rules[MAX_RULES];
 static int nrules;
 static const char *count_file;
+static char release_file[600]; /* COUNT_FILE.release: ends every hold */
 static atomic_long requests;
 static pthread_mutex_t count_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -139,7 +142,8 @@ static int parse_rule(rule *r, const char *nn, const char *m, const char *kind)
 		r->mode[5] = '\0';
 	}
 	if (strcmp(r->mode, "503") && strcmp(r->mode, "reset") && strcmp(r->mode, "truncate") &&
-		strcmp(r->mode, "delay") && strcmp(r->mode, "corrupt") && strcmp(r->mode, "none")) {
+		strcmp(r->mode, "delay") && strcmp(r->mode, "hold") && strcmp(r->mode, "corrupt") &&
+		strcmp(r->mode, "none")) {
 		fprintf(stderr, "fault_proxy: unknown mode %s\n", m);
 		return -1;
 	}
@@ -226,6 +230,9 @@ static void *serve(void *arg)
 	}
 	if (harm && strcmp(mode, "delay") == 0)
 		sleep(delay_s);
+	if (harm && strcmp(mode, "hold") == 0)
+		while (access(release_file, F_OK) != 0)
+			usleep(10000);
 	int u = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = { 0 };
 	a.sin_family = AF_INET;
@@ -316,6 +323,7 @@ int main(int argc, char **argv)
 		if (parse_rule(&rules[nrules++], argv[i], argv[i + 1], argv[i + 2]) < 0)
 			return 2;
 	count_file = argv[4];
+	snprintf(release_file, sizeof(release_file), "%s.release", count_file);
 	record(0);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	int one = 1;

@@ -69,11 +69,28 @@ long proxy_seen(const proxy *p)
 	return n;
 }
 
+static void release_name(const proxy *p, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s.release", p->count_file);
+}
+
+void proxy_release(const proxy *p)
+{
+	char name[600];
+	release_name(p, name, sizeof(name));
+	FILE *f = fopen(name, "w");
+	cr_assert_not_null(f, "%s", name);
+	fclose(f);
+}
+
 long proxy_stop(proxy *p)
 {
 	kill(p->pid, SIGTERM);
 	waitpid(p->pid, NULL, 0);
 	long n = proxy_seen(p);
+	char name[600];
+	release_name(p, name, sizeof(name));
+	unlink(name);
 	unlink(p->count_file);
 	return n;
 }

@@ -23,6 +23,8 @@ void proxy_start_range(proxy *p, const char *nn, const char *mode);
 void proxy_start(proxy *p, long n, const char *mode);
 /* Requests seen so far. */
 long proxy_seen(const proxy *p);
+/* End every request the "hold" mode holds (now and later). */
+void proxy_release(const proxy *p);
 /* Stop it; returns the number of requests it saw (-1 unknown). */
 long proxy_stop(proxy *p);
 /* "http://127.0.0.1:PORT" of the proxy. */
