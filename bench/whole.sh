@@ -11,7 +11,8 @@
 #
 # Environment: CKPT_BENCH_BUILD (default build-bench), CKPT_BENCH_DIR
 # (scratch, default /tmp/ckpt-bench), CKPT_BENCH_REPS (default 5),
-# CKPT_BENCH_WHOLE_STATES (default medium,large).
+# CKPT_BENCH_WHOLE_STATES (default medium,large), CKPT_BENCH_WHOLE_ROWS (a subset,
+# e.g. 'restore N=1,restore N=4,restore --save,convert --to tf'; default every row).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${CKPT_BENCH_BUILD:-build-bench}
@@ -29,10 +30,11 @@ start=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 /usr/bin/python3 bench/whole_process.py --cli "$BUILD/ckpt" --bench "$BUILD/bench/ckpt_bench" \
   --probe "$BUILD/bench/limit_probe" --dir "$DIR/whole" --states "$STATES" --reps "$REPS" --tiny-name-based \
+  ${CKPT_BENCH_WHOLE_ROWS:+--rows "$CKPT_BENCH_WHOLE_ROWS"} \
   --json "$OUT/whole.json" --md "$OUT/whole.md" 2>&1 | tee "$OUT/whole.log" >&2
 {
   echo
-  echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (+ uncommitted changes)'), \`bash bench/whole.sh\`, $(( $(date +%s) - start )) s; load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end on $(nproc) CPUs (other work on the machine distorts every figure)."
+  echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (+ uncommitted changes)'), \`${CKPT_BENCH_WHOLE_ROWS:+CKPT_BENCH_WHOLE_ROWS='$CKPT_BENCH_WHOLE_ROWS' }CKPT_BENCH_REPS=$REPS bash bench/whole.sh\`, $(( $(date +%s) - start )) s; load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end on $(nproc) CPUs (other work on the machine distorts every figure)."
 } >> "$OUT/whole.md"
 # replace the section in RESULTS.md: from its heading to the next top-level heading
 /usr/bin/python3 - "$OUT/whole.md" bench/RESULTS.md <<'EOF'

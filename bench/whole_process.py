@@ -144,6 +144,8 @@ def main():
     ap.add_argument("--torch-python", help="venv python with torch (PyPI)")
     ap.add_argument("--no-cold", action="store_true")
     ap.add_argument("--no-primer", action="store_true", help="no untimed memory primer before each row")
+    ap.add_argument("--rows", help="only these rows, comma-separated names as the table prints them "
+                    "(e.g. 'restore N=1,restore --save'); default all")
     ap.add_argument("--tiny-name-based", action="store_true",
                     help="also the many-tiny row: 10,000 tensors in a name-based (TF1 Saver) bundle, warm")
     a = ap.parse_args()
@@ -181,6 +183,9 @@ def main():
             o = os.path.join(sd, "conv-" + to + ext)
             rows.append(Row("convert --to " + to, [cli, "convert", prefix, o, "--to", to], files, out=o))
             rows.append(Row("convert --to " + to, cp_limit, files, out=copies, kind="limit"))
+        if a.rows:
+            keep = set(x.strip() for x in a.rows.split(","))
+            rows = [r for r in rows if r.name in keep]
         # peers: their files are written once, untimed, from the same tensors
         peer_rows = []
         if a.oracle_python or a.torch_python:
