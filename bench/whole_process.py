@@ -255,6 +255,10 @@ def main():
                               "inproc_median": statistics.median(row.inproc[cache]) if row.inproc[cache] else None}
             records.append(rec)
         shutil.rmtree(sd, ignore_errors=True)
+        # after every state: a run stopped later keeps what it measured
+        with open(a.json, "w") as f:
+            json.dump({"caches": caches, "reps": a.reps, "records": records}, f, indent=1)
+        write_md(records, caches, a)
     tiny = tiny_name_based(a, cli) if a.tiny_name_based else None
     with open(a.json, "w") as f:
         json.dump({"caches": caches, "reps": a.reps, "records": records, "tiny_name_based": tiny}, f, indent=1)
