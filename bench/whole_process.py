@@ -53,8 +53,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MIB = 1 << 20
 
 
-def timed(argv, env=None):
-    """Wall seconds, peak RSS (bytes) and status of argv in a fresh process."""
+def timed(argv, env=None, cpu=None):
+    """Wall seconds, peak RSS (bytes) and status of argv in a fresh process; its CPU seconds
+    (user + system, with its waited-for children: `sh -c 'cp ...'`) appended to `cpu`."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -71,6 +72,8 @@ def timed(argv, env=None):
     t0 = time.perf_counter()
     _, status, ru = os.wait4(pid, 0)
     t = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.append(ru.ru_utime + ru.ru_stime)
     return t, ru.ru_maxrss * 1024, os.waitstatus_to_exitcode(status)
 
 
@@ -115,6 +118,7 @@ class Row:
         self.prime = prime if prime is not None else replicas
         self.group = group or name
         self.t = {"warm": [], "cold": []}
+        self.cpu = {"warm": [], "cold": []}
         self.rss = {"warm": [], "cold": []}
         self.inproc = {"warm": [], "cold": []}
         self.failed = None
@@ -237,11 +241,13 @@ def main():
                         row.t[cache].append(t)
                         row.inproc[cache].append(inproc)
                         continue
-                    t, rss, st = timed(row.argv, row.env)
+                    cpu = []
+                    t, rss, st = timed(row.argv, row.env, cpu)
                     if st != 0:
                         row.failed = "exit %d" % st
                         continue
                     row.t[cache].append(t)
+                    row.cpu[cache].extend(cpu)
                     row.rss[cache].append(rss)
                 print("# %s %s rep %d done" % (state, cache, rep + 1), file=sys.stderr)
         for row in rows + peer_rows:
@@ -250,6 +256,7 @@ def main():
             for cache in caches:
                 ts = row.t[cache]
                 rec[cache] = {"median": statistics.median(ts) if ts else None,
+                              "cpu_median": statistics.median(row.cpu[cache]) if row.cpu[cache] else None,
                               "min": min(ts) if ts else None, "max": max(ts) if ts else None,
                               "rss_max": max(row.rss[cache]) if row.rss[cache] else None,
                               "inproc_median": statistics.median(row.inproc[cache]) if row.inproc[cache] else None}
@@ -359,6 +366,22 @@ def write_md(records, caches, a, tiny=None):
                 max((r[c]["rss_max"] or 0) for c in caches) > r["replicas"] * b + 64 * MIB]
         out.append("Peak RSS ≤ N × state + 64 MiB: %s." % ("met by every restore row" if not over else
                                                           "not met by " + ", ".join(over)))
+        # CPU time (user + system) of the same runs: on a busy machine wall clock swings with other
+        # work, CPU time much less; not the target, a second view of the same pairs
+        if any(r.get(c, {}).get("cpu_median") for r in recs for c in caches):
+            out += ["", "CPU time of the same runs (user + system, medians; ratio = libckpt / limit):", "",
+                    "| row |" + "".join(" %s libckpt CPU | %s limit CPU | %s CPU ratio |" % (c, c, c) for c in caches),
+                    "|---|" + "---|---|---|" * len(caches)]
+            for name in names:
+                ours = next(r for r in recs if r["row"] == name and r["kind"] == "ours")
+                lim = next((r for r in recs if r["row"] == name and r["kind"] == "limit"), None)
+                line = "| `%s` |" % name
+                for c in caches:
+                    oc = ours[c].get("cpu_median") if not ours["failed"] else None
+                    lc = lim[c].get("cpu_median") if lim else None
+                    line += " %s | %s | %s |" % ("%.3f s" % oc if oc else "n/a", "%.3f s" % lc if lc else "n/a",
+                                                 "%.2f×" % (oc / lc) if oc and lc else "n/a")
+                out.append(line)
         peers = [r for r in recs if r["kind"].startswith("peer")]
         if peers:
             out.append("")
