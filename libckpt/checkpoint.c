@@ -105,7 +105,7 @@ int64_t ckpt_checkpoint_save_counter(const ckpt_checkpoint *ck)
 	return n;
 }
 
-int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *ck)
+static int checkpoint_save_counter_variable_rc(ckpt_variable **out, ckpt_checkpoint *ck)
 {
 	if (!out || !ck)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_save_counter_variable: NULL argument");
@@ -120,6 +120,14 @@ int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *
 	}
 	*out = v;
 	return CKPT_OK;
+}
+
+ckpt_variable *ckpt_checkpoint_save_counter_variable(ckpt_checkpoint *ck)
+{
+	ckpt_variable *out = NULL;
+	int rc = checkpoint_save_counter_variable_rc(&out, ck);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
 }
 
 /* One value per logical variable: copy 0 of a plain / mirrored variable (no copy; strings: a copy), the aggregate of a sync-on-read one. */
@@ -391,7 +399,7 @@ int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t numb
 	return rc;
 }
 
-int ckpt_checkpoint_save(const char **path_out, ckpt_checkpoint *ck, const char *prefix)
+static int checkpoint_save_rc(const char **path_out, ckpt_checkpoint *ck, const char *prefix)
 {
 	if (path_out)
 		*path_out = NULL;
@@ -408,4 +416,12 @@ int ckpt_checkpoint_save(const char **path_out, ckpt_checkpoint *ck, const char 
 	if (rc == CKPT_OK && path_out)
 		*path_out = ck->last_path;
 	return rc;
+}
+
+const char *ckpt_checkpoint_save(ckpt_checkpoint *ck, const char *prefix)
+{
+	const char *path_out = NULL;
+	int rc = checkpoint_save_rc(&path_out, ck, prefix);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
 }

@@ -30,7 +30,7 @@ int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_c
 	return CKPT_OK;
 }
 
-size_t ckpt_restore_status_unmatched_count(ckpt_restore_status *st)
+size_t ckpt_restore_status_num_unmatched(ckpt_restore_status *st)
 {
 	if (!st)
 		return 0;
@@ -50,7 +50,7 @@ const char *ckpt_restore_status_unmatched(const ckpt_restore_status *st, size_t 
 	return st && i < st->nunmatched ? st->unmatched[i] : NULL;
 }
 
-size_t ckpt_restore_status_unrestored_count(ckpt_restore_status *st)
+size_t ckpt_restore_status_num_unrestored(ckpt_restore_status *st)
 {
 	if (!st)
 		return 0;
@@ -85,7 +85,7 @@ const char *ckpt_restore_status_unrestored(const ckpt_restore_status *st, size_t
 	return st && i < st->nunrestored ? st->unrestored[i] : NULL;
 }
 
-size_t ckpt_restore_status_restored_count(const ckpt_restore_status *st)
+size_t ckpt_restore_status_num_restored(const ckpt_restore_status *st)
 {
 	size_t n = 0;
 	if (st)

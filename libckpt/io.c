@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include "internal.h"
 
-int ckpt_io_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+int ckpt_io_pread(size_t *got, ckpt_io *io, void *buf, size_t n, uint64_t off)
 {
 	size_t dummy;
 	return io->methods->pread(io, buf, n, off, got ? got : &dummy);
@@ -33,7 +33,7 @@ int ckpt_io_pwrite(ckpt_io *io, const void *buf, size_t n, uint64_t off)
 	return io->methods->pwrite(io, buf, n, off);
 }
 
-int ckpt_io_size(ckpt_io *io, uint64_t *out) { return io->methods->size(io, out); }
+int ckpt_io_size(uint64_t *out, ckpt_io *io) { return io->methods->size(io, out); }
 int ckpt_io_sync(ckpt_io *io) { return io->methods->sync(io); }
 const char *ckpt_io_path(const ckpt_io *io) { return io ? io->path : NULL; }
 
@@ -61,7 +61,7 @@ int ckpt__io_pread_direct_only(ckpt_io *io, void *buf, size_t n, uint64_t off, s
 	return io->methods->pread_direct(io, buf, n, off, got);
 }
 
-int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+int ckpt_io_pread_direct(size_t *got, ckpt_io *io, void *buf, size_t n, uint64_t off)
 {
 	size_t dummy;
 	if (!got)
@@ -73,7 +73,7 @@ int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t 
 	return io->methods->pread(io, buf, n, off, got);
 }
 
-int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
+int ckpt_vfs_open(ckpt_io **out, ckpt_vfs *vfs, const char *path, int flags)
 {
 	if ((flags & CKPT_IO_EXCL) && !(ckpt_vfs_caps(vfs) & CKPT_VFS_CAP_EXCL))
 		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
@@ -133,9 +133,9 @@ void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token)
 }
 int ckpt_vfs_rename(ckpt_vfs *vfs, const char *from, const char *to) { return vfs->methods->rename(vfs, from, to); }
 int ckpt_vfs_remove(ckpt_vfs *vfs, const char *path) { return vfs->methods->remove(vfs, path); }
-int ckpt_vfs_exists(ckpt_vfs *vfs, const char *path, int *is_dir) { return vfs->methods->exists(vfs, path, is_dir); }
+int ckpt_vfs_exists(int *is_dir, ckpt_vfs *vfs, const char *path) { return vfs->methods->exists(vfs, path, is_dir); }
 int ckpt_vfs_sync_dir(ckpt_vfs *vfs, const char *dir) { return vfs->methods->sync_dir(vfs, dir); }
-int ckpt_vfs_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count)
+int ckpt_vfs_list(char ***names, size_t *count, ckpt_vfs *vfs, const char *dir)
 {
 	return vfs->methods->list(vfs, dir, names, count);
 }
@@ -147,7 +147,7 @@ void ckpt_vfs_free(ckpt_vfs *vfs)
 		vfs->methods->destroy(vfs);
 }
 
-int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n)
+int ckpt_vfs_read_all(void **buf, size_t *n, ckpt_vfs *vfs, const char *path, uint64_t max)
 {
 	ckpt_io *io;
 	uint64_t size;

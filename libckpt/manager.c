@@ -1009,7 +1009,7 @@ static int check_saver(ckpt_manager *m, const char *what)
 	return finish_async(m);
 }
 
-int ckpt_manager_save_number(const char **path_out, ckpt_manager *m, int64_t number)
+static int manager_save_number_rc(const char **path_out, ckpt_manager *m, int64_t number)
 {
 	if (path_out)
 		*path_out = NULL;
@@ -1019,7 +1019,15 @@ int ckpt_manager_save_number(const char **path_out, ckpt_manager *m, int64_t num
 	return save_number(path_out, m, number);
 }
 
-int ckpt_manager_save(const char **path_out, ckpt_manager *m)
+const char *ckpt_manager_save_number(ckpt_manager *m, int64_t number)
+{
+	const char *path_out = NULL;
+	int rc = manager_save_number_rc(&path_out, m, number);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
+}
+
+static int manager_save_rc(const char **path_out, ckpt_manager *m)
 {
 	if (path_out)
 		*path_out = NULL;
@@ -1029,12 +1037,20 @@ int ckpt_manager_save(const char **path_out, ckpt_manager *m)
 	return save_number(path_out, m, number);
 }
 
+const char *ckpt_manager_save(ckpt_manager *m)
+{
+	const char *path_out = NULL;
+	int rc = manager_save_rc(&path_out, m);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
+}
+
 const char *ckpt_manager_latest(const ckpt_manager *m)
 {
 	return m && m->n ? m->list[m->n - 1].path : NULL;
 }
 
-size_t ckpt_manager_count(const ckpt_manager *m)
+size_t ckpt_manager_num_checkpoints(const ckpt_manager *m)
 {
 	return m ? m->n : 0;
 }
@@ -1044,7 +1060,7 @@ const char *ckpt_manager_checkpoint(const ckpt_manager *m, size_t i)
 	return m && i < m->n ? m->list[i].path : NULL;
 }
 
-int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m)
+static int manager_latest_valid_rc(const char **path_out, ckpt_manager *m)
 {
 	if (path_out)
 		*path_out = NULL;
@@ -1080,7 +1096,15 @@ int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m)
 	return ckpt__fail(CKPT_ENOTFOUND, m->dir, NULL, -1, "no complete checkpoint in %s", m->dir);
 }
 
-int ckpt_manager_restore_latest(ckpt_restore_status **status, const char **path_out, ckpt_manager *m)
+const char *ckpt_manager_latest_valid(ckpt_manager *m)
+{
+	const char *path_out = NULL;
+	int rc = manager_latest_valid_rc(&path_out, m);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
+}
+
+static int manager_restore_latest_rc(ckpt_restore_status **status, const char **path_out, ckpt_manager *m)
 {
 	if (status)
 		*status = NULL;
@@ -1100,4 +1124,12 @@ int ckpt_manager_restore_latest(ckpt_restore_status **status, const char **path_
 	if (path_out)
 		*path_out = p;
 	return CKPT_OK;
+}
+
+const char *ckpt_manager_restore_latest(ckpt_restore_status **status, ckpt_manager *m)
+{
+	const char *path_out = NULL;
+	int rc = manager_restore_latest_rc(status, &path_out, m);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
 }

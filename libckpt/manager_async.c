@@ -59,7 +59,7 @@ int ckpt__manager_async_finish(ckpt_manager *m)
 	return rc;
 }
 
-int ckpt_manager_save_async(const char **path_out, ckpt_manager *m, ckpt_async_saver *s)
+static int manager_save_async_rc(const char **path_out, ckpt_manager *m, ckpt_async_saver *s)
 {
 	if (path_out)
 		*path_out = NULL;
@@ -112,6 +112,14 @@ int ckpt_manager_save_async(const char **path_out, ckpt_manager *m, ckpt_async_s
 	if (path_out)
 		*path_out = a->save.path;
 	return CKPT_OK;
+}
+
+const char *ckpt_manager_save_async(ckpt_manager *m, ckpt_async_saver *s)
+{
+	const char *path_out = NULL;
+	int rc = manager_save_async_rc(&path_out, m, s);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
 }
 
 int ckpt_manager_wait(ckpt_manager *m)

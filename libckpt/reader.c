@@ -174,14 +174,14 @@ const char *ckpt_reader_shard_path(const ckpt_reader *r, int shard, int *exists)
 	return r->shard_paths ? r->shard_paths[shard] : r->path;
 }
 
-size_t ckpt_reader_count(const ckpt_reader *r) { return r ? r->nvars : 0; }
+size_t ckpt_reader_num_entries(const ckpt_reader *r) { return r ? r->nvars : 0; }
 
 const ckpt_var_info *ckpt_reader_var(const ckpt_reader *r, size_t i)
 {
 	return (r && i < r->nvars) ? &r->vars[i] : NULL;
 }
 
-int ckpt_reader_find(const ckpt_reader *r, const char *name, size_t *index)
+int ckpt_reader_find(size_t *index, const ckpt_reader *r, const char *name)
 {
 	if (!r || !name)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_reader_find: NULL argument");
@@ -210,7 +210,7 @@ static int backend_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
 	return CKPT_OK;
 }
 
-int ckpt_reader_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
+int ckpt_reader_read(ckpt_tensor **out, ckpt_reader *r, size_t i)
 {
 	if (!r || !out || i >= r->nvars)
 		return ckpt__fail(CKPT_EINVAL, r ? r->path : NULL, NULL, -1, "ckpt_reader_read: bad argument");
@@ -362,7 +362,7 @@ const char *ckpt_reader_meta(const ckpt_reader *r, const char *key)
 	return v;
 }
 
-size_t ckpt_reader_kv_count(const ckpt_reader *r)
+size_t ckpt_reader_num_kv(const ckpt_reader *r)
 {
 	return r && r->kv ? r->kv->n : 0;
 }

@@ -19,7 +19,7 @@ int ckpt_shape_make(ckpt_shape *out, int rank, const int64_t *dims)
 	return CKPT_OK;
 }
 
-int ckpt_shape_num_elements(const ckpt_shape *s, uint64_t *out)
+int ckpt_shape_num_elements(uint64_t *out, const ckpt_shape *s)
 {
 	if (!s || s->rank < 0 || s->rank > CKPT_MAX_RANK)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "invalid shape rank %d", s ? s->rank : -1);
@@ -36,7 +36,7 @@ int ckpt_shape_num_elements(const ckpt_shape *s, uint64_t *out)
 	return CKPT_OK;
 }
 
-int ckpt_shape_nbytes(const ckpt_shape *s, ckpt_dtype dt, uint64_t *out)
+int ckpt_shape_nbytes(uint64_t *out, const ckpt_shape *s, ckpt_dtype dt)
 {
 	size_t es = ckpt_dtype_size(dt);
 	if (es == 0)

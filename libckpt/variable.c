@@ -1028,7 +1028,7 @@ int ckpt__variable_on_device(const ckpt_variable *v)
 
 /* ---- replica-context access ---- */
 
-int ckpt_variable_local(ckpt_variable *v, void **out)
+static int variable_local_rc(ckpt_variable *v, void **out)
 {
 	if (!out)
 		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "ckpt_variable_local: out is NULL");
@@ -1068,6 +1068,14 @@ int ckpt_variable_local(ckpt_variable *v, void **out)
 	}
 	*out = v->bufs[ckpt_replica_id(ctx) - ckpt__strategy_replica_offset(running)];
 	return CKPT_OK;
+}
+
+void *ckpt_variable_local(ckpt_variable *v)
+{
+	void *out = NULL;
+	int rc = variable_local_rc(v, &out);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
 }
 
 int ckpt_variable_replicas_identical(const ckpt_variable *v)
@@ -1159,7 +1167,7 @@ int ckpt_variable_assign_tensor(ckpt_variable *v, const ckpt_tensor *t)
 	return CKPT_OK;
 }
 
-int ckpt_variable_read_tensor(const ckpt_variable *v, ckpt_tensor **out)
+int ckpt_variable_read_tensor(ckpt_tensor **out, const ckpt_variable *v)
 {
 	if (!out)
 		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "read_tensor: out is NULL");

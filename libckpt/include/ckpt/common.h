@@ -86,6 +86,14 @@ typedef struct ckpt_error {
 
 /** @return the calling thread's last error (borrowed, thread-local); never NULL. */
 CKPT_API const ckpt_error *ckpt_error_last(void);
+/**
+ * The status of a call that returns a borrowed pointer (NULL on failure, with
+ * the last error set): `ckpt_status_of(c = ckpt_object_child(o, "x"))`.
+ * @return CKPT_OK when `result` is not NULL, else ckpt_error_last()->code
+ *         (CKPT_OK for a function whose NULL is a documented success, such as
+ *         ckpt_manager_restore_latest on a fresh start)
+ */
+CKPT_API int ckpt_status_of(const void *result);
 /** Reset the calling thread's last error to code CKPT_OK. */
 CKPT_API void ckpt_error_clear(void);
 /**

@@ -160,7 +160,7 @@ struct ckpt_vfs {
  * @param[out] got bytes read, fewer at the end of the file (may be NULL)
  * @return CKPT_OK or a negative ckpt_status
  */
-CKPT_API int ckpt_io_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
+CKPT_API int ckpt_io_pread(size_t *got, ckpt_io *io, void *buf, size_t n, uint64_t off);
 /** Read exactly n bytes.
  * @return CKPT_OK; CKPT_EFORMAT naming the offset and file size when the file is shorter; or the read's status */
 CKPT_API int ckpt_io_read_exact(ckpt_io *io, void *buf, size_t n, uint64_t off);
@@ -172,7 +172,7 @@ CKPT_API int ckpt_io_pwrite(ckpt_io *io, const void *buf, size_t n, uint64_t off
  * @param[out] out the size
  * @return CKPT_OK or a negative ckpt_status
  */
-CKPT_API int ckpt_io_size(ckpt_io *io, uint64_t *out);
+CKPT_API int ckpt_io_size(uint64_t *out, ckpt_io *io);
 /** Flush the file to stable storage (the file's sync method).
  * @return CKPT_OK or a negative ckpt_status */
 CKPT_API int ckpt_io_sync(ckpt_io *io);
@@ -193,7 +193,7 @@ CKPT_API int ckpt_io_fd(const ckpt_io *io);
  * @param[out] got bytes read (a short read is not an error)
  * @return CKPT_OK or a negative ckpt_status
  */
-CKPT_API int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
+CKPT_API int ckpt_io_pread_direct(size_t *got, ckpt_io *io, void *buf, size_t n, uint64_t off);
 
 /**
  * Open `path` with CKPT_IO_* `flags` (the file system's open method).
@@ -201,7 +201,7 @@ CKPT_API int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off
  * @return CKPT_OK; CKPT_EUNSUPPORTED for CKPT_IO_EXCL on a file system
  *         without CKPT_VFS_CAP_EXCL; or the open's status (CKPT_ENOTFOUND, CKPT_EEXIST, ...)
  */
-CKPT_API int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out);
+CKPT_API int ckpt_vfs_open(ckpt_io **out, ckpt_vfs *vfs, const char *path, int flags);
 /** Rename `from` to `to` (the file system's rename method).
  * @return CKPT_OK or a negative ckpt_status */
 CKPT_API int ckpt_vfs_rename(ckpt_vfs *vfs, const char *from, const char *to);
@@ -213,7 +213,7 @@ CKPT_API int ckpt_vfs_remove(ckpt_vfs *vfs, const char *path);
  * @param[out] is_dir 1 when it is a directory (may be NULL)
  * @return 1 when it exists, 0 when not, or a negative ckpt_status
  */
-CKPT_API int ckpt_vfs_exists(ckpt_vfs *vfs, const char *path, int *is_dir);
+CKPT_API int ckpt_vfs_exists(int *is_dir, ckpt_vfs *vfs, const char *path);
 /** Make the entries of directory `dir` durable (fsync of the directory where there is one).
  * @return CKPT_OK or a negative ckpt_status */
 CKPT_API int ckpt_vfs_sync_dir(ckpt_vfs *vfs, const char *dir);
@@ -223,7 +223,7 @@ CKPT_API int ckpt_vfs_sync_dir(ckpt_vfs *vfs, const char *dir);
  * @param[out] count entries in `*names`
  * @return CKPT_OK or a negative ckpt_status
  */
-CKPT_API int ckpt_vfs_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count);
+CKPT_API int ckpt_vfs_list(char ***names, size_t *count, ckpt_vfs *vfs, const char *dir);
 /** Create directory `dir`.
  * @return CKPT_OK, also when it exists; or a negative ckpt_status */
 CKPT_API int ckpt_vfs_mkdir(ckpt_vfs *vfs, const char *dir);
@@ -253,7 +253,7 @@ CKPT_API void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token);
  * @param[out] n   bytes read
  * @return CKPT_OK; CKPT_ELIMIT for a file above `max`; CKPT_ENOMEM; or the open / read status
  */
-CKPT_API int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n);
+CKPT_API int ckpt_vfs_read_all(void **buf, size_t *n, ckpt_vfs *vfs, const char *path, uint64_t max);
 /**
  * Write `n` bytes to `path` atomically: a temporary sibling, fsync, rename,
  * fsync of the directory. On failure the previous file is untouched. On a
@@ -278,11 +278,11 @@ CKPT_API int ckpt_vfs_memory_new(ckpt_vfs **out);
 CKPT_API int ckpt_vfs_memory_put(ckpt_vfs *vfs, const char *path, const void *buf, size_t n);
 /**
  * Borrow the content of `path`.
- * @param[out] buf borrowed: valid until the file is changed or removed
  * @param[out] n   its size in bytes
- * @return CKPT_OK; CKPT_ENOTFOUND when there is no such file; CKPT_ENOMEM
+ * @return its content ("" when empty), borrowed: valid until the file is changed or removed;
+ *         NULL on failure with ckpt_error_last() set: CKPT_ENOTFOUND when there is no such file; CKPT_ENOMEM
  */
-CKPT_API int ckpt_vfs_memory_get(ckpt_vfs *vfs, const char *path, const void **buf, size_t *n);
+CKPT_API const void *ckpt_vfs_memory_get(size_t *n, ckpt_vfs *vfs, const char *path);
 
 /**
  * A wrapper over `inner` (borrowed) that counts every call that can fail —
