@@ -450,7 +450,7 @@ ckpt_variable *ckpt_object_add_attribute_tensor(ckpt_object *obj, const char *at
 static int object_get_attribute_tensor_rc(ckpt_variable **out, const ckpt_object *obj, const char *attr, const char *suffix)
 {
 	if (!out || !obj || !attr || !suffix)
-		return ckpt__fail(CKPT_EINVAL, NULL, attr, -1, "ckpt_object_get_attribute_tensor: NULL argument");
+		return ckpt__fail(CKPT_EINVAL, NULL, attr, -1, "ckpt_object_attribute_tensor: NULL argument");
 	*out = NULL;
 	for (size_t i = 0; i < obj->nattrs; i++) {
 		const ckpt__attr *a = &obj->attrs[i];
@@ -473,7 +473,7 @@ ckpt_variable *ckpt_object_attribute_tensor(const ckpt_object *obj, const char *
 static int object_get_child_rc(ckpt_object **out, const ckpt_object *obj, const char *local_name)
 {
 	if (!out || !obj || !local_name)
-		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_get_child: NULL argument");
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_child: NULL argument");
 	*out = NULL;
 	const ckpt__edge *e = ckpt__object_edge(obj, local_name);
 	if (!e)
@@ -493,7 +493,7 @@ ckpt_object *ckpt_object_child(const ckpt_object *obj, const char *local_name)
 static int object_get_variable_rc(ckpt_variable **out, const ckpt_object *obj, const char *local_name)
 {
 	if (!out || !obj || !local_name)
-		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_get_variable: NULL argument");
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_variable: NULL argument");
 	*out = NULL;
 	const ckpt__edge *e = ckpt__object_edge(obj, local_name);
 	if (!e || !e->child->is_var_node)
@@ -694,7 +694,7 @@ static int optimizer_get_slot_rc(ckpt_variable **out, const ckpt_object *opt, co
 	const char *slot_name)
 {
 	if (!out || !opt || !primary || !slot_name)
-		return ckpt__fail(CKPT_EINVAL, NULL, slot_name, -1, "ckpt_optimizer_get_slot: NULL argument");
+		return ckpt__fail(CKPT_EINVAL, NULL, slot_name, -1, "ckpt_optimizer_slot: NULL argument");
 	*out = NULL;
 	ckpt__slot *s = ckpt__object_slot(opt, primary, slot_name);
 	if (!s)

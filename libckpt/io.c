@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
+#include "ckpt/sys/vfs.h"
 
 int ckpt_io_pread(size_t *got, ckpt_io *io, void *buf, size_t n, uint64_t off)
 {
@@ -88,7 +89,7 @@ int ckpt__vfs_open_fd(ckpt_vfs *vfs, const char *path, uint64_t *size)
 	ckpt__error_capture(&before);
 	ckpt_io *io = NULL;
 	int fd = -1;
-	if (ckpt_vfs_open(vfs, path, CKPT_IO_READ, &io) == CKPT_OK) {
+	if (ckpt_vfs_open(&io, vfs, path, CKPT_IO_READ) == CKPT_OK) {
 		fd = ckpt_io_fd(io) >= 0 ? fcntl(ckpt_io_fd(io), F_DUPFD_CLOEXEC, 0) : -1;
 		struct stat st;
 		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
@@ -151,8 +152,8 @@ int ckpt_vfs_read_all(void **buf, size_t *n, ckpt_vfs *vfs, const char *path, ui
 {
 	ckpt_io *io;
 	uint64_t size;
-	CKPT_TRY(ckpt_vfs_open(vfs, path, CKPT_IO_READ, &io));
-	int rc = ckpt_io_size(io, &size);
+	CKPT_TRY(ckpt_vfs_open(&io, vfs, path, CKPT_IO_READ));
+	int rc = ckpt_io_size(&size, io);
 	if (rc == CKPT_OK && size > max)
 		rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "file is %llu bytes, limit is %llu",
 			(unsigned long long)size, (unsigned long long)max);
@@ -190,7 +191,7 @@ int ckpt__vfs_publish(ckpt_vfs *vfs, const char *tmp, const char *final)
 static int write_in_place(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data)
 {
 	ckpt_io *io;
-	CKPT_TRY(ckpt_vfs_open(vfs, path, CKPT_IO_WRITE, &io));
+	CKPT_TRY(ckpt_vfs_open(&io, vfs, path, CKPT_IO_WRITE));
 	int rc = ckpt_io_pwrite(io, buf, n, 0);
 	if (rc == CKPT_OK && fsync_data)
 		rc = ckpt_io_sync(io);
@@ -218,7 +219,7 @@ int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size
 	if (!tmp)
 		return CKPT_ENOMEM;
 	ckpt_io *io;
-	int rc = ckpt_vfs_open(vfs, tmp, CKPT_IO_WRITE, &io);
+	int rc = ckpt_vfs_open(&io, vfs, tmp, CKPT_IO_WRITE);
 	if (rc < 0) {
 		ckpt__free(tmp);
 		return rc;
@@ -261,7 +262,7 @@ int ckpt__vfs_mkdirs(ckpt_vfs *vfs, const char *dir)
 		char c = *q;
 		*q = '\0';
 		int is_dir = 0;
-		if (!(ckpt_vfs_exists(vfs, p, &is_dir) > 0 && is_dir))
+		if (!(ckpt_vfs_exists(&is_dir, vfs, p) > 0 && is_dir))
 			rc = ckpt_vfs_mkdir(vfs, p);
 		*q = c;
 		if (!c)

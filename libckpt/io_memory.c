@@ -9,6 +9,8 @@
 #include <sys/types.h>
 #include <string.h>
 #include "internal.h"
+#include "ckpt/sys/vfs.h"
+#include "ckpt/sys/vfs_memory.h"
 
 typedef struct mem_node {
 	unsigned char *data;

@@ -24,6 +24,7 @@
 #include <string.h>
 #include "internal.h"
 #include "s3_internal.h"
+#include "ckpt/sys/vfs.h"
 
 #define SMALL_OBJECT (1u << 20)   /* read whole at the first read */
 #define WINDOW (1u << 20)         /* readahead window for small reads of big objects */

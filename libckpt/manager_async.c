@@ -78,7 +78,7 @@ static int manager_save_async_rc(const char **path_out, ckpt_manager *m, ckpt_as
 	int64_t number = 0;
 	CKPT_TRY(ckpt__manager_next_number(m, &number));
 	ckpt_variable *counter;
-	CKPT_TRY(ckpt_checkpoint_save_counter_variable(&counter, ck));
+	CKPT_TRY(ckpt_status_of(counter = ckpt_checkpoint_save_counter_variable(ck)));
 	ckpt__manager_async *a = ckpt__calloc(1, sizeof(*a));
 	if (!a)
 		return CKPT_ENOMEM;

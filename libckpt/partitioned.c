@@ -39,7 +39,7 @@ static int create_parts(ckpt_partitioned *p, const ckpt_variable_options *o)
 	uint64_t rowbytes;
 	ckpt_shape row = p->shape;
 	row.dims[0] = 1;
-	CKPT_TRY(ckpt_shape_nbytes(&row, p->dtype, &rowbytes));
+	CKPT_TRY(ckpt_shape_nbytes(&rowbytes, &row, p->dtype));
 	int collective = ckpt__strategy_is_collective(p->strategy);
 	for (int i = 0; i < p->nparts; i++) {
 		if (i % p->workers != p->rank)

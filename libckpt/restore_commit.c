@@ -89,7 +89,7 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 		uint64_t nb;
 		ckpt_shape sh;
 		ckpt__cshape_expand(&s->vals[i].shape, &sh);
-		CKPT_TRY(ckpt_shape_nbytes(&sh, s->vals[i].dtype, &nb));
+		CKPT_TRY(ckpt_shape_nbytes(&nb, &sh, s->vals[i].dtype));
 		if (ckpt__add_u64(total, 63, &total) || ckpt__add_u64(total & ~(uint64_t)63, nb, &total))
 			return ckpt__fail(CKPT_ELIMIT, s->path, s->vals[i].key, -1, "checkpoint values exceed 2^64 bytes");
 	}
@@ -111,7 +111,7 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 		ckpt__cshape_expand(&v->shape, &sh);
 		if (v->dtype == CKPT_DT_STRING) {
 			/* variable-length elements: an owned string tensor, outside the arena */
-			rc = ckpt_reader_read(s->reader, v->reader_index, &v->t);
+			rc = ckpt_reader_read(&v->t, s->reader, v->reader_index);
 			if (rc == CKPT_OK && (v->t->dtype != CKPT_DT_STRING || !ckpt_shape_equal(&v->t->shape, &sh))) {
 				ckpt_tensor_free(v->t);
 				v->t = NULL;
@@ -123,7 +123,7 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 			continue;
 		}
 		uint64_t nb;
-		ckpt_shape_nbytes(&sh, v->dtype, &nb);
+		ckpt_shape_nbytes(&nb, &sh, v->dtype);
 		off = (off + 63) & ~(uint64_t)63;
 		unsigned char *dst = nb ? base + off : empty;
 		int owner = parts > 1 ? (int)(off / chunk) : part;
@@ -133,7 +133,7 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 		if (rc == CKPT_EUNSUPPORTED) {
 			/* e.g. a partitioned entry the backend only assembles in ckpt_reader_read */
 			ckpt_tensor *t;
-			if ((rc = ckpt_reader_read(s->reader, v->reader_index, &t)) == CKPT_OK) {
+			if ((rc = ckpt_reader_read(&t, s->reader, v->reader_index)) == CKPT_OK) {
 				if (t->nbytes == nb)
 					memcpy(dst, t->data, (size_t)nb);
 				else

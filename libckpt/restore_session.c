@@ -85,7 +85,7 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 static int build_values(ckpt__session *s)
 {
 	ckpt_reader *r = s->reader;
-	size_t nr = ckpt_reader_count(r);
+	size_t nr = ckpt_reader_num_entries(r);
 	unsigned char *used = ckpt__calloc(nr ? nr : 1, 1);
 	if (!used)
 		return CKPT_ENOMEM;

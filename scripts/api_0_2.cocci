@@ -122,6 +122,16 @@ expression out;
 - ckpt_io_size(io, out)
 + ckpt_io_size(out, io)
 
+@ckpt_io_size_last_out@
+expression E, X, Y;
+@@
+(
+ ckpt_io_size(&Y, &X)
+|
+- ckpt_io_size(E, &X)
++ ckpt_io_size(&X, E)
+)
+
 @ckpt_vfs_open_typed@
 typedef ckpt_vfs;
 {ckpt_vfs *, const ckpt_vfs *} vfs;
@@ -207,14 +217,16 @@ expression buf, n;
 + ckpt_object_graph_serialize(buf, n, g)
 
 @ckpt_object_graph_serialize_last_out@
-expression g, buf, X;
+expression G, B, X;
 @@
 (
-- ckpt_object_graph_serialize(g, buf, &X)
-+ ckpt_object_graph_serialize(buf, &X, g)
+ ckpt_object_graph_serialize(&G, B, X)
 |
-- ckpt_object_graph_serialize(g, buf, NULL)
-+ ckpt_object_graph_serialize(buf, NULL, g)
+- ckpt_object_graph_serialize(G, B, &X)
++ ckpt_object_graph_serialize(B, &X, G)
+|
+- ckpt_object_graph_serialize(G, B, NULL)
++ ckpt_object_graph_serialize(B, NULL, G)
 )
 
 @ckpt_object_graph_path_typed@
@@ -337,6 +349,14 @@ expression out;
 - ckpt_shape_num_elements(s, out)
 + ckpt_shape_num_elements(out, s)
 
+@ckpt_shape_num_elements_call@
+identifier F;
+expression list ES;
+expression X;
+@@
+- ckpt_shape_num_elements(F(ES), X)
++ ckpt_shape_num_elements(X, F(ES))
+
 @ckpt_shape_nbytes_typed@
 typedef ckpt_shape;
 {ckpt_shape *, const ckpt_shape *} s;
@@ -363,6 +383,16 @@ expression out;
 @@
 - ckpt_variable_read_tensor(v, out)
 + ckpt_variable_read_tensor(out, v)
+
+@ckpt_variable_read_tensor_last_out@
+expression E, X, Y;
+@@
+(
+ ckpt_variable_read_tensor(&Y, &X)
+|
+- ckpt_variable_read_tensor(E, &X)
++ ckpt_variable_read_tensor(&X, E)
+)
 
 @ckpt_variable_read_copy_typed@
 typedef ckpt_variable;

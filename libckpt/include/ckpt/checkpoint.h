@@ -225,7 +225,7 @@ CKPT_API int ckpt_optimizer_new(ckpt_object **out, const char *name);
  * strategies (e.g. model built outside the scope, optimizer inside).
  * Restore-on-create: a value the last restore kept for this (primary, slot)
  * is assigned before this returns. EINVAL when the slot exists already
- * (use ckpt_optimizer_get_slot).
+ * (use ckpt_optimizer_slot).
  * `o->sync` and `o->replica_buffers` are honoured; dtype/shape come from
  * the primary.
  * @return the slot, owned by `opt` (borrowed); NULL on failure with ckpt_error_last() set: a negative

@@ -233,7 +233,7 @@ typedef struct ckpt_kv {
  */
 CKPT_API size_t ckpt_reader_num_kv(const ckpt_reader *r);
 /**
- * Pair i of ckpt_reader_kv_count().
+ * Pair i of ckpt_reader_num_kv().
  * @param[out] out the pair, pointing into the reader
  * @return CKPT_OK, or CKPT_EINVAL when i is out of range
  */
