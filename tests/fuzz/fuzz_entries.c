@@ -34,7 +34,7 @@
 #pragma weak ckpt_manager_new_ext
 #pragma weak ckpt_manager_free
 #pragma weak ckpt_manager_latest
-#pragma weak ckpt_manager_count
+#pragma weak ckpt_manager_num_checkpoints
 #pragma weak ckpt_manager_checkpoint
 #pragma weak ckpt_manager_latest_valid
 
