@@ -757,7 +757,7 @@ static int read_all_into(const op_ctx *c, ckpt_reader *rd, unsigned char *dst, o
 	const bstate *s = c->s;
 	for (size_t i = 0; i < s->n; i++) {
 		size_t idx;
-		if (ckpt_reader_find(rd, s->v[i].name, &idx) < 0) {
+		if (ckpt_reader_find(&idx, rd, s->v[i].name) < 0) {
 			fail(r, "ckpt_reader_find");
 			return -1;
 		}
@@ -815,7 +815,7 @@ static void op_restore_keyless(const op_ctx *c, op_result *r)
 	uint64_t *got = calloc(s->n, sizeof *got);
 	double t0 = now();
 	ckpt_reader *rd = open_input(c, 0, r);
-	size_t n = rd ? ckpt_reader_count(rd) : 0;
+	size_t n = rd ? ckpt_reader_num_entries(rd) : 0;
 	if (rd && n != s->n) {
 		r->status = -1;
 		snprintf(r->note, sizeof r->note, "file has %zu entries, state %zu", n, s->n);
@@ -866,11 +866,11 @@ static void op_restore_fresh(const op_ctx *c, op_result *r)
 	size_t i = 0;
 	for (; rd && i < s->n; i++) {
 		size_t idx;
-		if (ckpt_reader_find(rd, s->v[i].name, &idx) < 0) {
+		if (ckpt_reader_find(&idx, rd, s->v[i].name) < 0) {
 			fail(r, "ckpt_reader_find");
 			break;
 		}
-		if (ckpt_reader_read(rd, idx, &t[i]) < 0) {
+		if (ckpt_reader_read(&t[i], rd, idx) < 0) {
 			fail(r, "ckpt_reader_read");
 			break;
 		}
@@ -940,7 +940,7 @@ static void op_mirrored(const op_ctx *c, op_result *r)
 			unsigned char *stage = rd ? huge_alloc(s->max_nbytes, 0) : NULL;
 			for (size_t i = 0; rd && i < s->n; i++) {
 				size_t idx;
-				if (ckpt_reader_find(rd, s->v[i].name, &idx) < 0) {
+				if (ckpt_reader_find(&idx, rd, s->v[i].name) < 0) {
 					fail(r, "ckpt_reader_find");
 					break;
 				}
@@ -1031,7 +1031,7 @@ static int tree_object(ckpt_object **out, ckpt_object *root, const char *path)
 	char *save = NULL;
 	for (char *seg = strtok_r(buf, "/", &save); seg; seg = strtok_r(NULL, "/", &save)) {
 		ckpt_object *next = NULL;
-		if (ckpt_object_get_child(&next, cur, seg) < 0 && ckpt_object_new_child(&next, cur, seg) < 0)
+		if (ckpt_status_of(next = ckpt_object_child(cur, seg)) < 0 && ckpt_status_of(next = ckpt_object_new_child(cur, seg)) < 0)
 			return -1;
 		cur = next;
 	}
@@ -1083,7 +1083,7 @@ static int tree_build(tree *t, const bstate *s, unsigned char *const *bufs, int 
 		char *slot = strstr(key, slot_mid);
 		int rc;
 		if (slot) {
-			rc = ckpt_optimizer_create_slot(&t->vars[i], opt, primary, slot + sizeof slot_mid - 1, &vo);
+			rc = ckpt_status_of(t->vars[i] = ckpt_optimizer_create_slot(opt, primary, slot + sizeof slot_mid - 1, &vo));
 			if (rc < 0) {
 				fail(r, "ckpt_optimizer_create_slot");
 				return -1;
@@ -1101,7 +1101,7 @@ static int tree_build(tree *t, const bstate *s, unsigned char *const *bufs, int 
 		}
 		char full[sizeof last_obj + 64];
 		snprintf(full, sizeof full, "%s/%s", key, attr);
-		if (ckpt_object_add_variable(&t->vars[i], obj, attr, full, v->dt, &v->shape, &vo) < 0) {
+		if (ckpt_status_of(t->vars[i] = ckpt_object_add_variable(obj, attr, full, v->dt, &v->shape, &vo)) < 0) {
 			fail(r, "ckpt_object_add_variable");
 			return -1;
 		}
@@ -1274,7 +1274,7 @@ static void op_ck_load(const op_ctx *c, op_result *r)
 		if (ckpt_checkpoint_variables(&l, ck) < 0) {
 			fail(r, "ckpt_checkpoint_variables");
 		} else {
-			size_t nl = ckpt_tracked_list_count(l);
+			size_t nl = ckpt_tracked_list_num_entries(l);
 			const ckpt_tracked_variable **idx = calloc(nl ? nl : 1, sizeof *idx);
 			for (size_t i = 0; i < nl; i++)
 				idx[i] = ckpt_tracked_list_get(l, i);

@@ -78,7 +78,7 @@ int main(int argc, char **argv)
 		ckpt_variable_options o = CKPT_VARIABLE_OPTIONS_INIT;
 		o.initial_value = init; /* touches every replica's device pages now */
 		ckpt_variable *v;
-		check(ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), name, name, CKPT_DT_FLOAT, &shape, &o),
+		check(ckpt_status_of(v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), name, name, CKPT_DT_FLOAT, &shape, &o)),
 			"variable");
 	}
 	ckpt_scope_exit(s);

@@ -67,7 +67,7 @@ static int make(const char *prefix, int mib)
 		snprintf(name, sizeof(name), "layer%03d/w", i);
 		for (k = 0; k < var_bytes / 4; k++)
 			val[k] = (float)((k * 2654435761u + (size_t)i) % 100000) * 1e-3f;
-		if (ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), name, name, CKPT_DT_FLOAT, &shape, NULL) != CKPT_OK ||
+		if (ckpt_status_of(v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), name, name, CKPT_DT_FLOAT, &shape, NULL)) != CKPT_OK ||
 			ckpt_variable_assign(v, val, var_bytes) != CKPT_OK)
 			return die("make: variable");
 	}

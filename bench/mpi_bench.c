@@ -245,8 +245,7 @@ int main(int argc, char **argv)
 			int64_t dims[2] = { vars[i].d0, vars[i].d1 };
 			ckpt_shape_make(&sh, vars[i].rank, dims);
 			ckpt_variable *v;
-			if (ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), vars[i].name, vars[i].name, CKPT_DT_FLOAT,
-				&sh, NULL) < 0)
+			if (ckpt_status_of(v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), vars[i].name, vars[i].name, CKPT_DT_FLOAT, &sh, NULL)) < 0)
 				die("create");
 			total += vars[i].nbytes;
 		}

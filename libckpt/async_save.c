@@ -178,7 +178,7 @@ static int reserve_arena(ckpt_async_saver *s, uint64_t need)
 static int arena_bytes(const ckpt_tracked_list *list, uint64_t *total)
 {
 	*total = 0;
-	for (size_t i = 0; i < ckpt_tracked_list_count(list); i++) {
+	for (size_t i = 0; i < ckpt_tracked_list_num_entries(list); i++) {
 		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
 		if (ckpt_variable_dtype(tv->variable) == CKPT_DT_STRING)
 			continue;
@@ -240,7 +240,7 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 	ckpt_tracked_list *list = NULL;
 	CKPT_TRY(ckpt__checkpoint_check_mirrored(ck, path));
 	CKPT_TRY(ckpt_checkpoint_variables(&list, ck));
-	size_t n = ckpt_tracked_list_count(list);
+	size_t n = ckpt_tracked_list_num_entries(list);
 	int rc = CKPT_OK;
 	uint64_t total = 0, pinned_total = 0;
 	ckpt__mem *pin_mem = NULL;   /* the provider of the first device variable: its pinned memory holds them all */
@@ -257,7 +257,7 @@ static int stage(ckpt_async_saver *s, ckpt_checkpoint *ck, const char *path)
 		offsets[i] = total;
 		if (ckpt_variable_dtype(tv->variable) == CKPT_DT_STRING) {
 			/* variable-length: a deep copy, not arena space */
-			if ((rc = ckpt_variable_read_tensor(tv->variable, &strs[i])) < 0)
+			if ((rc = ckpt_variable_read_tensor(&strs[i], tv->variable)) < 0)
 				ckpt__error_annotate(path, tv->key);
 			continue;
 		}

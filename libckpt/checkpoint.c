@@ -105,7 +105,7 @@ int64_t ckpt_checkpoint_save_counter(const ckpt_checkpoint *ck)
 	return n;
 }
 
-int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *ck)
+static int checkpoint_save_counter_variable_rc(ckpt_variable **out, ckpt_checkpoint *ck)
 {
 	if (!out || !ck)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_save_counter_variable: NULL argument");
@@ -116,10 +116,18 @@ int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *
 			return ckpt__fail(CKPT_EINVAL, NULL, SAVE_COUNTER, -1,
 				"the root child 'save_counter' is not an int64 scalar variable");
 		ckpt_shape scalar = { 0 };
-		CKPT_TRY(ckpt_object_add_variable(&v, ck->root, SAVE_COUNTER, SAVE_COUNTER, CKPT_DT_INT64, &scalar, NULL));
+		CKPT_TRY(ckpt_status_of(v = ckpt_object_add_variable(ck->root, SAVE_COUNTER, SAVE_COUNTER, CKPT_DT_INT64, &scalar, NULL)));
 	}
 	*out = v;
 	return CKPT_OK;
+}
+
+ckpt_variable *ckpt_checkpoint_save_counter_variable(ckpt_checkpoint *ck)
+{
+	ckpt_variable *out = NULL;
+	int rc = checkpoint_save_counter_variable_rc(&out, ck);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
 }
 
 /* One value per logical variable: copy 0 of a plain / mirrored variable (no copy; strings: a copy), the aggregate of a sync-on-read one. */
@@ -130,7 +138,7 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 	if (dt == CKPT_DT_STRING) {
 		/* elements live in per-replica copies: a deep copy of the primary */
 		ckpt_tensor *st;
-		CKPT_TRY(ckpt_variable_read_tensor(v, &st));
+		CKPT_TRY(ckpt_variable_read_tensor(&st, v));
 		int rc = ckpt_writer_add(w, key, st, 0);
 		ckpt_tensor_free(st);
 		return rc;
@@ -243,7 +251,7 @@ static int write_collective(ckpt_strategy *cs, ckpt_checkpoint *ck, const ckpt__
 	}
 	ckpt_vfs *vfs = NULL;
 	if (rc == CKPT_OK)
-		rc = ckpt_vfs_for_path(&vfs, ck->opts.vfs, path);
+		rc = ckpt_status_of(vfs = ckpt_vfs_for_path(ck->opts.vfs, path));
 	ckpt__save_request req = { path, vfs ? vfs : ckpt_vfs_default(), ck->opts.no_fsync,
 		n, keys, vars, p->graph, nrefs, parted, pkeys };
 	if (rc < 0) /* still take part, so the other processes fail instead of waiting */
@@ -376,7 +384,7 @@ int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t numb
 {
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_save"));
 	ckpt_variable *v;
-	CKPT_TRY(ckpt_checkpoint_save_counter_variable(&v, ck));
+	CKPT_TRY(ckpt_status_of(v = ckpt_checkpoint_save_counter_variable(ck)));
 	int64_t old = 0;
 	CKPT_TRY(ckpt_variable_read(v, &old, sizeof(old)));
 	CKPT_TRY(ckpt_variable_assign(v, &number, sizeof(number)));
@@ -391,7 +399,7 @@ int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t numb
 	return rc;
 }
 
-int ckpt_checkpoint_save(const char **path_out, ckpt_checkpoint *ck, const char *prefix)
+static int checkpoint_save_rc(const char **path_out, ckpt_checkpoint *ck, const char *prefix)
 {
 	if (path_out)
 		*path_out = NULL;
@@ -408,4 +416,12 @@ int ckpt_checkpoint_save(const char **path_out, ckpt_checkpoint *ck, const char 
 	if (rc == CKPT_OK && path_out)
 		*path_out = ck->last_path;
 	return rc;
+}
+
+const char *ckpt_checkpoint_save(ckpt_checkpoint *ck, const char *prefix)
+{
+	const char *path_out = NULL;
+	int rc = checkpoint_save_rc(&path_out, ck, prefix);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
 }

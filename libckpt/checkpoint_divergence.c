@@ -29,7 +29,7 @@ static int strings_differ(const ckpt_variable *v, int r)
 {
 	const ckpt_bytes *a = ckpt_variable_replica_data(v, 0), *b = ckpt_variable_replica_data(v, r);
 	uint64_t n;
-	if (ckpt_shape_num_elements(ckpt_variable_shape(v), &n) < 0)
+	if (ckpt_shape_num_elements(&n, ckpt_variable_shape(v)) < 0)
 		return 1;
 	for (uint64_t i = 0; i < n; i++)
 		if (a[i].len != b[i].len || (a[i].len > 0 && memcmp(a[i].data, b[i].data, (size_t)a[i].len) != 0))
@@ -157,7 +157,7 @@ int ckpt__checkpoint_check_mirrored(ckpt_checkpoint *ck, const char *path)
 	ckpt_tracked_list *list;
 	CKPT_TRY(ckpt_checkpoint_variables(&list, ck));
 	int rc = CKPT_OK;
-	for (size_t i = 0; i < ckpt_tracked_list_count(list) && rc == CKPT_OK; i++) {
+	for (size_t i = 0; i < ckpt_tracked_list_num_entries(list) && rc == CKPT_OK; i++) {
 		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
 		if (ckpt_variable_kind(tv->variable) == CKPT_VAR_MIRRORED && ckpt_variable_num_replicas(tv->variable) > 1)
 			rc = check_one(tv, path);

@@ -526,7 +526,7 @@ int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ck)
 	return variables(out, ck, NULL);
 }
 
-size_t ckpt_tracked_list_count(const ckpt_tracked_list *l)
+size_t ckpt_tracked_list_num_entries(const ckpt_tracked_list *l)
 {
 	return l ? l->n : 0;
 }
@@ -652,7 +652,7 @@ static int find_cache_build(struct ckpt__find_cache **out, ckpt_checkpoint *ck)
 	return CKPT_OK;
 }
 
-int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint *ck, const char *path)
+static int checkpoint_find_variable_rc(ckpt_variable **out, ckpt_checkpoint *ck, const char *path)
 {
 	if (!out || !ck || !path)
 		return ckpt__fail(CKPT_EINVAL, NULL, path, -1, "ckpt_checkpoint_find_variable: NULL argument");
@@ -679,4 +679,12 @@ int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint *ck, cons
 			"no tracked variable with object path, key or stored name '%s'", path);
 	*out = c->l->v[hit].variable;
 	return CKPT_OK;
+}
+
+ckpt_variable *ckpt_checkpoint_find_variable(ckpt_checkpoint *ck, const char *path)
+{
+	ckpt_variable *out = NULL;
+	int rc = checkpoint_find_variable_rc(&out, ck, path);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
 }

@@ -334,7 +334,7 @@ int ckpt_object_add_child(ckpt_object *parent, const char *local_name, ckpt_obje
 	return ckpt__object_link(parent, local_name, child, weak);
 }
 
-int ckpt_object_new_child(ckpt_object **out, ckpt_object *parent, const char *local_name)
+static int object_new_child_rc(ckpt_object **out, ckpt_object *parent, const char *local_name)
 {
 	if (!out || !parent)
 		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_new_child: NULL argument");
@@ -346,6 +346,14 @@ int ckpt_object_new_child(ckpt_object **out, ckpt_object *parent, const char *lo
 	if (rc == CKPT_OK)
 		*out = c;
 	return rc;
+}
+
+ckpt_object *ckpt_object_new_child(ckpt_object *parent, const char *local_name)
+{
+	ckpt_object *out = NULL;
+	int rc = object_new_child_rc(&out, parent, local_name);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
 }
 
 int ckpt_object_track_variable(ckpt_object *obj, const char *local_name, ckpt_variable *var)
@@ -360,7 +368,7 @@ int ckpt_object_track_variable(ckpt_object *obj, const char *local_name, ckpt_va
 	return rc;
 }
 
-int ckpt_object_add_variable(ckpt_variable **out, ckpt_object *obj, const char *local_name,
+static int object_add_variable_rc(ckpt_variable **out, ckpt_object *obj, const char *local_name,
 	const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o)
 {
 	if (out)
@@ -384,7 +392,16 @@ int ckpt_object_add_variable(ckpt_variable **out, ckpt_object *obj, const char *
 	return rc;
 }
 
-int ckpt_object_add_attribute_tensor(ckpt_variable **out, ckpt_object *obj, const char *attr, const char *suffix,
+ckpt_variable *ckpt_object_add_variable(ckpt_object *obj, const char *local_name, const char *var_name,
+	ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o)
+{
+	ckpt_variable *out = NULL;
+	int rc = object_add_variable_rc(&out, obj, local_name, var_name, dt, shape, o);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
+}
+
+static int object_add_attribute_tensor_rc(ckpt_variable **out, ckpt_object *obj, const char *attr, const char *suffix,
 	const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o)
 {
 	if (out)
@@ -421,10 +438,19 @@ int ckpt_object_add_attribute_tensor(ckpt_variable **out, ckpt_object *obj, cons
 	return CKPT_OK;
 }
 
-int ckpt_object_get_attribute_tensor(ckpt_variable **out, const ckpt_object *obj, const char *attr, const char *suffix)
+ckpt_variable *ckpt_object_add_attribute_tensor(ckpt_object *obj, const char *attr, const char *suffix,
+	const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o)
+{
+	ckpt_variable *out = NULL;
+	int rc = object_add_attribute_tensor_rc(&out, obj, attr, suffix, var_name, dt, shape, o);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
+}
+
+static int object_get_attribute_tensor_rc(ckpt_variable **out, const ckpt_object *obj, const char *attr, const char *suffix)
 {
 	if (!out || !obj || !attr || !suffix)
-		return ckpt__fail(CKPT_EINVAL, NULL, attr, -1, "ckpt_object_get_attribute_tensor: NULL argument");
+		return ckpt__fail(CKPT_EINVAL, NULL, attr, -1, "ckpt_object_attribute_tensor: NULL argument");
 	*out = NULL;
 	for (size_t i = 0; i < obj->nattrs; i++) {
 		const ckpt__attr *a = &obj->attrs[i];
@@ -436,10 +462,18 @@ int ckpt_object_get_attribute_tensor(ckpt_variable **out, const ckpt_object *obj
 	return ckpt__fail(CKPT_ENOTFOUND, NULL, attr, -1, "no tensor '%s' of attribute '%s'", suffix, attr);
 }
 
-int ckpt_object_get_child(ckpt_object **out, const ckpt_object *obj, const char *local_name)
+ckpt_variable *ckpt_object_attribute_tensor(const ckpt_object *obj, const char *attr, const char *suffix)
+{
+	ckpt_variable *out = NULL;
+	int rc = object_get_attribute_tensor_rc(&out, obj, attr, suffix);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
+}
+
+static int object_get_child_rc(ckpt_object **out, const ckpt_object *obj, const char *local_name)
 {
 	if (!out || !obj || !local_name)
-		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_get_child: NULL argument");
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_child: NULL argument");
 	*out = NULL;
 	const ckpt__edge *e = ckpt__object_edge(obj, local_name);
 	if (!e)
@@ -448,16 +482,32 @@ int ckpt_object_get_child(ckpt_object **out, const ckpt_object *obj, const char 
 	return CKPT_OK;
 }
 
-int ckpt_object_get_variable(ckpt_variable **out, const ckpt_object *obj, const char *local_name)
+ckpt_object *ckpt_object_child(const ckpt_object *obj, const char *local_name)
+{
+	ckpt_object *out = NULL;
+	int rc = object_get_child_rc(&out, obj, local_name);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
+}
+
+static int object_get_variable_rc(ckpt_variable **out, const ckpt_object *obj, const char *local_name)
 {
 	if (!out || !obj || !local_name)
-		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_get_variable: NULL argument");
+		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_variable: NULL argument");
 	*out = NULL;
 	const ckpt__edge *e = ckpt__object_edge(obj, local_name);
 	if (!e || !e->child->is_var_node)
 		return ckpt__fail(CKPT_ENOTFOUND, NULL, local_name, -1, "no variable tracked as '%s'", local_name);
 	*out = e->child->attrs[0].var;
 	return CKPT_OK;
+}
+
+ckpt_variable *ckpt_object_variable(const ckpt_object *obj, const char *local_name)
+{
+	ckpt_variable *out = NULL;
+	int rc = object_get_variable_rc(&out, obj, local_name);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
 }
 
 ckpt_variable *ckpt_object_node_variable(const ckpt_object *obj)
@@ -470,16 +520,22 @@ size_t ckpt_object_num_children(const ckpt_object *obj)
 	return obj ? obj->nedges : 0;
 }
 
-int ckpt_object_child_at(const char **local_name, ckpt_object **child, const ckpt_object *obj, size_t i)
+static int edge_in_range(const ckpt_object *obj, size_t i, const char *fn)
 {
 	if (!obj || i >= obj->nedges)
-		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_object_child_at: index %zu out of range [0, %zu)", i,
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "%s: index %zu out of range [0, %zu)", fn, i,
 			obj ? obj->nedges : 0);
-	if (local_name)
-		*local_name = obj->edges[i].name;
-	if (child)
-		*child = obj->edges[i].child;
 	return CKPT_OK;
+}
+
+ckpt_object *ckpt_object_child_at(const ckpt_object *obj, size_t i)
+{
+	return edge_in_range(obj, i, "ckpt_object_child_at") == CKPT_OK ? obj->edges[i].child : NULL;
+}
+
+const char *ckpt_object_child_name(const ckpt_object *obj, size_t i)
+{
+	return edge_in_range(obj, i, "ckpt_object_child_name") == CKPT_OK ? obj->edges[i].name : NULL;
 }
 
 /* Undo TensorFlow's escape for one path component (".." -> ".", ".S" -> "/"). */
@@ -501,7 +557,7 @@ static char *unescape(const char *s, size_t n)
 	return d;
 }
 
-int ckpt_object_find(ckpt_object **out, ckpt_object *from, const char *path)
+static int object_find_rc(ckpt_object **out, ckpt_object *from, const char *path)
 {
 	if (!out || !from || !path)
 		return ckpt__fail(CKPT_EINVAL, NULL, path, -1, "ckpt_object_find: NULL argument");
@@ -529,6 +585,14 @@ int ckpt_object_find(ckpt_object **out, ckpt_object *from, const char *path)
 	}
 	*out = cur;
 	return CKPT_OK;
+}
+
+ckpt_object *ckpt_object_find(ckpt_object *from, const char *path)
+{
+	ckpt_object *out = NULL;
+	int rc = object_find_rc(&out, from, path);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
 }
 
 /* ---- optimizer slots ---- */
@@ -591,7 +655,7 @@ int ckpt__slot_create(ckpt_variable **out, ckpt_object **node_out, ckpt_object *
 	return CKPT_OK;
 }
 
-int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_variable *primary,
+static int optimizer_create_slot_rc(ckpt_variable **out, ckpt_object *opt, ckpt_variable *primary,
 	const char *slot_name, const ckpt_variable_options *o)
 {
 	if (out)
@@ -617,11 +681,20 @@ int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_varia
 	return CKPT_OK;
 }
 
-int ckpt_optimizer_get_slot(ckpt_variable **out, const ckpt_object *opt, const ckpt_variable *primary,
+ckpt_variable *ckpt_optimizer_create_slot(ckpt_object *opt, ckpt_variable *primary, const char *slot_name,
+	const ckpt_variable_options *o)
+{
+	ckpt_variable *out = NULL;
+	int rc = optimizer_create_slot_rc(&out, opt, primary, slot_name, o);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
+}
+
+static int optimizer_get_slot_rc(ckpt_variable **out, const ckpt_object *opt, const ckpt_variable *primary,
 	const char *slot_name)
 {
 	if (!out || !opt || !primary || !slot_name)
-		return ckpt__fail(CKPT_EINVAL, NULL, slot_name, -1, "ckpt_optimizer_get_slot: NULL argument");
+		return ckpt__fail(CKPT_EINVAL, NULL, slot_name, -1, "ckpt_optimizer_slot: NULL argument");
 	*out = NULL;
 	ckpt__slot *s = ckpt__object_slot(opt, primary, slot_name);
 	if (!s)
@@ -629,4 +702,12 @@ int ckpt_optimizer_get_slot(ckpt_variable **out, const ckpt_object *opt, const c
 			"no slot '%s' for variable '%s'", slot_name, ckpt_variable_name(primary));
 	*out = s->node->attrs[0].var;
 	return CKPT_OK;
+}
+
+ckpt_variable *ckpt_optimizer_slot(const ckpt_object *opt, const ckpt_variable *primary, const char *slot_name)
+{
+	ckpt_variable *out = NULL;
+	int rc = optimizer_get_slot_rc(&out, opt, primary, slot_name);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
 }

@@ -62,7 +62,7 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 			if (strcmp(root->children[c].local_name, "save_counter") == 0 &&
 				!ckpt__object_edge(ck->root, "save_counter")) {
 				ckpt_variable *v;
-				rc = ckpt_checkpoint_save_counter_variable(&v, ck);
+				rc = ckpt_status_of(v = ckpt_checkpoint_save_counter_variable(ck));
 				break;
 			}
 		}

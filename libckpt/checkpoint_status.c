@@ -30,7 +30,7 @@ int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_c
 	return CKPT_OK;
 }
 
-size_t ckpt_restore_status_unmatched_count(ckpt_restore_status *st)
+size_t ckpt_restore_status_num_unmatched(ckpt_restore_status *st)
 {
 	if (!st)
 		return 0;
@@ -50,7 +50,7 @@ const char *ckpt_restore_status_unmatched(const ckpt_restore_status *st, size_t 
 	return st && i < st->nunmatched ? st->unmatched[i] : NULL;
 }
 
-size_t ckpt_restore_status_unrestored_count(ckpt_restore_status *st)
+size_t ckpt_restore_status_num_unrestored(ckpt_restore_status *st)
 {
 	if (!st)
 		return 0;
@@ -67,7 +67,7 @@ size_t ckpt_restore_status_unrestored_count(ckpt_restore_status *st)
 	for (size_t i = 0; i < nassigned; i++)
 		if (ckpt__ptrmap_put(&got, assigned[i], 1) < 0)
 			goto done;
-	size_t n = ckpt_tracked_list_count(st->live);
+	size_t n = ckpt_tracked_list_num_entries(st->live);
 	if (!n || !(st->unrestored = ckpt__calloc(n, sizeof(char *))))
 		goto done;
 	for (size_t i = 0; i < n; i++) {
@@ -85,7 +85,7 @@ const char *ckpt_restore_status_unrestored(const ckpt_restore_status *st, size_t
 	return st && i < st->nunrestored ? st->unrestored[i] : NULL;
 }
 
-size_t ckpt_restore_status_restored_count(const ckpt_restore_status *st)
+size_t ckpt_restore_status_num_restored(const ckpt_restore_status *st)
 {
 	size_t n = 0;
 	if (st)
@@ -103,7 +103,7 @@ int ckpt_restore_status_assert_existing_objects_matched(ckpt_restore_status *st)
 	/* NULL: nothing was restored (the manager's fresh start): nothing can have mismatched */
 	if (!st)
 		return CKPT_OK;
-	size_t n = ckpt_restore_status_unrestored_count(st);
+	size_t n = ckpt_restore_status_num_unrestored(st);
 	if (n)
 		return ckpt__fail(CKPT_ENOTFOUND, ckpt__session_path(st->s), st->unrestored[0], -1,
 			"%zu live variable(s) received no value from the checkpoint (first: '%s')", n, st->unrestored[0]);
@@ -114,7 +114,7 @@ int ckpt_restore_status_assert_consumed(ckpt_restore_status *st)
 {
 	if (!st)
 		return CKPT_OK; /* nothing was restored: see ckpt_restore_status_assert_existing_objects_matched */
-	size_t n = ckpt_restore_status_unmatched_count(st);
+	size_t n = ckpt_restore_status_num_unmatched(st);
 	if (n)
 		return ckpt__fail(CKPT_ENOTFOUND, ckpt__session_path(st->s), st->unmatched[0], -1,
 			"%zu checkpoint value(s) were not restored into any live variable (first: '%s'); "
@@ -134,7 +134,7 @@ void ckpt_restore_status_free(ckpt_restore_status *st)
 	if (!st)
 		return;
 	if (!st->expect_partial) {
-		size_t n = ckpt_restore_status_unmatched_count(st);
+		size_t n = ckpt_restore_status_num_unmatched(st);
 		void *warn_ctx;
 		ckpt_warning_fn warn = ckpt__session_warning(st->s, &warn_ctx);
 		if (n)

@@ -210,3 +210,18 @@ int ckpt__error_raise(const ckpt__error_slot *slot)
 		dup_or_null(slot->message ? slot->message : "error in replica"));
 	return slot->code;
 }
+
+int ckpt_status_of(const void *result)
+{
+	return result ? CKPT_OK : ckpt_error_last()->code;
+}
+
+void ckpt__borrowed_status(int rc, int have_result)
+{
+	/* ckpt_status_of reads a NULL result's status from the last error: make
+	 * it the code the call returned, and CKPT_OK for a successful NULL */
+	if (rc != CKPT_OK && ckpt_error_last()->code != rc)
+		ckpt_error_set(rc, NULL, NULL, -1, "%s", ckpt_status_name(rc));
+	else if (rc == CKPT_OK && !have_result)
+		ckpt_error_clear();
+}

@@ -26,6 +26,13 @@ int ckpt__fail_errno(int err, const char *path, const char *fmt, ...) CKPT_PRINT
 /** Add a variable name / path to the current error when it has none (keeps the message). */
 void ckpt__error_annotate(const char *path, const char *var);
 
+/**
+ * After an internal call returning `rc` and a borrowed result: make the last
+ * error's code `rc` on failure and CKPT_OK for a successful NULL, so that
+ * ckpt_status_of(result) is `rc` (the public borrowed-result functions).
+ */
+void ckpt__borrowed_status(int rc, int have_result);
+
 /** 1 when `message` quotes `name` ('name'): ckpt_error_format then leaves the variable prefix out. */
 int ckpt__message_names(const char *message, const char *name);
 

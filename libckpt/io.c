@@ -7,8 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
+#include "ckpt/sys/vfs.h"
 
-int ckpt_io_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+int ckpt_io_pread(size_t *got, ckpt_io *io, void *buf, size_t n, uint64_t off)
 {
 	size_t dummy;
 	return io->methods->pread(io, buf, n, off, got ? got : &dummy);
@@ -33,7 +34,7 @@ int ckpt_io_pwrite(ckpt_io *io, const void *buf, size_t n, uint64_t off)
 	return io->methods->pwrite(io, buf, n, off);
 }
 
-int ckpt_io_size(ckpt_io *io, uint64_t *out) { return io->methods->size(io, out); }
+int ckpt_io_size(uint64_t *out, ckpt_io *io) { return io->methods->size(io, out); }
 int ckpt_io_sync(ckpt_io *io) { return io->methods->sync(io); }
 const char *ckpt_io_path(const ckpt_io *io) { return io ? io->path : NULL; }
 
@@ -61,7 +62,7 @@ int ckpt__io_pread_direct_only(ckpt_io *io, void *buf, size_t n, uint64_t off, s
 	return io->methods->pread_direct(io, buf, n, off, got);
 }
 
-int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
+int ckpt_io_pread_direct(size_t *got, ckpt_io *io, void *buf, size_t n, uint64_t off)
 {
 	size_t dummy;
 	if (!got)
@@ -73,7 +74,7 @@ int ckpt_io_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t 
 	return io->methods->pread(io, buf, n, off, got);
 }
 
-int ckpt_vfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
+int ckpt_vfs_open(ckpt_io **out, ckpt_vfs *vfs, const char *path, int flags)
 {
 	if ((flags & CKPT_IO_EXCL) && !(ckpt_vfs_caps(vfs) & CKPT_VFS_CAP_EXCL))
 		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
@@ -88,7 +89,7 @@ int ckpt__vfs_open_fd(ckpt_vfs *vfs, const char *path, uint64_t *size)
 	ckpt__error_capture(&before);
 	ckpt_io *io = NULL;
 	int fd = -1;
-	if (ckpt_vfs_open(vfs, path, CKPT_IO_READ, &io) == CKPT_OK) {
+	if (ckpt_vfs_open(&io, vfs, path, CKPT_IO_READ) == CKPT_OK) {
 		fd = ckpt_io_fd(io) >= 0 ? fcntl(ckpt_io_fd(io), F_DUPFD_CLOEXEC, 0) : -1;
 		struct stat st;
 		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
@@ -133,9 +134,9 @@ void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token)
 }
 int ckpt_vfs_rename(ckpt_vfs *vfs, const char *from, const char *to) { return vfs->methods->rename(vfs, from, to); }
 int ckpt_vfs_remove(ckpt_vfs *vfs, const char *path) { return vfs->methods->remove(vfs, path); }
-int ckpt_vfs_exists(ckpt_vfs *vfs, const char *path, int *is_dir) { return vfs->methods->exists(vfs, path, is_dir); }
+int ckpt_vfs_exists(int *is_dir, ckpt_vfs *vfs, const char *path) { return vfs->methods->exists(vfs, path, is_dir); }
 int ckpt_vfs_sync_dir(ckpt_vfs *vfs, const char *dir) { return vfs->methods->sync_dir(vfs, dir); }
-int ckpt_vfs_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count)
+int ckpt_vfs_list(char ***names, size_t *count, ckpt_vfs *vfs, const char *dir)
 {
 	return vfs->methods->list(vfs, dir, names, count);
 }
@@ -148,12 +149,12 @@ void ckpt_vfs_free(ckpt_vfs *vfs)
 }
 
 /* One open-size-read of the whole file; CKPT_EBUSY when it was replaced after the open. */
-static int read_all_once(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n)
+static int read_all_once(void **buf, size_t *n, ckpt_vfs *vfs, const char *path, uint64_t max)
 {
 	ckpt_io *io;
 	uint64_t size;
-	CKPT_TRY(ckpt_vfs_open(vfs, path, CKPT_IO_READ, &io));
-	int rc = ckpt_io_size(io, &size);
+	CKPT_TRY(ckpt_vfs_open(&io, vfs, path, CKPT_IO_READ));
+	int rc = ckpt_io_size(&size, io);
 	if (rc == CKPT_OK && size > max)
 		rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "file is %llu bytes, limit is %llu",
 			(unsigned long long)size, (unsigned long long)max);
@@ -183,11 +184,11 @@ static int read_all_once(ckpt_vfs *vfs, const char *path, uint64_t max, void **b
  */
 #define READ_ALL_ATTEMPTS 4
 
-int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n)
+int ckpt_vfs_read_all(void **buf, size_t *n, ckpt_vfs *vfs, const char *path, uint64_t max)
 {
 	int rc = CKPT_EBUSY;
 	for (int attempt = 0; attempt < READ_ALL_ATTEMPTS && rc == CKPT_EBUSY; attempt++)
-		rc = read_all_once(vfs, path, max, buf, n);
+		rc = read_all_once(buf, n, vfs, path, max);
 	return rc;
 }
 
@@ -207,7 +208,7 @@ int ckpt__vfs_publish(ckpt_vfs *vfs, const char *tmp, const char *final)
 static int write_in_place(ckpt_vfs *vfs, const char *path, const void *buf, size_t n, int fsync_data)
 {
 	ckpt_io *io;
-	CKPT_TRY(ckpt_vfs_open(vfs, path, CKPT_IO_WRITE, &io));
+	CKPT_TRY(ckpt_vfs_open(&io, vfs, path, CKPT_IO_WRITE));
 	int rc = ckpt_io_pwrite(io, buf, n, 0);
 	if (rc == CKPT_OK && fsync_data)
 		rc = ckpt_io_sync(io);
@@ -235,7 +236,7 @@ int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size
 	if (!tmp)
 		return CKPT_ENOMEM;
 	ckpt_io *io;
-	int rc = ckpt_vfs_open(vfs, tmp, CKPT_IO_WRITE, &io);
+	int rc = ckpt_vfs_open(&io, vfs, tmp, CKPT_IO_WRITE);
 	if (rc < 0) {
 		ckpt__free(tmp);
 		return rc;
@@ -278,7 +279,7 @@ int ckpt__vfs_mkdirs(ckpt_vfs *vfs, const char *dir)
 		char c = *q;
 		*q = '\0';
 		int is_dir = 0;
-		if (!(ckpt_vfs_exists(vfs, p, &is_dir) > 0 && is_dir))
+		if (!(ckpt_vfs_exists(&is_dir, vfs, p) > 0 && is_dir))
 			rc = ckpt_vfs_mkdir(vfs, p);
 		*q = c;
 		if (!c)

@@ -6,6 +6,8 @@
  */
 #include <stdatomic.h>
 #include "internal.h"
+#include "ckpt/sys/vfs.h"
+#include "ckpt/sys/vfs_faulty.h"
 
 typedef struct {
 	ckpt_vfs base;
@@ -77,7 +79,7 @@ static int fio_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size
 	faulty_io *f = (faulty_io *)io;
 	*got = 0;
 	CKPT_TRY(tick(f->vfs, "pread_direct", io->path));
-	return ckpt_io_pread_direct(f->inner, buf, n, off, got);
+	return ckpt_io_pread_direct(got, f->inner, buf, n, off);
 }
 
 /* No fd: a read through a descriptor would bypass the count, so the fast paths stay off here. */

@@ -9,6 +9,8 @@
 #include <sys/types.h>
 #include <string.h>
 #include "internal.h"
+#include "ckpt/sys/vfs.h"
+#include "ckpt/sys/vfs_memory.h"
 
 typedef struct mem_node {
 	unsigned char *data;
@@ -395,7 +397,7 @@ int ckpt_vfs_memory_put(ckpt_vfs *vfs, const char *path, const void *buf, size_t
 	return rc;
 }
 
-int ckpt_vfs_memory_get(ckpt_vfs *vfs, const char *path, const void **buf, size_t *n)
+static int vfs_memory_get_rc(ckpt_vfs *vfs, const char *path, const void **buf, size_t *n)
 {
 	mem_vfs *m = (mem_vfs *)vfs;
 	char *np = normalize(path);
@@ -413,6 +415,16 @@ int ckpt_vfs_memory_get(ckpt_vfs *vfs, const char *path, const void **buf, size_
 	pthread_mutex_unlock(&m->lock);
 	ckpt__free(np);
 	return rc;
+}
+
+const void *ckpt_vfs_memory_get(size_t *n, ckpt_vfs *vfs, const char *path)
+{
+	const void *buf = NULL;
+	int rc = vfs_memory_get_rc(vfs, path, &buf, n);
+	if (rc == CKPT_OK && !buf)
+		buf = "";   /* an empty file: NULL would read as its absence */
+	ckpt__borrowed_status(rc, buf != NULL);
+	return rc == CKPT_OK ? buf : NULL;
 }
 
 /* ---- a read-only io over caller memory ---- */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
+#include "ckpt/sys/vfs.h"
 
 typedef struct {
 	ckpt_io base;

@@ -24,6 +24,7 @@
 #include <string.h>
 #include "internal.h"
 #include "s3_internal.h"
+#include "ckpt/sys/vfs.h"
 
 #define SMALL_OBJECT (1u << 20)   /* read whole at the first read */
 #define WINDOW (1u << 20)         /* readahead window for small reads of big objects */
@@ -672,7 +673,7 @@ int ckpt_vfs_s3_new(ckpt_vfs **out, const ckpt_s3_config *cfg)
 static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
 static ckpt_vfs *shared;
 
-int ckpt_vfs_s3_shared(ckpt_vfs **out)
+static int vfs_s3_shared_rc(ckpt_vfs **out)
 {
 	pthread_mutex_lock(&shared_mu);
 	int rc = CKPT_OK;
@@ -690,6 +691,14 @@ int ckpt_vfs_s3_shared(ckpt_vfs **out)
 	return rc;
 }
 
+ckpt_vfs *ckpt_vfs_s3_shared(void)
+{
+	ckpt_vfs *out = NULL;
+	int rc = vfs_s3_shared_rc(&out);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
+}
+
 int ckpt__vfs_is_shared_s3(const ckpt_vfs *vfs)
 {
 	pthread_mutex_lock(&shared_mu);
@@ -698,14 +707,9 @@ int ckpt__vfs_is_shared_s3(const ckpt_vfs *vfs)
 	return is;
 }
 
-int ckpt_vfs_for_path(ckpt_vfs **out, ckpt_vfs *given, const char *path)
+ckpt_vfs *ckpt_vfs_for_path(ckpt_vfs *given, const char *path)
 {
-	if (given) {
-		*out = given;
-		return CKPT_OK;
-	}
-	if (ckpt_path_is_s3(path))
-		return ckpt_vfs_s3_shared(out);
-	*out = ckpt_vfs_default();
-	return CKPT_OK;
+	if (given)
+		return given;
+	return ckpt_path_is_s3(path) ? ckpt_vfs_s3_shared() : ckpt_vfs_default();
 }

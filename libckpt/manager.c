@@ -231,14 +231,15 @@ static int read_state(ckpt_manager *m, int *found)
 	char *path = ckpt__path_join(m->dir, STATE_FILE);
 	if (!path)
 		return CKPT_ENOMEM;
-	int exists = ckpt_vfs_exists(m->vfs, path, NULL);
+	int exists = ckpt_vfs_exists(NULL, m->vfs, path);
 	if (!exists) {
 		ckpt__free(path);
 		return CKPT_OK;
 	}
 	void *buf = NULL;
 	size_t len = 0;
-	int rc = ckpt_vfs_read_all(m->vfs, path, CKPT_MAX_STATE_FILE_BYTES, &buf, &len);
+	/* the cap ckpt_reader_open(dir) applies too: the two readers once had different local limits */
+	int rc = ckpt_vfs_read_all(&buf, &len, m->vfs, path, CKPT_MAX_STATE_FILE_BYTES);
 	if (rc < 0) {
 		ckpt__free(path);
 		return rc;
@@ -410,12 +411,12 @@ static int write_state_current(ckpt_manager *m)
 static int remove_tree(ckpt_vfs *vfs, const char *path, int depth)
 {
 	int is_dir = 0;
-	if (!ckpt_vfs_exists(vfs, path, &is_dir))
+	if (!ckpt_vfs_exists(&is_dir, vfs, path))
 		return CKPT_OK;
 	if (is_dir && depth < 8) {
 		char **names = NULL;
 		size_t n = 0;
-		CKPT_TRY(ckpt_vfs_list(vfs, path, &names, &n));
+		CKPT_TRY(ckpt_vfs_list(&names, &n, vfs, path));
 		for (size_t i = 0; i < n; i++) {
 			char *p = ckpt__path_join(path, names[i]);
 			if (p)
@@ -450,7 +451,7 @@ static int delete_checkpoint(ckpt_manager *m, const char *prefix)
 	char **names = NULL;
 	size_t n = 0;
 	if (rc == CKPT_OK)
-		rc = ckpt_vfs_list(m->vfs, dir, &names, &n);
+		rc = ckpt_vfs_list(&names, &n, m->vfs, dir);
 	size_t dl = data ? strlen(data) : 0;
 	for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
 		if (strncmp(names[i], data, dl) != 0)
@@ -506,7 +507,7 @@ static int orphan_data(const ckpt_manager *m, char **names, size_t n, const char
 static uint64_t implied_size(const ckpt_reader *r, int shard)
 {
 	uint64_t end = 0;
-	for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+	for (size_t i = 0; i < ckpt_reader_num_entries(r); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
 		if (v->shard == shard && v->offset >= 0 && (uint64_t)v->offset + v->nbytes > end)
 			end = (uint64_t)v->offset + v->nbytes;
@@ -523,7 +524,7 @@ static int check_valid(ckpt_manager *m, const char *prefix, char *why, size_t nw
 	char *idx = ckpt__asprintf("%s.index", prefix);
 	if (!idx)
 		return CKPT_ENOMEM;
-	int exists = ckpt_vfs_exists(m->vfs, idx, NULL);
+	int exists = ckpt_vfs_exists(NULL, m->vfs, idx);
 	ckpt__free(idx);
 	if (!exists) {
 		snprintf(why, nwhy, "index file %s.index is missing", prefix);
@@ -552,9 +553,9 @@ static int check_valid(ckpt_manager *m, const char *prefix, char *why, size_t nw
 		}
 		uint64_t want = implied_size(r, i), have = 0;
 		ckpt_io *io = NULL;
-		int rc = ckpt_vfs_open(m->vfs, sp, CKPT_IO_READ, &io);
+		int rc = ckpt_vfs_open(&io, m->vfs, sp, CKPT_IO_READ);
 		if (rc == CKPT_OK)
-			rc = ckpt_io_size(io, &have);
+			rc = ckpt_io_size(&have, io);
 		if (io) {
 			int crc = ckpt_io_close(io);
 			if (rc == CKPT_OK)
@@ -646,7 +647,7 @@ static int scan_dir(ckpt_manager *m, int have_state, int *adopted)
 {
 	char **names = NULL;
 	size_t n = 0;
-	CKPT_TRY(ckpt_vfs_list(m->vfs, m->dir, &names, &n));
+	CKPT_TRY(ckpt_vfs_list(&names, &n, m->vfs, m->dir));
 	int64_t *found = ckpt__calloc(n ? n : 1, sizeof(*found));
 	size_t nf = 0;
 	int rc = found ? CKPT_OK : CKPT_ENOMEM;
@@ -757,7 +758,7 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		return agree(cs, CKPT_ENOMEM);
 	m->ck = ck;
 	m->max_to_keep = max_to_keep;
-	int vrc = ckpt_vfs_for_path(&m->vfs, opts.vfs ? opts.vfs : (ck ? ck->opts.vfs : NULL), dir);
+	int vrc = ckpt_status_of(m->vfs = ckpt_vfs_for_path(opts.vfs ? opts.vfs : (ck ? ck->opts.vfs : NULL), dir));
 	if (vrc < 0) {
 		ckpt__free(m);
 		return agree(cs, vrc);
@@ -889,7 +890,7 @@ void ckpt__manager_apply(ckpt_manager *m, ckpt__manager_save *s)
 		/* nothing was saved: the counter goes back, unless something else moved it since */
 		ckpt_variable *v;
 		if (m->ck && ckpt_checkpoint_save_counter(m->ck) == s->number &&
-			ckpt_checkpoint_save_counter_variable(&v, m->ck) == CKPT_OK)
+			ckpt_status_of(v = ckpt_checkpoint_save_counter_variable(m->ck)) == CKPT_OK)
 			ckpt_variable_assign(v, &s->old_counter, sizeof(s->old_counter));
 		ckpt__manager_save_free(s);
 		return;
@@ -1009,7 +1010,7 @@ static int check_saver(ckpt_manager *m, const char *what)
 	return finish_async(m);
 }
 
-int ckpt_manager_save_number(const char **path_out, ckpt_manager *m, int64_t number)
+static int manager_save_number_rc(const char **path_out, ckpt_manager *m, int64_t number)
 {
 	if (path_out)
 		*path_out = NULL;
@@ -1019,7 +1020,15 @@ int ckpt_manager_save_number(const char **path_out, ckpt_manager *m, int64_t num
 	return save_number(path_out, m, number);
 }
 
-int ckpt_manager_save(const char **path_out, ckpt_manager *m)
+const char *ckpt_manager_save_number(ckpt_manager *m, int64_t number)
+{
+	const char *path_out = NULL;
+	int rc = manager_save_number_rc(&path_out, m, number);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
+}
+
+static int manager_save_rc(const char **path_out, ckpt_manager *m)
 {
 	if (path_out)
 		*path_out = NULL;
@@ -1029,12 +1038,20 @@ int ckpt_manager_save(const char **path_out, ckpt_manager *m)
 	return save_number(path_out, m, number);
 }
 
+const char *ckpt_manager_save(ckpt_manager *m)
+{
+	const char *path_out = NULL;
+	int rc = manager_save_rc(&path_out, m);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
+}
+
 const char *ckpt_manager_latest(const ckpt_manager *m)
 {
 	return m && m->n ? m->list[m->n - 1].path : NULL;
 }
 
-size_t ckpt_manager_count(const ckpt_manager *m)
+size_t ckpt_manager_num_checkpoints(const ckpt_manager *m)
 {
 	return m ? m->n : 0;
 }
@@ -1044,7 +1061,7 @@ const char *ckpt_manager_checkpoint(const ckpt_manager *m, size_t i)
 	return m && i < m->n ? m->list[i].path : NULL;
 }
 
-int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m)
+static int manager_latest_valid_rc(const char **path_out, ckpt_manager *m)
 {
 	if (path_out)
 		*path_out = NULL;
@@ -1080,7 +1097,15 @@ int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m)
 	return ckpt__fail(CKPT_ENOTFOUND, m->dir, NULL, -1, "no complete checkpoint in %s", m->dir);
 }
 
-int ckpt_manager_restore_latest(ckpt_restore_status **status, const char **path_out, ckpt_manager *m)
+const char *ckpt_manager_latest_valid(ckpt_manager *m)
+{
+	const char *path_out = NULL;
+	int rc = manager_latest_valid_rc(&path_out, m);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
+}
+
+static int manager_restore_latest_rc(ckpt_restore_status **status, const char **path_out, ckpt_manager *m)
 {
 	if (status)
 		*status = NULL;
@@ -1090,7 +1115,7 @@ int ckpt_manager_restore_latest(ckpt_restore_status **status, const char **path_
 		return ckpt__fail(CKPT_EINVAL, m ? m->dir : NULL, NULL, -1,
 			"ckpt_manager_restore_latest: the manager has no checkpoint to restore into");
 	const char *p;
-	int rc = ckpt_manager_latest_valid(&p, m);
+	int rc = ckpt_status_of(p = ckpt_manager_latest_valid(m));
 	if (rc == CKPT_ENOTFOUND) {
 		ckpt_error_clear();
 		return CKPT_OK;
@@ -1100,4 +1125,12 @@ int ckpt_manager_restore_latest(ckpt_restore_status **status, const char **path_
 	if (path_out)
 		*path_out = p;
 	return CKPT_OK;
+}
+
+const char *ckpt_manager_restore_latest(ckpt_restore_status **status, ckpt_manager *m)
+{
+	const char *path_out = NULL;
+	int rc = manager_restore_latest_rc(status, &path_out, m);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
 }

@@ -59,7 +59,7 @@ int ckpt__manager_async_finish(ckpt_manager *m)
 	return rc;
 }
 
-int ckpt_manager_save_async(const char **path_out, ckpt_manager *m, ckpt_async_saver *s)
+static int manager_save_async_rc(const char **path_out, ckpt_manager *m, ckpt_async_saver *s)
 {
 	if (path_out)
 		*path_out = NULL;
@@ -78,7 +78,7 @@ int ckpt_manager_save_async(const char **path_out, ckpt_manager *m, ckpt_async_s
 	int64_t number = 0;
 	CKPT_TRY(ckpt__manager_next_number(m, &number));
 	ckpt_variable *counter;
-	CKPT_TRY(ckpt_checkpoint_save_counter_variable(&counter, ck));
+	CKPT_TRY(ckpt_status_of(counter = ckpt_checkpoint_save_counter_variable(ck)));
 	ckpt__manager_async *a = ckpt__calloc(1, sizeof(*a));
 	if (!a)
 		return CKPT_ENOMEM;
@@ -112,6 +112,14 @@ int ckpt_manager_save_async(const char **path_out, ckpt_manager *m, ckpt_async_s
 	if (path_out)
 		*path_out = a->save.path;
 	return CKPT_OK;
+}
+
+const char *ckpt_manager_save_async(ckpt_manager *m, ckpt_async_saver *s)
+{
+	const char *path_out = NULL;
+	int rc = manager_save_async_rc(&path_out, m, s);
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
 }
 
 int ckpt_manager_wait(ckpt_manager *m)

@@ -412,7 +412,7 @@ static char *escape_malloc(const char *name)
 	return o;
 }
 
-int ckpt_key_escape(const char *name, char **out)
+int ckpt_key_escape(char **out, const char *name)
 {
 	*out = NULL;
 	if (!name)
@@ -421,7 +421,7 @@ int ckpt_key_escape(const char *name, char **out)
 	return *out ? CKPT_OK : ckpt__fail(CKPT_ENOMEM, NULL, name, -1, "out of memory");
 }
 
-int ckpt_key_attribute(const char *object_path, const char *attr, char **out)
+int ckpt_key_attribute(char **out, const char *object_path, const char *attr)
 {
 	*out = NULL;
 	if (!object_path || !attr)
@@ -514,7 +514,7 @@ static int tree_path(const ckpt_object_graph *g, const int *pnode, const int *pc
 	return rc;
 }
 
-int ckpt_object_graph_path(const ckpt_object_graph *g, int node, char **out)
+int ckpt_object_graph_path(char **out, const ckpt_object_graph *g, int node)
 {
 	*out = NULL;
 	CKPT_TRY(ckpt_object_graph_validate(g));

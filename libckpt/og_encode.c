@@ -146,7 +146,7 @@ static unsigned char *put_node(unsigned char *p, const ckpt_og_node *o)
 	return p;
 }
 
-int ckpt_object_graph_serialize(const ckpt_object_graph *g, void **buf, size_t *n)
+int ckpt_object_graph_serialize(void **buf, size_t *n, const ckpt_object_graph *g)
 {
 	*buf = NULL;
 	*n = 0;

@@ -39,7 +39,7 @@ static int create_parts(ckpt_partitioned *p, const ckpt_variable_options *o)
 	uint64_t rowbytes;
 	ckpt_shape row = p->shape;
 	row.dims[0] = 1;
-	CKPT_TRY(ckpt_shape_nbytes(&row, p->dtype, &rowbytes));
+	CKPT_TRY(ckpt_shape_nbytes(&rowbytes, &row, p->dtype));
 	int collective = ckpt__strategy_is_collective(p->strategy);
 	for (int i = 0; i < p->nparts; i++) {
 		if (i % p->workers != p->rank)
@@ -136,7 +136,7 @@ ckpt_dtype ckpt_partitioned_dtype(const ckpt_partitioned *p) { return p ? p->dty
 const ckpt_shape *ckpt_partitioned_shape(const ckpt_partitioned *p) { return p ? &p->shape : NULL; }
 int ckpt_partitioned_num_parts(const ckpt_partitioned *p) { return p ? p->nparts : 0; }
 
-int ckpt_partitioned_part_rows(const ckpt_partitioned *p, int i, int64_t *first, int64_t *rows)
+int ckpt_partitioned_part_rows(int64_t *first, int64_t *rows, const ckpt_partitioned *p, int i)
 {
 	if (!p || i < 0 || i >= p->nparts)
 		return ckpt__fail(CKPT_EINVAL, NULL, p ? p->name : NULL, -1, "part %d out of range [0, %d)", i,

@@ -211,7 +211,7 @@ int ckpt__partitioned_stage(ckpt__partitioned_restore **out, ckpt_checkpoint *ck
 	for (size_t k = 0; rc == CKPT_OK && k < pr->n; k++) {
 		size_t idx;
 		char w[400];
-		if (ckpt_reader_find(ckpt__session_reader(s), refs[k].key, &idx) < 0) {
+		if (ckpt_reader_find(&idx, ckpt__session_reader(s), refs[k].key) < 0) {
 			rc = ckpt__fail(CKPT_ENOTFOUND, ckpt__session_path(s), refs[k].key, -1, "%s is not in the checkpoint",
 				what(refs[k].p, refs[k].key, w, sizeof(w)));
 			break;

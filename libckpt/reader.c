@@ -28,12 +28,12 @@ static int read_head(ckpt_vfs *vfs, const char *path, unsigned char *head, size_
 {
 	int is_dir = 0;
 	*n = 0;
-	if (!ckpt_vfs_exists(vfs, path, &is_dir) || is_dir)
+	if (!ckpt_vfs_exists(&is_dir, vfs, path) || is_dir)
 		return CKPT_OK;
 	ckpt_io *io;
-	if (ckpt_vfs_open(vfs, path, CKPT_IO_READ, &io) < 0)
+	if (ckpt_vfs_open(&io, vfs, path, CKPT_IO_READ) < 0)
 		return CKPT_OK; /* let the backends report the real problem */
-	int rc = ckpt_io_pread(io, head, cap, 0, n);
+	int rc = ckpt_io_pread(n, io, head, cap, 0);
 	ckpt_io_close(io);
 	if (rc < 0)
 		*n = 0;
@@ -83,7 +83,7 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 	opts.sync_rules = NULL; /* read during this call only */
 	opts.num_sync_rules = 0;
 	CKPT_TRY(ckpt__sync_rules_check(rules, nrules));
-	CKPT_TRY(ckpt_vfs_for_path(&opts.vfs, opts.vfs, path));
+	CKPT_TRY(ckpt_status_of(opts.vfs = ckpt_vfs_for_path(opts.vfs, path)));
 	if (!opts.memory_budget)
 		opts.memory_budget = CKPT_DEFAULT_MEMORY_BUDGET;
 
@@ -104,14 +104,14 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 	}
 	if (!best || best_bid < 0) {
 		int is_dir = 0;
-		int exists = ckpt_vfs_exists(opts.vfs, path, &is_dir);
+		int exists = ckpt_vfs_exists(&is_dir, opts.vfs, path);
 		if (exists && is_dir)
 			return ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1,
 				"no checkpoint in this directory (no `checkpoint` state file, SavedModel variables/ "
 				"or single .index file, and no Keras file)");
 		if (!exists) {
 			char *idx = ckpt__asprintf("%s.index", path);
-			int has_index = idx && ckpt_vfs_exists(opts.vfs, idx, NULL);
+			int has_index = idx && ckpt_vfs_exists(NULL, opts.vfs, idx);
 			ckpt__free(idx);
 			if (!has_index)
 				return ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1,
@@ -174,14 +174,14 @@ const char *ckpt_reader_shard_path(const ckpt_reader *r, int shard, int *exists)
 	return r->shard_paths ? r->shard_paths[shard] : r->path;
 }
 
-size_t ckpt_reader_count(const ckpt_reader *r) { return r ? r->nvars : 0; }
+size_t ckpt_reader_num_entries(const ckpt_reader *r) { return r ? r->nvars : 0; }
 
 const ckpt_var_info *ckpt_reader_var(const ckpt_reader *r, size_t i)
 {
 	return (r && i < r->nvars) ? &r->vars[i] : NULL;
 }
 
-int ckpt_reader_find(const ckpt_reader *r, const char *name, size_t *index)
+int ckpt_reader_find(size_t *index, const ckpt_reader *r, const char *name)
 {
 	if (!r || !name)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_reader_find: NULL argument");
@@ -210,7 +210,7 @@ static int backend_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
 	return CKPT_OK;
 }
 
-int ckpt_reader_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
+int ckpt_reader_read(ckpt_tensor **out, ckpt_reader *r, size_t i)
 {
 	if (!r || !out || i >= r->nvars)
 		return ckpt__fail(CKPT_EINVAL, r ? r->path : NULL, NULL, -1, "ckpt_reader_read: bad argument");
@@ -362,16 +362,16 @@ const char *ckpt_reader_meta(const ckpt_reader *r, const char *key)
 	return v;
 }
 
-size_t ckpt_reader_kv_count(const ckpt_reader *r)
+size_t ckpt_reader_num_kv(const ckpt_reader *r)
 {
 	return r && r->kv ? r->kv->n : 0;
 }
 
 int ckpt_reader_kv(ckpt_kv *out, const ckpt_reader *r, size_t i)
 {
-	if (!out || i >= ckpt_reader_kv_count(r))
+	if (!out || i >= ckpt_reader_num_kv(r))
 		return ckpt__fail(CKPT_EINVAL, r ? r->path : NULL, NULL, -1, "metadata pair %zu of %zu", i,
-			ckpt_reader_kv_count(r));
+			ckpt_reader_num_kv(r));
 	ckpt__kv_get(r->kv, i, out);
 	return CKPT_OK;
 }
@@ -447,7 +447,7 @@ int ckpt_writer_open(ckpt_writer **out, const char *path, const char *format, co
 			return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "unsupported ckpt_write_options version %u", o->version);
 		opts = *o;
 	}
-	CKPT_TRY(ckpt_vfs_for_path(&opts.vfs, opts.vfs, path));
+	CKPT_TRY(ckpt_status_of(opts.vfs = ckpt_vfs_for_path(opts.vfs, path)));
 	if (opts.num_shards <= 0)
 		opts.num_shards = 1;
 	if (opts.num_shards > CKPT_MAX_SHARDS)

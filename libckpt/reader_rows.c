@@ -40,7 +40,7 @@ int ckpt__row_pieces_verify(ckpt_reader *r, ckpt__row_piece *p, size_t n)
 	qsort(p, n, sizeof(*p), cmp_piece);
 	for (size_t i = 0; i < n;) {
 		uint64_t e = p[i].entry;
-		if (e >= ckpt_reader_count(r))
+		if (e >= ckpt_reader_num_entries(r))
 			return ckpt__fail(CKPT_EINVAL, ckpt_reader_path(r), NULL, -1, "row piece of entry %llu out of range",
 				(unsigned long long)e);
 		const ckpt_var_info *v = ckpt_reader_var(r, (size_t)e);
@@ -78,7 +78,7 @@ int ckpt__row_pieces_verify(ckpt_reader *r, ckpt__row_piece *p, size_t n)
 int ckpt__reader_read_rows(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows, void *dst, size_t n,
 	ckpt__row_pieces *pieces)
 {
-	if (i >= ckpt_reader_count(r))
+	if (i >= ckpt_reader_num_entries(r))
 		return ckpt__fail(CKPT_EINVAL, ckpt_reader_path(r), NULL, -1, "entry %zu out of range", i);
 	const ckpt_var_info *v = ckpt_reader_var(r, i);
 	uint64_t rowbytes = 0;
@@ -87,7 +87,7 @@ int ckpt__reader_read_rows(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows
 			"rows of a %s tensor of rank %d cannot be read", ckpt_dtype_name(v->dtype), v->shape.rank);
 	ckpt_shape row = v->shape;
 	row.dims[0] = 1;
-	CKPT_TRY(ckpt_shape_nbytes(&row, v->dtype, &rowbytes));
+	CKPT_TRY(ckpt_shape_nbytes(&rowbytes, &row, v->dtype));
 	if (row0 < 0 || nrows < 0 || row0 > v->shape.dims[0] || nrows > v->shape.dims[0] - row0 ||
 		(uint64_t)nrows * rowbytes != n)
 		return ckpt__fail(CKPT_EINVAL, ckpt_reader_path(r), v->name, -1,
@@ -97,7 +97,7 @@ int ckpt__reader_read_rows(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows
 		return r->fmt->read_rows(r, i, row0, nrows, dst, n, pieces);
 	/* no range reads in this format: the whole tensor, verified, then the rows */
 	ckpt_tensor *t = NULL;
-	CKPT_TRY(ckpt_reader_read(r, i, &t));
+	CKPT_TRY(ckpt_reader_read(&t, r, i));
 	if (n)
 		memcpy(dst, (const unsigned char *)t->data + (uint64_t)row0 * rowbytes, n);
 	ckpt_tensor_free(t);

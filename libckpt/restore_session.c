@@ -108,7 +108,7 @@ static int push_value(ckpt__session *s, size_t *cap, int node, const char *attr,
 static int build_values(ckpt__session *s)
 {
 	ckpt_reader *r = s->reader;
-	size_t nr = ckpt_reader_count(r);
+	size_t nr = ckpt_reader_num_entries(r);
 	unsigned char *used = ckpt__calloc(nr ? nr : 1, 1);
 	if (!used)
 		return CKPT_ENOMEM;
@@ -423,7 +423,7 @@ int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **aren
 		uint64_t nb;
 		ckpt_shape sh;
 		ckpt__cshape_expand(&s->vals[i].shape, &sh);
-		CKPT_TRY(ckpt_shape_nbytes(&sh, s->vals[i].dtype, &nb));
+		CKPT_TRY(ckpt_shape_nbytes(&nb, &sh, s->vals[i].dtype));
 		if (ckpt__add_u64(total, 63, &total) || ckpt__add_u64(total & ~(uint64_t)63, nb, &total))
 			return ckpt__fail(CKPT_ELIMIT, s->path, s->vals[i].key, -1, "checkpoint values exceed 2^64 bytes");
 	}
@@ -445,7 +445,7 @@ int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **aren
 		ckpt__cshape_expand(&v->shape, &sh);
 		if (v->dtype == CKPT_DT_STRING) {
 			/* variable-length elements: an owned string tensor, outside the arena */
-			rc = ckpt_reader_read(s->reader, v->reader_index, &v->t);
+			rc = ckpt_reader_read(&v->t, s->reader, v->reader_index);
 			if (rc == CKPT_OK && (v->t->dtype != CKPT_DT_STRING || !ckpt_shape_equal(&v->t->shape, &sh))) {
 				ckpt_tensor_free(v->t);
 				v->t = NULL;
@@ -457,7 +457,7 @@ int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **aren
 			continue;
 		}
 		uint64_t nb;
-		ckpt_shape_nbytes(&sh, v->dtype, &nb);
+		ckpt_shape_nbytes(&nb, &sh, v->dtype);
 		off = (off + 63) & ~(uint64_t)63;
 		unsigned char *dst = nb ? base + off : empty;
 		int owner = parts > 1 ? (int)(off / chunk) : part;
@@ -467,7 +467,7 @@ int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **aren
 		if (rc == CKPT_EUNSUPPORTED) {
 			/* e.g. a partitioned entry the backend only assembles in ckpt_reader_read */
 			ckpt_tensor *t;
-			if ((rc = ckpt_reader_read(s->reader, v->reader_index, &t)) == CKPT_OK) {
+			if ((rc = ckpt_reader_read(&t, s->reader, v->reader_index)) == CKPT_OK) {
 				if (t->nbytes == nb)
 					memcpy(dst, t->data, (size_t)nb);
 				else

@@ -21,7 +21,7 @@ void ckpt_s3_uploads_free(ckpt_s3_upload *u, size_t n)
 
 static int client_for(s3_client **c, ckpt_vfs *vfs, const char *prefix)
 {
-	CKPT_TRY(ckpt_vfs_for_path(&vfs, vfs, prefix));
+	CKPT_TRY(ckpt_status_of(vfs = ckpt_vfs_for_path(vfs, prefix)));
 	if (!(*c = ckpt__vfs_s3_client(vfs)))
 		return ckpt__fail(CKPT_EINVAL, prefix, NULL, -1, "not an S3 path or not an S3 file system");
 	return CKPT_OK;

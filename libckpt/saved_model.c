@@ -353,15 +353,15 @@ int ckpt_saved_model_read(ckpt_saved_model **out, const char *path, ckpt_vfs *vf
 	if (!out || !path)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_saved_model_read: NULL argument");
 	*out = NULL;
-	CKPT_TRY(ckpt_vfs_for_path(&vfs, vfs, path));
+	CKPT_TRY(ckpt_status_of(vfs = ckpt_vfs_for_path(vfs, path)));
 	int is_dir = 0;
 	char *file = NULL;
-	if (ckpt_vfs_exists(vfs, path, &is_dir) > 0 && is_dir) {
+	if (ckpt_vfs_exists(&is_dir, vfs, path) > 0 && is_dir) {
 		if (!(file = ckpt__path_join(path, "saved_model.pb")))
 			return CKPT_ENOMEM;
-		if (ckpt_vfs_exists(vfs, file, NULL) <= 0) {
+		if (ckpt_vfs_exists(NULL, vfs, file) <= 0) {
 			char *txt = ckpt__path_join(path, "saved_model.pbtxt");
-			int has_txt = txt && ckpt_vfs_exists(vfs, txt, NULL) > 0;
+			int has_txt = txt && ckpt_vfs_exists(NULL, vfs, txt) > 0;
 			ckpt__free(txt);
 			int rc = has_txt
 				? ckpt__fail(CKPT_EUNSUPPORTED, file, NULL, -1,
@@ -375,7 +375,7 @@ int ckpt_saved_model_read(ckpt_saved_model **out, const char *path, ckpt_vfs *vf
 	}
 	void *buf = NULL;
 	size_t n = 0;
-	int rc = ckpt_vfs_read_all(vfs, file, CKPT_MAX_SAVED_MODEL_BYTES, &buf, &n);
+	int rc = ckpt_vfs_read_all(&buf, &n, vfs, file, CKPT_MAX_SAVED_MODEL_BYTES);
 	if (rc == CKPT_OK)
 		rc = ckpt_saved_model_parse(out, buf, n);
 	if (rc < 0)

@@ -260,7 +260,7 @@ void ckpt__strategy_release(ckpt_strategy *s, ckpt__strategy_ref what)
 	drop_ref(s);
 }
 
-ckpt_strategy_kind ckpt_strategy_get_kind(const ckpt_strategy *s)
+ckpt_strategy_kind ckpt_strategy_kind_of(const ckpt_strategy *s)
 {
 	return s ? s->kind : CKPT_STRATEGY_DEFAULT;
 }

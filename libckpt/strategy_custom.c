@@ -76,7 +76,7 @@ int ckpt_strategy_custom_new(ckpt_strategy **out, const ckpt_strategy_methods *m
 	return ckpt__strategy_create(out, methods, num_replicas, local_replicas, replica_offset, impl, desc);
 }
 
-const ckpt_strategy_methods *ckpt_strategy_get_methods(const ckpt_strategy *s)
+const ckpt_strategy_methods *ckpt_strategy_method_table(const ckpt_strategy *s)
 {
 	return ckpt__strategy_ops_of(s);
 }
@@ -106,7 +106,7 @@ int ckpt_variable_on_device(const ckpt_variable *v)
 	return ckpt__variable_on_device(v);
 }
 
-int ckpt_variable_read_copy(const ckpt_variable *v, int i, void *dst)
+int ckpt_variable_read_copy(void *dst, const ckpt_variable *v, int i)
 {
 	return ckpt__variable_read_copy(v, i, dst);
 }

@@ -19,7 +19,7 @@ int ckpt_shape_make(ckpt_shape *out, int rank, const int64_t *dims)
 	return CKPT_OK;
 }
 
-int ckpt_shape_num_elements(const ckpt_shape *s, uint64_t *out)
+int ckpt_shape_num_elements(uint64_t *out, const ckpt_shape *s)
 {
 	if (!s || s->rank < 0 || s->rank > CKPT_MAX_RANK)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "invalid shape rank %d", s ? s->rank : -1);
@@ -36,14 +36,14 @@ int ckpt_shape_num_elements(const ckpt_shape *s, uint64_t *out)
 	return CKPT_OK;
 }
 
-int ckpt_shape_nbytes(const ckpt_shape *s, ckpt_dtype dt, uint64_t *out)
+int ckpt_shape_nbytes(uint64_t *out, const ckpt_shape *s, ckpt_dtype dt)
 {
 	size_t es = ckpt_dtype_size(dt);
 	if (es == 0)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "dtype %s has no fixed element size",
 			ckpt_dtype_name(dt));
 	uint64_t n;
-	CKPT_TRY(ckpt_shape_num_elements(s, &n));
+	CKPT_TRY(ckpt_shape_num_elements(&n, s));
 	if (ckpt__mul_u64(n, es, &n))
 		return ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "byte size of shape overflows 64 bits");
 	if (out)
@@ -114,7 +114,7 @@ static int tensor_alloc_header(ckpt_tensor **out, ckpt_dtype dt, const ckpt_shap
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "NULL argument");
 	if (!ckpt_dtype_valid((int)dt))
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "invalid dtype %d", (int)dt);
-	CKPT_TRY(ckpt_shape_num_elements(s, NULL));
+	CKPT_TRY(ckpt_shape_num_elements(NULL, s));
 	ckpt_tensor *t = ckpt__calloc(1, sizeof(*t));
 	if (!t)
 		return CKPT_ENOMEM;
@@ -129,7 +129,7 @@ int ckpt_tensor_new(ckpt_tensor **out, ckpt_dtype dt, const ckpt_shape *s)
 	ckpt_tensor *t = NULL;
 	CKPT_TRY(tensor_alloc_header(&t, dt, s));
 	uint64_t n = 0, nbytes = 0;
-	ckpt_shape_num_elements(s, &n);
+	ckpt_shape_num_elements(&n, s);
 	if (dt == CKPT_DT_STRING) {
 		if (n > SIZE_MAX / sizeof(ckpt_bytes)) {
 			ckpt__free(t);
@@ -139,7 +139,7 @@ int ckpt_tensor_new(ckpt_tensor **out, ckpt_dtype dt, const ckpt_shape *s)
 		t->data = ckpt__calloc((size_t)n, sizeof(ckpt_bytes));
 		t->nbytes = 0;
 	} else {
-		int rc = ckpt_shape_nbytes(s, dt, &nbytes);
+		int rc = ckpt_shape_nbytes(&nbytes, s, dt);
 		if (rc < 0 || nbytes > SIZE_MAX) {
 			ckpt__free(t);
 			return rc < 0 ? rc : ckpt__fail(CKPT_ELIMIT, NULL, NULL, -1, "tensor too large");
@@ -161,7 +161,7 @@ int ckpt_tensor_wrap(ckpt_tensor **out, ckpt_dtype dt, const ckpt_shape *s, void
 	if (dt == CKPT_DT_STRING)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_tensor_wrap: string tensors cannot be wrapped");
 	uint64_t want;
-	CKPT_TRY(ckpt_shape_nbytes(s, dt, &want));
+	CKPT_TRY(ckpt_shape_nbytes(&want, s, dt));
 	if (want != nbytes)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_tensor_wrap: %llu bytes given, shape needs %llu",
 			(unsigned long long)nbytes, (unsigned long long)want);
@@ -204,7 +204,7 @@ int ckpt_tensor_new_strings(ckpt_tensor **out, const ckpt_shape *s, const ckpt_b
 uint64_t ckpt_tensor_num_elements(const ckpt_tensor *t)
 {
 	uint64_t n = 0;
-	if (t && ckpt_shape_num_elements(&t->shape, &n) < 0)
+	if (t && ckpt_shape_num_elements(&n, &t->shape) < 0)
 		return 0;
 	return n;
 }

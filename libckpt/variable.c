@@ -347,7 +347,7 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 	const ckpt_shape *shape, const ckpt_variable_options *o)
 {
 	uint64_t nelem, nbytes = 0;
-	CKPT_TRY(ckpt_shape_num_elements(shape, &nelem));
+	CKPT_TRY(ckpt_shape_num_elements(&nelem, shape));
 	if (nelem > SIZE_MAX / sizeof(ckpt_bytes))
 		return ckpt__fail(CKPT_ELIMIT, NULL, name, -1, "string variable '%s' of %llu elements is too large",
 			name, (unsigned long long)nelem);
@@ -367,7 +367,7 @@ static int new_string_variable(ckpt_variable **out, const char *name, size_t nam
 		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1,
 			"string variable '%s' under %s: string elements are host objects and cannot live in device "
 			"memory; create it outside the scope (a plain variable)", name, ckpt_strategy_describe(s));
-	int mirrored = ckpt_strategy_get_kind(s) != CKPT_STRATEGY_DEFAULT;
+	int mirrored = ckpt_strategy_kind_of(s) != CKPT_STRATEGY_DEFAULT;
 	int copies = mirrored ? ckpt__strategy_local_replicas(s) : 1;
 	ckpt_variable *v = var_alloc(name, name_len, copies);
 	if (!v)
@@ -430,14 +430,14 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 	if (dt == CKPT_DT_STRING)
 		return new_string_variable(out, name, name_len, shape, o);
 	uint64_t nbytes;
-	CKPT_TRY(ckpt_shape_nbytes(shape, dt, &nbytes));
+	CKPT_TRY(ckpt_shape_nbytes(&nbytes, shape, dt));
 	if (nbytes > SIZE_MAX)
 		return ckpt__fail(CKPT_ELIMIT, NULL, name, -1, "variable of %llu bytes exceeds the address space",
 			(unsigned long long)nbytes);
 	CKPT_TRY(check_options(o, name, dt));
 
 	ckpt_strategy *s = host ? ckpt_strategy_default() : ckpt_strategy_current();
-	int mirrored = ckpt_strategy_get_kind(s) != CKPT_STRATEGY_DEFAULT;
+	int mirrored = ckpt_strategy_kind_of(s) != CKPT_STRATEGY_DEFAULT;
 	int copies = mirrored ? ckpt__strategy_local_replicas(s) : 1;
 	ckpt__mem *pmem = mirrored ? ckpt__strategy_mem(s) : NULL;
 	/* device pointers are not host addresses: overlap with host memory means nothing */
@@ -1028,7 +1028,7 @@ int ckpt__variable_on_device(const ckpt_variable *v)
 
 /* ---- replica-context access ---- */
 
-int ckpt_variable_local(ckpt_variable *v, void **out)
+static int variable_local_rc(ckpt_variable *v, void **out)
 {
 	if (!out)
 		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "ckpt_variable_local: out is NULL");
@@ -1068,6 +1068,14 @@ int ckpt_variable_local(ckpt_variable *v, void **out)
 	}
 	*out = v->bufs[ckpt_replica_id(ctx) - ckpt__strategy_replica_offset(running)];
 	return CKPT_OK;
+}
+
+void *ckpt_variable_local(ckpt_variable *v)
+{
+	void *out = NULL;
+	int rc = variable_local_rc(v, &out);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
 }
 
 int ckpt_variable_replicas_identical(const ckpt_variable *v)
@@ -1159,7 +1167,7 @@ int ckpt_variable_assign_tensor(ckpt_variable *v, const ckpt_tensor *t)
 	return CKPT_OK;
 }
 
-int ckpt_variable_read_tensor(const ckpt_variable *v, ckpt_tensor **out)
+int ckpt_variable_read_tensor(ckpt_tensor **out, const ckpt_variable *v)
 {
 	if (!out)
 		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "read_tensor: out is NULL");

@@ -288,7 +288,7 @@ int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n)
 	}
 	if (!summed) {
 		/* ONLY_FIRST_REPLICA: global replica 0 lives on worker 0 */
-		int crc = ckpt_variable_read_copy(v, 0, dst); /* device copies: through the provider */
+		int crc = ckpt_variable_read_copy(dst, v, 0); /* device copies: through the provider */
 		if (crc < 0)
 			return crc;
 		int err = MPI_Bcast(dst, (int)n, MPI_BYTE, 0, m->comm);
@@ -297,7 +297,7 @@ int mw_read(ckpt_strategy *s, const ckpt_variable *v, void *dst, size_t n)
 	void *bufs[MW_LOCAL_MAX];
 	for (int l = 0; l < m->local; l++) {
 		bufs[l] = tmp + (size_t)l * n;
-		rc = ckpt_variable_read_copy(v, l, bufs[l]); /* device copies: through the provider */
+		rc = ckpt_variable_read_copy(bufs[l], v, l); /* device copies: through the provider */
 		if (rc < 0) {
 			ckpt_free(tmp);
 			return rc;

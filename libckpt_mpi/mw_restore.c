@@ -25,7 +25,7 @@ int mw_restore_mode_from_env(void)
 
 int ckpt_multi_worker_set_restore(ckpt_strategy *s, ckpt_mw_restore mode)
 {
-	if (!s || ckpt_strategy_get_kind(s) != CKPT_STRATEGY_MULTI_WORKER)
+	if (!s || ckpt_strategy_kind_of(s) != CKPT_STRATEGY_MULTI_WORKER)
 		return ckpt_error_set(CKPT_EINVAL, NULL, NULL, -1, "ckpt_multi_worker_set_restore: not a multi-worker strategy");
 	mw *m = mw_of(s);
 	/* every worker takes part, even one passing a bad mode, so none waits */

@@ -80,7 +80,7 @@ static int entry_value(mw *m, ckpt_variable *v, int mine, ckpt_tensor **out)
 {
 	*out = NULL;
 	ckpt_dtype dt = ckpt_variable_dtype(v);
-	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ && ckpt_strategy_get_methods(ckpt_variable_strategy(v))->read) {
+	if (ckpt_variable_kind(v) == CKPT_VAR_SYNC_ON_READ && ckpt_strategy_method_table(ckpt_variable_strategy(v))->read) {
 		ckpt_tensor *t;
 		CKPT_TRY(ckpt_tensor_new(&t, dt, ckpt_variable_shape(v)));
 		int rc = ckpt_variable_read(v, t->data, (size_t)t->nbytes); /* collective: every worker */
@@ -94,13 +94,13 @@ static int entry_value(mw *m, ckpt_variable *v, int mine, ckpt_tensor **out)
 	if (!mine)
 		return CKPT_OK;
 	if (dt == CKPT_DT_STRING)
-		return ckpt_variable_read_tensor(v, out);
+		return ckpt_variable_read_tensor(out, v);
 	(void)m;
 	if (ckpt_variable_on_device(v)) {
 		/* device copies: replica 0 through the provider into host memory */
 		ckpt_tensor *t;
 		CKPT_TRY(ckpt_tensor_new(&t, dt, ckpt_variable_shape(v)));
-		int rc = ckpt_variable_read_copy(v, 0, t->data);
+		int rc = ckpt_variable_read_copy(t->data, v, 0);
 		if (rc < 0) {
 			ckpt_tensor_free(t);
 			return rc;
@@ -145,7 +145,7 @@ static int write_shard(mw *m, const ckpt_strategy_save_request *req, const int *
 		int64_t *row0 = ckpt_calloc((size_t)np, sizeof(int64_t)), *rows = ckpt_calloc((size_t)np, sizeof(int64_t));
 		rc = row0 && rows ? CKPT_OK : CKPT_ENOMEM;
 		for (int i = 0; i < np && rc == CKPT_OK; i++) {
-			rc = ckpt_partitioned_part_rows(pv, i, &row0[i], &rows[i]);
+			rc = ckpt_partitioned_part_rows(&row0[i], &rows[i], pv, i);
 			if (rc < 0 || ckpt_partitioned_owner(pv, i) != m->rank)
 				continue;
 			ckpt_variable *part = ckpt_partitioned_part(pv, i);
@@ -165,7 +165,7 @@ static int write_shard(mw *m, const ckpt_strategy_save_request *req, const int *
 	if (rc == CKPT_OK && m->rank == 0 && req->graph) {
 		void *g = NULL;
 		size_t gn = 0;
-		rc = ckpt_object_graph_serialize(req->graph, &g, &gn);
+		rc = ckpt_object_graph_serialize(&g, &gn, req->graph);
 		if (rc == CKPT_OK) {
 			ckpt_bytes b = { gn, g };
 			ckpt_tensor t;

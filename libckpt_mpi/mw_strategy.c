@@ -218,7 +218,7 @@ static int bcast_strings(mw *m, ckpt_variable *v, uint64_t nelem)
 	char *bytes = NULL;
 	uint64_t *lens = ckpt_calloc(nelem + 1, sizeof(*lens)); /* lens[nelem]: the total */
 	int rc = lens ? CKPT_OK : CKPT_ENOMEM;
-	if (rc == CKPT_OK && m->rank == 0 && (rc = ckpt_variable_read_tensor(v, &t)) == CKPT_OK)
+	if (rc == CKPT_OK && m->rank == 0 && (rc = ckpt_variable_read_tensor(&t, v)) == CKPT_OK)
 		for (uint64_t i = 0; i < nelem; i++)
 			lens[nelem] += lens[i] = ((const ckpt_bytes *)t->data)[i].len;
 	if ((rc = all_ok(m, rc, name)) == CKPT_OK)
@@ -261,7 +261,7 @@ static int mw_on_create(ckpt_strategy *s, ckpt_variable *v, int filled)
 	int str = ckpt_variable_dtype(v) == CKPT_DT_STRING;
 	uint64_t nelem = 0;
 	if (str)
-		ckpt_shape_num_elements(ckpt_variable_shape(v), &nelem);
+		ckpt_shape_num_elements(&nelem, ckpt_variable_shape(v));
 	/* a string variable's byte count is its value's: workers agree on the element count */
 	h.n = str ? nelem : ckpt_variable_nbytes(v);
 	h.aux = filled;
@@ -280,7 +280,7 @@ static int mw_on_create(ckpt_strategy *s, ckpt_variable *v, int filled)
 		int rc = tmp ? CKPT_OK : ckpt_error_set(CKPT_ENOMEM, NULL, ckpt_variable_name(v), -1,
 			"no host memory to broadcast the initial value of '%s'", ckpt_variable_name(v));
 		if (rc == CKPT_OK && m->rank == 0)
-			rc = ckpt_variable_read_copy(v, 0, tmp);
+			rc = ckpt_variable_read_copy(tmp, v, 0);
 		/* every worker takes part in the broadcast, even after a local failure */
 		int brc = bcast_bytes(m, tmp, tmp ? h.n : 0, "MPI_Bcast of an initial value");
 		if (rc == CKPT_OK)
@@ -454,7 +454,7 @@ int ckpt_strategy_multi_worker_new_on(ckpt_strategy **out, MPI_Comm comm, const 
 	CKPT_TRY(ckpt_strategy_multi_worker_new(&s, comm, local_replicas));
 	/* every worker attaches, or every worker fails (a bad table or device on one process) */
 	int rc = ckpt_strategy_attach_memory(s, provider, devices);
-	rc = ckpt_strategy_get_methods(s)->agree(s, rc);
+	rc = ckpt_strategy_method_table(s)->agree(s, rc);
 	if (rc < 0) {
 		ckpt_strategy_free(s);
 		return rc;
@@ -465,10 +465,10 @@ int ckpt_strategy_multi_worker_new_on(ckpt_strategy **out, MPI_Comm comm, const 
 
 int ckpt_multi_worker_rank(const ckpt_strategy *s)
 {
-	return ckpt_strategy_get_methods(s) == &multi_worker_ops ? ((mw *)ckpt_strategy_impl(s))->rank : 0;
+	return ckpt_strategy_method_table(s) == &multi_worker_ops ? ((mw *)ckpt_strategy_impl(s))->rank : 0;
 }
 
 int ckpt_multi_worker_size(const ckpt_strategy *s)
 {
-	return ckpt_strategy_get_methods(s) == &multi_worker_ops ? ((mw *)ckpt_strategy_impl(s))->size : 1;
+	return ckpt_strategy_method_table(s) == &multi_worker_ops ? ((mw *)ckpt_strategy_impl(s))->size : 1;
 }

@@ -40,7 +40,7 @@ static int restore_inside_scope(mlp_model *m, ckpt_manager **mgr, const char *di
 	if (rc == CKPT_OK)
 		rc = ckpt_manager_new(mgr, m->ckpt, dir, keep);
 	if (rc == CKPT_OK)
-		rc = ckpt_manager_restore_latest(&st, &from, *mgr);
+		rc = ckpt_status_of(from = ckpt_manager_restore_latest(&st, *mgr));
 	if (rc == CKPT_OK && !from) {
 		fprintf(stderr, "finetune_resume: no checkpoint in %s; train first with mlp_mirrored --dir %s\n", dir,
 			dir);
@@ -49,15 +49,15 @@ static int restore_inside_scope(mlp_model *m, ckpt_manager **mgr, const char *di
 	}
 	if (rc < 0)
 		return rc;
-	now = ckpt_restore_status_restored_count(st);
-	held = ckpt_restore_status_unmatched_count(st);
+	now = ckpt_restore_status_num_restored(st);
+	held = ckpt_restore_status_num_unmatched(st);
 	rc = mlp_build_slots(m);
 	if (rc == CKPT_OK) {
 		printf("restored %s: %zu values assigned to every replica, %zu held for the optimizer's slots and "
-			"applied when they were created\n", from, now, ckpt_restore_status_restored_count(st) - now);
-		if (held != ckpt_restore_status_restored_count(st) - now)
+			"applied when they were created\n", from, now, ckpt_restore_status_num_restored(st) - now);
+		if (held != ckpt_restore_status_num_restored(st) - now)
 			printf("  (%zu values were held; %zu still unmatched)\n", held,
-				ckpt_restore_status_unmatched_count(st));
+				ckpt_restore_status_num_unmatched(st));
 		/* Everything in the file went somewhere, every live variable got a value. */
 		rc = ckpt_restore_status_assert_consumed(st);
 	}

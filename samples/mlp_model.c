@@ -125,7 +125,7 @@ static int add_var(ckpt_variable **out, ckpt_object *obj, const char *local, con
 	TRY(ckpt_shape_make(&shape, rank, dims));
 	o.initial_value = init;
 	o.trainable = trainable;
-	return ckpt_object_add_variable(out, obj, local, full, dt, &shape, &o);
+	return ckpt_status_of(out ? (*out = ckpt_object_add_variable(obj, local, full, dt, &shape, &o)) : ckpt_object_add_variable(obj, local, full, dt, &shape, &o));
 }
 
 static int add_dense(mlp_model *m, int k, int fan_in, int fan_out, mlp_rng *init)
@@ -141,7 +141,7 @@ static int add_dense(mlp_model *m, int k, int fan_in, int fan_out, mlp_rng *init
 		kernel[i] = (float)(limit * (2.0 * mlp_rng_uniform(init) - 1.0));
 	memset(bias, 0, sizeof bias);
 	snprintf(local, sizeof local, "layer_with_weights-%d", k);
-	TRY(ckpt_object_new_child(&m->dense[k], m->model, local));
+	TRY(ckpt_status_of(m->dense[k] = ckpt_object_new_child(m->model, local)));
 	snprintf(full, sizeof full, k ? "mlp/dense_%d/kernel" : "mlp/dense/kernel", k);
 	TRY(add_var(&m->kernel[k], m->dense[k], "kernel", full, CKPT_DT_FLOAT, 2, kdims, kernel, 1));
 	snprintf(full, sizeof full, k ? "mlp/dense_%d/bias" : "mlp/dense/bias", k);
@@ -158,7 +158,7 @@ static int add_metric_var(ckpt_variable **out, ckpt_object *metric, const char *
 	o.sync = CKPT_SYNC_ON_READ;
 	o.aggregation = CKPT_AGG_SUM;
 	o.trainable = 0;
-	return ckpt_object_add_variable(out, metric, local, full, CKPT_DT_FLOAT, &scalar, &o);
+	return ckpt_status_of(out ? (*out = ckpt_object_add_variable(metric, local, full, CKPT_DT_FLOAT, &scalar, &o)) : ckpt_object_add_variable(metric, local, full, CKPT_DT_FLOAT, &scalar, &o));
 }
 
 /* The loop's own state, tracked by pointer under the keys TF would use for variables. */
@@ -180,7 +180,7 @@ static int build(mlp_model *m, mlp_rng *init)
 	TRY(ckpt_checkpoint_new(&m->ckpt, &co));
 	root = ckpt_checkpoint_root(m->ckpt);
 
-	TRY(ckpt_object_new_child(&m->model, root, "model"));
+	TRY(ckpt_status_of(m->model = ckpt_object_new_child(root, "model")));
 	TRY(add_dense(m, 0, MLP_IN, MLP_HIDDEN, init));
 	TRY(add_dense(m, 1, MLP_HIDDEN, MLP_OUT, init));
 
@@ -195,7 +195,7 @@ static int build(mlp_model *m, mlp_rng *init)
 	TRY(add_var(&m->decay, opt, "decay", "Adam/decay", CKPT_DT_FLOAT, 0, NULL, &decay, 0));
 	TRY(add_var(&m->learning_rate, opt, "learning_rate", "Adam/learning_rate", CKPT_DT_FLOAT, 0, NULL, &lr, 0));
 
-	TRY(ckpt_object_new_child(&m->metric, root, "metric"));
+	TRY(ckpt_status_of(m->metric = ckpt_object_new_child(root, "metric")));
 	TRY(add_metric_var(&m->total, m->metric, "total", "mean_absolute_error/total"));
 	TRY(add_metric_var(&m->count, m->metric, "count", "mean_absolute_error/count"));
 
@@ -206,7 +206,7 @@ static int build(mlp_model *m, mlp_rng *init)
 	TRY(ckpt_object_track_host_struct(root, &m->state, state_fields,
 		sizeof state_fields / sizeof state_fields[0]));
 	/* Created here, inside the scope, like every other variable of the tree. */
-	return ckpt_checkpoint_save_counter_variable(&m->save_counter, m->ckpt);
+	return ckpt_status_of(m->save_counter = ckpt_checkpoint_save_counter_variable(m->ckpt));
 }
 
 int mlp_build_model(mlp_model *m, mlp_rng *init)
@@ -234,9 +234,9 @@ int mlp_build_slots(mlp_model *m)
 
 	/* Keras' Adam._create_slots order: every m, then every v. */
 	for (i = 0; i < 4; i++)
-		TRY(ckpt_optimizer_create_slot(&m->m[i], m->optimizer, *param(m, i), "m", NULL));
+		TRY(ckpt_status_of(m->m[i] = ckpt_optimizer_create_slot(m->optimizer, *param(m, i), "m", NULL)));
 	for (i = 0; i < 4; i++)
-		TRY(ckpt_optimizer_create_slot(&m->v[i], m->optimizer, *param(m, i), "v", NULL));
+		TRY(ckpt_status_of(m->v[i] = ckpt_optimizer_create_slot(m->optimizer, *param(m, i), "v", NULL)));
 	return CKPT_OK;
 }
 
@@ -248,25 +248,25 @@ int mlp_model_bind(mlp_model *m, ckpt_checkpoint *ckpt)
 
 	memset(m, 0, sizeof *m);
 	m->ckpt = ckpt;
-	TRY(ckpt_object_find(&m->model, root, "model"));
-	TRY(ckpt_object_find(&m->optimizer, root, "optimizer"));
-	TRY(ckpt_object_find(&m->metric, root, "metric"));
+	TRY(ckpt_status_of(m->model = ckpt_object_find(root, "model")));
+	TRY(ckpt_status_of(m->optimizer = ckpt_object_find(root, "optimizer")));
+	TRY(ckpt_status_of(m->metric = ckpt_object_find(root, "metric")));
 	for (k = 0; k < 2; k++) {
 		snprintf(path, sizeof path, "model/layer_with_weights-%d", k);
-		TRY(ckpt_object_find(&m->dense[k], root, path));
-		TRY(ckpt_object_get_variable(&m->kernel[k], m->dense[k], "kernel"));
-		TRY(ckpt_object_get_variable(&m->bias[k], m->dense[k], "bias"));
+		TRY(ckpt_status_of(m->dense[k] = ckpt_object_find(root, path)));
+		TRY(ckpt_status_of(m->kernel[k] = ckpt_object_variable(m->dense[k], "kernel")));
+		TRY(ckpt_status_of(m->bias[k] = ckpt_object_variable(m->dense[k], "bias")));
 	}
-	TRY(ckpt_checkpoint_find_variable(&m->iter, ckpt, "optimizer/iter"));
-	TRY(ckpt_checkpoint_find_variable(&m->learning_rate, ckpt, "optimizer/learning_rate"));
-	TRY(ckpt_checkpoint_find_variable(&m->beta_1, ckpt, "optimizer/beta_1"));
-	TRY(ckpt_checkpoint_find_variable(&m->beta_2, ckpt, "optimizer/beta_2"));
-	TRY(ckpt_checkpoint_find_variable(&m->decay, ckpt, "optimizer/decay"));
-	TRY(ckpt_checkpoint_find_variable(&m->total, ckpt, "metric/total"));
-	TRY(ckpt_checkpoint_find_variable(&m->count, ckpt, "metric/count"));
+	TRY(ckpt_status_of(m->iter = ckpt_checkpoint_find_variable(ckpt, "optimizer/iter")));
+	TRY(ckpt_status_of(m->learning_rate = ckpt_checkpoint_find_variable(ckpt, "optimizer/learning_rate")));
+	TRY(ckpt_status_of(m->beta_1 = ckpt_checkpoint_find_variable(ckpt, "optimizer/beta_1")));
+	TRY(ckpt_status_of(m->beta_2 = ckpt_checkpoint_find_variable(ckpt, "optimizer/beta_2")));
+	TRY(ckpt_status_of(m->decay = ckpt_checkpoint_find_variable(ckpt, "optimizer/decay")));
+	TRY(ckpt_status_of(m->total = ckpt_checkpoint_find_variable(ckpt, "metric/total")));
+	TRY(ckpt_status_of(m->count = ckpt_checkpoint_find_variable(ckpt, "metric/count")));
 	for (i = 0; i < 4; i++) {
-		ckpt_optimizer_get_slot(&m->m[i], m->optimizer, *param(m, i), "m");
-		ckpt_optimizer_get_slot(&m->v[i], m->optimizer, *param(m, i), "v");
+		m->m[i] = ckpt_optimizer_slot(m->optimizer, *param(m, i), "m");
+		m->v[i] = ckpt_optimizer_slot(m->optimizer, *param(m, i), "v");
 	}
 	ckpt_error_clear();
 	return CKPT_OK;
@@ -304,7 +304,7 @@ int mlp_local_f32(ckpt_variable *v, float **out)
 {
 	void *p;
 
-	TRY(ckpt_variable_local(v, &p));
+	TRY(ckpt_status_of(p = ckpt_variable_local(v)));
 	*out = p;
 	return CKPT_OK;
 }
@@ -313,7 +313,7 @@ int mlp_local_i64(ckpt_variable *v, int64_t **out)
 {
 	void *p;
 
-	TRY(ckpt_variable_local(v, &p));
+	TRY(ckpt_status_of(p = ckpt_variable_local(v)));
 	*out = p;
 	return CKPT_OK;
 }
@@ -461,7 +461,7 @@ int mlp_print_variables(mlp_model *m, const char *indent)
 	int copies[3] = { 0, 0, 0 }, k, sep = 0;
 
 	TRY(ckpt_checkpoint_variables(&list, m->ckpt));
-	n = ckpt_tracked_list_count(list);
+	n = ckpt_tracked_list_num_entries(list);
 	for (i = 0; i < n; i++) {
 		ckpt_variable *v = ckpt_tracked_list_get(list, i)->variable;
 
@@ -568,7 +568,7 @@ int mlp_fit(mlp_model *m, ckpt_strategy *s, const mlp_data *d, ckpt_manager *mgr
 		TRY(run_epoch(m, s, d, epoch + 1, until_epoch, &res));
 		printf("  loss %.6f  mae %.6f", res.loss, res.mae);
 		if (mgr) {
-			int rc = ckpt_manager_save(&path, mgr);
+			int rc = ckpt_status_of(path = ckpt_manager_save(mgr));
 
 			if (rc < 0) {
 				printf("\n");

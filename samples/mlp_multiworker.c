@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 			if (rc == CKPT_OK)
 				rc = ckpt_manager_new(&mgr, m.ckpt, dir, 5);
 			if (rc == CKPT_OK)
-				rc = ckpt_manager_restore_latest(&st, &from, mgr);
+				rc = ckpt_status_of(from = ckpt_manager_restore_latest(&st, mgr));
 			if (rc == CKPT_OK)
 				rc = mlp_build_slots(&m); /* restored on create when resuming */
 			if (rc == CKPT_OK && st)

@@ -55,7 +55,7 @@ static int add(ckpt_variable **out, ckpt_object *obj, const char *local, const c
 	ckpt_shape shape;
 
 	TRY(ckpt_shape_make(&shape, rank, dims));
-	return ckpt_object_add_variable(out, obj, local, full, dt, &shape, NULL);
+	return ckpt_status_of(out ? (*out = ckpt_object_add_variable(obj, local, full, dt, &shape, NULL)) : ckpt_object_add_variable(obj, local, full, dt, &shape, NULL));
 }
 
 /* The Keras model and its LossScaleOptimizer, built as TF 2.2 tracks them. */
@@ -67,12 +67,12 @@ static int build(tf_model *t)
 
 	TRY(ckpt_checkpoint_new(&t->ckpt, NULL));
 	root = ckpt_checkpoint_root(t->ckpt);
-	TRY(ckpt_object_new_child(&t->dense, root, "layer_with_weights-0"));
+	TRY(ckpt_status_of(t->dense = ckpt_object_new_child(root, "layer_with_weights-0")));
 	TRY(ckpt_object_add_child(root, "layer-0", t->dense)); /* Keras' alias: one node */
 	TRY(add(&t->kernel, t->dense, "kernel", "sequential/dense/kernel", CKPT_DT_FLOAT, 2, kd));
 	TRY(add(&t->bias, t->dense, "bias", "sequential/dense/bias", CKPT_DT_FLOAT, 1, bd));
 
-	TRY(ckpt_object_new_child(&lso, root, "optimizer"));
+	TRY(ckpt_status_of(lso = ckpt_object_new_child(root, "optimizer")));
 	TRY(ckpt_optimizer_new(&opt, "SGD"));
 	rc = ckpt_object_add_child(lso, "base_optimizer", opt);
 	ckpt_object_free(opt); /* held by the loss-scale optimizer now */
@@ -82,7 +82,7 @@ static int build(tf_model *t)
 	TRY(add(&t->decay, opt, "decay", "SGD/decay", CKPT_DT_FLOAT, 0, NULL));
 	TRY(add(&t->lr, opt, "learning_rate", "SGD/learning_rate", CKPT_DT_FLOAT, 0, NULL));
 	TRY(add(&t->momentum, opt, "momentum", "SGD/momentum", CKPT_DT_FLOAT, 0, NULL));
-	TRY(ckpt_object_new_child(&loss_scale, lso, "loss_scale"));
+	TRY(ckpt_status_of(loss_scale = ckpt_object_new_child(lso, "loss_scale")));
 	TRY(add(&t->loss_scale, loss_scale, "current_loss_scale", "current_loss_scale", CKPT_DT_FLOAT, 0, NULL));
 	return add(&t->good_steps, loss_scale, "good_steps", "good_steps", CKPT_DT_INT64, 0, NULL);
 }
@@ -90,8 +90,8 @@ static int build(tf_model *t)
 /* Keras creates slots on the first apply_gradients: after the restore. */
 static int build_slots(tf_model *t)
 {
-	TRY(ckpt_optimizer_create_slot(&t->mom_kernel, t->base_optimizer, t->kernel, "momentum", NULL));
-	return ckpt_optimizer_create_slot(&t->mom_bias, t->base_optimizer, t->bias, "momentum", NULL);
+	TRY(ckpt_status_of(t->mom_kernel = ckpt_optimizer_create_slot(t->base_optimizer, t->kernel, "momentum", NULL)));
+	return ckpt_status_of(t->mom_bias = ckpt_optimizer_create_slot(t->base_optimizer, t->bias, "momentum", NULL));
 }
 
 static void print_floats(const float *v, int n)
@@ -294,7 +294,7 @@ int main(int argc, char **argv)
 		if (rc == CKPT_OK) {
 			printf("%s: restored %s: %zu values now, %zu held for slots not created yet\n",
 				ckpt_strategy_describe(s), ckpt_restore_status_path(st),
-				ckpt_restore_status_restored_count(st), ckpt_restore_status_unmatched_count(st));
+				ckpt_restore_status_num_restored(st), ckpt_restore_status_num_unmatched(st));
 			rc = build_slots(&t);
 		}
 		if (rc == CKPT_OK)
@@ -302,7 +302,7 @@ int main(int argc, char **argv)
 		ckpt_scope_exit(s);
 	}
 	if (rc == CKPT_OK) {
-		printf("restored state (%zu values, slots restored on create):\n", ckpt_restore_status_restored_count(st));
+		printf("restored state (%zu values, slots restored on create):\n", ckpt_restore_status_num_restored(st));
 		ok = check_restored(&t);
 		printf("%s\n", ok ? "restored values match TensorFlow's, bit for bit, on every replica"
 			: "RESTORED VALUES DIFFER FROM TENSORFLOW'S");

@@ -139,7 +139,7 @@ int cli_report_missing_shards(const ckpt_reader *r)
 
 		if (!p || exists)
 			continue;
-		for (i = 0; i < ckpt_reader_count(r); i++)
+		for (i = 0; i < ckpt_reader_num_entries(r); i++)
 			if (ckpt_reader_var(r, i)->shard == s)
 				count++;
 		cli_report(p, NULL, -1, "missing data file (shard %d of %d, %zu entries listed by the index)", s, n, count);
@@ -171,8 +171,8 @@ void cli_keys_free(char **keys, size_t n)
 
 int cli_attr_find(const ckpt_reader *r, const ckpt_og_attr *a, size_t *idx)
 {
-	int found = (a->checkpoint_key && ckpt_reader_find(r, a->checkpoint_key, idx) == CKPT_OK) ||
-		(a->full_name && *a->full_name && ckpt_reader_find(r, a->full_name, idx) == CKPT_OK);
+	int found = (a->checkpoint_key && ckpt_reader_find(idx, r, a->checkpoint_key) == CKPT_OK) ||
+		(a->full_name && *a->full_name && ckpt_reader_find(idx, r, a->full_name) == CKPT_OK);
 
 	ckpt_error_clear();
 	return found;
@@ -188,7 +188,7 @@ int cli_attr_find(const ckpt_reader *r, const ckpt_og_attr *a, size_t *idx)
 int cli_canonical_keys(const ckpt_reader *r, char ***out)
 {
 	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
-	size_t n = ckpt_reader_count(r), i, k;
+	size_t n = ckpt_reader_num_entries(r), i, k;
 	char **keys = calloc(n ? n : 1, sizeof(char *));
 
 	if (!keys)

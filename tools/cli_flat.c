@@ -29,7 +29,7 @@ const char *cli_flat_qtype(json_t *qtypes, const char *name)
 
 void cli_print_flat_meta(const ckpt_reader *r)
 {
-	size_t i, n = ckpt_reader_kv_count(r);
+	size_t i, n = ckpt_reader_num_kv(r);
 	ckpt_kv kv;
 	json_t *j;
 	int gguf = strcmp(ckpt_reader_format(r), "gguf") == 0;
@@ -57,7 +57,7 @@ void cli_print_flat_meta(const ckpt_reader *r)
 	}
 	if ((j = cli_flat_qtypes(r))) {
 		printf("quantized tensors (uint8 views [rows..., bytes per row]; copied raw GGUF -> GGUF only):\n");
-		for (i = 0; i < ckpt_reader_count(r); i++) {
+		for (i = 0; i < ckpt_reader_num_entries(r); i++) {
 			const ckpt_var_info *var = ckpt_reader_var(r, i);
 			json_t *e = json_object_get(j, var->name), *sh;
 			size_t d;

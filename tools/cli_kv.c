@@ -178,7 +178,7 @@ static void kv_json(jw *w, const ckpt_kv *kv, uint64_t max_array)
 
 void cli_kv_print_json(jw *w, const ckpt_reader *r, uint64_t max_array)
 {
-	size_t i, n = ckpt_reader_kv_count(r);
+	size_t i, n = ckpt_reader_num_kv(r);
 	ckpt_kv kv;
 	const char *v = ckpt_reader_meta(r, "gguf.version"), *a = ckpt_reader_meta(r, "gguf.alignment");
 

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
+#include "ckpt/sys/vfs.h"
 
 struct cli_progress {
 	ckpt_vfs vfs;              /* first: the wrapper is passed as a ckpt_vfs */
@@ -112,8 +113,8 @@ static int cvfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 	int rc;
 
 	if (!c)
-		return ckpt_vfs_open(p->base, path, flags, out); /* uncounted rather than failed */
-	rc = ckpt_vfs_open(p->base, path, flags, &c->inner);
+		return ckpt_vfs_open(out, p->base, path, flags); /* uncounted rather than failed */
+	rc = ckpt_vfs_open(&c->inner, p->base, path, flags);
 	if (rc != CKPT_OK) {
 		free(c);
 		return rc;
@@ -137,7 +138,7 @@ static int cvfs_remove(ckpt_vfs *vfs, const char *path)
 
 static int cvfs_exists(ckpt_vfs *vfs, const char *path, int *is_dir)
 {
-	return ckpt_vfs_exists(((cli_progress *)vfs)->base, path, is_dir);
+	return ckpt_vfs_exists(is_dir, ((cli_progress *)vfs)->base, path);
 }
 
 static int cvfs_sync_dir(ckpt_vfs *vfs, const char *dir)
@@ -147,7 +148,7 @@ static int cvfs_sync_dir(ckpt_vfs *vfs, const char *dir)
 
 static int cvfs_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count)
 {
-	return ckpt_vfs_list(((cli_progress *)vfs)->base, dir, names, count);
+	return ckpt_vfs_list(names, count, ((cli_progress *)vfs)->base, dir);
 }
 
 static int cvfs_mkdir(ckpt_vfs *vfs, const char *dir)
@@ -383,7 +384,7 @@ void cli_progress_free(cli_progress *p)
 uint64_t cli_reader_bytes(const ckpt_reader *r)
 {
 	uint64_t sum = 0;
-	size_t i, n = ckpt_reader_count(r);
+	size_t i, n = ckpt_reader_num_entries(r);
 
 	for (i = 0; i < n; i++)
 		sum += ckpt_reader_var(r, i)->nbytes;

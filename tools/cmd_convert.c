@@ -106,7 +106,7 @@ static void report_partial(const char *out, size_t unmapped, const char *format)
 static int write_order(const ckpt_reader *r, size_t **out)
 {
 	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
-	size_t n = ckpt_reader_count(r), i, k, m = 0, idx;
+	size_t n = ckpt_reader_num_entries(r), i, k, m = 0, idx;
 	size_t *order = malloc((n ? n : 1) * sizeof(size_t));
 	unsigned char *placed = calloc(n ? n : 1, 1);
 
@@ -191,7 +191,7 @@ static int convert_open_input(convert_job *j)
 		return cli_report(j->in, NULL, -1, "%s files do not record the order of a Keras layer's variables, so %s "
 			"cannot be written from them; convert to tf (or keep the original Keras file)",
 			ckpt_reader_format(j->r), j->format);
-	j->n = ckpt_reader_count(j->r);
+	j->n = ckpt_reader_num_entries(j->r);
 	if (cli_report_missing_shards(j->r))
 		return CLI_EXIT_ERROR;
 	if (cli_canonical_keys(j->r, &j->keys) != CLI_EXIT_OK)
@@ -294,7 +294,7 @@ static int read_value(convert_job *j, size_t i, ckpt_tensor **t, ckpt_tensor *fi
 	const ckpt_var_info *v = ckpt_reader_var(j->r, i);
 
 	if (v->dtype == CKPT_DT_STRING)
-		return ckpt_reader_read(j->r, i, t);
+		return ckpt_reader_read(t, j->r, i);
 	*fixed = (ckpt_tensor){ v->dtype, v->shape, v->nbytes, j->buf, 0 };
 	*t = fixed;
 	return ckpt_reader_read_into(j->r, i, j->buf, v->nbytes);

@@ -201,7 +201,7 @@ static int side_open(side *s, const char *arg, ckpt_vfs *vfs)
 	oo.vfs = vfs;
 	if (ckpt_reader_open(&s->r, arg, &oo) != CKPT_OK)
 		return cli_report_last(arg, NULL);
-	s->n = ckpt_reader_count(s->r);
+	s->n = ckpt_reader_num_entries(s->r);
 	if (cli_canonical_keys(s->r, &s->keys) != CLI_EXIT_OK)
 		return CLI_EXIT_ERROR;
 	s->sorted = calloc(s->n ? s->n : 1, sizeof(keyed));
@@ -293,7 +293,7 @@ static void diff_pair(diff_result *d, size_t ia, size_t ib, const char *label)
 		add_item(d, DIFF_SHAPE, ia, ib, label);
 		return;
 	}
-	if (ckpt_reader_read(d->A.r, ia, &ta) != CKPT_OK || ckpt_reader_read(d->B.r, ib, &tb) != CKPT_OK) {
+	if (ckpt_reader_read(&ta, d->A.r, ia) != CKPT_OK || ckpt_reader_read(&tb, d->B.r, ib) != CKPT_OK) {
 		cli_report_last(ta ? ckpt_reader_path(d->B.r) : ckpt_reader_path(d->A.r), ta ? vb->name : va->name);
 		d->errors++;
 		if ((it = add_item(d, DIFF_ERROR, ia, ib, label)))

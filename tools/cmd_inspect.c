@@ -72,7 +72,7 @@ static void read_all(inspect_state *st)
 			st->failed++;
 			continue;
 		}
-		if (ckpt_reader_read(st->r, i, &t) != CKPT_OK) {
+		if (ckpt_reader_read(&t, st->r, i) != CKPT_OK) {
 			cli_report_last(ckpt_reader_path(st->r), v->name);
 			st->status[i] = ST_BAD;
 			st->failed++;
@@ -178,12 +178,12 @@ static void print_sync(const ckpt_reader *r)
 {
 	size_t i, n = 0;
 
-	for (i = 0; i < ckpt_reader_count(r); i++)
+	for (i = 0; i < ckpt_reader_num_entries(r); i++)
 		n += ckpt_reader_var(r, i)->sync_source != CKPT_SYNC_SOURCE_NONE;
 	if (!n)
 		return;
 	printf("synchronization (%zu variable%s):\n", n, n == 1 ? "" : "s");
-	for (i = 0; i < ckpt_reader_count(r); i++) {
+	for (i = 0; i < ckpt_reader_num_entries(r); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
 		if (v->sync_source == CKPT_SYNC_SOURCE_NONE)
 			continue;
@@ -228,7 +228,7 @@ static int subtree_has_values(tree_ctx *c, int id, int depth)
 /* The entries of a multi-tensor attribute: stored under its checkpoint key + a suffix ("…/table-keys"). */
 static size_t print_attr_tensors(const tree_ctx *c, const ckpt_og_attr *a, int depth)
 {
-	size_t i, kl, found = 0, n = ckpt_reader_count(c->r);
+	size_t i, kl, found = 0, n = ckpt_reader_num_entries(c->r);
 	char shape[256];
 
 	if (!a->checkpoint_key || !*a->checkpoint_key)
@@ -273,7 +273,7 @@ static void print_node(tree_ctx *c, int id, const char *local, int depth)
 
 	if (c->printed[id]) {
 		char *path = NULL;
-		if (ckpt_object_graph_path(c->g, id, &path) == CKPT_OK)
+		if (ckpt_object_graph_path(&path, c->g, id) == CKPT_OK)
 			printf("%*s%s/ -> same object as %s\n", depth * 2, "", cli_vis(local), *path ? cli_vis(path) : "(root)");
 		free(path);
 		ckpt_error_clear();
@@ -295,8 +295,8 @@ static void print_node(tree_ctx *c, int id, const char *local, int depth)
 		const ckpt_og_slot *s = &n->slots[k];
 		char *var = NULL, *slot = NULL;
 
-		ckpt_object_graph_path(c->g, s->original_variable_node_id, &var);
-		ckpt_object_graph_path(c->g, s->slot_variable_node_id, &slot);
+		ckpt_object_graph_path(&var, c->g, s->original_variable_node_id);
+		ckpt_object_graph_path(&slot, c->g, s->slot_variable_node_id);
 		printf("%*sslot '%s' of %s -> %s\n", (depth + 1) * 2, "", cli_vis(s->slot_name ? s->slot_name : "?"),
 			cli_vis(var ? var : "?"), cli_vis(slot ? slot : "?"));
 		free(var);
@@ -402,7 +402,7 @@ static void print_layers(const ckpt_reader *r, json_t *layers, int depth)
 		size_t nweights = 0;
 		uint64_t bytes = 0;
 
-		for (k = 0; name && k < ckpt_reader_count(r); k++) {
+		for (k = 0; name && k < ckpt_reader_num_entries(r); k++) {
 			const ckpt_var_info *v = ckpt_reader_var(r, k);
 			if (v->role == CKPT_ROLE_MODEL && has_component(v->name, name)) {
 				nweights++;
@@ -419,7 +419,7 @@ static void print_layers(const ckpt_reader *r, json_t *layers, int depth)
 			const char *wname = layer_name(wrapped);
 			printf("%*s(wraps %s %s)\n", (depth + 1) * 2, "", cli_vis(wcls ? wcls : "?"), cli_vis(wname ? wname : "?"));
 		} else {
-			for (k = 0; name && k < ckpt_reader_count(r); k++) {
+			for (k = 0; name && k < ckpt_reader_num_entries(r); k++) {
 				const ckpt_var_info *v = ckpt_reader_var(r, k);
 				char shape[256];
 				if (v->role != CKPT_ROLE_MODEL || !has_component(v->name, name))
@@ -458,7 +458,7 @@ static const char *weight_group(const char *name, size_t *len)
 /* Model weights grouped by layer, from the stored names (configs without a layer list). */
 static void print_weight_groups(const ckpt_reader *r)
 {
-	size_t i, k, n = ckpt_reader_count(r);
+	size_t i, k, n = ckpt_reader_num_entries(r);
 
 	printf("weights by layer (from the stored names):\n");
 	for (i = 0; i < n; i++) {
@@ -673,7 +673,7 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 	cli_sync_rules_free(&rules);
 	if (rc != CKPT_OK)
 		return cli_report_last(path, NULL);
-	st.n = ckpt_reader_count(st.r);
+	st.n = ckpt_reader_num_entries(st.r);
 	st.status = calloc(st.n ? st.n : 1, sizeof(int));
 	st.crc = calloc(st.n ? st.n : 1, sizeof(uint32_t));
 	st.crc32c = calloc(st.n ? st.n : 1, sizeof(uint32_t));

@@ -213,7 +213,7 @@ static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, int on_devi
 			c->copy0_verified = !on_device;
 			continue;
 		}
-		if (ckpt_reader_read(r, c->idx, &t) != CKPT_OK) {
+		if (ckpt_reader_read(&t, r, c->idx) != CKPT_OK) {
 			c->why = ckpt_error_last()->message;
 			continue;
 		}
@@ -395,7 +395,7 @@ static int restore_load(restore_result *res)
 	if (res->entered)
 		ckpt_scope_exit(res->strat);
 	res->entered = 0;
-	res->nunmatched = res->st ? ckpt_restore_status_unmatched_count(res->st) : 0;
+	res->nunmatched = res->st ? ckpt_restore_status_num_unmatched(res->st) : 0;
 	/* unmatched entries are reported by the tool, in its own terms */
 	if (res->st)
 		ckpt_restore_status_expect_partial(res->st);
@@ -410,7 +410,7 @@ static int restore_check(restore_result *res)
 
 	if (ckpt_checkpoint_variables(&res->list, res->ck) != CKPT_OK)
 		return cli_report_last(res->plan->path, NULL);
-	res->n = ckpt_tracked_list_count(res->list);
+	res->n = ckpt_tracked_list_num_entries(res->list);
 	res->checks = calloc(res->n ? res->n : 1, sizeof(*res->checks));
 	to_check = calloc(res->n ? res->n : 1, sizeof(*to_check));
 	if (!res->checks || !to_check) {
@@ -423,7 +423,7 @@ static int restore_check(restore_result *res)
 		if (!c->tv->source_key) {
 			/* created by the load without a stored value (for example a fresh save_counter) */
 			c->ok = 1;
-		} else if (ckpt_reader_find(res->r, c->tv->source_key, &c->idx) != CKPT_OK) {
+		} else if (ckpt_reader_find(&c->idx, res->r, c->tv->source_key) != CKPT_OK) {
 			cli_report_last(ckpt_reader_path(res->r), c->tv->source_key);
 			c->why = "not in the file";
 			res->bad++;

@@ -38,7 +38,7 @@ static int verify_run(verify_result *res)
 	oo.vfs = cli_progress_vfs(res->prog, res->path, NULL);
 	if (ckpt_reader_open(&res->r, res->path, &oo) != CKPT_OK)
 		return cli_report_last(res->path, NULL);
-	res->n = ckpt_reader_count(res->r);
+	res->n = ckpt_reader_num_entries(res->r);
 	cli_progress_set_total(res->prog, cli_reader_bytes(res->r));
 	if (cli_report_missing_shards(res->r))
 		res->bad++;

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "flat.h"
+#include "ckpt/sys/vfs.h"
 
 static uint64_t name_hash(const char *s)
 {
@@ -114,7 +115,7 @@ int ckpt__flat_announce(flat_writer *fw, const char *path, const char *name, ckp
 		return ckpt__fail(CKPT_EINVAL, path, name, -1, "tensors must be announced before the first is added");
 	if (dtype == CKPT_DT_STRING)
 		return ckpt__fail(CKPT_EUNSUPPORTED, path, name, -1, "string tensors have no flat-format dtype");
-	if (ckpt_shape_num_elements(shape, &n) < 0 || (ckpt_dtype_size(dtype) && n > UINT64_MAX / ckpt_dtype_size(dtype)))
+	if (ckpt_shape_num_elements(&n, shape) < 0 || (ckpt_dtype_size(dtype) && n > UINT64_MAX / ckpt_dtype_size(dtype)))
 		return ckpt__fail(CKPT_EINVAL, path, name, -1, "tensor size overflows");
 	CKPT_TRY(new_entry(fw, path, name, &e));
 	e->dtype = dtype;
@@ -175,7 +176,7 @@ int ckpt__flat_begin(ckpt_writer *w, flat_writer *fw, const void *head, size_t h
 	if (!fw->tmp)
 		return CKPT_ENOMEM;
 	CKPT_TRY(reindex(fw, fw->n)); /* the layout may have reordered the entries */
-	CKPT_TRY(ckpt_vfs_open(w->vfs, fw->tmp, CKPT_IO_WRITE, &fw->io));
+	CKPT_TRY(ckpt_vfs_open(&fw->io, w->vfs, fw->tmp, CKPT_IO_WRITE));
 	fw->started = 1;
 	fw->hlen = hlen;
 	fw->data_start = data_start;

@@ -418,10 +418,10 @@ int ckpt__gguf_open(ckpt_reader *r)
 	r->format_name = "gguf";
 	if (!(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
-	CKPT_TRY(ckpt_vfs_open(r->vfs, r->path, CKPT_IO_READ, &s->fr.io));
+	CKPT_TRY(ckpt_vfs_open(&s->fr.io, r->vfs, r->path, CKPT_IO_READ));
 	c.io = s->fr.io;
 	c.path = r->path;
-	CKPT_TRY(ckpt_io_size(s->fr.io, &c.size));
+	CKPT_TRY(ckpt_io_size(&c.size, s->fr.io));
 	if (!(c.buf = ckpt__malloc(WIN)))
 		return CKPT_ENOMEM;
 	rc = parse(r, s, &c);

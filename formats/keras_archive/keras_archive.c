@@ -401,7 +401,7 @@ static int ka_open(ckpt_reader *r)
 		rc = read_directory(zfd, fsize, r->path, &file, &held, &base);
 	} else {
 		void *all = NULL;
-		rc = ckpt_vfs_read_all(r->vfs, r->user_path, budget, &all, &held);
+		rc = ckpt_vfs_read_all(&all, &held, r->vfs, r->user_path, budget);
 		file = all;
 		fsize = held;
 	}

@@ -1400,7 +1400,7 @@ int ckpt__h5_dataset_info(hid_t ds, const char *path, const char *name, uint64_t
 		}
 		info->shape.dims[i] = (int64_t)dims[i];
 	}
-	if (ckpt_shape_nbytes(&info->shape, info->dtype, &info->nbytes) < 0) {
+	if (ckpt_shape_nbytes(&info->nbytes, &info->shape, info->dtype) < 0) {
 		rc = ckpt__fail(CKPT_ELIMIT, path, name, -1, "shape overflows a 64-bit byte count");
 		goto out;
 	}

@@ -66,7 +66,7 @@ static H5FD_t *vfd_open(const char *name, unsigned flags, hid_t fapl, haddr_t ma
 	(void)maxaddr;
 	if (!info || !info->sink || !info->sink->io)
 		return NULL;
-	if (ckpt_io_size(info->sink->io, &size) < 0) {
+	if (ckpt_io_size(&size, info->sink->io) < 0) {
 		io_failed(info->sink);
 		return NULL;
 	}
@@ -125,7 +125,7 @@ static herr_t vfd_read(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, 
 	size_t got = 0;
 	(void)type;
 	(void)dxpl;
-	if (addr < f->eof && ckpt_io_pread(f->sink->io, buf, size, (uint64_t)addr, &got) < 0)
+	if (addr < f->eof && ckpt_io_pread(&got, f->sink->io, buf, size, (uint64_t)addr) < 0)
 		return io_failed(f->sink);
 	memset((char *)buf + got, 0, size - got);
 	return 0;

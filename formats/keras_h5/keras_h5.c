@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include "formats/keras_h5/h5_safe.h"
 #include "formats/keras_h5/keras_h5.h"
+#include "ckpt/sys/vfs.h"
 
 static int kh5_bid(ckpt_vfs *vfs, const char *path, const unsigned char *head, size_t n)
 {
@@ -76,11 +77,11 @@ static const unsigned char *head_of(ckpt_reader *r, int *n)
 	ckpt_io *io;
 	size_t got = 0;
 	*n = 0;
-	if (ckpt_vfs_open(r->vfs, r->user_path, CKPT_IO_READ, &io) < 0) {
+	if (ckpt_vfs_open(&io, r->vfs, r->user_path, CKPT_IO_READ) < 0) {
 		ckpt_error_clear();
 		return head;
 	}
-	if (ckpt_io_pread(io, head, sizeof(head), 0, &got) < 0) {
+	if (ckpt_io_pread(&got, io, head, sizeof(head), 0) < 0) {
 		ckpt_error_clear();
 		got = 0;
 	}
@@ -104,7 +105,7 @@ static int kh5_open(ckpt_reader *r)
 	if (open_mapped(r, &rc))
 		return rc;
 	/* Whole file into memory, then an HDF5 file image: every byte goes through the VFS. */
-	CKPT_TRY(ckpt_vfs_read_all(r->vfs, r->user_path, max, &buf, &n));
+	CKPT_TRY(ckpt_vfs_read_all(&buf, &n, r->vfs, r->user_path, max));
 	return ckpt__keras_h5_attach(r, buf, n, NULL, 0);
 }
 
@@ -182,7 +183,7 @@ static int kw_open(ckpt_writer *w)
 			kw_free(w, s);
 			return CKPT_ENOMEM;
 		}
-		rc = ckpt_vfs_open(w->vfs, s->tmp, CKPT_IO_READ | CKPT_IO_WRITE, &s->io);
+		rc = ckpt_vfs_open(&s->io, w->vfs, s->tmp, CKPT_IO_READ | CKPT_IO_WRITE);
 		if (rc < 0) {
 			s->renamed = 1; /* nothing was created */
 			kw_free(w, s);
@@ -205,7 +206,7 @@ int ckpt__keras_check_tensor(const char *name, const ckpt_tensor *t)
 	if (t->dtype == CKPT_DT_STRING || t->dtype == CKPT_DT_COMPLEX64 || t->dtype == CKPT_DT_COMPLEX128 ||
 		!ckpt_dtype_valid((int)t->dtype))
 		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, name, -1, "Keras HDF5 files cannot hold %s tensors", ckpt_dtype_name(t->dtype));
-	if (ckpt_shape_nbytes(&t->shape, t->dtype, &need) < 0)
+	if (ckpt_shape_nbytes(&need, &t->shape, t->dtype) < 0)
 		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "shape overflows a 64-bit byte count");
 	if (need != t->nbytes)
 		return ckpt__fail(CKPT_EINVAL, NULL, name, -1, "tensor holds %llu bytes, its shape needs %llu",

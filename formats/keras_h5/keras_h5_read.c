@@ -783,7 +783,7 @@ static int decode_layout(ckpt_reader *r, kh5_state *s, const void *buf, size_t l
 		info.offset = (int64_t)get_u64(&b);
 		info.raw = (int)get_u64(&b);
 		if (!b.bad && (!path || absent || ckpt_dtype_size(info.dtype) == 0 ||
-			ckpt_shape_nbytes(&info.shape, info.dtype, &want) < 0 || want != info.nbytes || info.nbytes > s->budget ||
+			ckpt_shape_nbytes(&want, &info.shape, info.dtype) < 0 || want != info.nbytes || info.nbytes > s->budget ||
 			kind < CKPT_KE_MODEL || kind > CKPT_KE_OTHER || (direct != 0 && direct != 1) ||
 			(direct && (info.offset < 0 || ckpt__add_u64((uint64_t)info.offset, info.nbytes, &end) || end > s->image_len))))
 			b.bad = 1;

@@ -107,7 +107,7 @@ static int open_shard(ckpt_reader *r, const char *path, ckpt_reader **out)
 	s->nshards = 1;
 	if (!(s->user_path = ckpt__strdup(path)) || !(s->path = ckpt__strdup(path)))
 		return CKPT_ENOMEM;
-	CKPT_TRY(ckpt_vfs_read_all(r->vfs, path, max, &buf, &n));
+	CKPT_TRY(ckpt_vfs_read_all(&buf, &n, r->vfs, path, max));
 	if (n < 8 || memcmp(buf, "\x89HDF\r\n\x1a\n", 8) != 0) {
 		ckpt__free(buf);
 		return ckpt__fail(CKPT_EFORMAT, path, NULL, 0, "shard of sharded Keras weights is not an HDF5 file");
@@ -281,7 +281,7 @@ int ckpt__keras_sharded_open(ckpt_reader *r)
 	ksh_state *s;
 	if (!r->path && !(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
-	CKPT_TRY(ckpt_vfs_read_all(r->vfs, r->user_path, KSH_MAX_JSON, &buf, &n));
+	CKPT_TRY(ckpt_vfs_read_all(&buf, &n, r->vfs, r->user_path, KSH_MAX_JSON));
 	root = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
 	ckpt__free(buf);
 	if (!root)
@@ -310,7 +310,7 @@ int ckpt__keras_sharded_open(ckpt_reader *r)
 	if (!s->sub || !s->exists)
 		return CKPT_ENOMEM;
 	for (size_t i = 0; i < s->nsub; i++) {
-		s->exists[i] = ckpt_vfs_exists(r->vfs, s->shard_paths[i], NULL);
+		s->exists[i] = ckpt_vfs_exists(NULL, r->vfs, s->shard_paths[i]);
 		rc = open_shard(r, s->shard_paths[i], &s->sub[i]);
 		if (rc < 0) {
 			ckpt__error_annotate(s->shard_paths[i], NULL);

@@ -450,7 +450,7 @@ int ckpt__st_open(ckpt_reader *r)
 	r->format_name = "safetensors";
 	if (!(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
-	if ((rc = ckpt_vfs_open(r->vfs, r->path, CKPT_IO_READ, &s->fr.io)) < 0 || (rc = ckpt_io_size(s->fr.io, &size)) < 0)
+	if ((rc = ckpt_vfs_open(&s->fr.io, r->vfs, r->path, CKPT_IO_READ)) < 0 || (rc = ckpt_io_size(&size, s->fr.io)) < 0)
 		return rc;
 	if (size < 8)
 		return ckpt__fail(CKPT_EFORMAT, r->path, NULL, 0, "file of %llu bytes cannot hold the 8-byte header size",

@@ -48,7 +48,7 @@ int ckpt_bundle_part_open(ckpt_bundle_part **out, ckpt_vfs *vfs, const char *pre
 	p->sh.tmp = temp_path(vfs, prefix, shard, nshards, token);
 	int rc = p->sh.tmp ? tfb_make_parent_dirs(vfs, prefix) : CKPT_ENOMEM;
 	if (rc == CKPT_OK)
-		rc = ckpt_vfs_open(vfs, p->sh.tmp, CKPT_IO_WRITE, &p->sh.io);
+		rc = ckpt_vfs_open(&p->sh.io, vfs, p->sh.tmp, CKPT_IO_WRITE);
 	if (rc < 0) {
 		ckpt_bundle_part_free(p);
 		return rc;
@@ -92,7 +92,7 @@ static int part_add(ckpt_bundle_part *p, const char *name, const char *key, size
 	if (p->failed)
 		return ckpt__fail(p->failed, p->sh.tmp, name, -1, "shard writer failed earlier");
 	uint64_t nelem;
-	CKPT_TRY(ckpt_shape_num_elements(&t->shape, &nelem));
+	CKPT_TRY(ckpt_shape_num_elements(&nelem, &t->shape));
 	uint64_t off = p->sh.pos;
 	uint32_t crc = 0;
 	int rc = t->dtype == CKPT_DT_STRING ? tfb_shard_put_strings(&p->sh, t->data, nelem, &crc)
@@ -206,7 +206,7 @@ void ckpt_bundle_part_discard(ckpt_vfs *vfs, const char *prefix, int shard, int 
 	/* cleanup must not replace the error the caller reports */
 	ckpt__error_slot saved = { 0 };
 	ckpt__error_capture(&saved);
-	if (tmp && ckpt_vfs_exists(vfs, tmp, NULL) > 0)
+	if (tmp && ckpt_vfs_exists(NULL, vfs, tmp) > 0)
 		ckpt_vfs_remove(vfs, tmp);
 	ckpt__error_raise(&saved);
 	ckpt__error_slot_clear(&saved);
@@ -298,7 +298,7 @@ static int merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uint64_t
 	ckpt__free(kv);
 	ckpt_io *ix = NULL;
 	if (rc == CKPT_OK)
-		rc = ckpt_vfs_open(vfs, index_tmp, CKPT_IO_WRITE, &ix);
+		rc = ckpt_vfs_open(&ix, vfs, index_tmp, CKPT_IO_WRITE);
 	if (rc == CKPT_OK)
 		rc = ckpt_io_pwrite(ix, table.p, table.len, 0);
 	if (rc == CKPT_OK && !no_fsync)
@@ -314,7 +314,7 @@ static int merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uint64_t
 	rc = dir && final ? CKPT_OK : CKPT_ENOMEM;
 	/* an older bundle of this prefix goes first, so its index never covers new data
 	 * (without rename the index just written is the final one: data was published at close) */
-	if (rc == CKPT_OK && strcmp(index_tmp, final) != 0 && ckpt_vfs_exists(vfs, final, NULL) > 0) {
+	if (rc == CKPT_OK && strcmp(index_tmp, final) != 0 && ckpt_vfs_exists(NULL, vfs, final) > 0) {
 		rc = ckpt_vfs_remove(vfs, final);
 		if (rc == CKPT_OK && !no_fsync)
 			rc = ckpt_vfs_sync_dir(vfs, dir);
@@ -360,7 +360,7 @@ int ckpt_bundle_merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uin
 	if (rc < 0) {
 		ckpt__error_slot saved = { 0 };
 		ckpt__error_capture(&saved);
-		if (ckpt_vfs_exists(vfs, index_tmp, NULL) > 0)
+		if (ckpt_vfs_exists(NULL, vfs, index_tmp) > 0)
 			ckpt_vfs_remove(vfs, index_tmp);
 		ckpt__error_raise(&saved);
 		ckpt__error_slot_clear(&saved);

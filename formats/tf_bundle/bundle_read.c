@@ -209,14 +209,14 @@ static int check_entry(tfb_reader *s, ckpt_var_info *v, const tfb_entry *e, cons
 	v->shard = -1;
 	v->offset = -1;
 	uint64_t nelem;
-	if (ckpt_shape_num_elements(&v->shape, &nelem) < 0)
+	if (ckpt_shape_num_elements(&nelem, &v->shape) < 0)
 		return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off, "element count of the shape overflows");
 	if (pb && pb->n_slices) {
 		/* a "full" entry: no data range of its own; its bytes are the assembled slices */
 		CKPT_TRY(fill_slices(v, pb, path, off));
 		CKPT_TRY(tfb_slices_check(v, path, off));
 		if (ckpt_dtype_valid(v->dtype) && v->dtype != CKPT_DT_STRING &&
-			ckpt_shape_nbytes(&v->shape, v->dtype, &v->nbytes) < 0)
+			ckpt_shape_nbytes(&v->nbytes, &v->shape, v->dtype) < 0)
 			return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off, "byte size of the shape overflows");
 		return CKPT_OK;
 	}
@@ -241,7 +241,7 @@ static int check_entry(tfb_reader *s, ckpt_var_info *v, const tfb_entry *e, cons
 				(unsigned long long)nelem, (unsigned long long)nelem + 4, (long long)e->size);
 	} else if (ckpt_dtype_valid(v->dtype)) {
 		uint64_t want;
-		if (ckpt_shape_nbytes(&v->shape, v->dtype, &want) < 0)
+		if (ckpt_shape_nbytes(&want, &v->shape, v->dtype) < 0)
 			return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off, "byte size of the shape overflows");
 		if (want != (uint64_t)e->size)
 			return ckpt__fail(CKPT_EFORMAT, path, v->name, (int64_t)off,
@@ -661,8 +661,8 @@ static int shard_io(tfb_reader *s, int shard, const char *key, ckpt_io **io, uin
 				"data file missing: %s (shard %d of %d)", r->shard_paths[shard], shard, r->nshards);
 		} else {
 			ckpt_io *f = NULL;
-			rc = ckpt_vfs_open(r->vfs, r->shard_paths[shard], CKPT_IO_READ, &f);
-			if (rc == CKPT_OK && (rc = ckpt_io_size(f, &s->size[shard])) < 0)
+			rc = ckpt_vfs_open(&f, r->vfs, r->shard_paths[shard], CKPT_IO_READ);
+			if (rc == CKPT_OK && (rc = ckpt_io_size(&s->size[shard], f)) < 0)
 				ckpt_io_close(f);
 			else if (rc == CKPT_OK)
 				s->io[shard] = f;
@@ -957,7 +957,7 @@ static int read_strings(ckpt_reader *r, size_t i, ckpt_io *io, ckpt_tensor **out
 {
 	const ckpt_var_info *v = &r->vars[i];
 	uint64_t nelem;
-	CKPT_TRY(ckpt_shape_num_elements(&v->shape, &nelem));
+	CKPT_TRY(ckpt_shape_num_elements(&nelem, &v->shape));
 	if (nelem > v->nbytes && v->nbytes > 0)
 		return ckpt__fail(CKPT_EFORMAT, r->shard_paths[v->shard], v->name, v->offset,
 			"%llu string elements cannot fit in %llu bytes",
@@ -1274,7 +1274,7 @@ static int open_bundle(ckpt_reader *r)
 		return CKPT_ENOMEM;
 	void *buf = NULL;
 	size_t n = 0;
-	CKPT_TRY(ckpt_vfs_read_all(r->vfs, s->index_path, CKPT_MAX_INDEX_BYTES, &buf, &n));
+	CKPT_TRY(ckpt_vfs_read_all(&buf, &n, r->vfs, s->index_path, CKPT_MAX_INDEX_BYTES));
 	/*
 	 * Room for the entries an index of this size usually holds (tens of bytes
 	 * each), so that the arrays are not copied and faulted in again as they
@@ -1305,7 +1305,7 @@ static int open_bundle(ckpt_reader *r)
 		if (!r->shard_paths[i])
 			return CKPT_ENOMEM;
 		int d = 0;
-		r->shard_exists[i] = ckpt_vfs_exists(r->vfs, r->shard_paths[i], &d) > 0 && !d;
+		r->shard_exists[i] = ckpt_vfs_exists(&d, r->vfs, r->shard_paths[i]) > 0 && !d;
 	}
 	CKPT_TRY(check_overlaps(r));
 	CKPT_TRY(link_slices(r));

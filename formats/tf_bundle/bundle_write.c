@@ -258,10 +258,10 @@ static int add_entry_key(ckpt_writer *w, const char *name, const char *key, size
 	if (!ckpt_dtype_valid(t->dtype))
 		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "invalid dtype %d", (int)t->dtype);
 	uint64_t nelem;
-	CKPT_TRY(ckpt_shape_num_elements(&t->shape, &nelem));
+	CKPT_TRY(ckpt_shape_num_elements(&nelem, &t->shape));
 	if (t->dtype != CKPT_DT_STRING) {
 		uint64_t want;
-		CKPT_TRY(ckpt_shape_nbytes(&t->shape, t->dtype, &want));
+		CKPT_TRY(ckpt_shape_nbytes(&want, &t->shape, t->dtype));
 		if (want != t->nbytes || (want && !t->data && !src))
 			return ckpt__fail(CKPT_EINVAL, w->path, name, -1,
 				"tensor holds %llu bytes, its %s shape needs %llu", (unsigned long long)t->nbytes,
@@ -340,7 +340,7 @@ int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, 
 		t.dtype = dt;
 		t.shape = *full;
 		t.shape.dims[0] = rows[k];
-		CKPT_TRY(ckpt_shape_nbytes(&t.shape, dt, &t.nbytes));
+		CKPT_TRY(ckpt_shape_nbytes(&t.nbytes, &t.shape, dt));
 		t.data = (void *)data[k];
 		tfb_buf key = { 0 };
 		int rc = tfb_row_slice_key(&key, name, full, row0[k], rows[k]);
@@ -395,7 +395,7 @@ static int writer_open(ckpt_writer *w)
 	 * an older bundle of this prefix loses its index first, so it never
 	 * covers new data.
 	 */
-	if ((ckpt_vfs_caps(w->vfs) & CKPT_VFS_CAP_NO_RENAME) && ckpt_vfs_exists(w->vfs, s->index_final, NULL) > 0)
+	if ((ckpt_vfs_caps(w->vfs) & CKPT_VFS_CAP_NO_RENAME) && ckpt_vfs_exists(NULL, w->vfs, s->index_final) > 0)
 		CKPT_TRY(ckpt_vfs_remove(w->vfs, s->index_final));
 	for (int i = 0; i < n; i++) {
 		wshard *sh = &s->sh[i];
@@ -403,7 +403,7 @@ static int writer_open(ckpt_writer *w)
 		sh->tmp = sh->final ? ckpt__vfs_temp_name(w->vfs, sh->final, suffix) : NULL;
 		if (!sh->tmp)
 			return CKPT_ENOMEM;
-		CKPT_TRY(ckpt_vfs_open(w->vfs, sh->tmp, CKPT_IO_WRITE, &sh->io));
+		CKPT_TRY(ckpt_vfs_open(&sh->io, w->vfs, sh->tmp, CKPT_IO_WRITE));
 	}
 	return CKPT_OK;
 }
@@ -483,7 +483,7 @@ static int add_graph(ckpt_writer *w)
 {
 	void *buf = NULL;
 	size_t n = 0;
-	CKPT_TRY(ckpt_object_graph_serialize(ckpt__writer_graph(w), &buf, &n));
+	CKPT_TRY(ckpt_object_graph_serialize(&buf, &n, ckpt__writer_graph(w)));
 	ckpt_bytes b = { n, buf };
 	ckpt_tensor t;
 	memset(&t, 0, sizeof(t));
@@ -515,7 +515,7 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 	int rc = build_index(w, s, &table);
 	ckpt_io *ix = NULL;
 	if (rc == CKPT_OK)
-		rc = ckpt_vfs_open(w->vfs, s->index_tmp, CKPT_IO_WRITE, &ix);
+		rc = ckpt_vfs_open(&ix, w->vfs, s->index_tmp, CKPT_IO_WRITE);
 	if (rc == CKPT_OK)
 		rc = ckpt_io_pwrite(ix, table.p, table.len, 0);
 	if (rc == CKPT_OK && !w->opts.no_fsync)
@@ -538,7 +538,7 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 	 * rather than an old index over new data. (Without rename that was done
 	 * at open, and the index written above is already the final one.)
 	 */
-	if (strcmp(s->index_tmp, s->index_final) != 0 && ckpt_vfs_exists(w->vfs, s->index_final, NULL)) {
+	if (strcmp(s->index_tmp, s->index_final) != 0 && ckpt_vfs_exists(NULL, w->vfs, s->index_final)) {
 		rc = ckpt_vfs_remove(w->vfs, s->index_final);
 		if (rc == CKPT_OK && !w->opts.no_fsync)
 			rc = ckpt_vfs_sync_dir(w->vfs, dir);
@@ -596,7 +596,7 @@ void tfb_writer_close(ckpt_writer *w)
 	}
 	if (!keep && s->index_tmp) {
 		int d = 0;
-		if (ckpt_vfs_exists(w->vfs, s->index_tmp, &d) > 0)
+		if (ckpt_vfs_exists(&d, w->vfs, s->index_tmp) > 0)
 			ckpt_vfs_remove(w->vfs, s->index_tmp);
 	}
 	ckpt__error_raise(&saved);

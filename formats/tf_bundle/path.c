@@ -27,7 +27,7 @@ char *tfb_data_path(const char *prefix, int shard, int nshards)
 static int exists(ckpt_vfs *vfs, const char *path, int *is_dir)
 {
 	int d = 0;
-	int rc = ckpt_vfs_exists(vfs, path, &d);
+	int rc = ckpt_vfs_exists(&d, vfs, path);
 	if (is_dir)
 		*is_dir = rc > 0 ? d : 0;
 	return rc > 0;
@@ -97,7 +97,7 @@ static int from_state_file(ckpt_vfs *vfs, const char *dir, const char *state, ch
 {
 	void *buf = NULL;
 	size_t n = 0;
-	CKPT_TRY(ckpt_vfs_read_all(vfs, state, CKPT_MAX_STATE_FILE_BYTES, &buf, &n));
+	CKPT_TRY(ckpt_vfs_read_all(&buf, &n, vfs, state, CKPT_MAX_STATE_FILE_BYTES));
 	char *mp = state_model_path(buf, n, state);
 	ckpt__free(buf);
 	if (!mp)
@@ -158,7 +158,7 @@ static int from_dir(ckpt_vfs *vfs, const char *dir, char **prefix)
 	ckpt__free(sm);
 	char **names = NULL;
 	size_t count = 0, found = 0, which = 0;
-	CKPT_TRY(ckpt_vfs_list(vfs, dir, &names, &count));
+	CKPT_TRY(ckpt_vfs_list(&names, &count, vfs, dir));
 	for (size_t i = 0; i < count; i++) {
 		size_t l = strlen(names[i]);
 		if (l > 6 && strcmp(names[i] + l - 6, ".index") == 0) {

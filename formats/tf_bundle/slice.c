@@ -289,7 +289,7 @@ int tfb_slices_check(const ckpt_var_info *v, const char *path, uint64_t off)
 	const int rank = v->shape.rank;
 	const size_t n = v->nslices;
 	uint64_t total;
-	if (ckpt_shape_num_elements(&v->shape, &total) < 0)
+	if (ckpt_shape_num_elements(&total, &v->shape) < 0)
 		return ckpt__fail(CKPT_ELIMIT, path, v->name, (int64_t)off, "element count of the shape overflows");
 	/* resolved [start, start+length) per slice and dim, flat */
 	int64_t *ext = ckpt__calloc(n ? n : 1, 2 * sizeof(int64_t) * (size_t)(rank ? rank : 1));

@@ -24,8 +24,8 @@ static int tfb_bid(ckpt_vfs *vfs, const char *path, const unsigned char *head, s
 		ckpt_io *io = NULL;
 		uint64_t size = 0;
 		unsigned char m[8];
-		if (ix && ckpt_vfs_open(vfs, ix, CKPT_IO_READ, &io) == CKPT_OK &&
-		    ckpt_io_size(io, &size) == CKPT_OK && size >= TFB_FOOTER_LEN &&
+		if (ix && ckpt_vfs_open(&io, vfs, ix, CKPT_IO_READ) == CKPT_OK &&
+		    ckpt_io_size(&size, io) == CKPT_OK && size >= TFB_FOOTER_LEN &&
 		    ckpt_io_read_exact(io, m, 8, size - 8) == CKPT_OK &&
 		    memcmp(m, "\x57\xfb\x80\x8b\x24\x75\x47\xdb", 8) == 0)
 			score = 100;

@@ -65,7 +65,7 @@ static int local_fn(ckpt_replica_ctx *ctx, void *arg)
 {
 	void *p;
 	(void)ctx;
-	return ckpt_variable_local(arg, &p);
+	return ckpt_status_of(p = ckpt_variable_local(arg));
 }
 
 static int create_fn(ckpt_replica_ctx *ctx, void *arg)
@@ -104,7 +104,8 @@ Test(error_messages, variable_sites_say_the_name_once)
 	expect_said_once(ckpt_variable_read(plain, buf, 5), "dense/kernel", "read of the wrong size");
 	expect_said_once(ckpt_variable_assign(str, buf, 12), "vocab", "raw assign of a string variable");
 	void *p;
-	expect_said_once(ckpt_variable_local(mir, &p), "dense/bias", "local of a mirrored variable outside a run");
+	expect_said_once(ckpt_status_of(p = ckpt_variable_local(mir)), "dense/bias",
+			 "local of a mirrored variable outside a run");
 	expect_said_once(ckpt_strategy_run(s, local_fn, plain), "dense/kernel", "plain variable in a mirrored run");
 	ckpt_strategy *other = mirrored(2);
 	expect_said_once(ckpt_strategy_run(other, local_fn, mir), "dense/bias", "another strategy's variable");
@@ -143,25 +144,29 @@ Test(error_messages, checkpoint_sites_say_the_name_once)
 	cr_assert_eq(ckpt_shape_make(&sh2, 1, &d2), CKPT_OK);
 
 	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&dense, ckpt_checkpoint_root(ck), "dense"), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&k, dense, "kernel", "dense/kernel", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
-	expect_said_once(ckpt_object_add_variable(NULL, dense, "kernel", "dense/kernel2", CKPT_DT_FLOAT, &sh, NULL),
-		"kernel", "a second child of the same name");
-	expect_said_once(ckpt_object_get_child(&dense2, dense, "nope"), "nope", "no such child");
-	expect_said_once(ckpt_object_get_variable(&k2, dense, "nope"), "nope", "no such variable");
-	expect_said_once(ckpt_checkpoint_find_variable(&k2, ck, "model/nope"), "model/nope", "find_variable");
+	cr_assert_eq(ckpt_status_of(dense = ckpt_object_new_child(ckpt_checkpoint_root(ck), "dense")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(k = ckpt_object_add_variable(dense, "kernel", "dense/kernel", CKPT_DT_FLOAT, &sh, NULL)),
+		     CKPT_OK);
+	expect_said_once(ckpt_status_of(ckpt_object_add_variable(dense, "kernel", "dense/kernel2", CKPT_DT_FLOAT, &sh, NULL)),
+			 "kernel", "a second child of the same name");
+	expect_said_once(ckpt_status_of(dense2 = ckpt_object_child(dense, "nope")), "nope", "no such child");
+	expect_said_once(ckpt_status_of(k2 = ckpt_object_variable(dense, "nope")), "nope", "no such variable");
+	expect_said_once(ckpt_status_of(k2 = ckpt_checkpoint_find_variable(ck, "model/nope")), "model/nope",
+			 "find_variable");
 	/* model outside the scope, optimizer slot inside */
 	cr_assert_eq(ckpt_optimizer_new(&opt, "Adam"), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_add(ck, "optimizer", opt), CKPT_OK);
 	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
-	expect_said_once(ckpt_optimizer_create_slot(&slot, opt, k, "m", NULL), "dense/kernel", "slot under another strategy");
+	expect_said_once(ckpt_status_of(slot = ckpt_optimizer_create_slot(opt, k, "m", NULL)), "dense/kernel",
+			 "slot under another strategy");
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
 
 	/* restore into a kernel of another shape */
 	cr_assert_eq(ckpt_checkpoint_new(&ck2, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&dense2, ckpt_checkpoint_root(ck2), "dense"), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&k2, dense2, "kernel", "dense/kernel", CKPT_DT_FLOAT, &sh2, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(dense2 = ckpt_object_new_child(ckpt_checkpoint_root(ck2), "dense")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(k2 = ckpt_object_add_variable(dense2, "kernel", "dense/kernel", CKPT_DT_FLOAT, &sh2, NULL)),
+		     CKPT_OK);
 	expect_said_once(ckpt_checkpoint_restore(NULL, ck2, prefix), "dense/kernel", "restore shape mismatch");
 
 	ckpt_object_free(opt);
@@ -185,8 +190,8 @@ Test(error_messages, cli_says_the_name_once, .timeout = 30)
 	int64_t d = 3;
 	cr_assert_eq(ckpt_shape_make(&sh, 1, &d), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), "kernel", "dense/kernel", CKPT_DT_FLOAT,
-		&sh, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "kernel", "dense/kernel", CKPT_DT_FLOAT, &sh, NULL)),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_write(ck, a), CKPT_OK);
 	ckpt_checkpoint_free(ck);
 	/* flip a byte of the value: verify names the variable */

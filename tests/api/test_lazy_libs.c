@@ -38,9 +38,10 @@ static int read_all(const char *path)
 	int rc = ckpt_reader_open(&r, path, NULL);
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+	for (size_t i = 0; i < ckpt_reader_num_entries(r); i++) {
 		ckpt_tensor *t;
-		cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK, "%s: entry %zu: %s", path, i, ckpt_error_last()->message);
+		cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK, "%s: entry %zu: %s", path, i,
+			     ckpt_error_last()->message);
 		ckpt_tensor_free(t);
 	}
 	ckpt_reader_free(r);
@@ -54,9 +55,9 @@ static int convert(const char *in, const char *out, const char *format)
 	ckpt_writer *w;
 	cr_assert_eq(ckpt_reader_open(&r, in, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
 	int rc = ckpt_writer_open(&w, out, format, NULL);
-	for (size_t i = 0; rc == CKPT_OK && i < ckpt_reader_count(r); i++) {
+	for (size_t i = 0; rc == CKPT_OK && i < ckpt_reader_num_entries(r); i++) {
 		ckpt_tensor *t;
-		cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK);
 		rc = ckpt_writer_add(w, ckpt_reader_var(r, i)->name, t, 0);
 		ckpt_tensor_free(t);
 	}

@@ -261,8 +261,8 @@ static int64_t stored_step(const char *path)
 	size_t i;
 	int64_t v;
 	cr_assert_eq(ckpt_reader_open(&r, path, NULL), CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
-	cr_assert_eq(ckpt_reader_find(r, "step/.ATTRIBUTES/VARIABLE_VALUE", &i), CKPT_OK);
-	cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&i, r, "step/.ATTRIBUTES/VARIABLE_VALUE"), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK);
 	memcpy(&v, t->data, sizeof(v));
 	ckpt_tensor_free(t);
 	ckpt_reader_free(r);

@@ -83,9 +83,9 @@ static ckpt_tensor *read_entry(ckpt_reader *r, const char *key)
 	ckpt_tensor *t = NULL;
 	size_t i;
 
-	cr_assert_eq(ckpt_reader_find(r, key, &i), CKPT_OK, "%s: no entry %s", ckpt_reader_path(r), key);
-	cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK, "%s: reading %s: %s", ckpt_reader_path(r), key,
-		ckpt_error_last()->message);
+	cr_assert_eq(ckpt_reader_find(&i, r, key), CKPT_OK, "%s: no entry %s", ckpt_reader_path(r), key);
+	cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK, "%s: reading %s: %s", ckpt_reader_path(r), key,
+		     ckpt_error_last()->message);
 	return t;
 }
 
@@ -125,7 +125,7 @@ static void expect_identical(const char *pa, const char *pb)
 
 	cr_assert_eq(ckpt_reader_open(&a, pa, NULL), CKPT_OK, "open %s: %s", pa, ckpt_error_last()->message);
 	for (i = 0; state_keys[i]; i++)
-		cr_assert_eq(ckpt_reader_find(a, state_keys[i], &j), CKPT_OK, "%s lacks %s", pa, state_keys[i]);
+		cr_assert_eq(ckpt_reader_find(&j, a, state_keys[i]), CKPT_OK, "%s lacks %s", pa, state_keys[i]);
 	ckpt_reader_free(a);
 	ts_assert_same_checkpoint(pa, pb);
 }
@@ -354,11 +354,11 @@ static void resume_from_tf(const char *replicas)
 	/* written back with exactly TensorFlow's keys, dtypes and shapes */
 	cr_assert_eq(ckpt_reader_open(&fx, LSO_CKPT, NULL), CKPT_OK);
 	cr_assert_eq(ckpt_reader_open(&ft, out, NULL), CKPT_OK, "open %s: %s", out, ckpt_error_last()->message);
-	cr_expect_eq(ckpt_reader_count(fx), ckpt_reader_count(ft));
-	for (i = 0; i < ckpt_reader_count(fx); i++) {
+	cr_expect_eq(ckpt_reader_num_entries(fx), ckpt_reader_num_entries(ft));
+	for (i = 0; i < ckpt_reader_num_entries(fx); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(fx, i);
 
-		cr_assert_eq(ckpt_reader_find(ft, v->name, &j), CKPT_OK, "saved state lacks %s", v->name);
+		cr_assert_eq(ckpt_reader_find(&j, ft, v->name), CKPT_OK, "saved state lacks %s", v->name);
 		cr_expect_eq(ckpt_reader_var(ft, j)->dtype, v->dtype, "%s", v->name);
 		cr_expect(ckpt_shape_equal(&ckpt_reader_var(ft, j)->shape, &v->shape), "%s", v->name);
 	}

@@ -181,12 +181,12 @@ Test(sys_api, custom_strategy_refuses_what_an_extender_gets_wrong)
 
 	cr_assert_eq(ckpt_strategy_custom_new(&s, &in_process, 2, 2, 0, &old, "Custom"), CKPT_OK,
 		"%s", ckpt_error_last()->message);
-	cr_expect_eq(ckpt_strategy_get_methods(s), &in_process);
+	cr_expect_eq(ckpt_strategy_method_table(s), &in_process);
 	cr_expect_eq(ckpt_strategy_impl(s), &old);
 	cr_expect_not_null(strstr(ckpt_strategy_describe(s), "Custom#"), "%s", ckpt_strategy_describe(s));
 	ckpt_strategy_free(s);
 	/* the library's own strategies */
-	cr_expect_str_eq(ckpt_strategy_get_methods(NULL)->name, "default");
+	cr_expect_str_eq(ckpt_strategy_method_table(NULL)->name, "default");
 	cr_expect_null(ckpt_strategy_impl(NULL));
 	cr_expect_null(ckpt_variable_local_copy(NULL, 0));
 	ckpt_variable_fill_from_primary(NULL);

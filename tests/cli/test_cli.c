@@ -431,11 +431,11 @@ static char *write_variant(const char *dir, const char *name, int edit)
 	cr_assert_eq(ckpt_reader_open(&r, ts_fixture("tf/tensorflow__half_plus_two_v1/00000123/variables/variables"),
 		NULL), CKPT_OK);
 	cr_assert_eq(ckpt_writer_open(&w, out, "tf-bundle", &wo), CKPT_OK);
-	for (i = 0; i < ckpt_reader_count(r); i++) {
+	for (i = 0; i < ckpt_reader_num_entries(r); i++) {
 		const char *vn = ckpt_reader_var(r, i)->name;
 		ckpt_tensor *t;
 
-		cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK);
 		if (edit == EDIT_NUDGE_A && !strcmp(vn, "a"))
 			*(float *)t->data += 0.001f;
 		if (edit == EDIT_DROP_C && !strcmp(vn, "c")) {

@@ -35,8 +35,8 @@ static char *make_checkpoint(const char *dir)
 		for (k = 0; k < n; k++)
 			val[k] = (float)(k % 1000) * 0.5f + (float)i;
 		ckpt_shape_make(&shape, 2, dims[i]);
-		cr_assert_eq(ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), names[i], names[i], CKPT_DT_FLOAT, &shape,
-			NULL), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), names[i], names[i], CKPT_DT_FLOAT, &shape, NULL)),
+			     CKPT_OK);
 		cr_assert_eq(ckpt_variable_assign(v, val, n * sizeof(float)), CKPT_OK);
 		free(val);
 	}

@@ -18,6 +18,8 @@
  */
 #include "formats/keras_h5/h5_lib.h" /* the library's own libhdf5 table: the test counts its ids */
 #include "rel_common.h"
+#include "ckpt/sys/vfs_faulty.h"
+#include "ckpt/sys/vfs_memory.h"
 
 #define MNIST "tf/tensorflow__tftrt_mnist_ckpt_snappy/model.ckpt-46900"
 
@@ -36,12 +38,12 @@ static int write_all(ckpt_reader *r, ckpt_vfs *vfs, const char *out, const char 
 	rc = ckpt_writer_open(&w, out, format, &wo);
 	if (rc == CKPT_OK && g)
 		rc = ckpt_writer_set_object_graph(w, g);
-	for (i = 0; rc == CKPT_OK && i < ckpt_reader_count(r); i++) {
+	for (i = 0; rc == CKPT_OK && i < ckpt_reader_num_entries(r); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
 		ckpt_tensor *t = NULL;
 		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0)
 			continue;
-		rc = ckpt_reader_read(r, i, &t);
+		rc = ckpt_reader_read(&t, r, i);
 		if (rc == CKPT_OK)
 			rc = ckpt_writer_add(w, v->name, t, 0);
 		ckpt_tensor_free(t);
@@ -88,7 +90,7 @@ static int sweep_child(const char *src)
 					char **names = NULL;
 					size_t nn = 0, j;
 					int bad = 0;
-					if (ckpt_vfs_list(mem, "o", &names, &nn) == CKPT_OK) {
+					if (ckpt_vfs_list(&names, &nn, mem, "o") == CKPT_OK) {
 						/* (a bundle's data shard renamed before a failed index rename is a harmless orphan) */
 						for (j = 0; j < nn; j++)
 							if (strcmp(names[j], t ? "out" : "out.index") == 0 || strstr(names[j], "tempstate")) {
@@ -221,16 +223,18 @@ Test(convert_faults, c_trainer_checkpoint_converts_to_keras_with_the_documented_
 		cr_assert_eq(ckpt_reader_open(&a, src, NULL), CKPT_OK);
 		cr_assert_eq(ckpt_reader_open(&b, out, NULL), CKPT_OK);
 		/* every variable of the trainer, nothing else (the object graph is not a variable) */
-		cr_assert_eq(ckpt_reader_count(b) + 1, ckpt_reader_count(a), "%zu entries from %zu", ckpt_reader_count(b),
-			ckpt_reader_count(a));
+		cr_assert_eq(ckpt_reader_num_entries(b) + 1, ckpt_reader_num_entries(a), "%zu entries from %zu",
+			     ckpt_reader_num_entries(b),
+			     ckpt_reader_num_entries(a));
 		for (i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
 			size_t ia, ib;
 			ckpt_tensor *ta = NULL, *tb = NULL;
-			cr_assert_eq(ckpt_reader_find(a, expect[i].tf, &ia), CKPT_OK, "%s", expect[i].tf);
-			cr_assert_eq(ckpt_reader_find(b, expect[i].keras, &ib), CKPT_OK, "--to %s: no '%s' for '%s'", to[k],
-				expect[i].keras, expect[i].tf);
-			cr_assert_eq(ckpt_reader_read(a, ia, &ta), CKPT_OK);
-			cr_assert_eq(ckpt_reader_read(b, ib, &tb), CKPT_OK);
+			cr_assert_eq(ckpt_reader_find(&ia, a, expect[i].tf), CKPT_OK, "%s", expect[i].tf);
+			cr_assert_eq(ckpt_reader_find(&ib, b, expect[i].keras), CKPT_OK, "--to %s: no '%s' for '%s'",
+				     to[k],
+				     expect[i].keras, expect[i].tf);
+			cr_assert_eq(ckpt_reader_read(&ta, a, ia), CKPT_OK);
+			cr_assert_eq(ckpt_reader_read(&tb, b, ib), CKPT_OK);
 			cr_assert_eq(ta->nbytes, tb->nbytes);
 			cr_assert(memcmp(ta->data, tb->data, (size_t)ta->nbytes) == 0, "%s: values differ", expect[i].keras);
 			ckpt_tensor_free(ta);

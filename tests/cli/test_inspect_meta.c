@@ -117,7 +117,7 @@ Test(inspect_meta, partitioned_entries_list_their_slices, .timeout = 120)
 	cr_assert_eq(ckpt_checkpoint_new(&ck, &o), CKPT_OK);
 	cr_assert_eq(ckpt_partitioned_new(&p, "emb", CKPT_DT_FLOAT, &full, 3, &vo), CKPT_OK);
 	cr_assert_eq(ckpt_object_track_partitioned(ckpt_checkpoint_root(ck), "table", p), CKPT_OK);
-	cr_assert_eq(ckpt_checkpoint_save(&path, ck, prefix), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(path = ckpt_checkpoint_save(ck, prefix)), CKPT_OK);
 	ts_run_result r = ts_cli("inspect", "--json", path, NULL);
 	ts_assert_exit(&r, 0, "%s", r.err);
 	doc = json_loads(r.out, 0, NULL);

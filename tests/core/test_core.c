@@ -4,6 +4,8 @@
 #include <zlib.h>
 #include "libckpt/internal.h"
 #include "test_support.h"
+#include "ckpt/sys/vfs_faulty.h"
+#include "ckpt/sys/vfs_memory.h"
 
 Test(core, error_last_never_null_and_carries_context)
 {
@@ -61,16 +63,16 @@ Test(core, shape_checked_arithmetic)
 	int64_t dims[3] = { 2, 3, 4 };
 	cr_assert_eq(ckpt_shape_make(&s, 3, dims), CKPT_OK);
 	uint64_t n;
-	cr_assert_eq(ckpt_shape_num_elements(&s, &n), CKPT_OK);
+	cr_assert_eq(ckpt_shape_num_elements(&n, &s), CKPT_OK);
 	cr_assert_eq(n, 24);
-	cr_assert_eq(ckpt_shape_nbytes(&s, CKPT_DT_DOUBLE, &n), CKPT_OK);
+	cr_assert_eq(ckpt_shape_nbytes(&n, &s, CKPT_DT_DOUBLE), CKPT_OK);
 	cr_assert_eq(n, 192);
 	char buf[64];
 	ckpt_shape_format(&s, buf, sizeof(buf));
 	cr_assert_str_eq(buf, "[2, 3, 4]");
 	int64_t big[3] = { INT64_MAX, INT64_MAX, 2 };
 	cr_assert_eq(ckpt_shape_make(&s, 3, big), CKPT_OK);
-	cr_assert_eq(ckpt_shape_num_elements(&s, &n), CKPT_ELIMIT);
+	cr_assert_eq(ckpt_shape_num_elements(&n, &s), CKPT_ELIMIT);
 	int64_t neg[1] = { -1 };
 	cr_assert_eq(ckpt_shape_make(&s, 1, neg), CKPT_EINVAL);
 	cr_assert_eq(ckpt_shape_make(&s, CKPT_MAX_RANK + 1, dims), CKPT_EINVAL);
@@ -115,16 +117,16 @@ static void exercise_vfs(ckpt_vfs *vfs, const char *dir)
 {
 	char *a = ts_join(dir, "a.bin"), *b = ts_join(dir, "b.bin");
 	ckpt_io *io;
-	cr_assert_eq(ckpt_vfs_open(vfs, a, CKPT_IO_WRITE, &io), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_open(&io, vfs, a, CKPT_IO_WRITE), CKPT_OK);
 	cr_assert_eq(ckpt_io_pwrite(io, "hello world", 11, 0), CKPT_OK);
 	cr_assert_eq(ckpt_io_sync(io), CKPT_OK);
 	cr_assert_eq(ckpt_io_close(io), CKPT_OK);
 	cr_assert_eq(ckpt_vfs_rename(vfs, a, b), CKPT_OK);
-	cr_assert_not(ckpt_vfs_exists(vfs, a, NULL));
+	cr_assert_not(ckpt_vfs_exists(NULL, vfs, a));
 	int is_dir = 1;
-	cr_assert(ckpt_vfs_exists(vfs, b, &is_dir));
+	cr_assert(ckpt_vfs_exists(&is_dir, vfs, b));
 	cr_assert_not(is_dir);
-	cr_assert_eq(ckpt_vfs_open(vfs, b, CKPT_IO_READ, &io), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_open(&io, vfs, b, CKPT_IO_READ), CKPT_OK);
 	char buf[16] = { 0 };
 	cr_assert_eq(ckpt_io_read_exact(io, buf, 5, 6), CKPT_OK);
 	cr_assert_str_eq(buf, "world");
@@ -132,26 +134,26 @@ static void exercise_vfs(ckpt_vfs *vfs, const char *dir)
 	cr_assert_eq(ckpt_error_last()->offset, 6);
 	cr_assert_not_null(strstr(ckpt_error_last()->message, "truncated"));
 	uint64_t size;
-	cr_assert_eq(ckpt_io_size(io, &size), CKPT_OK);
+	cr_assert_eq(ckpt_io_size(&size, io), CKPT_OK);
 	cr_assert_eq(size, 11);
 	ckpt_io_close(io);
 	char **names;
 	size_t n;
-	cr_assert_eq(ckpt_vfs_list(vfs, dir, &names, &n), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_list(&names, &n, vfs, dir), CKPT_OK);
 	cr_assert_eq(n, 1);
 	cr_assert_str_eq(names[0], "b.bin");
 	ckpt_vfs_free_list(names, n);
 	cr_assert_eq(ckpt_vfs_write_atomic(vfs, a, "xyz", 3, 1), CKPT_OK);
 	void *content;
 	size_t len;
-	cr_assert_eq(ckpt_vfs_read_all(vfs, a, 1 << 20, &content, &len), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_read_all(&content, &len, vfs, a, 1 << 20), CKPT_OK);
 	cr_assert_eq(len, 3);
 	cr_assert_eq(memcmp(content, "xyz", 3), 0);
 	ckpt__free(content);
-	cr_assert_eq(ckpt_vfs_read_all(vfs, b, 4, &content, &len), CKPT_ELIMIT);
+	cr_assert_eq(ckpt_vfs_read_all(&content, &len, vfs, b, 4), CKPT_ELIMIT);
 	cr_assert_eq(ckpt_vfs_remove(vfs, b), CKPT_OK);
 	cr_assert_eq(ckpt_vfs_remove(vfs, b), CKPT_ENOTFOUND);
-	cr_assert_eq(ckpt_vfs_open(vfs, b, CKPT_IO_READ, &io), CKPT_ENOTFOUND);
+	cr_assert_eq(ckpt_vfs_open(&io, vfs, b, CKPT_IO_READ), CKPT_ENOTFOUND);
 	cr_assert_str_eq(ckpt_error_last()->path, b);
 	free(a);
 	free(b);
@@ -171,7 +173,7 @@ Test(core, memory_vfs)
 	cr_assert_eq(ckpt_vfs_memory_new(&vfs), CKPT_OK);
 	exercise_vfs(vfs, "mem/dir");
 	int is_dir = 0;
-	cr_assert(ckpt_vfs_exists(vfs, "mem", &is_dir));
+	cr_assert(ckpt_vfs_exists(&is_dir, vfs, "mem"));
 	cr_assert(is_dir);
 	ckpt_vfs_free(vfs);
 }
@@ -194,7 +196,7 @@ Test(core, faulty_vfs_fails_the_ith_call_and_atomic_write_keeps_old_file)
 		cr_assert(ckpt_vfs_faulty_fired(f));
 		const void *buf;
 		size_t n;
-		cr_assert_eq(ckpt_vfs_memory_get(mem, "d/f", &buf, &n), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(buf = ckpt_vfs_memory_get(&n, mem, "d/f")), CKPT_OK);
 		if (rc < 0) {
 			cr_assert_eq(rc, CKPT_EIO);
 			cr_assert_not_null(strstr(ckpt_error_last()->message, "injected"));
@@ -204,7 +206,7 @@ Test(core, faulty_vfs_fails_the_ith_call_and_atomic_write_keeps_old_file)
 			"call %ld left %zu bytes", i, n);
 		char **names;
 		size_t cnt;
-		ckpt_vfs_list(mem, "d", &names, &cnt);
+		ckpt_vfs_list(&names, &cnt, mem, "d");
 		cr_assert_leq(cnt, 2, "at most the file and one stray temp (removed on failure): %zu", cnt);
 		ckpt_vfs_free_list(names, cnt);
 		ckpt_vfs_free(f);

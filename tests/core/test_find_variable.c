@@ -11,7 +11,7 @@ static ckpt_variable *reference(ckpt_checkpoint *ck, const char *q)
 	ckpt_tracked_list *l;
 	cr_assert_eq(ckpt_checkpoint_variables(&l, ck), CKPT_OK);
 	ckpt_variable *found = NULL;
-	size_t n = ckpt_tracked_list_count(l);
+	size_t n = ckpt_tracked_list_num_entries(l);
 	for (size_t i = 0; i < n && !found; i++) {
 		const ckpt_tracked_variable *t = ckpt_tracked_list_get(l, i);
 		if (!strcmp(t->path, q) || !strcmp(t->key, q) || (t->source_key && !strcmp(t->source_key, q)))
@@ -27,7 +27,7 @@ static ckpt_variable *reference(ckpt_checkpoint *ck, const char *q)
 static void check(ckpt_checkpoint *ck, const char *q)
 {
 	ckpt_variable *v = NULL, *want = reference(ck, q);
-	int rc = ckpt_checkpoint_find_variable(&v, ck, q);
+	int rc = ckpt_status_of(v = ckpt_checkpoint_find_variable(ck, q));
 	cr_assert_eq(rc, want ? CKPT_OK : CKPT_ENOTFOUND, "%s", q);
 	cr_assert_eq(v, want, "%s", q);
 }
@@ -37,7 +37,7 @@ Test(find_variable, index_follows_tree_changes_and_restores)
 	ckpt_checkpoint *ck;
 	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
 	ckpt_object *model, *opt;
-	cr_assert_eq(ckpt_object_new_child(&model, ckpt_checkpoint_root(ck), "model"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(ck), "model")), CKPT_OK);
 	cr_assert_eq(ckpt_optimizer_new(&opt, "Adam"), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_add(ck, "optimizer", opt), CKPT_OK);
 	ckpt_shape s = { 1, { 4 } };
@@ -47,7 +47,8 @@ Test(find_variable, index_follows_tree_changes_and_restores)
 		snprintf(nm, sizeof nm, "w.%d", i);
 		/* names that collide with other variables' paths: the path wins, in order */
 		snprintf(full, sizeof full, i % 5 == 0 ? "model/w..%d" : "dense_%d/kernel", (i + 1) % 20);
-		cr_assert_eq(ckpt_object_add_variable(&v[i], model, nm, full, CKPT_DT_FLOAT, &s, NULL), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(v[i] = ckpt_object_add_variable(model, nm, full, CKPT_DT_FLOAT, &s, NULL)),
+			     CKPT_OK);
 	}
 	static const char *const q[] = { "model/w..3", "model/w..3/.ATTRIBUTES/VARIABLE_VALUE", "dense_4/kernel",
 		"w.3", "model/w.3", "dense_0/kernel", "nope", "model/w..19", "model/w..25", "dense_25/kernel",
@@ -58,10 +59,11 @@ Test(find_variable, index_follows_tree_changes_and_restores)
 	for (int i = 20; i < 30; i++) {
 		snprintf(nm, sizeof nm, "w.%d", i);
 		snprintf(full, sizeof full, "dense_%d/kernel", i);
-		cr_assert_eq(ckpt_object_add_variable(&v[i], model, nm, full, CKPT_DT_FLOAT, &s, NULL), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(v[i] = ckpt_object_add_variable(model, nm, full, CKPT_DT_FLOAT, &s, NULL)),
+			     CKPT_OK);
 	}
 	ckpt_variable *m;
-	cr_assert_eq(ckpt_optimizer_create_slot(&m, opt, v[3], "m", NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(m = ckpt_optimizer_create_slot(opt, v[3], "m", NULL)), CKPT_OK);
 	for (size_t k = 0; k < sizeof(q) / sizeof(q[0]); k++)
 		check(ck, q[k]);
 	/* a restore sets source keys without changing the tree */
@@ -88,22 +90,23 @@ Test(find_variable, many_variables)
 	ckpt_checkpoint *ck;
 	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
 	ckpt_object *model;
-	cr_assert_eq(ckpt_object_new_child(&model, ckpt_checkpoint_root(ck), "model"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(ck), "model")), CKPT_OK);
 	ckpt_shape s = { 1, { 2 } };
 	enum { N = 3000 };
 	static ckpt_variable *v[N];
 	char nm[64];
 	for (int i = 0; i < N; i++) {
 		snprintf(nm, sizeof nm, "t-%05d", i);
-		cr_assert_eq(ckpt_object_add_variable(&v[i], model, nm, NULL, CKPT_DT_FLOAT, &s, NULL), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(v[i] = ckpt_object_add_variable(model, nm, NULL, CKPT_DT_FLOAT, &s, NULL)),
+			     CKPT_OK);
 	}
 	for (int i = 0; i < N; i++) {
 		ckpt_variable *f;
 		snprintf(nm, sizeof nm, "model/t-%05d", i);
-		cr_assert_eq(ckpt_checkpoint_find_variable(&f, ck, nm), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(f = ckpt_checkpoint_find_variable(ck, nm)), CKPT_OK);
 		cr_assert_eq(f, v[i]);
 		snprintf(nm, sizeof nm, "t-%05d", i);
-		cr_assert_eq(ckpt_checkpoint_find_variable(&f, ck, nm), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(f = ckpt_checkpoint_find_variable(ck, nm)), CKPT_OK);
 		cr_assert_eq(f, v[i]);
 	}
 	ckpt_checkpoint_free(ck);

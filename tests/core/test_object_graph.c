@@ -15,9 +15,9 @@ static void *graph_bytes(const char *rel, size_t *n)
 	ckpt_reader *r;
 	cr_assert_eq(ckpt_reader_open(&r, ts_fixture(rel), NULL), CKPT_OK, "%s", rel);
 	size_t k;
-	cr_assert_eq(ckpt_reader_find(r, CKPT_OBJECT_GRAPH_KEY, &k), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&k, r, CKPT_OBJECT_GRAPH_KEY), CKPT_OK);
 	ckpt_tensor *t;
-	cr_assert_eq(ckpt_reader_read(r, k, &t), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(&t, r, k), CKPT_OK);
 	const ckpt_bytes *b = t->data;
 	void *out = malloc(b->len);
 	memcpy(out, b->data, b->len);
@@ -43,13 +43,13 @@ Test(object_graph, parse_serialize_byte_identical)
 		ckpt_object_graph *g;
 		cr_assert_eq(ckpt_object_graph_parse(&g, raw, n), CKPT_OK);
 		void *out;
-		cr_assert_eq(ckpt_object_graph_serialize(g, &out, &m), CKPT_OK);
+		cr_assert_eq(ckpt_object_graph_serialize(&out, &m, g), CKPT_OK);
 		cr_assert_eq(m, n, "%s: %zu vs %zu bytes", field_order_fixtures[i], m, n);
 		cr_assert_eq(memcmp(out, raw, n), 0, "%s", field_order_fixtures[i]);
 		ckpt_object_graph *c;
 		cr_assert_eq(ckpt_object_graph_copy(&c, g), CKPT_OK);
 		void *out2;
-		cr_assert_eq(ckpt_object_graph_serialize(c, &out2, &m), CKPT_OK);
+		cr_assert_eq(ckpt_object_graph_serialize(&out2, &m, c), CKPT_OK);
 		cr_assert_eq(memcmp(out2, raw, n), 0);
 		free(out2);
 		ckpt_object_graph_free(c);
@@ -78,7 +78,7 @@ Test(object_graph, reads_fields_out_of_order)
 		}
 	cr_assert(found);
 	void *out;
-	cr_assert_eq(ckpt_object_graph_serialize(g, &out, &m), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_serialize(&out, &m, g), CKPT_OK);
 	cr_assert_eq(m, n); /* same size, canonical field order */
 	ckpt_object_graph *g2;
 	cr_assert_eq(ckpt_object_graph_parse(&g2, out, m), CKPT_OK);
@@ -100,8 +100,8 @@ static void keys_match_paths(const char *rel)
 	for (size_t i = 0; i < g->nnodes; i++) {
 		for (size_t a = 0; a < g->nodes[i].nattrs; a++) {
 			char *p = NULL, *key = NULL;
-			cr_assert_eq(ckpt_object_graph_path(g, (int)i, &p), CKPT_OK, "%s node %zu", rel, i);
-			cr_assert_eq(ckpt_key_attribute(p, g->nodes[i].attrs[a].name, &key), CKPT_OK);
+			cr_assert_eq(ckpt_object_graph_path(&p, g, (int)i), CKPT_OK, "%s node %zu", rel, i);
+			cr_assert_eq(ckpt_key_attribute(&key, p, g->nodes[i].attrs[a].name), CKPT_OK);
 			const char *want = g->nodes[i].attrs[a].checkpoint_key;
 			/* legacy saveables use the key as a prefix; the attribute key itself is what is stored */
 			cr_assert_str_eq(key, want, "%s node %zu", rel, i);
@@ -131,16 +131,16 @@ Test(object_graph, slot_path_and_root)
 	ckpt_object_graph *g;
 	cr_assert_eq(ckpt_object_graph_parse(&g, raw, n), CKPT_OK);
 	char *p;
-	cr_assert_eq(ckpt_object_graph_path(g, 0, &p), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_path(&p, g, 0), CKPT_OK);
 	cr_assert_str_eq(p, "");
 	free(p);
-	cr_assert_eq(ckpt_object_graph_path(g, 13, &p), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_path(&p, g, 13), CKPT_OK);
 	cr_assert_str_eq(p, "layer_with_weights-0/kernel/.OPTIMIZER_SLOT/optimizer/base_optimizer/momentum");
 	free(p);
-	cr_assert_eq(ckpt_object_graph_path(g, 1, &p), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_path(&p, g, 1), CKPT_OK);
 	cr_assert_str_eq(p, "layer_with_weights-0"); /* first BFS edge, not layer-0 */
 	free(p);
-	cr_assert_eq(ckpt_object_graph_path(g, 99, &p), CKPT_EINVAL);
+	cr_assert_eq(ckpt_object_graph_path(&p, g, 99), CKPT_EINVAL);
 	ckpt_object_graph_free(g);
 	free(raw);
 }
@@ -148,16 +148,16 @@ Test(object_graph, slot_path_and_root)
 Test(object_graph, escape_and_attribute_keys)
 {
 	char *s;
-	cr_assert_eq(ckpt_key_escape("a.b/c..d", &s), CKPT_OK);
+	cr_assert_eq(ckpt_key_escape(&s, "a.b/c..d"), CKPT_OK);
 	cr_assert_str_eq(s, "a..b.Sc....d");
 	free(s);
-	cr_assert_eq(ckpt_key_escape("", &s), CKPT_OK);
+	cr_assert_eq(ckpt_key_escape(&s, ""), CKPT_OK);
 	cr_assert_str_eq(s, "");
 	free(s);
-	cr_assert_eq(ckpt_key_attribute("model/dense", "VARIABLE_VALUE", &s), CKPT_OK);
+	cr_assert_eq(ckpt_key_attribute(&s, "model/dense", "VARIABLE_VALUE"), CKPT_OK);
 	cr_assert_str_eq(s, "model/dense/.ATTRIBUTES/VARIABLE_VALUE");
 	free(s);
-	cr_assert_eq(ckpt_key_attribute("", "x/y.z", &s), CKPT_OK);
+	cr_assert_eq(ckpt_key_attribute(&s, "", "x/y.z"), CKPT_OK);
 	cr_assert_str_eq(s, "/.ATTRIBUTES/x.Sy..z");
 	free(s);
 }
@@ -178,7 +178,7 @@ Test(object_graph, validation_and_garbage)
 	cr_assert_eq(ckpt_object_graph_validate(&g), CKPT_OK);
 	void *buf;
 	size_t n;
-	cr_assert_eq(ckpt_object_graph_serialize(&g, &buf, &n), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_serialize(&buf, &n, &g), CKPT_OK);
 	/* nodes { children { node_id: 1 local_name: "x" } } nodes { } */
 	static const unsigned char want[] = { 0x0a, 0x07, 0x0a, 0x05, 0x08, 0x01, 0x12, 0x01, 'x', 0x0a, 0x00 };
 	cr_assert_eq(n, sizeof(want));

@@ -95,11 +95,11 @@ static void round_trip(const ckpt_object_graph *g, const char *what)
 {
 	void *a, *c;
 	size_t na, nc;
-	cr_assert_eq(ckpt_object_graph_serialize(g, &a, &na), CKPT_OK, "%s: %s", what, ckpt_error_last()->message);
+	cr_assert_eq(ckpt_object_graph_serialize(&a, &na, g), CKPT_OK, "%s: %s", what, ckpt_error_last()->message);
 	ckpt_object_graph *p;
 	cr_assert_eq(ckpt_object_graph_parse(&p, a, na), CKPT_OK, "%s: %s", what, ckpt_error_last()->message);
 	same_graph(g, p, what);
-	cr_assert_eq(ckpt_object_graph_serialize(p, &c, &nc), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_serialize(&c, &nc, p), CKPT_OK);
 	cr_assert(nc == na && memcmp(a, c, na) == 0, "%s: re-serialized bytes differ", what);
 	free(a);
 	free(c);
@@ -148,7 +148,7 @@ Test(og_encode, every_prefix_parses_or_fails_cleanly)
 	ckpt_object_graph *g = rnd_graph(7);
 	void *a;
 	size_t na;
-	cr_assert_eq(ckpt_object_graph_serialize(g, &a, &na), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_serialize(&a, &na, g), CKPT_OK);
 	size_t failed = 0;
 	for (size_t n = 0; n < na; n++) {
 		ckpt_object_graph *p = NULL;
@@ -193,7 +193,7 @@ Test(og_encode, fast_decoder_takes_what_serialize_writes_and_agrees_with_protobu
 		ckpt_object_graph *g = rnd_graph(seed);
 		void *a;
 		size_t na;
-		cr_assert_eq(ckpt_object_graph_serialize(g, &a, &na), CKPT_OK);
+		cr_assert_eq(ckpt_object_graph_serialize(&a, &na, g), CKPT_OK);
 		cr_assert(fast_agrees(a, na, "random graph"), "seed %u declined", seed);
 		free(a);
 		ckpt_object_graph_free(g);
@@ -212,7 +212,7 @@ Test(og_encode, fast_decoder_on_every_prefix_and_mutation_agrees_with_protobuf_c
 	}
 	void *a;
 	size_t na;
-	cr_assert_eq(ckpt_object_graph_serialize(g, &a, &na), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_serialize(&a, &na, g), CKPT_OK);
 	unsigned char *m = malloc(na);
 	size_t taken = 0, tried = 0;
 	for (size_t n = 0; n <= na; n++, tried++)
@@ -270,7 +270,7 @@ Test(og_encode, encoder_writes_the_bytes_protobuf_c_packs)
 			g->nodes[1].has_checkpoint_values = 1; /* BoolValue with and without its field */
 		void *a, *b;
 		size_t na, nb;
-		cr_assert_eq(ckpt_object_graph_serialize(g, &a, &na), CKPT_OK);
+		cr_assert_eq(ckpt_object_graph_serialize(&a, &na, g), CKPT_OK);
 		cr_assert_eq(ckpt__object_graph_serialize_pb(g, &b, &nb), CKPT_OK);
 		cr_assert_eq(na, nb, "seed %u: %zu bytes, protobuf-c %zu", seed, na, nb);
 		cr_assert_eq(memcmp(a, b, na), 0, "seed %u: bytes differ", seed);

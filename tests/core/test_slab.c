@@ -114,15 +114,16 @@ Test(slab, object_attributes_past_the_inline_one)
 	char sfx[16];
 	for (int i = 0; i < 7; i++) {
 		snprintf(sfx, sizeof sfx, "-part%d", i);
-		cr_assert_eq(ckpt_object_add_attribute_tensor(&v[i], o, "table", sfx, NULL, CKPT_DT_INT32, &s, NULL),
-			CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_status_of(v[i] = ckpt_object_add_attribute_tensor(o, "table", sfx, NULL, CKPT_DT_INT32, &s, NULL)),
+			     CKPT_OK, "%s", ckpt_error_last()->message);
 		int32_t val[3] = { i, i + 1, i + 2 };
 		cr_assert_eq(ckpt_variable_assign(v[i], val, sizeof val), CKPT_OK);
 	}
 	for (int i = 0; i < 7; i++) {
 		ckpt_variable *got;
 		snprintf(sfx, sizeof sfx, "-part%d", i);
-		cr_assert_eq(ckpt_object_get_attribute_tensor(&got, o, "table", sfx), CKPT_OK, "attribute %d lost", i);
+		cr_assert_eq(ckpt_status_of(got = ckpt_object_attribute_tensor(o, "table", sfx)), CKPT_OK,
+			     "attribute %d lost", i);
 		cr_assert_eq(got, v[i]);
 		int32_t val[3];
 		cr_assert_eq(ckpt_variable_read(got, val, sizeof val), CKPT_OK);

@@ -91,7 +91,7 @@ static int update_fn(ckpt_replica_ctx *ctx, void *arg)
 {
 	update_arg *u = arg;
 	void *p;
-	CKPT_TRY(ckpt_variable_local(u->v, &p));
+	CKPT_TRY(ckpt_status_of(p = ckpt_variable_local(u->v)));
 	if (p != ckpt_variable_replica_data(u->v, ckpt_replica_id(ctx)))
 		return ckpt__fail(CKPT_ERROR, NULL, NULL, -1, "local is not this replica's copy");
 	float *w = p;
@@ -146,7 +146,7 @@ Test(variable, created_outside_scope_is_plain_and_replica_update_fails_loudly)
 	check_plain_update_fails(v, s);
 	/* outside replica context a plain variable is directly updatable */
 	void *p;
-	cr_assert_eq(ckpt_variable_local(v, &p), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_variable_local(v)), CKPT_OK);
 	cr_assert_eq(p, ckpt_variable_replica_data(v, 0));
 	/* and in a run of the default strategy too: code works with and without distribution */
 	update_arg u = { v, 0 };
@@ -201,7 +201,7 @@ Test(variable, mirrored_local_outside_replica_context_points_to_assign)
 	cr_assert_eq(ckpt_variable_new(&v, "m", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
 	void *p = (void *)1;
-	cr_assert_eq(ckpt_variable_local(v, &p), CKPT_ESCOPE);
+	cr_assert_eq(ckpt_status_of(p = ckpt_variable_local(v)), CKPT_ESCOPE);
 	cr_assert_null(p);
 	cr_assert(contains(ckpt_error_last()->message, "ckpt_variable_assign"), "%s", ckpt_error_last()->message);
 	ckpt_variable_free(v);
@@ -355,7 +355,7 @@ static int accumulate_fn(ckpt_replica_ctx *ctx, void *arg)
 {
 	ckpt_variable *v = arg;
 	void *p;
-	CKPT_TRY(ckpt_variable_local(v, &p));
+	CKPT_TRY(ckpt_status_of(p = ckpt_variable_local(v)));
 	int id = ckpt_replica_id(ctx);
 	if (ckpt_variable_dtype(v) == CKPT_DT_FLOAT)
 		((float *)p)[0] += (float)(id + 1);
@@ -569,7 +569,7 @@ Test(variable, accessors_accept_null)
 	cr_assert_null(ckpt_variable_replica_data(NULL, 0));
 	ckpt_variable_free(NULL);
 	void *p;
-	cr_assert_eq(ckpt_variable_local(NULL, &p), CKPT_EINVAL);
+	cr_assert_eq(ckpt_status_of(p = ckpt_variable_local(NULL)), CKPT_EINVAL);
 	cr_assert_eq(ckpt_variable_assign(NULL, NULL, 0), CKPT_EINVAL);
 	cr_assert_str_eq(ckpt_var_kind_name(CKPT_VAR_SYNC_ON_READ), "sync-on-read");
 	cr_assert_str_eq(ckpt_var_kind_name(CKPT_VAR_PLAIN), "plain");
@@ -685,7 +685,7 @@ Test(variable, string_variable_outside_scope_is_plain_and_starts_empty)
 	const char *want[2] = { "", "" };
 	check_strings(v, want, 2);
 	void *p;
-	cr_assert_eq(ckpt_variable_local(v, &p), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_variable_local(v)), CKPT_OK);
 	cr_assert_eq(p, ckpt_variable_replica_data(v, 0));
 	ckpt_variable_free(v);
 }
@@ -708,7 +708,7 @@ Test(variable, string_assign_read_tensor_round_trip)
 	check_strings(v, vals, 3);
 	cr_assert(ckpt_variable_replicas_identical(v));
 	cr_assert_eq(ckpt_variable_nbytes(v), 14);
-	cr_assert_eq(ckpt_variable_read_tensor(v, &back), CKPT_OK);
+	cr_assert_eq(ckpt_variable_read_tensor(&back, v), CKPT_OK);
 	cr_assert_eq(back->dtype, CKPT_DT_STRING);
 	cr_assert_eq(back->nbytes, 14);
 	((ckpt_bytes *)t->data)[0].data[0] = 'a';
@@ -741,7 +741,7 @@ Test(variable, tensor_api_on_fixed_size_variables)
 	cr_assert_eq(ckpt_tensor_wrap(&t, CKPT_DT_FLOAT, &sh, x, sizeof(x)), CKPT_OK);
 	cr_assert_eq(ckpt_variable_assign_tensor(v, t), CKPT_OK);
 	cr_assert(ckpt_variable_replicas_identical(v));
-	cr_assert_eq(ckpt_variable_read_tensor(v, &back), CKPT_OK);
+	cr_assert_eq(ckpt_variable_read_tensor(&back, v), CKPT_OK);
 	cr_assert(ckpt_tensor_equal(back, t));
 	ckpt_tensor_free(back);
 	ckpt_tensor_free(t);
@@ -775,7 +775,7 @@ Test(variable, tensor_api_mismatch_names_variable_and_shapes)
 	cr_assert_eq(ckpt_variable_assign_tensor(v, t), CKPT_EMISMATCH);
 	ckpt_tensor_free(t);
 	cr_assert_eq(ckpt_variable_assign_tensor(v, NULL), CKPT_EINVAL);
-	cr_assert_eq(ckpt_variable_read_tensor(v, NULL), CKPT_EINVAL);
+	cr_assert_eq(ckpt_variable_read_tensor(NULL, v), CKPT_EINVAL);
 	ckpt_variable_free(v);
 	ckpt_variable_free(f);
 }
@@ -820,7 +820,7 @@ static int str_local_fn(ckpt_replica_ctx *ctx, void *arg)
 {
 	str_local_arg *a = arg;
 	void *p;
-	int rc = ckpt_variable_local(a->v, &p);
+	int rc = ckpt_status_of(p = ckpt_variable_local(a->v));
 	if (rc < 0)
 		return rc;
 	int id = ckpt_replica_id(ctx);
@@ -846,7 +846,7 @@ Test(variable, string_local_in_replica_context_is_the_replica_copy)
 		cr_assert(a.seen[r], "replica %d", r);
 	/* outside replica context a mirrored string variable is ESCOPE, as others */
 	void *p;
-	cr_assert_eq(ckpt_variable_local(v, &p), CKPT_ESCOPE);
+	cr_assert_eq(ckpt_status_of(p = ckpt_variable_local(v)), CKPT_ESCOPE);
 	ckpt_variable_free(v);
 	ckpt_strategy_free(s);
 }

@@ -227,10 +227,10 @@ static void check_library(const ckpt_memory_provider *t, int ndev, const char *d
 	OK(ckpt_checkpoint_new(&ck, NULL));
 	OK(ckpt_checkpoint_new(&ck2, NULL));
 	OK(ckpt_scope_enter(s));
-	OK(ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), "w", "w", CKPT_DT_FLOAT, &shape, NULL));
+	OK(ckpt_status_of(v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "w", "w", CKPT_DT_FLOAT, &shape, NULL)));
 	ckpt_scope_exit(s);
 	OK(ckpt_scope_enter(s2));
-	OK(ckpt_object_add_variable(&v2, ckpt_checkpoint_root(ck2), "w", "w", CKPT_DT_FLOAT, &shape, NULL));
+	OK(ckpt_status_of(v2 = ckpt_object_add_variable(ckpt_checkpoint_root(ck2), "w", "w", CKPT_DT_FLOAT, &shape, NULL)));
 	ckpt_scope_exit(s2);
 	if (!v || !v2)
 		goto out;

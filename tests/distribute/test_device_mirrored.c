@@ -65,20 +65,25 @@ static void build(model *m, ckpt_strategy *s, int check_mirrored)
 	o.check_mirrored = check_mirrored;
 	cr_assert_eq(ckpt_checkpoint_new(&m->ck, &o), CKPT_OK);
 	ckpt_shape sw = shape1(NW), sb = shape1(NB), s4 = shape1(4), sc = { 0 };
-	cr_assert_eq(ckpt_object_new_child(&m->net, ckpt_checkpoint_root(m->ck), "model"), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&m->plain, m->net, "plain", "plain", CKPT_DT_FLOAT, &sb, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(m->net = ckpt_object_new_child(ckpt_checkpoint_root(m->ck), "model")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(m->plain = ckpt_object_add_variable(m->net, "plain", "plain", CKPT_DT_FLOAT, &sb, NULL)),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&m->w, m->net, "w", "w", CKPT_DT_FLOAT, &sw, NULL), CKPT_OK,
-		"%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_object_add_variable(&m->b, m->net, "b", "b", CKPT_DT_FLOAT, &sb, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(m->w = ckpt_object_add_variable(m->net, "w", "w", CKPT_DT_FLOAT, &sw, NULL)),
+		     CKPT_OK,
+		     "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(m->b = ckpt_object_add_variable(m->net, "b", "b", CKPT_DT_FLOAT, &sb, NULL)),
+		     CKPT_OK);
 	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
 	vo.sync = CKPT_SYNC_ON_READ;
 	vo.aggregation = CKPT_AGG_SUM;
-	cr_assert_eq(ckpt_object_add_variable(&m->total, m->net, "total", "total", CKPT_DT_INT64, &s4, &vo), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(m->total = ckpt_object_add_variable(m->net, "total", "total", CKPT_DT_INT64, &s4, &vo)),
+		     CKPT_OK);
 	vo.aggregation = CKPT_AGG_MEAN;
-	cr_assert_eq(ckpt_object_add_variable(&m->acc, m->net, "acc", "acc", CKPT_DT_FLOAT, &s4, &vo), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&m->step, ckpt_checkpoint_root(m->ck), "step", "step", CKPT_DT_INT64, &sc,
-		NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(m->acc = ckpt_object_add_variable(m->net, "acc", "acc", CKPT_DT_FLOAT, &s4, &vo)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(m->step = ckpt_object_add_variable(ckpt_checkpoint_root(m->ck), "step", "step", CKPT_DT_INT64, &sc, NULL)),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_optimizer_new(&m->opt, "Adam"), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_add(m->ck, "optimizer", m->opt), CKPT_OK);
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
@@ -87,7 +92,8 @@ static void build(model *m, ckpt_strategy *s, int check_mirrored)
 static void create_slots(model *m, ckpt_strategy *s, ckpt_variable **slot)
 {
 	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
-	cr_assert_eq(ckpt_optimizer_create_slot(slot, m->opt, m->w, "m", NULL), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(slot ? (*slot = ckpt_optimizer_create_slot(m->opt, m->w, "m", NULL)) : ckpt_optimizer_create_slot(m->opt, m->w, "m", NULL)),
+		     CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
 }
 
@@ -329,11 +335,11 @@ Test(device_mirrored, load_creates_device_replicas)
 	cr_assert_eq(ckpt_checkpoint_load(&ck, NULL, hp, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
 	ckpt_variable *w, *slot;
-	cr_assert_eq(ckpt_checkpoint_find_variable(&w, ck, "model/w"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(w = ckpt_checkpoint_find_variable(ck, "model/w")), CKPT_OK);
 	cr_assert_eq(ckpt_variable_kind(w), CKPT_VAR_MIRRORED);
 	cr_assert_eq(ckpt_variable_strategy(w), s);
 	expect_f32(w, 6);
-	cr_assert_eq(ckpt_checkpoint_find_variable(&slot, ck, "Adam/w/m"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(slot = ckpt_checkpoint_find_variable(ck, "Adam/w/m")), CKPT_OK);
 	expect_f32(slot, 56);
 	cr_assert_gt(ts_guarded_get_stats(g).broadcast_calls, 0, "the provider's broadcast was not used");
 	/* and what was loaded onto the devices saves back to the same bytes */
@@ -383,10 +389,10 @@ Test(device_mirrored, failed_restores_change_nothing)
 	ckpt_object *net;
 	ckpt_variable *w, *b;
 	ckpt_shape sw = shape1(NW + 1), sb = shape1(NB);
-	cr_assert_eq(ckpt_object_new_child(&net, ckpt_checkpoint_root(ck), "model"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(net = ckpt_object_new_child(ckpt_checkpoint_root(ck), "model")), CKPT_OK);
 	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&b, net, "b", "b", CKPT_DT_FLOAT, &sb, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&w, net, "w", "w", CKPT_DT_FLOAT, &sw, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(b = ckpt_object_add_variable(net, "b", "b", CKPT_DT_FLOAT, &sb, NULL)), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(w = ckpt_object_add_variable(net, "w", "w", CKPT_DT_FLOAT, &sw, NULL)), CKPT_OK);
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
 	fill_f32(b, 11);
 	cr_assert_eq(ckpt_checkpoint_restore(NULL, ck, hp), CKPT_EMISMATCH);
@@ -411,7 +417,7 @@ static int skew_step(ckpt_replica_ctx *ctx, void *arg)
 {
 	skew_arg *a = arg;
 	void *mine;
-	int rc = ckpt_variable_local(a->v, &mine);
+	int rc = ckpt_status_of(mine = ckpt_variable_local(a->v));
 	if (rc < 0 || ckpt_replica_id(ctx) != 2)
 		return rc;
 	const ckpt_memory_provider *p = ts_guarded_provider(a->g);
@@ -471,13 +477,14 @@ Test(device_mirrored, tensorflow_restores_a_checkpoint_saved_from_device_replica
 	ckpt_object *net;
 	ckpt_variable *w, *b, *plain, *step;
 	ckpt_shape sw = shape1(NW), sb = shape1(NB), sc = { 0 };
-	cr_assert_eq(ckpt_object_new_child(&net, ckpt_checkpoint_root(ck), "model"), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&plain, net, "plain", "plain", CKPT_DT_FLOAT, &sb, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(net = ckpt_object_new_child(ckpt_checkpoint_root(ck), "model")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(plain = ckpt_object_add_variable(net, "plain", "plain", CKPT_DT_FLOAT, &sb, NULL)),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&w, net, "w", "w", CKPT_DT_FLOAT, &sw, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&b, net, "b", "b", CKPT_DT_FLOAT, &sb, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&step, ckpt_checkpoint_root(ck), "step", "step", CKPT_DT_INT64, &sc, NULL),
-		CKPT_OK);
+	cr_assert_eq(ckpt_status_of(w = ckpt_object_add_variable(net, "w", "w", CKPT_DT_FLOAT, &sw, NULL)), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(b = ckpt_object_add_variable(net, "b", "b", CKPT_DT_FLOAT, &sb, NULL)), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(step = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "step", "step", CKPT_DT_INT64, &sc, NULL)),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
 	fill_f32(w, 8);
 	fill_f32(b, 1008);
@@ -485,7 +492,8 @@ Test(device_mirrored, tensorflow_restores_a_checkpoint_saved_from_device_replica
 	int64_t sv = 24;
 	cr_assert_eq(ckpt_variable_assign(step, &sv, sizeof(sv)), CKPT_OK);
 	const char *saved;
-	cr_assert_eq(ckpt_checkpoint_save(&saved, ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(saved = ckpt_checkpoint_save(ck, prefix)), CKPT_OK, "%s",
+		     ckpt_error_last()->message);
 	char cmd[8192];
 	snprintf(cmd, sizeof(cmd), "%s %s/tests/oracles/tf_restore_device.py '%s' %d %d 8", ts_oracle_python(),
 		CKPT_SOURCE_DIR, saved, NW, NB);
@@ -531,7 +539,7 @@ static void write_parted(const char *prefix, ckpt_strategy *s, float base)
 		cr_assert_eq(ckpt_checkpoint_restore(NULL, ck, g_parted_prefix), CKPT_OK, "%s", ckpt_error_last()->message);
 		for (int i = 0; i < ckpt_partitioned_num_parts(p); i++) {
 			int64_t first, rows;
-			cr_assert_eq(ckpt_partitioned_part_rows(p, i, &first, &rows), CKPT_OK);
+			cr_assert_eq(ckpt_partitioned_part_rows(&first, &rows, p, i), CKPT_OK);
 			ckpt_variable *part = ckpt_partitioned_part(p, i);
 			float got[30];
 			cr_assert_eq(ckpt_variable_read(part, got, (size_t)ckpt_variable_nbytes(part)), CKPT_OK);

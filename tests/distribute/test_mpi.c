@@ -307,7 +307,7 @@ static int64_t check_latest(const char *dir, int64_t prev)
 	ckpt_manager *ro;
 	cr_assert_eq(ckpt_manager_new(&ro, NULL, dir, 0), CKPT_OK, "%s", ckpt_error_last()->message);
 	const char *p = NULL;
-	int rc = ckpt_manager_latest_valid(&p, ro);
+	int rc = ckpt_status_of(p = ckpt_manager_latest_valid(ro));
 	if (prev == 0 && rc == CKPT_ENOTFOUND) {
 		ckpt_manager_free(ro);
 		return 0;

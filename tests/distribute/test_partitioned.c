@@ -45,7 +45,7 @@ static char *save_p(const char *dir, int P, int by_object)
 		OK(ckpt_checkpoint_track_partitioned(ck, p));
 	char *prefix = ts_join(dir, "ckpt");
 	const char *path;
-	OK(ckpt_checkpoint_save(&path, ck, prefix));
+	OK(ckpt_status_of(path = ckpt_checkpoint_save(ck, prefix)));
 	char *out = strdup(path);
 	free(prefix);
 	ckpt_checkpoint_free(ck);
@@ -58,7 +58,7 @@ static void check_parts(const ckpt_partitioned *p)
 {
 	for (int i = 0; i < ckpt_partitioned_num_parts(p); i++) {
 		int64_t first, rows;
-		OK(ckpt_partitioned_part_rows(p, i, &first, &rows));
+		OK(ckpt_partitioned_part_rows(&first, &rows, p, i));
 		ckpt_variable *v = ckpt_partitioned_part(p, i);
 		cr_assert_not_null(v, "part %d is not local in one process", i);
 		for (int c = 0; c < ckpt_variable_num_replicas(v); c++) {
@@ -99,7 +99,7 @@ Test(partitioned, object_tracked_p3_restores_as_mirrored_p2_reading_each_row_onc
 	ckpt_reader *rd;
 	OK(ckpt_reader_open(&rd, path, NULL));
 	size_t fi;
-	OK(ckpt_reader_find(rd, OBJ_KEY, &fi));
+	OK(ckpt_reader_find(&fi, rd, OBJ_KEY));
 	cr_assert_eq(ckpt_reader_var(rd, fi)->nslices, 3);
 	const ckpt_object_graph *g = ckpt_reader_object_graph(rd);
 	cr_assert_not_null(g);
@@ -140,7 +140,7 @@ Test(partitioned, object_tracked_p3_restores_as_mirrored_p2_reading_each_row_onc
 	/* the same bytes into an unpartitioned variable tracked where the parts were */
 	ckpt_variable *v;
 	OK(ckpt_checkpoint_new(&ck, NULL));
-	OK(ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), "table", "emb", CKPT_DT_FLOAT, &full_shape, NULL));
+	OK(ckpt_status_of(v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "table", "emb", CKPT_DT_FLOAT, &full_shape, NULL)));
 	OK(ckpt_checkpoint_restore(&st, ck, path));
 	OK(ckpt_restore_status_assert_consumed(st));
 	ckpt_restore_status_free(st);
@@ -218,7 +218,7 @@ Test(partitioned, tensorflow_written_p3_restores_into_p2_and_p4_parts, .timeout 
 		ckpt_restore_status_free(st);
 		for (int i = 0; i < P; i++) {
 			int64_t first, rows;
-			OK(ckpt_partitioned_part_rows(p, i, &first, &rows));
+			OK(ckpt_partitioned_part_rows(&first, &rows, p, i));
 			cr_assert_eq(rows, 7 / P + (i < 7 % P), "part %d of %d: %lld rows", i, P, (long long)rows);
 			cr_assert(memcmp(ckpt_variable_replica_data(ckpt_partitioned_part(p, i), 0), full + first * 4,
 				(size_t)rows * 4 * sizeof(float)) == 0, "%s part %d of %d differs", files[k], i, P);
@@ -242,7 +242,7 @@ Test(partitioned, a_flipped_byte_of_a_slice_read_in_pieces_is_a_checksum_error_a
 	OK(ckpt_reader_open(&rd, path, NULL));
 	int64_t off = -1;
 	const char *shard = NULL;
-	for (size_t e = 0; e < ckpt_reader_count(rd); e++) {
+	for (size_t e = 0; e < ckpt_reader_num_entries(rd); e++) {
 		const ckpt_var_info *v = ckpt_reader_var(rd, e);
 		if (v->slice_part && v->shape.dims[0] == 3 && off < 0) {
 			int ex;
@@ -331,7 +331,7 @@ Test(partitioned, wrong_shape_missing_key_split_cap_and_async_save_are_reported)
 	static const int64_t want[4][2] = { { 0, 3 }, { 3, 3 }, { 6, 2 }, { 8, 2 } };
 	for (int i = 0; i < 4; i++) {
 		int64_t a, n;
-		OK(ckpt_partitioned_part_rows(p, i, &a, &n));
+		OK(ckpt_partitioned_part_rows(&a, &n, p, i));
 		cr_assert(a == want[i][0] && n == want[i][1], "part %d: rows [%lld, +%lld)", i, (long long)a, (long long)n);
 		cr_assert_eq(ckpt_partitioned_owner(p, i), 0);
 	}

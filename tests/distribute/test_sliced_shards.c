@@ -18,6 +18,7 @@
 #include <string.h>
 #include "ckpt/ckpt.h"
 #include "ckpt/sys/bundle_part.h"
+#include "ckpt/sys/vfs_memory.h"
 #include "test_support.h"
 
 #define OK(expr) do { int ok_rc_ = (expr); cr_assert_eq(ok_rc_, CKPT_OK, "%s = %s: %s", #expr, \
@@ -40,7 +41,7 @@ static ckpt_tensor *rows_of(ckpt_dtype dt, const ckpt_shape *full, int64_t row0,
 	s.dims[0] = rows;
 	OK(ckpt_tensor_new(&t, dt, &s));
 	uint64_t nel;
-	OK(ckpt_shape_num_elements(&s, &nel));
+	OK(ckpt_shape_num_elements(&nel, &s));
 	int64_t per_row = (int64_t)nel / (rows ? rows : 1);
 	for (int64_t i = 0; i < rows * per_row; i++) {
 		int64_t v = row0 * per_row + i;
@@ -117,14 +118,14 @@ Test(sliced_shards, slices_in_three_shards_read_back_whole)
 	r = open_in(vfs, &rc);
 	cr_assert_not_null(r, "%s", ckpt_error_last()->message);
 	cr_assert_eq(ckpt_reader_num_shards(r), NSHARDS);
-	OK(ckpt_reader_find(r, "emb", &i));
+	OK(ckpt_reader_find(&i, r, "emb"));
 	cr_assert_eq(ckpt_reader_var(r, i)->nslices, 3);
-	OK(ckpt_reader_read(r, i, &t));
+	OK(ckpt_reader_read(&t, r, i));
 	for (int k = 0; k < 48; k++)
 		cr_assert_eq(((float *)t->data)[k], (float)k * 0.5f, "emb[%d]", k);
 	ckpt_tensor_free(t);
-	OK(ckpt_reader_find(r, "ids", &i));
-	OK(ckpt_reader_read(r, i, &t));
+	OK(ckpt_reader_find(&i, r, "ids"));
+	OK(ckpt_reader_read(&t, r, i));
 	for (int k = 0; k < 7; k++)
 		cr_assert_eq(((int64_t *)t->data)[k], k * 1000 + 7, "ids[%d]", k);
 	ckpt_tensor_free(t);
@@ -140,7 +141,7 @@ Test(sliced_shards, slices_in_three_shards_read_back_whole)
 			const void *b;
 			size_t n;
 			unsigned char len[4];
-			OK(ckpt_vfs_memory_get(vfs, names[k], &b, &n));
+			OK(ckpt_status_of(b = ckpt_vfs_memory_get(&n, vfs, names[k])));
 			for (int j = 0; j < 4; j++)
 				len[j] = (unsigned char)(n >> (8 * j));
 			fwrite(len, 1, 4, f);
@@ -181,7 +182,7 @@ Test(sliced_shards, mutants_fail_cleanly_or_read_correctly, .timeout = 600)
 	write_sliced(base);
 	file_names(names);
 	for (int k = 0; k <= NSHARDS; k++)
-		OK(ckpt_vfs_memory_get(base, names[k], &orig[k], &olen[k]));
+		OK(ckpt_status_of(orig[k] = ckpt_vfs_memory_get(&olen[k], base, names[k])));
 	for (int m = 0; m < MUTANTS; m++) {
 		unsigned char *b[NSHARDS + 1];
 		size_t n[NSHARDS + 1];
@@ -225,10 +226,10 @@ Test(sliced_shards, mutants_fail_cleanly_or_read_correctly, .timeout = 600)
 			continue;
 		}
 		opened++;
-		for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+		for (size_t i = 0; i < ckpt_reader_num_entries(r); i++) {
 			const ckpt_var_info *v = ckpt_reader_var(r, i);
 			ckpt_tensor *t = NULL;
-			rc = ckpt_reader_read(r, i, &t);
+			rc = ckpt_reader_read(&t, r, i);
 			expect_contract(rc, "ckpt_reader_read", m);
 			if (rc < 0) {
 				bad = 1;

@@ -18,7 +18,7 @@ Test(strategy, current_is_never_null_and_default_outside_scopes)
 	ckpt_strategy *d = ckpt_strategy_current();
 	cr_assert_not_null(d);
 	cr_assert_eq(d, ckpt_strategy_default());
-	cr_assert_eq(ckpt_strategy_get_kind(d), CKPT_STRATEGY_DEFAULT);
+	cr_assert_eq(ckpt_strategy_kind_of(d), CKPT_STRATEGY_DEFAULT);
 	cr_assert_str_eq(ckpt_strategy_describe(d), "DefaultStrategy");
 	cr_assert_str_eq(ckpt_strategy_name(d), "default");
 	cr_assert_eq(ckpt_strategy_num_replicas(d), 1);
@@ -40,7 +40,7 @@ Test(strategy, describe_names_replicas_and_a_unique_id)
 	cr_assert_neq(ida, idb);
 	cr_assert(contains(ckpt_strategy_describe(c), "MirroredStrategy(1 replica)#"));
 	cr_assert_str_eq(ckpt_strategy_name(a), "mirrored");
-	cr_assert_eq(ckpt_strategy_get_kind(a), CKPT_STRATEGY_MIRRORED);
+	cr_assert_eq(ckpt_strategy_kind_of(a), CKPT_STRATEGY_MIRRORED);
 	cr_assert_eq(ckpt_strategy_num_replicas(a), 4);
 	ckpt_strategy_free(a);
 	ckpt_strategy_free(b);

@@ -52,10 +52,10 @@ static void find_prefixes(const char *dir, char ***out, size_t *n)
 static int read_crc(ckpt_reader *r, const char *key, uint32_t *crc)
 {
 	size_t idx;
-	if (ckpt_reader_find(r, key, &idx) != CKPT_OK)
+	if (ckpt_reader_find(&idx, r, key) != CKPT_OK)
 		return -1;
 	ckpt_tensor *t;
-	cr_assert_eq(ckpt_reader_read(r, idx, &t), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(&t, r, idx), CKPT_OK);
 	*crc = ckpt_tensor_crc32(t);
 	ckpt_tensor_free(t);
 	return 0;
@@ -75,13 +75,13 @@ static void check_load_mirrored(const char *prefix, int replicas, size_t *nvars)
 	cr_assert_eq(ckpt_reader_open(&r, prefix, NULL), CKPT_OK);
 	ckpt_tracked_list *l;
 	cr_assert_eq(ckpt_checkpoint_variables(&l, ck), CKPT_OK);
-	size_t n = ckpt_tracked_list_count(l);
+	size_t n = ckpt_tracked_list_num_entries(l);
 	cr_assert_gt(n, 0, "%s", prefix);
 	for (size_t i = 0; i < n; i++) {
 		const ckpt_tracked_variable *t = ckpt_tracked_list_get(l, i);
 		cr_assert_not_null(t->source_key, "%s %s", prefix, t->key);
 		size_t vi;
-		cr_assert_eq(ckpt_reader_find(r, t->source_key, &vi), CKPT_OK, "%s %s", prefix, t->source_key);
+		cr_assert_eq(ckpt_reader_find(&vi, r, t->source_key), CKPT_OK, "%s %s", prefix, t->source_key);
 		if (ckpt_reader_var(r, vi)->sync == CKPT_SYNC_ON_READ) {
 			/* a SavedModel's metrics: saved_model.pb says sync-on-read (tests/formats/test_saved_model.c) */
 			cr_assert_eq(ckpt_variable_kind(t->variable), CKPT_VAR_SYNC_ON_READ, "%s %s", prefix, t->key);
@@ -94,14 +94,14 @@ static void check_load_mirrored(const char *prefix, int replicas, size_t *nvars)
 		uint32_t want;
 		cr_assert_eq(read_crc(r, t->source_key, &want), 0, "%s %s", prefix, t->source_key);
 		ckpt_tensor *v;
-		cr_assert_eq(ckpt_variable_read_tensor(t->variable, &v), CKPT_OK, "%s %s", prefix, t->key);
+		cr_assert_eq(ckpt_variable_read_tensor(&v, t->variable), CKPT_OK, "%s %s", prefix, t->key);
 		cr_assert_eq(ckpt_tensor_crc32(v), want, "%s %s", prefix, t->source_key);
 		ckpt_tensor_free(v);
 		/* a mirrored run may train it */
 		cr_assert_eq(ckpt_variable_strategy(t->variable), s);
 	}
 	/* every stored value (strings included) becomes a variable */
-	size_t un = ckpt_restore_status_unmatched_count(st);
+	size_t un = ckpt_restore_status_num_unmatched(st);
 	cr_assert_eq(un, 0, "%s: %zu entries not loaded, first %s", prefix, un,
 		un ? ckpt_restore_status_unmatched(st, 0) : "");
 	*nvars += n;
@@ -133,7 +133,7 @@ Test(checkpoint_tf, load_by_directory_follows_the_state_file)
 	cr_assert_eq(ckpt_checkpoint_load(&ck, NULL, ts_fixture("tf/tfx__estimator_ckpts"), NULL), CKPT_OK, "%s",
 		ckpt_error_last()->message);
 	ckpt_variable *gs;
-	cr_assert_eq(ckpt_checkpoint_find_variable(&gs, ck, "global_step"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(gs = ckpt_checkpoint_find_variable(ck, "global_step")), CKPT_OK);
 	int64_t step = 0;
 	cr_assert_eq(ckpt_variable_read(gs, &step, sizeof(step)), CKPT_OK);
 	cr_assert_eq(step, 1000);
@@ -183,11 +183,11 @@ static void assert_graphs_equal_but_values(const ckpt_object_graph *a, const ckp
 
 static void assert_same_keys(ckpt_reader *a, ckpt_reader *b)
 {
-	cr_assert_eq(ckpt_reader_count(a), ckpt_reader_count(b));
-	for (size_t i = 0; i < ckpt_reader_count(a); i++) {
+	cr_assert_eq(ckpt_reader_num_entries(a), ckpt_reader_num_entries(b));
+	for (size_t i = 0; i < ckpt_reader_num_entries(a); i++) {
 		const ckpt_var_info *va = ckpt_reader_var(a, i);
 		size_t j;
-		cr_assert_eq(ckpt_reader_find(b, va->name, &j), CKPT_OK, "%s", va->name);
+		cr_assert_eq(ckpt_reader_find(&j, b, va->name), CKPT_OK, "%s", va->name);
 		const ckpt_var_info *vb = ckpt_reader_var(b, j);
 		cr_assert_eq(va->dtype, vb->dtype, "%s", va->name);
 		cr_assert(ckpt_shape_equal(&va->shape, &vb->shape), "%s", va->name);
@@ -201,8 +201,8 @@ static void assert_graph_bytes_equal(ckpt_reader *a, ckpt_reader *b)
 	ckpt_reader *r[2] = { a, b };
 	for (int i = 0; i < 2; i++) {
 		size_t idx;
-		cr_assert_eq(ckpt_reader_find(r[i], CKPT_OBJECT_GRAPH_KEY, &idx), CKPT_OK);
-		cr_assert_eq(ckpt_reader_read(r[i], idx, &t[i]), CKPT_OK);
+		cr_assert_eq(ckpt_reader_find(&idx, r[i], CKPT_OBJECT_GRAPH_KEY), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&t[i], r[i], idx), CKPT_OK);
 	}
 	const ckpt_bytes *x = t[0]->data, *y = t[1]->data;
 	cr_assert_eq(x->len, y->len);
@@ -237,25 +237,29 @@ static void build_lso(lso *m)
 	ckpt_shape s22 = shp(2, 2, 2), s2 = shp(1, 2, 0), sc = shp(0, 0, 0);
 	cr_assert_eq(ckpt_checkpoint_new(&m->ck, NULL), CKPT_OK);
 	ckpt_object *root = ckpt_checkpoint_root(m->ck), *dense, *opt, *ls;
-	cr_assert_eq(ckpt_object_new_child(&dense, root, "layer_with_weights-0"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(dense = ckpt_object_new_child(root, "layer_with_weights-0")), CKPT_OK);
 	cr_assert_eq(ckpt_object_add_child(root, "layer-0", dense), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&opt, root, "optimizer"), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&m->kernel, dense, "kernel", "sequential/dense/kernel", CKPT_DT_FLOAT, &s22,
-		NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&m->bias, dense, "bias", "sequential/dense/bias", CKPT_DT_FLOAT, &s2, NULL),
-		CKPT_OK);
+	cr_assert_eq(ckpt_status_of(opt = ckpt_object_new_child(root, "optimizer")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(m->kernel = ckpt_object_add_variable(dense, "kernel", "sequential/dense/kernel", CKPT_DT_FLOAT, &s22, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(m->bias = ckpt_object_add_variable(dense, "bias", "sequential/dense/bias", CKPT_DT_FLOAT, &s2, NULL)),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_optimizer_new(&m->base, "SGD"), CKPT_OK);
 	cr_assert_eq(ckpt_object_add_child(opt, "base_optimizer", m->base), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&ls, opt, "loss_scale"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(ls = ckpt_object_new_child(opt, "loss_scale")), CKPT_OK);
 	ckpt_variable *v;
-	cr_assert_eq(ckpt_object_add_variable(&v, m->base, "iter", "SGD/iter", CKPT_DT_INT64, &sc, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&v, m->base, "decay", "SGD/decay", CKPT_DT_FLOAT, &sc, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&v, m->base, "learning_rate", "SGD/learning_rate", CKPT_DT_FLOAT, &sc, NULL),
-		CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&v, m->base, "momentum", "SGD/momentum", CKPT_DT_FLOAT, &sc, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&v, ls, "current_loss_scale", "current_loss_scale", CKPT_DT_FLOAT, &sc, NULL),
-		CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&v, ls, "good_steps", "good_steps", CKPT_DT_INT64, &sc, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(m->base, "iter", "SGD/iter", CKPT_DT_INT64, &sc, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(m->base, "decay", "SGD/decay", CKPT_DT_FLOAT, &sc, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(m->base, "learning_rate", "SGD/learning_rate", CKPT_DT_FLOAT, &sc, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(m->base, "momentum", "SGD/momentum", CKPT_DT_FLOAT, &sc, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(ls, "current_loss_scale", "current_loss_scale", CKPT_DT_FLOAT, &sc, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(ls, "good_steps", "good_steps", CKPT_DT_INT64, &sc, NULL)),
+		     CKPT_OK);
 }
 
 Test(checkpoint_tf, lso_ckpt_keys_and_object_graph_match_tf)
@@ -269,10 +273,10 @@ Test(checkpoint_tf, lso_ckpt_keys_and_object_graph_match_tf)
 	ckpt_restore_status *st;
 	cr_assert_eq(ckpt_checkpoint_restore(&st, m.ck, fixture), CKPT_OK, "%s", ckpt_error_last()->message);
 	/* the momentum slots are created by the optimizer later: restored on create */
-	cr_assert_eq(ckpt_restore_status_unmatched_count(st), 2);
+	cr_assert_eq(ckpt_restore_status_num_unmatched(st), 2);
 	ckpt_variable *mk, *mb;
-	cr_assert_eq(ckpt_optimizer_create_slot(&mk, m.base, m.kernel, "momentum", NULL), CKPT_OK);
-	cr_assert_eq(ckpt_optimizer_create_slot(&mb, m.base, m.bias, "momentum", NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(mk = ckpt_optimizer_create_slot(m.base, m.kernel, "momentum", NULL)), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(mb = ckpt_optimizer_create_slot(m.base, m.bias, "momentum", NULL)), CKPT_OK);
 	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
 	cr_assert_eq(ckpt_restore_status_assert_consumed(st), CKPT_OK, "%s", ckpt_error_last()->message);
 	float k[4], mom[4];
@@ -310,17 +314,17 @@ Test(checkpoint_tf, lso_ckpt_keys_and_object_graph_match_tf)
 	}
 	void *wb;
 	size_t wn;
-	cr_assert_eq(ckpt_object_graph_serialize(want, &wb, &wn), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_serialize(&wb, &wn, want), CKPT_OK);
 	size_t gi;
 	ckpt_tensor *gt;
-	cr_assert_eq(ckpt_reader_find(b, CKPT_OBJECT_GRAPH_KEY, &gi), CKPT_OK);
-	cr_assert_eq(ckpt_reader_read(b, gi, &gt), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&gi, b, CKPT_OBJECT_GRAPH_KEY), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(&gt, b, gi), CKPT_OK);
 	const ckpt_bytes *ours = gt->data;
 	cr_assert(ours->len == wn && memcmp(ours->data, wb, wn) == 0, "the graph differs from TF's beyond has_checkpoint_values");
 	free(wb);
 	ckpt_tensor_free(gt);
 	ckpt_object_graph_free(want);
-	for (size_t i = 0; i < ckpt_reader_count(a); i++) {
+	for (size_t i = 0; i < ckpt_reader_num_entries(a); i++) {
 		const char *key = ckpt_reader_var(a, i)->name;
 		if (strcmp(key, CKPT_OBJECT_GRAPH_KEY) == 0)
 			continue;
@@ -353,35 +357,42 @@ Test(checkpoint_tf, keras_adam_savedmodel_keys_match_tf)
 		char name[64];
 		snprintf(name, sizeof(name), "layer_with_weights-%d", i);
 		ckpt_object *layer;
-		cr_assert_eq(ckpt_object_new_child(&layer, root, name), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(layer = ckpt_object_new_child(root, name)), CKPT_OK);
 		ckpt_shape ks = shp(2, dims[i][0], dims[i][1]), bs = shp(1, dims[i][1], 0);
 		snprintf(name, sizeof(name), "dense_%d/kernel", i);
-		cr_assert_eq(ckpt_object_add_variable(&vars[2 * i], layer, "kernel", name, CKPT_DT_FLOAT, &ks, NULL), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(vars[2 * i] = ckpt_object_add_variable(layer, "kernel", name, CKPT_DT_FLOAT, &ks, NULL)),
+			     CKPT_OK);
 		snprintf(name, sizeof(name), "dense_%d/bias", i);
-		cr_assert_eq(ckpt_object_add_variable(&vars[2 * i + 1], layer, "bias", name, CKPT_DT_FLOAT, &bs, NULL), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(vars[2 * i + 1] = ckpt_object_add_variable(layer, "bias", name, CKPT_DT_FLOAT, &bs, NULL)),
+			     CKPT_OK);
 	}
 	cr_assert_eq(ckpt_optimizer_new(&opt, "Adam"), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_add(ck, "optimizer", opt), CKPT_OK);
 	ckpt_shape sc = shp(0, 0, 0);
 	ckpt_variable *v;
-	cr_assert_eq(ckpt_object_add_variable(&v, opt, "iter", "Adam/iter", CKPT_DT_INT64, &sc, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(opt, "iter", "Adam/iter", CKPT_DT_INT64, &sc, NULL)),
+		     CKPT_OK);
 	const char *hyper[] = { "beta_1", "beta_2", "decay", "learning_rate" };
 	for (int i = 0; i < 4; i++)
-		cr_assert_eq(ckpt_object_add_variable(&v, opt, hyper[i], hyper[i], CKPT_DT_FLOAT, &sc, NULL), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(opt, hyper[i], hyper[i], CKPT_DT_FLOAT, &sc, NULL)),
+			     CKPT_OK);
 	/* slots are added per name, then per variable (Keras add_slot order) */
 	const char *slot_names[2] = { "m", "v" };
 	for (int sn = 0; sn < 2; sn++)
 		for (int i = 0; i < 6; i++)
-			cr_assert_eq(ckpt_optimizer_create_slot(&v, opt, vars[i], slot_names[sn], NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&keras_api, root, "keras_api"), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&metrics, keras_api, "metrics"), CKPT_OK);
+			cr_assert_eq(ckpt_status_of(v = ckpt_optimizer_create_slot(opt, vars[i], slot_names[sn], NULL)),
+				     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(keras_api = ckpt_object_new_child(root, "keras_api")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(metrics = ckpt_object_new_child(keras_api, "metrics")), CKPT_OK);
 	for (int i = 0; i < 2; i++) {
 		char name[8];
 		snprintf(name, sizeof(name), "%d", i);
 		ckpt_object *mt;
-		cr_assert_eq(ckpt_object_new_child(&mt, metrics, name), CKPT_OK);
-		cr_assert_eq(ckpt_object_add_variable(&v, mt, "total", "total", CKPT_DT_FLOAT, &sc, NULL), CKPT_OK);
-		cr_assert_eq(ckpt_object_add_variable(&v, mt, "count", "count", CKPT_DT_FLOAT, &sc, NULL), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(mt = ckpt_object_new_child(metrics, name)), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(mt, "total", "total", CKPT_DT_FLOAT, &sc, NULL)),
+			     CKPT_OK);
+		cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(mt, "count", "count", CKPT_DT_FLOAT, &sc, NULL)),
+			     CKPT_OK);
 	}
 	ckpt_restore_status *st;
 	cr_assert_eq(ckpt_checkpoint_restore(&st, ck, fixture), CKPT_OK, "%s", ckpt_error_last()->message);
@@ -462,10 +473,10 @@ Test(checkpoint_tf, load_then_write_reproduces_tf_object_graph)
 			assert_graph_bytes_equal(a, b);
 		} else {
 			/* every key comes back, string-valued ones included */
-			for (size_t i = 0; i < ckpt_reader_count(a); i++) {
+			for (size_t i = 0; i < ckpt_reader_num_entries(a); i++) {
 				const ckpt_var_info *vi = ckpt_reader_var(a, i);
 				size_t j;
-				cr_assert_eq(ckpt_reader_find(b, vi->name, &j), CKPT_OK, "%s", vi->name);
+				cr_assert_eq(ckpt_reader_find(&j, b, vi->name), CKPT_OK, "%s", vi->name);
 			}
 		}
 		ckpt_reader_free(a);
@@ -532,17 +543,18 @@ Test(checkpoint_tf, new_tree_writes_has_checkpoint_values_on_every_node)
 	ckpt_checkpoint *ck;
 	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
 	ckpt_object *root = ckpt_checkpoint_root(ck), *model, *dense, *empty, *holder, *opt;
-	cr_assert_eq(ckpt_object_new_child(&model, root, "model"), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&dense, model, "dense"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(model = ckpt_object_new_child(root, "model")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(dense = ckpt_object_new_child(model, "dense")), CKPT_OK);
 	ckpt_shape sh = shp(1, 3, 0);
 	ckpt_variable *kernel;
-	cr_assert_eq(ckpt_object_add_variable(&kernel, dense, "kernel", "dense/kernel", CKPT_DT_FLOAT, &sh, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&empty, root, "empty"), CKPT_OK); /* no values below it */
-	cr_assert_eq(ckpt_object_new_child(&holder, root, "holder"), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&empty, holder, "nothing"), CKPT_OK); /* children, but no values */
+	cr_assert_eq(ckpt_status_of(kernel = ckpt_object_add_variable(dense, "kernel", "dense/kernel", CKPT_DT_FLOAT, &sh, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(empty = ckpt_object_new_child(root, "empty")), CKPT_OK); /* no values below it */
+	cr_assert_eq(ckpt_status_of(holder = ckpt_object_new_child(root, "holder")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(empty = ckpt_object_new_child(holder, "nothing")), CKPT_OK); /* children, but no values */
 	cr_assert_eq(ckpt_optimizer_new(&opt, "Adam"), CKPT_OK);
 	cr_assert_eq(ckpt_object_add_child(root, "optimizer", opt), CKPT_OK);
-	cr_assert_eq(ckpt_optimizer_create_slot(NULL, opt, kernel, "m", NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(ckpt_optimizer_create_slot(opt, kernel, "m", NULL)), CKPT_OK);
 	char *dir = ts_tmpdir(), *prefix = ts_join(dir, "ckpt");
 	cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_reader *r;
@@ -666,11 +678,11 @@ Test(checkpoint_tf, load_every_keras_fixture_mirrored, .timeout = 120)
 		ckpt_tracked_list *l2;
 		cr_assert_eq(ckpt_checkpoint_variables(&l2, ck), CKPT_OK);
 		size_t nstored = 0;
-		for (size_t i = 0; i < ckpt_reader_count(r); i++)
+		for (size_t i = 0; i < ckpt_reader_num_entries(r); i++)
 			nstored += ckpt_reader_var(r, i)->dtype != CKPT_DT_STRING;
-		cr_assert_eq(ckpt_tracked_list_count(l2), nstored, "%s", path);
-		cr_assert_eq(ckpt_restore_status_unmatched_count(st), ckpt_reader_count(r) - nstored, "%s", path);
-		for (size_t i = 0; i < ckpt_tracked_list_count(l2); i++) {
+		cr_assert_eq(ckpt_tracked_list_num_entries(l2), nstored, "%s", path);
+		cr_assert_eq(ckpt_restore_status_num_unmatched(st), ckpt_reader_num_entries(r) - nstored, "%s", path);
+		for (size_t i = 0; i < ckpt_tracked_list_num_entries(l2); i++) {
 			const ckpt_tracked_variable *t = ckpt_tracked_list_get(l2, i);
 			uint32_t want;
 			cr_assert_eq(read_crc(r, t->source_key, &want), 0, "%s %s", path, t->source_key);
@@ -726,10 +738,10 @@ Test(checkpoint_tf, load_hook_makes_metrics_sync_on_read)
 	ckpt_tracked_list *l;
 	cr_assert_eq(ckpt_checkpoint_variables(&l, ck), CKPT_OK);
 	int metrics = 0;
-	for (size_t i = 0; i < ckpt_tracked_list_count(l); i++) {
+	for (size_t i = 0; i < ckpt_tracked_list_num_entries(l); i++) {
 		const ckpt_tracked_variable *t = ckpt_tracked_list_get(l, i);
 		size_t idx;
-		cr_assert_eq(ckpt_reader_find(r, t->source_key, &idx), CKPT_OK);
+		cr_assert_eq(ckpt_reader_find(&idx, r, t->source_key), CKPT_OK);
 		if (!strstr(t->key, "/metrics/")) {
 			cr_assert_eq(ckpt_variable_kind(t->variable), CKPT_VAR_MIRRORED, "%s", t->key);
 			continue;

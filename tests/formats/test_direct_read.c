@@ -88,7 +88,7 @@ static int read_many(ckpt_reader *r, const size_t *perm, unsigned char **bufs)
 	ckpt__read_req req[NENTS];
 	for (size_t k = 0; k < NENTS; k++) {
 		size_t e = perm[k], idx;
-		cr_assert_eq(ckpt_reader_find(r, ents[e].name, &idx), CKPT_OK);
+		cr_assert_eq(ckpt_reader_find(&idx, r, ents[e].name), CKPT_OK);
 		req[k] = (ckpt__read_req){ idx, bufs ? bufs[e] : NULL, bufs ? ents[e].n : 0 };
 	}
 	return ckpt__reader_read_many(r, req, NENTS);
@@ -117,7 +117,7 @@ static int64_t entry_offset(const char *prefix, const char *name)
 {
 	ckpt_reader *r = open_prefix(prefix);
 	size_t i;
-	cr_assert_eq(ckpt_reader_find(r, name, &i), CKPT_OK, "%s", name);
+	cr_assert_eq(ckpt_reader_find(&i, r, name), CKPT_OK, "%s", name);
 	int64_t off = ckpt_reader_var(r, i)->offset;
 	ckpt_reader_free(r);
 	return off;
@@ -184,7 +184,7 @@ Test(direct_read, flipped_byte_names_file_variable_and_offset, .timeout = 60)
 	flip(data_path, (long)off + (long)(9 * MiB + 77));
 	ckpt_reader *r = open_prefix(prefix);
 	size_t big;
-	cr_assert_eq(ckpt_reader_find(r, "e/big", &big), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&big, r, "e/big"), CKPT_OK);
 	const size_t order[NENTS] = { 5, 4, 3, 2, 1, 0 };
 	for (int pass = 0; pass < 2; pass++) {
 		unsigned char *bufs[NENTS];
@@ -216,8 +216,8 @@ Test(direct_read, file_cut_short_under_an_open_reader_names_the_entry, .timeout 
 	char *data_path = ts_join(dir, "ck.data-00000-of-00001");
 	ckpt_reader *r = open_prefix(prefix);
 	size_t tiny, big;
-	cr_assert_eq(ckpt_reader_find(r, "a/tiny", &tiny), CKPT_OK);
-	cr_assert_eq(ckpt_reader_find(r, "e/big", &big), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&tiny, r, "a/tiny"), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&big, r, "e/big"), CKPT_OK);
 	unsigned char t[17];
 	/* the data file is open (and its size known) before it shrinks */
 	cr_assert_eq(ckpt_reader_read_into(r, tiny, t, sizeof(t)), CKPT_OK);
@@ -254,7 +254,7 @@ Test(direct_read, mirrored_load_through_the_pipeline_matches_the_file, .timeout 
 	ckpt_tracked_list *list = NULL;
 	cr_assert_eq(ckpt_checkpoint_variables(&list, ck), CKPT_OK);
 	size_t seen = 0;
-	for (size_t i = 0; i < ckpt_tracked_list_count(list); i++) {
+	for (size_t i = 0; i < ckpt_tracked_list_num_entries(list); i++) {
 		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
 		for (size_t e = 0; e < NENTS; e++) {
 			if (!tv->source_key || strcmp(tv->source_key, ents[e].name) != 0)

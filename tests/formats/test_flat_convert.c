@@ -238,7 +238,7 @@ Test(flat_convert, quantized_gguf_copies_raw_and_is_refused_elsewhere, .timeout 
 	cr_assert(strstr(r.err, "nothing written"), "%s", r.err);
 	ts_run_free(&r);
 	p = ts_join(dir, "q.safetensors");
-	cr_assert_not(ckpt_vfs_exists(ckpt_vfs_default(), p, &exists));
+	cr_assert_not(ckpt_vfs_exists(&exists, ckpt_vfs_default(), p));
 	r = cli("convert %s/ref.gguf %s/q.safetensors --to safetensors --allow-partial", dir, dir);
 	CLI_OK(r);
 	cr_assert(strstr(r.out, "8 entries") && strstr(r.out, "2 entries not mappable"), "%s", r.out);

@@ -458,7 +458,7 @@ Test(gguf_hostile, valid_corner_cases)
 	cr_assert_eq(b.p[8], '{');
 	cr_assert_eq(ft_open_mem(b.p, b.n, "g", &r, &vfs), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_str_eq(ckpt_reader_format(r), "gguf");
-	cr_assert_eq(ckpt_reader_count(r), 123);
+	cr_assert_eq(ckpt_reader_num_entries(r), 123);
 	ckpt_reader_free(r);
 	ckpt_vfs_free(vfs);
 	free(b.p);
@@ -489,7 +489,7 @@ Test(gguf_hostile, truncation_and_mutation_sweep, .timeout = 300)
 	cr_assert_eq(ckpt_reader_open(&r, p, NULL), CKPT_OK);
 	hdr = (size_t)ckpt_reader_var(r, 0)->offset; /* everything before the data */
 	{
-		const ckpt_var_info *last = ckpt_reader_var(r, ckpt_reader_count(r) - 1);
+		const ckpt_var_info *last = ckpt_reader_var(r, ckpt_reader_num_entries(r) - 1);
 		dend = (size_t)last->offset + (size_t)last->nbytes;
 	}
 	ckpt_reader_free(r);

@@ -215,7 +215,7 @@ Test(safetensors, writer_refuses_what_it_cannot_store)
 	cr_assert_eq(ckpt_writer_add(w, "bad\xff", t, 0), CKPT_EINVAL);
 	ckpt_tensor_free(t);
 	ckpt_writer_free(w); /* never committed: nothing appears */
-	cr_assert_not(ckpt_vfs_exists(ckpt_vfs_default(), p, &exists));
+	cr_assert_not(ckpt_vfs_exists(&exists, ckpt_vfs_default(), p));
 	ts_rmtree(dir);
 	free(dir);
 	free(p);

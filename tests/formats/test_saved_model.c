@@ -188,7 +188,7 @@ static void check_dir(const char *dir, json_t *want)
 	cr_assert_not_null(ckpt_reader_saved_model(r), "%s: the reader did not attach saved_model.pb", dir);
 	json_t *sync = json_object_get(want, "sync");
 	size_t nsync = 0;
-	for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+	for (size_t i = 0; i < ckpt_reader_num_entries(r); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
 		json_t *w = json_object_get(sync, v->name);
 		if (!w) {
@@ -300,7 +300,8 @@ Test(saved_model, signatures_and_sync_match_tensorflow, .timeout = 600)
 static ckpt_variable *find_var(ckpt_checkpoint *ck, const char *path)
 {
 	ckpt_variable *v = NULL;
-	cr_assert_eq(ckpt_checkpoint_find_variable(&v, ck, path), CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(v = ckpt_checkpoint_find_variable(ck, path)), CKPT_OK, "%s: %s", path,
+		     ckpt_error_last()->message);
 	return v;
 }
 
@@ -321,7 +322,7 @@ static ckpt_checkpoint *load_mirrored(const char *path, int replicas, const ckpt
 	int rc = ckpt_checkpoint_load(&ck, &st, path, o);
 	cr_assert_eq(ckpt_scope_exit(*s), CKPT_OK);
 	cr_assert_eq(rc, CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
-	cr_assert_eq(ckpt_restore_status_unmatched_count(st), 0);
+	cr_assert_eq(ckpt_restore_status_num_unmatched(st), 0);
 	ckpt_restore_status_free(st);
 	return ck;
 }
@@ -419,11 +420,11 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	rules[0].pattern = "train_accuracy/*";
 	cr_assert_eq(ckpt_reader_open(&r, ckdir, &oo), CKPT_OK);
 	size_t idx;
-	cr_assert_eq(ckpt_reader_find(r, ACC_TOTAL, &idx), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&idx, r, ACC_TOTAL), CKPT_OK);
 	cr_assert_eq(ckpt_reader_var(r, idx)->sync, CKPT_SYNC_ON_READ);
 	cr_assert_eq(ckpt_reader_var(r, idx)->sync_source, CKPT_SYNC_SOURCE_RULE);
 	cr_assert_eq(ckpt_reader_var(r, idx)->role, CKPT_ROLE_METRIC);
-	cr_assert_eq(ckpt_reader_find(r, LOSS_TOTAL, &idx), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&idx, r, LOSS_TOTAL), CKPT_OK);
 	cr_assert_eq(ckpt_reader_var(r, idx)->sync_source, CKPT_SYNC_SOURCE_NONE);
 	cr_assert_eq(ckpt_reader_var(r, idx)->role, CKPT_ROLE_MODEL, "user-named metrics are not guessed");
 	cr_assert_null(ckpt_reader_saved_model(r));
@@ -432,10 +433,10 @@ Test(saved_model, load_and_restore_sync_on_read, .timeout = 300)
 	ckpt_sync_rule all = { "*", CKPT_SYNC_ON_READ, CKPT_AGG_SUM };
 	oo.sync_rules = &all;
 	cr_assert_eq(ckpt_reader_open(&r, ckdir, &oo), CKPT_OK);
-	cr_assert_eq(ckpt_reader_find(r, CKPT_OBJECT_GRAPH_KEY, &idx), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&idx, r, CKPT_OBJECT_GRAPH_KEY), CKPT_OK);
 	cr_assert_eq(ckpt_reader_var(r, idx)->sync_source, CKPT_SYNC_SOURCE_NONE);
 	cr_assert_eq(ckpt_reader_var(r, idx)->role, CKPT_ROLE_OTHER);
-	cr_assert_eq(ckpt_reader_find(r, "w/.ATTRIBUTES/VARIABLE_VALUE", &idx), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&idx, r, "w/.ATTRIBUTES/VARIABLE_VALUE"), CKPT_OK);
 	cr_assert_eq(ckpt_reader_var(r, idx)->role, CKPT_ROLE_METRIC);
 	ckpt_reader_free(r);
 

@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include "formats/tf_bundle/tfb.h"
 #include "test_support.h"
+#include "ckpt/sys/vfs_faulty.h"
+#include "ckpt/sys/vfs_memory.h"
 
 /* The tests also call the backend's table directly (bid). */
 const ckpt_format *const tfb_test_backend = &ckpt_format_tf_bundle;
@@ -83,10 +85,11 @@ static void check_bundle(const char *dir, const char *rel_index, want_entry *w, 
 	ckpt_reader *r = open_ok(path);
 	cr_assert_str_eq(ckpt_reader_format(r), "tf-bundle");
 	cr_assert_str_eq(ckpt_reader_path(r), path);
-	cr_assert_eq(ckpt_reader_count(r), nw, "%s: %zu entries, CONTENTS lists %zu", path, ckpt_reader_count(r), nw);
+	cr_assert_eq(ckpt_reader_num_entries(r), nw, "%s: %zu entries, CONTENTS lists %zu", path,
+		     ckpt_reader_num_entries(r), nw);
 	for (size_t i = 0; i < nw; i++) {
 		size_t k;
-		cr_assert_eq(ckpt_reader_find(r, w[i].name, &k), CKPT_OK, "%s: missing %s", path, w[i].name);
+		cr_assert_eq(ckpt_reader_find(&k, r, w[i].name), CKPT_OK, "%s: missing %s", path, w[i].name);
 		const ckpt_var_info *v = ckpt_reader_var(r, k);
 		cr_assert_eq((int)v->dtype, w[i].dtype, "%s dtype", w[i].name);
 		cr_assert_eq(v->shape.rank, w[i].rank, "%s rank", w[i].name);
@@ -98,7 +101,7 @@ static void check_bundle(const char *dir, const char *rel_index, want_entry *w, 
 		cr_assert(v->has_crc32c);
 		cr_assert_eq(ckpt_crc32c_mask(v->crc32c), w[i].crc, "%s crc", w[i].name);
 		ckpt_tensor *t = NULL;
-		if (ckpt_reader_read(r, k, &t) != CKPT_OK)
+		if (ckpt_reader_read(&t, r, k) != CKPT_OK)
 			fail_with_error(w[i].name);
 		cr_assert_eq(t->dtype, v->dtype);
 		cr_assert(ckpt_shape_equal(&t->shape, &v->shape));
@@ -178,9 +181,9 @@ Test(tf_bundle, every_fixture_matches_contents)
 static void read_floats(ckpt_reader *r, const char *name, const float *want, size_t n)
 {
 	size_t k;
-	cr_assert_eq(ckpt_reader_find(r, name, &k), CKPT_OK, "%s", name);
+	cr_assert_eq(ckpt_reader_find(&k, r, name), CKPT_OK, "%s", name);
 	ckpt_tensor *t;
-	if (ckpt_reader_read(r, k, &t))
+	if (ckpt_reader_read(&t, r, k))
 		fail_with_error(name);
 	cr_assert_eq(t->nbytes, n * 4);
 	for (size_t i = 0; i < n; i++)
@@ -204,7 +207,7 @@ Test(tf_bundle, known_values)
 	read_floats(r, "layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE", kernel, 4);
 	read_floats(r, "layer_with_weights-0/kernel/.OPTIMIZER_SLOT/optimizer/base_optimizer/momentum/.ATTRIBUTES/VARIABLE_VALUE", mom, 4);
 	size_t k;
-	cr_assert_eq(ckpt_reader_find(r, "optimizer/base_optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE", &k), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&k, r, "optimizer/base_optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE"), CKPT_OK);
 	int64_t iter = 0;
 	cr_assert_eq(ckpt_reader_read_into(r, k, &iter, 8), CKPT_OK);
 	cr_assert_eq(iter, 1);
@@ -221,9 +224,9 @@ Test(tf_bundle, known_values)
 	ckpt_reader_free(r);
 
 	r = open_ok(ts_fixture("tf/tensorflow__old_string_tensors/foo"));
-	cr_assert_eq(ckpt_reader_find(r, "strs", &k), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&k, r, "strs"), CKPT_OK);
 	ckpt_tensor *t;
-	cr_assert_eq(ckpt_reader_read(r, k, &t), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(&t, r, k), CKPT_OK);
 	cr_assert_eq(ckpt_tensor_num_elements(t), 4);
 	const ckpt_bytes *s = t->data;
 	cr_assert_eq(s[0].len, 5);
@@ -235,8 +238,8 @@ Test(tf_bundle, known_values)
 	for (int i = 0; i < 1024; i++)
 		cr_assert_eq(s[3].data[i], 'c');
 	ckpt_tensor_free(t);
-	cr_assert_eq(ckpt_reader_find(r, "string_tensor", &k), CKPT_OK);
-	cr_assert_eq(ckpt_reader_read(r, k, &t), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&k, r, "string_tensor"), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(&t, r, k), CKPT_OK);
 	cr_assert_eq(((const ckpt_bytes *)t->data)[0].len, 0);
 	ckpt_tensor_free(t);
 	char dummy[8];
@@ -329,7 +332,7 @@ static void roundtrip(int nshards)
 	ckpt_vfs *vfs = ckpt_vfs_default();
 	char **ls;
 	size_t nls;
-	cr_assert_eq(ckpt_vfs_list(vfs, sub, &ls, &nls), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_list(&ls, &nls, vfs, sub), CKPT_OK);
 	cr_assert_eq(nls, (size_t)nshards + 1);
 	for (size_t i = 0; i < nls; i++)
 		cr_assert_null(strstr(ls[i], "tempstate"), "%s", ls[i]);
@@ -337,15 +340,15 @@ static void roundtrip(int nshards)
 
 	ckpt_reader *r = open_ok(prefix);
 	cr_assert_eq(ckpt_reader_num_shards(r), nshards);
-	cr_assert_eq(ckpt_reader_count(r), NDT * NSHAPES);
+	cr_assert_eq(ckpt_reader_num_entries(r), NDT * NSHAPES);
 	for (size_t d = 0; d < NDT; d++)
 		for (int s = 0; s < NSHAPES; s++) {
 			size_t k;
-			cr_assert_eq(ckpt_reader_find(r, names[d][s], &k), CKPT_OK);
+			cr_assert_eq(ckpt_reader_find(&k, r, names[d][s]), CKPT_OK);
 			const ckpt_var_info *v = ckpt_reader_var(r, k);
 			cr_assert_eq(v->shard, (int)((d + s) % nshards));
 			ckpt_tensor *t;
-			if (ckpt_reader_read(r, k, &t))
+			if (ckpt_reader_read(&t, r, k))
 				fail_with_error(names[d][s]);
 			cr_assert(ckpt_tensor_equal(t, ts[d][s]), "%s differs", names[d][s]);
 			ckpt_tensor_free(t);
@@ -373,12 +376,12 @@ Test(tf_bundle, object_graph_written_last_in_shard_0)
 	ckpt_writer *w;
 	cr_assert_eq(ckpt_writer_open(&w, prefix, NULL, &o), CKPT_OK);
 	cr_assert_eq(ckpt_writer_set_object_graph(w, g), CKPT_OK);
-	for (size_t i = 0; i < ckpt_reader_count(src); i++) {
+	for (size_t i = 0; i < ckpt_reader_num_entries(src); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(src, i);
 		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0)
 			continue;
 		ckpt_tensor *t;
-		cr_assert_eq(ckpt_reader_read(src, i, &t), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&t, src, i), CKPT_OK);
 		cr_assert_eq(ckpt_writer_add(w, v->name, t, 0), CKPT_OK);
 		ckpt_tensor_free(t);
 	}
@@ -386,8 +389,8 @@ Test(tf_bundle, object_graph_written_last_in_shard_0)
 	ckpt_writer_free(w);
 	ckpt_reader *r = open_ok(prefix);
 	size_t k, last = 0;
-	cr_assert_eq(ckpt_reader_find(r, CKPT_OBJECT_GRAPH_KEY, &k), CKPT_OK);
-	for (size_t i = 0; i < ckpt_reader_count(r); i++)
+	cr_assert_eq(ckpt_reader_find(&k, r, CKPT_OBJECT_GRAPH_KEY), CKPT_OK);
+	for (size_t i = 0; i < ckpt_reader_num_entries(r); i++)
 		if (ckpt_reader_var(r, i)->offset > ckpt_reader_var(r, last)->offset)
 			last = i;
 	cr_assert_eq(k, last);
@@ -395,8 +398,8 @@ Test(tf_bundle, object_graph_written_last_in_shard_0)
 	cr_assert_not_null(g2);
 	void *b1, *b2;
 	size_t n1, n2;
-	cr_assert_eq(ckpt_object_graph_serialize(g, &b1, &n1), CKPT_OK);
-	cr_assert_eq(ckpt_object_graph_serialize(g2, &b2, &n2), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_serialize(&b1, &n1, g), CKPT_OK);
+	cr_assert_eq(ckpt_object_graph_serialize(&b2, &n2, g2), CKPT_OK);
 	cr_assert_eq(n1, n2);
 	cr_assert_eq(memcmp(b1, b2, n1), 0);
 	free(b1);
@@ -422,7 +425,7 @@ static int cmp_pos(const void *a, const void *b)
 static void rewrite_identical(const char *fixture_prefix)
 {
 	ckpt_reader *src = open_ok(fixture_prefix);
-	size_t n = ckpt_reader_count(src);
+	size_t n = ckpt_reader_num_entries(src);
 	pos *p = calloc(n, sizeof(*p));
 	for (size_t i = 0; i < n; i++) {
 		p[i].shard = ckpt_reader_var(src, i)->shard;
@@ -440,7 +443,7 @@ static void rewrite_identical(const char *fixture_prefix)
 	for (size_t j = 0; j < n; j++) {
 		ckpt_tensor *t;
 		const ckpt_var_info *v = ckpt_reader_var(src, p[j].i);
-		cr_assert_eq(ckpt_reader_read(src, p[j].i, &t), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&t, src, p[j].i), CKPT_OK);
 		cr_assert_eq(ckpt_writer_add(w, v->name, t, v->shard), CKPT_OK);
 		ckpt_tensor_free(t);
 	}
@@ -508,7 +511,7 @@ Test(tf_bundle, multi_block_index_passes_bundle_check)
 	cr_assert_eq(stat(ix, &st), 0);
 	cr_assert_gt(st.st_size, 3 * 262144);
 	ckpt_reader *r = open_ok(prefix);
-	cr_assert_eq(ckpt_reader_count(r), 4000);
+	cr_assert_eq(ckpt_reader_num_entries(r), 4000);
 	ckpt_reader_free(r);
 	cr_assert(run_bundle_check(prefix));
 	free(ix);
@@ -582,7 +585,7 @@ Test(tf_bundle, abandoned_writer_leaves_nothing)
 	ckpt_writer_free(w);
 	char **ls;
 	size_t n;
-	cr_assert_eq(ckpt_vfs_list(ckpt_vfs_default(), dir, &ls, &n), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_list(&ls, &n, ckpt_vfs_default(), dir), CKPT_OK);
 	cr_assert_eq(n, 0);
 	ckpt_vfs_free_list(ls, n);
 
@@ -593,7 +596,7 @@ Test(tf_bundle, abandoned_writer_leaves_nothing)
 	cr_assert_eq(ckpt_writer_commit(w), CKPT_EINVAL);
 	cr_assert_str_eq(ckpt_error_last()->variable, "x");
 	ckpt_writer_free(w);
-	cr_assert_eq(ckpt_vfs_list(ckpt_vfs_default(), dir, &ls, &n), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_list(&ls, &n, ckpt_vfs_default(), dir), CKPT_OK);
 	cr_assert_eq(n, 0);
 	ckpt_vfs_free_list(ls, n);
 	ckpt_tensor_free(t);
@@ -621,7 +624,7 @@ Test(tf_bundle, writes_through_memory_vfs)
 	if (ckpt_reader_open(&r, "/m/ckpt", &ro))
 		fail_with_error("memory open");
 	ckpt_tensor *u;
-	cr_assert_eq(ckpt_reader_read(r, 0, &u), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(&u, r, 0), CKPT_OK);
 	cr_assert(ckpt_tensor_equal(t, u));
 	ckpt_tensor_free(u);
 	ckpt_reader_free(r);
@@ -685,9 +688,10 @@ Test(tf_bundle, corrupt_data_is_a_checksum_error)
 	ckpt_reader *r = open_ok(prefix);
 	size_t k;
 	const char *bias = "layer_with_weights-0/bias/.ATTRIBUTES/VARIABLE_VALUE";
-	cr_assert_eq(ckpt_reader_find(r, bias, &k), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&k, r, bias), CKPT_OK);
 	ckpt_tensor *t = NULL;
-	expect_error(ckpt_reader_read(r, k, &t), CKPT_ECHECKSUM, "ckpt.data-00001-of-00002", bias, 16, "crc32c mismatch");
+	expect_error(ckpt_reader_read(&t, r, k), CKPT_ECHECKSUM, "ckpt.data-00001-of-00002", bias, 16,
+		     "crc32c mismatch");
 	float two[2];
 	expect_error(ckpt_reader_read_into(r, k, two, 8), CKPT_ECHECKSUM, "ckpt.data-00001-of-00002", bias, 16, "want 0x");
 	ckpt_reader_free(r);
@@ -795,7 +799,7 @@ Test(tf_bundle, bad_string_varint_and_overrun)
 	char *prefix = craft_bundle(dir, e, sizeof(e), d, sizeof(d));
 	ckpt_reader *r = open_ok(prefix);
 	ckpt_tensor *t = NULL;
-	expect_error(ckpt_reader_read(r, 0, &t), CKPT_EFORMAT, "crafted.data-00000-of-00001", "x", 0, "bad varint");
+	expect_error(ckpt_reader_read(&t, r, 0), CKPT_EFORMAT, "crafted.data-00000-of-00001", "x", 0, "bad varint");
 	ckpt_reader_free(r);
 	free(prefix);
 
@@ -803,7 +807,7 @@ Test(tf_bundle, bad_string_varint_and_overrun)
 	static const unsigned char e2[] = { 0x08, 0x01, 0x12, 0x00, 0x20, 0x08, 0x28, 0x04 };
 	prefix = craft_bundle(dir, e2, sizeof(e2), "abcd", 4);
 	r = open_ok(prefix);
-	expect_error(ckpt_reader_read(r, 0, &t), CKPT_EFORMAT, "crafted.data-00000-of-00001", "x", 8, "past the end");
+	expect_error(ckpt_reader_read(&t, r, 0), CKPT_EFORMAT, "crafted.data-00000-of-00001", "x", 8, "past the end");
 	ckpt_reader_free(r);
 	free(prefix);
 
@@ -811,7 +815,7 @@ Test(tf_bundle, bad_string_varint_and_overrun)
 	static const unsigned char e3[] = { 0x08, 0x07, 0x12, 0x04, 0x12, 0x02, 0x08, 0x01, 0x28, 0x0a };
 	prefix = craft_bundle(dir, e3, sizeof(e3), "\x05\x00\x00\x00\x00hello", 10);
 	r = open_ok(prefix);
-	expect_error(ckpt_reader_read(r, 0, &t), CKPT_ECHECKSUM, "crafted.data", "x", 1, "length checksum");
+	expect_error(ckpt_reader_read(&t, r, 0), CKPT_ECHECKSUM, "crafted.data", "x", 1, "length checksum");
 	ckpt_reader_free(r);
 	free(prefix);
 	ts_rmtree(dir);
@@ -825,15 +829,16 @@ Test(tf_bundle, missing_shard_lists_but_does_not_read)
 	char *data = ts_join(fx, "ckpt.data-00001-of-00002");
 	cr_assert_eq(remove(data), 0);
 	ckpt_reader *r = open_ok(fx);
-	cr_assert_eq(ckpt_reader_count(r), 11);
+	cr_assert_eq(ckpt_reader_num_entries(r), 11);
 	cr_assert_not_null(ckpt_reader_object_graph(r)); /* shard 0 is still there */
 	int ex = 1;
 	cr_assert_str_eq(ckpt_reader_shard_path(r, 1, &ex), data);
 	cr_assert_eq(ex, 0);
 	size_t k;
-	cr_assert_eq(ckpt_reader_find(r, "layer_with_weights-0/bias/.ATTRIBUTES/VARIABLE_VALUE", &k), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&k, r, "layer_with_weights-0/bias/.ATTRIBUTES/VARIABLE_VALUE"), CKPT_OK);
 	ckpt_tensor *t = NULL;
-	expect_error(ckpt_reader_read(r, k, &t), CKPT_ENOTFOUND, "ckpt.data-00001-of-00002", NULL, -2, "data file missing");
+	expect_error(ckpt_reader_read(&t, r, k), CKPT_ENOTFOUND, "ckpt.data-00001-of-00002", NULL, -2,
+		     "data file missing");
 	ckpt_reader_free(r);
 	free(data);
 	free(fx);
@@ -858,7 +863,7 @@ Test(tf_bundle, path_forms)
 	cr_assert_str_eq(ckpt_reader_path(r), want);
 	ckpt_reader_free(r);
 	r = open_ok(want); /* the prefix */
-	cr_assert_eq(ckpt_reader_count(r), 60);
+	cr_assert_eq(ckpt_reader_num_entries(r), 60);
 	ckpt_reader_free(r);
 	snprintf(p, sizeof(p), "%s/model.ckpt-999.data-00000-of-00001", fx); /* a data shard */
 	char *pre = NULL;
@@ -942,7 +947,7 @@ Test(tf_bundle, partitioned_entry_lists_slices)
 	cr_assert_eq(v->shard, -1);
 	ckpt_tensor *t = NULL;
 	/* the slices tile [4,3], but no slice entry holds their bytes */
-	expect_error(ckpt_reader_read(r, 0, &t), CKPT_EFORMAT, NULL, "x", -2, "no slice entry");
+	expect_error(ckpt_reader_read(&t, r, 0), CKPT_EFORMAT, NULL, "x", -2, "no slice entry");
 	ckpt_reader_free(r);
 	free(prefix);
 	ts_rmtree(dir);
@@ -976,7 +981,7 @@ Test(tf_bundle, crash_consistent_commit)
 		ckpt_vfs_free(f);
 		char **ls = NULL;
 		size_t n = 0;
-		ckpt_vfs_list(mem, "/c", &ls, &n);
+		ckpt_vfs_list(&ls, &n, mem, "/c");
 		int has_index = 0;
 		for (size_t i = 0; i < n; i++) {
 			cr_assert_null(strstr(ls[i], "tempstate"), "fail_at %ld left %s", fail_at, ls[i]);
@@ -993,7 +998,7 @@ Test(tf_bundle, crash_consistent_commit)
 			ckpt_reader *r;
 			cr_assert_eq(ckpt_reader_open(&r, "/c/ckpt", &ro), CKPT_OK);
 			ckpt_tensor *u;
-			cr_assert_eq(ckpt_reader_read(r, 1, &u), CKPT_OK);
+			cr_assert_eq(ckpt_reader_read(&u, r, 1), CKPT_OK);
 			cr_assert(ckpt_tensor_equal(u, s));
 			ckpt_tensor_free(u);
 			ckpt_reader_free(r);
@@ -1030,9 +1035,9 @@ Test(tf_bundle, allocation_failures)
 		ckpt_set_allocator(&a);
 		ckpt_reader *r = NULL;
 		int rc = ckpt_reader_open(&r, path, NULL);
-		for (size_t i = 0; rc == CKPT_OK && i < ckpt_reader_count(r); i++) {
+		for (size_t i = 0; rc == CKPT_OK && i < ckpt_reader_num_entries(r); i++) {
 			ckpt_tensor *t = NULL;
-			rc = ckpt_reader_read(r, i, &t);
+			rc = ckpt_reader_read(&t, r, i);
 			ckpt_tensor_free(t);
 		}
 		ckpt_reader_free(r);
@@ -1077,7 +1082,7 @@ Test(tf_bundle, writer_allocation_failures)
 			cr_assert_eq(rc, CKPT_ENOMEM, "allocation %ld: %s (%s)", k, ckpt_status_name(rc),
 				ckpt_error_last()->message);
 		int ex = 0;
-		cr_assert_eq(ckpt_vfs_exists(ckpt_vfs_default(), ix, &ex) > 0, done, "allocation %ld", k);
+		cr_assert_eq(ckpt_vfs_exists(&ex, ckpt_vfs_default(), ix) > 0, done, "allocation %ld", k);
 		free(prefix);
 		free(ix);
 		ts_rmtree(dir);
@@ -1102,7 +1107,7 @@ Test(tf_bundle, empty_string_tensor_both_forms)
 	char *prefix = craft_bundle(dir, e, sizeof(e), d, 4);
 	ckpt_reader *r = open_ok(prefix);
 	ckpt_tensor *t = NULL;
-	if (ckpt_reader_read(r, 0, &t))
+	if (ckpt_reader_read(&t, r, 0))
 		fail_with_error("4-byte empty string tensor");
 	cr_assert_eq(ckpt_tensor_num_elements(t), 0);
 	ckpt_tensor_free(t);
@@ -1322,13 +1327,13 @@ Test(tf_bundle, partitioned_read_assembles_slices)
 	tb_floats(&t, "y", 1, 1, &yd, yv, 3);
 	ckpt_reader *r;
 	cr_assert_eq(tb_open(&t, &r), CKPT_OK, "%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_reader_count(r), 9);
+	cr_assert_eq(ckpt_reader_num_entries(r), 9);
 	size_t i;
-	cr_assert_eq(ckpt_reader_find(r, "x", &i), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&i, r, "x"), CKPT_OK);
 	const ckpt_var_info *v = ckpt_reader_var(r, i);
 	cr_assert_eq(v->nbytes, 48);
 	ckpt_tensor *x = NULL;
-	cr_assert_eq(ckpt_reader_read(r, i, &x), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_reader_read(&x, r, i), CKPT_OK, "%s", ckpt_error_last()->message);
 	float into[12];
 	cr_assert_eq(ckpt_reader_read_into(r, i, into, sizeof(into)), CKPT_OK, "%s", ckpt_error_last()->message);
 	for (int a = 0; a < 4; a++)
@@ -1337,14 +1342,14 @@ Test(tf_bundle, partitioned_read_assembles_slices)
 			cr_assert_eq(into[a * 3 + b], (float)(10 * a + b));
 		}
 	ckpt_tensor_free(x);
-	cr_assert_eq(ckpt_reader_find(r, "z", &i), CKPT_OK);
-	cr_assert_eq(ckpt_reader_read(r, i, &x), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_reader_find(&i, r, "z"), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(&x, r, i), CKPT_OK, "%s", ckpt_error_last()->message);
 	for (int a = 0; a < 2; a++)
 		for (int b = 0; b < 3; b++)
 			cr_assert_eq(((const float *)x->data)[a * 3 + b], (float)(100 + 10 * a + b));
 	ckpt_tensor_free(x);
-	cr_assert_eq(ckpt_reader_find(r, "y", &i), CKPT_OK);
-	cr_assert_eq(ckpt_reader_read(r, i, &x), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&i, r, "y"), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(&x, r, i), CKPT_OK);
 	ckpt_tensor_free(x);
 	ckpt_reader_free(r);
 
@@ -1352,8 +1357,8 @@ Test(tf_bundle, partitioned_read_assembles_slices)
 	ckpt_vfs_free(t.vfs);
 	t.data.p[5] ^= 0x10;
 	cr_assert_eq(tb_open(&t, &r), CKPT_OK);
-	cr_assert_eq(ckpt_reader_find(r, "x", &i), CKPT_OK);
-	cr_assert_eq(ckpt_reader_read(r, i, &x), CKPT_ECHECKSUM);
+	cr_assert_eq(ckpt_reader_find(&i, r, "x"), CKPT_OK);
+	cr_assert_eq(ckpt_reader_read(&x, r, i), CKPT_ECHECKSUM);
 	cr_assert_null(x);
 	cr_assert_eq(ckpt_reader_read_into(r, i, into, sizeof(into)), CKPT_ECHECKSUM);
 	tb_free(&t, r);

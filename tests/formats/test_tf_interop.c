@@ -52,11 +52,11 @@ static void load_all(const char *id, const char *path, json_t *entries)
 
 	o.no_fsync = 1;
 	cr_assert_eq(ckpt_checkpoint_load(&ck, &st, path, &o), CKPT_OK, "%s: load: %s", id, ckpt_error_last()->message);
-	cr_assert_eq(ckpt_restore_status_unmatched_count(st), 0, "%s: %zu values not placed, first %s", id,
-		ckpt_restore_status_unmatched_count(st), ckpt_restore_status_unmatched(st, 0));
+	cr_assert_eq(ckpt_restore_status_num_unmatched(st), 0, "%s: %zu values not placed, first %s", id,
+		     ckpt_restore_status_num_unmatched(st), ckpt_restore_status_unmatched(st, 0));
 	/* every entry but the object graph became a variable */
-	cr_assert_eq(ckpt_restore_status_restored_count(st), nvalues, "%s: %zu restored of %zu", id,
-		ckpt_restore_status_restored_count(st), nvalues);
+	cr_assert_eq(ckpt_restore_status_num_restored(st), nvalues, "%s: %zu restored of %zu", id,
+		     ckpt_restore_status_num_restored(st), nvalues);
 	ckpt_restore_status_free(st);
 	ckpt_checkpoint_free(ck);
 }
@@ -71,14 +71,15 @@ static void check_loaded_table(const char *path)
 	size_t i, seen = 0;
 
 	cr_assert_eq(ckpt_checkpoint_load(&ck, NULL, path, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_object_find(&t, ckpt_checkpoint_root(ck), "table"), CKPT_OK);
-	cr_assert_eq(ckpt_object_get_attribute_tensor(&k, t, "table", "-keys"), CKPT_OK, "%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_object_get_attribute_tensor(&v, t, "table", "-values"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(t = ckpt_object_find(ckpt_checkpoint_root(ck), "table")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(k = ckpt_object_attribute_tensor(t, "table", "-keys")), CKPT_OK, "%s",
+		     ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_attribute_tensor(t, "table", "-values")), CKPT_OK);
 	cr_assert_eq(ckpt_variable_dtype(k), CKPT_DT_STRING);
 	cr_assert_eq(ckpt_variable_dtype(v), CKPT_DT_INT64);
 	cr_assert_eq(ckpt_variable_shape(k)->dims[0], 4);
 	cr_assert_eq(ckpt_checkpoint_variables(&l, ck), CKPT_OK);
-	for (i = 0; i < ckpt_tracked_list_count(l); i++) {
+	for (i = 0; i < ckpt_tracked_list_num_entries(l); i++) {
 		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(l, i);
 		if (strncmp(tv->key, "table/", 6) != 0 && strncmp(tv->key, "ids/", 4) != 0)
 			continue;
@@ -149,7 +150,7 @@ Test(tf_interop, we_read_what_tf_writes, .timeout = 600)
 		ckpt_manager *m;
 		cr_assert_eq(ckpt_manager_new(&m, NULL, jstr(km, "open"), 0), CKPT_OK, "%s", ckpt_error_last()->message);
 		cr_assert_str_eq(ckpt_manager_latest(m), jstr(km, "latest"));
-		cr_assert_eq(ckpt_manager_count(m), json_array_size(json_object_get(km, "kept")));
+		cr_assert_eq(ckpt_manager_num_checkpoints(m), json_array_size(json_object_get(km, "kept")));
 		ckpt_manager_free(m);
 	}
 	check_loaded_table(jstr(record_by_id(manifest, "table"), "prefix"));
@@ -237,11 +238,13 @@ static void write_c_table(const char *prefix, json_t *plan)
 	o.no_fsync = 1;
 	cr_assert_eq(ckpt_checkpoint_new(&ck, &o), CKPT_OK);
 	cr_assert_eq(ckpt_object_new(&table), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_attribute_tensor(&k, table, "table", "-keys", NULL, CKPT_DT_STRING, &n4, NULL), CKPT_OK,
-		"%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_object_add_attribute_tensor(&v, table, "table", "-values", NULL, CKPT_DT_INT64, &n4, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_attribute_tensor(NULL, table, "table", "-keys", NULL, CKPT_DT_STRING, &n4, NULL),
-		CKPT_EINVAL, "a second '-keys' tensor of 'table' was accepted");
+	cr_assert_eq(ckpt_status_of(k = ckpt_object_add_attribute_tensor(table, "table", "-keys", NULL, CKPT_DT_STRING, &n4, NULL)),
+		     CKPT_OK,
+		     "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_attribute_tensor(table, "table", "-values", NULL, CKPT_DT_INT64, &n4, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(ckpt_object_add_attribute_tensor(table, "table", "-keys", NULL, CKPT_DT_STRING, &n4, NULL)),
+		     CKPT_EINVAL, "a second '-keys' tensor of 'table' was accepted");
 	cr_assert_eq(ckpt_checkpoint_add(ck, "table", table), CKPT_OK);
 	ckpt_object_free(table);
 	for (int i = 0; i < 4; i++) {
@@ -256,16 +259,18 @@ static void write_c_table(const char *prefix, json_t *plan)
 	ckpt_tensor_free(kt);
 	cr_assert_eq(ckpt_variable_assign(v, vals, sizeof(vals)), CKPT_OK);
 
-	cr_assert_eq(ckpt_object_new_child(&idt, ckpt_checkpoint_root(ck), "ids"), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_attribute_tensor(&ik, idt, "table", "-keys", NULL, CKPT_DT_INT64, &n3, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_attribute_tensor(&iv, idt, "table", "-values", NULL, CKPT_DT_FLOAT, &n3, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(idt = ckpt_object_new_child(ckpt_checkpoint_root(ck), "ids")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(ik = ckpt_object_add_attribute_tensor(idt, "table", "-keys", NULL, CKPT_DT_INT64, &n3, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(iv = ckpt_object_add_attribute_tensor(idt, "table", "-values", NULL, CKPT_DT_FLOAT, &n3, NULL)),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_variable_assign(ik, ids, sizeof(ids)), CKPT_OK);
 	cr_assert_eq(ckpt_variable_assign(iv, idv, sizeof(idv)), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&step, ckpt_checkpoint_root(ck), "step", "step", CKPT_DT_INT64, &scalar, NULL),
-		CKPT_OK);
+	cr_assert_eq(ckpt_status_of(step = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "step", "step", CKPT_DT_INT64, &scalar, NULL)),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_variable_assign(step, &sv, sizeof(sv)), CKPT_OK);
 	/* save, not write: tf.train.Checkpoint.restore creates save_counter and wants a value for it */
-	cr_assert_eq(ckpt_checkpoint_save(NULL, ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(ckpt_checkpoint_save(ck, prefix)), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_checkpoint_free(ck);
 
 	json_object_set_new(tables, "table", json_pack("[ssOo]", "string", "int64", hexkeys,
@@ -333,9 +338,11 @@ static void build_table(ckpt_checkpoint **ck, ckpt_variable **k, ckpt_variable *
 	o.no_fsync = 1;
 	ckpt_shape_make(&s, 1, &n);
 	cr_assert_eq(ckpt_checkpoint_new(ck, &o), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&t, ckpt_checkpoint_root(*ck), "table"), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_attribute_tensor(k, t, "table", "-keys", NULL, CKPT_DT_INT64, &s, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_attribute_tensor(v, t, "table", "-values", NULL, CKPT_DT_FLOAT, &s, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(t = ckpt_object_new_child(ckpt_checkpoint_root(*ck), "table")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(k ? (*k = ckpt_object_add_attribute_tensor(t, "table", "-keys", NULL, CKPT_DT_INT64, &s, NULL)) : ckpt_object_add_attribute_tensor(t, "table", "-keys", NULL, CKPT_DT_INT64, &s, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v ? (*v = ckpt_object_add_attribute_tensor(t, "table", "-values", NULL, CKPT_DT_FLOAT, &s, NULL)) : ckpt_object_add_attribute_tensor(t, "table", "-values", NULL, CKPT_DT_FLOAT, &s, NULL)),
+		     CKPT_OK);
 }
 
 Test(tf_interop, multi_tensor_attribute_layout)
@@ -374,8 +381,8 @@ Test(tf_interop, multi_tensor_attribute_layout)
 	ckpt_checkpoint_free(ck);
 
 	cr_assert_eq(ckpt_reader_open(&r, prefix, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_reader_find(r, "table/.ATTRIBUTES/table-keys", &idx), CKPT_OK);
-	cr_assert_eq(ckpt_reader_find(r, "table/.ATTRIBUTES/table-values", &idx), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&idx, r, "table/.ATTRIBUTES/table-keys"), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&idx, r, "table/.ATTRIBUTES/table-values"), CKPT_OK);
 	g = ckpt_reader_object_graph(r);
 	for (size_t i = 0; i < g->nnodes; i++) {
 		const ckpt_og_node *n = &g->nodes[i];
@@ -395,19 +402,19 @@ Test(tf_interop, multi_tensor_attribute_layout)
 	/* restore into the same layout: both tensors, each with its stored key */
 	build_table(&ck2, &k2, &v2, 3);
 	cr_assert_eq(ckpt_checkpoint_restore(&st, ck2, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_restore_status_restored_count(st), 2);
-	cr_assert_eq(ckpt_restore_status_unmatched_count(st), 0);
+	cr_assert_eq(ckpt_restore_status_num_restored(st), 2);
+	cr_assert_eq(ckpt_restore_status_num_unmatched(st), 0);
 	ckpt_restore_status_free(st);
 	cr_assert_eq(ckpt_variable_read(k2, got, sizeof(got)), CKPT_OK);
 	cr_assert_eq(memcmp(got, keys, sizeof(keys)), 0);
 	cr_assert_eq(ckpt_checkpoint_variables(&l, ck2), CKPT_OK);
-	for (size_t i = 0; i < ckpt_tracked_list_count(l); i++) {
+	for (size_t i = 0; i < ckpt_tracked_list_num_entries(l); i++) {
 		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(l, i);
 		cr_assert_not_null(tv->source_key, "%s: restored without a stored key", tv->key);
 		cr_assert_str_eq(tv->source_key, tv->key);
 	}
 	ckpt_tracked_list_free(l);
-	cr_assert_eq(ckpt_checkpoint_find_variable(&k, ck2, "table/.ATTRIBUTES/table-values"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(k = ckpt_checkpoint_find_variable(ck2, "table/.ATTRIBUTES/table-values")), CKPT_OK);
 	cr_assert_eq(k, v2);
 	ckpt_checkpoint_free(ck2);
 
@@ -425,11 +432,12 @@ Test(tf_interop, multi_tensor_attribute_layout)
 		ckpt_shape one;
 		int64_t d = 1;
 		ckpt_shape_make(&one, 1, &d);
-		cr_assert_eq(ckpt_object_find(&t, ckpt_checkpoint_root(ck2), "table"), CKPT_OK);
-		cr_assert_eq(ckpt_object_add_attribute_tensor(NULL, t, "table", "", NULL, CKPT_DT_INT64, &one, NULL), CKPT_EINVAL);
-		cr_assert_eq(ckpt_object_add_attribute_tensor(NULL, t, "table", "-a/b", NULL, CKPT_DT_INT64, &one, NULL),
-			CKPT_EINVAL);
-		cr_assert_eq(ckpt_object_get_attribute_tensor(&k, t, "table", "-nope"), CKPT_ENOTFOUND);
+		cr_assert_eq(ckpt_status_of(t = ckpt_object_find(ckpt_checkpoint_root(ck2), "table")), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(ckpt_object_add_attribute_tensor(t, "table", "", NULL, CKPT_DT_INT64, &one, NULL)),
+			     CKPT_EINVAL);
+		cr_assert_eq(ckpt_status_of(ckpt_object_add_attribute_tensor(t, "table", "-a/b", NULL, CKPT_DT_INT64, &one, NULL)),
+			     CKPT_EINVAL);
+		cr_assert_eq(ckpt_status_of(k = ckpt_object_attribute_tensor(t, "table", "-nope")), CKPT_ENOTFOUND);
 	}
 	ckpt_checkpoint_free(ck2);
 	free(prefix);

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <zlib.h>
 #include "ckpt/ckpt.h"
+#include "ckpt/sys/vfs_faulty.h"
+#include "ckpt/sys/vfs_memory.h"
 #include "libckpt/internal.h"
 #include "rel_common.h"
 #include "test_support.h"
@@ -131,7 +133,7 @@ static ckpt_reader *open_prefix(const char *prefix, ckpt_vfs *vfs)
 static size_t index_of(ckpt_reader *r, size_t e)
 {
 	size_t k;
-	cr_assert_eq(ckpt_reader_find(r, ents[e].name, &k), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&k, r, ents[e].name), CKPT_OK);
 	return k;
 }
 
@@ -261,7 +263,7 @@ Test(tfb_io, flipped_byte_in_a_multi_chunk_entry, .timeout = 120)
 		expect_crc_error(ckpt_reader_read_into(r, f, buf, ents[5].n), ents[5].name, foff);
 		expect_crc_error(ckpt_reader_verify(r, f), ents[5].name, foff);
 		ckpt_tensor *t = NULL;
-		expect_crc_error(ckpt_reader_read(r, g, &t), ents[6].name, goff);
+		expect_crc_error(ckpt_reader_read(&t, r, g), ents[6].name, goff);
 		/* the other entries are fine */
 		size_t e = index_of(r, 4);
 		cr_assert_eq(ckpt_reader_verify(r, e), CKPT_OK);
@@ -299,7 +301,7 @@ static void *reader_thread(void *arg)
 	for (int round = 0; round < 2; round++)
 		for (size_t j = 0; j < NENTS; j++) {
 			size_t e = (j + (size_t)w->id) % NENTS, k;
-			if (ckpt_reader_find(w->r, ents[e].name, &k) < 0) {
+			if (ckpt_reader_find(&k, w->r, ents[e].name) < 0) {
 				w->bad++;
 				continue;
 			}
@@ -323,7 +325,7 @@ Test(tfb_io, concurrent_read_into_and_verify, .timeout = 180)
 	cr_assert_eq(save_all(prefix, NULL), CKPT_OK);
 	ckpt_reader *r = open_prefix(prefix, NULL);
 	size_t k;
-	cr_assert_eq(ckpt_reader_find(r, ents[0].name, &k), CKPT_OK); /* the name index exists before the threads */
+	cr_assert_eq(ckpt_reader_find(&k, r, ents[0].name), CKPT_OK); /* the name index exists before the threads */
 	enum { NT = 4 };
 	pthread_t th[NT];
 	worker w[NT];
@@ -340,7 +342,7 @@ Test(tfb_io, concurrent_read_into_and_verify, .timeout = 180)
 	#pragma omp parallel for schedule(dynamic, 1) reduction(+:bad) num_threads(3)
 	for (int j = 0; j < (int)(2 * NENTS); j++) {
 		size_t e = (size_t)j % NENTS, idx;
-		if (ckpt_reader_find(r, ents[e].name, &idx) < 0) {
+		if (ckpt_reader_find(&idx, r, ents[e].name) < 0) {
 			bad++;
 			continue;
 		}
@@ -377,7 +379,7 @@ static int read_big(ckpt_vfs *vfs, const char *prefix, int *io_ok)
 		*io_ok = ckpt_error_last()->code == rc && ckpt_error_last()->message[0];
 	for (size_t e = 4; rc == CKPT_OK && e < NENTS; e++) {
 		size_t k;
-		rc = ckpt_reader_find(r, ents[e].name, &k);
+		rc = ckpt_reader_find(&k, r, ents[e].name);
 		unsigned char *buf = malloc(ents[e].n);
 		ckpt_error_clear();
 		if (rc == CKPT_OK)
@@ -530,7 +532,7 @@ Test(tfb_io, tiny_entries_through_the_window, .timeout = 120)
 			int i = pass == 0 ? j : pass == 1 ? NT - 1 - j : (j * 7) % NT;
 			size_t k;
 			snprintf(name, sizeof(name), "t/%05d", i);
-			cr_assert_eq(ckpt_reader_find(r, name, &k), CKPT_OK);
+			cr_assert_eq(ckpt_reader_find(&k, r, name), CKPT_OK);
 			cr_assert_eq(ckpt_reader_read_into(r, k, got, sizeof(got)), CKPT_OK);
 			cr_assert_eq(memcmp(got, vals[i], sizeof(got)), 0, "%s pass %d", name, pass);
 			cr_assert_eq(ckpt_reader_verify(r, k), CKPT_OK);
@@ -540,7 +542,7 @@ Test(tfb_io, tiny_entries_through_the_window, .timeout = 120)
 	snprintf(name, sizeof(name), "t/%05d", 1234);
 	r = open_prefix(prefix, NULL);
 	size_t k;
-	cr_assert_eq(ckpt_reader_find(r, name, &k), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&k, r, name), CKPT_OK);
 	int64_t off = ckpt_reader_var(r, k)->offset;
 	ckpt_reader_free(r);
 	char *dpath = ts_join(dir, "tiny.data-00000-of-00001");
@@ -550,7 +552,7 @@ Test(tfb_io, tiny_entries_through_the_window, .timeout = 120)
 		char nm[64];
 		snprintf(nm, sizeof(nm), "t/%05d", i);
 		size_t q;
-		cr_assert_eq(ckpt_reader_find(r, nm, &q), CKPT_OK);
+		cr_assert_eq(ckpt_reader_find(&q, r, nm), CKPT_OK);
 		if (i == 1234) {
 			expect_crc_error(ckpt_reader_read_into(r, q, got, sizeof(got)), nm, off);
 			expect_crc_error(ckpt_reader_verify(r, q), nm, off);
@@ -568,7 +570,7 @@ Test(tfb_io, tiny_entries_through_the_window, .timeout = 120)
 		char nm[64];
 		snprintf(nm, sizeof(nm), "t/%05d", i);
 		size_t q;
-		cr_assert_eq(ckpt_reader_find(r, nm, &q), CKPT_OK);
+		cr_assert_eq(ckpt_reader_find(&q, r, nm), CKPT_OK);
 		int rc = ckpt_reader_read_into(r, q, got, sizeof(got));
 		if (i < 1234)
 			cr_assert_eq(rc, CKPT_OK, "%s: %s", nm, ckpt_error_last()->message);

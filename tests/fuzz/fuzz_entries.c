@@ -18,6 +18,7 @@
 #include <string.h>
 #include <zlib.h>
 #include "ckpt/ckpt.h"
+#include "ckpt/sys/vfs_memory.h"
 #include "fuzz_entries.h"
 
 #ifndef CKPT_FUZZ_DATA_DIR
@@ -33,7 +34,7 @@
 #pragma weak ckpt_manager_new_ext
 #pragma weak ckpt_manager_free
 #pragma weak ckpt_manager_latest
-#pragma weak ckpt_manager_count
+#pragma weak ckpt_manager_num_checkpoints
 #pragma weak ckpt_manager_checkpoint
 #pragma weak ckpt_manager_latest_valid
 
@@ -76,7 +77,7 @@ static void fz_walk_graph(const ckpt_object_graph *g)
 	size_t n = g->nnodes < FZ_MAX_NODES ? g->nnodes : FZ_MAX_NODES;
 	for (size_t i = 0; i < n; i++) {
 		char *p = NULL;
-		rc = FZ_CALL(ckpt_object_graph_path(g, (int)i, &p));
+		rc = FZ_CALL(ckpt_object_graph_path(&p, g, (int)i));
 		if (rc != CKPT_ENOTFOUND)
 			fz_check(rc, "ckpt_object_graph_path");
 		fz_touch(p);
@@ -151,7 +152,7 @@ static void fz_walk_reader(ckpt_reader *r)
 	fz_walk_graph(ckpt_reader_object_graph(r));
 	fz_walk_saved_model(ckpt_reader_saved_model(r));
 
-	size_t n = ckpt_reader_count(r);
+	size_t n = ckpt_reader_num_entries(r);
 	if (n > FZ_MAX_ENTRIES)
 		n = FZ_MAX_ENTRIES;
 	for (size_t i = 0; i < n; i++) {
@@ -162,12 +163,12 @@ static void fz_walk_reader(ckpt_reader *r)
 		if (v->shape.rank < 0 || v->shape.rank > CKPT_MAX_RANK)
 			fz_die("listed entry has a rank outside [0, CKPT_MAX_RANK]", v->shape.rank);
 		size_t j = (size_t)-1;
-		int rc = ckpt_reader_find(r, v->name, &j);
-		if (rc < 0 || j >= ckpt_reader_count(r) || strcmp(ckpt_reader_var(r, j)->name, v->name) != 0)
+		int rc = ckpt_reader_find(&j, r, v->name);
+		if (rc < 0 || j >= ckpt_reader_num_entries(r) || strcmp(ckpt_reader_var(r, j)->name, v->name) != 0)
 			fz_die("a listed entry cannot be found by its own name", rc);
 
 		ckpt_tensor *t = NULL;
-		rc = FZ_CALL(ckpt_reader_read(r, i, &t));
+		rc = FZ_CALL(ckpt_reader_read(&t, r, i));
 		fz_check(rc, "ckpt_reader_read");
 		if (rc >= 0) {
 			if (!t || t->dtype != v->dtype || !ckpt_shape_equal(&t->shape, &v->shape))
@@ -213,7 +214,8 @@ static void fz_open_walk(ckpt_vfs *vfs, const char *path, int no_verify)
 	fz_check(rc, "ckpt_reader_open");
 	if (getenv("CKPT_FUZZ_VERBOSE")) {
 		char line[1024];
-		fprintf(stderr, "open %s: %s (%zu entries)%s%s\n", path, ckpt_status_name(rc), r ? ckpt_reader_count(r) : 0,
+		fprintf(stderr, "open %s: %s (%zu entries)%s%s\n", path, ckpt_status_name(rc),
+			r ? ckpt_reader_num_entries(r) : 0,
 			rc < 0 ? " " : "", rc < 0 ? ckpt_error_format(ckpt_error_last(), line, sizeof(line)) : "");
 	}
 	if (rc >= 0) {
@@ -363,20 +365,20 @@ int ckpt_fuzz_object_graph(const uint8_t *data, size_t size)
 	fz_walk_graph(g);
 	void *b1 = NULL, *b2 = NULL, *b3 = NULL;
 	size_t n1 = 0, n2 = 0, n3 = 0;
-	rc = ckpt_object_graph_serialize(g, &b1, &n1);
+	rc = ckpt_object_graph_serialize(&b1, &n1, g);
 	if (rc < 0)
 		fz_die("a parsed object graph does not serialize", rc);
 	ckpt_object_graph *g2 = NULL, *g3 = NULL;
 	rc = ckpt_object_graph_parse(&g2, b1, n1);
 	if (rc < 0)
 		fz_die("a re-serialized object graph does not parse", rc);
-	rc = ckpt_object_graph_serialize(g2, &b2, &n2);
+	rc = ckpt_object_graph_serialize(&b2, &n2, g2);
 	if (rc < 0 || n1 != n2 || memcmp(b1, b2, n1) != 0)
 		fz_die("serialize(parse(serialize(g))) differs from serialize(g)", rc);
 	rc = FZ_CALL(ckpt_object_graph_copy(&g3, g));
 	fz_check(rc, "ckpt_object_graph_copy");
 	if (rc >= 0) {
-		rc = ckpt_object_graph_serialize(g3, &b3, &n3);
+		rc = ckpt_object_graph_serialize(&b3, &n3, g3);
 		if (rc < 0 || n3 != n1 || memcmp(b1, b3, n1) != 0)
 			fz_die("a copied object graph serializes differently", rc);
 	}
@@ -412,11 +414,11 @@ int ckpt_fuzz_state_file(const uint8_t *data, size_t size)
 		fz_check(rc, "ckpt_manager_new_ext");
 		if (rc >= 0) {
 			fz_touch(ckpt_manager_latest(m));
-			size_t n = ckpt_manager_count(m);
+			size_t n = ckpt_manager_num_checkpoints(m);
 			for (size_t i = 0; i < n; i++)
 				fz_touch(ckpt_manager_checkpoint(m, i));
 			const char *p = NULL;
-			rc = FZ_CALL(ckpt_manager_latest_valid(&p, m));
+			rc = FZ_CALL(ckpt_status_of(p = ckpt_manager_latest_valid(m)));
 			fz_check(rc, "ckpt_manager_latest_valid");
 			fz_touch(p);
 		}
@@ -462,7 +464,7 @@ static void fz_flat(const uint8_t *data, size_t size, const char *format, const 
 	o.vfs = vfs;
 	wo.vfs = vfs;
 	wo.no_fsync = 1;
-	if (ckpt_reader_open(&r, "f/model", &o) != CKPT_OK || ckpt_reader_count(r) > FZ_MAX_ENTRIES)
+	if (ckpt_reader_open(&r, "f/model", &o) != CKPT_OK || ckpt_reader_num_entries(r) > FZ_MAX_ENTRIES)
 		goto out;
 	fz_check(rc = ckpt_writer_open(&w, "f/copy", format, &wo), "ckpt_writer_open");
 	if (rc < 0)
@@ -470,9 +472,9 @@ static void fz_flat(const uint8_t *data, size_t size, const char *format, const 
 	for (size_t i = 0; ok && i < nmeta; i++)
 		if (ckpt_reader_meta(r, meta[i]) && ckpt_writer_set_meta(w, meta[i], ckpt_reader_meta(r, meta[i])) < 0)
 			fz_die("ckpt_writer_set_meta", -1);
-	for (size_t i = 0; ok && i < ckpt_reader_count(r); i++) {
+	for (size_t i = 0; ok && i < ckpt_reader_num_entries(r); i++) {
 		ckpt_tensor *t = NULL;
-		if (ckpt_reader_read(r, i, &t) != CKPT_OK)
+		if (ckpt_reader_read(&t, r, i) != CKPT_OK)
 			fz_die("a tensor of an opened flat file does not read", -1);
 		rc = ckpt_writer_add(w, ckpt_reader_var(r, i)->name, t, 0);
 		fz_check(rc, "ckpt_writer_add");
@@ -487,7 +489,7 @@ static void fz_flat(const uint8_t *data, size_t size, const char *format, const 
 	rc = ckpt_reader_open(&r2, "f/copy", &o);
 	if (rc < 0)
 		fz_die("a flat file written from an opened one does not open", rc);
-	if (ckpt_reader_count(r2) != ckpt_reader_count(r))
+	if (ckpt_reader_num_entries(r2) != ckpt_reader_num_entries(r))
 		fz_die("the rewritten flat file lists a different number of tensors", -1);
 out:
 	ckpt_reader_free(r2);
@@ -638,7 +640,7 @@ static size_t sm_nindex, sm_ndata;
 static void fz_read_back(ckpt_vfs *vfs, const char *path, uint8_t **buf, size_t *n)
 {
 	void *b = NULL;
-	if (ckpt_vfs_read_all(vfs, path, 1u << 20, &b, n) < 0)
+	if (ckpt_vfs_read_all(&b, n, vfs, path, 1u << 20) < 0)
 		abort();
 	*buf = malloc(*n ? *n : 1);
 	if (!*buf)
@@ -722,7 +724,7 @@ int ckpt_fuzz_saved_model(const uint8_t *data, size_t size)
 		if (rc >= 0) {
 			if (!ckpt_reader_saved_model(r))
 				fz_die("a SavedModel opened without its saved_model.pb", 0);
-			for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+			for (size_t i = 0; i < ckpt_reader_num_entries(r); i++) {
 				const ckpt_var_info *v = ckpt_reader_var(r, i);
 				if ((unsigned)v->sync > CKPT_SYNC_ON_READ || (unsigned)v->aggregation > CKPT_AGG_ONLY_FIRST_REPLICA ||
 				    (v->sync_source == CKPT_SYNC_SOURCE_NONE && v->sync != CKPT_SYNC_AUTO))

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ckpt/ckpt.h"
+#include "ckpt/sys/vfs_memory.h"
 #include "formats/keras_archive/archive_lib.h"
 #include "h5_mutants.h"
 
@@ -94,7 +95,7 @@ int ckpt_h5m_load(ckpt_h5m_base *b, const char *path)
 	b->meta = malloc(n * sizeof(size_t));
 	if (!isdata || !b->meta)
 		abort();
-	for (i = 0; i < ckpt_reader_count(r); i++) {
+	for (i = 0; i < ckpt_reader_num_entries(r); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
 		if (v->offset >= 0 && (uint64_t)v->offset + v->nbytes <= n)
 			memset(isdata + v->offset, 1, (size_t)v->nbytes);
@@ -405,7 +406,7 @@ int ckpt_h5m_run(const uint8_t *buf, size_t n)
 		out = refused(rc);
 		goto done;
 	}
-	for (i = 0; i < ckpt_reader_count(r); i++) {
+	for (i = 0; i < ckpt_reader_num_entries(r); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
 		void *dst = malloc(v->nbytes ? (size_t)v->nbytes : 1);
 		if (!dst)

@@ -11,6 +11,7 @@
  * same bytes without complaint.
  */
 #include "rel_common.h"
+#include "ckpt/sys/vfs_memory.h"
 
 Test(corruption, tensorbundle_byte_flips, .timeout = 240)
 {
@@ -54,7 +55,7 @@ Test(corruption, tensorbundle_data_flips_fail_crc32c, .timeout = 240)
 		cr_assert_eq(ckpt_reader_open(&r, u->open_path, &o), CKPT_OK, "%s: %s", u->name,
 			ckpt_error_last()->message);
 		cr_assert_eq(ckpt_reader_open(&rnv, u->open_path, &onv), CKPT_OK);
-		for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+		for (size_t i = 0; i < ckpt_reader_num_entries(r); i++) {
 			const ckpt_var_info *v = ckpt_reader_var(r, i);
 			if (v->nslices || v->nbytes == 0 || v->shard < 0)
 				continue;
@@ -64,7 +65,7 @@ Test(corruption, tensorbundle_data_flips_fail_crc32c, .timeout = 240)
 			cr_assert(exists);
 			const void *cbuf;
 			size_t n;
-			cr_assert_eq(ckpt_vfs_memory_get(vfs, shard, &cbuf, &n), CKPT_OK, "%s", shard);
+			cr_assert_eq(ckpt_status_of(cbuf = ckpt_vfs_memory_get(&n, vfs, shard)), CKPT_OK, "%s", shard);
 			unsigned char *buf = (unsigned char *)cbuf;
 			cr_assert_leq((uint64_t)v->offset + v->nbytes, n);
 			tensors++;
@@ -77,7 +78,7 @@ Test(corruption, tensorbundle_data_flips_fail_crc32c, .timeout = 240)
 				buf[at] ^= m;
 				ckpt_tensor *t = NULL;
 				ckpt_error_clear();
-				int rc = ckpt_reader_read(r, i, &t);
+				int rc = ckpt_reader_read(&t, r, i);
 				ckpt_tensor_free(t);
 				t = NULL;
 				flips++;
@@ -92,8 +93,8 @@ Test(corruption, tensorbundle_data_flips_fail_crc32c, .timeout = 240)
 					cr_assert_str_eq(e->variable, v->name);
 					cr_assert_not_null(e->path);
 					/* the opt-out reads the (corrupt) bytes as stored */
-					cr_assert_eq(ckpt_reader_read(rnv, i, &t), CKPT_OK, "no_verify: %s",
-						ckpt_error_last()->message);
+					cr_assert_eq(ckpt_reader_read(&t, rnv, i), CKPT_OK, "no_verify: %s",
+						     ckpt_error_last()->message);
 					cr_assert_eq(((unsigned char *)t->data)[pos[k]], buf[at]);
 					ckpt_tensor_free(t);
 				} else {
@@ -109,7 +110,7 @@ Test(corruption, tensorbundle_data_flips_fail_crc32c, .timeout = 240)
 			free(pos);
 			/* and the pristine bytes still read (nothing cached the corruption) */
 			ckpt_tensor *t = NULL;
-			cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK, "%s: %s", v->name, ckpt_error_last()->message);
+			cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK, "%s: %s", v->name, ckpt_error_last()->message);
 			ckpt_tensor_free(t);
 		}
 		ckpt_reader_free(r);

@@ -8,6 +8,7 @@
  */
 #include "keras_test.h"
 #include "rel_common.h"
+#include "ckpt/sys/vfs_memory.h"
 
 #define REG_DIR CKPT_SOURCE_DIR "/tests/fuzz/regressions/keras_h5/"
 

@@ -7,6 +7,7 @@
  */
 #include "keras_test.h"
 #include "rel_common.h"
+#include "ckpt/sys/vfs_memory.h"
 
 typedef struct hcase {
 	const char *file;
@@ -87,10 +88,10 @@ static int open_and_read(const char *path, ckpt_vfs *vfs)
 	rc = ckpt_reader_open(&r, path, &o);
 	if (rc != CKPT_OK)
 		return rc;
-	for (i = 0; i < ckpt_reader_count(r) && rc == CKPT_OK; i++) {
+	for (i = 0; i < ckpt_reader_num_entries(r) && rc == CKPT_OK; i++) {
 		ckpt_tensor *t;
 		ckpt_error_clear();
-		rc = ckpt_reader_read(r, i, &t);
+		rc = ckpt_reader_read(&t, r, i);
 		if (rc == CKPT_OK)
 			ckpt_tensor_free(t);
 	}
@@ -123,7 +124,7 @@ Test(keras_hostile, every_crafted_file_is_rejected_clearly, .timeout = 120)
 		ckpt_reader *r = kt_open(p);
 		cr_assert(strstr(ckpt_reader_meta(r, "config_warnings"), "Lambda 'evil_lambda' (code not executed)"), "%s",
 			ckpt_reader_meta(r, "config_warnings") ? ckpt_reader_meta(r, "config_warnings") : "(none)");
-		cr_assert_eq(ckpt_reader_count(r), 1);
+		cr_assert_eq(ckpt_reader_num_entries(r), 1);
 		ckpt_reader_free(r);
 		free(p);
 	}

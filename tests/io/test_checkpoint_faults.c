@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ckpt/ckpt.h"
+#include "ckpt/sys/vfs_faulty.h"
 #include "test_support.h"
 
 static long g_count, g_fail_at;
@@ -73,11 +74,11 @@ static int build(live *m)
 	ckpt_shape_make(&ks, 2, d);
 	ckpt_shape_make(&bs, 1, d + 1);
 	if (rc == CKPT_OK)
-		rc = ckpt_object_new_child(&model, ckpt_checkpoint_root(m->ck), "model");
+		rc = ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(m->ck), "model"));
 	if (rc == CKPT_OK)
-		rc = ckpt_object_add_variable(&m->k, model, "kernel", "kernel", CKPT_DT_FLOAT, &ks, NULL);
+		rc = ckpt_status_of(m->k = ckpt_object_add_variable(model, "kernel", "kernel", CKPT_DT_FLOAT, &ks, NULL));
 	if (rc == CKPT_OK)
-		rc = ckpt_object_add_variable(&m->b, model, "bias", "bias", CKPT_DT_FLOAT, &bs, NULL);
+		rc = ckpt_status_of(m->b = ckpt_object_add_variable(model, "bias", "bias", CKPT_DT_FLOAT, &bs, NULL));
 	if (rc == CKPT_OK)
 		rc = ckpt_optimizer_new(&m->opt, "Adam");
 	if (rc == CKPT_OK)
@@ -99,9 +100,9 @@ static void free_live(live *m)
 static int slots(live *m)
 {
 	ckpt_variable *v;
-	int rc = ckpt_optimizer_create_slot(&v, m->opt, m->k, "m", NULL);
+	int rc = ckpt_status_of(v = ckpt_optimizer_create_slot(m->opt, m->k, "m", NULL));
 	if (rc == CKPT_OK)
-		rc = ckpt_optimizer_create_slot(&v, m->opt, m->b, "m", NULL);
+		rc = ckpt_status_of(v = ckpt_optimizer_create_slot(m->opt, m->b, "m", NULL));
 	return rc;
 }
 
@@ -118,7 +119,7 @@ static void make_reference(const char *prefix)
 	cr_assert_eq(ckpt_variable_assign(m.k, kv, sizeof(kv)), CKPT_OK);
 	cr_assert_eq(ckpt_variable_assign(m.b, bv, sizeof(bv)), CKPT_OK);
 	ckpt_variable *s;
-	cr_assert_eq(ckpt_optimizer_get_slot(&s, m.opt, m.k, "m"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(s = ckpt_optimizer_slot(m.opt, m.k, "m")), CKPT_OK);
 	cr_assert_eq(ckpt_variable_assign(s, kv, sizeof(kv)), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_write(m.ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
 	free_live(&m);
@@ -149,14 +150,14 @@ static int cycle(const char *ref, const char *out, ckpt_strategy *s)
 		/* the slots created after the restore took their pending values: everything matched */
 		rc = ckpt_restore_status_assert_consumed(st);
 		if (rc == CKPT_OK) {
-			cr_assert_eq(ckpt_restore_status_unmatched_count(st), 0);
-			cr_assert_eq(ckpt_restore_status_unrestored_count(st), 0);
+			cr_assert_eq(ckpt_restore_status_num_unmatched(st), 0);
+			cr_assert_eq(ckpt_restore_status_num_unrestored(st), 0);
 		}
 	}
 	ckpt_restore_status_free(st);
 	const char *p;
 	if (rc == CKPT_OK)
-		rc = ckpt_checkpoint_save(&p, m.ck, out);
+		rc = ckpt_status_of(p = ckpt_checkpoint_save(m.ck, out));
 	if (rc == CKPT_OK)
 		snprintf(saved_path, sizeof(saved_path), "%s", p);
 	free_live(&m);
@@ -185,15 +186,15 @@ static void same_values(const char *ref, const char *path, long at)
 	cr_assert_eq(ckpt_reader_open(&b, path, NULL), CKPT_OK, "allocation %ld: %s: %s", at, path,
 		ckpt_error_last()->message);
 	size_t nvalues = 0;
-	for (size_t i = 0; i < ckpt_reader_count(a); i++) {
+	for (size_t i = 0; i < ckpt_reader_num_entries(a); i++) {
 		const char *name = ckpt_reader_var(a, i)->name;
 		if (!strstr(name, "VARIABLE_VALUE") || strstr(name, "save_counter"))
 			continue;
 		size_t j;
 		ckpt_tensor *x = NULL, *y = NULL;
-		cr_assert_eq(ckpt_reader_find(b, name, &j), CKPT_OK, "allocation %ld: %s missing", at, name);
-		cr_assert_eq(ckpt_reader_read(a, i, &x), CKPT_OK);
-		cr_assert_eq(ckpt_reader_read(b, j, &y), CKPT_OK);
+		cr_assert_eq(ckpt_reader_find(&j, b, name), CKPT_OK, "allocation %ld: %s missing", at, name);
+		cr_assert_eq(ckpt_reader_read(&x, a, i), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&y, b, j), CKPT_OK);
 		cr_assert(ckpt_tensor_equal(x, y), "allocation %ld: %s differs", at, name);
 		ckpt_tensor_free(x);
 		ckpt_tensor_free(y);
@@ -276,11 +277,11 @@ Test(checkpoint_faults, manager_save_survives_every_io_failure, .timeout = 120)
 		ckpt_checkpoint *ck;
 		cr_assert_eq(ckpt_checkpoint_new(&ck, &co), CKPT_OK);
 		ckpt_object *model;
-		cr_assert_eq(ckpt_object_new_child(&model, ckpt_checkpoint_root(ck), "model"), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(ck), "model")), CKPT_OK);
 		cr_assert_eq(ckpt_object_track_variable(model, "kernel", m.k), CKPT_OK);
 		int rc = ckpt_manager_new_ext(&mgr, ck, dir, 2, &mo);
 		for (int i = 0; i < 3 && rc == CKPT_OK; i++)
-			rc = ckpt_manager_save(NULL, mgr);
+			rc = ckpt_status_of(ckpt_manager_save(mgr));
 		int fired = ckpt_vfs_faulty_fired(f);
 		ckpt_manager_free(mgr);
 		ckpt_checkpoint_free(ck);
@@ -305,17 +306,17 @@ Test(checkpoint_faults, manager_save_survives_every_io_failure, .timeout = 120)
 		qo.warn = quiet;
 		cr_assert_eq(ckpt_manager_new_ext(&check, NULL, dir, 0, &qo), CKPT_OK, "%s", ckpt_error_last()->message);
 		const char *p;
-		rc = ckpt_manager_latest_valid(&p, check);
+		rc = ckpt_status_of(p = ckpt_manager_latest_valid(check));
 		cr_assert(rc == CKPT_OK || rc == CKPT_ENOTFOUND);
 		if (rc == CKPT_OK) {
 			/* complete: every entry reads (opening alone succeeds with a data shard missing) */
 			ckpt_reader *r;
 			cr_assert_eq(ckpt_reader_open(&r, p, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
-			cr_assert_gt(ckpt_reader_count(r), 0);
-			for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+			cr_assert_gt(ckpt_reader_num_entries(r), 0);
+			for (size_t i = 0; i < ckpt_reader_num_entries(r); i++) {
 				ckpt_tensor *t = NULL;
-				cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK, "injected failure %ld: %s: %s", at,
-					ckpt_reader_var(r, i)->name, ckpt_error_last()->message);
+				cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK, "injected failure %ld: %s: %s", at,
+					     ckpt_reader_var(r, i)->name, ckpt_error_last()->message);
 				ckpt_tensor_free(t);
 			}
 			ckpt_reader_free(r);

@@ -12,6 +12,8 @@
  * previous checkpoint, intact (re-read equal), or absent -- never a mix.
  */
 #include "rel_common.h"
+#include "ckpt/sys/vfs_faulty.h"
+#include "ckpt/sys/vfs_memory.h"
 
 #define PREFIX "c/ckpt"
 
@@ -99,11 +101,11 @@ static int compare(ckpt_vfs *vfs, ckpt_tensor *const *t)
 		return 0;
 	if (rc < 0)
 		return -1;
-	int same = ckpt_reader_count(r) == 3;
+	int same = ckpt_reader_num_entries(r) == 3;
 	for (int i = 0; same && i < 3; i++) {
 		size_t k;
 		ckpt_tensor *got = NULL;
-		same = ckpt_reader_find(r, names[i], &k) == CKPT_OK && ckpt_reader_read(r, k, &got) == CKPT_OK &&
+		same = ckpt_reader_find(&k, r, names[i]) == CKPT_OK && ckpt_reader_read(&got, r, k) == CKPT_OK &&
 			ckpt_tensor_equal(got, t[i]);
 		ckpt_tensor_free(got);
 	}
@@ -205,9 +207,9 @@ static int restore(ckpt_vfs *vfs)
 	o.vfs = vfs;
 	ckpt_reader *r = NULL;
 	int rc = note_failure(ckpt_reader_open(&r, PREFIX, &o));
-	for (size_t i = 0; rc == CKPT_OK && i < ckpt_reader_count(r); i++) {
+	for (size_t i = 0; rc == CKPT_OK && i < ckpt_reader_num_entries(r); i++) {
 		ckpt_tensor *t = NULL;
-		rc = note_failure(ckpt_reader_read(r, i, &t));
+		rc = note_failure(ckpt_reader_read(&t, r, i));
 		ckpt_tensor_free(t);
 		if (rc == CKPT_OK && ckpt_reader_var(r, i)->dtype != CKPT_DT_STRING) {
 			size_t n = (size_t)ckpt_reader_var(r, i)->nbytes;
@@ -294,7 +296,7 @@ static ckpt_checkpoint *mgr_state(ckpt_vfs *vfs, int64_t v)
 	ckpt_shape s = { 0 };
 	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
 	vo.initial_value = &v;
-	rc = ckpt_object_add_variable(&var, ckpt_checkpoint_root(ck), "value", "value", CKPT_DT_INT64, &s, &vo);
+	rc = ckpt_status_of(var = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "value", "value", CKPT_DT_INT64, &s, &vo));
 	if (rc < 0) {
 		ckpt_checkpoint_free(ck);
 		return NULL;
@@ -314,7 +316,7 @@ static int mgr_save(ckpt_vfs *vfs, int64_t v)
 	ckpt_manager *m = NULL;
 	int rc = note_failure(ckpt_manager_new_ext(&m, ck, "run", 2, &mo));
 	if (rc == CKPT_OK)
-		rc = note_failure(ckpt_manager_save(NULL, m));
+		rc = note_failure(ckpt_status_of(ckpt_manager_save(m)));
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(ck);
 	note_after_free(rc);
@@ -331,7 +333,7 @@ static int64_t mgr_latest_value(ckpt_vfs *vfs)
 	if (ckpt_manager_new_ext(&m, NULL, "run", 0, &mo) < 0)
 		return -2;
 	const char *p = NULL;
-	int rc = ckpt_manager_latest_valid(&p, m);
+	int rc = ckpt_status_of(p = ckpt_manager_latest_valid(m));
 	int64_t v = rc == CKPT_ENOTFOUND ? -1 : -2;
 	if (rc == CKPT_OK) {
 		ckpt_open_options o = CKPT_OPEN_OPTIONS_INIT;
@@ -340,8 +342,8 @@ static int64_t mgr_latest_value(ckpt_vfs *vfs)
 		size_t k;
 		ckpt_tensor *t = NULL;
 		if (ckpt_reader_open(&r, p, &o) == CKPT_OK &&
-			ckpt_reader_find(r, "value/.ATTRIBUTES/VARIABLE_VALUE", &k) == CKPT_OK &&
-			ckpt_reader_read(r, k, &t) == CKPT_OK)
+			ckpt_reader_find(&k, r, "value/.ATTRIBUTES/VARIABLE_VALUE") == CKPT_OK &&
+			ckpt_reader_read(&t, r, k) == CKPT_OK)
 			v = *(int64_t *)t->data;
 		ckpt_tensor_free(t);
 		ckpt_reader_free(r);

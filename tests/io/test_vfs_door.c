@@ -21,6 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "ckpt/ckpt.h"
+#include "ckpt/sys/vfs.h"
+#include "ckpt/sys/vfs_faulty.h"
+#include "ckpt/sys/vfs_memory.h"
 #include "tools/cli.h"
 #include "test_support.h"
 
@@ -100,7 +103,7 @@ static void count(count_vfs *c, const char *path, long opens, uint64_t read)
 static int cio_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
 {
 	count_io *c = (count_io *)io;
-	int rc = ckpt_io_pread(c->inner, buf, n, off, got);
+	int rc = ckpt_io_pread(got, c->inner, buf, n, off);
 	count(c->vfs, io->path, 0, rc == CKPT_OK ? *got : 0);
 	return rc;
 }
@@ -118,7 +121,7 @@ static int cio_size(ckpt_io *io, uint64_t *out)
 {
 	count_io *c = (count_io *)io;
 	count(c->vfs, io->path, 0, 0);
-	return ckpt_io_size(c->inner, out);
+	return ckpt_io_size(out, c->inner);
 }
 
 static int cio_sync(ckpt_io *io)
@@ -153,7 +156,7 @@ static int cv_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
 	count_vfs *c = (count_vfs *)vfs;
 	ckpt_io *inner;
-	int rc = ckpt_vfs_open(c->inner, path, flags, &inner);
+	int rc = ckpt_vfs_open(&inner, c->inner, path, flags);
 	if (rc < 0)
 		return rc;
 	count_io *io = calloc(1, sizeof(*io));
@@ -204,7 +207,7 @@ static int cv_exists(ckpt_vfs *vfs, const char *path, int *is_dir)
 {
 	count_vfs *c = (count_vfs *)vfs;
 	count(c, path, 0, 0);
-	return ckpt_vfs_exists(c->inner, path, is_dir);
+	return ckpt_vfs_exists(is_dir, c->inner, path);
 }
 
 static int cv_sync_dir(ckpt_vfs *vfs, const char *dir)
@@ -218,7 +221,7 @@ static int cv_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *n)
 {
 	count_vfs *c = (count_vfs *)vfs;
 	count(c, dir, 0, 0);
-	return ckpt_vfs_list(c->inner, dir, names, n);
+	return ckpt_vfs_list(names, n, c->inner, dir);
 }
 
 static int cv_mkdir(ckpt_vfs *vfs, const char *dir)
@@ -520,8 +523,8 @@ static void assert_holds(ckpt_vfs *vfs, const char *path, const char *name, floa
 	size_t i;
 	oo.vfs = vfs;
 	cr_assert_eq(ckpt_reader_open(&r, path, &oo), CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
-	cr_assert_eq(ckpt_reader_find(r, name, &i), CKPT_OK, "%s: no %s", path, name);
-	cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_reader_find(&i, r, name), CKPT_OK, "%s: no %s", path, name);
+	cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(t->nbytes, 64 * sizeof(float));
 	for (int k = 0; k < 64; k++)
 		cr_assert_eq(((float *)t->data)[k], base + (float)k);
@@ -556,19 +559,19 @@ Test(vfs_door, a_version_1_table_still_works_with_the_documented_fallbacks)
 	/* the version-2 wrappers fall back */
 	cr_assert_eq(ckpt_vfs_caps(v1), 0u);
 	char *f = ts_join(dir, "b.index");
-	cr_assert_eq(ckpt_vfs_open(v1, f, CKPT_IO_READ, &io), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_open(&io, v1, f, CKPT_IO_READ), CKPT_OK);
 	cr_assert_eq(ckpt_io_fd(io), -1, "a v1 io lends no descriptor");
 	char buf[CKPT_IO_DIRECT_ALIGN];
 	size_t got = 0;
-	cr_assert_eq(ckpt_io_pread_direct(io, buf, sizeof(buf), 0, &got), CKPT_OK);
+	cr_assert_eq(ckpt_io_pread_direct(&got, io, buf, sizeof(buf), 0), CKPT_OK);
 	cr_assert_eq(got, file_size(f) < sizeof(buf) ? file_size(f) : sizeof(buf), "pread_direct falls back to pread");
 	cr_assert_eq(ckpt_io_close(io), CKPT_OK);
 	free(f);
 	cr_assert_eq(ckpt_vfs_mkdir(v1, sub), CKPT_OK);
 	cr_assert_eq(ckpt_vfs_rmdir(v1, sub), CKPT_OK, "no rmdir: nothing to do");
 	f = ts_join(dir, "excl");
-	cr_assert_eq(ckpt_vfs_open(v1, f, CKPT_IO_WRITE | CKPT_IO_EXCL, &io), CKPT_EUNSUPPORTED,
-		"an exclusive create needs CKPT_VFS_CAP_EXCL");
+	cr_assert_eq(ckpt_vfs_open(&io, v1, f, CKPT_IO_WRITE | CKPT_IO_EXCL), CKPT_EUNSUPPORTED,
+		     "an exclusive create needs CKPT_VFS_CAP_EXCL");
 	free(f);
 	/* no lock method: the in-process registry alone, which still refuses a second writer */
 	cr_assert_eq(ckpt_vfs_lock(&token, v1, dir), CKPT_OK);
@@ -594,24 +597,24 @@ Test(vfs_door, the_posix_file_system_has_every_version_2_method)
 
 	cr_assert_eq(posix_memalign((void **)&buf, CKPT_IO_DIRECT_ALIGN, CKPT_IO_DIRECT_ALIGN), 0);
 	cr_assert_eq(ckpt_vfs_caps(px) & CKPT_VFS_CAP_EXCL, CKPT_VFS_CAP_EXCL);
-	cr_assert_eq(ckpt_vfs_open(px, f, CKPT_IO_WRITE | CKPT_IO_EXCL, &io), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_open(&io, px, f, CKPT_IO_WRITE | CKPT_IO_EXCL), CKPT_OK);
 	cr_assert_geq(ckpt_io_fd(io), 0, "the POSIX io lends its descriptor");
 	memset(buf, 7, CKPT_IO_DIRECT_ALIGN);
 	cr_assert_eq(ckpt_io_pwrite(io, buf, CKPT_IO_DIRECT_ALIGN, 0), CKPT_OK);
 	cr_assert_eq(ckpt_io_close(io), CKPT_OK);
-	cr_assert_eq(ckpt_vfs_open(px, f, CKPT_IO_WRITE | CKPT_IO_EXCL, &io), CKPT_EEXIST);
+	cr_assert_eq(ckpt_vfs_open(&io, px, f, CKPT_IO_WRITE | CKPT_IO_EXCL), CKPT_EEXIST);
 	cr_assert_eq(ckpt_error_last()->code, CKPT_EEXIST);
 	cr_assert_str_eq(ckpt_status_name(CKPT_EEXIST), "CKPT_EEXIST");
-	cr_assert_eq(ckpt_vfs_open(px, f, CKPT_IO_READ, &io), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_open(&io, px, f, CKPT_IO_READ), CKPT_OK);
 	memset(buf, 0, CKPT_IO_DIRECT_ALIGN);
-	cr_assert_eq(ckpt_io_pread_direct(io, buf, CKPT_IO_DIRECT_ALIGN, 0, &got), CKPT_OK);
+	cr_assert_eq(ckpt_io_pread_direct(&got, io, buf, CKPT_IO_DIRECT_ALIGN, 0), CKPT_OK);
 	cr_assert_eq(got, CKPT_IO_DIRECT_ALIGN);
 	cr_assert_eq(buf[0], 7);
 	cr_assert_eq(buf[CKPT_IO_DIRECT_ALIGN - 1], 7);
 	cr_assert_eq(ckpt_io_close(io), CKPT_OK);
 	cr_assert_eq(ckpt_vfs_mkdir(px, sub), CKPT_OK);
 	cr_assert_eq(ckpt_vfs_rmdir(px, sub), CKPT_OK);
-	cr_assert_eq(ckpt_vfs_exists(px, sub, NULL), 0);
+	cr_assert_eq(ckpt_vfs_exists(NULL, px, sub), 0);
 	cr_assert_eq(ckpt_vfs_rmdir(px, sub), CKPT_ENOTFOUND);
 	cr_assert_eq(ckpt_vfs_lock(&token, px, dir), CKPT_OK);
 	cr_assert_eq(ckpt_vfs_lock(&second, px, dir), CKPT_EBUSY);
@@ -632,10 +635,10 @@ Test(vfs_door, the_memory_file_system_says_what_it_can)
 	ckpt_io *io = NULL;
 	cr_assert_eq(ckpt_vfs_memory_new(&mem), CKPT_OK);
 	cr_assert_eq(ckpt_vfs_caps(mem), CKPT_VFS_CAP_EXCL | CKPT_VFS_CAP_IN_MEMORY);
-	cr_assert_eq(ckpt_vfs_open(mem, "d/x", CKPT_IO_WRITE | CKPT_IO_EXCL, &io), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_open(&io, mem, "d/x", CKPT_IO_WRITE | CKPT_IO_EXCL), CKPT_OK);
 	cr_assert_eq(ckpt_io_fd(io), -1);
 	cr_assert_eq(ckpt_io_close(io), CKPT_OK);
-	cr_assert_eq(ckpt_vfs_open(mem, "d/x", CKPT_IO_WRITE | CKPT_IO_EXCL, &io), CKPT_EEXIST);
+	cr_assert_eq(ckpt_vfs_open(&io, mem, "d/x", CKPT_IO_WRITE | CKPT_IO_EXCL), CKPT_EEXIST);
 	ckpt_vfs_free(mem);
 }
 
@@ -721,8 +724,8 @@ Test(vfs_door, the_fault_injecting_vfs_reaches_every_keras_write, .timeout = 300
 			ckpt_tensor *t = NULL;
 			cr_assert_eq(ckpt_reader_open(&r, path, NULL), CKPT_OK, "%s, call %ld: %s", formats[fi], k,
 				ckpt_error_last()->message);
-			cr_assert_eq(ckpt_reader_count(r), 1);
-			cr_assert_eq(ckpt_reader_read(r, 0, &t), CKPT_OK);
+			cr_assert_eq(ckpt_reader_num_entries(r), 1);
+			cr_assert_eq(ckpt_reader_read(&t, r, 0), CKPT_OK);
 			float first = ((float *)t->data)[0];
 			cr_assert(first == 100.0f || first == 1.0f, "%s, call %ld: neither the old nor the new file",
 				formats[fi], k);

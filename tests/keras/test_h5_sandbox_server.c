@@ -20,6 +20,7 @@
 #include "error_assert.h"
 #include "formats/keras_h5/h5_safe.h"
 #include "formats/keras_h5/h5_sandbox.h"
+#include "ckpt/sys/vfs_memory.h"
 
 #define FIX "keras/tiny__tfkeras2.4.0_resnet_batchnorm_adam.h5"
 
@@ -45,10 +46,10 @@ static uint64_t open_and_read(int from_memory)
 	}
 	cr_assert_eq(ckpt_reader_open(&r, from_memory ? "m.h5" : ts_fixture(FIX), &o), CKPT_OK, "%s",
 		ckpt_error_last()->message);
-	cr_assert_gt(ckpt_reader_count(r), 10);
-	for (i = 0; i < ckpt_reader_count(r); i++) {
+	cr_assert_gt(ckpt_reader_num_entries(r), 10);
+	for (i = 0; i < ckpt_reader_num_entries(r); i++) {
 		ckpt_tensor *t = NULL;
-		cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK, "%s", ckpt_error_last()->message);
 		for (k = 0; k < t->nbytes; k++)
 			sum = (sum ^ ((const unsigned char *)t->data)[k]) * 1099511628211ull;
 		ckpt_tensor_free(t);

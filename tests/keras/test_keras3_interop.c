@@ -67,8 +67,8 @@ Test(keras3_interop, keras_reads_ours_and_we_read_keras, .timeout = 600)
 			ckpt_checkpoint *ck;
 			ckpt_restore_status *st;
 			cr_assert_eq(ckpt_checkpoint_load(&ck, &st, p, NULL), CKPT_OK, "%s: %s", name, ckpt_error_last()->message);
-			cr_assert_eq(ckpt_restore_status_restored_count(st), json_object_size(entries), "%s", name);
-			cr_assert_eq(ckpt_restore_status_unmatched_count(st), 0, "%s", name);
+			cr_assert_eq(ckpt_restore_status_num_restored(st), json_object_size(entries), "%s", name);
+			cr_assert_eq(ckpt_restore_status_num_unmatched(st), 0, "%s", name);
 			ckpt_restore_status_free(st);
 			ckpt_checkpoint_free(ck);
 		}

@@ -5,6 +5,7 @@
  * (member names, order, STORED) against a real Keras archive.
  */
 #include "keras_test.h"
+#include "ckpt/sys/vfs_memory.h"
 
 static const char *contents_of(const char *rel)
 {
@@ -46,7 +47,7 @@ Test(keras_archive, members_are_metadata)
 	cr_assert(strstr(ckpt_reader_meta(r, "keras_layer_names"), "\"layers/dense_3\":\""), "%s", ckpt_reader_meta(r, "keras_layer_names"));
 	ckpt_reader_free(r);
 	r = kt_open(ts_fixture("keras/keras__keras3.8.0_masking_lstm_mlx.keras"));
-	cr_assert_eq(ckpt_reader_count(r), 3);
+	cr_assert_eq(ckpt_reader_num_entries(r), 3);
 	cr_assert_null(ckpt_reader_meta(r, "config_warnings"));
 	ckpt_reader_free(r);
 }
@@ -55,7 +56,7 @@ Test(keras_archive, lambda_in_legacy_model_config_is_data)
 {
 	/* Keras 2.0.9 Lambda with raw marshalled bytecode: weights read, nothing executed. */
 	ckpt_reader *r = kt_open(ts_fixture("keras/dl4j-test-resources__keras2.0.9_sequential_lambda.h5"));
-	cr_assert_eq(ckpt_reader_count(r), 4);
+	cr_assert_eq(ckpt_reader_num_entries(r), 4);
 	cr_assert(strstr(ckpt_reader_meta(r, "model_config"), "\"Lambda\""));
 	cr_assert(strstr(ckpt_reader_meta(r, "config_warnings"), "Lambda"), "%s",
 		ckpt_reader_meta(r, "config_warnings") ? ckpt_reader_meta(r, "config_warnings") : "(none)");
@@ -76,9 +77,9 @@ static char *rewrite(const char *fixture, const char *dir, int keep_members)
 		cr_assert_eq(ckpt_writer_set_meta(w, "config.json", ckpt_reader_meta(r, "config.json")), CKPT_OK);
 		cr_assert_eq(ckpt_writer_set_meta(w, "metadata.json", ckpt_reader_meta(r, "metadata.json")), CKPT_OK);
 	}
-	for (i = 0; i < ckpt_reader_count(r); i++) {
+	for (i = 0; i < ckpt_reader_num_entries(r); i++) {
 		ckpt_tensor *t;
-		cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK);
 		cr_assert_eq(ckpt_writer_add(w, ckpt_reader_var(r, i)->name, t, 0), CKPT_OK);
 		ckpt_tensor_free(t);
 	}
@@ -98,13 +99,13 @@ Test(keras_archive, round_trip_and_zipfile_check)
 		ts_run_result res;
 		size_t k;
 		cr_assert_str_eq(ckpt_reader_format(b), "keras-v3");
-		cr_assert_eq(ckpt_reader_count(a), ckpt_reader_count(b));
-		for (k = 0; k < ckpt_reader_count(a); k++) {
+		cr_assert_eq(ckpt_reader_num_entries(a), ckpt_reader_num_entries(b));
+		for (k = 0; k < ckpt_reader_num_entries(a); k++) {
 			ckpt_tensor *ta, *tb;
 			size_t j;
-			cr_assert_eq(ckpt_reader_find(b, ckpt_reader_var(a, k)->name, &j), CKPT_OK);
-			cr_assert_eq(ckpt_reader_read(a, k, &ta), CKPT_OK);
-			cr_assert_eq(ckpt_reader_read(b, j, &tb), CKPT_OK);
+			cr_assert_eq(ckpt_reader_find(&j, b, ckpt_reader_var(a, k)->name), CKPT_OK);
+			cr_assert_eq(ckpt_reader_read(&ta, a, k), CKPT_OK);
+			cr_assert_eq(ckpt_reader_read(&tb, b, j), CKPT_OK);
 			cr_assert(ckpt_tensor_equal(ta, tb), "%s", ckpt_reader_var(a, k)->name);
 			ckpt_tensor_free(ta);
 			ckpt_tensor_free(tb);
@@ -130,7 +131,7 @@ Test(keras_archive, default_members_when_none_given)
 	ckpt_reader *b = kt_open(out);
 	cr_assert(strstr(ckpt_reader_meta(b, "metadata.json"), "\"date_saved\""));
 	cr_assert_str_eq(ckpt_reader_meta(b, "config.json"), "{}");
-	cr_assert_eq(ckpt_reader_count(b), 3);
+	cr_assert_eq(ckpt_reader_num_entries(b), 3);
 	ckpt_reader_free(b);
 	ts_rmtree(dir);
 	free(out);

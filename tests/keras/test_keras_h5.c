@@ -8,6 +8,7 @@
  */
 #include <unistd.h>
 #include "keras_test.h"
+#include "ckpt/sys/vfs_memory.h"
 
 static const char *contents_of(const char *rel)
 {
@@ -79,7 +80,7 @@ Test(keras_h5, metadata_and_roles)
 	cr_assert(strstr(ckpt_reader_meta(r, "model_config"), "\"Functional\""));
 	cr_assert(strstr(ckpt_reader_meta(r, "training_config"), "Adam"));
 	cr_assert(strstr(ckpt_reader_meta(r, "layer_names"), "\"max_pooling1d\""), "weightless layers kept");
-	for (i = 0; i < ckpt_reader_count(r); i++) {
+	for (i = 0; i < ckpt_reader_num_entries(r); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
 		if (strncmp(v->name, "optimizer_weights/", 18) == 0) {
 			cr_assert_eq(v->role, CKPT_ROLE_OPTIMIZER, "%s", v->name);
@@ -92,7 +93,7 @@ Test(keras_h5, metadata_and_roles)
 	cr_assert_eq(nopt, 11);
 	cr_assert_eq(nmodel, 5);
 	/* first entry: iterations counter is int64 scalar */
-	cr_assert_eq(ckpt_reader_find(r, "optimizer_weights/Adam/iter:0", &i), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&i, r, "optimizer_weights/Adam/iter:0"), CKPT_OK);
 	cr_assert_eq(ckpt_reader_var(r, i)->dtype, CKPT_DT_INT64);
 	cr_assert_eq(ckpt_reader_var(r, i)->shape.rank, 0);
 	ckpt_reader_free(r);
@@ -110,7 +111,7 @@ Test(keras_h5, order_comes_from_attributes_and_integers)
 	ckpt_reader *r = kt_open(ts_fixture("keras/dl4j-test-resources__keras2.1.3_cnn_batchnorm.h5"));
 	static const char *const bn[] = { "gamma:0", "beta:0", "moving_mean:0", "moving_variance:0" };
 	size_t i, j = 0;
-	for (i = 0; i < ckpt_reader_count(r) && j < 4; i++)
+	for (i = 0; i < ckpt_reader_num_entries(r) && j < 4; i++)
 		if (strstr(ckpt_reader_var(r, i)->name, "batch_normalization_1/batch_normalization_1/")) {
 			const char *leaf = strrchr(ckpt_reader_var(r, i)->name, '/') + 1;
 			cr_assert_str_eq(leaf, bn[j], "position %zu", j);
@@ -121,7 +122,7 @@ Test(keras_h5, order_comes_from_attributes_and_integers)
 	/* Keras 3 optimizer/vars/N in integer order 0..17 (HDF5 iterates 0,1,10,11,...). */
 	r = kt_open(ts_fixture("keras/FlowNet-ANN__keras3.9.2_mlp_adam.keras"));
 	j = 0;
-	for (i = 0; i < ckpt_reader_count(r); i++)
+	for (i = 0; i < ckpt_reader_num_entries(r); i++)
 		if (strncmp(ckpt_reader_var(r, i)->name, "optimizer/vars/", 15) == 0) {
 			cr_assert_eq(atoi(ckpt_reader_var(r, i)->name + 15), (int)j, "%s", ckpt_reader_var(r, i)->name);
 			j++;
@@ -218,7 +219,7 @@ Test(keras_h5, ambiguous_mappings_are_noted_not_guessed)
 	ckpt_reader_free(r);
 	/* Keras 2.1.3 model without optimizer: complete graph, no notes */
 	r = kt_open(ts_fixture("keras/dl4j-test-resources__keras2.1.3_cnn_batchnorm.h5"));
-	cr_assert_eq(graph_nkeys(ckpt_reader_object_graph(r)), ckpt_reader_count(r));
+	cr_assert_eq(graph_nkeys(ckpt_reader_object_graph(r)), ckpt_reader_num_entries(r));
 	cr_assert_null(ckpt_reader_meta(r, "mapping_notes"));
 	ckpt_reader_free(r);
 	/* every other real fixture maps completely */
@@ -229,8 +230,9 @@ Test(keras_h5, ambiguous_mappings_are_noted_not_guessed)
 		size_t i;
 		for (i = 0; i < 4; i++) {
 			r = kt_open(ts_fixture(full[i]));
-			cr_assert_eq(graph_nkeys(ckpt_reader_object_graph(r)), ckpt_reader_count(r), "%s: %s", full[i],
-				ckpt_reader_meta(r, "mapping_notes") ? ckpt_reader_meta(r, "mapping_notes") : "");
+			cr_assert_eq(graph_nkeys(ckpt_reader_object_graph(r)), ckpt_reader_num_entries(r), "%s: %s",
+				     full[i],
+				     ckpt_reader_meta(r, "mapping_notes") ? ckpt_reader_meta(r, "mapping_notes") : "");
 			ckpt_reader_free(r);
 		}
 	}
@@ -257,7 +259,7 @@ static void copy_all(ckpt_reader *r, ckpt_writer *w, int use_tf_keys)
 {
 	size_t i;
 	const ckpt_object_graph *g = ckpt_reader_object_graph(r);
-	for (i = 0; i < ckpt_reader_count(r); i++) {
+	for (i = 0; i < ckpt_reader_num_entries(r); i++) {
 		ckpt_tensor *t;
 		const char *name = ckpt_reader_var(r, i)->name;
 		if (use_tf_keys) {
@@ -265,7 +267,7 @@ static void copy_all(ckpt_reader *r, ckpt_writer *w, int use_tf_keys)
 			if (!name)
 				continue;
 		}
-		if (ckpt_reader_read(r, i, &t) != CKPT_OK)
+		if (ckpt_reader_read(&t, r, i) != CKPT_OK)
 			kt_fail_last("read");
 		if (ckpt_writer_add(w, name, t, 0) != CKPT_OK)
 			kt_fail_last(name);
@@ -287,15 +289,15 @@ static void copy_meta(ckpt_reader *r, ckpt_writer *w)
 static void assert_same_content(ckpt_reader *a, ckpt_reader *b)
 {
 	size_t i;
-	cr_assert_eq(ckpt_reader_count(a), ckpt_reader_count(b));
-	for (i = 0; i < ckpt_reader_count(a); i++) {
+	cr_assert_eq(ckpt_reader_num_entries(a), ckpt_reader_num_entries(b));
+	for (i = 0; i < ckpt_reader_num_entries(a); i++) {
 		size_t j;
 		ckpt_tensor *ta, *tb;
 		const char *n = ckpt_reader_var(a, i)->name;
-		if (ckpt_reader_find(b, n, &j) != CKPT_OK)
+		if (ckpt_reader_find(&j, b, n) != CKPT_OK)
 			cr_assert_fail("'%s' missing after the round trip", n);
-		cr_assert_eq(ckpt_reader_read(a, i, &ta), CKPT_OK);
-		cr_assert_eq(ckpt_reader_read(b, j, &tb), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&ta, a, i), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&tb, b, j), CKPT_OK);
 		cr_assert(ckpt_tensor_equal(ta, tb), "'%s' differs after the round trip", n);
 		ckpt_tensor_free(ta);
 		ckpt_tensor_free(tb);
@@ -373,15 +375,15 @@ Test(keras_h5, keras1_weights_keep_keras1_semantics)
 	ckpt_reader *b = kt_open(out);
 	size_t i;
 	/* weights-only paths land in the same layer groups under model_weights */
-	cr_assert_eq(ckpt_reader_count(a), ckpt_reader_count(b));
-	for (i = 0; i < ckpt_reader_count(a); i++) {
+	cr_assert_eq(ckpt_reader_num_entries(a), ckpt_reader_num_entries(b));
+	for (i = 0; i < ckpt_reader_num_entries(a); i++) {
 		char want[1024];
 		ckpt_tensor *ta, *tb;
 		size_t j;
 		snprintf(want, sizeof(want), "model_weights/%s", ckpt_reader_var(a, i)->name);
-		cr_assert_eq(ckpt_reader_find(b, want, &j), CKPT_OK, "%s", want);
-		cr_assert_eq(ckpt_reader_read(a, i, &ta), CKPT_OK);
-		cr_assert_eq(ckpt_reader_read(b, j, &tb), CKPT_OK);
+		cr_assert_eq(ckpt_reader_find(&j, b, want), CKPT_OK, "%s", want);
+		cr_assert_eq(ckpt_reader_read(&ta, a, i), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&tb, b, j), CKPT_OK);
 		cr_assert(ckpt_tensor_equal(ta, tb), "%s", want);
 		ckpt_tensor_free(ta);
 		ckpt_tensor_free(tb);
@@ -423,8 +425,9 @@ Test(keras_h5, legacy_from_tf_keys_without_graph)
 	ckpt_writer_free(w);
 	ckpt_tensor_free(t);
 	r = kt_open(out);
-	cr_assert_eq(ckpt_reader_find(r, "model_weights/layer_with_weights-0/layer_with_weights-0/kernel:0", &i), CKPT_OK);
-	cr_assert_eq(ckpt_reader_find(r, "optimizer_weights/layer_with_weights-0/kernel/optimizer/m:0", &i), CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&i, r, "model_weights/layer_with_weights-0/layer_with_weights-0/kernel:0"),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_reader_find(&i, r, "optimizer_weights/layer_with_weights-0/kernel/optimizer/m:0"), CKPT_OK);
 	ckpt_reader_free(r);
 	ts_rmtree(dir);
 	free(out);
@@ -539,7 +542,7 @@ Test(keras_h5, every_dtype_round_trips)
 		}
 		ts_run_free(&res);
 		r = kt_open(out);
-		cr_assert_eq(ckpt_reader_count(r), 13);
+		cr_assert_eq(ckpt_reader_num_entries(r), 13);
 		for (i = 0; i < 13; i++) {
 			char name[128];
 			size_t idx;
@@ -548,8 +551,8 @@ Test(keras_h5, every_dtype_round_trips)
 				snprintf(name, sizeof(name), "layers/l%zu/vars/0", i);
 			else
 				snprintf(name, sizeof(name), "model_weights/l%zu/l%zu/w:0", i, i);
-			cr_assert_eq(ckpt_reader_find(r, name, &idx), CKPT_OK);
-			cr_assert_eq(ckpt_reader_read(r, idx, &t), CKPT_OK);
+			cr_assert_eq(ckpt_reader_find(&idx, r, name), CKPT_OK);
+			cr_assert_eq(ckpt_reader_read(&t, r, idx), CKPT_OK);
 			cr_assert(ckpt_tensor_equal(t, ts[i]), "%s differs", ckpt_dtype_name(dts[i]));
 			ckpt_tensor_free(t);
 			ckpt_tensor_free(ts[i]);
@@ -585,7 +588,7 @@ Test(keras_h5, long_lists_are_chunked_like_keras)
 	ckpt_writer_free(w);
 	ckpt_tensor_free(t);
 	r = kt_open(out);
-	cr_assert_eq(ckpt_reader_count(r), 400);
+	cr_assert_eq(ckpt_reader_num_entries(r), 400);
 	cr_assert(strstr(ckpt_reader_var(r, 399)->name, "dense_0399_"));
 	ckpt_reader_free(r);
 	{
@@ -651,7 +654,7 @@ static void *read_all_thread(void *arg)
 {
 	ckpt_reader *r = arg;
 	size_t i, bad = 0;
-	for (i = 0; i < ckpt_reader_count(r); i++) {
+	for (i = 0; i < ckpt_reader_num_entries(r); i++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, i);
 		void *buf = malloc(v->nbytes ? (size_t)v->nbytes : 1);
 		if (ckpt_reader_read_into(r, i, buf, (size_t)v->nbytes) != CKPT_OK)

@@ -9,6 +9,8 @@
 #include <dirent.h>
 #include <unistd.h>
 #include "keras_test.h"
+#include "ckpt/sys/vfs_faulty.h"
+#include "ckpt/sys/vfs_memory.h"
 
 /* Every entry of a file read through the POSIX VFS equals the same entry read through the memory VFS. */
 static void assert_paths_agree(const char *path)
@@ -25,8 +27,8 @@ static void assert_paths_agree(const char *path)
 	if (ckpt_reader_open(&b, "mem/f.h5", &o) != CKPT_OK)
 		kt_fail_last(path);
 	cr_assert_str_eq(ckpt_reader_format(a), ckpt_reader_format(b));
-	cr_assert_eq(ckpt_reader_count(a), ckpt_reader_count(b), "%s", path);
-	for (i = 0; i < ckpt_reader_count(a); i++) {
+	cr_assert_eq(ckpt_reader_num_entries(a), ckpt_reader_num_entries(b), "%s", path);
+	for (i = 0; i < ckpt_reader_num_entries(a); i++) {
 		const ckpt_var_info *va = ckpt_reader_var(a, i), *vb = ckpt_reader_var(b, i);
 		size_t len = (size_t)va->nbytes;
 		unsigned char *x = malloc(len ? len : 1), *y = malloc(len ? len : 1);
@@ -111,7 +113,7 @@ Test(keras_h5, writer_stores_each_tensor_when_added)
 		ckpt_writer_free(w);
 		cr_assert_eq(count_temporaries(dir), 0);
 		r = kt_open(out);
-		cr_assert_eq(ckpt_reader_count(r), 20);
+		cr_assert_eq(ckpt_reader_num_entries(r), 20);
 		for (i = 0; i < 20; i++) {
 			char name[128];
 			size_t idx;
@@ -120,8 +122,8 @@ Test(keras_h5, writer_stores_each_tensor_when_added)
 				snprintf(name, sizeof(name), "layers/dense_%zu/vars/0", i);
 			else
 				snprintf(name, sizeof(name), "model_weights/dense_%zu/dense_%zu/kernel:0", i, i);
-			cr_assert_eq(ckpt_reader_find(r, name, &idx), CKPT_OK, "%s", name);
-			cr_assert_eq(ckpt_reader_read(r, idx, &got), CKPT_OK);
+			cr_assert_eq(ckpt_reader_find(&idx, r, name), CKPT_OK, "%s", name);
+			cr_assert_eq(ckpt_reader_read(&got, r, idx), CKPT_OK);
 			fill(t, (unsigned)i);
 			cr_assert(ckpt_tensor_equal(got, t), "%s", name);
 			ckpt_tensor_free(got);
@@ -185,7 +187,7 @@ Test(keras_h5, failed_and_abandoned_saves_leave_no_temporary)
 	cr_assert_eq(count_temporaries(dir), 0);
 	{
 		ckpt_reader *r = kt_open(out);
-		cr_assert_eq(ckpt_reader_count(r), 1);
+		cr_assert_eq(ckpt_reader_num_entries(r), 1);
 		ckpt_reader_free(r);
 	}
 	ckpt_tensor_free(t);
@@ -203,7 +205,7 @@ static int new_file_holds(ckpt_vfs *vfs, const char *path, const ckpt_tensor *t)
 	if (ckpt_reader_open(&r, path, &o) != CKPT_OK)
 		return 0;
 	ckpt_tensor *back = NULL;
-	int ok = ckpt_reader_count(r) == 1 && ckpt_reader_read(r, 0, &back) == CKPT_OK &&
+	int ok = ckpt_reader_num_entries(r) == 1 && ckpt_reader_read(&back, r, 0) == CKPT_OK &&
 		back->nbytes == t->nbytes && memcmp(back->data, t->data, (size_t)t->nbytes) == 0;
 	ckpt_tensor_free(back);
 	ckpt_reader_free(r);
@@ -246,7 +248,7 @@ Test(keras_h5, every_io_failure_of_a_non_posix_save_keeps_the_old_file)
 			calls = ckpt_vfs_faulty_calls(faulty);
 			cr_assert_gt(calls, 0);
 		}
-		cr_assert_eq(ckpt_vfs_memory_get(mem, "d/k.weights.h5", &got, &n), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(got = ckpt_vfs_memory_get(&n, mem, "d/k.weights.h5")), CKPT_OK);
 		if (k == 0) {
 			cr_assert_gt(n, 8);
 			good = malloc(n);
@@ -305,7 +307,7 @@ Test(keras_h5, a_mapped_file_that_shrinks_fails_cleanly)
 	ckpt_writer_free(w);
 	r = kt_open(out);
 	/* the dataset whose data ends last */
-	for (i = 1; i < ckpt_reader_count(r); i++)
+	for (i = 1; i < ckpt_reader_num_entries(r); i++)
 		if (ckpt_reader_var(r, i)->offset > ckpt_reader_var(r, last)->offset)
 			last = i;
 	v = ckpt_reader_var(r, last);

@@ -47,8 +47,8 @@ static char *ckpt_keys(const char *path, size_t *nkeys)
 			const ckpt_og_attr *a = &g->nodes[i].attrs[j];
 			size_t k;
 			ckpt_tensor *t = NULL;
-			cr_assert_eq(ckpt_reader_find(r, a->full_name, &k), CKPT_OK, "%s: %s", path, a->full_name);
-			cr_assert_eq(ckpt_reader_read(r, k, &t), CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
+			cr_assert_eq(ckpt_reader_find(&k, r, a->full_name), CKPT_OK, "%s: %s", path, a->full_name);
+			cr_assert_eq(ckpt_reader_read(&t, r, k), CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
 			if (n == cap)
 				lines = realloc(lines, (cap *= 2) * sizeof(*lines));
 			lines[n] = malloc(strlen(a->checkpoint_key) + 16);

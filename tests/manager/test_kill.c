@@ -10,6 +10,7 @@
  */
 #include "rel_common.h"
 #include <fcntl.h>
+#include <ckpt/sys/vfs_memory.h>
 
 #define KILLS 200
 #define VEC 256
@@ -37,9 +38,8 @@ static void saver(const char *dir, int64_t k, int fd)
 	ckpt_variable *counter, *vec;
 	ckpt_shape scalar = { 0 }, s;
 	ckpt_shape_make(&s, 1, (int64_t[]){ VEC });
-	if (ckpt_object_add_variable(&counter, ckpt_checkpoint_root(ck), "counter", "counter", CKPT_DT_INT64, &scalar,
-		NULL) < 0 ||
-		ckpt_object_add_variable(&vec, ckpt_checkpoint_root(ck), "vec", "vec", CKPT_DT_INT64, &s, NULL) < 0)
+	if (ckpt_status_of(counter = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "counter", "counter", CKPT_DT_INT64, &scalar, NULL)) < 0 ||
+		ckpt_status_of(vec = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "vec", "vec", CKPT_DT_INT64, &s, NULL)) < 0)
 		_exit(11);
 	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
 	mo.no_fsync = 1;
@@ -56,7 +56,7 @@ static void saver(const char *dir, int64_t k, int fd)
 		msg st = { 1, k };
 		if (write(fd, &st, sizeof(st)) != (ssize_t)sizeof(st))
 			_exit(14);
-		if (ckpt_manager_save(NULL, m) < 0)
+		if (ckpt_status_of(ckpt_manager_save(m)) < 0)
 			_exit(15);
 		msg done = { 2, k };
 		if (write(fd, &done, sizeof(done)) != (ssize_t)sizeof(done))
@@ -68,7 +68,7 @@ static void saver(const char *dir, int64_t k, int fd)
 static int read_i64(ckpt_reader *r, const char *key, int64_t *out, size_t n)
 {
 	size_t i;
-	if (ckpt_reader_find(r, key, &i) < 0)
+	if (ckpt_reader_find(&i, r, key) < 0)
 		return -1;
 	if (ckpt_reader_var(r, i)->nbytes != n * sizeof(int64_t))
 		return -1;
@@ -150,7 +150,7 @@ Test(kill, manager_survives_sigkill_at_random_moments, .timeout = 180)
 		cr_assert_eq(ckpt_manager_new_ext(&m, NULL, dir, 0, &mo), CKPT_OK, "kill %ld: %s", kills,
 			ckpt_error_last()->message);
 		const char *path = NULL;
-		int rc = ckpt_manager_latest_valid(&path, m);
+		int rc = ckpt_status_of(path = ckpt_manager_latest_valid(m));
 		if (rc == CKPT_ENOTFOUND) {
 			cr_assert_eq(last_done, -1, "kill %ld: no valid checkpoint although save %lld completed", kills,
 				(long long)last_done);
@@ -214,8 +214,8 @@ Test(kill, incomplete_latest_checkpoint_is_skipped_with_a_warning)
 	cr_assert_eq(ckpt_checkpoint_new(&ck, &co), CKPT_OK);
 	ckpt_variable *v;
 	ckpt_shape scalar = { 0 };
-	cr_assert_eq(ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), "counter", "counter", CKPT_DT_INT64, &scalar,
-		NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "counter", "counter", CKPT_DT_INT64, &scalar, NULL)),
+		     CKPT_OK);
 	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
 	mo.vfs = vfs;
 	mo.no_fsync = 1;
@@ -224,7 +224,7 @@ Test(kill, incomplete_latest_checkpoint_is_skipped_with_a_warning)
 	cr_assert_eq(ckpt_manager_new_ext(&m, ck, "run", 0, &mo), CKPT_OK);
 	for (int64_t k = 1; k <= 3; k++) {
 		cr_assert_eq(ckpt_variable_assign(v, &k, sizeof(k)), CKPT_OK);
-		cr_assert_eq(ckpt_manager_save(NULL, m), CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_status_of(ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	}
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(ck);
@@ -236,7 +236,7 @@ Test(kill, incomplete_latest_checkpoint_is_skipped_with_a_warning)
 		} else {
 			const void *ix;
 			size_t n;
-			cr_assert_eq(ckpt_vfs_memory_get(vfs, "run/ckpt-2.index", &ix, &n), CKPT_OK);
+			cr_assert_eq(ckpt_status_of(ix = ckpt_vfs_memory_get(&n, vfs, "run/ckpt-2.index")), CKPT_OK);
 			void *copy = malloc(n);
 			memcpy(copy, ix, n);
 			cr_assert_eq(ckpt_vfs_memory_put(vfs, "run/ckpt-2.index", copy, n / 2), CKPT_OK);
@@ -245,7 +245,8 @@ Test(kill, incomplete_latest_checkpoint_is_skipped_with_a_warning)
 		mo.warn = keep_warning;
 		warned[0] = 0;
 		cr_assert_eq(ckpt_manager_new_ext(&m, NULL, "run", 0, &mo), CKPT_OK);
-		cr_assert_eq(ckpt_manager_latest_valid(&p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_status_of(p = ckpt_manager_latest_valid(m)), CKPT_OK, "%s",
+			     ckpt_error_last()->message);
 		cr_assert_not_null(strstr(p, variant == 0 ? "ckpt-2" : "ckpt-1"), "fell back to %s", p);
 		cr_assert_not_null(strstr(warned, variant == 0 ? "ckpt-3" : "ckpt-2"), "warning: \"%s\"", warned);
 		ckpt_manager_free(m);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "ckpt/ckpt.h"
+#include "ckpt/sys/vfs_memory.h"
 #include "test_support.h"
 
 typedef struct warnings {
@@ -44,10 +45,11 @@ static void build(state *s)
 	cr_assert_eq(ckpt_shape_make(&v4, 1, &d), CKPT_OK);
 	cr_assert_eq(ckpt_shape_make(&sc, 0, NULL), CKPT_OK);
 	ckpt_object *model;
-	cr_assert_eq(ckpt_object_new_child(&model, ckpt_checkpoint_root(s->ck), "model"), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&s->w, model, "w", "w", CKPT_DT_FLOAT, &v4, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&s->step, ckpt_checkpoint_root(s->ck), "step", "step", CKPT_DT_INT64, &sc,
-		NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(s->ck), "model")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(s->w = ckpt_object_add_variable(model, "w", "w", CKPT_DT_FLOAT, &v4, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(s->step = ckpt_object_add_variable(ckpt_checkpoint_root(s->ck), "step", "step", CKPT_DT_INT64, &sc, NULL)),
+		     CKPT_OK);
 }
 
 static void set_w(state *s, float x)
@@ -92,13 +94,13 @@ Test(manager, numbering_retention_and_state_file)
 	const char *p;
 	for (int i = 1; i <= 4; i++) {
 		set_w(&s, (float)i);
-		cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 		char want[4096];
 		snprintf(want, sizeof(want), "%s/ckpt-%d", dir, i);
 		cr_assert_str_eq(p, want);
 		cr_assert_eq(ckpt_checkpoint_save_counter(s.ck), i);
 	}
-	cr_assert_eq(ckpt_manager_count(m), 2);
+	cr_assert_eq(ckpt_manager_num_checkpoints(m), 2);
 	cr_assert(!exists(dir, "ckpt-1.index"));
 	cr_assert(!exists(dir, "ckpt-1.data-00000-of-00001"));
 	cr_assert(!exists(dir, "ckpt-2.index"));
@@ -130,17 +132,17 @@ Test(manager, numbering_retention_and_state_file)
 	state s2;
 	build(&s2);
 	cr_assert_eq(ckpt_manager_new(&m, s2.ck, dir, 2), CKPT_OK);
-	cr_assert_eq(ckpt_manager_count(m), 2);
+	cr_assert_eq(ckpt_manager_num_checkpoints(m), 2);
 	cr_assert(strstr(ckpt_manager_latest(m), "ckpt-4"));
 	cr_assert(strstr(ckpt_manager_checkpoint(m, 0), "ckpt-3"));
 	ckpt_restore_status *st;
-	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert(strstr(p, "ckpt-4"));
 	cr_assert_float_eq(get_w(&s2), 4.0f, 0);
 	cr_assert_eq(ckpt_checkpoint_save_counter(s2.ck), 4);
 	cr_assert_eq(ckpt_restore_status_assert_consumed(st), CKPT_OK);
 	ckpt_restore_status_free(st);
-	cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK);
 	cr_assert(strstr(p, "ckpt-5"));
 	cr_assert(!exists(dir, "ckpt-3.index"));
 	ckpt_manager_free(m);
@@ -150,12 +152,12 @@ Test(manager, numbering_retention_and_state_file)
 	state s3;
 	build(&s3);
 	cr_assert_eq(ckpt_manager_new(&m, s3.ck, dir, 0), CKPT_OK);
-	cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK);
 	cr_assert(strstr(p, "ckpt-6"), "%s", p);
-	cr_assert_eq(ckpt_manager_save_number(&p, m, 42), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save_number(m, 42)), CKPT_OK);
 	cr_assert(strstr(p, "ckpt-42"));
 	cr_assert_eq(ckpt_checkpoint_save_counter(s3.ck), 42);
-	cr_assert_eq(ckpt_manager_count(m), 4);
+	cr_assert_eq(ckpt_manager_num_checkpoints(m), 4);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(s3.ck);
 	ckpt_checkpoint_free(s.ck);
@@ -170,7 +172,7 @@ static void save_three(const char *dir, state *s)
 	cr_assert_eq(ckpt_manager_new(&m, s->ck, dir, 5), CKPT_OK);
 	for (int i = 1; i <= 3; i++) {
 		set_w(s, (float)(10 * i));
-		cr_assert_eq(ckpt_manager_save(NULL, m), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(ckpt_manager_save(m)), CKPT_OK);
 	}
 	ckpt_manager_free(m);
 }
@@ -190,19 +192,19 @@ Test(manager, skips_an_incomplete_latest_checkpoint)
 	cr_assert_eq(ckpt_manager_new(&m, s2.ck, dir, 5), CKPT_OK);
 	cr_assert(strstr(ckpt_manager_latest(m), "ckpt-3"));
 	const char *p;
-	cr_assert_eq(ckpt_manager_latest_valid(&p, m), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_latest_valid(m)), CKPT_OK);
 	cr_assert(strstr(p, "ckpt-2"), "%s", p);
 	cr_assert_eq(s2.warn.n, 1);
 	cr_assert(strstr(s2.warn.last, "ckpt-3"), "%s", s2.warn.last);
 	cr_assert(strstr(s2.warn.last, "data file"), "%s", s2.warn.last);
 	cr_assert(strstr(s2.warn.last, "missing"), "%s", s2.warn.last);
 	ckpt_restore_status *st;
-	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert(strstr(p, "ckpt-2"));
 	cr_assert_float_eq(get_w(&s2), 20.0f, 0);
 	ckpt_restore_status_free(st);
 	/* the next save does not reuse number 3 */
-	cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK);
 	cr_assert(strstr(p, "ckpt-4"), "%s", p);
 	ckpt_manager_free(m);
 
@@ -218,16 +220,16 @@ Test(manager, skips_an_incomplete_latest_checkpoint)
 	mo.warn = on_warn;
 	mo.warn_ctx = &w;
 	cr_assert_eq(ckpt_manager_new_ext(&m, NULL, dir, 5, &mo), CKPT_OK);
-	cr_assert_eq(ckpt_manager_latest_valid(&p, m), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_latest_valid(m)), CKPT_OK);
 	cr_assert(strstr(p, "ckpt-1"), "%s", p);
 	cr_assert_eq(w.n, 3); /* 4 corrupt, 3 incomplete, 2 without index */
-	cr_assert_eq(ckpt_manager_save(&p, m), CKPT_EINVAL); /* read-only manager */
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_EINVAL); /* read-only manager */
 	ckpt_manager_free(m);
 	idx = ts_join(dir, "ckpt-1.index");
 	cr_assert_eq(unlink(idx), 0);
 	free(idx);
 	cr_assert_eq(ckpt_manager_new_ext(&m, NULL, dir, 5, &mo), CKPT_OK);
-	cr_assert_eq(ckpt_manager_latest_valid(&p, m), CKPT_ENOTFOUND);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_latest_valid(m)), CKPT_ENOTFOUND);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(s.ck);
 	ckpt_checkpoint_free(s2.ck);
@@ -245,10 +247,10 @@ Test(manager, restore_latest_in_an_empty_directory_is_a_fresh_start)
 	cr_assert_eq(ckpt_manager_new(&m, s.ck, sub, 3), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_restore_status *st = (ckpt_restore_status *)1;
 	const char *p = "x";
-	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, m), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, m)), CKPT_OK);
 	cr_assert_null(st);
 	cr_assert_null(p);
-	cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert(strstr(p, "run/ckpts/ckpt-1"));
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(s.ck);
@@ -298,7 +300,7 @@ Test(manager, cleans_up_leftover_temporaries_and_adopts_checkpoints_without_stat
 	cr_assert(exists(dir, "ckpt-3.data-00000-of-00001"));
 	cr_assert(exists(dir, "notes.txt"));
 	ckpt_checkpoint_free(s2.ck);
-	cr_assert_eq(ckpt_manager_count(m), 3);
+	cr_assert_eq(ckpt_manager_num_checkpoints(m), 3);
 	cr_assert(strstr(ckpt_manager_checkpoint(m, 0), "ckpt-1"));
 	cr_assert(strstr(ckpt_manager_latest(m), "ckpt-3"));
 	ckpt_manager_free(m);
@@ -321,11 +323,11 @@ Test(manager, reads_a_tensorflow_state_file)
 	mo.checkpoint_name = "model.ckpt";
 	ckpt_manager *m;
 	cr_assert_eq(ckpt_manager_new_ext(&m, NULL, sub, 0, &mo), CKPT_OK, "%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_manager_count(m), 3);
+	cr_assert_eq(ckpt_manager_num_checkpoints(m), 3);
 	cr_assert(strstr(ckpt_manager_latest(m), "model.ckpt-1000"));
 	cr_assert(strstr(ckpt_manager_checkpoint(m, 1), "model.ckpt-999"));
 	const char *p;
-	cr_assert_eq(ckpt_manager_latest_valid(&p, m), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_latest_valid(m)), CKPT_OK);
 	cr_assert(strstr(p, "model.ckpt-1000"));
 	ckpt_manager_free(m);
 	ts_rmtree(dir);
@@ -347,23 +349,24 @@ Test(manager, works_on_the_memory_vfs)
 	ckpt_shape v4;
 	int64_t d = 4;
 	cr_assert_eq(ckpt_shape_make(&v4, 1, &d), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&s.w, ckpt_checkpoint_root(s.ck), "w", "w", CKPT_DT_FLOAT, &v4, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(s.w = ckpt_object_add_variable(ckpt_checkpoint_root(s.ck), "w", "w", CKPT_DT_FLOAT, &v4, NULL)),
+		     CKPT_OK);
 	ckpt_manager *m;
 	cr_assert_eq(ckpt_manager_new(&m, s.ck, "/mem/run", 1), CKPT_OK, "%s", ckpt_error_last()->message);
 	const char *p;
 	set_w(&s, 1.0f);
-	cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	set_w(&s, 2.0f);
-	cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_str_eq(p, "/mem/run/ckpt-2");
 	const void *buf;
 	size_t n;
-	cr_assert_eq(ckpt_vfs_memory_get(mem, "/mem/run/checkpoint", &buf, &n), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(buf = ckpt_vfs_memory_get(&n, mem, "/mem/run/checkpoint")), CKPT_OK);
 	cr_assert(n > 0 && memcmp(buf, "model_checkpoint_path: \"ckpt-2\"\n", 32) == 0);
-	cr_assert_neq(ckpt_vfs_memory_get(mem, "/mem/run/ckpt-1.index", &buf, &n), CKPT_OK);
+	cr_assert_neq(ckpt_status_of(buf = ckpt_vfs_memory_get(&n, mem, "/mem/run/ckpt-1.index")), CKPT_OK);
 	set_w(&s, 0.0f);
 	ckpt_restore_status *st;
-	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_float_eq(get_w(&s), 2.0f, 0);
 	ckpt_restore_status_free(st);
 	ckpt_manager_free(m);

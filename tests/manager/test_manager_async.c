@@ -8,6 +8,8 @@
  */
 #include <sys/stat.h>
 #include "manager_common.h"
+#include "ckpt/sys/vfs_faulty.h"
+#include "ckpt/sys/vfs_memory.h"
 
 static ckpt_manager *manager_on(mc_state *s, ckpt_vfs *vfs, const char *dir, int keep)
 {
@@ -24,7 +26,7 @@ static ckpt_manager *manager_on(mc_state *s, ckpt_vfs *vfs, const char *dir, int
 static int save_async(mc_state *s, ckpt_manager *m, ckpt_async_saver *as, const char **path)
 {
 	int rc = mc_set(s, ckpt_checkpoint_save_counter(s->ck) + 1);
-	return rc < 0 ? rc : ckpt_manager_save_async(path, m, as);
+	return rc < 0 ? rc : ckpt_status_of(path ? (*path = ckpt_manager_save_async(m, as)) : ckpt_manager_save_async(m, as));
 }
 
 static void file_bytes_equal(const char *a, const char *b)
@@ -66,7 +68,7 @@ Test(manager_async, does_everything_a_synchronous_save_does)
 	cr_assert_eq(ckpt_manager_new(&m2, c.ck, async_dir, 2), CKPT_EBUSY);
 	cr_assert_eq(ckpt_manager_wait(ma), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(ckpt_manager_wait(ma), CKPT_OK); /* nothing in flight */
-	cr_assert_eq(ckpt_manager_count(ma), 2);
+	cr_assert_eq(ckpt_manager_num_checkpoints(ma), 2);
 	cr_assert(strstr(ckpt_manager_latest(ma), "/ckpt-5"));
 	cr_assert(strstr(ckpt_manager_checkpoint(ma, 0), "/ckpt-4"));
 	/* same files, same bytes, same state file listing */
@@ -94,7 +96,8 @@ Test(manager_async, does_everything_a_synchronous_save_does)
 	ckpt_manager *mr = manager_on(&c, NULL, async_dir, 2);
 	ckpt_restore_status *st;
 	const char *p;
-	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, mr), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, mr)), CKPT_OK, "%s",
+		     ckpt_error_last()->message);
 	ckpt_restore_status_free(st);
 	cr_assert(strstr(p, "/ckpt-5"));
 	cr_assert_eq(mc_get(&c), 5);
@@ -125,12 +128,12 @@ Test(manager_async, mixes_with_synchronous_saves_and_restores)
 	cr_assert(strstr(p, "/ckpt-2"), "%s", p);
 	cr_assert_eq(save_async(&s, m, as, NULL), CKPT_OK);
 	/* latest_valid waits too, and sees ckpt-3 */
-	cr_assert_eq(ckpt_manager_latest_valid(&p, m), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_latest_valid(m)), CKPT_OK);
 	cr_assert(strstr(p, "/ckpt-3"), "%s", p);
 	cr_assert_eq(save_async(&s, m, as, NULL), CKPT_OK);
 	cr_assert_eq(mc_set(&s, 0), CKPT_OK);
 	ckpt_restore_status *st;
-	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_restore_status_free(st);
 	cr_assert(strstr(p, "/ckpt-4"), "%s", p);
 	cr_assert_eq(mc_get(&s), 4);
@@ -209,7 +212,7 @@ Test(manager_async, a_failing_background_write_is_reported_and_the_previous_late
 		cr_assert_eq(ckpt_vfs_memory_new(&mem), CKPT_OK);
 		cr_assert_eq(ckpt_vfs_faulty_new(&f, mem, before + i), CKPT_OK);
 		two_saves(&s, f, &m, &as);
-		const char *p;
+		const char *p = NULL;
 		cr_assert_eq(save_async(&s, m, as, &p), CKPT_OK, "call %ld: staging does no I/O", i);
 		cr_assert(strstr(p, "run/ckpt-3"), "%s", p);
 		int rc;
@@ -257,7 +260,8 @@ Test(manager_async, a_failing_background_write_is_reported_and_the_previous_late
 		}
 		/* the previous latest (or the new one) restores */
 		const char *lv;
-		cr_assert_eq(ckpt_manager_latest_valid(&lv, m), CKPT_OK, "call %ld: %s", i, ckpt_error_last()->message);
+		cr_assert_eq(ckpt_status_of(lv = ckpt_manager_latest_valid(m)), CKPT_OK, "call %ld: %s", i,
+			     ckpt_error_last()->message);
 		ckpt_manager_free(m);
 		ckpt_async_saver_free(as);
 		ckpt_checkpoint_free(s.ck);

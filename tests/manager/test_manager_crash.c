@@ -22,6 +22,9 @@
 #include <unistd.h>
 #include "manager_common.h"
 #include "libckpt/internal.h"   /* ckpt__fail, CKPT_TRY for the test VFS */
+#include "ckpt/sys/vfs.h"
+#include "ckpt/sys/vfs_faulty.h"
+#include "ckpt/sys/vfs_memory.h"
 
 #define KEEP 2
 
@@ -217,7 +220,8 @@ static void check_after_crash(ckpt_vfs *vfs, const char *dir, int keep, int save
 		ckpt_error_last()->message);
 	ckpt_restore_status *st = NULL;
 	const char *p = NULL;
-	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, m), CKPT_OK, "%s: %s", what, ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s: %s", what,
+		     ckpt_error_last()->message);
 	ckpt_restore_status_free(st);
 	if (d.newest_complete < 0) {
 		cr_assert_null(p, "%s: restored %s from a directory with no complete checkpoint", what, p);
@@ -289,7 +293,7 @@ static int victim(ckpt_vfs *vfs)
 		rc = ckpt_manager_new_ext(&m, s.ck, "run", KEEP, &mo);
 	ckpt_restore_status *st = NULL;
 	if (rc == CKPT_OK)
-		rc = ckpt_manager_restore_latest(&st, NULL, m);
+		rc = ckpt_status_of(ckpt_manager_restore_latest(&st, m));
 	ckpt_restore_status_free(st);
 	for (int i = 0; i < 2 && rc == CKPT_OK; i++)
 		rc = mc_save(&s, m, NULL);
@@ -403,7 +407,7 @@ static void trainer(const char *dir, int by_io, long k)
 	if (ckpt_manager_new_ext(&m, s.ck, dir, KILL_KEEP, &mo) < 0)
 		_exit(21);
 	ckpt_restore_status *st = NULL;
-	if (ckpt_manager_restore_latest(&st, NULL, m) < 0)
+	if (ckpt_status_of(ckpt_manager_restore_latest(&st, m)) < 0)
 		_exit(22);
 	ckpt_restore_status_free(st);
 	if (cv) {
@@ -538,14 +542,14 @@ Test(manager_crash, reproduction_ckpt3_copied_to_ckpt4)
 	cr_assert_eq(ckpt_manager_new(&m, s.ck, dir, 3), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_restore_status *st;
 	const char *p;
-	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_restore_status_free(st);
 	cr_assert(strstr(p, "/ckpt-4"), "restored %s", p);
 	cr_assert_eq(mc_get(&s), 3); /* a copy of ckpt-3's state */
 	cr_assert_eq(s.warn.n, 1, "%s", s.warn.all);
 	cr_assert(strstr(s.warn.last, "ckpt-4") && strstr(s.warn.last, "did not list"), "%s", s.warn.last);
 	/* retention applies: ckpt-1 goes, the state file lists ckpt-2..4 */
-	cr_assert_eq(ckpt_manager_count(m), 3);
+	cr_assert_eq(ckpt_manager_num_checkpoints(m), 3);
 	char *idx = ts_join(dir, "ckpt-1.index");
 	struct stat sb;
 	cr_assert_neq(stat(idx, &sb), 0, "ckpt-1 kept beyond max_to_keep");
@@ -556,10 +560,10 @@ Test(manager_crash, reproduction_ckpt3_copied_to_ckpt4)
 	cr_assert(!strstr(state, "\"ckpt-1\""), "%s", state);
 	free(state);
 	/* numbering continues after the newest, and retention keeps 3 */
-	cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert(strstr(p, "/ckpt-5"), "%s", p);
 	cr_assert_eq(ckpt_checkpoint_save_counter(s.ck), 5);
-	cr_assert_eq(ckpt_manager_count(m), 3);
+	cr_assert_eq(ckpt_manager_num_checkpoints(m), 3);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(s.ck);
 	/* (ckpt-4 holds ckpt-3's save_counter, so the oracle's numbering check does not apply here) */
@@ -598,10 +602,10 @@ Test(manager_crash, tensorflow_reads_the_recovered_directory, .timeout = 300)
 	cr_assert_eq(mc_build(&s, NULL), CKPT_OK);
 	cr_assert_eq(ckpt_manager_new(&m, s.ck, dir, 3), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_restore_status *st;
-	cr_assert_eq(ckpt_manager_restore_latest(&st, NULL, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_restore_status_free(st);
 	cr_assert_eq(mc_set(&s, 77), CKPT_OK);
-	cr_assert_eq(ckpt_manager_save(NULL, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(s.ck);
 	char *script = ts_join(dir, "oracle.py");

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "manager_common.h"
+#include "ckpt/sys/vfs_memory.h"
 
 static int file_exists(const char *dir, const char *name)
 {
@@ -65,7 +66,7 @@ Test(manager_lock, second_manager_in_the_same_process_is_refused)
 	ckpt_manager *ro;
 	cr_assert_eq(ckpt_manager_new(&ro, NULL, dir, 0), CKPT_OK, "%s", ckpt_error_last()->message);
 	const char *p;
-	cr_assert_eq(ckpt_manager_latest_valid(&p, ro), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_latest_valid(ro)), CKPT_OK);
 	cr_assert(strstr(p, "ckpt-1"));
 	ckpt_manager_free(ro);
 	ckpt_reader *r;
@@ -139,7 +140,7 @@ static int count_indexes(const char *dir)
 {
 	char **names = NULL;
 	size_t n = 0;
-	if (ckpt_vfs_list(ckpt_vfs_default(), dir, &names, &n) < 0)
+	if (ckpt_vfs_list(&names, &n, ckpt_vfs_default(), dir) < 0)
 		return 1000;
 	int c = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -168,7 +169,7 @@ static void contender(const char *dir, int go, int hold, int out, int saves)
 	int rc = ckpt_manager_new(&m, s.ck, dir, 3);
 	ckpt_restore_status *st = NULL;
 	if (rc == CKPT_OK)
-		rc = ckpt_manager_restore_latest(&st, NULL, m);
+		rc = ckpt_status_of(ckpt_manager_restore_latest(&st, m));
 	ckpt_restore_status_free(st);
 	send_report(out, rc);
 	if (rc < 0)
@@ -282,7 +283,8 @@ Test(manager_lock, a_killed_holder_never_blocks_the_next_manager)
 			"the temporary of a dead writer was not cleaned up");
 		ckpt_restore_status *rs;
 		const char *p;
-		cr_assert_eq(ckpt_manager_restore_latest(&rs, &p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&rs, m)), CKPT_OK, "%s",
+			     ckpt_error_last()->message);
 		ckpt_restore_status_free(rs);
 		cr_assert_eq(mc_get(&s), 2 * (round + 1), "round %d: restored %s", round, p);
 		ckpt_manager_free(m);
@@ -417,7 +419,8 @@ Test(manager_lock, a_holder_killed_but_still_dying_never_blocks_the_next_manager
 		cr_assert_eq(lock_file_pid(dir), (long)getpid());
 		ckpt_restore_status *rs;
 		const char *p;
-		cr_assert_eq(ckpt_manager_restore_latest(&rs, &p, t.m), CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&rs, t.m)), CKPT_OK, "%s",
+			     ckpt_error_last()->message);
 		ckpt_restore_status_free(rs);
 		cr_assert_eq(mc_get(&s), 2 * (round + 1), "round %d: restored %s", round, p);
 		/* what it restored is saved on, so the next round's writer resumes from it */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ckpt/ckpt.h>
+#include <ckpt/sys/vfs.h>
 
 typedef struct cv_read {
 	char *path;
@@ -171,7 +172,7 @@ static inline int count_vfs_slice_bytes(uint64_t *got, uint64_t *stored, const c
 	*got = 0;
 	if (stored)
 		*stored = 0;
-	for (size_t e = 0; e < ckpt_reader_count(r); e++) {
+	for (size_t e = 0; e < ckpt_reader_num_entries(r); e++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, e);
 		if (!v->slice_part)
 			continue;

@@ -39,15 +39,15 @@ static void build(dmodel *m, ckpt_strategy *s)
 	o.no_fsync = 1;
 	TRY(ckpt_checkpoint_new(&m->ck, &o));
 	ckpt_object *net;
-	TRY(ckpt_object_new_child(&net, ckpt_checkpoint_root(m->ck), "model"));
+	TRY(ckpt_status_of(net = ckpt_object_new_child(ckpt_checkpoint_root(m->ck), "model")));
 	TRY(ckpt_scope_enter(s));
-	TRY(ckpt_object_add_variable(&m->kernel, net, "kernel", "kernel", CKPT_DT_FLOAT, &sk, NULL));
-	TRY(ckpt_object_add_variable(&m->bias, net, "bias", "bias", CKPT_DT_FLOAT, &sb, NULL));
+	TRY(ckpt_status_of(m->kernel = ckpt_object_add_variable(net, "kernel", "kernel", CKPT_DT_FLOAT, &sk, NULL)));
+	TRY(ckpt_status_of(m->bias = ckpt_object_add_variable(net, "bias", "bias", CKPT_DT_FLOAT, &sb, NULL)));
 	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
 	vo.sync = CKPT_SYNC_ON_READ;
 	vo.aggregation = CKPT_AGG_SUM;
-	TRY(ckpt_object_add_variable(&m->total, net, "total", "total", CKPT_DT_DOUBLE, &sb, &vo));
-	TRY(ckpt_object_add_variable(&m->step, ckpt_checkpoint_root(m->ck), "step", "step", CKPT_DT_INT64, &sc, NULL));
+	TRY(ckpt_status_of(m->total = ckpt_object_add_variable(net, "total", "total", CKPT_DT_DOUBLE, &sb, &vo)));
+	TRY(ckpt_status_of(m->step = ckpt_object_add_variable(ckpt_checkpoint_root(m->ck), "step", "step", CKPT_DT_INT64, &sc, NULL)));
 	TRY(ckpt_scope_exit(s));
 }
 
@@ -58,7 +58,7 @@ static int mean_step(ckpt_replica_ctx *ctx, void *arg)
 {
 	dmodel *m = arg;
 	void *mine;
-	int rc = ckpt_variable_local(m->kernel, &mine);
+	int rc = ckpt_status_of(mine = ckpt_variable_local(m->kernel));
 	return rc < 0 ? rc : ckpt_replica_all_reduce_f32(ctx, CKPT_REDUCE_MEAN, mine, NK);
 }
 

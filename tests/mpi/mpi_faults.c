@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <ckpt/mpi.h>
+#include <ckpt/sys/vfs_faulty.h>
 #include "mpi_model.h"
 #include "mpi_report.h"
 
@@ -35,7 +36,7 @@ int main(int argc, char **argv)
 	TM_TRY(ckpt_scope_exit(s));
 	TM_TRY(ckpt_manager_new(&mgr, m.ck, dir, 5));
 	TM_TRY(tm_set(&m, s, 1));
-	TM_TRY(ckpt_manager_save_number(NULL, mgr, 1));
+	TM_TRY(ckpt_status_of(ckpt_manager_save_number(mgr, 1)));
 	ckpt_manager_free(mgr);
 	tm_free(&m);
 
@@ -52,7 +53,7 @@ int main(int argc, char **argv)
 		int rc = ckpt_manager_new(&mgr, m.ck, dir, 5);
 		if (rc == CKPT_OK) {
 			TM_TRY(tm_set(&m, s, 2));
-			rc = ckpt_manager_save_number(NULL, mgr, 2);
+			rc = ckpt_status_of(ckpt_manager_save_number(mgr, 2));
 			ckpt_manager_free(mgr);
 		}
 		char msg[1024];
@@ -86,7 +87,7 @@ int main(int argc, char **argv)
 			ckpt_manager *ro;
 			const char *latest = NULL;
 			TM_TRY(ckpt_manager_new(&ro, NULL, dir, 0));
-			TM_TRY(ckpt_manager_latest_valid(&latest, ro));
+			TM_TRY(ckpt_status_of(latest = ckpt_manager_latest_valid(ro)));
 			tm_model one;
 			TM_TRY(tm_build(&one, NULL, 1));
 			TM_TRY(ckpt_checkpoint_restore(NULL, one.ck, latest));

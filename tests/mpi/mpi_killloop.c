@@ -28,7 +28,7 @@ int main(int argc, char **argv)
 	TM_TRY(ckpt_manager_new(&mgr, m.ck, argv[2], 3));
 	ckpt_restore_status *st = NULL;
 	const char *from = NULL;
-	TM_TRY(ckpt_manager_restore_latest(&st, &from, mgr));
+	TM_TRY(ckpt_status_of(from = ckpt_manager_restore_latest(&st, mgr)));
 	TM_TRY(tm_create_slots(&m));
 	TM_TRY(ckpt_scope_exit(s));
 	ckpt_restore_status_free(st);
@@ -44,7 +44,7 @@ int main(int argc, char **argv)
 	fclose(f);
 	for (int64_t k = step + 1; k < step + 100000; k++) {
 		TM_TRY(tm_set(&m, s, k));
-		TM_TRY(ckpt_manager_save_number(NULL, mgr, k));
+		TM_TRY(ckpt_status_of(ckpt_manager_save_number(mgr, k)));
 	}
 	ckpt_manager_free(mgr);
 	tm_free(&m);

@@ -14,7 +14,7 @@
 static int add(ckpt_object *o, const char *name, ckpt_dtype dt, int64_t n, ckpt_variable **v)
 {
 	ckpt_shape sh = { 1, { n } };
-	return ckpt_object_add_variable(v, o, name, name, dt, &sh, NULL);
+	return ckpt_status_of(v ? (*v = ckpt_object_add_variable(o, name, name, dt, &sh, NULL)) : ckpt_object_add_variable(o, name, name, dt, &sh, NULL));
 }
 
 static int step(ckpt_replica_ctx *ctx, void *p)

@@ -15,24 +15,24 @@ int tm_build(tm_model *m, const ckpt_checkpoint_options *o, int with_slots)
 	sum.sync = CKPT_SYNC_ON_READ;
 	sum.aggregation = CKPT_AGG_SUM;
 	TM_RET(ckpt_checkpoint_new(&m->ck, o));
-	TM_RET(ckpt_object_new_child(&model, ckpt_checkpoint_root(m->ck), "model"));
-	TM_RET(ckpt_object_new_child(&dense, model, "layer_with_weights-0"));
-	TM_RET(ckpt_object_add_variable(&m->kernel, dense, "kernel", "dense/kernel", CKPT_DT_FLOAT, &ks, NULL));
-	TM_RET(ckpt_object_add_variable(&m->bias, dense, "bias", "dense/bias", CKPT_DT_FLOAT, &bs, NULL));
-	TM_RET(ckpt_object_add_variable(&m->emb, model, "embedding", "emb", CKPT_DT_FLOAT, &es, NULL));
+	TM_RET(ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(m->ck), "model")));
+	TM_RET(ckpt_status_of(dense = ckpt_object_new_child(model, "layer_with_weights-0")));
+	TM_RET(ckpt_status_of(m->kernel = ckpt_object_add_variable(dense, "kernel", "dense/kernel", CKPT_DT_FLOAT, &ks, NULL)));
+	TM_RET(ckpt_status_of(m->bias = ckpt_object_add_variable(dense, "bias", "dense/bias", CKPT_DT_FLOAT, &bs, NULL)));
+	TM_RET(ckpt_status_of(m->emb = ckpt_object_add_variable(model, "embedding", "emb", CKPT_DT_FLOAT, &es, NULL)));
 	TM_RET(ckpt_optimizer_new(&m->opt, "Adam"));
 	TM_RET(ckpt_checkpoint_add(m->ck, "optimizer", m->opt));
 	ckpt_object_free(m->opt);
-	TM_RET(ckpt_object_add_variable(&m->step, ckpt_checkpoint_root(m->ck), "step", "step", CKPT_DT_INT64, &sc, NULL));
-	TM_RET(ckpt_object_new_child(&metric, ckpt_checkpoint_root(m->ck), "metric"));
-	TM_RET(ckpt_object_add_variable(&m->total, metric, "total", "mae/total", CKPT_DT_FLOAT, &sc, &sum));
-	TM_RET(ckpt_object_add_variable(&m->count, metric, "count", "mae/count", CKPT_DT_DOUBLE, &cs, &sum));
+	TM_RET(ckpt_status_of(m->step = ckpt_object_add_variable(ckpt_checkpoint_root(m->ck), "step", "step", CKPT_DT_INT64, &sc, NULL)));
+	TM_RET(ckpt_status_of(metric = ckpt_object_new_child(ckpt_checkpoint_root(m->ck), "metric")));
+	TM_RET(ckpt_status_of(m->total = ckpt_object_add_variable(metric, "total", "mae/total", CKPT_DT_FLOAT, &sc, &sum)));
+	TM_RET(ckpt_status_of(m->count = ckpt_object_add_variable(metric, "count", "mae/count", CKPT_DT_DOUBLE, &cs, &sum)));
 	return with_slots ? tm_create_slots(m) : CKPT_OK;
 }
 
 int tm_create_slots(tm_model *m)
 {
-	return ckpt_optimizer_create_slot(&m->slot_m, m->opt, m->kernel, "m", NULL);
+	return ckpt_status_of(m->slot_m = ckpt_optimizer_create_slot(m->opt, m->kernel, "m", NULL));
 }
 
 void tm_free(tm_model *m)
@@ -51,10 +51,10 @@ typedef struct { tm_model *m; int64_t step; } set_arg;
 static int add_metrics(ckpt_replica_ctx *ctx, void *p)
 {
 	set_arg *a = p;
-	void *t, *c;
-	int rc = ckpt_variable_local(a->m->total, &t);
+	void *t = NULL, *c = NULL;
+	int rc = ckpt_status_of(t = ckpt_variable_local(a->m->total));
 	if (rc == CKPT_OK)
-		rc = ckpt_variable_local(a->m->count, &c);
+		rc = ckpt_status_of(c = ckpt_variable_local(a->m->count));
 	if (rc < 0)
 		return rc;
 	int r = ckpt_replica_id(ctx);

@@ -56,13 +56,13 @@ int main(int argc, char **argv)
 		TM_TRY(ckpt_scope_enter(s));
 		TM_TRY(ckpt_checkpoint_new(&ck, NULL));
 		/* TF2: the object-graph key; TF1 (name-based): the variable's name */
-		TM_TRY(ckpt_object_add_variable(&emb, ckpt_checkpoint_root(ck), "emb", "emb", CKPT_DT_FLOAT, &sh, NULL));
+		TM_TRY(ckpt_status_of(emb = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "emb", "emb", CKPT_DT_FLOAT, &sh, NULL)));
 		snprintf(p, sizeof(p), "%s/%s", argv[2], files[k]);
 		ckpt_restore_status *st;
 		TM_TRY(ckpt_checkpoint_restore(&st, ck, p));
 		TM_TRY(ckpt_scope_exit(s));
 		checks++;
-		if (ckpt_restore_status_restored_count(st) < 1)
+		if (ckpt_restore_status_num_restored(st) < 1)
 			bad++, fprintf(stderr, "worker %d: %s restored nothing\n", rank, files[k]);
 		/* the slice entries themselves are counted as values not restored: expected here */
 		ckpt_restore_status_expect_partial(st);
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 			if (!part)
 				continue;
 			int64_t first, rows;
-			TM_TRY(ckpt_partitioned_part_rows(pv, i, &first, &rows));
+			TM_TRY(ckpt_partitioned_part_rows(&first, &rows, pv, i));
 			checks++;
 			if (memcmp(ckpt_variable_replica_data(part, 0), full + first * COLS, (size_t)(rows * COLS) * sizeof(float)))
 				bad++, fprintf(stderr, "worker %d: %s part %d of 2 differs\n", rank, files[k], i);

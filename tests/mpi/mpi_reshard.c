@@ -59,7 +59,7 @@ static void build(ckpt_checkpoint **ck, ckpt_variable **bias, ckpt_partitioned *
 	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
 	vo.initial_value = b0;
 	ckpt_shape bs = { 1, { 5 } };
-	TM_TRY(ckpt_object_add_variable(bias, ckpt_checkpoint_root(*ck), "bias", "bias", CKPT_DT_FLOAT, &bs, &vo));
+	TM_TRY(ckpt_status_of(bias ? (*bias = ckpt_object_add_variable(ckpt_checkpoint_root(*ck), "bias", "bias", CKPT_DT_FLOAT, &bs, &vo)) : ckpt_object_add_variable(ckpt_checkpoint_root(*ck), "bias", "bias", CKPT_DT_FLOAT, &bs, &vo)));
 	ckpt_shape sh = { 2, { ROWS, COLS } };
 	TM_TRY(ckpt_partitioned_new(emb, "emb", CKPT_DT_FLOAT, &sh, P, NULL));
 	TM_TRY(ckpt_checkpoint_track_partitioned(*ck, *emb));
@@ -78,7 +78,7 @@ static void fill_owned(ckpt_partitioned *emb)
 		if (!part)
 			continue;
 		int64_t first, rows;
-		TM_TRY(ckpt_partitioned_part_rows(emb, i, &first, &rows));
+		TM_TRY(ckpt_partitioned_part_rows(&first, &rows, emb, i));
 		float *v = malloc((size_t)(rows * cols) * sizeof(float));
 		for (int64_t k = 0; k < rows * cols; k++)
 			v[k] = value_at(first * cols + k);
@@ -94,7 +94,7 @@ static void check_file(const char *path, int P)
 	TM_TRY(ckpt_reader_open(&r, path, NULL));
 	CHECK(ckpt_reader_num_shards(r) == size, "%d data shards, want %d", ckpt_reader_num_shards(r), size);
 	size_t fi;
-	TM_TRY(ckpt_reader_find(r, "emb", &fi));
+	TM_TRY(ckpt_reader_find(&fi, r, "emb"));
 	const ckpt_var_info *full = ckpt_reader_var(r, fi);
 	CHECK(full->nslices == (size_t)P, "emb lists %zu slices, want %d", full->nslices, P);
 	uint64_t *owned = calloc((size_t)size, sizeof(uint64_t)), *stored = calloc((size_t)size, sizeof(uint64_t));
@@ -110,15 +110,15 @@ static void check_file(const char *path, int P)
 	}
 	/* table under TF2's object key, with its slices */
 	size_t ti;
-	TM_TRY(ckpt_reader_find(r, "table/.ATTRIBUTES/VARIABLE_VALUE", &ti));
+	TM_TRY(ckpt_reader_find(&ti, r, "table/.ATTRIBUTES/VARIABLE_VALUE"));
 	CHECK(ckpt_reader_var(r, ti)->nslices == (size_t)P, "table lists %zu slices", ckpt_reader_var(r, ti)->nslices);
 	for (int i = 0; i < P; i++) {
 		int64_t a, n;
-		TM_TRY(ckpt_partitioned_part_rows(table, i, &a, &n));
+		TM_TRY(ckpt_partitioned_part_rows(&a, &n, table, i));
 		owned[i % size] += (uint64_t)(n * 4) * sizeof(float);
 	}
 	int nslice = 0;
-	for (size_t e = 0; e < ckpt_reader_count(r); e++) {
+	for (size_t e = 0; e < ckpt_reader_num_entries(r); e++) {
 		const ckpt_var_info *v = ckpt_reader_var(r, e);
 		if (v->shard >= 0 && v->shard < size)
 			stored[v->shard] += v->nbytes;
@@ -126,7 +126,7 @@ static void check_file(const char *path, int P)
 			continue; /* table's slices: checked by the restores */
 		nslice++;
 		ckpt_tensor *t;
-		TM_TRY(ckpt_reader_read(r, e, &t));
+		TM_TRY(ckpt_reader_read(&t, r, e));
 		const float *f = t->data;
 		int64_t first = (int64_t)f[0] / COLS, k;
 		for (k = 0; k < v->shape.dims[0] * COLS && f[k] == value_at(first * COLS + k); k++)
@@ -172,7 +172,7 @@ static uint64_t check_values(ckpt_partitioned *emb)
 		if (!part)
 			continue;
 		int64_t first, rows;
-		TM_TRY(ckpt_partitioned_part_rows(emb, i, &first, &rows));
+		TM_TRY(ckpt_partitioned_part_rows(&first, &rows, emb, i));
 		mine += ckpt_variable_nbytes(part);
 		for (int c = 0; c < ckpt_variable_num_replicas(part); c++) {
 			const float *v = ckpt_variable_replica_data(part, c);
@@ -230,7 +230,7 @@ int main(int argc, char **argv)
 			ckpt_reader *r;
 			TM_TRY(ckpt_reader_open(&r, path, NULL));
 			int flipped = 0;
-			for (size_t e = 0; e < ckpt_reader_count(r); e++) {
+			for (size_t e = 0; e < ckpt_reader_num_entries(r); e++) {
 				const ckpt_var_info *v = ckpt_reader_var(r, e);
 				if (!v->slice_part || v->shape.dims[1] != COLS || v->shape.dims[0] != 3)
 					continue;
@@ -300,12 +300,13 @@ int main(int argc, char **argv)
 		TM_TRY(ckpt_scope_enter(s));
 		TM_TRY(ckpt_checkpoint_new(&ck, NULL));
 		/* TF1 name-based: the full entry "emb" matched by the variable's name */
-		TM_TRY(ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), "emb", "emb", CKPT_DT_FLOAT, &sh, NULL));
+		TM_TRY(ckpt_status_of(v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "emb", "emb", CKPT_DT_FLOAT, &sh, NULL)));
 		ckpt_restore_status *st;
 		TM_TRY(ckpt_checkpoint_restore(&st, ck, path));
 		TM_TRY(ckpt_scope_exit(s));
 		ckpt_restore_status_expect_partial(st); /* bias is not in this tree */
-		CHECK(ckpt_restore_status_restored_count(st) == 1, "restored %zu values", ckpt_restore_status_restored_count(st));
+		CHECK(ckpt_restore_status_num_restored(st) == 1, "restored %zu values",
+		      ckpt_restore_status_num_restored(st));
 		ckpt_restore_status_free(st);
 		for (int c = 0; c < ckpt_variable_num_replicas(v); c++) {
 			const float *f = ckpt_variable_replica_data(v, c);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ckpt/mpi.h>
+#include <ckpt/sys/vfs_faulty.h>
 #include "mpi_model.h"
 #include "mpi_report.h"
 

@@ -40,7 +40,7 @@ static void same_everywhere(const char *what, const char *s)
 static int exists(const char *p)
 {
 	ckpt_vfs *v = NULL;
-	return ckpt_vfs_for_path(&v, NULL, p) == CKPT_OK && ckpt_vfs_exists(v, p, NULL) > 0;
+	return ckpt_status_of(v = ckpt_vfs_for_path(NULL, p)) == CKPT_OK && ckpt_vfs_exists(NULL, v, p) > 0;
 }
 
 static int do_save(ckpt_strategy *s, const char *dir, int steps)
@@ -54,12 +54,13 @@ static int do_save(ckpt_strategy *s, const char *dir, int steps)
 	const char *path = NULL;
 	for (int st = 1; st <= steps; st++) {
 		TM_TRY(tm_set(&m, s, st));
-		TM_TRY(ckpt_manager_save(&path, mgr));
+		TM_TRY(ckpt_status_of(path = ckpt_manager_save(mgr)));
 		same_everywhere("saved path", path);
 	}
 	checks++;
-	if (ckpt_manager_count(mgr) != 2)
-		bad++, fprintf(stderr, "worker %d: manager keeps %zu checkpoints, want 2\n", rank, ckpt_manager_count(mgr));
+	if (ckpt_manager_num_checkpoints(mgr) != 2)
+		bad++, fprintf(stderr, "worker %d: manager keeps %zu checkpoints, want 2\n", rank,
+			       ckpt_manager_num_checkpoints(mgr));
 	MPI_Barrier(MPI_COMM_WORLD);
 	if (rank == 0) {
 		char p[1024];
@@ -98,7 +99,7 @@ static int do_restore(ckpt_strategy *s, const char *dir, int step, int saved_R)
 	TM_TRY(ckpt_manager_new(&mgr, m.ck, dir, 2));
 	ckpt_restore_status *st = NULL;
 	const char *from = NULL;
-	int rc = ckpt_manager_restore_latest(&st, &from, mgr);
+	int rc = ckpt_status_of(from = ckpt_manager_restore_latest(&st, mgr));
 	char rcs[32];
 	snprintf(rcs, sizeof(rcs), "%d", rc);
 	same_everywhere("restore status", rcs);

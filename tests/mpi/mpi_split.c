@@ -50,11 +50,11 @@ static int train_step(ckpt_replica_ctx *ctx, void *p)
 		rc = ckpt_replica_all_reduce_f64(ctx, CKPT_REDUCE_MEAN, gd, N64);
 	if (rc == CKPT_OK)
 		rc = ckpt_replica_barrier(ctx);
-	void *pf, *pd;
+	void *pf = NULL, *pd = NULL;
 	if (rc == CKPT_OK)
-		rc = ckpt_variable_local(w32, &pf);
+		rc = ckpt_status_of(pf = ckpt_variable_local(w32));
 	if (rc == CKPT_OK)
-		rc = ckpt_variable_local(w64, &pd);
+		rc = ckpt_status_of(pd = ckpt_variable_local(w64));
 	if (rc < 0)
 		return rc;
 	float *f = pf;

@@ -48,7 +48,7 @@ static int set_replicas(ckpt_replica_ctx *ctx, void *p)
 	int g = ckpt_replica_id(ctx);
 	for (int k = 0; k < NV; k++) {
 		void *d;
-		TM_RET(ckpt_variable_local(vars[k], &d));
+		TM_RET(ckpt_status_of(d = ckpt_variable_local(vars[k])));
 		for (int i = 0; i < N; i++) {
 			double x = val_of(g, k, i);
 			switch (dts[k / 2]) {
@@ -60,10 +60,10 @@ static int set_replicas(ckpt_replica_ctx *ctx, void *p)
 		}
 	}
 	void *a, *b, *c, *e;
-	TM_RET(ckpt_variable_local(ovf32, &a));
-	TM_RET(ckpt_variable_local(ovf64, &b));
-	TM_RET(ckpt_variable_local(same32, &c));
-	TM_RET(ckpt_variable_local(same64, &e));
+	TM_RET(ckpt_status_of(a = ckpt_variable_local(ovf32)));
+	TM_RET(ckpt_status_of(b = ckpt_variable_local(ovf64)));
+	TM_RET(ckpt_status_of(c = ckpt_variable_local(same32)));
+	TM_RET(ckpt_status_of(e = ckpt_variable_local(same64)));
 	for (int i = 0; i < NOVF; i++) {
 		((int32_t *)a)[i] = (i == 5 || i == 7) ? 0x30000000 + g : g - 7;   /* 4 x 0x3.. > INT32_MAX */
 		((int64_t *)b)[i] = i == 6 ? INT64_MAX / 3 : -(int64_t)g;          /* overflows at the 4th */
@@ -99,7 +99,7 @@ static void check_strings(ckpt_variable *v)
 {
 	static const char *const want[3] = { "worker 0 seeds this", "", "and this, longer: 0123456789abcdef" };
 	ckpt_tensor *t = NULL;
-	TM_TRY(ckpt_variable_read_tensor(v, &t));
+	TM_TRY(ckpt_variable_read_tensor(&t, v));
 	for (int r = 0; r < ckpt_variable_num_replicas(v); r++) {
 		const ckpt_bytes *b = ckpt_variable_replica_data(v, r);
 		for (int i = 0; i < 3; i++, checks++)

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ckpt/ckpt.h"
+#include "ckpt/sys/vfs_faulty.h"
+#include "ckpt/sys/vfs_memory.h"
 #include "test_support.h"
 
 #define NM 5000  /* floats per mirrored variable */
@@ -46,21 +48,25 @@ static void build(live *l, ckpt_strategy *mirrored, ckpt_vfs *vfs)
 	o.warn = on_warn;
 	cr_assert_eq(ckpt_checkpoint_new(&l->ck, &o), CKPT_OK);
 	ckpt_object *model;
-	cr_assert_eq(ckpt_object_new_child(&model, ckpt_checkpoint_root(l->ck), "model"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(l->ck), "model")), CKPT_OK);
 	int64_t dm = NM, dp = NP, ds = 4;
 	ckpt_shape sm, sp, ss;
 	ckpt_shape_make(&sm, 1, &dm);
 	ckpt_shape_make(&sp, 1, &dp);
 	ckpt_shape_make(&ss, 1, &ds);
 	/* plain: created outside any scope */
-	cr_assert_eq(ckpt_object_add_variable(&l->p, model, "plain", "plain", CKPT_DT_FLOAT, &sp, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(l->p = ckpt_object_add_variable(model, "plain", "plain", CKPT_DT_FLOAT, &sp, NULL)),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_scope_enter(mirrored), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&l->m1, model, "m1", "m1", CKPT_DT_FLOAT, &sm, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&l->m2, model, "m2", "m2", CKPT_DT_FLOAT, &sm, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(l->m1 = ckpt_object_add_variable(model, "m1", "m1", CKPT_DT_FLOAT, &sm, NULL)),
+		     CKPT_OK);
+	cr_assert_eq(ckpt_status_of(l->m2 = ckpt_object_add_variable(model, "m2", "m2", CKPT_DT_FLOAT, &sm, NULL)),
+		     CKPT_OK);
 	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
 	vo.sync = CKPT_SYNC_ON_READ;
 	vo.aggregation = CKPT_AGG_SUM;
-	cr_assert_eq(ckpt_object_add_variable(&l->metric, model, "total", "total", CKPT_DT_FLOAT, &ss, &vo), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(l->metric = ckpt_object_add_variable(model, "total", "total", CKPT_DT_FLOAT, &ss, &vo)),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_scope_exit(mirrored), CKPT_OK);
 }
 
@@ -146,7 +152,7 @@ Test(restore_inplace, corrupt_value_changes_nothing)
 	const char *data = "/ck/ckpt-1.data-00000-of-00001";
 	const void *buf;
 	size_t n;
-	cr_assert_eq(ckpt_vfs_memory_get(mem, data, &buf, &n), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(buf = ckpt_vfs_memory_get(&n, mem, data)), CKPT_OK);
 	unsigned char *good = malloc(n), *bad = malloc(n);
 	memcpy(good, buf, n);
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
@@ -156,7 +162,7 @@ Test(restore_inplace, corrupt_value_changes_nothing)
 	const char *values[] = { "model/m1/", "model/m2/", "model/plain/", "model/total/" };
 	for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); k++) {
 		const ckpt_var_info *vi = NULL;
-		for (size_t i = 0; i < ckpt_reader_count(rd); i++)
+		for (size_t i = 0; i < ckpt_reader_num_entries(rd); i++)
 			if (strncmp(ckpt_reader_var(rd, i)->name, values[k], strlen(values[k])) == 0)
 				vi = ckpt_reader_var(rd, i);
 		cr_assert_not_null(vi, "no entry for %s", values[k]);
@@ -261,10 +267,12 @@ Test(restore_inplace, load_reads_into_new_variables)
 	cr_assert_eq(ckpt_scope_exit(ms), CKPT_OK);
 	cr_assert_eq(rc, CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_variable *v;
-	cr_assert_eq(ckpt_checkpoint_find_variable(&v, ck, "model/m1/.ATTRIBUTES/VARIABLE_VALUE"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_checkpoint_find_variable(ck, "model/m1/.ATTRIBUTES/VARIABLE_VALUE")),
+		     CKPT_OK);
 	cr_assert_eq(ckpt_variable_num_replicas(v), REPLICAS);
 	cr_assert(same_everywhere(v, ckpt_variable_replica_data(saved.m1, 0)), "loaded m1 differs on some replica");
-	cr_assert_eq(ckpt_checkpoint_find_variable(&v, ck, "model/plain/.ATTRIBUTES/VARIABLE_VALUE"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_checkpoint_find_variable(ck, "model/plain/.ATTRIBUTES/VARIABLE_VALUE")),
+		     CKPT_OK);
 	cr_assert(same_everywhere(v, ckpt_variable_replica_data(saved.p, 0)), "loaded plain variable differs");
 	ckpt_checkpoint_free(ck);
 
@@ -272,7 +280,7 @@ Test(restore_inplace, load_reads_into_new_variables)
 	const char *data = "/ck/ckpt-1.data-00000-of-00001";
 	const void *buf;
 	size_t n;
-	cr_assert_eq(ckpt_vfs_memory_get(mem, data, &buf, &n), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(buf = ckpt_vfs_memory_get(&n, mem, data)), CKPT_OK);
 	unsigned char *bad = malloc(n);
 	memcpy(bad, buf, n);
 	bad[n - 100] ^= 1;

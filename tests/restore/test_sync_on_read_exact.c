@@ -158,7 +158,7 @@ Test(sync_on_read_exact, restore_sum_reads_back_bit_for_bit_for_every_n, .timeou
 	cr_assert_eq(ckpt_variable_assign(vf, f, NVALS * sizeof(float)), CKPT_OK);
 	cr_assert_eq(ckpt_variable_assign(vd, d, NVALS * sizeof(double)), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_object_new_child(&metric, ckpt_checkpoint_root(ck), "metric"), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(metric = ckpt_object_new_child(ckpt_checkpoint_root(ck), "metric")), CKPT_OK);
 	cr_assert_eq(ckpt_object_track_variable(metric, "total_f32", vf), CKPT_OK);
 	cr_assert_eq(ckpt_object_track_variable(metric, "total_f64", vd), CKPT_OK);
 	cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
@@ -175,7 +175,8 @@ Test(sync_on_read_exact, restore_sum_reads_back_bit_for_bit_for_every_n, .timeou
 		vf = sum_variable(s, "total_f32", CKPT_DT_FLOAT, NVALS);
 		vd = sum_variable(s, "total_f64", CKPT_DT_DOUBLE, NVALS);
 		cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
-		cr_assert_eq(ckpt_object_new_child(&metric, ckpt_checkpoint_root(ck), "metric"), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(metric = ckpt_object_new_child(ckpt_checkpoint_root(ck), "metric")),
+			     CKPT_OK);
 		cr_assert_eq(ckpt_object_track_variable(metric, "total_f32", vf), CKPT_OK);
 		cr_assert_eq(ckpt_object_track_variable(metric, "total_f64", vd), CKPT_OK);
 		cr_assert_eq(ckpt_checkpoint_restore(&st, ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
@@ -189,8 +190,8 @@ Test(sync_on_read_exact, restore_sum_reads_back_bit_for_bit_for_every_n, .timeou
 		size_t i;
 		cr_assert_eq(ckpt_checkpoint_write(ck, again), CKPT_OK);
 		cr_assert_eq(ckpt_reader_open(&r, again, NULL), CKPT_OK);
-		cr_assert_eq(ckpt_reader_find(r, "metric/total_f32/.ATTRIBUTES/VARIABLE_VALUE", &i), CKPT_OK);
-		cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK);
+		cr_assert_eq(ckpt_reader_find(&i, r, "metric/total_f32/.ATTRIBUTES/VARIABLE_VALUE"), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK);
 		cr_assert_eq(memcmp(t->data, f, NVALS * sizeof(float)), 0, "%d replicas: re-saved float32 differs", n);
 		ckpt_tensor_free(t);
 		ckpt_reader_free(r);

@@ -15,7 +15,7 @@
 static ckpt_vfs *shared_vfs(void)
 {
 	ckpt_vfs *v = NULL;
-	cr_assert_eq(ckpt_vfs_s3_shared(&v), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(v = ckpt_vfs_s3_shared()), CKPT_OK, "%s", ckpt_error_last()->message);
 	return v;
 }
 
@@ -58,7 +58,7 @@ Test(s3, manager_round_trip_checked_by_boto3)
 	cr_assert_eq(ckpt_manager_new(&m, s.ck, dir, 2), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_restore_status *st = NULL;
 	const char *p = NULL;
-	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_not_null(p);
 	cr_expect(strstr(p, "/ckpt-3") != NULL, "%s", p);
 	cr_expect_eq(mc_get(&s), 3);
@@ -85,7 +85,7 @@ Test(s3, multipart_parts_in_parallel_and_ranged_reads)
 	for (size_t i = 0; i < n; i++)
 		buf[i] = (unsigned char)((i * 2654435761u) >> 13);
 	ckpt_io *io;
-	cr_assert_eq(ckpt_vfs_open(v, path, CKPT_IO_WRITE, &io), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_vfs_open(&io, v, path, CKPT_IO_WRITE), CKPT_OK, "%s", ckpt_error_last()->message);
 	/* written in odd pieces, as a writer's buffer flushes them */
 	for (size_t off = 0; off < n; off += 777777)
 		cr_assert_eq(ckpt_io_pwrite(io, buf + off, n - off < 777777 ? n - off : 777777, off), CKPT_OK);
@@ -98,9 +98,9 @@ Test(s3, multipart_parts_in_parallel_and_ranged_reads)
 	cr_expect(strstr(sha, "-3\n") != NULL, "not a 3-part upload: %s", sha);
 	free(sha);
 	/* our reads: the whole object (parallel ranges), and pieces across part boundaries */
-	cr_assert_eq(ckpt_vfs_open(v, path, CKPT_IO_READ, &io), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_vfs_open(&io, v, path, CKPT_IO_READ), CKPT_OK, "%s", ckpt_error_last()->message);
 	uint64_t size = 0;
-	cr_assert_eq(ckpt_io_size(io, &size), CKPT_OK);
+	cr_assert_eq(ckpt_io_size(&size, io), CKPT_OK);
 	cr_assert_eq(size, n);
 	cr_assert_eq(ckpt_io_read_exact(io, back, n, 0), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert(memcmp(back, buf, n) == 0);
@@ -112,7 +112,7 @@ Test(s3, multipart_parts_in_parallel_and_ranged_reads)
 		cr_assert(memcmp(back, buf + offs[i], k) == 0, "range at %llu", (unsigned long long)offs[i]);
 	}
 	size_t got = 1;
-	cr_assert_eq(ckpt_io_pread(io, back, 10, n, &got), CKPT_OK);
+	cr_assert_eq(ckpt_io_pread(&got, io, back, 10, n), CKPT_OK);
 	cr_expect_eq(got, 0u, "a read past the end is short, not an error");
 	ckpt_io_close(io);
 	free(buf);
@@ -172,8 +172,8 @@ Test(s3, mirrored_load_reads_runs_of_entries_each_byte_once, .timeout = 120)
 	uint64_t index_size = 0;
 	char *index = ts_join(dir, "ck.index");
 	ckpt_io *io = NULL;
-	cr_assert_eq(ckpt_vfs_open(shared_vfs(), index, CKPT_IO_READ, &io), CKPT_OK);
-	cr_assert_eq(ckpt_io_size(io, &index_size), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_open(&io, shared_vfs(), index, CKPT_IO_READ), CKPT_OK);
+	cr_assert_eq(ckpt_io_size(&index_size, io), CKPT_OK);
 	ckpt_io_close(io);
 	/* each data byte once; the index (a few KiB) is read whole by the load, up to twice */
 	cr_expect(bytes1 - bytes0 >= total + index_size && bytes1 - bytes0 <= total + 2 * index_size,
@@ -183,7 +183,7 @@ Test(s3, mirrored_load_reads_runs_of_entries_each_byte_once, .timeout = 120)
 	ckpt_tracked_list *list = NULL;
 	cr_assert_eq(ckpt_checkpoint_variables(&list, ck), CKPT_OK);
 	size_t seen = 0;
-	for (size_t i = 0; i < ckpt_tracked_list_count(list); i++) {
+	for (size_t i = 0; i < ckpt_tracked_list_num_entries(list); i++) {
 		const ckpt_tracked_variable *tv = ckpt_tracked_list_get(list, i);
 		unsigned e;
 		if (!tv->source_key || sscanf(tv->source_key, "v/%u", &e) != 1 || e >= RUN_ENTRIES)
@@ -215,7 +215,7 @@ Test(s3, exclusive_create_and_errors_name_bucket_key_status_code)
 	char *dir = s3t_prefix("excl"), *path = ts_join(dir, "only-once");
 	ckpt_io *io;
 	for (int round = 0; round < 2; round++) {
-		cr_assert_eq(ckpt_vfs_open(v, path, CKPT_IO_WRITE | CKPT_IO_EXCL, &io), CKPT_OK);
+		cr_assert_eq(ckpt_vfs_open(&io, v, path, CKPT_IO_WRITE | CKPT_IO_EXCL), CKPT_OK);
 		cr_assert_eq(ckpt_io_pwrite(io, "abc", 3, 0), CKPT_OK);
 		int rc = ckpt_io_close(io);
 		if (round == 0) {
@@ -229,7 +229,7 @@ Test(s3, exclusive_create_and_errors_name_bucket_key_status_code)
 	/* a missing bucket: the message names the bucket, the status and the S3 error code */
 	char **names;
 	size_t count;
-	cr_assert_eq(ckpt_vfs_list(v, "s3://no-such-bucket-ckpt/x", &names, &count), CKPT_ENOTFOUND);
+	cr_assert_eq(ckpt_vfs_list(&names, &count, v, "s3://no-such-bucket-ckpt/x"), CKPT_ENOTFOUND);
 	char line[2048];
 	ckpt_error_format(NULL, line, sizeof(line));
 	cr_expect(strstr(line, "no-such-bucket-ckpt") && strstr(line, "404") && strstr(line, "NoSuchBucket"), "%s",
@@ -248,7 +248,7 @@ Test(s3, exclusive_create_and_errors_name_bucket_key_status_code)
 	ckpt_vfs *bad;
 	cr_assert_eq(ckpt_vfs_s3_new(&bad, c), CKPT_OK);
 	ckpt_s3_config_free(c);
-	cr_assert_lt(ckpt_vfs_list(bad, dir, &names, &count), 0);
+	cr_assert_lt(ckpt_vfs_list(&names, &count, bad, dir), 0);
 	ckpt_error_format(NULL, line, sizeof(line));
 	cr_expect(strstr(line, s3t_bucket()) && strstr(line, "403") && strstr(line, "SignatureDoesNotMatch"), "%s", line);
 	cr_expect(strstr(line, "1 attempt") != NULL, "a 403 is not retried: %s", line);

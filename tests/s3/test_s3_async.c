@@ -26,8 +26,8 @@ static void saves(const char *dir, int count, int async)
 		const char *p = NULL;
 		cr_assert_eq(mc_set(&s, i), CKPT_OK);
 		if (async) {
-			cr_assert_eq(ckpt_manager_save_async(&p, m, as), CKPT_OK, "save %d: %s", i,
-				ckpt_error_last()->message);
+			cr_assert_eq(ckpt_status_of(p = ckpt_manager_save_async(m, as)), CKPT_OK, "save %d: %s", i,
+				     ckpt_error_last()->message);
 			char want[32];
 			snprintf(want, sizeof(want), "/ckpt-%d", i);
 			cr_assert(p && strstr(p, want), "save %d writes %s", i, p ? p : "(null)");
@@ -35,11 +35,12 @@ static void saves(const char *dir, int count, int async)
 			/* the trainer moves on at once: the staged state is what gets written */
 			cr_assert_eq(mc_set(&s, -7), CKPT_OK);
 		} else {
-			cr_assert_eq(ckpt_manager_save(&p, m), CKPT_OK, "save %d: %s", i, ckpt_error_last()->message);
+			cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "save %d: %s", i,
+				     ckpt_error_last()->message);
 		}
 	}
 	cr_assert_eq(ckpt_manager_wait(m), CKPT_OK, "%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_manager_count(m), 2);
+	cr_assert_eq(ckpt_manager_num_checkpoints(m), 2);
 	cr_assert(strstr(ckpt_manager_latest(m), "/ckpt-4") != NULL, "%s", ckpt_manager_latest(m));
 	cr_assert_eq(s.warn.n, 0, "%s", s.warn.all);
 	ckpt_manager_free(m);
@@ -70,7 +71,7 @@ Test(s3_async, manager_async_saves_with_retention_load_bit_exact, .timeout = 300
 	/* what the state file names, read without a manager */
 	mc_dir d;
 	ckpt_vfs *v = NULL;
-	cr_assert_eq(ckpt_vfs_s3_shared(&v), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_vfs_s3_shared()), CKPT_OK);
 	mc_scan(&d, v, dir);
 	cr_expect_eq(d.ncomplete, 2u);
 	cr_expect_eq(d.newest_complete, 4);
@@ -84,7 +85,7 @@ Test(s3_async, manager_async_saves_with_retention_load_bit_exact, .timeout = 300
 	cr_assert_eq(ckpt_manager_new(&m, s.ck, dir, 2), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_restore_status *st = NULL;
 	const char *p = NULL;
-	cr_assert_eq(ckpt_manager_restore_latest(&st, &p, m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	ckpt_restore_status_free(st);
 	cr_assert(p && strstr(p, "/ckpt-4"), "%s", p ? p : "(null)");
 	cr_expect_eq(mc_get(&s), 4);

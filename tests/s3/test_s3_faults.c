@@ -56,7 +56,7 @@ static ckpt_vfs *through(const proxy *p, size_t part_size)
 static ckpt_vfs *direct(void)
 {
 	ckpt_vfs *v = NULL;
-	cr_assert_eq(ckpt_vfs_s3_shared(&v), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(v = ckpt_vfs_s3_shared()), CKPT_OK, "%s", ckpt_error_last()->message);
 	return v;
 }
 
@@ -84,13 +84,13 @@ static int faulted_save(const char *dir, ckpt_vfs *v, char *why, size_t nwhy)
 	int rc = ckpt_manager_new_ext(&m, s.ck, dir, 2, &mo);
 	if (rc == CKPT_OK) {
 		ckpt_restore_status *st = NULL;
-		rc = ckpt_manager_restore_latest(&st, NULL, m);
+		rc = ckpt_status_of(ckpt_manager_restore_latest(&st, m));
 		ckpt_restore_status_free(st);
 	}
 	if (rc == CKPT_OK) {
 		rc = mc_set(&s, 3);
 		if (rc == CKPT_OK)
-			rc = ckpt_manager_save(NULL, m);
+			rc = ckpt_status_of(ckpt_manager_save(m));
 	}
 	why[0] = '\0';
 	if (rc < 0)
@@ -116,7 +116,8 @@ static void check_latest_loads(const char *dir, int save_rc, const char *what, c
 	ckpt_manager *m;
 	cr_assert_eq(ckpt_manager_new(&m, NULL, dir, 2), CKPT_OK, "%s: %s", what, ckpt_error_last()->message);
 	const char *p = NULL;
-	cr_assert_eq(ckpt_manager_latest_valid(&p, m), CKPT_OK, "%s: %s", what, ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_latest_valid(m)), CKPT_OK, "%s: %s", what,
+		     ckpt_error_last()->message);
 	cr_assert_not_null(p, "%s: no loadable checkpoint", what);
 	mc_state s;
 	cr_assert_eq(mc_build(&s, NULL), CKPT_OK);
@@ -240,7 +241,7 @@ static long failed_upload(const char *what, const char *const *more)
 	proxy_start_rules(&p, "0", "none", more);
 	ckpt_vfs *v = through_tries(&p, part, 1);
 	ckpt_io *io;
-	cr_assert_eq(ckpt_vfs_open(v, path, CKPT_IO_WRITE, &io), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_open(&io, v, path, CKPT_IO_WRITE), CKPT_OK);
 	int rc = ckpt_io_pwrite(io, buf, n, 0);
 	char line[2048] = "";
 	if (rc < 0)
@@ -301,15 +302,15 @@ Test(s3_faults, corrupted_part_is_refused_and_the_previous_latest_loads, .timeou
 	int64_t d = 3 << 20;
 	ckpt_shape sh;
 	cr_assert_eq(ckpt_shape_make(&sh, 1, &d), CKPT_OK);
-	cr_assert_eq(ckpt_object_add_variable(&big, ckpt_checkpoint_root(s.ck), "big", "big", CKPT_DT_FLOAT, &sh, NULL),
-		CKPT_OK);
+	cr_assert_eq(ckpt_status_of(big = ckpt_object_add_variable(ckpt_checkpoint_root(s.ck), "big", "big", CKPT_DT_FLOAT, &sh, NULL)),
+		     CKPT_OK);
 	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
 	mo.vfs = v;
 	mo.no_fsync = 1;
 	ckpt_manager *m = NULL;
 	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 2, &mo), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(mc_set(&s, 3), CKPT_OK);
-	int rc = ckpt_manager_save(NULL, m);
+	int rc = ckpt_status_of(ckpt_manager_save(m));
 	char why[2048] = "";
 	if (rc < 0)
 		ckpt_error_format(NULL, why, sizeof(why));

@@ -37,7 +37,7 @@ static void save_forever(const char *dir)
 		_exit(12);
 	}
 	ckpt_restore_status *st = NULL;
-	if (ckpt_manager_restore_latest(&st, NULL, m) < 0)
+	if (ckpt_status_of(ckpt_manager_restore_latest(&st, m)) < 0)
 		_exit(13);
 	ckpt_restore_status_free(st);
 	for (;;)
@@ -51,7 +51,7 @@ Test(s3_kill, fifty_kills_of_a_save_loop_latest_always_loads, .timeout = 900)
 {
 	char *dir = s3t_prefix("kill");
 	ckpt_vfs *v = NULL;
-	cr_assert_eq(ckpt_vfs_s3_shared(&v), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(v = ckpt_vfs_s3_shared()), CKPT_OK);
 	unsigned seed = (unsigned)time(NULL);
 	cr_log_info("seed %u", seed);
 	int64_t prev = -1;
@@ -78,7 +78,8 @@ Test(s3_kill, fifty_kills_of_a_save_loop_latest_always_loads, .timeout = 900)
 		ckpt_manager *m;
 		cr_assert_eq(ckpt_manager_new(&m, NULL, dir, 2), CKPT_OK, "kill %d: %s", k, ckpt_error_last()->message);
 		const char *p = NULL;
-		cr_assert_eq(ckpt_manager_latest_valid(&p, m), CKPT_OK, "kill %d: %s", k, ckpt_error_last()->message);
+		cr_assert_eq(ckpt_status_of(p = ckpt_manager_latest_valid(m)), CKPT_OK, "kill %d: %s", k,
+			     ckpt_error_last()->message);
 		cr_assert_not_null(p, "kill %d: nothing loadable", k);
 		mc_state s;
 		cr_assert_eq(mc_build(&s, NULL), CKPT_OK);

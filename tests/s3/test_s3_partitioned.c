@@ -35,7 +35,7 @@ static char *save_p(const char *dir, int P)
 	OK(ckpt_object_track_partitioned(ckpt_checkpoint_root(ck), "table", p));
 	char *prefix = ts_join(dir, "ckpt");
 	const char *path;
-	OK(ckpt_checkpoint_save(&path, ck, prefix));
+	OK(ckpt_status_of(path = ckpt_checkpoint_save(ck, prefix)));
 	char *out = strdup(path);
 	free(prefix);
 	free(init);
@@ -66,7 +66,7 @@ static void restore_p(const char *path, int P, int replicas)
 	cr_assert_eq(ckpt_partitioned_num_parts(p), P);
 	for (int i = 0; i < P; i++) {
 		int64_t first, rows;
-		OK(ckpt_partitioned_part_rows(p, i, &first, &rows));
+		OK(ckpt_partitioned_part_rows(&first, &rows, p, i));
 		ckpt_variable *v = ckpt_partitioned_part(p, i);
 		cr_assert_not_null(v, "part %d is not local in one process", i);
 		cr_assert_eq(ckpt_variable_num_replicas(v), replicas > 1 ? replicas : 1);
@@ -109,7 +109,7 @@ Test(s3_partitioned, saved_to_s3_and_restored_onto_other_partitionings, .timeout
 	ckpt_reader *rd;
 	OK(ckpt_reader_open(&rd, path, NULL));
 	size_t fi;
-	OK(ckpt_reader_find(rd, "table/.ATTRIBUTES/VARIABLE_VALUE", &fi));
+	OK(ckpt_reader_find(&fi, rd, "table/.ATTRIBUTES/VARIABLE_VALUE"));
 	cr_expect_eq(ckpt_reader_var(rd, fi)->nslices, 3u);
 	ckpt_reader_free(rd);
 	ts_rmtree(tmp);

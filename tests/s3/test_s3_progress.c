@@ -31,11 +31,11 @@ static char *save_big(const char *dir)
 	ckpt_shape sh;
 	cr_assert_eq(ckpt_shape_make(&sh, 1, &d), CKPT_OK);
 	ckpt_variable *v;
-	cr_assert_eq(ckpt_object_add_variable(&v, ckpt_checkpoint_root(ck), "big", "big", CKPT_DT_FLOAT, &sh, &vo),
-		CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "big", "big", CKPT_DT_FLOAT, &sh, &vo)),
+		     CKPT_OK, "%s", ckpt_error_last()->message);
 	char *prefix = ts_join(dir, "ckpt");
 	const char *path;
-	cr_assert_eq(ckpt_checkpoint_save(&path, ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(path = ckpt_checkpoint_save(ck, prefix)), CKPT_OK, "%s", ckpt_error_last()->message);
 	char *out = strdup(path);
 	free(prefix);
 	free(init);

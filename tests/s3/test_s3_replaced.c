@@ -23,7 +23,7 @@ static const char second[] = "model_checkpoint_path: \"ckpt-2\"\nall_model_check
 static void put(ckpt_vfs *v, const char *path, const char *text)
 {
 	ckpt_io *io;
-	cr_assert_eq(ckpt_vfs_open(v, path, CKPT_IO_WRITE, &io), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_vfs_open(&io, v, path, CKPT_IO_WRITE), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(ckpt_io_pwrite(io, text, strlen(text), 0), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(ckpt_io_close(io), CKPT_OK, "%s", ckpt_error_last()->message);
 }
@@ -40,7 +40,7 @@ typedef struct {
 static void *read_whole(void *arg)
 {
 	reader_job *j = arg;
-	j->rc = ckpt_vfs_read_all(j->vfs, j->path, 1 << 20, &j->buf, &j->n);
+	j->rc = ckpt_vfs_read_all(&j->buf, &j->n, j->vfs, j->path, 1 << 20);
 	if (j->rc < 0)
 		snprintf(j->message, sizeof(j->message), "%s", ckpt_error_last()->message);
 	return NULL;
@@ -85,11 +85,11 @@ Test(s3_replaced, a_whole_file_read_across_a_replacement_returns_the_new_version
 
 	/* a file opened before the replacement is not read across it: its reads fail, never mixing versions */
 	ckpt_io *io;
-	cr_assert_eq(ckpt_vfs_open(direct, path, CKPT_IO_READ, &io), CKPT_OK);
+	cr_assert_eq(ckpt_vfs_open(&io, direct, path, CKPT_IO_READ), CKPT_OK);
 	put(direct, path, first);
 	char buf[256];
 	size_t got = 0;
-	int rc = ckpt_io_pread(io, buf, sizeof(buf), 0, &got);
+	int rc = ckpt_io_pread(&got, io, buf, sizeof(buf), 0);
 	cr_expect_eq(rc, CKPT_EBUSY, "a read of the replaced version: %d %s", rc, ckpt_error_last()->message);
 	ckpt_io_close(io);
 

@@ -1,5 +1,6 @@
 /* flat_test: the bodies of the helpers declared in flat_test.h. */
 #include "flat_test.h"
+#include "ckpt/sys/vfs_memory.h"
 
 char *ft_oracle(const char *script, const char *args)
 {
@@ -45,11 +46,11 @@ void ft_rewrite_matches(const char *src, const char *dst, const char *format,
 	for (size_t k = 0; k < nmeta; k++)
 		if (ckpt_reader_meta(r, meta_keys[k]))
 			cr_assert_eq(ckpt_writer_set_meta(w, meta_keys[k], ckpt_reader_meta(r, meta_keys[k])), CKPT_OK);
-	n = ckpt_reader_count(r);
+	n = ckpt_reader_num_entries(r);
 	for (size_t k = 0; k < n; k++) {
 		size_t i = reverse ? n - 1 - k : k;
 		ckpt_tensor *t;
-		cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK);
+		cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK);
 		if (ckpt_writer_add(w, ckpt_reader_var(r, i)->name, t, 0) != CKPT_OK)
 			ft_fail_last("add");
 		ckpt_tensor_free(t);
@@ -71,15 +72,15 @@ void ft_check_reader(ckpt_reader *r, json_t *tensors, const char *file)
 {
 	size_t i, k;
 	json_t *t;
-	cr_assert_eq(ckpt_reader_count(r), json_array_size(tensors), "%s: %zu tensors, want %zu", file,
-		ckpt_reader_count(r), json_array_size(tensors));
+	cr_assert_eq(ckpt_reader_num_entries(r), json_array_size(tensors), "%s: %zu tensors, want %zu", file,
+		     ckpt_reader_num_entries(r), json_array_size(tensors));
 	json_array_foreach(tensors, i, t) {
 		const char *name = json_string_value(json_object_get(t, "name"));
 		json_t *shape = json_object_get(t, "shape");
 		const ckpt_var_info *v;
 		ckpt_tensor *x = NULL;
 		size_t idx;
-		if (ckpt_reader_find(r, name, &idx) != CKPT_OK)
+		if (ckpt_reader_find(&idx, r, name) != CKPT_OK)
 			ft_fail_last(name);
 		v = ckpt_reader_var(r, idx);
 		cr_assert_str_eq(ckpt_dtype_name(v->dtype), json_string_value(json_object_get(t, "dtype")), "%s: %s", file,
@@ -90,7 +91,7 @@ void ft_check_reader(ckpt_reader *r, json_t *tensors, const char *file)
 				name, k);
 		cr_assert_eq((json_int_t)v->nbytes, json_integer_value(json_object_get(t, "bytes")), "%s: %s bytes", file,
 			name);
-		if (ckpt_reader_read(r, idx, &x) != CKPT_OK)
+		if (ckpt_reader_read(&x, r, idx) != CKPT_OK)
 			ft_fail_last(name);
 		cr_assert_eq((json_int_t)ckpt_tensor_crc32(x), json_integer_value(json_object_get(t, "crc32")),
 			"%s: %s crc32", file, name);
@@ -155,9 +156,10 @@ int ft_open_any(const void *buf, size_t n)
 	ckpt_vfs *vfs;
 	int rc = ft_open_mem(buf, n, "m.bin", &r, &vfs);
 	if (rc == CKPT_OK) {
-		for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+		for (size_t i = 0; i < ckpt_reader_num_entries(r); i++) {
 			ckpt_tensor *t = NULL;
-			cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK, "an accepted file must read back: %s", ckpt_error_last()->message);
+			cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK, "an accepted file must read back: %s",
+				     ckpt_error_last()->message);
 			ckpt_tensor_free(t);
 		}
 	} else {

@@ -149,20 +149,20 @@ void kt_check_against_contents(ckpt_reader *r, const char *contents)
 	kt_want *w = NULL;
 	size_t nw = kt_parse_contents(contents, &w), i;
 	cr_assert_gt(nw, 0, "%s lists no datasets", contents);
-	cr_assert_eq(ckpt_reader_count(r), nw, "%s: reader has %zu entries, dump has %zu datasets", contents,
-		ckpt_reader_count(r), nw);
+	cr_assert_eq(ckpt_reader_num_entries(r), nw, "%s: reader has %zu entries, dump has %zu datasets", contents,
+		     ckpt_reader_num_entries(r), nw);
 	for (i = 0; i < nw; i++) {
 		size_t idx;
 		const ckpt_var_info *vi;
 		ckpt_tensor *t;
 		char shape[128], hex[41];
-		if (ckpt_reader_find(r, w[i].name, &idx) != CKPT_OK)
+		if (ckpt_reader_find(&idx, r, w[i].name) != CKPT_OK)
 			cr_assert_fail("%s: dataset '%s' not found by the reader", contents, w[i].name);
 		vi = ckpt_reader_var(r, idx);
 		cr_assert_str_eq(ckpt_dtype_name(vi->dtype), w[i].dtype, "%s: dtype", w[i].name);
 		kt_shape_text(&vi->shape, shape, sizeof(shape));
 		cr_assert_str_eq(shape, w[i].shape, "%s: shape", w[i].name);
-		if (ckpt_reader_read(r, idx, &t) != CKPT_OK)
+		if (ckpt_reader_read(&t, r, idx) != CKPT_OK)
 			kt_fail_last(w[i].name);
 		cr_assert_eq(t->nbytes, vi->nbytes);
 		if (w[i].sha1[0]) {

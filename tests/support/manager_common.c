@@ -27,12 +27,11 @@ int mc_build(mc_state *s, ckpt_vfs *vfs)
 		rc = ckpt_shape_make(&v64, 1, &d);
 	ckpt_object *model = NULL;
 	if (rc == CKPT_OK)
-		rc = ckpt_object_new_child(&model, ckpt_checkpoint_root(s->ck), "model");
+		rc = ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(s->ck), "model"));
 	if (rc == CKPT_OK)
-		rc = ckpt_object_add_variable(&s->value, ckpt_checkpoint_root(s->ck), "value", "value", CKPT_DT_INT64, &sc,
-			NULL);
+		rc = ckpt_status_of(s->value = ckpt_object_add_variable(ckpt_checkpoint_root(s->ck), "value", "value", CKPT_DT_INT64, &sc, NULL));
 	if (rc == CKPT_OK)
-		rc = ckpt_object_add_variable(&s->vec, model, "vec", "vec", CKPT_DT_INT64, &v64, NULL);
+		rc = ckpt_status_of(s->vec = ckpt_object_add_variable(model, "vec", "vec", CKPT_DT_INT64, &v64, NULL));
 	return rc;
 }
 
@@ -55,7 +54,7 @@ int64_t mc_get(mc_state *s)
 int mc_save(mc_state *s, ckpt_manager *m, const char **path)
 {
 	int rc = mc_set(s, ckpt_checkpoint_save_counter(s->ck) + 1);
-	return rc < 0 ? rc : ckpt_manager_save(path, m);
+	return rc < 0 ? rc : ckpt_status_of(path ? (*path = ckpt_manager_save(m)) : ckpt_manager_save(m));
 }
 
 int64_t mc_number(const char *base)
@@ -74,7 +73,7 @@ int64_t mc_number(const char *base)
 static int mc_read_i64(ckpt_reader *r, const char *key, int64_t *out)
 {
 	size_t i;
-	if (ckpt_reader_find(r, key, &i) < 0 || ckpt_reader_var(r, i)->nbytes != 8)
+	if (ckpt_reader_find(&i, r, key) < 0 || ckpt_reader_var(r, i)->nbytes != 8)
 		return -1;
 	return ckpt_reader_read_into(r, i, out, 8);
 }
@@ -90,7 +89,7 @@ static int mc_complete(ckpt_vfs *vfs, const char *prefix, int64_t *value, int64_
 	int ok = 1;
 	for (int s = 0; s < ckpt_reader_num_shards(r) && ok; s++) {
 		uint64_t end = 0, have = 0;
-		for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+		for (size_t i = 0; i < ckpt_reader_num_entries(r); i++) {
 			const ckpt_var_info *v = ckpt_reader_var(r, i);
 			if (v->shard == s && v->offset >= 0 && (uint64_t)v->offset + v->nbytes > end)
 				end = (uint64_t)v->offset + v->nbytes;
@@ -98,7 +97,7 @@ static int mc_complete(ckpt_vfs *vfs, const char *prefix, int64_t *value, int64_
 		int ex = 0;
 		const char *sp = ckpt_reader_shard_path(r, s, &ex);
 		ckpt_io *io = NULL;
-		ok = ex && ckpt_vfs_open(vfs, sp, CKPT_IO_READ, &io) == CKPT_OK && ckpt_io_size(io, &have) == CKPT_OK &&
+		ok = ex && ckpt_vfs_open(&io, vfs, sp, CKPT_IO_READ) == CKPT_OK && ckpt_io_size(&have, io) == CKPT_OK &&
 			have == end;
 		if (io)
 			ckpt_io_close(io);
@@ -108,7 +107,7 @@ static int mc_complete(ckpt_vfs *vfs, const char *prefix, int64_t *value, int64_
 	if (ok)
 		ok = mc_read_i64(r, "value/.ATTRIBUTES/VARIABLE_VALUE", value) == CKPT_OK &&
 			mc_read_i64(r, "save_counter/.ATTRIBUTES/VARIABLE_VALUE", counter) == CKPT_OK &&
-			ckpt_reader_find(r, "model/vec/.ATTRIBUTES/VARIABLE_VALUE", &vi) == CKPT_OK &&
+			ckpt_reader_find(&vi, r, "model/vec/.ATTRIBUTES/VARIABLE_VALUE") == CKPT_OK &&
 			ckpt_reader_read_into(r, vi, vec, sizeof(vec)) == CKPT_OK;
 	for (int i = 0; ok && i < 64; i++)
 		cr_assert_eq(vec[i], *value, "%s mixes two states: value %lld, vec[%d] %lld", prefix, (long long)*value, i,
@@ -158,7 +157,7 @@ void mc_scan(mc_dir *d, ckpt_vfs *vfs, const char *dir)
 		vfs = ckpt_vfs_default();
 	char **names = NULL;
 	size_t n = 0;
-	cr_assert_eq(ckpt_vfs_list(vfs, dir, &names, &n), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_vfs_list(&names, &n, vfs, dir), CKPT_OK, "%s", ckpt_error_last()->message);
 	for (size_t i = 0; i < n; i++) {
 		if (strstr(names[i], "tempstate"))
 			d->ntemp++;
@@ -166,7 +165,7 @@ void mc_scan(mc_dir *d, ckpt_vfs *vfs, const char *dir)
 			char *p = ts_join(dir, names[i]);
 			void *buf;
 			size_t len;
-			cr_assert_eq(ckpt_vfs_read_all(vfs, p, 1 << 20, &buf, &len), CKPT_OK);
+			cr_assert_eq(ckpt_vfs_read_all(&buf, &len, vfs, p, 1 << 20), CKPT_OK);
 			mc_parse_state(d, buf);
 			ckpt_free(buf);
 			free(p);

@@ -382,7 +382,7 @@ static int reduce_step(ckpt_replica_ctx *ctx, void *arg)
 {
 	ckpt_variable *v = arg;
 	void *mine;
-	int rc = ckpt_variable_local(v, &mine);
+	int rc = ckpt_status_of(mine = ckpt_variable_local(v));
 	if (rc < 0)
 		return rc;
 	return ckpt_replica_all_reduce_f32(ctx, CKPT_REDUCE_SUM, mine, 1000);

@@ -56,7 +56,7 @@ void oracle_compare_entry(ckpt_reader *r, const char *ctx, const char *name, jso
 	ckpt_tensor *t = NULL;
 	json_t *shape = json_object_get(rec, "shape");
 
-	cr_assert_eq(ckpt_reader_find(r, name, &idx), CKPT_OK, "%s: TF lists '%s', libckpt does not", ctx, name);
+	cr_assert_eq(ckpt_reader_find(&idx, r, name), CKPT_OK, "%s: TF lists '%s', libckpt does not", ctx, name);
 	vi = ckpt_reader_var(r, idx);
 	cr_assert_str_eq(ckpt_dtype_name(vi->dtype), json_string_value(json_object_get(rec, "dtype")),
 		"%s: '%s' dtype", ctx, name);
@@ -65,7 +65,7 @@ void oracle_compare_entry(ckpt_reader *r, const char *ctx, const char *name, jso
 	for (int d = 0; d < vi->shape.rank; d++)
 		cr_assert_eq(vi->shape.dims[d], json_integer_value(json_array_get(shape, (size_t)d)),
 			"%s: '%s' dim %d", ctx, name, d);
-	cr_assert_eq(ckpt_reader_read(r, idx, &t), CKPT_OK, "%s: read '%s': %s", ctx, name, ckpt_error_last()->message);
+	cr_assert_eq(ckpt_reader_read(&t, r, idx), CKPT_OK, "%s: read '%s': %s", ctx, name, ckpt_error_last()->message);
 	if (vi->dtype == CKPT_DT_STRING) {
 		json_t *elems = json_object_get(rec, "elems");
 		const ckpt_bytes *e = t->data;
@@ -91,7 +91,7 @@ void oracle_compare_entries(ckpt_reader *r, const char *ctx, json_t *entries)
 
 	json_object_foreach(entries, name, rec)
 		oracle_compare_entry(r, ctx, name, rec);
-	for (size_t i = 0; i < ckpt_reader_count(r); i++)
+	for (size_t i = 0; i < ckpt_reader_num_entries(r); i++)
 		whole += !ckpt_reader_var(r, i)->slice_part;
 	cr_assert_eq(whole, json_object_size(entries), "%s: libckpt lists %zu entries (slices aside), TF %zu", ctx,
 		whole, json_object_size(entries));
@@ -128,9 +128,9 @@ json_t *oracle_entries_of(const char *path)
 	json_t *entries = json_object();
 
 	cr_assert_eq(ckpt_reader_open(&r, path, NULL), CKPT_OK, "open %s: %s", path, ckpt_error_last()->message);
-	for (size_t i = 0; i < ckpt_reader_count(r); i++) {
+	for (size_t i = 0; i < ckpt_reader_num_entries(r); i++) {
 		ckpt_tensor *t;
-		cr_assert_eq(ckpt_reader_read(r, i, &t), CKPT_OK, "read %s", ckpt_reader_var(r, i)->name);
+		cr_assert_eq(ckpt_reader_read(&t, r, i), CKPT_OK, "read %s", ckpt_reader_var(r, i)->name);
 		json_put_tensor(entries, ckpt_reader_var(r, i)->name, t);
 		ckpt_tensor_free(t);
 	}

@@ -1,5 +1,6 @@
 /* rel_common: the bodies of the helpers declared in rel_common.h. */
 #include "rel_common.h"
+#include "ckpt/sys/vfs_memory.h"
 
 long rel_live_blocks, rel_calls, rel_fail_at;
 size_t rel_largest, rel_refuse_above;
@@ -264,11 +265,11 @@ rel_outcome rel_walk(ckpt_vfs *vfs, const char *path, int no_verify)
 	int rc = ckpt_reader_open(&r, path, &opts);
 	rel_note(&o, rc);
 	if (rc >= 0) {
-		size_t n = ckpt_reader_count(r);
+		size_t n = ckpt_reader_num_entries(r);
 		for (size_t i = 0; i < n; i++) {
 			ckpt_tensor *t = NULL;
 			ckpt_error_clear();
-			rc = ckpt_reader_read(r, i, &t);
+			rc = ckpt_reader_read(&t, r, i);
 			rel_note(&o, rc);
 			if (rc >= 0)
 				o.nread++;

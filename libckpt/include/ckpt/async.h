@@ -87,7 +87,7 @@ CKPT_API void ckpt_async_saver_free(ckpt_async_saver *s);
  *     for (epoch ...) {
  *         train(...);
  *         if (ckpt_manager_save_async(&path, mgr, as) < 0)   // also reports the previous save's failure
- *             report(ckpt_error_last());
+ *            report(ckpt_error_last());
  *     }
  *     ckpt_manager_wait(mgr);              // status of the last save, folded into the manager
  *     ckpt_manager_free(mgr);
@@ -104,7 +104,7 @@ CKPT_API void ckpt_async_saver_free(ckpt_async_saver *s);
  *
  * The checkpoint is written with the manager's checkpoint options (format,
  * VFS, fsync), exactly as a synchronous save; `s`'s own options are not
- * used. `*path_out` (may be NULL) names the checkpoint being written; it is
+ * used. The path returned names the checkpoint being written; it is
  * borrowed from the manager, valid until the next call that waits.
  *
  * Calls that wait for the save in flight and fold its outcome into the
@@ -115,7 +115,7 @@ CKPT_API void ckpt_async_saver_free(ckpt_async_saver *s);
  * path) and, for a save, starts nothing: call again to save. After a
  * failure nothing of ckpt-N remains, save_counter is back to its value
  * before the save, and the previous latest checkpoint is still the latest
- * and valid. Until then ckpt_manager_latest / _count / _checkpoint show
+ * and valid. Until then ckpt_manager_latest / _num_checkpoints / _checkpoint show
  * the manager as it was before the save.
  *
  * While the save is in flight `s` belongs to the manager: ckpt_async_save
@@ -123,10 +123,10 @@ CKPT_API void ckpt_async_saver_free(ckpt_async_saver *s);
  * still reports the outcome). Free the manager (or call ckpt_manager_wait)
  * before freeing `s`; a saver freed first waits for the write, and the
  * manager applies its outcome at its next call.
- * @param[out] path_out (may be NULL) the checkpoint being written, borrowed as said above
- * @return CKPT_OK once staged; a previous background failure; or a negative ckpt_status
+ * @return the checkpoint being written, borrowed as said above; NULL on failure with ckpt_error_last()
+ *         set: a previous background failure; or a negative ckpt_status
  */
-CKPT_API int ckpt_manager_save_async(const char **path_out, ckpt_manager *m, ckpt_async_saver *s);
+CKPT_API const char *ckpt_manager_save_async(ckpt_manager *m, ckpt_async_saver *s);
 
 /**
  * Wait for the manager's asynchronous save in flight (if any) and fold it

@@ -109,10 +109,10 @@ CKPT_API int ckpt_object_add_child(ckpt_object *parent, const char *local_name, 
 
 /**
  * Convenience: ckpt_object_new + add_child.
- * @param[out] out the child, borrowed from `parent`
- * @return CKPT_OK or a negative ckpt_status, as ckpt_object_add_child's
+ * @return the child, borrowed from `parent`; NULL on failure with ckpt_error_last() set: a negative
+ *         ckpt_status, as ckpt_object_add_child's
  */
-CKPT_API int ckpt_object_new_child(ckpt_object **out, ckpt_object *parent, const char *local_name);
+CKPT_API ckpt_object *ckpt_object_new_child(ckpt_object *parent, const char *local_name);
 
 /**
  * Track `var` (borrowed) as the attribute `local_name` of `obj`: adds a
@@ -130,12 +130,11 @@ CKPT_API int ckpt_object_track_variable(ckpt_object *obj, const char *local_name
  * `var_name`, used as the attribute's full_name) and track it under
  * `local_name`; `obj` owns it. A pending restored value is assigned before
  * this returns.
- * @param[out] out (may be NULL) the variable, borrowed from `obj`
- * @return CKPT_OK or a negative ckpt_status, as ckpt_variable_new and
- *         ckpt_object_track_variable return them
+ * @return the variable, borrowed from `obj`; NULL on failure with ckpt_error_last() set: a negative
+ *         ckpt_status, as ckpt_variable_new and ckpt_object_track_variable return them
  */
-CKPT_API int ckpt_object_add_variable(ckpt_variable **out, ckpt_object *obj, const char *local_name,
-	const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o);
+CKPT_API ckpt_variable *ckpt_object_add_variable(ckpt_object *obj, const char *local_name, const char *var_name,
+	ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o);
 
 /**
  * Create a variable through the current strategy and make it tensor
@@ -156,52 +155,54 @@ CKPT_API int ckpt_object_add_variable(ckpt_variable **out, ckpt_object *obj, con
  * not to tensors added to an object already restored. EINVAL on an empty
  * name or suffix, a suffix with '/', a variable node, or an existing
  * (attr, suffix).
- * @param[out] out (may be NULL) the variable, borrowed from `obj`
- * @return CKPT_OK or a negative ckpt_status as said above
+ * @return the variable, borrowed from `obj`; NULL on failure with ckpt_error_last() set: a negative
+ *         ckpt_status as said above
  */
-CKPT_API int ckpt_object_add_attribute_tensor(ckpt_variable **out, ckpt_object *obj, const char *attr,
-	const char *suffix, const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o);
+CKPT_API ckpt_variable *ckpt_object_add_attribute_tensor(ckpt_object *obj, const char *attr, const char *suffix,
+	const char *var_name, ckpt_dtype dt, const ckpt_shape *shape, const ckpt_variable_options *o);
 
 /**
  * Tensor `suffix` of multi-tensor attribute `attr` of `obj`.
- * @param[out] out the variable, borrowed from `obj`
- * @return CKPT_OK; CKPT_ENOTFOUND when absent
+ * @return the variable, borrowed from `obj`; NULL on failure with ckpt_error_last() set:
+ *         CKPT_ENOTFOUND when absent
  */
-CKPT_API int ckpt_object_get_attribute_tensor(ckpt_variable **out, const ckpt_object *obj, const char *attr,
-	const char *suffix);
+CKPT_API ckpt_variable *ckpt_object_attribute_tensor(const ckpt_object *obj, const char *attr, const char *suffix);
 
 /**
  * The child object named `local_name`.
- * @param[out] out the child, borrowed from `obj`
- * @return CKPT_OK; CKPT_ENOTFOUND when absent
+ * @return the child, borrowed from `obj`; NULL on failure with ckpt_error_last() set: CKPT_ENOTFOUND
+ *         when absent
  */
-CKPT_API int ckpt_object_get_child(ckpt_object **out, const ckpt_object *obj, const char *local_name);
+CKPT_API ckpt_object *ckpt_object_child(const ckpt_object *obj, const char *local_name);
 
 /**
  * The variable tracked under `local_name`.
- * @param[out] out the variable, borrowed from `obj`
- * @return CKPT_OK; CKPT_ENOTFOUND when absent
+ * @return the variable, borrowed from `obj`; NULL on failure with ckpt_error_last() set:
+ *         CKPT_ENOTFOUND when absent
  */
-CKPT_API int ckpt_object_get_variable(ckpt_variable **out, const ckpt_object *obj, const char *local_name);
+CKPT_API ckpt_variable *ckpt_object_variable(const ckpt_object *obj, const char *local_name);
 
 /**
  * Walk an object path from `from`: escaped local names joined by "/" as in
  * checkpoint keys ("model/layer_with_weights-0"; a name containing "/" is
  * written ".S"). "" is `from` itself.
- * @param[out] out the object, borrowed from the tree
- * @return CKPT_OK; CKPT_ENOTFOUND naming the missing step
+ * @return the object, borrowed from the tree; NULL on failure with ckpt_error_last() set:
+ *         CKPT_ENOTFOUND naming the missing step
  */
-CKPT_API int ckpt_object_find(ckpt_object **out, ckpt_object *from, const char *path);
+CKPT_API ckpt_object *ckpt_object_find(ckpt_object *from, const char *path);
 
 /** @return the number of children of `obj` (0 for NULL). */
 CKPT_API size_t ckpt_object_num_children(const ckpt_object *obj);
 /**
- * The i-th edge of `obj` (declaration order).
- * @param[out] local_name the edge's name, borrowed from `obj` (may be NULL)
- * @param[out] child      the child, borrowed from `obj` (may be NULL)
- * @return CKPT_OK; CKPT_EINVAL for i out of range
+ * The child of the i-th edge of `obj` (declaration order).
+ * @return the child, borrowed from `obj`; NULL with CKPT_EINVAL set for i out of range
  */
-CKPT_API int ckpt_object_child_at(const char **local_name, ckpt_object **child, const ckpt_object *obj, size_t i);
+CKPT_API ckpt_object *ckpt_object_child_at(const ckpt_object *obj, size_t i);
+/**
+ * The name of the i-th edge of `obj` (declaration order).
+ * @return the edge's local name, borrowed from `obj`; NULL with CKPT_EINVAL set for i out of range
+ */
+CKPT_API const char *ckpt_object_child_name(const ckpt_object *obj, size_t i);
 /** @return the variable held by a variable node (one made by track / add_variable), borrowed; else NULL. */
 CKPT_API ckpt_variable *ckpt_object_node_variable(const ckpt_object *obj);
 
@@ -224,22 +225,22 @@ CKPT_API int ckpt_optimizer_new(ckpt_object **out, const char *name);
  * strategies (e.g. model built outside the scope, optimizer inside).
  * Restore-on-create: a value the last restore kept for this (primary, slot)
  * is assigned before this returns. EINVAL when the slot exists already
- * (use ckpt_optimizer_get_slot).
+ * (use ckpt_optimizer_slot).
  * `o->sync` and `o->replica_buffers` are honoured; dtype/shape come from
  * the primary.
- * @param[out] out (may be NULL) the slot, owned by `opt` (borrowed)
- * @return CKPT_OK or a negative ckpt_status as said above
+ * @return the slot, owned by `opt` (borrowed); NULL on failure with ckpt_error_last() set: a negative
+ *         ckpt_status as said above
  */
-CKPT_API int ckpt_optimizer_create_slot(ckpt_variable **out, ckpt_object *opt, ckpt_variable *primary,
-	const char *slot_name, const ckpt_variable_options *o);
+CKPT_API ckpt_variable *ckpt_optimizer_create_slot(ckpt_object *opt, ckpt_variable *primary, const char *slot_name,
+	const ckpt_variable_options *o);
 
 /**
  * The slot `slot_name` of `primary` on `opt`.
- * @param[out] out the slot, borrowed from `opt`
- * @return CKPT_OK; CKPT_ENOTFOUND when absent
+ * @return the slot, borrowed from `opt`; NULL on failure with ckpt_error_last() set: CKPT_ENOTFOUND
+ *         when absent
  */
-CKPT_API int ckpt_optimizer_get_slot(ckpt_variable **out, const ckpt_object *opt,
-	const ckpt_variable *primary, const char *slot_name);
+CKPT_API ckpt_variable *ckpt_optimizer_slot(const ckpt_object *opt, const ckpt_variable *primary,
+	const char *slot_name);
 
 /* ================================================================== */
 /* Checkpoints                                                          */
@@ -311,21 +312,20 @@ CKPT_API int64_t ckpt_checkpoint_save_counter(const ckpt_checkpoint *ckpt);
 /**
  * The `save_counter` variable (INT64 scalar, root child "save_counter"),
  * created through the current strategy when it does not exist yet.
- * @param[out] out the variable, borrowed from the checkpoint
- * @return CKPT_OK; CKPT_EINVAL for a NULL argument or a root child "save_counter"
- *         that is not an int64 scalar variable; another negative ckpt_status
+ * @return the variable, borrowed from the checkpoint; NULL on failure with ckpt_error_last() set:
+ *         CKPT_EINVAL for a NULL argument or a root child "save_counter" that is not an int64 scalar
+ *         variable; another negative ckpt_status
  */
-CKPT_API int ckpt_checkpoint_save_counter_variable(ckpt_variable **out, ckpt_checkpoint *ckpt);
+CKPT_API ckpt_variable *ckpt_checkpoint_save_counter_variable(ckpt_checkpoint *ckpt);
 
 /**
  * tf.train.Checkpoint.save: increment save_counter (creating it) and write
  * "<prefix>-<save_counter>". On failure the counter is left as it was and
  * no partial checkpoint is visible.
- * @param[out] path_out (may be NULL) the path written, borrowed from the
- *                      checkpoint, valid until the next save / write / free
- * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
+ * @return the path written, borrowed from the checkpoint, valid until the next save / write / free;
+ *         NULL on failure with ckpt_error_last() set: a negative ckpt_status
  */
-CKPT_API int ckpt_checkpoint_save(const char **path_out, ckpt_checkpoint *ckpt, const char *prefix);
+CKPT_API const char *ckpt_checkpoint_save(ckpt_checkpoint *ckpt, const char *prefix);
 
 /**
  * tf.train.Checkpoint.write: write the live state to `path` (a bundle
@@ -361,7 +361,7 @@ CKPT_API int ckpt_checkpoint_write(ckpt_checkpoint *ckpt, const char *path);
  * (restore-on-create). When the file has a save_counter, it is created and
  * restored. `path` accepts everything ckpt_reader_open does.
  * @param[out] status (may be NULL) what matched, caller-owned; free it with
- *                    ckpt_restore_status_free before the checkpoint
+ *                   ckpt_restore_status_free before the checkpoint
  * @return CKPT_OK or a negative ckpt_status as said above
  */
 CKPT_API int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ckpt, const char *path);
@@ -429,7 +429,7 @@ typedef struct ckpt_tracked_variable {
  */
 CKPT_API int ckpt_checkpoint_variables(ckpt_tracked_list **out, ckpt_checkpoint *ckpt);
 /** @return the entries in the list (0 for NULL). */
-CKPT_API size_t ckpt_tracked_list_count(const ckpt_tracked_list *l);
+CKPT_API size_t ckpt_tracked_list_num_entries(const ckpt_tracked_list *l);
 /** @return entry i (borrowed from the list), NULL when out of range. */
 CKPT_API const ckpt_tracked_variable *ckpt_tracked_list_get(const ckpt_tracked_list *l, size_t i);
 /** Free the list (not the variables it names). NULL ok. */
@@ -439,10 +439,10 @@ CKPT_API void ckpt_tracked_list_free(ckpt_tracked_list *l);
  * Find a variable by object path ("model/layer_with_weights-0/kernel"), by
  * checkpoint key, or by the stored key it was loaded from (TF1 names such
  * as "dense/kernel").
- * @param[out] out the variable, borrowed from the tree
- * @return CKPT_OK; CKPT_ENOTFOUND otherwise
+ * @return the variable, borrowed from the tree; NULL on failure with ckpt_error_last() set:
+ *         CKPT_ENOTFOUND otherwise
  */
-CKPT_API int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint *ckpt, const char *path);
+CKPT_API ckpt_variable *ckpt_checkpoint_find_variable(ckpt_checkpoint *ckpt, const char *path);
 
 /* ---- restore status ---- */
 
@@ -471,15 +471,15 @@ CKPT_API int ckpt_checkpoint_find_variable(ckpt_variable **out, ckpt_checkpoint 
  * next *_count() call on the same list or the status is freed.
  */
 /** @return the number of stored keys whose values have not been assigned to a live variable (yet). */
-CKPT_API size_t ckpt_restore_status_unmatched_count(ckpt_restore_status *st);
+CKPT_API size_t ckpt_restore_status_num_unmatched(ckpt_restore_status *st);
 /** @return unmatched key i of the last snapshot (borrowed, see above), NULL when out of range. */
 CKPT_API const char *ckpt_restore_status_unmatched(const ckpt_restore_status *st, size_t i);
 /** @return the number of live variables (reachable from the root) that received no value. */
-CKPT_API size_t ckpt_restore_status_unrestored_count(ckpt_restore_status *st);
+CKPT_API size_t ckpt_restore_status_num_unrestored(ckpt_restore_status *st);
 /** @return unrestored key i of the last snapshot (borrowed, see above), NULL when out of range. */
 CKPT_API const char *ckpt_restore_status_unrestored(const ckpt_restore_status *st, size_t i);
 /** @return the values assigned so far (immediately and on create). */
-CKPT_API size_t ckpt_restore_status_restored_count(const ckpt_restore_status *st);
+CKPT_API size_t ckpt_restore_status_num_restored(const ckpt_restore_status *st);
 /** @return the resolved path that was read (borrowed from the status); NULL for a NULL status. */
 CKPT_API const char *ckpt_restore_status_path(const ckpt_restore_status *st);
 
@@ -565,22 +565,20 @@ CKPT_API void ckpt_manager_free(ckpt_manager *m);
  * newest complete one. Waits for an async save in flight first
  * (ckpt/async.h: ckpt_manager_save_async); if that failed, returns its
  * error and saves nothing.
- * @param[out] path_out (may be NULL) the checkpoint written, borrowed from
- *                      the manager until the next save or free
- * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)
+ * @return the checkpoint written, borrowed from the manager until the next save or free; NULL on
+ *         failure with ckpt_error_last() set: a negative ckpt_status
  */
-CKPT_API int ckpt_manager_save(const char **path_out, ckpt_manager *m);
+CKPT_API const char *ckpt_manager_save(ckpt_manager *m);
 /**
  * ckpt_manager_save with an explicit number (for example the epoch); save_counter is set to it.
- * @param[out] path_out (may be NULL) as ckpt_manager_save's: borrowed from the manager
- * @return as ckpt_manager_save
+ * @return as ckpt_manager_save's: borrowed from the manager; NULL on failure, as ckpt_manager_save
  */
-CKPT_API int ckpt_manager_save_number(const char **path_out, ckpt_manager *m, int64_t number);
+CKPT_API const char *ckpt_manager_save_number(ckpt_manager *m, int64_t number);
 
 /** @return the latest recorded checkpoint prefix ("dir/ckpt-3", borrowed), NULL when none. Not validated. */
 CKPT_API const char *ckpt_manager_latest(const ckpt_manager *m);
 /** @return the number of checkpoints kept. */
-CKPT_API size_t ckpt_manager_count(const ckpt_manager *m);
+CKPT_API size_t ckpt_manager_num_checkpoints(const ckpt_manager *m);
 /** @return checkpoint i of those kept, oldest first (a prefix path, borrowed); NULL when out of range. */
 CKPT_API const char *ckpt_manager_checkpoint(const ckpt_manager *m, size_t i);
 
@@ -592,21 +590,22 @@ CKPT_API const char *ckpt_manager_checkpoint(const ckpt_manager *m, size_t i);
  * ckpt_manager_new) warns once too. An I/O failure while checking is
  * returned, not taken for incompleteness. Waits for an async save in
  * flight first.
- * @param[out] path_out the checkpoint's prefix, borrowed from the manager
- * @return CKPT_OK; CKPT_ENOTFOUND when none is valid; an I/O failure
+ * @return the checkpoint's prefix, borrowed from the manager; NULL on failure with ckpt_error_last()
+ *         set: CKPT_ENOTFOUND when none is valid; an I/O failure)
  */
-CKPT_API int ckpt_manager_latest_valid(const char **path_out, ckpt_manager *m);
+CKPT_API const char *ckpt_manager_latest_valid(ckpt_manager *m);
 
 /**
  * Restore the latest valid checkpoint into the manager's checkpoint.
- * When there is none, returns CKPT_OK with *path_out = NULL and *status =
- * NULL (a fresh start; the NULL status's assertions pass, see "restore
- * status" above).
- * @param[out] status   (may be NULL) caller-owned; free with ckpt_restore_status_free
- * @param[out] path_out (may be NULL) the checkpoint restored, borrowed from the manager
- * @return CKPT_OK (also on a fresh start) or a negative ckpt_status, as ckpt_checkpoint_restore's
+ * When there is none, returns NULL with ckpt_error_last() cleared (its code
+ * CKPT_OK, so ckpt_status_of gives CKPT_OK) and *status = NULL: a fresh
+ * start; the NULL status's assertions pass, see "restore status" above.
+ * @param[out] status (may be NULL) caller-owned; free with ckpt_restore_status_free
+ * @return the checkpoint restored, borrowed from the manager; NULL on a fresh
+ *         start (as said above) or on failure with ckpt_error_last() set: a
+ *         negative ckpt_status, as ckpt_checkpoint_restore's
  */
-CKPT_API int ckpt_manager_restore_latest(ckpt_restore_status **status, const char **path_out, ckpt_manager *m);
+CKPT_API const char *ckpt_manager_restore_latest(ckpt_restore_status **status, ckpt_manager *m);
 
 #ifdef __cplusplus
 }

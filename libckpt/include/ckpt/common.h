@@ -7,9 +7,10 @@
  *  - Out parameters come first; `**out` belongs to the caller; a borrowed
  *    result is a return value.
  *  - Returned `const` pointers are borrowed and live as long as their parent.
+ *  - Counts are named `num_` (ckpt_reader_num_entries), getters bare
+ *    (ckpt_object_child), never `_count` / `_get_`.
  *  - Every function is documented here with `@param[out]` and `@return`.
- *  scripts/api_rules.py checks these; the functions that break them until
- *  1.0 (signature and naming changes) are listed in scripts/api_rules.known.
+ *  scripts/api_rules.py checks these (tests/api/test_api_rules.c).
  *  - Every *_free() accepts NULL.
  *  - On failure, ckpt_error_last() describes what went wrong, with the file
  *    path, the variable name and the byte offset where they are known.
@@ -39,11 +40,11 @@ extern "C" {
 #endif
 
 #define CKPT_VERSION_MAJOR 0
-#define CKPT_VERSION_MINOR 1
+#define CKPT_VERSION_MINOR 2
 #define CKPT_VERSION_PATCH 0
 /** Compile-time version, MAJOR*1000000 + MINOR*1000 + PATCH. */
 #define CKPT_VERSION_NUMBER (CKPT_VERSION_MAJOR * 1000000 + CKPT_VERSION_MINOR * 1000 + CKPT_VERSION_PATCH)
-#define CKPT_VERSION_STRING "0.1.0"
+#define CKPT_VERSION_STRING "0.2.0"
 
 /** @return the runtime version of the linked library (compare with CKPT_VERSION_NUMBER). */
 CKPT_API int ckpt_version_number(void);
@@ -86,6 +87,14 @@ typedef struct ckpt_error {
 
 /** @return the calling thread's last error (borrowed, thread-local); never NULL. */
 CKPT_API const ckpt_error *ckpt_error_last(void);
+/**
+ * The status of a call that returns a borrowed pointer (NULL on failure, with
+ * the last error set): `ckpt_status_of(c = ckpt_object_child(o, "x"))`.
+ * @return CKPT_OK when `result` is not NULL, else ckpt_error_last()->code
+ *         (CKPT_OK for a function whose NULL is a documented success, such as
+ *         ckpt_manager_restore_latest on a fresh start)
+ */
+CKPT_API int ckpt_status_of(const void *result);
 /** Reset the calling thread's last error to code CKPT_OK. */
 CKPT_API void ckpt_error_clear(void);
 /**
@@ -136,8 +145,7 @@ CKPT_API void ckpt_set_allocator(const ckpt_allocator *a);
 #define CKPT_DEFAULT_MEMORY_BUDGET (64ull << 30)
 /**
  * Bytes of a `checkpoint` state file (text CheckpointState) read by
- * ckpt_reader_open(dir) and the manager; a larger one is ELIMIT. (Added by
- * the reliability work: the two readers used different local limits.)
+ * ckpt_reader_open(dir) and the manager; a larger one is ELIMIT.
  */
 #define CKPT_MAX_STATE_FILE_BYTES (16ull << 20)
 

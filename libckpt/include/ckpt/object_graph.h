@@ -66,7 +66,7 @@ CKPT_API int ckpt_object_graph_parse(ckpt_object_graph **out, const void *buf, s
  * @param[out] n   bytes in `*buf`
  * @return CKPT_OK or a negative ckpt_status (CKPT_ENOMEM)
  */
-CKPT_API int ckpt_object_graph_serialize(const ckpt_object_graph *g, void **buf, size_t *n);
+CKPT_API int ckpt_object_graph_serialize(void **buf, size_t *n, const ckpt_object_graph *g);
 /**
  * Deep copy.
  * @param[out] out caller-owned; free with ckpt_object_graph_free
@@ -93,20 +93,20 @@ CKPT_API int ckpt_object_graph_validate(const ckpt_object_graph *g);
  * @return CKPT_OK; CKPT_ENOTFOUND when the node is unreachable; CKPT_EINVAL
  *         for a node out of range; CKPT_ENOMEM
  */
-CKPT_API int ckpt_object_graph_path(const ckpt_object_graph *g, int node, char **out);
+CKPT_API int ckpt_object_graph_path(char **out, const ckpt_object_graph *g, int node);
 
 /**
  * TensorFlow's escape: "." -> "..", "/" -> ".S".
  * @param[out] out caller-owned, freed with free()
  * @return CKPT_OK; CKPT_EINVAL for a NULL name; CKPT_ENOMEM
  */
-CKPT_API int ckpt_key_escape(const char *name, char **out);
+CKPT_API int ckpt_key_escape(char **out, const char *name);
 /**
  * Build "<object path>/.ATTRIBUTES/<escaped attr>".
  * @param[out] out caller-owned, freed with free()
  * @return CKPT_OK; CKPT_EINVAL for a NULL argument; CKPT_ENOMEM
  */
-CKPT_API int ckpt_key_attribute(const char *object_path, const char *attr, char **out);
+CKPT_API int ckpt_key_attribute(char **out, const char *object_path, const char *attr);
 
 #ifdef __cplusplus
 }

@@ -117,7 +117,7 @@ CKPT_API int ckpt_partitioned_num_parts(const ckpt_partitioned *p);
  * @param[out] rows  its number of rows (may be NULL)
  * @return CKPT_OK; CKPT_EINVAL for i outside [0, P)
  */
-CKPT_API int ckpt_partitioned_part_rows(const ckpt_partitioned *p, int i, int64_t *first, int64_t *rows);
+CKPT_API int ckpt_partitioned_part_rows(int64_t *first, int64_t *rows, const ckpt_partitioned *p, int i);
 /** @return the worker that holds part i (i % W under a multi-worker strategy, else 0); -1 for a bad i. */
 CKPT_API int ckpt_partitioned_owner(const ckpt_partitioned *p, int i);
 /**

@@ -139,7 +139,7 @@ CKPT_API int ckpt_reader_num_shards(const ckpt_reader *r);
 CKPT_API const char *ckpt_reader_shard_path(const ckpt_reader *r, int shard, int *exists);
 
 /** @return the number of stored entries (0 for NULL). */
-CKPT_API size_t ckpt_reader_count(const ckpt_reader *r);
+CKPT_API size_t ckpt_reader_num_entries(const ckpt_reader *r);
 /** @return entry `i` (borrowed from the reader), or NULL when `i` is out of range. */
 CKPT_API const ckpt_var_info *ckpt_reader_var(const ckpt_reader *r, size_t i);
 /**
@@ -147,14 +147,14 @@ CKPT_API const ckpt_var_info *ckpt_reader_var(const ckpt_reader *r, size_t i);
  * @param[out] index its index (may be NULL)
  * @return CKPT_OK; CKPT_ENOTFOUND naming the key; CKPT_EINVAL for a NULL argument
  */
-CKPT_API int ckpt_reader_find(const ckpt_reader *r, const char *name, size_t *index);
+CKPT_API int ckpt_reader_find(size_t *index, const ckpt_reader *r, const char *name);
 
 /**
  * Read entry `i` into a new tensor, verifying its checksum (unless no_verify).
  * @param[out] out caller-owned; free with ckpt_tensor_free
  * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last) (CKPT_ECHECKSUM, CKPT_EFORMAT, CKPT_EINVAL for a bad index)
  */
-CKPT_API int ckpt_reader_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
+CKPT_API int ckpt_reader_read(ckpt_tensor **out, ckpt_reader *r, size_t i);
 /**
  * Read a fixed-size-dtype entry straight into `dst` (n must equal nbytes),
  * verifying its checksum. No staging copy.
@@ -231,9 +231,9 @@ typedef struct ckpt_kv {
  * that copy.
  * @return the number of pairs
  */
-CKPT_API size_t ckpt_reader_kv_count(const ckpt_reader *r);
+CKPT_API size_t ckpt_reader_num_kv(const ckpt_reader *r);
 /**
- * Pair i of ckpt_reader_kv_count().
+ * Pair i of ckpt_reader_num_kv().
  * @param[out] out the pair, pointing into the reader
  * @return CKPT_OK, or CKPT_EINVAL when i is out of range
  */

@@ -90,17 +90,17 @@ CKPT_API int ckpt_vfs_s3_new(ckpt_vfs **out, const ckpt_s3_config *cfg);
 /**
  * The process-wide S3 file system used for s3:// paths when no VFS is
  * given, configured by ckpt_s3_config_load at first use (never freed).
- * @param[out] out borrowed
- * @return CKPT_OK; at first use, what ckpt_s3_config_load or ckpt_vfs_s3_new returned
+ * @return the shared S3 file system, borrowed; NULL on failure with ckpt_error_last() set: at first use, what ckpt_s3_config_load
+ *         or ckpt_vfs_s3_new returned
  */
-CKPT_API int ckpt_vfs_s3_shared(ckpt_vfs **out);
+CKPT_API ckpt_vfs *ckpt_vfs_s3_shared(void);
 
 /**
  * The VFS to use for `path`: `given` when not NULL, else S3 for s3:// paths, else the POSIX one.
- * @param[out] out borrowed (`given`, the shared S3 one or the default one): not to be freed
- * @return CKPT_OK, or what ckpt_vfs_s3_shared returned for an s3:// path
+ * @return borrowed (`given`, the shared S3 one or the default one): not to be freed; NULL on failure
+ *         with ckpt_error_last() set: what ckpt_vfs_s3_shared returned for an s3:// path
  */
-CKPT_API int ckpt_vfs_for_path(ckpt_vfs **out, ckpt_vfs *given, const char *path);
+CKPT_API ckpt_vfs *ckpt_vfs_for_path(ckpt_vfs *given, const char *path);
 
 /**
  * Body bytes this process's S3 file systems have sent (request bodies:

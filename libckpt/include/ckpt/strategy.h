@@ -56,7 +56,7 @@ CKPT_API ckpt_strategy *ckpt_strategy_default(void);
 CKPT_API void ckpt_strategy_free(ckpt_strategy *s);
 
 /** @return the kind of `s` (CKPT_STRATEGY_DEFAULT for NULL). */
-CKPT_API ckpt_strategy_kind ckpt_strategy_get_kind(const ckpt_strategy *s);
+CKPT_API ckpt_strategy_kind ckpt_strategy_kind_of(const ckpt_strategy *s);
 /** @return "default", "mirrored" or "multi_worker" (static). */
 CKPT_API const char *ckpt_strategy_name(const ckpt_strategy *s);
 /** @return the replicas in all (multi-worker: over every worker; this process holds its local ones); 1 for NULL. */

@@ -64,13 +64,13 @@ CKPT_API int ckpt_shape_make(ckpt_shape *out, int rank, const int64_t *dims);
  * @param[out] out the product of the dims (1 for a scalar)
  * @return CKPT_OK; CKPT_ELIMIT on overflow; CKPT_EINVAL on a negative dim
  */
-CKPT_API int ckpt_shape_num_elements(const ckpt_shape *s, uint64_t *out);
+CKPT_API int ckpt_shape_num_elements(uint64_t *out, const ckpt_shape *s);
 /**
  * Byte size of a tensor of dtype `dt` and shape `s`, overflow-checked.
  * @param[out] out element count times ckpt_dtype_size(dt)
  * @return CKPT_OK; CKPT_EINVAL for STRING, INVALID or a negative dim; CKPT_ELIMIT on overflow
  */
-CKPT_API int ckpt_shape_nbytes(const ckpt_shape *s, ckpt_dtype dt, uint64_t *out);
+CKPT_API int ckpt_shape_nbytes(uint64_t *out, const ckpt_shape *s, ckpt_dtype dt);
 /** @return 1 when `a` and `b` have the same rank and dims, else 0. */
 CKPT_API int ckpt_shape_equal(const ckpt_shape *a, const ckpt_shape *b);
 /** Format as "[2, 2]" / "[]" into `buf` (`n` bytes, NUL-terminated when n > 0).

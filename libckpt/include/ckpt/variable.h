@@ -145,10 +145,10 @@ CKPT_API int ckpt_variable_read(const ckpt_variable *v, void *dst, size_t n);
  * variable (created outside the scope) updated in a mirrored run.
  * Outside replica context, it returns the primary copy of a variable of the
  * default strategy, and ESCOPE for mirrored ones (use ckpt_variable_assign).
- * @param[out] out the copy, borrowed from `v` (not to be freed)
- * @return CKPT_OK or CKPT_ESCOPE as said above
+ * @return the copy, borrowed from `v` (not to be freed); NULL on failure with ckpt_error_last() set:
+ *         CKPT_ESCOPE as said above
  */
-CKPT_API int ckpt_variable_local(ckpt_variable *v, void **out);
+CKPT_API void *ckpt_variable_local(ckpt_variable *v);
 
 /** @return 1 when every replica copy is bit-identical to the primary, else 0. */
 CKPT_API int ckpt_variable_replicas_identical(const ckpt_variable *v);
@@ -188,7 +188,7 @@ CKPT_API int ckpt_variable_assign_tensor(ckpt_variable *v, const ckpt_tensor *t)
  * @param[out] out caller-owned; free with ckpt_tensor_free
  * @return CKPT_OK or a negative ckpt_status as ckpt_variable_read's
  */
-CKPT_API int ckpt_variable_read_tensor(const ckpt_variable *v, ckpt_tensor **out);
+CKPT_API int ckpt_variable_read_tensor(ckpt_tensor **out, const ckpt_variable *v);
 
 #ifdef __cplusplus
 }

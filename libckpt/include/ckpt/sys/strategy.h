@@ -158,7 +158,7 @@ CKPT_API int ckpt_strategy_custom_new(ckpt_strategy **out, const ckpt_strategy_m
  *         implementation recognises its own strategies by comparing it with
  *         its table
  */
-CKPT_API const ckpt_strategy_methods *ckpt_strategy_get_methods(const ckpt_strategy *s);
+CKPT_API const ckpt_strategy_methods *ckpt_strategy_method_table(const ckpt_strategy *s);
 
 /**
  * @param s a strategy, or NULL
@@ -219,7 +219,7 @@ CKPT_API int ckpt_variable_on_device(const ckpt_variable *v);
  * @param i local copy index
  * @return CKPT_OK; CKPT_EINVAL (bad index, string dtype); the provider's failure
  */
-CKPT_API int ckpt_variable_read_copy(const ckpt_variable *v, int i, void *dst);
+CKPT_API int ckpt_variable_read_copy(void *dst, const ckpt_variable *v, int i);
 
 /**
  * Set local copy `i` of `v` from host memory `src` (ckpt_variable_nbytes
