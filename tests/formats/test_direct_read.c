@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include "ckpt/ckpt.h"
 #include "libckpt/internal.h"
@@ -296,6 +297,26 @@ Test(direct_read, corrupt_file_fails_the_load_and_creates_nothing, .timeout = 60
 }
 
 /*
+ * Bring the first `len` bytes of `fd`, and no more, into the page cache and
+ * keep them there (mapped and locked): a page read with pread can be evicted again
+ * before the policy looks when other processes need memory.
+ */
+static void *pin_in_cache(int fd, size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert_neq(p, MAP_FAILED, "mmap of %zu bytes", len);
+	cr_assert_eq(madvise(p, len, MADV_RANDOM), 0); /* no read-around past `len` while it faults in */
+	cr_assert_eq(mlock(p, len), 0, "mlock of %zu bytes (the test runs as root, like the suite)", len);
+	return p;
+}
+
+static void unpin(void *p, size_t len)
+{
+	munlock(p, len);
+	munmap(p, len);
+}
+
+/*
  * The auto policy on a file the page cache does not hold: the pipeline
  * reads it with O_DIRECT; chunks the cache holds in full (the first half,
  * read through once) go through the ordinary descriptor; once it is all
@@ -335,8 +356,7 @@ Test(direct_read, auto_policy_follows_the_page_cache, .timeout = 60)
 	/* cold again, then the first half read through: 2/3 cached is under the 3/4 that declines */
 	cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
 	cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0); /* no readahead past what is read */
-	unsigned char *half = malloc(32 * MiB);
-	cr_assert_eq(pread(fd, half, 32 * MiB, 0), (ssize_t)(32 * MiB));
+	void *half = pin_in_cache(fd, 32 * MiB);
 	memset(got, 0, n);
 	int rc = ckpt__reader_read_many(r, &req, 1);
 	cr_assert_eq(rc, CKPT_OK, "%d %s", rc, ckpt_error_last()->message);
@@ -345,10 +365,11 @@ Test(direct_read, auto_policy_follows_the_page_cache, .timeout = 60)
 	cr_assert_geq(b0 - b1, 6, "%llu chunks through the cache", (unsigned long long)(b0 - b1));
 	cr_assert_geq(d0 - d1, 3, "%llu direct chunks", (unsigned long long)(d0 - d1));
 	/* all of it cached: declined */
-	cr_assert_eq(pread(fd, got, n, 0), (ssize_t)n);
+	void *all = pin_in_cache(fd, n);
 	cr_assert_eq(ckpt__reader_read_many(r, &req, 1), CKPT__DECLINED);
+	unpin(all, n);
+	unpin(half, 32 * MiB);
 	close(fd);
-	free(half);
 	free(v);
 	free(got);
 	ckpt_reader_free(r);
