@@ -78,6 +78,53 @@ static void release_later(ckpt__session *s, const unsigned char *want, void *are
  * each part's values begin in the arena (bounds[parts]: its size), for the
  * strategy to share them.
  */
+/*
+ * stage()'s reads as one batch, where the backend has a batched path (object
+ * storage: few large ranged reads instead of one per value): the fixed-size,
+ * whole entries of this process's part go to their places in the arena
+ * (laid out as stage() lays them). *batched (caller frees) flags the values
+ * read, NULL when the backend declined; the others are read one by one.
+ */
+static int stage_batch(ckpt__session *s, const unsigned char *want, unsigned char *base, uint64_t chunk, int part,
+	unsigned char **batched)
+{
+	*batched = NULL;
+	ckpt__read_req *req = ckpt__malloc((s->nvals ? s->nvals : 1) * sizeof(*req));
+	unsigned char *in = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
+	size_t n = 0;
+	uint64_t off = 0;
+	for (size_t i = 0; req && in && i < s->nvals; i++) {
+		const ckpt__value *v = &s->vals[i];
+		if (!want[i] || v->dtype == CKPT_DT_STRING)
+			continue;
+		uint64_t nb;
+		ckpt_shape sh;
+		ckpt__cshape_expand(&v->shape, &sh);
+		ckpt_shape_nbytes(&sh, v->dtype, &nb);
+		off = (off + 63) & ~(uint64_t)63;
+		int owner = chunk ? (int)(off / chunk) : part;
+		const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
+		/* anything unusual (partitioned, another size) keeps its own path and its own error */
+		if (nb && owner == part && vi && vi->nslices == 0 && vi->dtype == v->dtype && vi->nbytes == nb) {
+			req[n++] = (ckpt__read_req){ v->reader_index, base + off, (size_t)nb };
+			in[i] = 1;
+		}
+		off += nb;
+	}
+	int rc = req && in && n ? ckpt__reader_read_many(s->reader, req, n, 0) : CKPT__DECLINED;
+	ckpt__free(req);
+	if (rc == CKPT_OK) {
+		*batched = in;
+		return CKPT_OK;
+	}
+	ckpt__free(in);
+	if (rc == CKPT__DECLINED) {
+		ckpt_error_clear(); /* declined, or no room for the requests: one by one */
+		return CKPT_OK;
+	}
+	return rc;
+}
+
 static int stage(ckpt__session *s, const unsigned char *want, void **arena, int parts, int part, uint64_t *bounds)
 {
 	static unsigned char empty[64];
@@ -99,8 +146,10 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 	unsigned char *base = total ? ckpt__buffer_alloc(total, 0) : NULL;
 	if (total && !base)
 		return CKPT_ENOMEM;
-	int rc = CKPT_OK;
-	uint64_t off = 0, chunk = parts > 1 ? total / (uint64_t)parts + 1 : 0;
+	uint64_t chunk = parts > 1 ? total / (uint64_t)parts + 1 : 0;
+	unsigned char *batched = NULL;
+	int rc = stage_batch(s, want, base, chunk, part, &batched);
+	uint64_t off = 0;
 	int next = 0; /* the first part whose start is not known yet */
 	size_t i;
 	for (i = 0; i < s->nvals && rc == CKPT_OK; i++) {
@@ -129,7 +178,8 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 		int owner = parts > 1 ? (int)(off / chunk) : part;
 		while (bounds && next <= owner)
 			bounds[next++] = off;
-		rc = nb && owner == part ? ckpt_reader_read_into(s->reader, v->reader_index, dst, (size_t)nb) : CKPT_OK;
+		rc = nb && owner == part && !(batched && batched[i]) ?
+			ckpt_reader_read_into(s->reader, v->reader_index, dst, (size_t)nb) : CKPT_OK;
 		if (rc == CKPT_EUNSUPPORTED) {
 			/* e.g. a partitioned entry the backend only assembles in ckpt_reader_read */
 			ckpt_tensor *t;
@@ -148,6 +198,7 @@ static int stage(ckpt__session *s, const unsigned char *want, void **arena, int 
 			ckpt__error_annotate(s->path, v->key);
 		off += nb;
 	}
+	ckpt__free(batched);
 	if (rc < 0) {
 		for (size_t k = 0; k < i; k++) {
 			if (want[k]) {
@@ -207,22 +258,24 @@ static int run_direct(ckpt_reader *rd, const direct *d, size_t n, int read, unsi
 {
 	/*
 	 * Reads go to the backend as one batch first: a cold TensorBundle is read
-	 * with several O_DIRECT requests in flight. Verification passes stay entry
-	 * by entry: they are followed by the reads, which want the page cache the
-	 * verification filled.
+	 * with several O_DIRECT requests in flight, object storage in few large
+	 * ranged reads. Verification passes of local files stay entry by entry:
+	 * they are followed by the reads, which want the page cache the
+	 * verification filled; of object storage they are batched too (a GET per
+	 * entry otherwise).
 	 */
-	ckpt__read_req *req = read && n ? ckpt__malloc(n * sizeof(*req)) : NULL;
+	ckpt__read_req *req = n ? ckpt__malloc(n * sizeof(*req)) : NULL;
 	if (req) {
 		for (size_t i = 0; i < n; i++)
-			req[i] = (ckpt__read_req){ d[i].entry, d[i].dst, d[i].n };
-		int rc = ckpt__reader_read_many(rd, req, n);
+			req[i] = (ckpt__read_req){ d[i].entry, read ? d[i].dst : NULL, read ? d[i].n : 0 };
+		int rc = ckpt__reader_read_many(rd, req, n, read ? 0 : CKPT__READ_MANY_REMOTE_ONLY);
 		ckpt__free(req);
 		if (rc != CKPT__DECLINED) {
 			if (touched)
 				memset(touched, 1, n);
 			return rc;
 		}
-	} else if (read && n) {
+	} else if (n) {
 		ckpt_error_clear(); /* no room for the batch: entry by entry */
 	}
 	uint64_t small = 0;

@@ -91,7 +91,7 @@ static int read_many(ckpt_reader *r, const size_t *perm, unsigned char **bufs)
 		cr_assert_eq(ckpt_reader_find(r, ents[e].name, &idx), CKPT_OK);
 		req[k] = (ckpt__read_req){ idx, bufs ? bufs[e] : NULL, bufs ? ents[e].n : 0 };
 	}
-	return ckpt__reader_read_many(r, req, NENTS);
+	return ckpt__reader_read_many(r, req, NENTS, 0);
 }
 
 static void flip(const char *path, long off)
@@ -328,7 +328,7 @@ Test(direct_read, auto_policy_follows_the_page_cache, .timeout = 60)
 	ckpt__read_req req = { 0, got, n };
 	uint64_t d0, b0, d1, b1;
 	tfb_direct_stats(&d0, &b0);
-	cr_assert_eq(ckpt__reader_read_many(r, &req, 1), CKPT_OK);
+	cr_assert_eq(ckpt__reader_read_many(r, &req, 1, 0), CKPT_OK);
 	tfb_direct_stats(&d1, &b1);
 	cr_assert_eq(memcmp(got, v, n), 0);
 	cr_assert_geq(d1 - d0, 10, "%llu direct chunks of a cold 48 MiB file", (unsigned long long)(d1 - d0));
@@ -338,7 +338,7 @@ Test(direct_read, auto_policy_follows_the_page_cache, .timeout = 60)
 	unsigned char *half = malloc(32 * MiB);
 	cr_assert_eq(pread(fd, half, 32 * MiB, 0), (ssize_t)(32 * MiB));
 	memset(got, 0, n);
-	int rc = ckpt__reader_read_many(r, &req, 1);
+	int rc = ckpt__reader_read_many(r, &req, 1, 0);
 	cr_assert_eq(rc, CKPT_OK, "%d %s", rc, ckpt_error_last()->message);
 	tfb_direct_stats(&d0, &b0);
 	cr_assert_eq(memcmp(got, v, n), 0);
@@ -346,7 +346,7 @@ Test(direct_read, auto_policy_follows_the_page_cache, .timeout = 60)
 	cr_assert_geq(d0 - d1, 3, "%llu direct chunks", (unsigned long long)(d0 - d1));
 	/* all of it cached: declined */
 	cr_assert_eq(pread(fd, got, n, 0), (ssize_t)n);
-	cr_assert_eq(ckpt__reader_read_many(r, &req, 1), CKPT__DECLINED);
+	cr_assert_eq(ckpt__reader_read_many(r, &req, 1, 0), CKPT__DECLINED);
 	close(fd);
 	free(half);
 	free(v);
