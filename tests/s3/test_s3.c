@@ -111,6 +111,14 @@ Test(s3, multipart_parts_in_parallel_and_ranged_reads)
 		cr_assert_eq(ckpt_io_read_exact(io, back, k, offs[i]), CKPT_OK);
 		cr_assert(memcmp(back, buf + offs[i], k) == 0, "range at %llu", (unsigned long long)offs[i]);
 	}
+	/* a large read is cut on the object's part boundaries (each GET one stored part), not from its start */
+	uint64_t gets0, bytes0, gets1, bytes1;
+	ckpt__s3_read_stats(&gets0, &bytes0);
+	cr_assert_eq(ckpt_io_read_exact(io, back, part + 20, part - 10), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt__s3_read_stats(&gets1, &bytes1);
+	cr_assert(memcmp(back, buf + part - 10, part + 20) == 0);
+	cr_expect_eq(gets1 - gets0, 3, "%llu GETs: ranges not on part boundaries", (unsigned long long)(gets1 - gets0));
+	cr_expect_eq(bytes1 - bytes0, part + 20);
 	size_t got = 1;
 	cr_assert_eq(ckpt_io_pread(io, back, 10, n, &got), CKPT_OK);
 	cr_expect_eq(got, 0u, "a read past the end is short, not an error");
