@@ -18,7 +18,8 @@ Then, whole processes, timed by wall clock, medians of --reps:
                   checks every tensor into memory: crc32c verified)
            boto3: download_file of every object into a fresh directory
            awscli: aws s3 cp --recursive down
-Peak RSS and CPU time (user + sys) of each process from wait4; the load
+Every process starts after a sync(), so no transfer pays for the writeback
+of the one before it. Peak RSS and CPU time (user + sys) of each process from wait4; the load
 average before and after. Prints a Markdown table.
 """
 import argparse
@@ -36,6 +37,7 @@ BUILD = os.environ.get("CKPT_BUILD_DIR", os.path.join(ROOT, "build"))
 
 
 def timed(argv, env=None):
+    os.sync()  # the previous transfer's writes (the server's, the downloads') are not flushed during this one
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, ru = os.wait4(p.pid, 0)
