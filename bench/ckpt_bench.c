@@ -1586,6 +1586,32 @@ static int export_state(const char *name, const char *path)
 	return 0;
 }
 
+/* The state's tensors as a name-based bundle (what TF1's Saver writes: no object graph). */
+static int export_name_based(const char *name, const char *path)
+{
+	bstate s;
+	ckpt_writer *w = NULL;
+	int rc;
+
+	build_state(&s, name);
+	rc = ckpt_writer_open(&w, path, NULL, NULL);
+	for (size_t i = 0; rc == CKPT_OK && i < s.n; i++) {
+		ckpt_tensor t = { s.v[i].dt, s.v[i].shape, s.v[i].nbytes, s.arena + s.v[i].off, 0 };
+		rc = ckpt_writer_add(w, s.v[i].name, &t, 0);
+	}
+	if (rc == CKPT_OK)
+		rc = ckpt_writer_commit(w);
+	ckpt_writer_free(w);
+	if (rc < 0) {
+		fprintf(stderr, "ckpt_bench: export %s to %s failed: %s\n", name, path, ckpt_error_last()->message);
+		state_free(&s);
+		return 1;
+	}
+	printf("%zu %llu\n", s.n, (unsigned long long)s.bytes);
+	state_free(&s);
+	return 0;
+}
+
 static int parse_ints(const char *arg, int *out, int max)
 {
 	int n = 0;
@@ -1600,6 +1626,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: ckpt_bench --export STATE PREFIX\n"
+		"       ckpt_bench --export-name-based STATE PREFIX   (no object graph, as TF1's Saver)\n"
 		"       ckpt_bench [--dir DIR] [--json FILE] [--states small,medium,large,tiny]\n"
 		"                  [--ops " DEFAULT_OPS " | all (adds stage,wrap,varapi)]\n"
 		"                  [--reps N] [--large-reps N] [--threads T] [--replicas 2,4,8]\n"
@@ -1618,6 +1645,8 @@ int main(int argc, char **argv)
 	O.nlarge_replicas = parse_ints("2", O.large_replicas, 8);
 	if (argc == 4 && !strcmp(argv[1], "--export"))
 		return export_state(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "--export-name-based"))
+		return export_name_based(argv[2], argv[3]);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -3,8 +3,8 @@
  * that libckpt starts so that libhdf5 never runs on a file being read in the
  * caller's process and a job does not cost a fork of the caller. Not a user
  * command: it serves one caller on fd 3 and exits when that caller closes
- * it. The server (formats/keras_h5/h5_sandbox_server.c) is compiled into
- * this binary only.
+ * it. The server (formats/keras_h5/h5_sandbox_server.c) and its half of the
+ * wire codec (h5_sandbox_wire_server.c) are compiled into this binary only.
  */
 #include <stdio.h>
 #include <string.h>

@@ -35,7 +35,7 @@ static void stored_sync(ckpt_variable_options *vo, const ckpt__value *v)
 }
 
 /* Options for the variable of stored value v: the load_variable hook, and its value as initial value. */
-static int var_options(ckpt_variable_options *vo, ckpt__value *v, const ckpt_checkpoint_options *o)
+static int var_options(ckpt_variable_options *vo, const ckpt__value *v, const ckpt_checkpoint_options *o)
 {
 	*vo = (ckpt_variable_options)CKPT_VARIABLE_OPTIONS_INIT;
 	stored_sync(vo, v);
@@ -64,8 +64,10 @@ static int var_options(ckpt_variable_options *vo, ckpt__value *v, const ckpt_che
 	return CKPT_OK;
 }
 
-static int make_var(ckpt_variable **out, ckpt__session *s, ckpt__value *v, const ckpt_checkpoint_options *o)
+/* The variable of stored value `i`. */
+static int make_var(ckpt_variable **out, ckpt__session *s, size_t i, const ckpt_checkpoint_options *o)
 {
+	const ckpt__value *v = ckpt__session_value(s, i);
 	ckpt_variable_options vo;
 	CKPT_TRY(var_options(&vo, v, o));
 	const char *name = v->full_name && *v->full_name ? v->full_name : v->key;
@@ -79,9 +81,9 @@ static int make_var(ckpt_variable **out, ckpt__session *s, ckpt__value *v, const
 		*out = NULL;
 	}
 	if (rc < 0)
-		ckpt__error_annotate(s->path, v->key);
+		ckpt__error_annotate(ckpt__session_path(s), v->key);
 	else if (vo.initial_value && ckpt_variable_kind(*out) != CKPT_VAR_SYNC_ON_READ)
-		v->initialized = 1;
+		ckpt__session_mark_initialized(s, i);
 	return rc;
 }
 
@@ -98,10 +100,13 @@ static int loadable(const ckpt__value *v)
 
 static int is_var_node(const ckpt__session *s, int n)
 {
-	size_t a = s->node_first[n], b = s->node_first[n + 1];
-	return b - a == 1 && !*s->vals[a].suffix && strcmp(s->vals[a].attr, CKPT_VARIABLE_VALUE_KEY) == 0 &&
-		loadable(&s->vals[a]) &&
-		s->graph->nodes[n].nchildren == 0;
+	size_t a, b;
+	ckpt__session_node_values(s, n, &a, &b);
+	if (b - a != 1)
+		return 0;
+	const ckpt__value *v = ckpt__session_value(s, a);
+	return !*v->suffix && strcmp(v->attr, CKPT_VARIABLE_VALUE_KEY) == 0 && loadable(v) &&
+		ckpt__session_graph(s)->nodes[n].nchildren == 0;
 }
 
 /* TF wrote no full_name for the value's attribute: neither do we when the object is written again. */
@@ -110,144 +115,167 @@ static void keep_no_full_name(ckpt__attr *a, const ckpt__value *v)
 	a->no_full_name = !(v->full_name && *v->full_name);
 }
 
+/* The loadable values of stored node n become attributes of obj (on failure, those added stay with obj). */
+static int attach_values(ckpt_object *obj, ckpt__session *s, int n, const ckpt_checkpoint_options *o)
+{
+	size_t first, end;
+	ckpt__session_node_values(s, n, &first, &end);
+	for (size_t i = first; i < end; i++) {
+		const ckpt__value *sv = ckpt__session_value(s, i);
+		if (!loadable(sv))
+			continue;
+		ckpt_variable *v;
+		int rc = make_var(&v, s, i, o);
+		if (rc == CKPT_OK && (rc = ckpt__object_push_attr_tensor(obj, sv->attr, sv->suffix, v, 1)) < 0)
+			ckpt_variable_free(v);
+		else if (rc == CKPT_OK)
+			keep_no_full_name(&obj->attrs[obj->nattrs - 1], sv);
+		if (rc < 0)
+			return rc;
+	}
+	return CKPT_OK;
+}
+
 /* The object for stored node n (not linked yet; one reference for the caller). */
 static int make_object(ckpt_object **out, ckpt__session *s, int n, const ckpt_checkpoint_options *o)
 {
-	ckpt_variable *v;
 	if (is_var_node(s, n)) {
-		CKPT_TRY(make_var(&v, s, &s->vals[s->node_first[n]], o));
+		size_t first, end;
+		ckpt__session_node_values(s, n, &first, &end);
+		ckpt_variable *v;
+		CKPT_TRY(make_var(&v, s, first, o));
 		int rc = ckpt__var_node_new(out, v, 1);
 		if (rc < 0)
 			ckpt_variable_free(v);
 		else
-			keep_no_full_name(&(*out)->attrs[0], &s->vals[s->node_first[n]]);
+			keep_no_full_name(&(*out)->attrs[0], ckpt__session_value(s, first));
 		return rc;
 	}
 	ckpt_object *obj;
 	CKPT_TRY(ckpt__object_alloc(&obj));
-	for (size_t i = s->node_first[n]; i < s->node_first[n + 1]; i++) {
-		if (!loadable(&s->vals[i]))
-			continue;
-		int rc = make_var(&v, s, &s->vals[i], o);
-		if (rc == CKPT_OK && (rc = ckpt__object_push_attr_tensor(obj, s->vals[i].attr, s->vals[i].suffix, v, 1)) < 0)
-			ckpt_variable_free(v);
-		else if (rc == CKPT_OK)
-			keep_no_full_name(&obj->attrs[obj->nattrs - 1], &s->vals[i]);
-		if (rc < 0) {
-			ckpt_object_free(obj);
-			return rc;
-		}
+	int rc = attach_values(obj, s, n, o);
+	if (rc < 0) {
+		ckpt_object_free(obj);
+		return rc;
 	}
 	*out = obj;
 	return CKPT_OK;
 }
 
-static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_checkpoint_options *o)
+/* The live objects of a graph load, by stored node, and the breadth-first order they were made in. */
+typedef struct tree_walk {
+	ckpt_object **objs;  /* per node: its object (borrowed from the tree), NULL until made */
+	int *queue;          /* nodes in the order they were made; qn of them */
+	int *depth;          /* per node: its depth below the root */
+	size_t qn;
+} tree_walk;
+
+/* Every node reachable from the root (already in the walk) made and linked, breadth first. */
+static int build_children(tree_walk *w, ckpt__session *s, const ckpt_checkpoint_options *o)
 {
-	const ckpt_object_graph *g = s->graph;
-	size_t nn = g->nnodes;
-	ckpt_object **objs = ckpt__calloc(nn, sizeof(*objs));
-	int *queue = ckpt__calloc(nn, sizeof(*queue));
-	int *depth = ckpt__calloc(nn, sizeof(*depth));
-	int rc = (!objs || !queue || !depth) ? CKPT_ENOMEM : CKPT_OK;
-	size_t qn = 0;
-	if (rc == CKPT_OK) {
-		objs[0] = root;
-		queue[qn++] = 0;
-		/* root values (rare: "/.ATTRIBUTES/x") */
-		for (size_t i = s->node_first[0]; i < s->node_first[1] && rc == CKPT_OK; i++) {
-			if (!loadable(&s->vals[i]))
-				continue;
-			ckpt_variable *v;
-			rc = make_var(&v, s, &s->vals[i], o);
-			if (rc == CKPT_OK &&
-				(rc = ckpt__object_push_attr_tensor(root, s->vals[i].attr, s->vals[i].suffix, v, 1)) < 0)
-				ckpt_variable_free(v);
-			else if (rc == CKPT_OK)
-				keep_no_full_name(&root->attrs[root->nattrs - 1], &s->vals[i]);
-		}
-	}
-	for (size_t qi = 0; qi < qn && rc == CKPT_OK; qi++) {
-		int n = queue[qi];
+	const ckpt_object_graph *g = ckpt__session_graph(s);
+	for (size_t qi = 0; qi < w->qn; qi++) {
+		int n = w->queue[qi];
 		const ckpt_og_node *gn = &g->nodes[n];
-		for (size_t c = 0; c < gn->nchildren && rc == CKPT_OK; c++) {
+		for (size_t c = 0; c < gn->nchildren; c++) {
 			int cid = gn->children[c].node_id;
 			const char *name = gn->children[c].local_name;
-			if (ckpt__object_edge(objs[n], name))
+			if (ckpt__object_edge(w->objs[n], name))
 				continue; /* duplicate edge name in the file: first wins */
-			if (objs[cid]) {
-				rc = ckpt__object_link(objs[n], name, objs[cid], 1);
+			if (w->objs[cid]) {
+				CKPT_TRY(ckpt__object_link(w->objs[n], name, w->objs[cid], 1));
 				continue;
 			}
 			/* hostile files: bounded depth keeps paths and frees linear */
-			if (depth[n] + 1 > CKPT_MAX_OBJECT_GRAPH_DEPTH) {
-				rc = ckpt__fail(CKPT_ELIMIT, s->path, name, -1, "object graph node %d is deeper than %d levels",
-					cid, CKPT_MAX_OBJECT_GRAPH_DEPTH);
-				break;
-			}
-			depth[cid] = depth[n] + 1;
+			if (w->depth[n] + 1 > CKPT_MAX_OBJECT_GRAPH_DEPTH)
+				return ckpt__fail(CKPT_ELIMIT, ckpt__session_path(s), name, -1,
+					"object graph node %d is deeper than %d levels", cid, CKPT_MAX_OBJECT_GRAPH_DEPTH);
+			w->depth[cid] = w->depth[n] + 1;
 			ckpt_object *child;
-			rc = make_object(&child, s, cid, o);
-			if (rc < 0)
-				break;
-			rc = ckpt__object_link(objs[n], name, child, 0);
+			CKPT_TRY(make_object(&child, s, cid, o));
+			int rc = ckpt__object_link(w->objs[n], name, child, 0);
 			ckpt_object_free(child); /* the parent holds it now (or it is freed) */
-			if (rc == CKPT_OK) {
-				objs[cid] = child;
-				queue[qn++] = cid;
-			}
+			CKPT_TRY(rc);
+			w->objs[cid] = child;
+			w->queue[w->qn++] = cid;
 		}
 	}
+	return CKPT_OK;
+}
+
+/* Slot `sr` of optimizer node n, created through the primary's strategy when its primary was loaded. */
+static int build_slot(tree_walk *w, ckpt__session *s, int n, const ckpt_og_slot *sr, const ckpt_checkpoint_options *o)
+{
+	int orig = sr->original_variable_node_id, sn = sr->slot_variable_node_id;
+	ckpt_variable *prim = w->objs[orig] ? ckpt_object_node_variable(w->objs[orig]) : NULL;
+	size_t first, end;
+	ckpt__session_node_values(s, sn, &first, &end);
+	if (!prim || w->objs[sn] || first == end)
+		return CKPT_OK; /* primary not loaded, slot already placed, or no stored value */
+	const ckpt__value *sv = ckpt__session_value(s, first);
+	if (!loadable(sv) || sv->dtype != ckpt_variable_dtype(prim) ||
+		!ckpt__cshape_equal(&sv->shape, ckpt_variable_shape(prim)))
+		return CKPT_OK; /* the restore run reports it */
+	ckpt_variable_options vo;
+	CKPT_TRY(var_options(&vo, sv, o));
+	ckpt_variable *v;
+	/* no initial value: the load's restore run writes every copy, as for make_var */
+	int rc = ckpt__slot_create(&v, &w->objs[sn], w->objs[n], prim, sr->slot_name, sv->full_name, &vo,
+		!vo.initial_value);
+	if (rc == CKPT_OK)
+		keep_no_full_name(&w->objs[sn]->attrs[0], sv);
+	if (rc == CKPT_OK && !vo.initial_value)
+		rc = ckpt__session_note_unfilled(s, v); /* on failure the load frees the tree, the slot with it */
+	if (rc == CKPT_OK && vo.initial_value && ckpt_variable_kind(v) != CKPT_VAR_SYNC_ON_READ)
+		ckpt__session_mark_initialized(s, first);
+	return rc;
+}
+
+static int build_graph_tree(ckpt__session *s, ckpt_object *root, const ckpt_checkpoint_options *o)
+{
+	const ckpt_object_graph *g = ckpt__session_graph(s);
+	size_t nn = g->nnodes;
+	tree_walk w = { ckpt__calloc(nn, sizeof(*w.objs)), ckpt__calloc(nn, sizeof(*w.queue)),
+		ckpt__calloc(nn, sizeof(*w.depth)), 0 };
+	int rc = (!w.objs || !w.queue || !w.depth) ? CKPT_ENOMEM : CKPT_OK;
+	if (rc == CKPT_OK) {
+		w.objs[0] = root;
+		w.queue[w.qn++] = 0;
+		rc = attach_values(root, s, 0, o); /* root values (rare: "/.ATTRIBUTES/x") */
+	}
+	if (rc == CKPT_OK)
+		rc = build_children(&w, s, o);
 	/* slot variables, through the primary's strategy */
-	for (size_t qi = 0; qi < qn && rc == CKPT_OK; qi++) {
-		int n = queue[qi];
+	for (size_t qi = 0; qi < w.qn && rc == CKPT_OK; qi++) {
+		int n = w.queue[qi];
 		const ckpt_og_node *gn = &g->nodes[n];
-		for (size_t k = 0; k < gn->nslots && rc == CKPT_OK; k++) {
-			const ckpt_og_slot *sr = &gn->slots[k];
-			int orig = sr->original_variable_node_id, sn = sr->slot_variable_node_id;
-			ckpt_variable *prim = objs[orig] ? ckpt_object_node_variable(objs[orig]) : NULL;
-			if (!prim || objs[sn] || s->node_first[sn] == s->node_first[sn + 1])
-				continue; /* primary not loaded, slot already placed, or no stored value */
-			ckpt__value *sv = &s->vals[s->node_first[sn]];
-			if (!loadable(sv) || sv->dtype != ckpt_variable_dtype(prim) ||
-				!ckpt__cshape_equal(&sv->shape, ckpt_variable_shape(prim)))
-				continue; /* the restore run reports it */
-			ckpt_variable_options vo;
-			if ((rc = var_options(&vo, sv, o)) < 0)
-				break;
-			ckpt_variable *v;
-			/* no initial value: the load's restore run writes every copy, as for make_var */
-			rc = ckpt__slot_create(&v, &objs[sn], objs[n], prim, sr->slot_name, sv->full_name, &vo,
-				!vo.initial_value);
-			if (rc == CKPT_OK)
-				keep_no_full_name(&objs[sn]->attrs[0], sv);
-			if (rc == CKPT_OK && !vo.initial_value)
-				rc = ckpt__session_note_unfilled(s, v); /* on failure the load frees the tree, the slot with it */
-			if (rc == CKPT_OK && vo.initial_value && ckpt_variable_kind(v) != CKPT_VAR_SYNC_ON_READ)
-				sv->initialized = 1;
-		}
+		for (size_t k = 0; k < gn->nslots && rc == CKPT_OK; k++)
+			rc = build_slot(&w, s, n, &gn->slots[k], o);
 	}
-	ckpt__free(objs);
-	ckpt__free(queue);
-	ckpt__free(depth);
+	ckpt__free(w.objs);
+	ckpt__free(w.queue);
+	ckpt__free(w.depth);
 	return rc;
 }
 
 /* Entries no attribute refers to: one root child per stored key. */
 static int build_flat_tree(ckpt__session *s, ckpt_object *root, const ckpt_checkpoint_options *o)
 {
-	for (size_t i = s->nflat_first; i < s->nvals; i++) {
-		if (!loadable(&s->vals[i]) || ckpt__object_edge(root, s->vals[i].key))
+	size_t first, end;
+	ckpt__session_flat_values(s, &first, &end);
+	for (size_t i = first; i < end; i++) {
+		const ckpt__value *fv = ckpt__session_value(s, i);
+		if (!loadable(fv) || ckpt__object_edge(root, fv->key))
 			continue;
 		ckpt_variable *v;
-		CKPT_TRY(make_var(&v, s, &s->vals[i], o));
+		CKPT_TRY(make_var(&v, s, i, o));
 		ckpt_object *node;
 		int rc = ckpt__var_node_new(&node, v, 1);
 		if (rc < 0) {
 			ckpt_variable_free(v);
 			return rc;
 		}
-		rc = ckpt__object_link(root, s->vals[i].key, node, 0);
+		rc = ckpt__object_link(root, fv->key, node, 0);
 		ckpt_object_free(node);
 		CKPT_TRY(rc);
 	}
@@ -293,13 +321,14 @@ int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, co
 	 */
 	if (rc == CKPT_OK && ck->opts.load_variable)
 		rc = ckpt__session_stage_all(s);
+	const ckpt_object_graph *g = s ? ckpt__session_graph(s) : NULL;
 	if (rc == CKPT_OK)
-		rc = s->graph ? build_graph_tree(s, ck->root, &ck->opts) : CKPT_OK;
-	if (rc == CKPT_OK && s->graph) {
+		rc = g ? build_graph_tree(s, ck->root, &ck->opts) : CKPT_OK;
+	if (rc == CKPT_OK && g) {
 		/* older TF wrote no has_checkpoint_values: such a file written again keeps its graph as it was */
 		int any = 0;
-		for (size_t i = 0; i < s->graph->nnodes && !any; i++)
-			any = s->graph->nodes[i].has_checkpoint_values >= 0;
+		for (size_t i = 0; i < g->nnodes && !any; i++)
+			any = g->nodes[i].has_checkpoint_values >= 0;
 		ck->graph_without_has_values = !any;
 	}
 	if (rc == CKPT_OK)

@@ -55,8 +55,9 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 	if (rc < 0)
 		return cs ? ckpt__strategy_ops_of(cs)->agree(cs, rc) : rc;
 	/* like TF, restoring a file that has a save_counter creates ours */
-	if (s->graph) {
-		const ckpt_og_node *root = &s->graph->nodes[0];
+	const ckpt_object_graph *g = ckpt__session_graph(s);
+	if (g) {
+		const ckpt_og_node *root = &g->nodes[0];
 		for (size_t c = 0; c < root->nchildren; c++) {
 			if (strcmp(root->children[c].local_name, "save_counter") == 0 &&
 				!ckpt__object_edge(ck->root, "save_counter")) {

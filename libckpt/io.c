@@ -147,7 +147,8 @@ void ckpt_vfs_free(ckpt_vfs *vfs)
 		vfs->methods->destroy(vfs);
 }
 
-int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n)
+/* One open-size-read of the whole file; CKPT_EBUSY when it was replaced after the open. */
+static int read_all_once(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n)
 {
 	ckpt_io *io;
 	uint64_t size;
@@ -172,6 +173,22 @@ int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf,
 	*buf = b;
 	*n = (size_t)size;
 	return CKPT_OK;
+}
+
+/*
+ * A whole-file read is a snapshot: an object store pins an open file's reads
+ * to the version it opened and answers CKPT_EBUSY once that version was
+ * replaced (a manager rewriting `checkpoint` while an evaluator reads it).
+ * The newer version is as good, so the read starts over, a few times.
+ */
+#define READ_ALL_ATTEMPTS 4
+
+int ckpt_vfs_read_all(ckpt_vfs *vfs, const char *path, uint64_t max, void **buf, size_t *n)
+{
+	int rc = CKPT_EBUSY;
+	for (int attempt = 0; attempt < READ_ALL_ATTEMPTS && rc == CKPT_EBUSY; attempt++)
+		rc = read_all_once(vfs, path, max, buf, n);
+	return rc;
 }
 
 char *ckpt__vfs_temp_name(ckpt_vfs *vfs, const char *final, const char *suffix)

@@ -88,7 +88,7 @@ static void check_device(ckpt_replica_check *c)
 
 	memset(&d, 0, sizeof(d));
 	d.p = ckpt_strategy_memory_provider(ckpt_variable_strategy(c->variable));
-	for (r = 0; r < n; r++) {
+	for (r = c->first_replica; r < n; r++) {
 		uint32_t got = 0;
 		if (device_crc(&d, c->variable, r, &got) != CKPT_OK || got != c->expected_crc32c)
 			note_bad(c, r);
@@ -105,7 +105,7 @@ static int check_host(ckpt_replica_check *checks, size_t n, const unsigned char 
 
 	for (i = 0; i < n; i++)
 		if (on_host[i])
-			njobs += (size_t)ckpt_variable_num_replicas(checks[i].variable);
+			njobs += (size_t)(ckpt_variable_num_replicas(checks[i].variable) - checks[i].first_replica);
 	job_check = malloc((njobs ? njobs : 1) * sizeof(*job_check));
 	job_rep = malloc((njobs ? njobs : 1) * sizeof(*job_rep));
 	if (!job_check || !job_rep) {
@@ -115,13 +115,14 @@ static int check_host(ckpt_replica_check *checks, size_t n, const unsigned char 
 	}
 	for (i = 0, j = 0; i < n; i++) {
 		int r, nr = on_host[i] ? ckpt_variable_num_replicas(checks[i].variable) : 0;
-		for (r = 0; r < nr; r++, j++) {
+		for (r = checks[i].first_replica; r < nr; r++, j++) {
 			job_check[j] = i;
 			job_rep[j] = r;
 		}
 	}
 	/* largest first would balance better; the state's order is good enough for 2-16 threads */
-#pragma omp parallel for schedule(dynamic, 1)
+	/* no team for one copy: starting (and then spinning) threads would cost more than the task */
+#pragma omp parallel for schedule(dynamic, 1) if (njobs > 1)
 	for (j = 0; j < njobs; j++) {
 		ckpt_replica_check *c = &checks[job_check[j]];
 		const void *p = ckpt_variable_replica_data(c->variable, job_rep[j]);
@@ -153,6 +154,10 @@ int ckpt_replica_check_crc32c(ckpt_replica_check *checks, size_t n)
 		if (ckpt_variable_dtype(checks[i].variable) == CKPT_DT_STRING)
 			return ckpt__fail(CKPT_EINVAL, NULL, ckpt_variable_name(checks[i].variable), -1,
 				"a string variable's replicas cannot be checked by crc32c of their bytes");
+		if (checks[i].first_replica < 0 || checks[i].first_replica > ckpt_variable_num_replicas(checks[i].variable))
+			return ckpt__fail(CKPT_EINVAL, NULL, ckpt_variable_name(checks[i].variable), -1,
+				"ckpt_replica_check_crc32c: checks[%zu].first_replica is %d, the variable has %d replicas", i,
+				checks[i].first_replica, ckpt_variable_num_replicas(checks[i].variable));
 		checks[i].bad_replica = -1;
 	}
 	if (!(on_host = malloc(n)))

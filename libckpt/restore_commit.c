@@ -14,207 +14,6 @@
 
 static const ckpt__pending_ops pending_ops; /* restore-on-create: at the end */
 
-static int stage(ckpt__session *s, const unsigned char *want, void **arena, int parts, int part, uint64_t *bounds);
-
-int ckpt__session_stage_all(ckpt__session *s)
-{
-	if (!s->reader)
-		return CKPT_OK;
-	unsigned char *want = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
-	void **na = ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*na));
-	int rc = (!want || !na) ? CKPT_ENOMEM : CKPT_OK;
-	if (na)
-		s->arenas = na;
-	for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
-		want[i] = !s->vals[i].t && !s->vals[i].consumed;
-	void *arena = NULL;
-	if (rc == CKPT_OK)
-		rc = stage(s, want, &arena, 1, 0, NULL);
-	if (rc == CKPT_OK) {
-		if (arena)
-			s->arenas[s->narenas++] = arena;
-		ckpt_reader_free(s->reader);
-		s->reader = NULL;
-	}
-	ckpt__free(want);
-	return rc;
-}
-
-/* Drop the tensors staged in the temporary arena (values of this run) and the arena itself. */
-static void release_staged(ckpt__session *s, void *arena)
-{
-	for (size_t i = 0; i < s->nvals; i++) {
-		ckpt__value *v = &s->vals[i];
-		if (v->temp) {
-			ckpt_tensor_free(v->t);
-			v->t = NULL;
-			v->temp = 0;
-		}
-	}
-	ckpt__buffer_free(arena);
-}
-
-/* Drop the values staged for later (restore-on-create) when the commit failed. */
-static void release_later(ckpt__session *s, const unsigned char *want, void *arena)
-{
-	for (size_t i = 0; i < s->nvals; i++) {
-		if (want[i]) {
-			ckpt_tensor_free(s->vals[i].t);
-			s->vals[i].t = NULL;
-		}
-	}
-	ckpt__buffer_free(arena);
-}
-
-/*
- * Read the values flagged in `want` into one huge-page arena (fresh 4 KiB
- * pages cost more than the read itself), straight from the reader with
- * checksums verified. The tensors wrap the arena; *arena is freed by the
- * caller once they are released.
- * parts > 1 (a restore whose processes share the reading): the arena's
- * bytes are cut into `parts` equal ranges, each value belongs to the range
- * its first byte is in, and only the values of range `part` are read here
- * (strings, outside the arena, always are); bounds[0..parts] receives where
- * each part's values begin in the arena (bounds[parts]: its size), for the
- * strategy to share them.
- */
-/*
- * stage()'s reads as one batch, where the backend has a batched path (object
- * storage: few large ranged reads instead of one per value): the fixed-size,
- * whole entries of this process's part go to their places in the arena
- * (laid out as stage() lays them). *batched (caller frees) flags the values
- * read, NULL when the backend declined; the others are read one by one.
- */
-static int stage_batch(ckpt__session *s, const unsigned char *want, unsigned char *base, uint64_t chunk, int part,
-	unsigned char **batched)
-{
-	*batched = NULL;
-	ckpt__read_req *req = ckpt__malloc((s->nvals ? s->nvals : 1) * sizeof(*req));
-	unsigned char *in = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
-	size_t n = 0;
-	uint64_t off = 0;
-	for (size_t i = 0; req && in && i < s->nvals; i++) {
-		const ckpt__value *v = &s->vals[i];
-		if (!want[i] || v->dtype == CKPT_DT_STRING)
-			continue;
-		uint64_t nb;
-		ckpt_shape sh;
-		ckpt__cshape_expand(&v->shape, &sh);
-		ckpt_shape_nbytes(&sh, v->dtype, &nb);
-		off = (off + 63) & ~(uint64_t)63;
-		int owner = chunk ? (int)(off / chunk) : part;
-		const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
-		/* anything unusual (partitioned, another size) keeps its own path and its own error */
-		if (nb && owner == part && vi && vi->nslices == 0 && vi->dtype == v->dtype && vi->nbytes == nb) {
-			req[n++] = (ckpt__read_req){ v->reader_index, base + off, (size_t)nb };
-			in[i] = 1;
-		}
-		off += nb;
-	}
-	int rc = req && in && n ? ckpt__reader_read_many(s->reader, req, n, 0) : CKPT__DECLINED;
-	ckpt__free(req);
-	if (rc == CKPT_OK) {
-		*batched = in;
-		return CKPT_OK;
-	}
-	ckpt__free(in);
-	if (rc == CKPT__DECLINED) {
-		ckpt_error_clear(); /* declined, or no room for the requests: one by one */
-		return CKPT_OK;
-	}
-	return rc;
-}
-
-static int stage(ckpt__session *s, const unsigned char *want, void **arena, int parts, int part, uint64_t *bounds)
-{
-	static unsigned char empty[64];
-	*arena = NULL;
-	uint64_t total = 0;
-	for (size_t i = 0; i < s->nvals; i++) {
-		if (!want[i] || s->vals[i].dtype == CKPT_DT_STRING)
-			continue;
-		uint64_t nb;
-		ckpt_shape sh;
-		ckpt__cshape_expand(&s->vals[i].shape, &sh);
-		CKPT_TRY(ckpt_shape_nbytes(&sh, s->vals[i].dtype, &nb));
-		if (ckpt__add_u64(total, 63, &total) || ckpt__add_u64(total & ~(uint64_t)63, nb, &total))
-			return ckpt__fail(CKPT_ELIMIT, s->path, s->vals[i].key, -1, "checkpoint values exceed 2^64 bytes");
-	}
-	if (total > SIZE_MAX)
-		return ckpt__fail(CKPT_ELIMIT, s->path, NULL, -1, "%llu bytes of values do not fit in memory",
-			(unsigned long long)total);
-	unsigned char *base = total ? ckpt__buffer_alloc(total, 0) : NULL;
-	if (total && !base)
-		return CKPT_ENOMEM;
-	uint64_t chunk = parts > 1 ? total / (uint64_t)parts + 1 : 0;
-	unsigned char *batched = NULL;
-	int rc = stage_batch(s, want, base, chunk, part, &batched);
-	uint64_t off = 0;
-	int next = 0; /* the first part whose start is not known yet */
-	size_t i;
-	for (i = 0; i < s->nvals && rc == CKPT_OK; i++) {
-		ckpt__value *v = &s->vals[i];
-		if (!want[i])
-			continue;
-		ckpt_shape sh;
-		ckpt__cshape_expand(&v->shape, &sh);
-		if (v->dtype == CKPT_DT_STRING) {
-			/* variable-length elements: an owned string tensor, outside the arena */
-			rc = ckpt_reader_read(s->reader, v->reader_index, &v->t);
-			if (rc == CKPT_OK && (v->t->dtype != CKPT_DT_STRING || !ckpt_shape_equal(&v->t->shape, &sh))) {
-				ckpt_tensor_free(v->t);
-				v->t = NULL;
-				rc = ckpt__fail(CKPT_EFORMAT, s->path, v->key, -1,
-					"string entry read back with another dtype or shape than its index entry");
-			}
-			if (rc < 0)
-				ckpt__error_annotate(s->path, v->key);
-			continue;
-		}
-		uint64_t nb;
-		ckpt_shape_nbytes(&sh, v->dtype, &nb);
-		off = (off + 63) & ~(uint64_t)63;
-		unsigned char *dst = nb ? base + off : empty;
-		int owner = parts > 1 ? (int)(off / chunk) : part;
-		while (bounds && next <= owner)
-			bounds[next++] = off;
-		rc = nb && owner == part && !(batched && batched[i]) ?
-			ckpt_reader_read_into(s->reader, v->reader_index, dst, (size_t)nb) : CKPT_OK;
-		if (rc == CKPT_EUNSUPPORTED) {
-			/* e.g. a partitioned entry the backend only assembles in ckpt_reader_read */
-			ckpt_tensor *t;
-			if ((rc = ckpt_reader_read(s->reader, v->reader_index, &t)) == CKPT_OK) {
-				if (t->nbytes == nb)
-					memcpy(dst, t->data, (size_t)nb);
-				else
-					rc = ckpt__fail(CKPT_EFORMAT, s->path, v->key, -1, "entry has %llu bytes, want %llu",
-						(unsigned long long)t->nbytes, (unsigned long long)nb);
-				ckpt_tensor_free(t);
-			}
-		}
-		if (rc == CKPT_OK)
-			rc = ckpt_tensor_wrap(&v->t, v->dtype, &sh, dst, nb);
-		if (rc < 0)
-			ckpt__error_annotate(s->path, v->key);
-		off += nb;
-	}
-	ckpt__free(batched);
-	if (rc < 0) {
-		for (size_t k = 0; k < i; k++) {
-			if (want[k]) {
-				ckpt_tensor_free(s->vals[k].t);
-				s->vals[k].t = NULL;
-			}
-		}
-		ckpt__buffer_free(base);
-		return rc;
-	}
-	while (bounds && next <= parts)
-		bounds[next++] = total;
-	*arena = base;
-	return CKPT_OK;
-}
-
 static int reserve_pending(ckpt__run *r)
 {
 	/* room for every record, so that attaching cannot fail after values were assigned */
@@ -339,11 +138,13 @@ static void undo_direct(ckpt__session *s, const direct *d, size_t n, const unsig
 				first = ckpt_variable_name(d[i].var);
 		}
 	}
+	void *warn_ctx;
+	ckpt_warning_fn warn = ckpt__session_warning(s, &warn_ctx);
 	if (lost)
-		ckpt__warn(s->warn, s->warn_ctx,
+		ckpt__warn(warn, warn_ctx,
 			"restore from %s failed after its checksums were verified (the file changed or the device "
 			"failed while it was read): %zu plain variable(s), first '%s', may hold partial values",
-			s->path, lost, first);
+			ckpt__session_path(s), lost, first);
 	ckpt__error_raise(&slot);
 	ckpt__error_slot_clear(&slot);
 }
@@ -359,10 +160,11 @@ static int cmp_rollback_first(const void *a, const void *b)
 /* Whether value `val` of this run can be read in place into `var`. */
 static int can_read_direct(const ckpt__session *s, const ckpt__value *v, ckpt_variable *var, unsigned uses)
 {
-	if (!s->reader || v->t || v->initialized || uses != 1 || v->dtype == CKPT_DT_STRING ||
+	ckpt_reader *rd = ckpt__session_reader(s);
+	if (!rd || v->t || v->initialized || uses != 1 || v->dtype == CKPT_DT_STRING ||
 	    !ckpt__variable_direct_restorable(var))
 		return 0;
-	const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
+	const ckpt_var_info *vi = ckpt_reader_var(rd, v->reader_index);
 	return vi && vi->has_crc32c && vi->nslices == 0;
 }
 
@@ -373,11 +175,12 @@ static int can_read_direct(const ckpt__session *s, const ckpt__value *v, ckpt_va
  */
 static int can_stream(const ckpt__session *s, const ckpt__value *v, ckpt_variable *var, unsigned uses)
 {
-	if (!s->reader || v->t || v->initialized || uses != 1 || v->dtype == CKPT_DT_STRING ||
+	ckpt_reader *rd = ckpt__session_reader(s);
+	if (!rd || v->t || v->initialized || uses != 1 || v->dtype == CKPT_DT_STRING ||
 	    !ckpt__variable_on_device(var) || ckpt_variable_kind(var) == CKPT_VAR_SYNC_ON_READ ||
 	    ckpt_variable_nbytes(var) == 0)
 		return 0;
-	const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
+	const ckpt_var_info *vi = ckpt_reader_var(rd, v->reader_index);
 	return vi && vi->has_crc32c && vi->nslices == 0;
 }
 
@@ -393,6 +196,303 @@ static int run_stream(ckpt_reader *rd, const direct *d, size_t n, unsigned char 
 	}
 	ckpt__ring_free(&ring);
 	return rc;
+}
+
+/*
+ * One commit's scratch: what each step leaves for the next. commit_begin
+ * allocates it, commit_free_scratch frees all of it but the keys, which
+ * commit_attach hands to the objects or commit_abandon frees.
+ */
+typedef struct commit {
+	ckpt__run *r;
+	ckpt__session *s;
+	size_t nvals;
+	unsigned char *uses;                  /* per value: how many assignments take it (capped at 2) */
+	unsigned char *want_now, *want_later; /* per value: staged for this commit / for restore-on-create */
+	unsigned char *touched, *is_direct;   /* per assignment */
+	direct *dir;                          /* read in place into copy 0; the nrb rollbackable ones first */
+	size_t ndir, nrb;
+	direct *str;                          /* device variables: streamed through the pinned ring into copy 0, like dir */
+	unsigned char *str_touched;
+	size_t nstream, nsrb;
+	char **keys;                          /* per assignment: its stored key (the objects' source_key) */
+	ckpt_variable **vars;                 /* the assign plan's writes */
+	const void **srcs;
+	size_t *sizes;
+	size_t nwrite;
+	ckpt_variable **svars;                /* string values: per-replica copies built now, swapped in after the fan-out */
+	void **sstaged;
+	size_t nstr;
+	int parts, part;                      /* across processes: this process's part of the reading */
+	uint64_t *bnow, *blater;              /* and where each part lies in the arenas */
+	void *now, *later;                    /* the arenas: this commit's values, and those kept for later */
+	ckpt__assign_plan *plan;
+} commit;
+
+/* Allocate the scratch of a commit of `r`: CKPT_OK or CKPT_ENOMEM (then the steps are skipped, the rest is NULL). */
+static int commit_begin(commit *c, ckpt__run *r)
+{
+	memset(c, 0, sizeof(*c));
+	c->r = r;
+	c->s = r->s;
+	c->nvals = ckpt__session_nvals(c->s);
+	size_t nv = c->nvals ? c->nvals : 1, na1 = r->nasg ? r->nasg : 1;
+	c->uses = ckpt__calloc(nv, 1);
+	c->want_now = ckpt__calloc(nv, 1);
+	c->want_later = ckpt__calloc(nv, 1);
+	c->touched = ckpt__calloc(na1, 1);
+	c->is_direct = ckpt__calloc(na1, 1);
+	c->dir = ckpt__calloc(na1, sizeof(*c->dir));
+	c->str = ckpt__calloc(na1, sizeof(*c->str));
+	c->str_touched = ckpt__calloc(na1, 1);
+	c->keys = ckpt__calloc(na1, sizeof(char *));
+	c->vars = ckpt__calloc(na1, sizeof(*c->vars));
+	c->srcs = ckpt__calloc(na1, sizeof(*c->srcs));
+	c->sizes = ckpt__calloc(na1, sizeof(*c->sizes));
+	c->svars = ckpt__calloc(na1, sizeof(*c->svars));
+	c->sstaged = ckpt__calloc(na1, sizeof(*c->sstaged));
+	int arena_rc = ckpt__session_reader(c->s) ? ckpt__session_reserve_arena(c->s) : CKPT_OK;
+	c->parts = 1;
+	if (r->cs && ckpt__strategy_ops_of(r->cs)->restore_parts)
+		c->parts = ckpt__strategy_ops_of(r->cs)->restore_parts(r->cs, &c->part);
+	if (c->parts > 1) {
+		c->bnow = ckpt__calloc((size_t)c->parts + 1, sizeof(*c->bnow));
+		c->blater = ckpt__calloc((size_t)c->parts + 1, sizeof(*c->blater));
+	}
+	return (!c->uses || !c->want_now || !c->want_later || !c->touched || !c->is_direct || !c->dir || !c->str ||
+		!c->str_touched || !c->keys || !c->vars || !c->srcs || !c->sizes || !c->svars || !c->sstaged ||
+		arena_rc < 0 || (c->parts > 1 && (!c->bnow || !c->blater))) ? CKPT_ENOMEM : CKPT_OK;
+}
+
+/* Step 1a: which values are read in place (dir), streamed to a device (str) or staged now (want_now). */
+static void commit_classify(commit *c)
+{
+	const ckpt__run *r = c->r;
+	for (size_t i = 0; i < r->nasg; i++)
+		if (c->uses[r->asg[i].val] < 2)
+			c->uses[r->asg[i].val]++;
+	for (size_t i = 0; i < r->nasg; i++) {
+		const assignment *a = &r->asg[i];
+		const ckpt__value *v = ckpt__session_value(c->s, a->val);
+		if (!r->cs && can_read_direct(c->s, v, a->var, c->uses[a->val])) {
+			c->is_direct[i] = 1;
+			c->dir[c->ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val,
+				v->reader_index, a->var, ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
+		} else if (!r->cs && can_stream(c->s, v, a->var, c->uses[a->val])) {
+			c->is_direct[i] = 1;
+			c->str[c->nstream++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val,
+				v->reader_index, a->var, ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
+		} else if (!v->t && ckpt__session_reader(c->s))
+			c->want_now[a->val] = 1;
+	}
+}
+
+/* Step 1b: stage this commit's values (temporary) and those restore-on-create needs later. */
+static int commit_stage_values(commit *c)
+{
+	for (size_t i = 0; i < c->nvals; i++) {
+		const ckpt__value *v = ckpt__session_value(c->s, i);
+		c->want_later[i] = !c->want_now[i] && !v->t && !v->consumed;
+	}
+	for (size_t i = 0; i < c->ndir; i++)
+		c->want_later[c->dir[i].val] = 0;
+	for (size_t i = 0; i < c->nstream; i++)
+		c->want_later[c->str[i].val] = 0;
+	int rc = ckpt__session_stage(c->s, c->want_now, &c->now, c->parts, c->part, c->bnow);
+	if (rc == CKPT_OK)
+		ckpt__session_mark_temp(c->s, c->want_now);
+	if (rc == CKPT_OK)
+		rc = ckpt__session_stage(c->s, c->want_later, &c->later, c->parts, c->part, c->blater);
+	return rc;
+}
+
+/* Step 1c (after `rc`, step 1b's status): order the in-place values and verify in the file those without rollback. */
+static int commit_verify(commit *c, int rc)
+{
+	/* rollbackable values first; only the others need a verification pass */
+	int src = ckpt__sort(c->dir, c->ndir, sizeof(*c->dir), cmp_rollback_first); /* nearly sorted: built in value order */
+	if (rc == CKPT_OK)
+		rc = src;
+	while (c->nrb < c->ndir && c->dir[c->nrb].rollback)
+		c->nrb++;
+	if (rc == CKPT_OK)
+		rc = run_direct(ckpt__session_reader(c->s), c->dir + c->nrb, c->ndir - c->nrb, 0, NULL);
+	/* device values without a second copy to roll back from are verified in the file first, too */
+	int ssrc = ckpt__sort(c->str, c->nstream, sizeof(*c->str), cmp_rollback_first);
+	if (rc == CKPT_OK)
+		rc = ssrc;
+	while (c->nsrb < c->nstream && c->str[c->nsrb].rollback)
+		c->nsrb++;
+	if (rc == CKPT_OK)
+		rc = run_direct(ckpt__session_reader(c->s), c->str + c->nsrb, c->nstream - c->nsrb, 0, NULL);
+	return rc;
+}
+
+/* Step 1: stage and verify. */
+static int commit_stage(commit *c)
+{
+	commit_classify(c);
+	if (!ckpt__session_reader(c->s))
+		return CKPT_OK;
+	return commit_verify(c, commit_stage_values(c));
+}
+
+/* Step 2: check every assignment and allocate what the commit needs (the keys, the strings, the assign plan). */
+static int commit_prepare(commit *c)
+{
+	const ckpt__run *r = c->r;
+	int rc = CKPT_OK;
+	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
+		const assignment *a = &r->asg[i];
+		const ckpt__value *v = ckpt__session_value(c->s, a->val);
+		const ckpt_tensor *t = v->t;
+		if (!(c->keys[i] = ckpt__strdup(v->key)))
+			rc = CKPT_ENOMEM;
+		else if (c->is_direct[i]) {
+			c->vars[c->nwrite] = a->var;
+			c->srcs[c->nwrite] = ckpt__variable_data(a->var, 0);
+			c->sizes[c->nwrite] = (size_t)ckpt_variable_nbytes(a->var);
+			c->nwrite++;
+		} else if (!t)
+			rc = ckpt__fail(CKPT_ERROR, ckpt__session_path(c->s), v->key, -1, "value was released before use");
+		else if (v->initialized)
+			continue; /* load already created the variable with this value */
+		else if (t->dtype == CKPT_DT_STRING) {
+			rc = ckpt__variable_stage_strings(a->var, t, &c->sstaged[c->nstr]);
+			if (rc == CKPT_OK)
+				c->svars[c->nstr++] = a->var;
+			else
+				ckpt__error_annotate(ckpt__session_path(c->s), v->key);
+		} else {
+			c->vars[c->nwrite] = a->var;
+			c->srcs[c->nwrite] = t->data;
+			c->sizes[c->nwrite] = (size_t)t->nbytes;
+			c->nwrite++;
+		}
+	}
+	if (rc == CKPT_OK)
+		rc = reserve_pending(c->r);
+	if (rc == CKPT_OK)
+		rc = ckpt__assign_plan_new(&c->plan, c->vars, c->srcs, c->sizes, c->nwrite);
+	return rc;
+}
+
+/*
+ * Step 3: read in place (checksums verified as they are read): device
+ * values first (a failing device then has touched no host variable), then
+ * mirrored values, so a bad one is undone before any plain variable is
+ * written; rollbackable ones first.
+ */
+static int commit_read_in_place(commit *c)
+{
+	const ckpt__run *r = c->r;
+	ckpt__session *s = c->s;
+	int rc = CKPT_OK;
+	if (c->nstream) {
+		rc = run_stream(ckpt__session_reader(s), c->str, c->nstream, c->str_touched);
+		if (rc < 0 && !r->fresh)
+			undo_direct(s, c->str, c->nstream, c->str_touched);
+	}
+	if (rc == CKPT_OK && c->ndir) {
+		rc = run_direct(ckpt__session_reader(s), c->dir, c->nrb, 1, c->touched);
+		if (rc == CKPT_OK)
+			rc = run_direct(ckpt__session_reader(s), c->dir + c->nrb, c->ndir - c->nrb, 1, c->touched + c->nrb);
+		if (rc < 0 && !r->fresh) {
+			undo_direct(s, c->dir, c->ndir, c->touched);
+			undo_direct(s, c->str, c->nstream, c->str_touched);
+		}
+	}
+	return rc;
+}
+
+/*
+ * Step 4 (after `rc`, the steps' status): fan out and swap in strings, which
+ * cannot fail on the host (device copies: only the provider can); keep the
+ * values staged for later and close the reader, or drop them.
+ */
+static int commit_fan_out(commit *c, int rc)
+{
+	ckpt__session *s = c->s;
+	if (rc == CKPT_OK)
+		rc = ckpt__assign_plan_run(c->plan);
+	ckpt__assign_plan_free(c->plan);
+	c->plan = NULL;
+	for (size_t i = 0; i < c->nstr; i++) {
+		if (rc == CKPT_OK)
+			ckpt__variable_commit_strings(c->svars[i], c->sstaged[i]);
+		else
+			ckpt__variable_discard_strings(c->svars[i], c->sstaged[i]);
+	}
+	if (rc == CKPT_OK && ckpt__session_reader(s)) {
+		if (c->later)
+			ckpt__session_keep_arena(s, c->later);
+		c->later = NULL;
+		ckpt__session_close_reader(s);
+	}
+	if (c->later)
+		ckpt__session_release(s, c->want_later, c->later);
+	c->later = NULL;
+	return rc;
+}
+
+/* The scratch but the keys and the temporary arena. */
+static void commit_free_scratch(commit *c)
+{
+	ckpt__free(c->uses);
+	ckpt__free(c->want_now);
+	ckpt__free(c->want_later);
+	ckpt__free(c->touched);
+	ckpt__free(c->is_direct);
+	ckpt__free(c->dir);
+	ckpt__free(c->str);
+	ckpt__free(c->str_touched);
+	ckpt__free(c->vars);
+	ckpt__free(c->srcs);
+	ckpt__free(c->sizes);
+	ckpt__free(c->svars);
+	ckpt__free(c->sstaged);
+	ckpt__free(c->bnow);
+	ckpt__free(c->blater);
+}
+
+/* A failed commit: free the keys and drop this commit's staged values. */
+static void commit_abandon(commit *c)
+{
+	for (size_t i = 0; c->keys && i < c->r->nasg; i++)
+		ckpt__free(c->keys[i]);
+	ckpt__free(c->keys);
+	ckpt__session_release_temp(c->s, c->now);
+}
+
+/* A commit that succeeded: report the keys, consume the values, attach the pending records. Cannot fail. */
+static void commit_attach(commit *c)
+{
+	ckpt__run *r = c->r;
+	ckpt__session *s = c->s;
+	for (size_t i = 0; i < r->nasg; i++) {
+		assignment *a = &r->asg[i];
+		ckpt__session_push_assigned(s, a->var);
+		/* where the key is reported: the variable node, or the attribute of any other object */
+		char **sk = a->owner->is_var_node ? &a->owner->source_key : NULL;
+		for (size_t k = 0; !sk && k < a->owner->nattrs; k++)
+			if (a->owner->attrs[k].var == a->var)
+				sk = &a->owner->attrs[k].source_key;
+		if (c->keys[i] && sk) {
+			ckpt__free(*sk);
+			*sk = c->keys[i];
+			c->keys[i] = NULL;
+		}
+	}
+	for (size_t i = 0; i < r->nasg; i++)
+		ckpt__session_consume(s, r->asg[i].val, r->asg[i].var);
+	ckpt__free(c->keys);
+	ckpt__session_release_temp(s, c->now);
+	for (size_t i = 0; i < r->npc; i++)
+		ckpt__pending_push_child(&r->pc[i].obj->pending, r->pc[i].name, s, r->pc[i].node, &pending_ops);
+	for (size_t i = 0; i < r->nps; i++)
+		ckpt__pending_push_slot(&r->ps[i].opt->pending, s, r->ps[i].orig, r->ps[i].slot_name, r->ps[i].slot_node,
+			&pending_ops);
+	r->npc = r->nps = 0; /* names now belong to the objects */
 }
 
 /*
@@ -413,224 +513,29 @@ static int run_stream(ckpt_reader *rd, const direct *d, size_t n, unsigned char 
  */
 int ckpt__run_commit(ckpt__run *r)
 {
-	ckpt__session *s = r->s;
-	size_t need = s->nassigned + r->nasg;
-	if (need > s->capassigned) {
-		ckpt_variable **na = ckpt__realloc(s->assigned, (need ? need : 1) * sizeof(*na));
-		if (!na)
-			return r->cs ? ckpt__strategy_ops_of(r->cs)->share_staged(r->cs, CKPT_ENOMEM, 0, NULL, NULL) : CKPT_ENOMEM;
-		s->assigned = na;
-		s->capassigned = need;
-	}
-	size_t nv = s->nvals ? s->nvals : 1, na1 = r->nasg ? r->nasg : 1;
-	unsigned char *uses = ckpt__calloc(nv, 1);
-	unsigned char *want_now = ckpt__calloc(nv, 1), *want_later = ckpt__calloc(nv, 1);
-	unsigned char *touched = ckpt__calloc(na1, 1), *is_direct = ckpt__calloc(na1, 1);
-	direct *dir = ckpt__calloc(na1, sizeof(*dir));
-	/* device variables: streamed through the pinned ring into copy 0, like dir */
-	direct *str = ckpt__calloc(na1, sizeof(*str));
-	unsigned char *str_touched = ckpt__calloc(na1, 1);
-	char **keys = ckpt__calloc(na1, sizeof(char *));
-	ckpt_variable **vars = ckpt__calloc(na1, sizeof(*vars));
-	const void **srcs = ckpt__calloc(na1, sizeof(*srcs));
-	size_t *sizes = ckpt__calloc(na1, sizeof(*sizes));
-	/* string values: per-replica copies built now, swapped in after the fan-out */
-	ckpt_variable **svars = ckpt__calloc(na1, sizeof(*svars));
-	void **sstaged = ckpt__calloc(na1, sizeof(*sstaged));
-	void **arenas = s->reader ? ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*arenas)) : s->arenas;
-	if (arenas)
-		s->arenas = arenas;
-	/* across processes: this process's part of the reading, and where each part lies in the arenas */
-	int parts = 1, part = 0;
-	if (r->cs && ckpt__strategy_ops_of(r->cs)->restore_parts)
-		parts = ckpt__strategy_ops_of(r->cs)->restore_parts(r->cs, &part);
-	uint64_t *bnow = parts > 1 ? ckpt__calloc((size_t)parts + 1, sizeof(*bnow)) : NULL;
-	uint64_t *blater = parts > 1 ? ckpt__calloc((size_t)parts + 1, sizeof(*blater)) : NULL;
-	int rc = (!uses || !want_now || !want_later || !touched || !is_direct || !dir || !str || !str_touched || !keys || !vars || !srcs || !sizes ||
-		!svars || !sstaged || (s->reader && !arenas) || (parts > 1 && (!bnow || !blater))) ? CKPT_ENOMEM : CKPT_OK;
-	void *now = NULL, *later = NULL;
-	ckpt__assign_plan *plan = NULL;
-	size_t ndir = 0, nrb = 0, nwrite = 0, nstr = 0, nstream = 0, nsrb = 0;
-
-	/* 1. stage and verify */
-	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++)
-		if (uses[r->asg[i].val] < 2)
-			uses[r->asg[i].val]++;
-	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
-		const assignment *a = &r->asg[i];
-		ckpt__value *v = &s->vals[a->val];
-		if (!r->cs && can_read_direct(s, v, a->var, uses[a->val])) {
-			is_direct[i] = 1;
-			dir[ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val, v->reader_index, a->var,
-				ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
-		} else if (!r->cs && can_stream(s, v, a->var, uses[a->val])) {
-			is_direct[i] = 1;
-			str[nstream++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val, v->reader_index,
-				a->var, ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
-		} else if (!v->t && s->reader)
-			want_now[a->val] = 1;
-	}
-	if (rc == CKPT_OK && s->reader) {
-		for (size_t i = 0; i < s->nvals; i++)
-			want_later[i] = !want_now[i] && !s->vals[i].t && !s->vals[i].consumed;
-		for (size_t i = 0; i < ndir; i++)
-			want_later[dir[i].val] = 0;
-		for (size_t i = 0; i < nstream; i++)
-			want_later[str[i].val] = 0;
-		rc = stage(s, want_now, &now, parts, part, bnow);
-		for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
-			s->vals[i].temp = want_now[i];
-		if (rc == CKPT_OK)
-			rc = stage(s, want_later, &later, parts, part, blater);
-		/* rollbackable values first; only the others need a verification pass */
-		int src = ckpt__sort(dir, ndir, sizeof(*dir), cmp_rollback_first); /* nearly sorted: built in value order */
-		if (rc == CKPT_OK)
-			rc = src;
-		while (nrb < ndir && dir[nrb].rollback)
-			nrb++;
-		if (rc == CKPT_OK)
-			rc = run_direct(s->reader, dir + nrb, ndir - nrb, 0, NULL);
-		/* device values without a second copy to roll back from are verified in the file first, too */
-		int ssrc = ckpt__sort(str, nstream, sizeof(*str), cmp_rollback_first);
-		if (rc == CKPT_OK)
-			rc = ssrc;
-		while (nsrb < nstream && str[nsrb].rollback)
-			nsrb++;
-		if (rc == CKPT_OK)
-			rc = run_direct(s->reader, str + nsrb, nstream - nsrb, 0, NULL);
-	}
-
-	/* 2. check and allocate */
-	for (size_t i = 0; i < r->nasg && rc == CKPT_OK; i++) {
-		const assignment *a = &r->asg[i];
-		const ckpt__value *v = &s->vals[a->val];
-		const ckpt_tensor *t = v->t;
-		if (!(keys[i] = ckpt__strdup(v->key)))
-			rc = CKPT_ENOMEM;
-		else if (is_direct[i]) {
-			vars[nwrite] = a->var;
-			srcs[nwrite] = ckpt__variable_data(a->var, 0);
-			sizes[nwrite] = (size_t)ckpt_variable_nbytes(a->var);
-			nwrite++;
-		} else if (!t)
-			rc = ckpt__fail(CKPT_ERROR, s->path, v->key, -1, "value was released before use");
-		else if (v->initialized)
-			continue; /* load already created the variable with this value */
-		else if (t->dtype == CKPT_DT_STRING) {
-			rc = ckpt__variable_stage_strings(a->var, t, &sstaged[nstr]);
-			if (rc == CKPT_OK)
-				svars[nstr++] = a->var;
-			else
-				ckpt__error_annotate(s->path, v->key);
-		} else {
-			vars[nwrite] = a->var;
-			srcs[nwrite] = t->data;
-			sizes[nwrite] = (size_t)t->nbytes;
-			nwrite++;
-		}
-	}
+	if (ckpt__session_reserve_assigned(r->s, r->nasg) < 0)
+		return r->cs ? ckpt__strategy_ops_of(r->cs)->share_staged(r->cs, CKPT_ENOMEM, 0, NULL, NULL) : CKPT_ENOMEM;
+	commit c;
+	int rc = commit_begin(&c, r);
 	if (rc == CKPT_OK)
-		rc = reserve_pending(r);
+		rc = commit_stage(&c);
 	if (rc == CKPT_OK)
-		rc = ckpt__assign_plan_new(&plan, vars, srcs, sizes, nwrite);
+		rc = commit_prepare(&c);
 	/* across processes: everything staged and prepared everywhere, or nobody assigns */
 	if (r->cs) {
-		void *bases[2] = { now, later };
-		const uint64_t *bounds[2] = { bnow, blater };
+		void *bases[2] = { c.now, c.later };
+		const uint64_t *bounds[2] = { c.bnow, c.blater };
 		rc = ckpt__strategy_ops_of(r->cs)->share_staged(r->cs, rc, 2, bases, bounds);
 	}
-
-	/* 3. read in place (checksums verified as they are read): mirrored values
-	 * first, so a bad one is undone before any plain variable is written */
-	/* device values first (a failing device then has touched no host variable), rollbackable ones first */
-	if (rc == CKPT_OK && nstream) {
-		rc = run_stream(s->reader, str, nstream, str_touched);
-		if (rc < 0 && !r->fresh)
-			undo_direct(s, str, nstream, str_touched);
-	}
-	if (rc == CKPT_OK && ndir) {
-		rc = run_direct(s->reader, dir, nrb, 1, touched);
-		if (rc == CKPT_OK)
-			rc = run_direct(s->reader, dir + nrb, ndir - nrb, 1, touched + nrb);
-		if (rc < 0 && !r->fresh) {
-			undo_direct(s, dir, ndir, touched);
-			undo_direct(s, str, nstream, str_touched);
-		}
-	}
-
-	/* 4. fan out and swap in: cannot fail on the host (device copies: only the provider can) */
 	if (rc == CKPT_OK)
-		rc = ckpt__assign_plan_run(plan);
-	ckpt__assign_plan_free(plan);
-	for (size_t i = 0; i < nstr; i++) {
-		if (rc == CKPT_OK)
-			ckpt__variable_commit_strings(svars[i], sstaged[i]);
-		else
-			ckpt__variable_discard_strings(svars[i], sstaged[i]);
-	}
-	if (rc == CKPT_OK && s->reader) {
-		if (later)
-			s->arenas[s->narenas++] = later;
-		later = NULL;
-		ckpt_reader_free(s->reader);
-		s->reader = NULL;
-	}
-	if (later)
-		release_later(s, want_later, later);
-	ckpt__free(uses);
-	ckpt__free(want_now);
-	ckpt__free(want_later);
-	ckpt__free(touched);
-	ckpt__free(is_direct);
-	ckpt__free(dir);
-	ckpt__free(str);
-	ckpt__free(str_touched);
-	ckpt__free(vars);
-	ckpt__free(srcs);
-	ckpt__free(sizes);
-	ckpt__free(svars);
-	ckpt__free(sstaged);
-	ckpt__free(bnow);
-	ckpt__free(blater);
+		rc = commit_read_in_place(&c);
+	rc = commit_fan_out(&c, rc);
+	commit_free_scratch(&c);
 	if (rc < 0) {
-		for (size_t i = 0; keys && i < r->nasg; i++)
-			ckpt__free(keys[i]);
-		ckpt__free(keys);
-		release_staged(s, now);
+		commit_abandon(&c);
 		return rc;
 	}
-	for (size_t i = 0; i < r->nasg; i++) {
-		assignment *a = &r->asg[i];
-		s->assigned[s->nassigned++] = a->var;
-		/* where the key is reported: the variable node, or the attribute of any other object */
-		char **sk = a->owner->is_var_node ? &a->owner->source_key : NULL;
-		for (size_t k = 0; !sk && k < a->owner->nattrs; k++)
-			if (a->owner->attrs[k].var == a->var)
-				sk = &a->owner->attrs[k].source_key;
-		if (keys[i] && sk) {
-			ckpt__free(*sk);
-			*sk = keys[i];
-			keys[i] = NULL;
-		}
-	}
-	for (size_t i = 0; i < r->nasg; i++) {
-		ckpt__value *v = &s->vals[r->asg[i].val];
-		if (v->node >= 0 && !*v->suffix && strcmp(v->attr, CKPT_VARIABLE_VALUE_KEY) == 0)
-			s->bound_var[v->node] = r->asg[i].var;
-		if (!v->consumed) {
-			v->consumed = 1;
-			ckpt_tensor_free(v->t);
-			v->t = NULL;
-		}
-	}
-	ckpt__free(keys);
-	release_staged(s, now);
-	for (size_t i = 0; i < r->npc; i++)
-		ckpt__pending_push_child(&r->pc[i].obj->pending, r->pc[i].name, s, r->pc[i].node, &pending_ops);
-	for (size_t i = 0; i < r->nps; i++)
-		ckpt__pending_push_slot(&r->ps[i].opt->pending, s, r->ps[i].orig, r->ps[i].slot_name, r->ps[i].slot_node,
-			&pending_ops);
-	r->npc = r->nps = 0; /* names now belong to the objects */
+	commit_attach(&c);
 	return CKPT_OK;
 }
 

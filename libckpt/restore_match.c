@@ -56,7 +56,8 @@ int ckpt__run_new(ckpt__run **out, ckpt__session *s)
 	if (!r)
 		return CKPT_ENOMEM;
 	r->s = s;
-	size_t nn = s->graph ? s->graph->nnodes : 0;
+	const ckpt_object_graph *g = ckpt__session_graph(s);
+	size_t nn = g ? g->nnodes : 0;
 	r->visited = ckpt__calloc(nn ? nn : 1, 1);
 	r->bound = ckpt__calloc(nn ? nn : 1, sizeof(*r->bound));
 	if (!r->visited || !r->bound) {
@@ -78,7 +79,7 @@ static int check_value(const ckpt__session *s, const ckpt__value *v, const ckpt_
 	ckpt__cshape_expand(&v->shape, &sh);
 	ckpt_shape_format(&sh, a, sizeof(a));
 	ckpt_shape_format(ls, b, sizeof(b));
-	return ckpt__fail(CKPT_EMISMATCH, s->path, ckpt_variable_name(var), -1,
+	return ckpt__fail(CKPT_EMISMATCH, ckpt__session_path(s), ckpt_variable_name(var), -1,
 		"cannot restore variable '%s' from '%s': the checkpoint has %s %s, the live variable is %s %s; "
 		"nothing was restored",
 		ckpt_variable_name(var), v->key, ckpt_dtype_name(v->dtype), a, ckpt_dtype_name(ckpt_variable_dtype(var)), b);
@@ -88,7 +89,7 @@ static int add_assignment(ckpt__run *r, size_t val, ckpt_variable *var, ckpt_obj
 {
 	if (ckpt__ptrmap_get(&r->vars, var) >= 0)
 		return CKPT_OK; /* one value per live variable per run: the first match wins */
-	CKPT_TRY(check_value(r->s, &r->s->vals[val], var));
+	CKPT_TRY(check_value(r->s, ckpt__session_value(r->s, val), var));
 	CKPT_TRY(ckpt__ptrmap_put(&r->vars, var, 1));
 	CKPT_TRY(GROW(r->asg, r->capasg, r->nasg));
 	r->asg[r->nasg++] = (assignment){ val, var, owner };
@@ -98,9 +99,11 @@ static int add_assignment(ckpt__run *r, size_t val, ckpt_variable *var, ckpt_obj
 /* Values of stored node `n` into the attributes of `obj`. */
 static int match_values(ckpt__run *r, int n, ckpt_object *obj)
 {
-	ckpt__session *s = r->s;
-	for (size_t i = s->node_first[n]; i < s->node_first[n + 1]; i++) {
-		ckpt__value *v = &s->vals[i];
+	const ckpt__session *s = r->s;
+	size_t first, end;
+	ckpt__session_node_values(s, n, &first, &end);
+	for (size_t i = first; i < end; i++) {
+		const ckpt__value *v = ckpt__session_value(s, i);
 		if (v->consumed)
 			continue;
 		for (size_t a = 0; a < obj->nattrs; a++) {
@@ -118,8 +121,8 @@ static int match_values(ckpt__run *r, int n, ckpt_object *obj)
 
 int ckpt__run_match_node(ckpt__run *r, int start, ckpt_object *obj)
 {
-	ckpt__session *s = r->s;
-	const ckpt_object_graph *g = s->graph;
+	const ckpt__session *s = r->s;
+	const ckpt_object_graph *g = ckpt__session_graph(s);
 	size_t qn = 0, qcap = 0, qi = 0;
 	pair *q = NULL;
 	size_t nc = 0, capc = 0;
@@ -162,7 +165,7 @@ int ckpt__run_match_node(ckpt__run *r, int start, ckpt_object *obj)
 			int orig = sr->original_variable_node_id, sn = sr->slot_variable_node_id;
 			if (r->visited[sn])
 				continue;
-			ckpt_variable *prim = r->bound[orig] ? r->bound[orig] : s->bound_var[orig];
+			const ckpt_variable *prim = r->bound[orig] ? r->bound[orig] : ckpt__session_bound_var(s, orig);
 			ckpt__slot *live = prim ? ckpt__object_slot(opt, prim, sr->slot_name) : NULL;
 			if (live) {
 				r->visited[sn] = 1;
@@ -194,15 +197,19 @@ static int cmp_named(const void *a, const void *b)
 /* TF1 name-based files: match every live variable by its name (binary search over the keys). */
 static int run_match_names(ckpt__run *r, ckpt_object *root)
 {
-	ckpt__session *s = r->s;
-	size_t nflat = s->nvals - s->nflat_first;
+	const ckpt__session *s = r->s;
+	size_t first, end;
+	ckpt__session_flat_values(s, &first, &end);
+	size_t nflat = end - first;
 	named_value *idx = ckpt__calloc(nflat ? nflat : 1, sizeof(*idx));
 	if (!idx)
 		return CKPT_ENOMEM;
 	size_t n = 0;
-	for (size_t k = s->nflat_first; k < s->nvals; k++)
-		if (!s->vals[k].consumed)
-			idx[n++] = (named_value){ s->vals[k].key, k };
+	for (size_t k = first; k < end; k++) {
+		const ckpt__value *v = ckpt__session_value(s, k);
+		if (!v->consumed)
+			idx[n++] = (named_value){ v->key, k };
+	}
 	qsort(idx, n, sizeof(*idx), cmp_named);
 	ckpt__plan p;
 	int rc = ckpt__plan_build(&p, root);
@@ -226,9 +233,11 @@ static int run_match_names(ckpt__run *r, ckpt_object *root)
 
 int ckpt__run_match_root(ckpt__run *r, ckpt_object *root)
 {
-	if (r->s->graph)
+	if (ckpt__session_graph(r->s))
 		CKPT_TRY(ckpt__run_match_node(r, 0, root));
-	if (r->s->nflat_first < r->s->nvals)
+	size_t first, end;
+	ckpt__session_flat_values(r->s, &first, &end);
+	if (first < end)
 		return run_match_names(r, root);
 	return CKPT_OK;
 }

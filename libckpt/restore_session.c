@@ -3,12 +3,35 @@
  * opened for restoring, its object graph and one record per stored value,
  * sorted by node. Restore runs (checkpoint_restore.c) match and consume the
  * values; objects keep references for restore-on-create. The session is
- * the only owner of its values, strings and arenas.
+ * the only owner of its values, strings and arenas, and this file the only
+ * one that sees its fields (restore_session.h).
  */
 #include <stdlib.h>
 #include <string.h>
 #include "checkpoint_internal.h"
 #include "restore_session.h"
+
+struct ckpt__session {
+	int refs;
+	char *path;                  /* resolved */
+	char *format;
+	ckpt_object_graph *graph;    /* NULL for name-based files; taken from the reader */
+	ckpt__strpool strings;       /* the values' keys and the dims of their shapes */
+	size_t nvals;
+	ckpt__value *vals;           /* sorted by node, then attribute order */
+	size_t *node_first;          /* per node: first value index (nnodes + 1 entries) */
+	ckpt_variable **bound_var;   /* per node: live variable it restored into (compared, never dereferenced) */
+	size_t nflat_first;          /* values [nflat_first, nvals): node -1, no attribute refers to them */
+	size_t nassigned, capassigned;
+	ckpt_variable **assigned;    /* every live variable a value went to */
+	ckpt_warning_fn warn;
+	void *warn_ctx;
+	ckpt_reader *reader;         /* open until every value is read */
+	void **arenas;               /* staged values kept for restore-on-create */
+	size_t narenas;
+	ckpt_variable **unfilled;    /* load: variables it created without a value (compared, never dereferenced) */
+	size_t nunfilled, capunfilled;
+};
 
 
 void ckpt__session_ref(ckpt__session *s)
@@ -203,7 +226,7 @@ const char *ckpt__session_path(const ckpt__session *s)
 	return s->path;
 }
 
-ckpt_reader *ckpt__session_reader(ckpt__session *s)
+ckpt_reader *ckpt__session_reader(const ckpt__session *s)
 {
 	return s->reader;
 }
@@ -259,3 +282,294 @@ ckpt_variable *const *ckpt__session_unfilled(const ckpt__session *s, size_t *n)
 	*n = s->nunfilled;
 	return s->unfilled;
 }
+
+/* ---- accessors ---- */
+
+const ckpt_object_graph *ckpt__session_graph(const ckpt__session *s)
+{
+	return s->graph;
+}
+
+size_t ckpt__session_nvals(const ckpt__session *s)
+{
+	return s->nvals;
+}
+
+const ckpt__value *ckpt__session_value(const ckpt__session *s, size_t i)
+{
+	return &s->vals[i];
+}
+
+void ckpt__session_node_values(const ckpt__session *s, int node, size_t *first, size_t *end)
+{
+	*first = s->node_first[node];
+	*end = s->node_first[node + 1];
+}
+
+void ckpt__session_flat_values(const ckpt__session *s, size_t *first, size_t *end)
+{
+	*first = s->nflat_first;
+	*end = s->nvals;
+}
+
+void ckpt__session_mark_initialized(ckpt__session *s, size_t i)
+{
+	s->vals[i].initialized = 1;
+}
+
+void ckpt__session_consume(ckpt__session *s, size_t i, ckpt_variable *var)
+{
+	ckpt__value *v = &s->vals[i];
+	if (v->node >= 0 && !*v->suffix && strcmp(v->attr, CKPT_VARIABLE_VALUE_KEY) == 0)
+		s->bound_var[v->node] = var;
+	if (!v->consumed) {
+		v->consumed = 1;
+		ckpt_tensor_free(v->t);
+		v->t = NULL;
+	}
+}
+
+int ckpt__session_reserve_assigned(ckpt__session *s, size_t n)
+{
+	size_t need = s->nassigned + n;
+	if (need > s->capassigned) {
+		ckpt_variable **na = ckpt__realloc(s->assigned, (need ? need : 1) * sizeof(*na));
+		if (!na)
+			return CKPT_ENOMEM;
+		s->assigned = na;
+		s->capassigned = need;
+	}
+	return CKPT_OK;
+}
+
+void ckpt__session_push_assigned(ckpt__session *s, ckpt_variable *var)
+{
+	s->assigned[s->nassigned++] = var;
+}
+
+/* ---- staging: the values read into arenas the session keeps ---- */
+
+int ckpt__session_reserve_arena(ckpt__session *s)
+{
+	void **na = ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*na));
+	if (!na)
+		return CKPT_ENOMEM;
+	s->arenas = na;
+	return CKPT_OK;
+}
+
+void ckpt__session_keep_arena(ckpt__session *s, void *arena)
+{
+	s->arenas[s->narenas++] = arena;
+}
+
+void ckpt__session_close_reader(ckpt__session *s)
+{
+	ckpt_reader_free(s->reader);
+	s->reader = NULL;
+}
+
+void ckpt__session_mark_temp(ckpt__session *s, const unsigned char *want)
+{
+	for (size_t i = 0; i < s->nvals; i++)
+		s->vals[i].temp = want[i];
+}
+
+void ckpt__session_release_temp(ckpt__session *s, void *arena)
+{
+	for (size_t i = 0; i < s->nvals; i++) {
+		ckpt__value *v = &s->vals[i];
+		if (v->temp) {
+			ckpt_tensor_free(v->t);
+			v->t = NULL;
+			v->temp = 0;
+		}
+	}
+	ckpt__buffer_free(arena);
+}
+
+void ckpt__session_release(ckpt__session *s, const unsigned char *want, void *arena)
+{
+	for (size_t i = 0; i < s->nvals; i++) {
+		if (want[i]) {
+			ckpt_tensor_free(s->vals[i].t);
+			s->vals[i].t = NULL;
+		}
+	}
+	ckpt__buffer_free(arena);
+}
+
+/*
+ * ckpt__session_stage's reads as one batch, where the backend has a batched path (object
+ * storage: few large ranged reads instead of one per value): the fixed-size,
+ * whole entries of this process's part go to their places in the arena
+ * (laid out as ckpt__session_stage lays them). *batched (caller frees) flags the values
+ * read, NULL when the backend declined; the others are read one by one.
+ */
+static int stage_batch(ckpt__session *s, const unsigned char *want, unsigned char *base, uint64_t chunk, int part,
+	unsigned char **batched)
+{
+	*batched = NULL;
+	ckpt__read_req *req = ckpt__malloc((s->nvals ? s->nvals : 1) * sizeof(*req));
+	unsigned char *in = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
+	size_t n = 0;
+	uint64_t off = 0;
+	for (size_t i = 0; req && in && i < s->nvals; i++) {
+		const ckpt__value *v = &s->vals[i];
+		if (!want[i] || v->dtype == CKPT_DT_STRING)
+			continue;
+		uint64_t nb;
+		ckpt_shape sh;
+		ckpt__cshape_expand(&v->shape, &sh);
+		ckpt_shape_nbytes(&sh, v->dtype, &nb);
+		off = (off + 63) & ~(uint64_t)63;
+		int owner = chunk ? (int)(off / chunk) : part;
+		const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
+		/* anything unusual (partitioned, another size) keeps its own path and its own error */
+		if (nb && owner == part && vi && vi->nslices == 0 && vi->dtype == v->dtype && vi->nbytes == nb) {
+			req[n++] = (ckpt__read_req){ v->reader_index, base + off, (size_t)nb };
+			in[i] = 1;
+		}
+		off += nb;
+	}
+	int rc = req && in && n ? ckpt__reader_read_many(s->reader, req, n, 0) : CKPT__DECLINED;
+	ckpt__free(req);
+	if (rc == CKPT_OK) {
+		*batched = in;
+		return CKPT_OK;
+	}
+	ckpt__free(in);
+	if (rc == CKPT__DECLINED) {
+		ckpt_error_clear(); /* declined, or no room for the requests: one by one */
+		return CKPT_OK;
+	}
+	return rc;
+}
+
+/*
+ * Read the values flagged in `want` into one huge-page arena (fresh 4 KiB
+ * pages cost more than the read itself), straight from the reader with
+ * checksums verified. The tensors wrap the arena; *arena is freed by the
+ * caller once they are released.
+ * parts > 1 (a restore whose processes share the reading): the arena's
+ * bytes are cut into `parts` equal ranges, each value belongs to the range
+ * its first byte is in, and only the values of range `part` are read here
+ * (strings, outside the arena, always are); bounds[0..parts] receives where
+ * each part's values begin in the arena (bounds[parts]: its size), for the
+ * strategy to share them.
+ */
+int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **arena, int parts, int part,
+	uint64_t *bounds)
+{
+	static unsigned char empty[64];
+	*arena = NULL;
+	uint64_t total = 0;
+	for (size_t i = 0; i < s->nvals; i++) {
+		if (!want[i] || s->vals[i].dtype == CKPT_DT_STRING)
+			continue;
+		uint64_t nb;
+		ckpt_shape sh;
+		ckpt__cshape_expand(&s->vals[i].shape, &sh);
+		CKPT_TRY(ckpt_shape_nbytes(&sh, s->vals[i].dtype, &nb));
+		if (ckpt__add_u64(total, 63, &total) || ckpt__add_u64(total & ~(uint64_t)63, nb, &total))
+			return ckpt__fail(CKPT_ELIMIT, s->path, s->vals[i].key, -1, "checkpoint values exceed 2^64 bytes");
+	}
+	if (total > SIZE_MAX)
+		return ckpt__fail(CKPT_ELIMIT, s->path, NULL, -1, "%llu bytes of values do not fit in memory",
+			(unsigned long long)total);
+	unsigned char *base = total ? ckpt__buffer_alloc(total, 0) : NULL;
+	if (total && !base)
+		return CKPT_ENOMEM;
+	uint64_t chunk = parts > 1 ? total / (uint64_t)parts + 1 : 0;
+	unsigned char *batched = NULL;
+	int rc = stage_batch(s, want, base, chunk, part, &batched);
+	uint64_t off = 0;
+	int next = 0; /* the first part whose start is not known yet */
+	size_t i;
+	for (i = 0; i < s->nvals && rc == CKPT_OK; i++) {
+		ckpt__value *v = &s->vals[i];
+		if (!want[i])
+			continue;
+		ckpt_shape sh;
+		ckpt__cshape_expand(&v->shape, &sh);
+		if (v->dtype == CKPT_DT_STRING) {
+			/* variable-length elements: an owned string tensor, outside the arena */
+			rc = ckpt_reader_read(s->reader, v->reader_index, &v->t);
+			if (rc == CKPT_OK && (v->t->dtype != CKPT_DT_STRING || !ckpt_shape_equal(&v->t->shape, &sh))) {
+				ckpt_tensor_free(v->t);
+				v->t = NULL;
+				rc = ckpt__fail(CKPT_EFORMAT, s->path, v->key, -1,
+					"string entry read back with another dtype or shape than its index entry");
+			}
+			if (rc < 0)
+				ckpt__error_annotate(s->path, v->key);
+			continue;
+		}
+		uint64_t nb;
+		ckpt_shape_nbytes(&sh, v->dtype, &nb);
+		off = (off + 63) & ~(uint64_t)63;
+		unsigned char *dst = nb ? base + off : empty;
+		int owner = parts > 1 ? (int)(off / chunk) : part;
+		while (bounds && next <= owner)
+			bounds[next++] = off;
+		rc = nb && owner == part && !(batched && batched[i]) ?
+			ckpt_reader_read_into(s->reader, v->reader_index, dst, (size_t)nb) : CKPT_OK;
+		if (rc == CKPT_EUNSUPPORTED) {
+			/* e.g. a partitioned entry the backend only assembles in ckpt_reader_read */
+			ckpt_tensor *t;
+			if ((rc = ckpt_reader_read(s->reader, v->reader_index, &t)) == CKPT_OK) {
+				if (t->nbytes == nb)
+					memcpy(dst, t->data, (size_t)nb);
+				else
+					rc = ckpt__fail(CKPT_EFORMAT, s->path, v->key, -1, "entry has %llu bytes, want %llu",
+						(unsigned long long)t->nbytes, (unsigned long long)nb);
+				ckpt_tensor_free(t);
+			}
+		}
+		if (rc == CKPT_OK)
+			rc = ckpt_tensor_wrap(&v->t, v->dtype, &sh, dst, nb);
+		if (rc < 0)
+			ckpt__error_annotate(s->path, v->key);
+		off += nb;
+	}
+	ckpt__free(batched);
+	if (rc < 0) {
+		for (size_t k = 0; k < i; k++) {
+			if (want[k]) {
+				ckpt_tensor_free(s->vals[k].t);
+				s->vals[k].t = NULL;
+			}
+		}
+		ckpt__buffer_free(base);
+		return rc;
+	}
+	while (bounds && next <= parts)
+		bounds[next++] = total;
+	*arena = base;
+	return CKPT_OK;
+}
+
+int ckpt__session_stage_all(ckpt__session *s)
+{
+	if (!s->reader)
+		return CKPT_OK;
+	unsigned char *want = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
+	void **na = ckpt__realloc(s->arenas, (s->narenas + 1) * sizeof(*na));
+	int rc = (!want || !na) ? CKPT_ENOMEM : CKPT_OK;
+	if (na)
+		s->arenas = na;
+	for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++)
+		want[i] = !s->vals[i].t && !s->vals[i].consumed;
+	void *arena = NULL;
+	if (rc == CKPT_OK)
+		rc = ckpt__session_stage(s, want, &arena, 1, 0, NULL);
+	if (rc == CKPT_OK) {
+		if (arena)
+			s->arenas[s->narenas++] = arena;
+		ckpt_reader_free(s->reader);
+		s->reader = NULL;
+	}
+	ckpt__free(want);
+	return rc;
+}
+

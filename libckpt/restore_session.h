@@ -3,11 +3,15 @@
  * restoring, refcounted. It holds the file's object graph and every stored
  * value, read into memory before any live variable is touched. Values not
  * consumed at restore time stay in the session; live objects hold pending
- * records (restore_pending.h) with a reference to it. restore_session.c
- * creates, fills and frees it; outside the restore's own match and commit
- * (restore_match.c, restore_commit.c, which consume its values) and load's
- * tree building (which reads its value table), the accessors below are
- * the way in.
+ * records (restore_pending.h) with a reference to it.
+ *
+ * The struct is opaque: restore_session.c alone creates, fills, stages and
+ * frees it, and every other file (the restore's match and commit, load's
+ * tree building, partitioned variables, status) goes through the functions
+ * below. Its value records (ckpt__value) are read through
+ * ckpt__session_value; they change only through the session's functions.
+ * scripts/include_graph.py --owned checks that no other file defines the
+ * struct again (tests/core/test_include_graph.c).
  */
 #ifndef CKPT_RESTORE_SESSION_H
 #define CKPT_RESTORE_SESSION_H
@@ -38,39 +42,69 @@ typedef struct ckpt__value {
 	int sync_source;     /* CKPT_SYNC_SOURCE_* */
 } ckpt__value;
 
-struct ckpt__session {
-	int refs;
-	char *path;                  /* resolved */
-	char *format;
-	ckpt_object_graph *graph;    /* NULL for name-based files; taken from the reader */
-	ckpt__strpool strings;       /* the values' keys and the dims of their shapes */
-	size_t nvals;
-	ckpt__value *vals;           /* sorted by node, then attribute order */
-	size_t *node_first;          /* per node: first value index (nnodes + 1 entries) */
-	ckpt_variable **bound_var;   /* per node: live variable it restored into (compared, never dereferenced) */
-	size_t nflat_first;          /* values [nflat_first, nvals): node -1, no attribute refers to them */
-	size_t nassigned, capassigned;
-	ckpt_variable **assigned;    /* every live variable a value went to */
-	ckpt_warning_fn warn;
-	void *warn_ctx;
-	ckpt_reader *reader;         /* open until every value is read */
-	void **arenas;               /* staged values kept for restore-on-create */
-	size_t narenas;
-	ckpt_variable **unfilled;    /* load: variables it created without a value (compared, never dereferenced) */
-	size_t nunfilled, capunfilled;
-};
 
 int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpoint_options *o);
-/* Read every value into an arena the session keeps and close the reader (load). */
-int ckpt__session_stage_all(ckpt__session *s);
 void ckpt__session_unref(ckpt__session *s);
 void ckpt__session_ref(ckpt__session *s);
+
+/* ---- what was stored ---- */
+
+/** The stored object graph (borrowed), or NULL for a name-based file. */
+const ckpt_object_graph *ckpt__session_graph(const ckpt__session *s);
+/** How many stored values the session holds (indices 0 .. n-1). */
+size_t ckpt__session_nvals(const ckpt__session *s);
+/** Stored value `i` (borrowed; read only: it changes through the functions below). */
+const ckpt__value *ckpt__session_value(const ckpt__session *s, size_t i);
+/** The values of stored node `node`: indices [*first, *end). */
+void ckpt__session_node_values(const ckpt__session *s, int node, size_t *first, size_t *end);
+/** The values no attribute refers to (node -1, matched by name): indices [*first, *end). */
+void ckpt__session_flat_values(const ckpt__session *s, size_t *first, size_t *end);
+
+/* ---- reading the values (the reader stays open until every value is read) ---- */
+
+/**
+ * Read the values flagged in want[0 .. nvals-1] into one arena; *arena
+ * receives it (NULL when empty) and is the caller's to free or to hand to
+ * ckpt__session_keep_arena. With parts > 1, only part `part` of the arena's
+ * bytes is read and bounds[0..parts] receives where each part begins.
+ * @return CKPT_OK, or an error (no value of `want` is left staged).
+ */
+int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **arena, int parts, int part,
+	uint64_t *bounds);
+/** Read every value into an arena the session keeps and close the reader (load). */
+int ckpt__session_stage_all(ckpt__session *s);
+/** Flag as temporary exactly the values set in want[0 .. nvals-1] (staged for one commit). */
+void ckpt__session_mark_temp(ckpt__session *s, const unsigned char *want);
+/** Drop the tensors of the temporary values and free their `arena`. */
+void ckpt__session_release_temp(ckpt__session *s, void *arena);
+/** Drop the tensors of the values set in `want` and free their `arena` (a failed commit's later values). */
+void ckpt__session_release(ckpt__session *s, const unsigned char *want, void *arena);
+/** Room to keep one more arena. @return CKPT_OK or CKPT_ENOMEM. */
+int ckpt__session_reserve_arena(ckpt__session *s);
+/** Keep `arena` (its values stay for restore-on-create) until the session is freed. Room reserved. */
+void ckpt__session_keep_arena(ckpt__session *s, void *arena);
+/** Every value is read: close the reader. */
+void ckpt__session_close_reader(ckpt__session *s);
+
+/* ---- what the restores did with them ---- */
+
+/** Load created the variable of value `i` with the value as its initial value (no assign needed). */
+void ckpt__session_mark_initialized(ckpt__session *s, size_t i);
+/**
+ * Value `i` went to live variable `var`: remember the binding when it is a
+ * node's VARIABLE_VALUE, mark it consumed and release its tensor.
+ */
+void ckpt__session_consume(ckpt__session *s, size_t i, ckpt_variable *var);
+/** Room for `n` more entries of ckpt__session_assigned. @return CKPT_OK or CKPT_ENOMEM. */
+int ckpt__session_reserve_assigned(ckpt__session *s, size_t n);
+/** Note that a value went to `var` (room reserved). */
+void ckpt__session_push_assigned(ckpt__session *s, ckpt_variable *var);
 /** The live variable stored node `node` last restored into (compared, never dereferenced); NULL when none. */
 const ckpt_variable *ckpt__session_bound_var(const ckpt__session *s, int node);
 /** The checkpoint's resolved path. */
 const char *ckpt__session_path(const ckpt__session *s);
 /** The open reader (borrowed), or NULL once every value was read and it was closed. */
-ckpt_reader *ckpt__session_reader(ckpt__session *s);
+ckpt_reader *ckpt__session_reader(const ckpt__session *s);
 /** Mark every value stored under `key` consumed (restored by other means: partitioned variables). */
 void ckpt__session_consume_key(ckpt__session *s, const char *key);
 /** How many values no restore consumed; with keys non-NULL, their keys (session-owned) are written there too. */

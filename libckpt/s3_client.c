@@ -8,9 +8,13 @@
  * Idempotent requests are retried on 5xx, 429/SlowDown, timeouts, resets and
  * short bodies, with exponential backoff and full jitter (50 ms × 2^attempt,
  * capped at 5 s). Others (conditional PUT, multipart initiate/complete) are
- * tried once: a retry could repeat an effect that already happened.
+ * tried once: a retry could repeat an effect that already happened. Cleanup
+ * requests (an upload's abort, the lock's release) are tried at least
+ * S3_CLEANUP_ATTEMPTS times even when max_attempts asks for fewer: an abort
+ * refused once would leave the upload's parts stored (and billed).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +313,25 @@ static void base64_of(char *dst, const unsigned char *d, unsigned n)
 	EVP_EncodeBlock((unsigned char *)dst, d, (int)n);
 }
 
+/* Body bytes sent and received by every request of this process (ckpt_s3_transfer_bytes: progress meters). */
+static atomic_ullong bytes_sent, bytes_received;
+
+int ckpt_s3_transfer_bytes(uint64_t *sent, uint64_t *received)
+{
+	*sent = atomic_load_explicit(&bytes_sent, memory_order_relaxed);
+	*received = atomic_load_explicit(&bytes_received, memory_order_relaxed);
+	return CKPT_OK;
+}
+
+static void count_transfer(CURL *h)
+{
+	curl_off_t up = 0, down = 0;
+	if (curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK && up > 0)
+		atomic_fetch_add_explicit(&bytes_sent, (unsigned long long)up, memory_order_relaxed);
+	if (curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &down) == CURLE_OK && down > 0)
+		atomic_fetch_add_explicit(&bytes_received, (unsigned long long)down, memory_order_relaxed);
+}
+
 typedef struct {
 	CURLcode curl;
 	char curl_msg[CURL_ERROR_SIZE];
@@ -354,6 +377,7 @@ static int attempt(s3_client *c, const s3_request *rq, s3_response *rs, const ch
 	}
 	ar->curl = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rs->status);
+	count_transfer(h);
 	ar->short_body = ar->curl == CURLE_OK && rq->dst && rs->status >= 200 && rs->status < 300 &&
 		x.got != rq->range_len;
 	if (x.overflow && ar->curl != CURLE_OK) {
@@ -483,6 +507,8 @@ int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const 
 	unsigned seed = jitter_seed();
 	attempt_result ar;
 	unsigned tries = 0, max = rq->idempotent ? c->cfg.max_attempts : 1;
+	if (rq->idempotent == S3_CLEANUP && max < S3_CLEANUP_ATTEMPTS)
+		max = S3_CLEANUP_ATTEMPTS;
 	int rc;
 	for (;;) {
 		s3_response_clear(rs);

@@ -8,6 +8,15 @@
 
 typedef struct s3_client s3_client;
 
+/* s3_request.idempotent: how a request may be repeated. */
+enum {
+	S3_ONCE = 0,     /* a repeat could redo an effect (conditional create, initiate, complete) */
+	S3_RETRIED = 1,  /* tried up to cfg->max_attempts times */
+	S3_CLEANUP = 2   /* undoes work (an upload's abort, the lock's release): tried at least S3_CLEANUP_ATTEMPTS
+			    times even when max_attempts is lower, since a refusal would leave it behind */
+};
+#define S3_CLEANUP_ATTEMPTS 5u
+
 /** One request. Strings are borrowed. */
 typedef struct s3_request {
 	const char *method;      /* GET HEAD PUT POST DELETE */
@@ -17,7 +26,7 @@ typedef struct s3_request {
 	const void *body;        /* PUT / POST payload */
 	size_t body_len;
 	const char *const *headers; /* extra "Name: value" headers, NULL-terminated; may be NULL */
-	int idempotent;          /* retried on 5xx, SlowDown, timeouts and resets */
+	int idempotent;          /* S3_RETRIED or S3_CLEANUP: retried on 5xx, SlowDown, timeouts and resets; 0: tried once */
 	int has_range;
 	uint64_t range_off;
 	size_t range_len;

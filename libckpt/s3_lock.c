@@ -1,20 +1,30 @@
 /*
  * One writer per S3 prefix: the lock object `<prefix>/checkpoint.lock`,
  * created by a conditional PUT (If-None-Match: *) that the server grants to
- * one contender only. Its body names the holder ("host H pid P lease L").
+ * one contender only. Its body names the holder and counts its renewals
+ * ("host H pid P lease L nonce N renewal K"), so every write of it has a
+ * new ETag.
  *
- * The holder renews it (an unconditional PUT of the same body, after
- * checking the body is still its own) every lease/3 seconds from a thread,
- * so its Last-Modified stays fresh. A contender that finds the object treats
- * it as stale, deletes it and tries again when either
+ * The holder renews it every lease/3 seconds from a thread with a PUT
+ * conditional on the ETag of its own last write (If-Match), so its
+ * Last-Modified stays fresh and a renewal never overwrites a lock that
+ * was taken over meanwhile (the PUT is refused with 412 and the holder
+ * stops renewing). A contender that finds the object treats it as stale
+ * when either
  *  - the server's clock (its Date minus the object's Last-Modified) says it
  *    was not renewed for longer than the lease it states
  *    (CKPT_S3_LOCK_LEASE_SECONDS, default 60 s), or
  *  - the holder runs on this host and its pid no longer exists (a killed
  *    trainer restarted on the same machine does not wait for the lease).
- * Otherwise the contender gets CKPT_EBUSY naming the holder. Between reading
- * a stale lock and deleting it another contender may have replaced it; the
- * window is one round trip and only opens after a holder has died.
+ * It then takes the lock over in one request: a PUT of its own body with
+ * If-Match: <the ETag of the stale version it read>. Of several contenders
+ * that judged the same version stale, the server grants that PUT to one;
+ * the others get 412, read the winner's fresh lock and fail with
+ * CKPT_EBUSY naming it. A holder that renewed in between changed the ETag,
+ * so its lock is not taken either. (SeaweedFS, the test server, honours
+ * If-Match on PUT and DELETE, as S3 does; tests/s3/test_s3_lock.c races takers.)
+ * Otherwise the contender gets CKPT_EBUSY naming the holder. Release is a
+ * DELETE conditional on the holder's ETag: never another writer's lock.
  *
  * The lock is also entered in the in-process registry, so a second manager
  * of the same process is refused without a request.
@@ -33,7 +43,10 @@
 typedef struct s3_lock {
 	s3_client *c;
 	char *bucket, *key, *path;
-	char body[320];
+	char ident[288];      /* "host H pid P lease L nonce N": who holds it */
+	char body[320];       /* ident + " renewal K\n": the last body written */
+	unsigned renewal;
+	char etag[128];       /* the ETag of our last write of the object ("" until we hold it) */
 	void *entry;          /* in the in-process registry */
 	pid_t owner;
 	pthread_t renewer;
@@ -43,28 +56,79 @@ typedef struct s3_lock {
 	int stop;
 } s3_lock;
 
-static int put_lock(s3_lock *l, int exclusive, s3_response *rs)
+static const long quiet_404_412[] = { 404, 412, 0 };
+
+static void next_body(s3_lock *l)
 {
-	const char *hdrs[] = { exclusive ? "If-None-Match: *" : NULL, NULL };
-	s3_request rq = { "PUT", l->bucket, l->key, NULL, l->body, strlen(l->body), hdrs, !exclusive, 0, 0, 0, NULL, 1 };
-	static const long quiet_412[] = { 412, 0 };
-	return s3_perform_quiet(l->c, &rq, rs, exclusive ? quiet_412 : NULL);
+	snprintf(l->body, sizeof(l->body), "%s renewal %u\n", l->ident, l->renewal++);
 }
 
-/* The lock object's body (NUL-terminated, caller frees) and its age by the server's clock. */
-static int get_lock(s3_lock *l, char **body, long long *age)
+/*
+ * PUT our next body: created only if absent (if_match NULL), or replacing
+ * only the version whose ETag is if_match. Conditional, so tried once. On
+ * success l->etag is the new version's. 412 (and 404: the version is gone)
+ * come back quietly.
+ */
+static int put_lock(s3_lock *l, const char *if_match)
+{
+	char cond[160];
+	if (if_match)
+		snprintf(cond, sizeof(cond), "If-Match: %s", if_match);
+	else
+		snprintf(cond, sizeof(cond), "If-None-Match: *");
+	const char *hdrs[] = { cond, NULL };
+	next_body(l);
+	s3_request rq = { "PUT", l->bucket, l->key, NULL, l->body, strlen(l->body), hdrs, S3_ONCE, 0, 0, 0, NULL, 1 };
+	s3_response rs;
+	int rc = s3_perform_quiet(l->c, &rq, &rs, quiet_404_412);
+	if (rc == CKPT_OK)
+		snprintf(l->etag, sizeof(l->etag), "%s", rs.etag);
+	s3_response_clear(&rs);
+	return rc;
+}
+
+/* The lock object's body (NUL-terminated, caller frees), its ETag and its age by the server's clock. */
+static int get_lock(s3_lock *l, char **body, char etag[128], long long *age)
 {
 	static const long quiet_404[] = { 404, 0 };
-	s3_request rq = { "GET", l->bucket, l->key, NULL, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
+	s3_request rq = { "GET", l->bucket, l->key, NULL, NULL, 0, NULL, S3_RETRIED, 0, 0, 0, NULL, 0 };
 	s3_response rs;
 	int rc = s3_perform_quiet(l->c, &rq, &rs, quiet_404);
 	if (rc == CKPT_OK) {
 		*body = rs.body ? rs.body : ckpt__strdup("");
 		rs.body = NULL;
+		snprintf(etag, 128, "%s", rs.etag);
 		*age = rs.date && rs.last_modified ? rs.date - rs.last_modified : 0;
 	}
 	s3_response_clear(&rs);
 	return rc;
+}
+
+/* Does the lock body `body` name us (whatever its renewal count)? */
+static int is_ours(const s3_lock *l, const char *body)
+{
+	size_t n = strlen(l->ident);
+	return strncmp(body, l->ident, n) == 0 && strncmp(body + n, " renewal ", 9) == 0;
+}
+
+/*
+ * After a refused conditional write of ours: is the object still ours (a
+ * write whose answer was lost, or the ETag changed by the server)? Then
+ * adopt its ETag and return 1.
+ */
+static int still_ours(s3_lock *l)
+{
+	char *body = NULL, etag[128];
+	long long age;
+	ckpt__error_slot keep = { 0 };
+	ckpt__error_capture(&keep); /* the caller's error outlives this look */
+	int ours = get_lock(l, &body, etag, &age) == CKPT_OK && is_ours(l, body);
+	if (ours)
+		snprintf(l->etag, sizeof(l->etag), "%s", etag);
+	ckpt__free(body);
+	ckpt__error_raise(&keep);
+	ckpt__error_slot_clear(&keep);
+	return ours;
 }
 
 static void *renew(void *arg)
@@ -81,20 +145,38 @@ static void *renew(void *arg)
 		if (l->stop)
 			break;
 		pthread_mutex_unlock(&l->mu);
-		char *body = NULL;
-		long long age;
-		int mine = get_lock(l, &body, &age) == CKPT_OK && strcmp(body, l->body) == 0;
-		ckpt__free(body);
-		s3_response rs;
-		if (mine)
-			put_lock(l, 0, &rs), s3_response_clear(&rs);
+		char etag[128];
+		snprintf(etag, sizeof(etag), "%s", l->etag);
+		int rc = put_lock(l, etag);
+		/* refused: taken over (we were stale) unless the object still names us */
+		int lost = (rc == CKPT_EBUSY || rc == CKPT_ENOTFOUND) && !still_ours(l);
 		ckpt_error_clear(); /* a failed renewal is retried at the next period; the thread has no caller */
 		pthread_mutex_lock(&l->mu);
-		if (!mine)
-			break; /* taken over (we were stale): never overwrite the new holder */
+		if (lost)
+			break; /* never overwrite the new holder */
 	}
 	pthread_mutex_unlock(&l->mu);
 	return NULL;
+}
+
+/* Delete the lock object if it is ours, conditionally on its ETag (a cleanup: retried); errors kept quiet. */
+static void release_if_ours(s3_lock *l)
+{
+	ckpt__error_slot keep = { 0 };
+	ckpt__error_capture(&keep);
+	for (int round = 0; round < 2 && l->etag[0]; round++) {
+		char cond[160];
+		snprintf(cond, sizeof(cond), "If-Match: %s", l->etag);
+		const char *hdrs[] = { cond, NULL };
+		s3_request rq = { "DELETE", l->bucket, l->key, NULL, NULL, 0, hdrs, S3_CLEANUP, 0, 0, 0, NULL, 0 };
+		s3_response rs;
+		int rc = s3_perform_quiet(l->c, &rq, &rs, quiet_404_412);
+		s3_response_clear(&rs);
+		if (rc != CKPT_EBUSY || !still_ours(l))
+			break;
+	}
+	ckpt__error_raise(&keep);
+	ckpt__error_slot_clear(&keep);
 }
 
 static int holder_dead_here(const char *body)
@@ -123,17 +205,14 @@ static int acquire(s3_lock *l, const char *dir)
 {
 	unsigned lease = s3_client_config(l->c)->lock_lease_seconds;
 	for (int round = 0; round < 4; round++) {
-		s3_response rs;
-		int rc = put_lock(l, 1, &rs);
-		long status = rs.status;
-		s3_response_clear(&rs);
+		int rc = put_lock(l, NULL);
 		if (rc == CKPT_OK)
 			return CKPT_OK;
-		if (!(rc == CKPT_EBUSY && status == 412))
+		if (rc != CKPT_EBUSY)
 			return rc;
-		char *body = NULL;
+		char *body = NULL, etag[128];
 		long long age = 0;
-		rc = get_lock(l, &body, &age);
+		rc = get_lock(l, &body, etag, &age);
 		if (rc == CKPT_ENOTFOUND)
 			continue; /* released meanwhile */
 		if (rc < 0)
@@ -144,14 +223,15 @@ static int acquire(s3_lock *l, const char *dir)
 			held_lease = (unsigned)strtoul(lp + 7, NULL, 10);
 		if (!held_lease)
 			held_lease = lease;
-		if (age > (long long)held_lease || holder_dead_here(body)) {
+		if ((age > (long long)held_lease || holder_dead_here(body)) && etag[0]) {
 			ckpt__free(body);
-			s3_request rq = { "DELETE", l->bucket, l->key, NULL, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
-			rc = s3_perform(l->c, &rq, &rs);
-			s3_response_clear(&rs);
-			if (rc < 0)
+			/* replace exactly the stale version: one contender wins, a renewed lock is not taken */
+			rc = put_lock(l, etag);
+			if (rc == CKPT_OK)
+				return CKPT_OK;
+			if (rc != CKPT_EBUSY && rc != CKPT_ENOTFOUND)
 				return rc;
-			continue;
+			continue; /* another contender took it, or it changed: look again */
 		}
 		size_t n = strlen(body);
 		while (n && (body[n - 1] == '\n' || body[n - 1] == '\r'))
@@ -189,7 +269,7 @@ int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir)
 		char host[256] = "unknown";
 		gethostname(host, sizeof(host) - 1);
 		unsigned nonce = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16) ^ (unsigned)(uintptr_t)l;
-		snprintf(l->body, sizeof(l->body), "host %s pid %ld lease %u nonce %08x\n", host, (long)getpid(),
+		snprintf(l->ident, sizeof(l->ident), "host %s pid %ld lease %u nonce %08x", host, (long)getpid(),
 			s3_client_config(l->c)->lock_lease_seconds, nonce);
 		char *key = ckpt__asprintf("s3:%s", l->path);
 		rc = key ? ckpt__lock_registry_add(&l->entry, key) : CKPT_ENOMEM;
@@ -204,17 +284,8 @@ int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir)
 	else if (rc == CKPT_OK)
 		rc = ckpt__fail(CKPT_ERROR, l->path, NULL, -1, "cannot start the thread that renews the lock");
 	if (rc < 0) {
-		if (l->entry && rc != CKPT_EBUSY) {
-			/* we may hold the object: give it back */
-			s3_request rq = { "DELETE", l->bucket, l->key, NULL, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
-			s3_response rs;
-			ckpt__error_slot keep = { 0 };
-			ckpt__error_capture(&keep);
-			s3_perform(l->c, &rq, &rs);
-			s3_response_clear(&rs);
-			ckpt__error_raise(&keep);
-			ckpt__error_slot_clear(&keep);
-		}
+		if (l->entry && rc != CKPT_EBUSY && (l->etag[0] || still_ours(l)))
+			release_if_ours(l); /* we hold the object (maybe a create whose answer was lost): give it back */
 		lock_free(l);
 		return rc;
 	}
@@ -235,20 +306,7 @@ void ckpt__s3_unlock(ckpt_vfs *vfs, void *token)
 		pthread_mutex_unlock(&l->mu);
 		pthread_join(l->renewer, NULL);
 	}
-	if (l->owner == getpid()) {
-		ckpt__error_slot keep = { 0 };
-		ckpt__error_capture(&keep);
-		char *body = NULL;
-		long long age;
-		if (get_lock(l, &body, &age) == CKPT_OK && strcmp(body, l->body) == 0) {
-			s3_request rq = { "DELETE", l->bucket, l->key, NULL, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
-			s3_response rs;
-			s3_perform(l->c, &rq, &rs);
-			s3_response_clear(&rs);
-		}
-		ckpt__free(body);
-		ckpt__error_raise(&keep);
-		ckpt__error_slot_clear(&keep);
-	}
+	if (l->owner == getpid())
+		release_if_ours(l);
 	lock_free(l);
 }

@@ -242,7 +242,7 @@ void s3_upload_abort(s3_upload *u)
 		char *id = s3_uri_encode(u->upload_id, 0);
 		char *query = id ? ckpt__asprintf("uploadId=%s", id) : NULL;
 		if (query) {
-			s3_request rq = { "DELETE", u->bucket, u->key, query, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
+			s3_request rq = { "DELETE", u->bucket, u->key, query, NULL, 0, NULL, S3_CLEANUP, 0, 0, 0, NULL, 0 };
 			s3_response rs;
 			s3_perform(u->c, &rq, &rs);
 			s3_response_clear(&rs);

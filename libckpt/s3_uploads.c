@@ -117,7 +117,7 @@ int ckpt_s3_upload_abort(ckpt_vfs *vfs, const char *prefix, const ckpt_s3_upload
 	char *query = id ? ckpt__asprintf("uploadId=%s", id) : NULL;
 	int rc = CKPT_ENOMEM;
 	if (query) {
-		s3_request rq = { "DELETE", bucket, u->key, query, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
+		s3_request rq = { "DELETE", bucket, u->key, query, NULL, 0, NULL, S3_CLEANUP, 0, 0, 0, NULL, 0 };
 		s3_response rs;
 		rc = s3_perform(c, &rq, &rs);
 		s3_response_clear(&rs);

@@ -13,6 +13,13 @@ elementary cycle it finds and their count; with --check it exits 1 when
 there is one not listed in the --known file (tests/core/test_include_graph.c
 runs it so: a new cycle fails the suite; the list only shrinks).
 
+With --owned FILE (lines `struct_name owner.c`), it also checks that each
+such struct is defined in its owner only: the header declares it opaque,
+so the compiler rejects any other file that touches its fields, and this
+check keeps the definition from moving back into a header. A definition
+elsewhere is printed as `NOT OWNED struct NAME defined in FILE (owner:
+OWNER)` and, with --check, exits 1.
+
 Parsing is lexical (comments and strings stripped, braces counted), enough
 for the project's style: one function definition starts at brace depth 0
 with `name(...) {`.
@@ -179,6 +186,20 @@ def cycles(g, limit):
     return found
 
 
+STRUCT_DEF = re.compile(r"\bstruct\s+([A-Za-z_]\w*)\s*\{")
+
+
+def owned_violations(files, owned):
+    """(struct, file, owner) for each definition of an owned struct outside its owner."""
+    bad = []
+    for f, text in sorted(files.items()):
+        for m in STRUCT_DEF.finditer(without_preprocessor(strip_c(text))):
+            owner = owned.get(m.group(1))
+            if owner is not None and f != owner:
+                bad.append((m.group(1), f, owner))
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("root", nargs="?", default=os.path.join(os.path.dirname(__file__), "..", "libckpt"))
@@ -186,6 +207,7 @@ def main():
     ap.add_argument("--limit", type=int, default=100000, help="stop counting at this many cycles per graph")
     ap.add_argument("--known", help="file of cycles still to remove, one `graph: a -> b -> a` per line")
     ap.add_argument("--edges", action="store_true", help="print the call graph's edges too")
+    ap.add_argument("--owned", help="file of `struct_name owner.c` lines: structs only their owner defines")
     a = ap.parse_args()
     files = load(a.root)
     inc, calls = graphs(files)
@@ -208,7 +230,15 @@ def main():
         print(f"{name} cycles: {len(cyc)}")
         total += len(cyc)
     print(f"cycles: {total}, not in the known list: {new}")
-    return 1 if a.check and new else 0
+    bad = []
+    if a.owned:
+        with open(a.owned, encoding="utf-8") as f:
+            owned = dict(line.split()[:2] for line in f if line.strip() and not line.startswith("#"))
+        bad = owned_violations(files, owned)
+        for name, f, owner in bad:
+            print(f"NOT OWNED struct {name} defined in {f} (owner: {owner})")
+        print(f"owned structs: {len(owned)}, defined outside their owner: {len(bad)}")
+    return 1 if a.check and (new or bad) else 0
 
 
 if __name__ == "__main__":

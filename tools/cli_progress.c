@@ -8,7 +8,11 @@
  * file system with its fast paths (the TensorBundle reader's cold-read
  * pipeline reads through its own descriptors). Where /proc/self/io cannot be
  * read, a VFS that wraps the default one counts every pread and pwrite made
- * through it instead. The line is drawn only once the command has run for
+ * through it instead. Bytes moved to and from S3 travel over sockets, which
+ * those counters do not see: the S3 client's own count
+ * (ckpt_s3_transfer_bytes) is added, so s3:// paths keep the library's S3
+ * file system, unwrapped (its uploads are aborted, not published, when a
+ * write is abandoned; a wrapper would hide that from it). The line is drawn only once the command has run for
  * CKPT_PROGRESS_AFTER_MS (default 1000 ms), and only when stderr is a
  * terminal and the output is not --json.
  */
@@ -29,6 +33,7 @@ struct cli_progress {
 	_Atomic uint64_t done;     /* counted by the wrapping VFS (no /proc/self/io) */
 	int proc_io;               /* 1: done = this process's rchar + wchar - io0 */
 	uint64_t io0;
+	uint64_t s3_0;             /* S3 bytes sent + received at the start */
 	int enabled;
 	long after_ms;
 	pthread_t thread;
@@ -216,12 +221,22 @@ static int proc_io_bytes(uint64_t *out)
 	return seen == 2;
 }
 
+/* S3 body bytes sent + received by this process so far. */
+static uint64_t s3_bytes(void)
+{
+	uint64_t sent = 0, received = 0;
+
+	ckpt_s3_transfer_bytes(&sent, &received);
+	return sent + received;
+}
+
 static void draw(cli_progress *p, double t)
 {
 	uint64_t done = atomic_load_explicit(&p->done, memory_order_relaxed), now;
 
 	if (p->proc_io && proc_io_bytes(&now))
 		done = now > p->io0 ? now - p->io0 : 0;
+	done += s3_bytes() - p->s3_0;
 	double rate = t > 0 ? (double)done / t : 0.0;
 	char d[32], tot[32], r[32], left[32] = "";
 
@@ -291,6 +306,7 @@ int cli_progress_start(cli_progress **out, const char *verb, uint64_t total, int
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	p->proc_io = p->enabled && proc_io_bytes(&p->io0);
+	p->s3_0 = s3_bytes();
 	if (p->enabled && pthread_create(&p->thread, NULL, progress_thread, p) == 0) {
 		p->have_thread = 1;
 		pthread_mutex_lock(&active_mu);
@@ -339,6 +355,8 @@ void cli_progress_done(cli_progress *p)
 	pthread_mutex_unlock(&active_mu);
 	if (p->have_thread) {
 		pthread_mutex_lock(&p->mu);
+		if (p->drawn)
+			draw(p, since(&p->t0)); /* the final figures, then the line is erased (a recording keeps them) */
 		p->stop = 1;
 		pthread_cond_signal(&p->cv);
 		pthread_mutex_unlock(&p->mu);

@@ -74,6 +74,7 @@ typedef struct var_check {
 	int have_crc;
 	int ok;
 	int bad_replica;   /* fixed-size check: first replica whose crc32c differs, -1 none */
+	int copy0_verified; /* the load checked copy 0 against the file's crc32c: only the fanned-out copies are */
 	const char *why;
 } var_check;
 
@@ -140,9 +141,9 @@ static int by_checksum(const ckpt_variable *v)
 }
 
 /* The checksum path's replicas, in the library (in parallel; device copies through their provider). */
-static int check_replicas(var_check *checks, size_t n, size_t njobs)
+static int check_replicas(var_check *checks, size_t n)
 {
-	ckpt_replica_check *rc = malloc((njobs ? njobs : 1) * sizeof(*rc));
+	ckpt_replica_check *rc = malloc((n ? n : 1) * sizeof(*rc));
 	size_t i, m = 0;
 	int err;
 
@@ -154,6 +155,7 @@ static int check_replicas(var_check *checks, size_t n, size_t njobs)
 		rc[m].variable = checks[i].tv->variable;
 		rc[m].expected_crc32c = checks[i].crc;
 		rc[m].bad_replica = -1;
+		rc[m].first_replica = checks[i].copy0_verified;
 		m++;
 	}
 	if ((err = ckpt_replica_check_crc32c(rc, m)) == CKPT_OK)
@@ -171,14 +173,15 @@ static int check_replicas(var_check *checks, size_t n, size_t njobs)
  * Check every restored variable against the file without a second copy of
  * the state: each replica copy of a fixed-size variable is checksummed where
  * it lies (crc32c) and compared with the checksum the file stores (formats
- * without one: the crc32c of the stored value, read once), by
+ * without one: the crc32c of the stored value, read once; formats with one:
+ * host copy 0 was verified by the load itself and is skipped), by
  * ckpt_replica_check_crc32c: in parallel on the host, through the provider
  * for device replicas.
  * Returns the number of failed variables; reports each.
  */
-static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *bytes)
+static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, int on_device, uint64_t *bytes)
 {
-	size_t i, bad = 0, njobs = 0;
+	size_t i, bad = 0;
 
 	/* expected checksums, and the slow path, serially (reads are the reader's) */
 	for (i = 0; i < n; i++) {
@@ -200,7 +203,14 @@ static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *b
 		if (by_checksum(v) && info->has_crc32c) {
 			c->crc = info->crc32c;
 			c->have_crc = 1;
-			njobs += (size_t)ckpt_variable_num_replicas(v);
+			/*
+			 * ckpt_checkpoint_load verified this value against the same
+			 * crc32c as it read it into copy 0 (host memory; nothing wrote
+			 * it since): checksumming that copy again would be a second
+			 * pass over the state that proves nothing new. Device copy 0 is
+			 * checked: it got there by a copy after the verification.
+			 */
+			c->copy0_verified = !on_device;
 			continue;
 		}
 		if (ckpt_reader_read(r, c->idx, &t) != CKPT_OK) {
@@ -210,7 +220,6 @@ static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *b
 		if (by_checksum(v)) {
 			c->crc = ckpt_crc32c_extend(0, t->data, t->nbytes);
 			c->have_crc = 1;
-			njobs += (size_t)ckpt_variable_num_replicas(v);
 		} else {
 			c->ok = check_by_value(v, t, &c->crc, &c->why);
 			c->have_crc = c->ok;
@@ -218,7 +227,7 @@ static size_t check_all(ckpt_reader *r, var_check *checks, size_t n, uint64_t *b
 		ckpt_tensor_free(t);
 	}
 
-	if (check_replicas(checks, n, njobs) != CKPT_OK)
+	if (check_replicas(checks, n) != CKPT_OK)
 		for (i = 0; i < n; i++)
 			if (!checks[i].why && !checks[i].ok)
 				checks[i].why = "out of memory";
@@ -422,7 +431,7 @@ static int restore_check(restore_result *res)
 			to_check[m++] = *c;
 		}
 	}
-	res->bad += check_all(res->r, to_check, m, &res->bytes);
+	res->bad += check_all(res->r, to_check, m, res->plan->on_cuda, &res->bytes);
 	for (i = 0, m = 0; i < res->n; i++)
 		if (res->checks[i].tv->source_key && !res->checks[i].why)
 			res->checks[i] = to_check[m++];
@@ -584,7 +593,8 @@ const cli_cmd cli_cmd_restore = {
 	"bit for bit (sync-on-read metrics: their aggregate), and reports kind,\n"
 	"replicas and crc32c per variable (TensorFlow's checksum, as\n"
 	"`ckpt inspect --json` prints it). Each copy is checksummed in place\n"
-	"against the file's stored crc32c (formats without one: the stored value's).\n"
+	"against the file's stored crc32c (formats without one: the stored value's);\n"
+	"a host copy 0 the load verified against that crc32c is not read again.\n"
 	"Entries that cannot be placed make the exit status 1 unless\n"
 	"--expect-partial. --save OUT writes the restored state as a TensorBundle.\n"
 	"--device cuda[:ID,...] keeps the replicas in GPU memory (replica r on the\n"

@@ -266,20 +266,132 @@ static int read_directory(int fd, uint64_t size, const char *path, unsigned char
 	return CKPT_OK;
 }
 
+/*
+ * Zip entry `ent` may be read: a checked name, a regular file or directory,
+ * not encrypted, within the size caps and the compression ratio cap against
+ * the `fsize`-byte archive. *name, *declared: its name and declared size (-1: none).
+ */
+static int check_entry(ckpt_reader *r, struct archive_entry *ent, uint64_t fsize, const char **name, int64_t *declared)
+{
+	*name = archive_entry_pathname(ent);
+	CKPT_TRY(check_member_name(r->path, *name));
+	if (archive_entry_filetype(ent) == AE_IFLNK)
+		return ckpt__fail(CKPT_EUNSUPPORTED, r->path, *name, -1, "zip entry '%s' is a symbolic link", *name);
+	if (archive_entry_filetype(ent) != AE_IFREG && archive_entry_filetype(ent) != AE_IFDIR)
+		return ckpt__fail(CKPT_EUNSUPPORTED, r->path, *name, -1, "zip entry '%s' is not a regular file (type 0%o)", *name,
+			(unsigned)archive_entry_filetype(ent));
+	if (archive_entry_is_encrypted(ent))
+		return ckpt__fail(CKPT_EUNSUPPORTED, r->path, *name, -1, "zip entry '%s' is encrypted", *name);
+	*declared = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : -1;
+	if (*declared > (int64_t)CKPT_MAX_ZIP_MEMBER_BYTES)
+		return ckpt__fail(CKPT_ELIMIT, r->path, *name, -1, "zip entry declares %lld bytes, cap is %llu",
+			(long long)*declared, (unsigned long long)CKPT_MAX_ZIP_MEMBER_BYTES);
+	/* Compressed size <= archive size, so this bounds the ratio from below (Keras' 4 GiB / 100x rule). */
+	if (*declared > (int64_t)(4ull << 30) && (uint64_t)*declared / CKPT_MAX_ZIP_RATIO > fsize)
+		return ckpt__fail(CKPT_ELIMIT, r->path, *name, -1,
+			"zip bomb: entry declares %lld bytes from a %llu-byte archive (ratio cap %d)", (long long)*declared,
+			(unsigned long long)fsize, CKPT_MAX_ZIP_RATIO);
+	return CKPT_OK;
+}
+
+/* What ka_open reads out of the archive: the JSON members, and the weights spooled to a temporary file. */
+typedef struct ka_members {
+	char *data[M_COUNT];
+	size_t dlen[M_COUNT];
+	int wfd;              /* model.weights.h5's temporary file, -1 until spooled */
+	uint64_t wlen;
+} ka_members;
+
+/* Every entry of archive `a` (of `fsize` bytes) validated; the three members read into *m, each once. */
+static int read_members(ckpt_reader *r, struct archive *a, uint64_t fsize, uint64_t budget, ka_members *m)
+{
+	struct archive_entry *ent;
+	int count = 0;
+	for (;;) {
+		int e = archive_read_next_header(a, &ent), which = -1;
+		const char *name;
+		int64_t declared = -1;
+		if (e == ARCHIVE_EOF)
+			break;
+		if (e != ARCHIVE_OK)
+			return ckpt__fail(CKPT_EFORMAT, r->path, NULL, -1, "bad zip entry header: %s", archive_error_string(a));
+		if (++count > 100000)
+			return ckpt__fail(CKPT_ELIMIT, r->path, NULL, -1, "more than 100000 zip entries");
+		CKPT_TRY(check_entry(r, ent, fsize, &name, &declared));
+		for (size_t i = 0; i < M_COUNT; i++)
+			if (strcmp(name, member_names[i]) == 0)
+				which = (int)i;
+		if (which < 0) {
+			if (strcmp(name, "model.weights.npz") == 0)
+				return ckpt__fail(CKPT_EUNSUPPORTED, r->path, name, -1,
+					"weights_format=\"npz\" archives are not supported");
+			continue; /* assets/... and anything else: validated, never extracted */
+		}
+		if (m->data[which] || (which == M_WEIGHTS && m->wfd >= 0))
+			return ckpt__fail(CKPT_EFORMAT, r->path, name, -1, "duplicate zip member '%s'", name);
+		if (which == M_WEIGHTS) /* to a temporary file: memory stays bounded whatever it inflates to */
+			CKPT_TRY(ckpt__zip_spool_member(a, r->path, name, declared,
+				budget < CKPT_MAX_ZIP_MEMBER_BYTES ? budget : CKPT_MAX_ZIP_MEMBER_BYTES, fsize, "\x89HDF\r\n\x1a\n", 8,
+				&m->wfd, &m->wlen));
+		else
+			CKPT_TRY(read_member(a, r->path, name, declared, CKPT_MAX_ATTR_BYTES, &m->data[which], &m->dlen[which]));
+	}
+	for (size_t i = 0; i < M_COUNT; i++)
+		if (i == M_WEIGHTS ? m->wfd < 0 : !m->data[i])
+			return ckpt__fail(CKPT_EFORMAT, r->path, member_names[i], -1,
+				"missing zip member '%s' (a .keras archive has %s, %s, %s)",
+				member_names[i], member_names[0], member_names[1], member_names[2]);
+	return CKPT_OK;
+}
+
+/* The JSON members parsed (data: validated, and fed to the name mapping) into *cfg, *md and kept as metadata. */
+static int parse_json_members(ckpt_reader *r, const ka_members *m, json_t **cfg, json_t **md)
+{
+	json_error_t jerr;
+	if (strlen(m->data[M_CONFIG]) != m->dlen[M_CONFIG] || !(*cfg = json_loads(m->data[M_CONFIG], 0, &jerr)) ||
+		!json_depth_ok(*cfg, 0))
+		return ckpt__fail(CKPT_EFORMAT, r->path, "config.json", *cfg ? -1 : (int64_t)(*cfg ? 0 : jerr.position),
+			"config.json is not valid JSON%s%s", *cfg ? ": nested deeper than the cap" : ": ", *cfg ? "" : jerr.text);
+	if (strlen(m->data[M_METADATA]) != m->dlen[M_METADATA] || !(*md = json_loads(m->data[M_METADATA], 0, &jerr)))
+		return ckpt__fail(CKPT_EFORMAT, r->path, "metadata.json", -1, "metadata.json is not valid JSON: %s", jerr.text);
+	CKPT_TRY(ckpt__reader_set_meta(r, "config.json", m->data[M_CONFIG]));
+	CKPT_TRY(ckpt__reader_set_meta(r, "metadata.json", m->data[M_METADATA]));
+	if (json_string_value(json_object_get(*md, "keras_version")))
+		CKPT_TRY(ckpt__reader_set_meta(r, "keras_version", json_string_value(json_object_get(*md, "keras_version"))));
+	return CKPT_OK;
+}
+
+/* Map the spooled model.weights.h5 and read it as the Keras weights file (m->wfd adopted with the mapping). */
+static int attach_weights(ckpt_reader *r, ka_members *m)
+{
+#ifdef CKPT_HAVE_HDF5
+	if (m->wlen > SIZE_MAX)
+		return ckpt__fail(CKPT_ELIMIT, r->path, "model.weights.h5", -1, "member of %llu bytes",
+			(unsigned long long)m->wlen);
+	void *map = mmap(NULL, (size_t)m->wlen, PROT_READ, MAP_PRIVATE, m->wfd, 0);
+	if (map == MAP_FAILED)
+		return ckpt__fail_errno(errno, r->path, "mapping the spooled model.weights.h5 (%llu bytes) failed",
+			(unsigned long long)m->wlen);
+	madvise(map, (size_t)m->wlen, MADV_RANDOM);
+	int rc = ckpt__keras_h5_attach_member(r, m->wfd, map, (size_t)m->wlen, m->data[M_CONFIG]);
+	m->wfd = -1; /* adopted with the mapping */
+	return rc;
+#else
+	return ckpt__fail(CKPT_EUNSUPPORTED, r->path, "model.weights.h5", -1, "libckpt was built without HDF5");
+#endif
+}
+
 static int ka_open(ckpt_reader *r)
 {
 	unsigned char *file = NULL;
 	size_t held = 0, i;
-	uint64_t fsize = 0, base = 0, wlen = 0;
-	int zfd, wfd = -1;
+	uint64_t fsize = 0, base = 0;
+	int zfd;
 	struct archive *a = NULL;
-	struct archive_entry *ent;
-	char *data[M_COUNT] = { NULL, NULL, NULL };
-	size_t dlen[M_COUNT] = { 0, 0, 0 };
+	ka_members m = { { NULL, NULL, NULL }, { 0, 0, 0 }, -1, 0 };
 	uint64_t budget = r->opts.memory_budget ? r->opts.memory_budget : CKPT_DEFAULT_MEMORY_BUDGET;
-	int rc = CKPT_OK, count = 0;
+	int rc = CKPT_OK;
 	json_t *cfg = NULL, *md = NULL;
-	json_error_t jerr;
 	if (!r->path && !(r->path = ckpt__strdup(r->user_path)))
 		return CKPT_ENOMEM;
 	CKPT_TRY(ckpt__archive_lib(r->path));
@@ -305,113 +417,9 @@ static int ka_open(ckpt_reader *r)
 		rc = ckpt__fail(CKPT_EFORMAT, r->path, NULL, -1, "not a readable zip archive: %s", archive_error_string(a));
 		goto out;
 	}
-	for (;;) {
-		int e = archive_read_next_header(a, &ent), which = -1;
-		const char *name;
-		int64_t declared;
-		if (e == ARCHIVE_EOF)
-			break;
-		if (e != ARCHIVE_OK) {
-			rc = ckpt__fail(CKPT_EFORMAT, r->path, NULL, -1, "bad zip entry header: %s", archive_error_string(a));
-			goto out;
-		}
-		if (++count > 100000) {
-			rc = ckpt__fail(CKPT_ELIMIT, r->path, NULL, -1, "more than 100000 zip entries");
-			goto out;
-		}
-		name = archive_entry_pathname(ent);
-		if ((rc = check_member_name(r->path, name)) < 0)
-			goto out;
-		if (archive_entry_filetype(ent) == AE_IFLNK) {
-			rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, name, -1, "zip entry '%s' is a symbolic link", name);
-			goto out;
-		}
-		if (archive_entry_filetype(ent) != AE_IFREG && archive_entry_filetype(ent) != AE_IFDIR) {
-			rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, name, -1, "zip entry '%s' is not a regular file (type 0%o)", name,
-				(unsigned)archive_entry_filetype(ent));
-			goto out;
-		}
-		if (archive_entry_is_encrypted(ent)) {
-			rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, name, -1, "zip entry '%s' is encrypted", name);
-			goto out;
-		}
-		declared = archive_entry_size_is_set(ent) ? archive_entry_size(ent) : -1;
-		if (declared > (int64_t)CKPT_MAX_ZIP_MEMBER_BYTES) {
-			rc = ckpt__fail(CKPT_ELIMIT, r->path, name, -1, "zip entry declares %lld bytes, cap is %llu", (long long)declared,
-				(unsigned long long)CKPT_MAX_ZIP_MEMBER_BYTES);
-			goto out;
-		}
-		/* Compressed size <= archive size, so this bounds the ratio from below (Keras' 4 GiB / 100x rule). */
-		if (declared > (int64_t)(4ull << 30) && (uint64_t)declared / CKPT_MAX_ZIP_RATIO > fsize) {
-			rc = ckpt__fail(CKPT_ELIMIT, r->path, name, -1,
-				"zip bomb: entry declares %lld bytes from a %llu-byte archive (ratio cap %d)", (long long)declared,
-				(unsigned long long)fsize, CKPT_MAX_ZIP_RATIO);
-			goto out;
-		}
-		for (i = 0; i < M_COUNT; i++)
-			if (strcmp(name, member_names[i]) == 0)
-				which = (int)i;
-		if (which < 0) {
-			if (strcmp(name, "model.weights.npz") == 0) {
-				rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, name, -1, "weights_format=\"npz\" archives are not supported");
-				goto out;
-			}
-			continue; /* assets/... and anything else: validated, never extracted */
-		}
-		if (data[which] || (which == M_WEIGHTS && wfd >= 0)) {
-			rc = ckpt__fail(CKPT_EFORMAT, r->path, name, -1, "duplicate zip member '%s'", name);
-			goto out;
-		}
-		if (which == M_WEIGHTS) /* to a temporary file: memory stays bounded whatever it inflates to */
-			rc = ckpt__zip_spool_member(a, r->path, name, declared,
-				budget < CKPT_MAX_ZIP_MEMBER_BYTES ? budget : CKPT_MAX_ZIP_MEMBER_BYTES, fsize, "\x89HDF\r\n\x1a\n", 8,
-				&wfd, &wlen);
-		else
-			rc = read_member(a, r->path, name, declared, CKPT_MAX_ATTR_BYTES, &data[which], &dlen[which]);
-		if (rc < 0)
-			goto out;
-	}
-	for (i = 0; i < M_COUNT; i++)
-		if (i == M_WEIGHTS ? wfd < 0 : !data[i]) {
-			rc = ckpt__fail(CKPT_EFORMAT, r->path, member_names[i], -1, "missing zip member '%s' (a .keras archive has %s, %s, %s)",
-				member_names[i], member_names[0], member_names[1], member_names[2]);
-			goto out;
-		}
-	/* JSON members are data: parse to validate and to feed the name mapping. */
-	if (strlen(data[M_CONFIG]) != dlen[M_CONFIG] || !(cfg = json_loads(data[M_CONFIG], 0, &jerr)) || !json_depth_ok(cfg, 0)) {
-		rc = ckpt__fail(CKPT_EFORMAT, r->path, "config.json", cfg ? -1 : (int64_t)(cfg ? 0 : jerr.position),
-			"config.json is not valid JSON%s%s", cfg ? ": nested deeper than the cap" : ": ", cfg ? "" : jerr.text);
+	if ((rc = read_members(r, a, fsize, budget, &m)) < 0 || (rc = parse_json_members(r, &m, &cfg, &md)) < 0)
 		goto out;
-	}
-	if (strlen(data[M_METADATA]) != dlen[M_METADATA] || !(md = json_loads(data[M_METADATA], 0, &jerr))) {
-		rc = ckpt__fail(CKPT_EFORMAT, r->path, "metadata.json", -1, "metadata.json is not valid JSON: %s", jerr.text);
-		goto out;
-	}
-	if ((rc = ckpt__reader_set_meta(r, "config.json", data[M_CONFIG])) < 0 ||
-		(rc = ckpt__reader_set_meta(r, "metadata.json", data[M_METADATA])) < 0)
-		goto out;
-	if (json_string_value(json_object_get(md, "keras_version")) &&
-		(rc = ckpt__reader_set_meta(r, "keras_version", json_string_value(json_object_get(md, "keras_version")))) < 0)
-		goto out;
-#ifdef CKPT_HAVE_HDF5
-	if (wlen > SIZE_MAX) {
-		rc = ckpt__fail(CKPT_ELIMIT, r->path, "model.weights.h5", -1, "member of %llu bytes", (unsigned long long)wlen);
-		goto out;
-	}
-	{
-		void *map = mmap(NULL, (size_t)wlen, PROT_READ, MAP_PRIVATE, wfd, 0);
-		if (map == MAP_FAILED) {
-			rc = ckpt__fail_errno(errno, r->path, "mapping the spooled model.weights.h5 (%llu bytes) failed",
-				(unsigned long long)wlen);
-			goto out;
-		}
-		madvise(map, (size_t)wlen, MADV_RANDOM);
-		rc = ckpt__keras_h5_attach_member(r, wfd, map, (size_t)wlen, data[M_CONFIG]);
-		wfd = -1; /* adopted with the mapping */
-	}
-#else
-	rc = ckpt__fail(CKPT_EUNSUPPORTED, r->path, "model.weights.h5", -1, "libckpt was built without HDF5");
-#endif
+	rc = attach_weights(r, &m);
 out:
 	if (cfg)
 		json_decref(cfg);
@@ -420,10 +428,10 @@ out:
 	if (a)
 		archive_read_free(a);
 	for (i = 0; i < M_COUNT; i++)
-		ckpt__free(data[i]);
+		ckpt__free(m.data[i]);
 	ckpt__free(file);
-	if (wfd >= 0)
-		close(wfd);
+	if (m.wfd >= 0)
+		close(m.wfd);
 	if (zfd >= 0)
 		close(zfd);
 	return rc;

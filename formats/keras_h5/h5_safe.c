@@ -271,6 +271,120 @@ static unsigned enc_size(uint64_t limit)
 	return lg / 8 + 1;
 }
 
+static int check_dtype(const oh_ctx *c, uint64_t off, size_t len, int depth, size_t *used, uint64_t *esize);
+
+/* In check_dtype and its helpers: `n` more bytes must be left after `pos` of the datatype's `len`. */
+#define NEED(n, what) do { if ((uint64_t)(n) > len - pos) \
+		return oh_fail(c, off + pos, "datatype %s needs %llu bytes, %zu left", what, (unsigned long long)(n), len - pos); } while (0)
+
+/*
+ * The members of the compound datatype at `off` (version `ver`, class bits
+ * `bits`, `size`-byte elements), from *at bytes in; *at: past them.
+ */
+static int check_dt_compound(const oh_ctx *c, uint64_t off, size_t len, int depth, unsigned ver, unsigned bits,
+	uint64_t size, size_t *at)
+{
+	const unsigned char *p = c->im->buf + off;
+	unsigned nm = bits & 0xffff, onb = enc_size(size), i;
+	uint64_t sub = 0;
+	size_t pos = *at, u;
+	if (nm == 0)
+		return oh_fail(c, off, "compound datatype without members");
+	for (i = 0; i < nm; i++) {
+		long nl = dt_name(p + pos, len - pos);
+		uint64_t moff, end;
+		unsigned nd = 0;
+		uint32_t dims[4] = { 0, 0, 0, 0 };
+		if (nl < 0)
+			return oh_fail(c, off + pos, "compound member %u: name without terminator", i);
+		u = ver >= 3 ? (size_t)nl + 1 : ((size_t)nl + 8) / 8 * 8;
+		NEED(u, "member name");
+		pos += u;
+		u = ver >= 3 ? onb : 4;
+		NEED(u, "member offset");
+		moff = rd_le(p + pos, (int)u);
+		pos += u;
+		if (ver == 1) {
+			NEED(28, "member dimensions");
+			nd = p[pos];
+			if (nd > 4)
+				return oh_fail(c, off + pos, "compound member %u has %u dimensions (at most 4)", i, nd);
+			for (u = 0; u < 4; u++)
+				dims[u] = (uint32_t)rd_le(p + pos + 12 + 4 * u, 4);
+			pos += 28;
+		}
+		CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
+		pos += u;
+		for (u = 0; u < nd; u++)
+			if (ckpt__mul_u64(sub, dims[u], &sub))
+				return oh_fail(c, off, "compound member %u: array size overflows", i);
+		if (ckpt__add_u64(moff, sub, &end) || end > size)
+			return oh_fail(c, off, "compound member %u (offset %llu, %llu bytes) outside the %llu-byte element", i,
+				(unsigned long long)moff, (unsigned long long)sub, (unsigned long long)size);
+	}
+	*at = pos;
+	return CKPT_OK;
+}
+
+/* The enumeration datatype at `off` (as check_dt_compound): base type, names, values. */
+static int check_dt_enum(const oh_ctx *c, uint64_t off, size_t len, int depth, unsigned ver, unsigned bits,
+	uint64_t size, size_t *at)
+{
+	const unsigned char *p = c->im->buf + off;
+	unsigned nm = bits & 0xffff, i;
+	uint64_t vbytes, sub = 0;
+	size_t pos = *at, u;
+	CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
+	pos += u;
+	if (sub != size)
+		return oh_fail(c, off, "enumeration of %llu bytes over a %llu-byte base type", (unsigned long long)size,
+			(unsigned long long)sub);
+	for (i = 0; i < nm; i++) {
+		long nl = dt_name(p + pos, len - pos);
+		if (nl < 0)
+			return oh_fail(c, off + pos, "enumeration member %u: name without terminator", i);
+		u = ver >= 3 ? (size_t)nl + 1 : ((size_t)nl + 8) / 8 * 8;
+		NEED(u, "member name");
+		pos += u;
+	}
+	if (ckpt__mul_u64(nm, sub, &vbytes))
+		return oh_fail(c, off, "enumeration values overflow");
+	NEED(vbytes, "values");
+	pos += (size_t)vbytes;
+	*at = pos;
+	return CKPT_OK;
+}
+
+/* The array datatype at `off` (as check_dt_compound): rank, dimensions, element type. */
+static int check_dt_array(const oh_ctx *c, uint64_t off, size_t len, int depth, unsigned ver, uint64_t size,
+	size_t *at)
+{
+	const unsigned char *p = c->im->buf + off;
+	unsigned nd, i;
+	uint64_t nelem, sub = 0;
+	size_t pos = *at, u;
+	if (ver < 2)
+		return oh_fail(c, off, "array datatype of version 1");
+	NEED(1, "rank");
+	nd = p[pos];
+	if (nd > 32)
+		return oh_fail(c, off + pos, "array datatype of rank %u", nd);
+	u = (ver < 3 ? 4 : 1) + (size_t)nd * (ver < 3 ? 8 : 4);
+	NEED(u, "dimensions");
+	nelem = 1;
+	for (i = 0; i < nd; i++)
+		if (ckpt__mul_u64(nelem, rd_le(p + pos + (ver < 3 ? 4 : 1) + 4 * i, 4), &nelem))
+			return oh_fail(c, off, "array datatype size overflows");
+	pos += u;
+	CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
+	pos += u;
+	if (ckpt__mul_u64(nelem, sub, &sub) || sub != size)
+		return oh_fail(c, off, "array datatype of %llu bytes holds %llu bytes of elements", (unsigned long long)size,
+			(unsigned long long)sub);
+	*at = pos;
+	return CKPT_OK;
+}
+
 /*
  * Check the datatype encoded at image offset `off`, at most `len` bytes.
  * Sets *used (bytes libhdf5 will read) and *esize (the element size it will use).
@@ -278,8 +392,8 @@ static unsigned enc_size(uint64_t limit)
 static int check_dtype(const oh_ctx *c, uint64_t off, size_t len, int depth, size_t *used, uint64_t *esize)
 {
 	const unsigned char *p = c->im->buf + off;
-	unsigned ver, cls, bits, i;
-	uint64_t size, sub = 0, nelem;
+	unsigned ver, cls, bits;
+	uint64_t size, sub = 0;
 	size_t pos = 8, u;
 	if (depth > DT_MAX_DEPTH)
 		return oh_fail(c, off, "datatype nested deeper than %d", DT_MAX_DEPTH);
@@ -293,8 +407,6 @@ static int check_dtype(const oh_ctx *c, uint64_t off, size_t len, int depth, siz
 		return oh_fail(c, off, "datatype version %u", ver);
 	if (size == 0)
 		return oh_fail(c, off, "datatype of size 0");
-#define NEED(n, what) do { if ((uint64_t)(n) > len - pos) \
-		return oh_fail(c, off + pos, "datatype %s needs %llu bytes, %zu left", what, (unsigned long long)(n), len - pos); } while (0)
 	switch (cls) {
 	case 0: /* fixed-point */
 	case 4: /* bitfield */
@@ -316,66 +428,12 @@ static int check_dtype(const oh_ctx *c, uint64_t off, size_t len, int depth, siz
 		NEED(bits & 0xff, "opaque tag");
 		pos += bits & 0xff;
 		break;
-	case 6: { /* compound */
-		unsigned nm = bits & 0xffff, onb = enc_size(size);
-		if (nm == 0)
-			return oh_fail(c, off, "compound datatype without members");
-		for (i = 0; i < nm; i++) {
-			long nl = dt_name(p + pos, len - pos);
-			uint64_t moff, end;
-			unsigned nd = 0;
-			uint32_t dims[4] = { 0, 0, 0, 0 };
-			if (nl < 0)
-				return oh_fail(c, off + pos, "compound member %u: name without terminator", i);
-			u = ver >= 3 ? (size_t)nl + 1 : ((size_t)nl + 8) / 8 * 8;
-			NEED(u, "member name");
-			pos += u;
-			u = ver >= 3 ? onb : 4;
-			NEED(u, "member offset");
-			moff = rd_le(p + pos, (int)u);
-			pos += u;
-			if (ver == 1) {
-				NEED(28, "member dimensions");
-				nd = p[pos];
-				if (nd > 4)
-					return oh_fail(c, off + pos, "compound member %u has %u dimensions (at most 4)", i, nd);
-				for (u = 0; u < 4; u++)
-					dims[u] = (uint32_t)rd_le(p + pos + 12 + 4 * u, 4);
-				pos += 28;
-			}
-			CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
-			pos += u;
-			for (u = 0; u < nd; u++)
-				if (ckpt__mul_u64(sub, dims[u], &sub))
-					return oh_fail(c, off, "compound member %u: array size overflows", i);
-			if (ckpt__add_u64(moff, sub, &end) || end > size)
-				return oh_fail(c, off, "compound member %u (offset %llu, %llu bytes) outside the %llu-byte element", i,
-					(unsigned long long)moff, (unsigned long long)sub, (unsigned long long)size);
-		}
+	case 6: /* compound */
+		CKPT_TRY(check_dt_compound(c, off, len, depth, ver, bits, size, &pos));
 		break;
-	}
-	case 8: { /* enumeration: base type, names, values */
-		unsigned nm = bits & 0xffff;
-		uint64_t vbytes;
-		CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
-		pos += u;
-		if (sub != size)
-			return oh_fail(c, off, "enumeration of %llu bytes over a %llu-byte base type", (unsigned long long)size,
-				(unsigned long long)sub);
-		for (i = 0; i < nm; i++) {
-			long nl = dt_name(p + pos, len - pos);
-			if (nl < 0)
-				return oh_fail(c, off + pos, "enumeration member %u: name without terminator", i);
-			u = ver >= 3 ? (size_t)nl + 1 : ((size_t)nl + 8) / 8 * 8;
-			NEED(u, "member name");
-			pos += u;
-		}
-		if (ckpt__mul_u64(nm, sub, &vbytes))
-			return oh_fail(c, off, "enumeration values overflow");
-		NEED(vbytes, "values");
-		pos += (size_t)vbytes;
+	case 8: /* enumeration: base type, names, values */
+		CKPT_TRY(check_dt_enum(c, off, len, depth, ver, bits, size, &pos));
 		break;
-	}
 	case 9: /* variable-length: base type; stored as length | heap address | index */
 		CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
 		pos += u;
@@ -383,36 +441,17 @@ static int check_dtype(const oh_ctx *c, uint64_t off, size_t len, int depth, siz
 			return oh_fail(c, off, "variable-length datatype of %llu bytes, expected %d", (unsigned long long)size,
 				4 + c->im->so + 4);
 		break;
-	case 10: { /* array */
-		unsigned nd;
-		if (ver < 2)
-			return oh_fail(c, off, "array datatype of version 1");
-		NEED(1, "rank");
-		nd = p[pos];
-		if (nd > 32)
-			return oh_fail(c, off + pos, "array datatype of rank %u", nd);
-		u = (ver < 3 ? 4 : 1) + (size_t)nd * (ver < 3 ? 8 : 4);
-		NEED(u, "dimensions");
-		nelem = 1;
-		for (i = 0; i < nd; i++)
-			if (ckpt__mul_u64(nelem, rd_le(p + pos + (ver < 3 ? 4 : 1) + 4 * i, 4), &nelem))
-				return oh_fail(c, off, "array datatype size overflows");
-		pos += u;
-		CKPT_TRY(check_dtype(c, off + pos, len - pos, depth + 1, &u, &sub));
-		pos += u;
-		if (ckpt__mul_u64(nelem, sub, &sub) || sub != size)
-			return oh_fail(c, off, "array datatype of %llu bytes holds %llu bytes of elements", (unsigned long long)size,
-				(unsigned long long)sub);
+	case 10: /* array */
+		CKPT_TRY(check_dt_array(c, off, len, depth, ver, size, &pos));
 		break;
-	}
 	default:
 		return oh_fail(c, off, "unknown datatype class %u", cls);
 	}
-#undef NEED
 	*used = pos;
 	*esize = size;
 	return CKPT_OK;
 }
+#undef NEED
 
 /* Check a dataspace of at most `len` bytes at `off`; *nelem as libhdf5 counts it (checked). */
 static int check_dspace(const oh_ctx *c, uint64_t off, size_t len, uint64_t *nelem)

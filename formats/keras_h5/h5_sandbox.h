@@ -15,6 +15,7 @@
  *   h5_sandbox.h          this entry point;
  *   h5_sandbox.c          the child's side, judging answers, the forked child;
  *   h5_sandbox_wire.h/.c  every message between the processes, and its codec;
+ *   h5_sandbox_wire_server.c  the server's half of that codec, in ckpt-h5-reader only;
  *   h5_sandbox_client.c   the library's side of the sandbox server;
  *   h5_sandbox_server.c   the sandbox server, in ckpt-h5-reader only;
  *   helpers/ckpt_h5_reader.c  that binary's main().

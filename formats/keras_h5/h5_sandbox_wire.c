@@ -1,4 +1,9 @@
-/* The libhdf5 sandbox's wire format and its codec (h5_sandbox_wire.h). */
+/*
+ * The libhdf5 sandbox's wire format and its codec (h5_sandbox_wire.h): the
+ * library's side, the answer's both ends (the forked child is the library)
+ * and the byte transport. The server's side of the protocol is
+ * h5_sandbox_wire_server.c, compiled into ckpt-h5-reader only.
+ */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -13,27 +18,11 @@
 
 /* ---- byte transport ---- */
 
-/* Exact write to a pipe (write) or a socket (send, no SIGPIPE): 0, or -1. */
-static int write_all(int fd, const void *buf, size_t n, int socket)
+int ckpt__h5_wire_write_all(int fd, const void *buf, size_t n, int socket)
 {
 	const char *p = buf;
 	while (n) {
 		ssize_t k = socket ? send(fd, p, n, MSG_NOSIGNAL) : write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-int ckpt__h5_wire_read_all(int fd, void *buf, size_t n)
-{
-	char *p = buf;
-	while (n) {
-		ssize_t k = read(fd, p, n);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
@@ -94,7 +83,8 @@ int ckpt__h5_wire_answer_write(int fd, int32_t status, const void *payload, size
 	memcpy(hdr, &magic, 4);
 	memcpy(hdr + 4, &status, 4);
 	memcpy(hdr + 8, &n, 8);
-	if (write_all(fd, hdr, sizeof(hdr), 0) < 0 || (len && write_all(fd, payload, len, 0) < 0))
+	if (ckpt__h5_wire_write_all(fd, hdr, sizeof(hdr), 0) < 0 ||
+		(len && ckpt__h5_wire_write_all(fd, payload, len, 0) < 0))
 		return -1;
 	return 0;
 }
@@ -168,16 +158,6 @@ int ckpt__h5_wire_error_raise(int32_t status, const unsigned char *b, size_t n, 
 
 /* ---- 2. the sandbox server's protocol ---- */
 
-int ckpt__h5_wire_hello_send(int sock)
-{
-	ckpt__h5_wire_hello h;
-	memset(&h, 0, sizeof(h));
-	h.magic = CKPT_H5_WIRE_HELLO_MAGIC;
-	h.protocol = CKPT_H5_WIRE_PROTOCOL;
-	h.req_size = sizeof(ckpt__h5_wire_req);
-	return write_all(sock, &h, sizeof(h), 1);
-}
-
 int ckpt__h5_wire_hello_read(int sock, int64_t deadline)
 {
 	ckpt__h5_wire_hello h;
@@ -205,23 +185,6 @@ int ckpt__h5_wire_req_encode(ckpt__h5_wire_req *q, const ckpt__h5_job *j, const 
 	q->var_len = (uint32_t)vl;
 	q->info = j->info;
 	return 0;
-}
-
-void ckpt__h5_wire_req_decode(ckpt__h5_job *j, ckpt__h5_limits *lim, const ckpt__h5_wire_req *q, const char *path,
-	const char *var)
-{
-	memset(j, 0, sizeof(*j));
-	j->op = q->op;
-	j->fd = -1;
-	j->image_len = (size_t)q->image_len;
-	j->path = path;
-	j->var = var;
-	j->budget = q->budget;
-	j->from_archive = (int)q->from_archive;
-	j->shard = (int)q->shard;
-	j->info = q->info;
-	lim->mem_bytes = q->mem_bytes;
-	lim->timeout_ms = q->timeout_ms;
 }
 
 int ckpt__h5_wire_req_send(int sock, const ckpt__h5_wire_req *q, const char *path, const char *var, const int fds[2])
@@ -271,55 +234,12 @@ int ckpt__h5_wire_req_send(int sock, const ckpt__h5_wire_req *q, const char *pat
 			}
 			off += l;
 		}
-		k = write_all(sock, tail, total - done, 1);
+		k = ckpt__h5_wire_write_all(sock, tail, total - done, 1);
 		free(tail);
 		if (k < 0)
 			return -1;
 	}
 	return 0;
-}
-
-int ckpt__h5_wire_req_recv(int sock, ckpt__h5_wire_req *q, int fds[2])
-{
-	struct msghdr m;
-	struct iovec iov;
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} c;
-	struct cmsghdr *cm;
-	ssize_t k;
-	memset(&m, 0, sizeof(m));
-	iov.iov_base = q;
-	iov.iov_len = sizeof(*q);
-	m.msg_iov = &iov;
-	m.msg_iovlen = 1;
-	m.msg_control = c.buf;
-	m.msg_controllen = sizeof(c.buf);
-	fds[0] = fds[1] = -1;
-	do
-		k = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-	while (k < 0 && errno == EINTR);
-	if (k <= 0)
-		return -1;
-	for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(2 * sizeof(int)))
-			memcpy(fds, CMSG_DATA(cm), 2 * sizeof(int));
-	if ((size_t)k < sizeof(*q) && ckpt__h5_wire_read_all(sock, (char *)q + k, sizeof(*q) - (size_t)k) < 0)
-		return -1;
-	if (q->magic != CKPT_H5_WIRE_REQ_MAGIC || fds[0] < 0 || fds[1] < 0 || q->path_len > CKPT_H5_WIRE_MAX_STR ||
-		q->var_len > CKPT_H5_WIRE_MAX_STR)
-		return -1;
-	return 0;
-}
-
-int ckpt__h5_wire_rep_send(int sock, int kind, int64_t value)
-{
-	ckpt__h5_wire_rep r;
-	r.magic = CKPT_H5_WIRE_REP_MAGIC;
-	r.kind = kind;
-	r.value = value;
-	return write_all(sock, &r, sizeof(r), 1);
 }
 
 int ckpt__h5_wire_rep_read(int sock, int kind, int64_t deadline, int64_t *value)

@@ -1,9 +1,13 @@
 /*
  * The libhdf5 sandbox's wire format (h5_sandbox.h): every message that
  * crosses a process boundary of the sandbox, with its codec, and nothing
- * else. Both ends of each message are compiled from this one file, so
- * both always agree; the sandbox server's hello still checks it, because
- * the server binary and the library can come from different builds.
+ * else. Both ends of each message are declared in this one file, so both
+ * always agree; the sandbox server's hello still checks it, because the
+ * server binary and the library can come from different builds. The codec
+ * is two files: h5_sandbox_wire.c (the library: the client, the forked
+ * child's answer, the byte transport) and h5_sandbox_wire_server.c (the
+ * server's half, marked "server side" below: compiled into ckpt-h5-reader
+ * only).
  *
  * 1. The answer: sandboxed child -> caller, one message on a pipe (the
  *    child of a fork of the caller, or the sandbox server's per-job child):
@@ -79,7 +83,7 @@ typedef struct ckpt__h5_wire_rep {
 	int64_t value;
 } ckpt__h5_wire_rep;
 
-/** Send the server's hello on `sock`: 0, or -1. */
+/** Server side: send the server's hello on `sock`: 0, or -1. */
 int ckpt__h5_wire_hello_send(int sock);
 /** Read the hello before `deadline` (ckpt__h5_wire_now_ms) and check it: 0, or -1 (gone, late or another protocol). */
 int ckpt__h5_wire_hello_read(int sock, int64_t deadline);
@@ -90,8 +94,9 @@ int ckpt__h5_wire_hello_read(int sock, int64_t deadline);
  */
 int ckpt__h5_wire_req_encode(ckpt__h5_wire_req *q, const ckpt__h5_job *j, const ckpt__h5_limits *lim);
 /**
- * Decode request `q` into a job and its limits; `path` and `var` are the
- * strings that followed it. j->fd and j->image are the caller's to set.
+ * Server side: decode request `q` into a job and its limits; `path` and
+ * `var` are the strings that followed it. j->fd and j->image are the
+ * caller's to set.
  */
 void ckpt__h5_wire_req_decode(ckpt__h5_job *j, ckpt__h5_limits *lim, const ckpt__h5_wire_req *q, const char *path,
 	const char *var);
@@ -99,14 +104,14 @@ void ckpt__h5_wire_req_decode(ckpt__h5_job *j, ckpt__h5_limits *lim, const ckpt_
 /** Send request `q`, its `path` and `var`, and the descriptors fds[0..1] on `sock`: 0, or -1. */
 int ckpt__h5_wire_req_send(int sock, const ckpt__h5_wire_req *q, const char *path, const char *var, const int fds[2]);
 /**
- * Receive a request and its two descriptors (close-on-exec) from `sock`,
- * blocking; checks the magic, the descriptors and the string lengths: 0,
- * or -1 (the client is gone or spoke nonsense). The strings follow: read
- * them with ckpt__h5_wire_read_all.
+ * Server side: receive a request and its two descriptors (close-on-exec)
+ * from `sock`, blocking; checks the magic, the descriptors and the string
+ * lengths: 0, or -1 (the client is gone or spoke nonsense). The strings
+ * follow: read them with ckpt__h5_wire_read_all.
  */
 int ckpt__h5_wire_req_recv(int sock, ckpt__h5_wire_req *q, int fds[2]);
 
-/** Send a reply of `kind` (CKPT_H5_WIRE_REP_*) carrying `value`: 0, or -1. */
+/** Server side: send a reply of `kind` (CKPT_H5_WIRE_REP_*) carrying `value`: 0, or -1. */
 int ckpt__h5_wire_rep_send(int sock, int kind, int64_t value);
 /** Read a reply before `deadline`; 0 when it is whole, well formed and of `kind`, else -1. */
 int ckpt__h5_wire_rep_read(int sock, int kind, int64_t deadline, int64_t *value);
@@ -117,7 +122,9 @@ int ckpt__h5_wire_rep_read(int sock, int kind, int64_t deadline, int64_t *value)
 int64_t ckpt__h5_wire_now_ms(void);
 /** Read exactly n bytes from `fd` before `deadline`: 0 ok, 1 EOF, 2 timeout, -1 error. */
 int ckpt__h5_wire_read_full(int fd, void *buf, size_t n, int64_t deadline);
-/** Blocking exact read: 0 ok, -1 EOF or error. */
+/** Exact write to a pipe (write) or, with `socket`, a socket (send, no SIGPIPE): 0, or -1. */
+int ckpt__h5_wire_write_all(int fd, const void *buf, size_t n, int socket);
+/** Server side: blocking exact read: 0 ok, -1 EOF or error. */
 int ckpt__h5_wire_read_all(int fd, void *buf, size_t n);
 
 #endif

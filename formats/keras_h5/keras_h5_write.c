@@ -428,107 +428,97 @@ static void sl_free(strlist *l)
 	l->n = l->cap = 0;
 }
 
-static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
+/*
+ * Keras reads a missing keras_version as "1" and then converts Keras 1
+ * weights (kernel transposes, LSTM gate splits). So without metadata:
+ * Keras 1 names (no '/' in any weight name) keep the attributes absent,
+ * anything else gets a Keras 2 version that loads the weights as they are.
+ */
+static void default_versions(const wentry *e, size_t n, const char **kv, const char **be)
 {
-	strlist layers = { 0 }, opt = { 0 };
-	size_t *first = NULL, *order = NULL, *group = NULL;
-	const char *kv = ckpt__writer_meta(w, "keras_version"), *be = ckpt__writer_meta(w, "backend");
-	const char *mc = ckpt__writer_meta(w, "model_config"), *tc = ckpt__writer_meta(w, "training_config");
-	const char *ln = ckpt__writer_meta(w, "layer_names");
-	hid_t mw = -1, g = -1;
-	size_t i, j;
+	if (*kv && *be)
+		return;
+	int k1 = 1;
+	for (size_t i = 0; i < n && k1; i++)
+		if (has_prefix(e[i].path, "model_weights/")) {
+			const char *l = strchr(e[i].path + 14, '/');
+			if (l && strchr(l + 1, '/'))
+				k1 = 0;
+		}
+	if (!*kv && !k1)
+		*kv = DEFAULT_KERAS_VERSION;
+	if (!*be && !k1)
+		*be = "tensorflow";
+}
+
+/* Layer order into *layers: meta "layer_names" `ln` (a JSON list, from a legacy reader) first, then first use. */
+static int layer_order(const ckpt_writer *w, const wentry *e, size_t n, const char *ln, strlist *layers)
+{
 	int rc = CKPT_OK;
-	/*
-	 * Keras reads a missing keras_version as "1" and then converts Keras 1
-	 * weights (kernel transposes, LSTM gate splits). So without metadata:
-	 * Keras 1 names (no '/' in any weight name) keep the attributes absent,
-	 * anything else gets a Keras 2 version that loads the weights as they are.
-	 */
-	if (!kv || !be) {
-		int k1 = 1;
-		for (i = 0; i < n && k1; i++)
-			if (has_prefix(e[i].path, "model_weights/")) {
-				const char *l = strchr(e[i].path + 14, '/');
-				if (l && strchr(l + 1, '/'))
-					k1 = 0;
-			}
-		if (!kv && !k1)
-			kv = DEFAULT_KERAS_VERSION;
-		if (!be && !k1)
-			be = "tensorflow";
-	}
-	/* Layer order: meta "layer_names" (a JSON list, from a legacy reader) first, then first use. */
 	if (ln) {
 		json_error_t err;
 		json_t *a = json_loads(ln, 0, &err), *x;
+		size_t i;
 		if (a && json_is_array(a)) {
 			json_array_foreach(a, i, x) {
 				const char *s = json_string_value(x);
-				if (s && ckpt__h5_check_component(s, strlen(s)) == 0 && sl_find(&layers, s, strlen(s)) < 0 &&
-					(rc = sl_push(&layers, s, strlen(s))) < 0)
+				if (s && ckpt__h5_check_component(s, strlen(s)) == 0 && sl_find(layers, s, strlen(s)) < 0 &&
+					(rc = sl_push(layers, s, strlen(s))) < 0)
 					break;
 			}
 		}
 		if (a)
 			json_decref(a);
-		if (rc < 0)
-			goto out;
+		CKPT_TRY(rc);
 	}
-	for (i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (has_prefix(e[i].path, "model_weights/")) {
 			const char *l = e[i].path + 14, *s = strchr(l, '/');
 			if (!s)
-				{ rc = ckpt__fail(CKPT_EINVAL, w->path, e[i].path, -1, "'%s' names no layer group and weight", e[i].path); goto out; }
-			if (strncmp(l, "top_level_model_weights/", 24) != 0 && sl_find(&layers, l, (size_t)(s - l)) < 0 &&
-				(rc = sl_push(&layers, l, (size_t)(s - l))) < 0)
-				goto out;
+				return ckpt__fail(CKPT_EINVAL, w->path, e[i].path, -1, "'%s' names no layer group and weight", e[i].path);
+			if (strncmp(l, "top_level_model_weights/", 24) != 0 && sl_find(layers, l, (size_t)(s - l)) < 0)
+				CKPT_TRY(sl_push(layers, l, (size_t)(s - l)));
 		}
 	}
-	if ((be && (rc = str_attr(f, "backend", be, H5T_CSET_UTF8)) < 0) ||
-		(kv && (rc = str_attr(f, "keras_version", kv, H5T_CSET_UTF8)) < 0))
-		goto out;
-	if (mc && (rc = str_attr(f, "model_config", mc, H5T_CSET_ASCII)) < 0)
-		goto out;
-	if (tc && (rc = str_attr(f, "training_config", tc, H5T_CSET_ASCII)) < 0)
-		goto out;
-	mw = H5Gcreate2(f, "model_weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-	if (mw < 0) {
-		rc = ckpt__fail(CKPT_ERROR, w->path, "model_weights", -1, "HDF5 could not create a group");
-		goto out;
-	}
-	if ((be && (rc = str_attr(mw, "backend", be, H5T_CSET_ASCII)) < 0) ||
-		(kv && (rc = str_attr(mw, "keras_version", kv, H5T_CSET_ASCII)) < 0) ||
-		(rc = list_attr(mw, "layer_names", layers.v, layers.n)) < 0)
-		goto out;
-	/* The entries of each layer group in the order added (counting sort); the last group is top_level_model_weights. */
-	first = ckpt__calloc(layers.n + 3, sizeof(size_t));
-	order = ckpt__calloc(n + 1, sizeof(size_t));
-	group = ckpt__calloc(n + 1, sizeof(size_t));
-	if (!first || !order || !group) {
-		rc = CKPT_ENOMEM;
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
+	return CKPT_OK;
+}
+
+/*
+ * Link the entries of each layer group under model_weights (`mw`) in the
+ * order added, with its weight_names; the last group is top_level_model_weights.
+ */
+static int write_layer_groups(const ckpt_writer *w, hid_t f, hid_t mw, const wentry *e, size_t n,
+	const strlist *layers)
+{
+	/* the entries of each group in the order added (counting sort) */
+	size_t *first = ckpt__calloc(layers->n + 3, sizeof(size_t));
+	size_t *order = ckpt__calloc(n + 1, sizeof(size_t));
+	size_t *group = ckpt__calloc(n + 1, sizeof(size_t));
+	size_t i, j;
+	int rc = (!first || !order || !group) ? CKPT_ENOMEM : CKPT_OK;
+	for (i = 0; i < n && rc == CKPT_OK; i++) {
 		const char *l = e[i].path + 14, *s;
 		int k;
-		group[i] = layers.n + 1; /* none */
+		group[i] = layers->n + 1; /* none */
 		if (!has_prefix(e[i].path, "model_weights/"))
 			continue;
 		s = strchr(l, '/');
-		k = sl_find(&layers, l, (size_t)(s - l));
-		group[i] = k >= 0 ? (size_t)k : (size_t)(s - l) == 23 && strncmp(l, "top_level_model_weights", 23) == 0 ? layers.n : layers.n + 1;
+		k = sl_find(layers, l, (size_t)(s - l));
+		group[i] = k >= 0 ? (size_t)k : (size_t)(s - l) == 23 && strncmp(l, "top_level_model_weights", 23) == 0 ? layers->n : layers->n + 1;
 		first[group[i] + 1]++;
 	}
-	for (j = 1; j <= layers.n + 1; j++)
-		first[j] += first[j - 1];
-	for (i = 0; i < n; i++)
-		if (group[i] <= layers.n)
-			order[first[group[i]]++] = i;
-	for (j = layers.n + 1; j > 0; j--)
-		first[j] = first[j - 1];
-	first[0] = 0;
-	for (j = 0; j <= layers.n && rc >= 0; j++) {
-		const char *lname = j < layers.n ? layers.v[j] : "top_level_model_weights";
+	if (rc == CKPT_OK) {
+		for (j = 1; j <= layers->n + 1; j++)
+			first[j] += first[j - 1];
+		for (i = 0; i < n; i++)
+			if (group[i] <= layers->n)
+				order[first[group[i]]++] = i;
+		for (j = layers->n + 1; j > 0; j--)
+			first[j] = first[j - 1];
+		first[0] = 0;
+	}
+	for (j = 0; j <= layers->n && rc >= 0; j++) {
+		const char *lname = j < layers->n ? layers->v[j] : "top_level_model_weights";
 		strlist wn = { 0 };
 		size_t ll = strlen(lname), q;
 		hid_t lg;
@@ -551,9 +541,18 @@ static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
 		}
 		sl_free(&wn);
 	}
-	if (rc < 0)
-		goto out;
-	for (i = 0; i < n && rc >= 0; i++) {
+	ckpt__free(first);
+	ckpt__free(order);
+	ckpt__free(group);
+	return rc;
+}
+
+/* Link the optimizer_weights/ entries and list them in that group's weight_names. */
+static int write_optimizer_weights(const ckpt_writer *w, hid_t f, const wentry *e, size_t n)
+{
+	strlist opt = { 0 };
+	int rc = CKPT_OK;
+	for (size_t i = 0; i < n && rc >= 0; i++) {
 		if (has_prefix(e[i].path, "optimizer_weights/")) {
 			rc = sl_push(&opt, e[i].path + 18, strlen(e[i].path + 18));
 			if (rc >= 0)
@@ -561,18 +560,48 @@ static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
 		}
 	}
 	if (rc >= 0 && opt.n) {
-		g = H5Gopen2(f, "optimizer_weights", H5P_DEFAULT);
+		hid_t g = H5Gopen2(f, "optimizer_weights", H5P_DEFAULT);
 		rc = g < 0 ? ckpt__fail(CKPT_ERROR, w->path, "optimizer_weights", -1, "HDF5 could not open a group") :
 			list_attr(g, "weight_names", opt.v, opt.n);
+		ckpt__h5_close(g);
 	}
-out:
-	ckpt__h5_close(g);
-	ckpt__h5_close(mw);
-	ckpt__free(first);
-	ckpt__free(order);
-	ckpt__free(group);
-	sl_free(&layers);
 	sl_free(&opt);
+	return rc;
+}
+
+static int build_legacy(const ckpt_writer *w, hid_t f, wentry *e, size_t n)
+{
+	strlist layers = { 0 };
+	const char *kv = ckpt__writer_meta(w, "keras_version"), *be = ckpt__writer_meta(w, "backend");
+	const char *mc = ckpt__writer_meta(w, "model_config"), *tc = ckpt__writer_meta(w, "training_config");
+	const char *ln = ckpt__writer_meta(w, "layer_names");
+	hid_t mw = -1;
+	int rc;
+	default_versions(e, n, &kv, &be);
+	if ((rc = layer_order(w, e, n, ln, &layers)) < 0)
+		goto out;
+	if ((be && (rc = str_attr(f, "backend", be, H5T_CSET_UTF8)) < 0) ||
+		(kv && (rc = str_attr(f, "keras_version", kv, H5T_CSET_UTF8)) < 0))
+		goto out;
+	if (mc && (rc = str_attr(f, "model_config", mc, H5T_CSET_ASCII)) < 0)
+		goto out;
+	if (tc && (rc = str_attr(f, "training_config", tc, H5T_CSET_ASCII)) < 0)
+		goto out;
+	mw = H5Gcreate2(f, "model_weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+	if (mw < 0) {
+		rc = ckpt__fail(CKPT_ERROR, w->path, "model_weights", -1, "HDF5 could not create a group");
+		goto out;
+	}
+	if ((be && (rc = str_attr(mw, "backend", be, H5T_CSET_ASCII)) < 0) ||
+		(kv && (rc = str_attr(mw, "keras_version", kv, H5T_CSET_ASCII)) < 0) ||
+		(rc = list_attr(mw, "layer_names", layers.v, layers.n)) < 0)
+		goto out;
+	if ((rc = write_layer_groups(w, f, mw, e, n, &layers)) < 0)
+		goto out;
+	rc = write_optimizer_weights(w, f, e, n);
+out:
+	ckpt__h5_close(mw);
+	sl_free(&layers);
 	return rc;
 }
 

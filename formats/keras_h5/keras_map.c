@@ -667,25 +667,14 @@ static void k3_layer_names(mctx *c, const k3layer *L, size_t nl, const k3key *id
 	ckpt__free(vn);
 }
 
-static void map_k3_model(mctx *c)
+/*
+ * The model's layers: per entry its layer key and sub-path, split once
+ * (ekey, esub; NULL for an entry that names no layer), and the distinct
+ * layer keys into L (borrowed from ekey, order -1). Returns their count.
+ */
+static size_t k3_collect_layers(mctx *c, char **ekey, char **esub, k3layer *L)
 {
-	k3layer *L = NULL;
-	k3key *idx = NULL;
-	char **ekey = NULL, **esub = NULL; /* per entry: layer key and sub-path, split once */
-	size_t *first = NULL, *order = NULL, *lj = NULL; /* entries of each layer, in entry order */
-	size_t nl = 0, i, j, q;
-	int by_config, k = 0;
-	L = ckpt__calloc(c->n + 1, sizeof(*L));
-	ekey = ckpt__calloc(c->n + 1, sizeof(char *));
-	esub = ckpt__calloc(c->n + 1, sizeof(char *));
-	idx = ckpt__calloc(c->n + 1, sizeof(*idx));
-	lj = ckpt__calloc(c->n + 1, sizeof(size_t));
-	order = ckpt__calloc(c->n + 1, sizeof(size_t));
-	first = ckpt__calloc(c->n + 2, sizeof(size_t));
-	if (!L || !ekey || !esub || !idx || !lj || !order || !first) {
-		c->b.err = CKPT_ENOMEM;
-		goto out;
-	}
+	size_t nl = 0, i, q;
 	for (i = 0; i < c->n; i++) {
 		if (c->e[i].kind != CKPT_KE_MODEL)
 			continue;
@@ -708,27 +697,91 @@ static void map_k3_model(mctx *c)
 	for (i = 0, q = 0; i < nl; i++)
 		if (q == 0 || strcmp(L[q - 1].key, L[i].key) != 0)
 			L[q++] = L[i];
-	nl = q;
-	by_config = config_layer_order(c, L, nl);
-	if (!by_config) {
-		/* Without config.json's layer list only one order is certain: all keys share one class. */
-		int same = 1;
-		for (j = 1; j < nl; j++)
-			if (key_base_len(L[j].key) != key_base_len(L[0].key) ||
-				strncmp(L[j].key, L[0].key, key_base_len(L[0].key)) != 0)
-				same = 0;
-		if (!same) {
-			for (i = 0; i < c->n; i++)
-				if (ekey[i])
-					NOTE(&c->notes, "%s: unmapped (layer order unknown: no config.json layer list and layer keys of several classes)",
-						c->e[i].path);
-			goto out;
-		}
-		for (j = 0; j < nl; j++) {
-			L[j].order = 0;
-			L[j].cls = class_from_key(L[j].key);
+	return q;
+}
+
+/*
+ * Without config.json's layer list only one order is certain: all keys
+ * share one class. 1 when they do (each layer then gets order 0 and the
+ * class its key names); 0 when not, every layer entry noted as unmapped.
+ */
+static int k3_order_from_keys(mctx *c, char **ekey, k3layer *L, size_t nl)
+{
+	int same = 1;
+	for (size_t j = 1; j < nl; j++)
+		if (key_base_len(L[j].key) != key_base_len(L[0].key) ||
+			strncmp(L[j].key, L[0].key, key_base_len(L[0].key)) != 0)
+			same = 0;
+	if (!same) {
+		for (size_t i = 0; i < c->n; i++)
+			if (ekey[i])
+				NOTE(&c->notes, "%s: unmapped (layer order unknown: no config.json layer list and layer keys of several classes)",
+					c->e[i].path);
+		return 0;
+	}
+	for (size_t j = 0; j < nl; j++) {
+		L[j].order = 0;
+		L[j].cls = class_from_key(L[j].key);
+	}
+	return 1;
+}
+
+/* Map the entries order[q0 .. q1) of layer L (sub-paths esub) as children of the root's slot `nm`. */
+static void k3_map_layer(mctx *c, const k3layer *L, const char *nm, const size_t *order, size_t q0, size_t q1,
+	char **esub)
+{
+	int lnode = -1;
+	const char *cls = L->cls ? L->cls : class_from_key(L->key);
+	for (size_t q = q0; q < q1; q++) {
+		size_t cnt = 0, x, i = order[q];
+		const char *const *attrs;
+		int cell;
+		if (c->m[i].node >= 0 || c->m[i].trainable < 0)
+			continue;
+		/* entries of one vars group are consecutive and in index order */
+		for (x = i; x < c->n && c->e[x].layer && c->e[i].layer && strcmp(c->e[x].layer, c->e[i].layer) == 0; x++)
+			cnt++;
+		cell = strcmp(esub[i], "cell") == 0;
+		attrs = (*esub[i] == '\0' || cell) ? attrs_for(cls, cnt, cell) : NULL;
+		for (x = i; x < i + cnt; x++) {
+			if (!attrs) {
+				NOTE(&c->notes, "%s: unmapped (%s%s%s with %zu variable(s): attribute names unknown)", c->e[x].path,
+					cls ? "class " : "unknown class of 'layers/", cls ? cls : L->key, cls ? "" : "'", cnt);
+				c->m[x].trainable = -1;
+				continue;
+			}
+			if (lnode < 0)
+				lnode = gb_child(&c->b, 0, nm);
+			c->m[x].node = gb_child(&c->b, cell ? gb_child(&c->b, lnode, "cell") : lnode, attrs[c->e[x].index]);
+			c->m[x].trainable = !is_stat_name(attrs[c->e[x].index]);
+			c->morder[c->nmorder++] = (int)x;
+			gb_var(&c->b, c->m[x].node, c->e[x].path);
 		}
 	}
+}
+
+static void map_k3_model(mctx *c)
+{
+	k3layer *L = NULL;
+	k3key *idx = NULL;
+	char **ekey = NULL, **esub = NULL; /* per entry: layer key and sub-path, split once */
+	size_t *first = NULL, *order = NULL, *lj = NULL; /* entries of each layer, in entry order */
+	size_t nl = 0, i, j;
+	int k = 0;
+	L = ckpt__calloc(c->n + 1, sizeof(*L));
+	ekey = ckpt__calloc(c->n + 1, sizeof(char *));
+	esub = ckpt__calloc(c->n + 1, sizeof(char *));
+	idx = ckpt__calloc(c->n + 1, sizeof(*idx));
+	lj = ckpt__calloc(c->n + 1, sizeof(size_t));
+	order = ckpt__calloc(c->n + 1, sizeof(size_t));
+	first = ckpt__calloc(c->n + 2, sizeof(size_t));
+	if (!L || !ekey || !esub || !idx || !lj || !order || !first) {
+		c->b.err = CKPT_ENOMEM;
+		goto out;
+	}
+	nl = k3_collect_layers(c, ekey, esub, L);
+	if (!config_layer_order(c, L, nl) && !k3_order_from_keys(c, ekey, L, nl))
+		goto out;
 	qsort(L, nl, sizeof(*L), k3_cmp_order);
 	for (j = 0; j < nl; j++) {
 		idx[j].key = L[j].key;
@@ -752,36 +805,8 @@ static void map_k3_model(mctx *c)
 	first[0] = 0;
 	for (j = 0; j < nl; j++) {
 		char nm[64];
-		int lnode = -1;
-		const char *cls = L[j].cls ? L[j].cls : class_from_key(L[j].key);
 		snprintf(nm, sizeof(nm), "layer_with_weights-%d", k++);
-		for (q = first[j]; q < first[j + 1]; q++) {
-			size_t cnt = 0, x;
-			const char *const *attrs;
-			int cell;
-			i = order[q];
-			if (c->m[i].node >= 0 || c->m[i].trainable < 0)
-				continue;
-			/* entries of one vars group are consecutive and in index order */
-			for (x = i; x < c->n && c->e[x].layer && c->e[i].layer && strcmp(c->e[x].layer, c->e[i].layer) == 0; x++)
-				cnt++;
-			cell = strcmp(esub[i], "cell") == 0;
-			attrs = (*esub[i] == '\0' || cell) ? attrs_for(cls, cnt, cell) : NULL;
-			for (x = i; x < i + cnt; x++) {
-				if (!attrs) {
-					NOTE(&c->notes, "%s: unmapped (%s%s%s with %zu variable(s): attribute names unknown)", c->e[x].path,
-						cls ? "class " : "unknown class of 'layers/", cls ? cls : L[j].key, cls ? "" : "'", cnt);
-					c->m[x].trainable = -1;
-					continue;
-				}
-				if (lnode < 0)
-					lnode = gb_child(&c->b, 0, nm);
-				c->m[x].node = gb_child(&c->b, cell ? gb_child(&c->b, lnode, "cell") : lnode, attrs[c->e[x].index]);
-				c->m[x].trainable = !is_stat_name(attrs[c->e[x].index]);
-				c->morder[c->nmorder++] = (int)x;
-				gb_var(&c->b, c->m[x].node, c->e[x].path);
-			}
-		}
+		k3_map_layer(c, &L[j], nm, order, first[j], first[j + 1], esub);
 	}
 out:
 	for (i = 0; ekey && i < c->n; i++) {

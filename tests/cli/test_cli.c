@@ -312,6 +312,21 @@ Test(cli, corrupt_tensor_data_is_named)
 	ts_assert_exit(&r, 1, "exit status");
 	cr_assert(strstr(r.out, "BAD"), "%s", r.out);
 	ts_run_free(&r);
+
+	/*
+	 * restore leaves copy 0 of a checksummed value to the load's own
+	 * verification (it does not checksum it again): the load must fail
+	 * on the damaged value, with one replica and with several
+	 */
+	r = ts_cli("restore", prefix, "--strategy", "default", NULL);
+	ts_assert_exit(&r, 1, "exit status");
+	cr_assert(strstr(r.err, "variable 'b'") && strstr(r.err, "crc32c"), "%s", r.err);
+	cr_assert_eq(strstr(r.out, "all replicas = file"), NULL, "%s", r.out);
+	ts_run_free(&r);
+	r = ts_cli("restore", prefix, "--strategy", "mirrored", "--replicas", "3", NULL);
+	ts_assert_exit(&r, 1, "exit status");
+	cr_assert(strstr(r.err, "variable 'b'") && strstr(r.err, "crc32c"), "%s", r.err);
+	ts_run_free(&r);
 	ts_rmtree(dir);
 	free(dir);
 	free(copy);

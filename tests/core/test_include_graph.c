@@ -2,8 +2,11 @@
  * The core depends one way: scripts/include_graph.py finds the cycles among
  * libckpt/'s files (what includes what, which .c calls which file's
  * functions) and fails on any not in scripts/include_graph.known, a list
- * that only shrinks. The script itself is checked on a made-up tree that
- * has exactly one cycle of each kind.
+ * that only shrinks. It also fails when a struct that one file owns
+ * (scripts/include_graph.owned: the restore session, opaque outside
+ * restore_session.c) is defined anywhere else. The script itself is
+ * checked on made-up trees: one with exactly one cycle of each kind, one
+ * with an owned struct defined outside its owner.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -41,10 +44,67 @@ static void write_file(const char *dir, const char *name, const char *text)
 Test(include_graph, libckpt_has_no_new_cycle)
 {
 	static char out[1 << 16];
-	int rc = run(TS_PYTHON " " SCRIPT " --check --known " CKPT_SOURCE_DIR "/scripts/include_graph.known "
-		CKPT_SOURCE_DIR "/libckpt 2>&1", out, sizeof(out));
+	int rc = run(TS_PYTHON " " SCRIPT " --check --known " CKPT_SOURCE_DIR "/scripts/include_graph.known --owned "
+		CKPT_SOURCE_DIR "/scripts/include_graph.owned " CKPT_SOURCE_DIR "/libckpt 2>&1", out, sizeof(out));
 	cr_assert(strstr(out, "include cycles: ") != NULL && strstr(out, "call cycles: ") != NULL, "%s", out);
+	cr_assert(strstr(out, "owned structs: 1, defined outside their owner: 0") != NULL,
+		"a struct defined outside the file that owns it (scripts/include_graph.owned):\n%s", out);
 	cr_assert_eq(rc, 0, "a dependency cycle not in scripts/include_graph.known:\n%s", out);
+}
+
+Test(include_graph, finds_an_owned_struct_defined_elsewhere)
+{
+	char dir[] = "/tmp/ckpt_owned_XXXXXX";
+	cr_assert(mkdtemp(dir) != NULL);
+	char owned[600], cmd[1400];
+	static char out[1 << 14];
+	snprintf(owned, sizeof(owned), "%s/owned.list", dir);
+	FILE *f = fopen(owned, "w");
+	cr_assert(f != NULL);
+	cr_assert(fputs("# struct owner\nsess sess.c\n", f) >= 0);
+	cr_assert(fclose(f) == 0);
+	write_file(dir, "sess.h", "/* opaque: struct sess { int n; } is in sess.c */\ntypedef struct sess sess;\nint sess_n(const sess *s);\n");
+	write_file(dir, "sess.c", "#include \"sess.h\"\nstruct sess {\n\tint n;\n};\nint sess_n(const sess *s)\n{\n\treturn s->n;\n}\n");
+	write_file(dir, "user.c", "#include \"sess.h\"\nint user(const sess *s)\n{\n\treturn sess_n(s);\n}\n");
+	snprintf(cmd, sizeof(cmd), TS_PYTHON " " SCRIPT " --check --owned %s %s 2>&1", owned, dir);
+	int rc = run(cmd, out, sizeof(out));
+	cr_expect_eq(rc, 0, "%s", out);
+	cr_expect(strstr(out, "owned structs: 1, defined outside their owner: 0") != NULL, "%s", out);
+
+	/* planted: the header defines the struct again, so user.c could reach into it */
+	write_file(dir, "sess.h", "typedef struct sess sess;\nstruct sess {\n\tint n;\n};\nint sess_n(const sess *s);\n");
+	rc = run(cmd, out, sizeof(out));
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "NOT OWNED struct sess defined in sess.h (owner: sess.c)") != NULL, "%s", out);
+	cr_expect(strstr(out, "defined outside their owner: 1") != NULL, "%s", out);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+/* The session's fields are out of reach: a file that includes its header cannot compile a use of one. */
+Test(include_graph, the_session_struct_is_opaque_outside_its_file)
+{
+	char dir[] = "/tmp/ckpt_opaque_XXXXXX";
+	cr_assert(mkdtemp(dir) != NULL);
+	char cmd[2048];
+	static char out[1 << 14];
+	const char *uses[] = { "ckpt__session_nvals(s)", "s->nvals" };
+	for (int i = 0; i < 2; i++) {
+		char src[512];
+		snprintf(src, sizeof(src), "#include \"restore_session.h\"\nsize_t f(const ckpt__session *s);\n"
+			"size_t f(const ckpt__session *s)\n{\n\treturn %s;\n}\n", uses[i]);
+		write_file(dir, "use.c", src);
+		snprintf(cmd, sizeof(cmd), CKPT_C_COMPILER " -std=gnu11 -fsyntax-only -I" CKPT_SOURCE_DIR "/libckpt -I"
+			CKPT_SOURCE_DIR "/libckpt/include -I" CKPT_SOURCE_DIR " -I" CKPT_BINARY_DIR " -I" CKPT_BINARY_DIR
+			"/proto %s/use.c 2>&1", dir);
+		int rc = run(cmd, out, sizeof(out));
+		if (i == 0)
+			cr_expect_eq(rc, 0, "the accessor does not compile:\n%s", out);
+		else
+			cr_expect(rc != 0 && strstr(out, "incomplete") != NULL, "a field of the session compiled:\n%s", out);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
 }
 
 Test(include_graph, finds_a_call_and_an_include_cycle)

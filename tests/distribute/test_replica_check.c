@@ -57,8 +57,8 @@ Test(replica_check, host_replicas_match_and_a_corrupted_copy_is_named)
 	cr_assert_eq(ckpt_strategy_mirrored_new(&s, REPLICAS), CKPT_OK);
 	a = float_var(s, "a", 1.0f);
 	b = float_var(s, "b", 2.0f);
-	c[0] = (ckpt_replica_check){ a, crc_of(1.0f), 7 };
-	c[1] = (ckpt_replica_check){ b, crc_of(2.0f), 7 };
+	c[0] = (ckpt_replica_check){ a, crc_of(1.0f), 7, 0 };
+	c[1] = (ckpt_replica_check){ b, crc_of(2.0f), 7, 0 };
 	cr_assert_eq(ckpt_replica_check_crc32c(c, 2), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(c[0].bad_replica, -1);
 	cr_assert_eq(c[1].bad_replica, -1);
@@ -69,6 +69,21 @@ Test(replica_check, host_replicas_match_and_a_corrupted_copy_is_named)
 	cr_assert_eq(ckpt_replica_check_crc32c(c, 2), CKPT_OK);
 	cr_assert_eq(c[0].bad_replica, -1);
 	cr_assert_eq(c[1].bad_replica, 1);
+
+	/* first_replica: copies below it are not checksummed (b's replica 1 is now skipped, 2 still bad) */
+	c[1].first_replica = 2;
+	cr_assert_eq(ckpt_replica_check_crc32c(c, 2), CKPT_OK);
+	cr_assert_eq(c[1].bad_replica, 2);
+	c[1].first_replica = 3; /* = the replica count: nothing to check */
+	cr_assert_eq(ckpt_replica_check_crc32c(c, 2), CKPT_OK);
+	cr_assert_eq(c[1].bad_replica, -1);
+	c[1].first_replica = 4;
+	cr_assert_eq(ckpt_replica_check_crc32c(c, 2), CKPT_EINVAL);
+	cr_assert(strstr(ckpt_error_last()->message, "first_replica is 4"), "%s", ckpt_error_last()->message);
+	cr_assert(strstr(ckpt_error_last()->message, "3 replicas"), "%s", ckpt_error_last()->message);
+	c[1].first_replica = -1;
+	cr_assert_eq(ckpt_replica_check_crc32c(c, 2), CKPT_EINVAL);
+	c[1].first_replica = 0;
 
 	/* a wrong expectation fails replica 0 */
 	c[0].expected_crc32c ^= 1;
@@ -92,7 +107,7 @@ Test(replica_check, device_replicas_are_checked_through_the_provider)
 
 	cr_assert_eq(ckpt_strategy_mirrored_on(&s, p, devs, REPLICAS), CKPT_OK, "%s", ckpt_error_last()->message);
 	v = float_var(s, "w", 3.0f);
-	c = (ckpt_replica_check){ v, crc_of(3.0f), 7 };
+	c = (ckpt_replica_check){ v, crc_of(3.0f), 7, 0 };
 	cr_assert_eq(ckpt_replica_check_crc32c(&c, 1), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(c.bad_replica, -1);
 
@@ -121,7 +136,7 @@ Test(replica_check, misuse_is_an_error_naming_the_variable)
 	ckpt_variable *sv = NULL;
 	int64_t n = 2;
 	ckpt_shape shape;
-	ckpt_replica_check c = { NULL, 0, 0 };
+	ckpt_replica_check c = { NULL, 0, 0, 0 };
 
 	cr_assert_eq(ckpt_replica_check_crc32c(NULL, 0), CKPT_OK);
 	cr_assert_eq(ckpt_replica_check_crc32c(&c, 1), CKPT_EINVAL);

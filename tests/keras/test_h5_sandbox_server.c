@@ -226,3 +226,24 @@ Test(h5_sandbox_server, is_in_the_server_binary_only)
 	/* the client is in the library */
 	cr_assert(file_mentions(CKPT_LIBRARY, "ckpt__h5_sandbox_server_job"));
 }
+
+/* The server's half of the wire codec too: the library sends requests and reads replies, never the reverse. */
+Test(h5_sandbox_server, its_wire_codec_is_in_the_server_binary_only)
+{
+	static const char *const server_only[] = { "ckpt__h5_wire_hello_send", "ckpt__h5_wire_req_recv",
+		"ckpt__h5_wire_req_decode", "ckpt__h5_wire_rep_send", "ckpt__h5_wire_read_all", "h5_sandbox_wire_server.c" };
+	static const char *const client[] = { "ckpt__h5_wire_hello_read", "ckpt__h5_wire_req_send",
+		"ckpt__h5_wire_req_encode", "ckpt__h5_wire_rep_read" };
+	const char *libs[] = { CKPT_LIBRARY, CKPT_BINARY_DIR "/libckpt.a" };
+	size_t i, k;
+	for (i = 0; i < sizeof(server_only) / sizeof(server_only[0]); i++) {
+		cr_assert(file_mentions(CKPT_BINARY_DIR "/ckpt-h5-reader", server_only[i]), "ckpt-h5-reader lacks %s",
+			server_only[i]);
+		for (k = 0; k < 2; k++)
+			cr_expect_not(file_mentions(libs[k], server_only[i]), "%s carries %s", libs[k], server_only[i]);
+	}
+	/* the client's half is in the library (so the symbol names above would be seen there) */
+	for (i = 0; i < sizeof(client) / sizeof(client[0]); i++)
+		for (k = 0; k < 2; k++)
+			cr_expect(file_mentions(libs[k], client[i]), "%s lacks %s", libs[k], client[i]);
+}

@@ -1,19 +1,30 @@
 /*
- * A loopback HTTP proxy that injects one fault into the Nth request it
- * relays (tests/s3/test_s3_faults.c). Every request gets "Connection: close"
+ * A loopback HTTP proxy that injects faults into the requests it relays
+ * (tests/s3/test_s3_faults.c). Every request gets "Connection: close"
  * added, so each connection carries exactly one request and the requests
  * are numbered in the order they arrive (1, 2, ...).
  *
- * usage: fault_proxy UPSTREAM_PORT N MODE COUNT_FILE
+ * usage: fault_proxy UPSTREAM_PORT N MODE COUNT_FILE [KIND [N MODE KIND]...]
  *   N     the request to harm (0: none; the count is still kept), or N:M for N..M
  *   MODE  503       answer 503 SlowDown without asking the server
  *         reset     reset the connection (RST) once the request head is read
  *         truncate  relay the server's answer, cut in its middle, then reset
- *         delay     hold the request 3 s before relaying it (a stall)
+ *         delay     hold the request 3 s before relaying it (a stall);
+ *                   delayS holds it S seconds
+ *         hold      hold the request until COUNT_FILE.release exists (the
+ *                   test says when: no race with the clock), then relay it
  *         corrupt   flip one byte in the middle of the request's body, for
  *                   bodies of 64 KiB or more (data parts; not the XML or
  *                   small objects), then relay it
  *         A "+" suffix ("503+") harms every request from the Nth on.
+ *   KIND  which requests the rule counts and harms: "*" (any, the default),
+ *         or METHOD?TEXT: the method is METHOD and the request's query holds
+ *         TEXT ("PUT?partNumber=" every part of a multipart upload,
+ *         "DELETE?uploadId=" its abort). N then numbers the requests of that
+ *         kind only, so a rule does not depend on how requests of other
+ *         kinds interleave with them (parts sent in parallel, retries).
+ *         More rules follow as N MODE KIND triples; the first rule that
+ *         harms a request decides what is done to it.
  *   COUNT_FILE  rewritten with the number of requests seen after each one
  * Prints the port it listens on (127.0.0.1 only), then serves until killed.
  */
@@ -31,10 +42,21 @@
 #include <time.h>
 #include <unistd.h>
 
+typedef struct rule {
+	long harm_n, harm_to;
+	char mode[16];
+	unsigned delay_s;     /* delay mode: seconds held */
+	char method[16];      /* "" with query "": any request */
+	char query[128];
+	atomic_long seen;     /* requests of this kind so far */
+} rule;
+
+#define MAX_RULES 8
 static int upstream_port;
-static long harm_n, harm_to;
-static char mode[16];
+static rule rules[MAX_RULES];
+static int nrules;
 static const char *count_file;
+static char release_file[600]; /* COUNT_FILE.release: ends every hold */
 static atomic_long requests;
 static pthread_mutex_t count_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -84,6 +106,60 @@ static long content_length(const char *head)
 	return 0;
 }
 
+/* Is the request whose head is `head` ("METHOD TARGET HTTP/1.1\r\n...") of the rule's kind? */
+static int kind_matches(const rule *r, const char *head)
+{
+	if (!r->method[0])
+		return 1;
+	size_t ml = strlen(r->method);
+	if (strncmp(head, r->method, ml) != 0 || head[ml] != ' ')
+		return 0;
+	const char *target = head + ml + 1, *end = strpbrk(target, " \r\n");
+	const char *q = memchr(target, '?', end ? (size_t)(end - target) : strlen(target));
+	if (!q)
+		return !r->query[0];
+	size_t ql = strlen(r->query), avail = end ? (size_t)(end - q) : strlen(q);
+	for (const char *p = q; p + ql <= q + avail; p++)
+		if (strncmp(p, r->query, ql) == 0)
+			return 1;
+	return 0;
+}
+
+static int parse_rule(rule *r, const char *nn, const char *m, const char *kind)
+{
+	char *colon;
+	r->harm_n = strtol(nn, &colon, 10);
+	r->harm_to = *colon == ':' ? strtol(colon + 1, NULL, 10) : r->harm_n;
+	snprintf(r->mode, sizeof(r->mode), "%s", m);
+	size_t ml = strlen(r->mode);
+	if (ml && r->mode[ml - 1] == '+') {
+		r->harm_to = 1L << 40;
+		r->mode[ml - 1] = '\0';
+	}
+	r->delay_s = 3;
+	if (strncmp(r->mode, "delay", 5) == 0 && r->mode[5] >= '0' && r->mode[5] <= '9') {
+		r->delay_s = (unsigned)strtoul(r->mode + 5, NULL, 10);
+		r->mode[5] = '\0';
+	}
+	if (strcmp(r->mode, "503") && strcmp(r->mode, "reset") && strcmp(r->mode, "truncate") &&
+		strcmp(r->mode, "delay") && strcmp(r->mode, "hold") && strcmp(r->mode, "corrupt") &&
+		strcmp(r->mode, "none")) {
+		fprintf(stderr, "fault_proxy: unknown mode %s\n", m);
+		return -1;
+	}
+	if (kind && strcmp(kind, "*") != 0) {
+		const char *q = strchr(kind, '?');
+		if (!q || q == kind || (size_t)(q - kind) >= sizeof(r->method) || strlen(q + 1) >= sizeof(r->query)) {
+			fprintf(stderr, "fault_proxy: KIND %s is not METHOD?TEXT\n", kind);
+			return -1;
+		}
+		snprintf(r->method, sizeof(r->method), "%.*s", (int)(q - kind), kind);
+		snprintf(r->query, sizeof(r->query), "%s", q + 1);
+	}
+	atomic_init(&r->seen, 0);
+	return 0;
+}
+
 /* corrupt mode: flip the body byte at `at` when it lies in this piece (seen: body bytes before it) */
 static void flip_in(char *p, size_t k, long *seen, long at)
 {
@@ -114,7 +190,19 @@ static void *serve(void *arg)
 	}
 	long n = atomic_fetch_add(&requests, 1) + 1;
 	record(n);
-	int harm = harm_n > 0 && n >= harm_n && n <= harm_to;
+	const char *mode = "none";
+	unsigned delay_s = 0;
+	for (int i = 0; i < nrules; i++) {
+		rule *r = &rules[i];
+		if (!kind_matches(r, head))
+			continue;
+		long k = atomic_fetch_add(&r->seen, 1) + 1;
+		if (strcmp(mode, "none") == 0 && r->harm_n > 0 && k >= r->harm_n && k <= r->harm_to) {
+			mode = r->mode;
+			delay_s = r->delay_s;
+		}
+	}
+	int harm = strcmp(mode, "none") != 0;
 	size_t head_len = (size_t)(end + 4 - head);
 	if (harm && strcmp(mode, "reset") == 0) {
 		reset_close(c);
@@ -141,7 +229,10 @@ static void *serve(void *arg)
 		return NULL;
 	}
 	if (harm && strcmp(mode, "delay") == 0)
-		sleep(3);
+		sleep(delay_s);
+	if (harm && strcmp(mode, "hold") == 0)
+		while (access(release_file, F_OK) != 0)
+			usleep(10000);
 	int u = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = { 0 };
 	a.sin_family = AF_INET;
@@ -220,27 +311,19 @@ static void *serve(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: fault_proxy UPSTREAM_PORT N MODE COUNT_FILE\n");
+	if (argc < 5 || (argc > 6 && (argc - 6) % 3 != 0) || 1 + (argc > 6 ? (argc - 6) / 3 : 0) > MAX_RULES) {
+		fprintf(stderr, "usage: fault_proxy UPSTREAM_PORT N MODE COUNT_FILE [KIND [N MODE KIND]...]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	upstream_port = atoi(argv[1]);
-	char *colon;
-	harm_n = strtol(argv[2], &colon, 10);
-	harm_to = *colon == ':' ? strtol(colon + 1, NULL, 10) : harm_n;
-	snprintf(mode, sizeof(mode), "%s", argv[3]);
-	size_t ml = strlen(mode);
-	if (ml && mode[ml - 1] == '+') {
-		harm_to = 1L << 40;
-		mode[ml - 1] = '\0';
-	}
-	if (strcmp(mode, "503") && strcmp(mode, "reset") && strcmp(mode, "truncate") && strcmp(mode, "delay") &&
-		strcmp(mode, "corrupt") && strcmp(mode, "none")) {
-		fprintf(stderr, "fault_proxy: unknown mode %s\n", argv[3]);
+	if (parse_rule(&rules[nrules++], argv[2], argv[3], argc > 5 ? argv[5] : NULL) < 0)
 		return 2;
-	}
+	for (int i = 6; i + 2 < argc; i += 3)
+		if (parse_rule(&rules[nrules++], argv[i], argv[i + 1], argv[i + 2]) < 0)
+			return 2;
 	count_file = argv[4];
+	snprintf(release_file, sizeof(release_file), "%s.release", count_file);
 	record(0);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	int one = 1;

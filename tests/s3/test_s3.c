@@ -373,11 +373,18 @@ Test(s3, one_writer_per_prefix)
 	char *keys = s3t_oracle("keys", dir, NULL);
 	cr_expect(strstr(keys, "checkpoint.lock") == NULL, "%s", keys);
 	free(keys);
-	/* a foreign holder on another host that stopped renewing: stale after its 1 s lease (server clock) */
-	free(s3t_oracle("put", lock, "host some-other-host pid 4242 lease 1 nonce 0\n", NULL));
+	/*
+	 * a foreign holder on another host: honoured while its lease (in the lock,
+	 * server clock) runs — an hour here, so no load can make it stale between
+	 * the put and the manager's look — and taken over once it stopped renewing
+	 * for longer than its lease (1 s here; any delay only makes it staler)
+	 */
+	free(s3t_oracle("put", lock, "host some-other-host pid 4242 lease 3600 nonce 0\n", NULL));
 	cr_assert_eq(mc_build(&s, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_manager_new(&m, s.ck, dir, 2), CKPT_EBUSY, "a fresh foreign lock is honoured");
+	int rc = ckpt_manager_new(&m, s.ck, dir, 2);
+	cr_assert_eq(rc, CKPT_EBUSY, "a fresh foreign lock is honoured: %d %s", rc, ckpt_error_last()->message);
 	cr_expect(strstr(ckpt_error_last()->message, "some-other-host") != NULL, "%s", ckpt_error_last()->message);
+	free(s3t_oracle("put", lock, "host some-other-host pid 4242 lease 1 nonce 1\n", NULL));
 	sleep(3);
 	cr_assert_eq(ckpt_manager_new(&m, s.ck, dir, 2), CKPT_OK, "stale lock not taken over: %s",
 		ckpt_error_last()->message);

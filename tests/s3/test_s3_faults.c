@@ -8,7 +8,10 @@
  *    checkpoint is ckpt-2 or ckpt-3 and it loads with its own values;
  *  - the same with every request from the Nth on failing: the same rule;
  *  - a restore: bit-exact, or a clear error and no live variable changed;
- *  - a multipart upload whose part fails: the upload is aborted, no object.
+ *  - a multipart upload whose part fails: the upload is aborted, no object,
+ *    even when the abort itself is refused once.
+ * Rules that harm requests of one kind (the proxy's KIND, "PUT?partNumber="
+ * for every part) do not depend on how parallel requests interleave.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -20,67 +23,9 @@
 #include <unistd.h>
 #include "manager_common.h"
 #include "s3_common.h"
-
-typedef struct proxy {
-	pid_t pid;
-	int port;
-	char count_file[512];
-} proxy;
+#include "s3_proxy.h"
 
 static const char *const modes[] = { "503", "reset", "truncate", "delay" };
-
-static void proxy_start_range(proxy *p, const char *nn, const char *mode)
-{
-	const char *ep = getenv("AWS_ENDPOINT_URL");
-	s3t_bucket();
-	const char *colon = strrchr(ep, ':');
-	cr_assert_not_null(colon, "AWS_ENDPOINT_URL=%s has no port", ep);
-	char up[16];
-	static unsigned seq;
-	snprintf(up, sizeof(up), "%d", atoi(colon + 1));
-	snprintf(p->count_file, sizeof(p->count_file), "/tmp/ckpt-fault-proxy-%ld-%u.count", (long)getpid(), ++seq);
-	int fds[2];
-	cr_assert_eq(pipe(fds), 0);
-	p->pid = fork();
-	cr_assert_geq(p->pid, 0);
-	if (p->pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that fails mid-way leaves no proxy behind */
-		dup2(fds[1], 1);
-		close(fds[0]);
-		close(fds[1]);
-		execl(CKPT_FAULT_PROXY, "fault_proxy", up, nn, mode, p->count_file, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	char buf[32] = "";
-	ssize_t k = read(fds[0], buf, sizeof(buf) - 1);
-	close(fds[0]);
-	cr_assert_gt(k, 0, "fault_proxy did not start");
-	buf[k] = '\0';
-	p->port = atoi(buf);
-}
-
-static void proxy_start(proxy *p, long n, const char *mode)
-{
-	char nn[32];
-	snprintf(nn, sizeof(nn), "%ld", n);
-	proxy_start_range(p, nn, mode);
-}
-
-static long proxy_stop(proxy *p)
-{
-	kill(p->pid, SIGTERM);
-	waitpid(p->pid, NULL, 0);
-	long n = -1;
-	FILE *f = fopen(p->count_file, "r");
-	if (f) {
-		if (fscanf(f, "%ld", &n) != 1)
-			n = -1;
-		fclose(f);
-	}
-	unlink(p->count_file);
-	return n;
-}
 
 /* The library through the proxy: a 1 s stall limit and 3 tries, so a sweep stays short. */
 static ckpt_vfs *through_tries(const proxy *p, size_t part_size, unsigned tries)
@@ -89,7 +34,7 @@ static ckpt_vfs *through_tries(const proxy *p, size_t part_size, unsigned tries)
 	cr_assert_eq(ckpt_s3_config_load(&c), CKPT_OK, "%s", ckpt_error_last()->message);
 	free(c->endpoint);
 	char ep[64];
-	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", p->port);
+	proxy_endpoint(p, ep, sizeof(ep));
 	c->endpoint = strdup(ep);
 	c->path_style = 1;
 	c->stall_seconds = 1;
@@ -280,14 +225,19 @@ Test(s3_faults, restore_bit_exact_or_clear_error_and_nothing_changed, .timeout =
 	free(dir);
 }
 
-Test(s3_faults, failed_part_aborts_the_upload)
+/*
+ * A multipart upload of three 5 MiB parts, one try per request, through a
+ * proxy that answers `more`'s rules: the write fails naming the object and
+ * the 503, the upload is aborted (boto3 sees no upload and no object).
+ * Returns the number of requests the proxy saw.
+ */
+static long failed_upload(const char *what, const char *const *more)
 {
 	size_t part = 5u << 20, n = 3 * part;
 	char *dir = s3t_prefix("abort"), *path = ts_join(dir, "blob");
 	char *buf = calloc(1, n);
-	/* request 1 initiates, 2 and 3 are the first two parts (2 in flight, one try each): both refused */
 	proxy p;
-	proxy_start_range(&p, "2:3", "503");
+	proxy_start_rules(&p, "0", "none", more);
 	ckpt_vfs *v = through_tries(&p, part, 1);
 	ckpt_io *io;
 	cr_assert_eq(ckpt_vfs_open(v, path, CKPT_IO_WRITE, &io), CKPT_OK);
@@ -298,21 +248,38 @@ Test(s3_faults, failed_part_aborts_the_upload)
 	int crc = ckpt_io_close(io);
 	if (rc == CKPT_OK && crc < 0)
 		ckpt_error_format(NULL, line, sizeof(line));
-	cr_assert(rc < 0 || crc < 0, "an upload whose parts failed succeeded");
-	cr_expect(strstr(line, "blob") && strstr(line, "503") && strstr(line, "SlowDown"), "%s", line);
+	cr_assert(rc < 0 || crc < 0, "%s: an upload whose parts failed succeeded", what);
+	cr_expect(strstr(line, "blob") && strstr(line, "503") && strstr(line, "SlowDown"), "%s: %s", what, line);
 	ckpt_vfs_free(v);
 	long seen = proxy_stop(&p);
-	cr_expect_geq(seen, 4, "no abort request after the failed parts (%ld requests)", seen);
 	/* boto3: no upload left behind, no object */
 	char *left = s3t_oracle("uploads", dir, NULL);
-	cr_expect_str_eq(left, "0\n", "the failed upload was not aborted");
+	cr_expect_str_eq(left, "0\n", "%s: the failed upload was not aborted", what);
 	free(left);
 	char *keys = s3t_oracle("keys", dir, NULL);
-	cr_expect_str_eq(keys, "");
+	cr_expect_str_eq(keys, "", "%s", what);
 	free(keys);
 	free(buf);
 	free(path);
 	free(dir);
+	return seen;
+}
+
+/* Every part refused (by kind, whatever the order the parallel parts arrive in): the upload is aborted. */
+Test(s3_faults, failed_part_aborts_the_upload)
+{
+	static const char *const parts_refused[] = { "*", "1+", "503", "PUT?partNumber=", NULL };
+	long seen = failed_upload("parts refused", parts_refused);
+	cr_expect_geq(seen, 3, "initiate, a part, the abort: %ld requests", seen);
+}
+
+/* The abort is a cleanup: refused once, it is tried again even when requests get one try; no upload stays. */
+Test(s3_faults, abort_refused_once_is_retried)
+{
+	static const char *const abort_refused_once[] = { "*", "1+", "503", "PUT?partNumber=", "1", "503",
+		"DELETE?uploadId=", NULL };
+	long seen = failed_upload("parts and the first abort refused", abort_refused_once);
+	cr_expect_geq(seen, 4, "initiate, a part, two aborts: %ld requests", seen);
 }
 
 /*

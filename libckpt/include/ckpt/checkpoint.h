@@ -375,7 +375,10 @@ CKPT_API int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoi
  * slots, with the file's values (entries no graph node refers to become
  * root children named by their stored key). String tensors have no
  * variable kind: they are not loaded and `*status` lists them, with
- * anything else that could not be placed. `o` may be NULL.
+ * anything else that could not be placed. A value whose file stores a
+ * checksum is verified against it as it is read, before it lands in copy 0
+ * (a mismatch fails the load); other copies are copied from copy 0.
+ * `o` may be NULL.
  * @param[out] out    caller-owned; free with ckpt_checkpoint_free
  * @param[out] status (may be NULL) caller-owned; free with ckpt_restore_status_free before the checkpoint
  * @return CKPT_OK or a negative ckpt_status (see ckpt_error_last)

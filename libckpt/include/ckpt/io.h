@@ -30,6 +30,9 @@
  *  - pread returns the number of bytes read in *got; a short read is not an
  *    error at this level. ckpt_io_read_exact turns it into CKPT_EFORMAT with
  *    the offset ("truncated: wanted N bytes at offset O, file has S").
+ *  - A file replaced after it was opened either keeps being read as opened
+ *    (POSIX) or fails its reads with CKPT_EBUSY (an object store pins reads
+ *    to the version it opened, so two versions never mix).
  *  - Errors set the thread-local last error with the path.
  */
 #ifndef CKPT_IO_H
@@ -248,7 +251,9 @@ CKPT_API int ckpt_vfs_lock(void **token, ckpt_vfs *vfs, const char *dir);
 /** Release a lock from ckpt_vfs_lock. NULL token ok. */
 CKPT_API void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token);
 /**
- * Read a whole (small) file into a fresh buffer, at most `max` bytes.
+ * Read a whole (small) file into a fresh buffer, at most `max` bytes. A
+ * file replaced while it is read (CKPT_EBUSY from the VFS) is read again
+ * from the start, up to 4 times: the result is always one whole version.
  * @param[out] buf caller-owned, NUL-terminated after its `*n` bytes; free with ckpt_free
  * @param[out] n   bytes read
  * @return CKPT_OK; CKPT_ELIMIT for a file above `max`; CKPT_ENOMEM; or the open / read status

@@ -7,7 +7,7 @@
  * that provider (one pinned buffer, one queue per device), so the same call
  * checks host and device replicas.
  *
- *     ckpt_replica_check c = { v, info->crc32c, -1 };
+ *     ckpt_replica_check c = { v, info->crc32c, -1, 0 };
  *     if (ckpt_replica_check_crc32c(&c, 1) == CKPT_OK && c.bad_replica >= 0)
  *         ... replica c.bad_replica differs from the file ...
  */
@@ -26,6 +26,14 @@ typedef struct ckpt_replica_check {
 	const ckpt_variable *variable; /**< in: a fixed-size variable (not a string); borrowed */
 	uint32_t expected_crc32c;      /**< in: crc32c of its bytes, as the file stores it */
 	int bad_replica;               /**< out: the lowest replica that is missing or differs, -1 when all match */
+	/**
+	 * in: the first replica to checksum; 0 checks them all (set it: an
+	 * initializer without it leaves it 0). Copies below it are taken as
+	 * known good: e.g. 1 after ckpt_checkpoint_load, whose copy 0 holds the
+	 * bytes it verified against the file's checksum, checks only the
+	 * fanned-out copies and saves a pass over the state.
+	 */
+	int first_replica;
 } ckpt_replica_check;
 
 /**
@@ -37,7 +45,8 @@ typedef struct ckpt_replica_check {
  * @param[in,out] checks the variables and expected checksums; bad_replica is written
  * @param n number of checks (0: nothing to do)
  * @return CKPT_OK when every check ran (a mismatch is a result, not an
- *         error); CKPT_EINVAL for a NULL variable or a string variable,
+ *         error); CKPT_EINVAL for a NULL variable or a string variable, or
+ *         a first_replica outside [0, number of replicas],
  *         CKPT_ENOMEM; the message names the variable.
  */
 CKPT_API int ckpt_replica_check_crc32c(ckpt_replica_check *checks, size_t n);

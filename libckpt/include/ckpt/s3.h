@@ -53,7 +53,8 @@ typedef struct ckpt_s3_config {
 	int path_style;        /**< 1: endpoint/bucket/key; 0: bucket.host/key */
 	size_t part_size;      /**< multipart part and read range size, bytes */
 	unsigned parallel;     /**< parts / ranges in flight per object */
-	unsigned max_attempts; /**< tries of an idempotent request (1 = no retry) */
+	unsigned max_attempts; /**< tries of an idempotent request (1 = no retry); cleanups (aborting an upload,
+				    releasing the lock) are tried at least 5 times whatever this says */
 	unsigned stall_seconds;/**< a request with no progress for this long is cut */
 	unsigned lock_lease_seconds; /**< a writer lock not renewed for this long is stale */
 } ckpt_s3_config;
@@ -100,6 +101,17 @@ CKPT_API int ckpt_vfs_s3_shared(ckpt_vfs **out);
  * @return CKPT_OK, or what ckpt_vfs_s3_shared returned for an s3:// path
  */
 CKPT_API int ckpt_vfs_for_path(ckpt_vfs **out, ckpt_vfs *given, const char *path);
+
+/**
+ * Body bytes this process's S3 file systems have sent (request bodies:
+ * objects and parts, retries included) and received (response bodies:
+ * objects, ranges, listings) since it started. For progress meters: a
+ * process's own I/O counters (/proc/self/io) do not see socket traffic.
+ * @param[out] sent     bytes sent
+ * @param[out] received bytes received
+ * @return CKPT_OK
+ */
+CKPT_API int ckpt_s3_transfer_bytes(uint64_t *sent, uint64_t *received);
 
 /** One multipart upload left unfinished under a prefix. */
 typedef struct ckpt_s3_upload {
