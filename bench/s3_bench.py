@@ -4,7 +4,8 @@ Run under tests/s3/with_s3_server.sh (a warm local SeaweedFS; its variables
 name the endpoint, bucket and credentials):
 
     CKPT_ORACLE_PYTHON=VENV/bin/python tests/s3/with_s3_server.sh \
-        VENV/bin/python bench/s3_bench.py --states medium --reps 3 [--aws AWSCLI_VENV/bin/aws]
+        VENV/bin/python bench/s3_bench.py --states medium,large --reps 3 --large-reps 1 \
+        [--aws AWSCLI_VENV/bin/aws]
 
 For each state, ckpt_bench --export writes it once to a local directory.
 Then, whole processes, timed by wall clock, medians of --reps:
@@ -17,7 +18,9 @@ Then, whole processes, timed by wall clock, medians of --reps:
                   checks every tensor into memory: crc32c verified)
            boto3: download_file of every object into a fresh directory
            awscli: aws s3 cp --recursive down
-Peak RSS of each process from wait4. Prints a Markdown table.
+Every process starts after a sync(), so no transfer pays for the writeback
+of the one before it. Peak RSS and CPU time (user + sys) of each process from wait4; the load
+average before and after. Prints a Markdown table.
 """
 import argparse
 import os
@@ -34,6 +37,7 @@ BUILD = os.environ.get("CKPT_BUILD_DIR", os.path.join(ROOT, "build"))
 
 
 def timed(argv, env=None):
+    os.sync()  # the previous transfer's writes (the server's, the downloads') are not flushed during this one
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, ru = os.wait4(p.pid, 0)
@@ -41,7 +45,7 @@ def timed(argv, env=None):
     err = p.stderr.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(argv)} failed:\n{err}")
-    return dt, ru.ru_maxrss / 1024.0
+    return dt, ru.ru_maxrss / 1024.0, ru.ru_utime + ru.ru_stime
 
 
 BOTO_UP = """
@@ -70,53 +74,80 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--states", default="medium")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--large-reps", type=int, default=None, help="repetitions of the large state (default --reps)")
     ap.add_argument("--aws", default=os.environ.get("CKPT_BENCH_AWS"), help="the aws command (awscli venv)")
+    ap.add_argument("--before", help="another build directory of libckpt, measured alongside as 'libckpt-before'")
     a = ap.parse_args()
     bucket = os.environ["CKPT_S3_TEST_BUCKET"]
     conc = int(os.environ.get("CKPT_S3_PARALLEL", "8"))
     py = sys.executable
     ckpt = os.path.join(BUILD, "ckpt")
     rows = []
+
+    def env_for(name):
+        if name != "libckpt-before":
+            return None
+        return dict(os.environ, LD_LIBRARY_PATH=a.before)  # its ckpt finds its own libckpt first
+
     work = tempfile.mkdtemp(prefix="ckpt-s3-bench-")
     run = f"bench-{os.getpid()}"
+    load0 = os.getloadavg()
+    t_start = time.time()
     try:
         for state in a.states.split(","):
+            reps = a.large_reps if state == "large" and a.large_reps else a.reps
             local = os.path.join(work, state)
             os.makedirs(local)
             subprocess.run([os.path.join(BUILD, "bench", "ckpt_bench"), "--export", state, local + "/ckpt"],
                            check=True, stdout=subprocess.DEVNULL)
             size = sum(os.path.getsize(os.path.join(local, f)) for f in os.listdir(local))
             res = {}
-            for i in range(a.reps):
+            for i in range(reps):
                 ours = f"{run}/{state}/ours-{i}"
                 tools = [("libckpt", [ckpt, "convert", local + "/ckpt", f"s3://{bucket}/{ours}/ckpt", "--to", "tf"]),
                          ("boto3", [py, "-c", BOTO_UP, local, bucket, f"{run}/{state}/boto-{i}", str(conc)])]
                 if a.aws:
                     tools.append(("awscli", [a.aws, "s3", "cp", "--recursive", "--quiet", local,
                                              f"s3://{bucket}/{run}/{state}/aws-{i}"]))
+                if a.before:
+                    tools.append(("libckpt-before", [os.path.join(a.before, "ckpt"), "convert", local + "/ckpt",
+                                                     f"s3://{bucket}/{run}/{state}/before-{i}/ckpt", "--to", "tf"]))
                 for name, argv in (tools if i % 2 == 0 else tools[::-1]):
-                    res.setdefault(("save", name), []).append(timed(argv))
+                    res.setdefault(("save", name), []).append(timed(argv, env_for(name)))
                 down = os.path.join(work, f"down-{i}")
                 tools = [("libckpt", [ckpt, "restore", f"s3://{bucket}/{ours}/ckpt", "--strategy", "default"]),
                          ("boto3", [py, "-c", BOTO_DOWN, bucket, f"{run}/{state}/boto-{i}", down + "-boto", str(conc)])]
                 if a.aws:
                     tools.append(("awscli", [a.aws, "s3", "cp", "--recursive", "--quiet",
                                              f"s3://{bucket}/{run}/{state}/aws-{i}", down + "-aws"]))
+                if a.before:
+                    tools.append(("libckpt-before", [os.path.join(a.before, "ckpt"), "restore",
+                                                     f"s3://{bucket}/{run}/{state}/before-{i}/ckpt", "--strategy",
+                                                     "default"]))
                 for name, argv in (tools if i % 2 == 0 else tools[::-1]):
-                    res.setdefault(("restore", name), []).append(timed(argv))
+                    res.setdefault(("restore", name), []).append(timed(argv, env_for(name)))
                 for d in (down + "-boto", down + "-aws"):
                     shutil.rmtree(d, ignore_errors=True)
             for (op, name), v in sorted(res.items()):
                 t = statistics.median(x[0] for x in v)
                 rss = max(x[1] for x in v)
-                best = min(statistics.median(x[0] for x in res[(op, n)]) for (o, n) in res if o == op and n != "libckpt")
-                rows.append((state, size, op, name, t, size / t / 1e6, rss, t / best if name == "libckpt" else None))
+                cpu = statistics.median(x[2] for x in v)
+                best = min(statistics.median(x[0] for x in res[(op, n)]) for (o, n) in res
+                           if o == op and not n.startswith("libckpt"))
+                rows.append((state, size, op, name, len(v), t, min(x[0] for x in v), max(x[0] for x in v),
+                             size / t / 1e6, cpu, rss, t / best if name == "libckpt" else None))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"| state | bytes | op | tool | median s (of {a.reps}) | MB/s | peak RSS MiB | ours / best peer |")
-    print("|---|---|---|---|---|---|---|---|")
-    for st, size, op, name, t, mbs, rss, ratio in rows:
-        print(f"| {st} | {size} | {op} | {name} | {t:.2f} | {mbs:.0f} | {rss:.0f} | {'' if ratio is None else f'{ratio:.2f}'} |")
+    load1 = os.getloadavg()
+    print(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} at the start, "
+          f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} at the end; {time.time() - t_start:.0f} s; "
+          f"{os.cpu_count()} CPUs; concurrency {conc}")
+    print()
+    print("| state | bytes | op | tool | reps | median s (min-max) | MB/s | CPU s (user+sys) | peak RSS MiB | ours / best peer |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for st, size, op, name, n, t, lo, hi, mbs, cpu, rss, ratio in rows:
+        print(f"| {st} | {size} | {op} | {name} | {n} | {t:.2f} ({lo:.2f}-{hi:.2f}) | {mbs:.0f} | {cpu:.2f} | {rss:.0f} | "
+              f"{'' if ratio is None else f'{ratio:.2f}'} |")
 
 
 if __name__ == "__main__":

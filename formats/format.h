@@ -113,9 +113,10 @@ struct ckpt_format {
 	 * one entry at a time (a cold file: several reads in flight). Validated by
 	 * the core as read_into is. CKPT_OK, an error naming the lowest failing
 	 * request's file, variable and offset, or CKPT__DECLINED before any dst
-	 * was written (the core then reads entry by entry).
+	 * was written (the core then reads entry by entry). `flags`:
+	 * CKPT__READ_MANY_* bits.
 	 */
-	int (*read_many)(ckpt_reader *r, const ckpt__read_req *req, size_t n);
+	int (*read_many)(ckpt_reader *r, const ckpt__read_req *req, size_t n, unsigned flags);
 	/**
 	 * Optional (NULL: the core hands the whole value to writer_add): add the
 	 * fixed-size tensor `name` (dtype dt, `shape`, nbytes bytes, shard 0)

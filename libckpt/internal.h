@@ -160,13 +160,20 @@ typedef struct ckpt__read_req {
 /** A backend's answer: it chose not to handle the call and wrote nothing. */
 #define CKPT__DECLINED 1
 /**
+ * ckpt__reader_read_many flag: batch only files that lend no descriptor
+ * (object storage, where each entry read alone is a request); decline local
+ * files, whose page cache an entry-by-entry pass fills for the reads after it.
+ */
+#define CKPT__READ_MANY_REMOTE_ONLY 1u
+/**
  * Read or verify every request, as ckpt_reader_read_into / ckpt_reader_verify
  * would one by one, but in one pass the backend may pipeline (a cold
- * TensorBundle: O_DIRECT reads in flight). CKPT__DECLINED when the backend
+ * TensorBundle: O_DIRECT reads in flight; object storage: few large ranged
+ * reads). `flags`: CKPT__READ_MANY_* bits. CKPT__DECLINED when the backend
  * has no such path for these requests (nothing written; read them one by
  * one); else CKPT_OK or the error of the lowest failing request.
  */
-int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n);
+int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n, unsigned flags);
 /**
  * The fast paths' way to a whole file: open `path` through `vfs` and return a
  * descriptor of it (a duplicate of the one the open file lends, caller-owned,

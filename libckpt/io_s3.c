@@ -10,8 +10,10 @@
  *
  * Files read are sized by a HEAD (its ETag pins every later range with
  * If-Match, so an object replaced mid-read fails the read instead of mixing
- * two versions); a read larger than a part is split into part-sized ranged
- * GETs sent in parallel; small reads are served from a readahead window.
+ * two versions); a read larger than a part is split into ranged GETs on
+ * the object's part boundaries (each GET reads one stored part, as the
+ * object was uploaded), sent in parallel; small reads are served from a
+ * readahead window.
  *
  * Directories are key prefixes: list is ListObjectsV2 with delimiter '/',
  * mkdir and sync_dir do nothing, rename is a server-side copy then a delete
@@ -230,7 +232,14 @@ static void *range_worker(void *arg)
 			ckpt_error_clear(); /* a failure was copied into pr->err; the thread's own copy dies with it */
 			return NULL;
 		}
-		size_t from = i * pr->chunk, len = pr->n - from < pr->chunk ? pr->n - from : pr->chunk;
+		/* range i: the i-th part-aligned block of the object that [off, off + n) touches, clipped to it */
+		uint64_t first = pr->off / pr->chunk * pr->chunk;
+		uint64_t lo = first + (uint64_t)i * pr->chunk, hi = lo + pr->chunk;
+		if (lo < pr->off)
+			lo = pr->off;
+		if (hi > pr->off + pr->n)
+			hi = pr->off + pr->n;
+		size_t from = (size_t)(lo - pr->off), len = (size_t)(hi - lo);
 		if (get_range(pr->f, pr->dst + from, len, pr->off + from) < 0) {
 			pthread_mutex_lock(&pr->mu);
 			if (!pr->failed) {
@@ -248,8 +257,9 @@ static int get_parallel(s3_io *f, char *dst, size_t n, uint64_t off)
 	const ckpt_s3_config *cfg = s3_client_config(f->vfs->client);
 	if (n <= cfg->part_size)
 		return get_range(f, dst, n, off);
-	par_read pr = { f, dst, off, n, cfg->part_size, 0, (n + cfg->part_size - 1) / cfg->part_size,
-		PTHREAD_MUTEX_INITIALIZER, 0, { 0 } };
+	/* ranges on the object's part boundaries, as it was uploaded: each GET then reads one stored part */
+	uint64_t ps = cfg->part_size, count = (off + n - 1) / ps - off / ps + 1;
+	par_read pr = { f, dst, off, n, cfg->part_size, 0, (size_t)count, PTHREAD_MUTEX_INITIALIZER, 0, { 0 } };
 	unsigned nt = cfg->parallel < pr.count ? cfg->parallel : (unsigned)pr.count;
 	pthread_t th[64];
 	unsigned started = 0;

@@ -253,7 +253,7 @@ static int batchable(const ckpt_var_info *v)
 	return v->dtype != CKPT_DT_STRING && !v->nslices;
 }
 
-int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
+int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n, unsigned flags)
 {
 	if (!r || (n && !req))
 		return ckpt__fail(CKPT_EINVAL, r ? r->path : NULL, NULL, -1, "ckpt__reader_read_many: bad argument");
@@ -269,7 +269,7 @@ int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 			return ckpt__fail(CKPT_EMISMATCH, r->path, v->name, -1, "destination has %zu bytes, entry has %llu",
 				req[k].n, (unsigned long long)v->nbytes);
 	}
-	int rc = r->fmt->read_many(r, req, n);
+	int rc = r->fmt->read_many(r, req, n, flags);
 	if (rc < 0)
 		ckpt__error_annotate(r->path, NULL);
 	return rc;
@@ -301,7 +301,7 @@ int ckpt_reader_verify_all(ckpt_reader *r)
 	for (size_t i = 0; req && i < r->nvars; i++)
 		if (batchable(&r->vars[i]))
 			req[m++] = (ckpt__read_req){ i, NULL, 0 };
-	int rc = req ? ckpt__reader_read_many(r, req, m) : CKPT__DECLINED;
+	int rc = req ? ckpt__reader_read_many(r, req, m, 0) : CKPT__DECLINED;
 	ckpt__free(req);
 	if (rc < 0)
 		return rc;

@@ -57,22 +57,24 @@ static int run_direct(ckpt_reader *rd, const direct *d, size_t n, int read, unsi
 {
 	/*
 	 * Reads go to the backend as one batch first: a cold TensorBundle is read
-	 * with several O_DIRECT requests in flight. Verification passes stay entry
-	 * by entry: they are followed by the reads, which want the page cache the
-	 * verification filled.
+	 * with several O_DIRECT requests in flight, object storage in few large
+	 * ranged reads. Verification passes of local files stay entry by entry:
+	 * they are followed by the reads, which want the page cache the
+	 * verification filled; of object storage they are batched too (a GET per
+	 * entry otherwise).
 	 */
-	ckpt__read_req *req = read && n ? ckpt__malloc(n * sizeof(*req)) : NULL;
+	ckpt__read_req *req = n ? ckpt__malloc(n * sizeof(*req)) : NULL;
 	if (req) {
 		for (size_t i = 0; i < n; i++)
-			req[i] = (ckpt__read_req){ d[i].entry, d[i].dst, d[i].n };
-		int rc = ckpt__reader_read_many(rd, req, n);
+			req[i] = (ckpt__read_req){ d[i].entry, read ? d[i].dst : NULL, read ? d[i].n : 0 };
+		int rc = ckpt__reader_read_many(rd, req, n, read ? 0 : CKPT__READ_MANY_REMOTE_ONLY);
 		ckpt__free(req);
 		if (rc != CKPT__DECLINED) {
 			if (touched)
 				memset(touched, 1, n);
 			return rc;
 		}
-	} else if (read && n) {
+	} else if (n) {
 		ckpt_error_clear(); /* no room for the batch: entry by entry */
 	}
 	uint64_t small = 0;

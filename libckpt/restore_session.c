@@ -400,6 +400,53 @@ void ckpt__session_release(ckpt__session *s, const unsigned char *want, void *ar
 }
 
 /*
+ * ckpt__session_stage's reads as one batch, where the backend has a batched path (object
+ * storage: few large ranged reads instead of one per value): the fixed-size,
+ * whole entries of this process's part go to their places in the arena
+ * (laid out as ckpt__session_stage lays them). *batched (caller frees) flags the values
+ * read, NULL when the backend declined; the others are read one by one.
+ */
+static int stage_batch(ckpt__session *s, const unsigned char *want, unsigned char *base, uint64_t chunk, int part,
+	unsigned char **batched)
+{
+	*batched = NULL;
+	ckpt__read_req *req = ckpt__malloc((s->nvals ? s->nvals : 1) * sizeof(*req));
+	unsigned char *in = ckpt__calloc(s->nvals ? s->nvals : 1, 1);
+	size_t n = 0;
+	uint64_t off = 0;
+	for (size_t i = 0; req && in && i < s->nvals; i++) {
+		const ckpt__value *v = &s->vals[i];
+		if (!want[i] || v->dtype == CKPT_DT_STRING)
+			continue;
+		uint64_t nb;
+		ckpt_shape sh;
+		ckpt__cshape_expand(&v->shape, &sh);
+		ckpt_shape_nbytes(&nb, &sh, v->dtype);
+		off = (off + 63) & ~(uint64_t)63;
+		int owner = chunk ? (int)(off / chunk) : part;
+		const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
+		/* anything unusual (partitioned, another size) keeps its own path and its own error */
+		if (nb && owner == part && vi && vi->nslices == 0 && vi->dtype == v->dtype && vi->nbytes == nb) {
+			req[n++] = (ckpt__read_req){ v->reader_index, base + off, (size_t)nb };
+			in[i] = 1;
+		}
+		off += nb;
+	}
+	int rc = req && in && n ? ckpt__reader_read_many(s->reader, req, n, 0) : CKPT__DECLINED;
+	ckpt__free(req);
+	if (rc == CKPT_OK) {
+		*batched = in;
+		return CKPT_OK;
+	}
+	ckpt__free(in);
+	if (rc == CKPT__DECLINED) {
+		ckpt_error_clear(); /* declined, or no room for the requests: one by one */
+		return CKPT_OK;
+	}
+	return rc;
+}
+
+/*
  * Read the values flagged in `want` into one huge-page arena (fresh 4 KiB
  * pages cost more than the read itself), straight from the reader with
  * checksums verified. The tensors wrap the arena; *arena is freed by the
@@ -433,8 +480,10 @@ int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **aren
 	unsigned char *base = total ? ckpt__buffer_alloc(total, 0) : NULL;
 	if (total && !base)
 		return CKPT_ENOMEM;
-	int rc = CKPT_OK;
-	uint64_t off = 0, chunk = parts > 1 ? total / (uint64_t)parts + 1 : 0;
+	uint64_t chunk = parts > 1 ? total / (uint64_t)parts + 1 : 0;
+	unsigned char *batched = NULL;
+	int rc = stage_batch(s, want, base, chunk, part, &batched);
+	uint64_t off = 0;
 	int next = 0; /* the first part whose start is not known yet */
 	size_t i;
 	for (i = 0; i < s->nvals && rc == CKPT_OK; i++) {
@@ -463,7 +512,8 @@ int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **aren
 		int owner = parts > 1 ? (int)(off / chunk) : part;
 		while (bounds && next <= owner)
 			bounds[next++] = off;
-		rc = nb && owner == part ? ckpt_reader_read_into(s->reader, v->reader_index, dst, (size_t)nb) : CKPT_OK;
+		rc = nb && owner == part && !(batched && batched[i]) ?
+			ckpt_reader_read_into(s->reader, v->reader_index, dst, (size_t)nb) : CKPT_OK;
 		if (rc == CKPT_EUNSUPPORTED) {
 			/* e.g. a partitioned entry the backend only assembles in ckpt_reader_read */
 			ckpt_tensor *t;
@@ -482,6 +532,7 @@ int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **aren
 			ckpt__error_annotate(s->path, v->key);
 		off += nb;
 	}
+	ckpt__free(batched);
 	if (rc < 0) {
 		for (size_t k = 0; k < i; k++) {
 			if (want[k]) {

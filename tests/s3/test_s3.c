@@ -111,6 +111,14 @@ Test(s3, multipart_parts_in_parallel_and_ranged_reads)
 		cr_assert_eq(ckpt_io_read_exact(io, back, k, offs[i]), CKPT_OK);
 		cr_assert(memcmp(back, buf + offs[i], k) == 0, "range at %llu", (unsigned long long)offs[i]);
 	}
+	/* a large read is cut on the object's part boundaries (each GET one stored part), not from its start */
+	uint64_t gets0, bytes0, gets1, bytes1;
+	ckpt__s3_read_stats(&gets0, &bytes0);
+	cr_assert_eq(ckpt_io_read_exact(io, back, part + 20, part - 10), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt__s3_read_stats(&gets1, &bytes1);
+	cr_assert(memcmp(back, buf + part - 10, part + 20) == 0);
+	cr_expect_eq(gets1 - gets0, 3, "%llu GETs: ranges not on part boundaries", (unsigned long long)(gets1 - gets0));
+	cr_expect_eq(bytes1 - bytes0, part + 20);
 	size_t got = 1;
 	cr_assert_eq(ckpt_io_pread(&got, io, back, 10, n), CKPT_OK);
 	cr_expect_eq(got, 0u, "a read past the end is short, not an error");
@@ -203,6 +211,85 @@ Test(s3, mirrored_load_reads_runs_of_entries_each_byte_once, .timeout = 120)
 	for (size_t i = 0; i < RUN_ENTRIES; i++)
 		free(vals[i]);
 	free(index);
+	free(prefix);
+	free(dir);
+}
+
+/* Children "a" and "b" of the root, HALF float variables each, with the values of `vals` or zeros. */
+#define HALF 60
+static void add_half(ckpt_checkpoint *ck, const char *child, unsigned char **vals, const size_t *sizes,
+	ckpt_variable **vars)
+{
+	ckpt_object *obj = NULL;
+	cr_assert_eq(ckpt_status_of(obj = ckpt_object_new_child(ckpt_checkpoint_root(ck), child)), CKPT_OK);
+	for (size_t i = 0; i < HALF; i++) {
+		char local[32], name[32];
+		snprintf(local, sizeof(local), "v%03zu", i);
+		snprintf(name, sizeof(name), "%s/v%03zu", child, i);
+		int64_t d = (int64_t)sizes[i] / 4;
+		ckpt_shape sh;
+		cr_assert_eq(ckpt_shape_make(&sh, 1, &d), CKPT_OK);
+		cr_assert_eq(ckpt_status_of(vars[i] = ckpt_object_add_variable(obj, local, name, CKPT_DT_FLOAT, &sh, NULL)),
+			     CKPT_OK,
+			     "%s", ckpt_error_last()->message);
+		if (vals)
+			cr_assert_eq(ckpt_variable_assign(vars[i], vals[i], sizes[i]), CKPT_OK);
+	}
+}
+
+/*
+ * A restore into existing plain variables (no second copy: their values are
+ * verified in the data object before any is written) and of values whose
+ * objects are created later (staged at the restore) reads the data object in
+ * a few large ranged GETs, not one per entry: the verification pass, the
+ * reads into the variables and the staging each go through runs of entries.
+ * Plain values are read twice (verified, then read in), the others once.
+ */
+Test(s3, plain_restore_verifies_and_stages_in_runs_of_entries, .timeout = 120)
+{
+	char *dir = s3t_prefix("plain"), *prefix = ts_join(dir, "ck");
+	static unsigned char *vals[HALF];
+	size_t sizes[HALF], half = 0;
+	for (size_t i = 0; i < HALF; i++) {
+		sizes[i] = (96u << 10) + 4 * (i % 7); /* above the VFS's small-read window: a GET per entry before */
+		half += sizes[i];
+		vals[i] = malloc(sizes[i]);
+		for (size_t k = 0; k < sizes[i]; k++)
+			vals[i][k] = (unsigned char)((k * 2654435761u + i) >> 11);
+	}
+	ckpt_variable *a[HALF], *b[HALF];
+	ckpt_checkpoint *ck = NULL;
+	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
+	add_half(ck, "a", vals, sizes, a);
+	add_half(ck, "b", vals, sizes, b);
+	cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_checkpoint_free(ck);
+
+	/* a trainer that has built "a" (zeros) but not yet "b" */
+	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
+	add_half(ck, "a", NULL, sizes, a);
+	uint64_t gets0, bytes0, gets1, bytes1;
+	ckpt__s3_read_stats(&gets0, &bytes0);
+	ckpt_restore_status *rs = NULL;
+	cr_assert_eq(ckpt_checkpoint_restore(&rs, ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt__s3_read_stats(&gets1, &bytes1);
+	/* the index (small, read whole) and three passes over 5.6 MiB runs; 2 × HALF more GETs before */
+	cr_expect_leq(gets1 - gets0, 8, "%llu GETs for %d entries", (unsigned long long)(gets1 - gets0), 2 * HALF);
+	cr_expect_leq(bytes1 - bytes0, 3 * half + (1u << 20), "read %llu bytes of %zu data",
+		(unsigned long long)(bytes1 - bytes0), 2 * half);
+	/* "b" is created after the restore: its values come from what the restore staged, with no read */
+	add_half(ck, "b", NULL, sizes, b);
+	uint64_t gets2, bytes2;
+	ckpt__s3_read_stats(&gets2, &bytes2);
+	cr_expect_eq(gets2, gets1, "restore-on-create read again");
+	for (size_t i = 0; i < HALF; i++) {
+		cr_assert(memcmp(ckpt_variable_replica_data(a[i], 0), vals[i], sizes[i]) == 0, "a/v%03zu differs", i);
+		cr_assert(memcmp(ckpt_variable_replica_data(b[i], 0), vals[i], sizes[i]) == 0, "b/v%03zu differs", i);
+	}
+	ckpt_restore_status_free(rs);
+	ckpt_checkpoint_free(ck);
+	for (size_t i = 0; i < HALF; i++)
+		free(vals[i]);
 	free(prefix);
 	free(dir);
 }
