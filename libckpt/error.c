@@ -4,6 +4,7 @@
  * Strings are owned by the thread's slot and replaced on the next failure.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,40 @@ const char *ckpt_status_name(int code)
 	}
 }
 
+/*
+ * A thread that exits frees its error's strings (a key's destructor: a
+ * _Thread_local has none), so a trainer's worker threads that met an error
+ * leak nothing.
+ */
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local int tls_exit_registered;
+
+static void free_at_thread_exit(void *p)
+{
+	error_state *e = p;
+	free(e->message);
+	free(e->path);
+	free(e->variable);
+	e->message = e->path = e->variable = NULL;
+	e->pub.message = "";
+	e->pub.path = e->pub.variable = NULL;
+}
+
+static void make_exit_key(void)
+{
+	pthread_key_create(&exit_key, free_at_thread_exit);
+}
+
+static void register_thread_exit(error_state *e)
+{
+	if (tls_exit_registered)
+		return;
+	tls_exit_registered = 1;
+	if (pthread_once(&exit_key_once, make_exit_key) == 0)
+		pthread_setspecific(exit_key, e);
+}
+
 /* Error strings use plain malloc: they must survive a failing allocator hook. */
 static char *dup_or_null(const char *s)
 {
@@ -59,6 +94,7 @@ static char *dup_or_null(const char *s)
 static void set_error(int code, const char *path, const char *var, int64_t offset, int sys_errno, char *msg)
 {
 	error_state *e = &tls_error;
+	register_thread_exit(e);
 	tls_error_seq++;
 	free(e->message);
 	free(e->path);
