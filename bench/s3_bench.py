@@ -19,7 +19,11 @@ Then, whole processes, timed by wall clock, medians of --reps:
            boto3: download_file of every object into a fresh directory
            awscli: aws s3 cp --recursive down
 Every process starts after a sync(), so no transfer pays for the writeback
-of the one before it. Peak RSS and CPU time (user + sys) of each process from wait4; the load
+of the one before it, and --settle seconds later (5), so none reuses the pages
+the one before it freed: on this VM (Firecracker, free page reporting) fresh
+pages cost the host's fault, reused ones do not, and a 2 GB process run right
+after another's exit ran 2-4 s faster. Rep i starts with tool i (rotation), so
+over as many reps as tools each tool takes each place once. Peak RSS and CPU time (user + sys) of each process from wait4; the load
 average before and after. Prints a Markdown table.
 """
 import argparse
@@ -36,8 +40,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("CKPT_BUILD_DIR", os.path.join(ROOT, "build"))
 
 
+SETTLE = 5.0
+
+
 def timed(argv, env=None):
     os.sync()  # the previous transfer's writes (the server's, the downloads') are not flushed during this one
+    # Pages the previous process freed go back to the VM's host a couple of seconds later (free page
+    # reporting, PAGE_REPORTING_DELAY 2 s); a process started before that reuses them at a fraction of the
+    # cost of fresh ones, so whichever tool ran right after a big free won. Every process starts settled.
+    time.sleep(SETTLE)
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, ru = os.wait4(p.pid, 0)
@@ -46,6 +57,12 @@ def timed(argv, env=None):
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(argv)} failed:\n{err}")
     return dt, ru.ru_maxrss / 1024.0, ru.ru_utime + ru.ru_stime
+
+
+def rotated(tools, i):
+    """Rep i starts with tool i: over len(tools) reps each tool takes each place once."""
+    k = i % len(tools)
+    return tools[k:] + tools[:k]
 
 
 BOTO_UP = """
@@ -76,8 +93,11 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--large-reps", type=int, default=None, help="repetitions of the large state (default --reps)")
     ap.add_argument("--aws", default=os.environ.get("CKPT_BENCH_AWS"), help="the aws command (awscli venv)")
+    ap.add_argument("--settle", type=float, default=SETTLE,
+                    help="seconds to wait after sync() before each timed process (default %(default)s)")
     ap.add_argument("--before", help="another build directory of libckpt, measured alongside as 'libckpt-before'")
     a = ap.parse_args()
+    globals()["SETTLE"] = a.settle
     bucket = os.environ["CKPT_S3_TEST_BUCKET"]
     conc = int(os.environ.get("CKPT_S3_PARALLEL", "8"))
     py = sys.executable
@@ -112,7 +132,7 @@ def main():
                 if a.before:
                     tools.append(("libckpt-before", [os.path.join(a.before, "ckpt"), "convert", local + "/ckpt",
                                                      f"s3://{bucket}/{run}/{state}/before-{i}/ckpt", "--to", "tf"]))
-                for name, argv in (tools if i % 2 == 0 else tools[::-1]):
+                for name, argv in rotated(tools, i):
                     res.setdefault(("save", name), []).append(timed(argv, env_for(name)))
                 down = os.path.join(work, f"down-{i}")
                 tools = [("libckpt", [ckpt, "restore", f"s3://{bucket}/{ours}/ckpt", "--strategy", "default"]),
@@ -124,7 +144,7 @@ def main():
                     tools.append(("libckpt-before", [os.path.join(a.before, "ckpt"), "restore",
                                                      f"s3://{bucket}/{run}/{state}/before-{i}/ckpt", "--strategy",
                                                      "default"]))
-                for name, argv in (tools if i % 2 == 0 else tools[::-1]):
+                for name, argv in rotated(tools, i):
                     res.setdefault(("restore", name), []).append(timed(argv, env_for(name)))
                 for d in (down + "-boto", down + "-aws"):
                     shutil.rmtree(d, ignore_errors=True)
