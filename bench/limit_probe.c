@@ -1,7 +1,8 @@
 /*
  * The whole-process limit of a restore into N copies, as issue 15 defines
- * it: a fresh process maps N huge-page buffers, preads the files into the
- * first and memcpys it into the others. Nothing is checked or parsed, so no
+ * it: a fresh process maps N buffers, preads the files into the first and
+ * memcpys it into the others. Its buffers follow libckpt's page policy:
+ * huge pages only with CKPT_HUGE_PAGES=1 (libckpt/util/hugebuf.c says why). Nothing is checked or parsed, so no
  * restore of the same bytes can be faster. Timed from outside, like the tool.
  *
  *   limit_probe N FILE...
@@ -33,6 +34,8 @@ int main(int argc, char **argv)
 		}
 		total += (size_t)st.st_size;
 	}
+	const char *hp = getenv("CKPT_HUGE_PAGES");
+	int huge = hp && strcmp(hp, "1") == 0;
 	buf = calloc((size_t)n, sizeof(*buf));
 	for (r = 0; r < n; r++) {
 		buf[r] = mmap(NULL, total ? total : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -40,7 +43,8 @@ int main(int argc, char **argv)
 			perror("mmap");
 			return 1;
 		}
-		madvise(buf[r], total ? total : 1, MADV_HUGEPAGE);
+		if (huge)
+			madvise(buf[r], total ? total : 1, MADV_HUGEPAGE);
 	}
 	for (i = 2; i < argc; i++) {
 		int fd = open(argv[i], O_RDONLY);

@@ -7,18 +7,22 @@ Every row is a fresh process, timed with wall clock around fork/exec/wait,
 peak RSS from wait4. Per repetition the rows run one after the other, so
 drift on the machine hits ours and the limit alike; medians of --reps.
 
-Fresh memory on this VM costs what the host decides: a process that
+Fresh memory on this VM costs what the host decides: it takes back free
+memory (free page reporting, 2 s after it is freed), so a process that
 allocates right after another one freed as much runs 5-10x faster than one
-that allocates after a pause (measured: whichever of `ckpt restore` and
-limit_probe ran first after a 3 s pause took 0.2-0.86 s, the second 0.03-0.15
-s). A fixed order therefore favoured whichever row came second. So before
-every timed row an untimed primer (limit_probe with the row's replica count)
-touches and frees that much memory, and every other repetition runs each
-pair limit first (--no-primer turns the primer off, to see the raw effect).
-The same holds for the page cache a write fills: `restore --save` needs two
-states of fresh memory (the restored state and the copy it writes), so its
-pair is primed with two (measured, 336 MB written from memory after a 2 s
-pause: 0.42-0.71 s CPU unprimed, 0.06-0.09 s right after touching 3 states).
+that allocates after a pause, and a fixed order favoured whichever row came
+second. Two ways to give every row the same memory, --memory:
+  settled (default): before every timed row, sync() and a 4 s pause, so
+    every process starts on memory the host has taken back -- what a
+    trainer that starts restoring sees;
+  primed: before every timed row an untimed primer (limit_probe with the
+    row's replica count; two states for `restore --save`, which also fills
+    the page cache of the copy it writes) touches and frees that much memory,
+    so every process reuses memory that is still backed (the method until
+    2026-12-05; it hid that huge pages fault in 5x slower than 4 KiB pages on
+    memory the host took back: libckpt now asks for them only with
+    CKPT_HUGE_PAGES=1, and limit_probe follows the same variable).
+Every other repetition runs each (ours, limit) pair limit first either way.
 
   warm: the input files were read through (cat > /dev/null) right before
   cold: `sync; echo 3 > /proc/sys/vm/drop_caches` right before (root only)
@@ -147,7 +151,8 @@ def main():
     ap.add_argument("--oracle-python", help="venv python with tensorflow + safetensors")
     ap.add_argument("--torch-python", help="venv python with torch (PyPI)")
     ap.add_argument("--no-cold", action="store_true")
-    ap.add_argument("--no-primer", action="store_true", help="no untimed memory primer before each row")
+    ap.add_argument("--memory", choices=("settled", "primed", "raw"), default="settled",
+                    help="the memory each row starts on (see the top); raw: neither pause nor primer")
     ap.add_argument("--rows", help="only these rows, comma-separated names as the table prints them "
                     "(e.g. 'restore N=1,restore --save'); default all")
     ap.add_argument("--tiny-name-based", action="store_true",
@@ -213,8 +218,14 @@ def main():
                                          out=pf + "-save", kind="peer " + tool, env=env_peer))
         def primer(row):
             # the same amount of fresh memory touched and freed just before (see the top)
-            if not a.no_primer:
+            if a.memory == "primed":
                 timed([a.probe, str(row.prime)] + files)
+
+        def settle():
+            # every process starts on memory the host has taken back (see the top)
+            if a.memory == "settled":
+                os.sync()
+                time.sleep(4)
 
         for cache in caches:
             for rep in range(a.reps):
@@ -233,6 +244,7 @@ def main():
                         drop_caches()
                     else:
                         read_through(row.inputs)
+                    settle()
                     if row.kind.startswith("peer"):
                         t, inproc, why = peer_inproc(row.argv, row.env)
                         if why:
@@ -305,7 +317,10 @@ def write_md(records, caches, a, tiny=None):
            "min–max in brackets; warm = inputs read through just before, cold = page cache dropped just "
            "before. Ratio = libckpt / limit of the same work, of the medians (target ≤ 1.25×, bold when "
            "met); (min …) = the ratio of the fastest runs. Peak RSS target for restore: N × state + "
-           "64 MiB." % a.reps, ""]
+           "64 MiB. Memory: %s (see whole_process.py: %s)." % (a.reps, a.memory, {
+               "settled": "every row starts 4 s after a sync(), on memory the VM's host has taken back",
+               "primed": "every row starts right after an untimed process touched and freed as much memory",
+               "raw": "neither"}[a.memory]), ""]
     states = []
     for r in records:
         if r["state"] not in states:

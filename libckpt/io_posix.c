@@ -100,14 +100,25 @@ static int px_fd(ckpt_io *io)
 	return ((posix_io *)io)->fd;
 }
 
+/*
+ * Writes go to the kernel at most 1 MiB at a time. The page cache sizes its
+ * folios by the write (ext4 on Linux 6.x: a 16 MiB write fills 2 MiB folios),
+ * and on a VM that hands free memory back to its host (free page reporting)
+ * those order-9 blocks are exactly the ones the host took back: a fresh
+ * process wrote 340 MB in 0.95 s of system time with 16 MiB writes and in
+ * 0.07 s with 1 MiB ones (dd, 4 s after the last big free). The extra
+ * system calls cost nothing measurable.
+ */
+#define WRITE_CHUNK ((size_t)1 << 20)
+
 static int px_pwrite(ckpt_io *io, const void *buf, size_t n, uint64_t off)
 {
 	posix_io *p = (posix_io *)io;
 	size_t done = 0;
 	while (done < n) {
 		size_t want = n - done;
-		if (want > (1u << 30))
-			want = 1u << 30;
+		if (want > WRITE_CHUNK)
+			want = WRITE_CHUNK;
 		ssize_t k = pwrite(p->fd, (const char *)buf + done, want, (off_t)(off + done));
 		if (k < 0) {
 			if (errno == EINTR)

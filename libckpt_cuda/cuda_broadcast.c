@@ -40,7 +40,7 @@ static int copy_fanout(ckpt_cuda_provider *p, void *const *bufs, const int *devi
 	unsigned char used[CKPT_CUDA_MAX_DEVICES];
 	int i, rc = CKPT_OK, src;
 	cudaError_t e;
-	cudaStream_t s;
+	cudaStream_t s = NULL; /* set by bcast_stream before any use; the initialiser quiets -O2 */
 
 	memset(used, 0, sizeof(used));
 	for (i = 0; i < count && rc == CKPT_OK; i++) {

@@ -19,7 +19,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <protobuf-c/protobuf-c.h>
 #include "tensor_bundle.pb-c.h"
 #include "tfb.h"
@@ -986,28 +985,6 @@ static int read_strings(ckpt_reader *r, size_t i, ckpt_io *io, ckpt_tensor **out
 	return rc;
 }
 
-/*
- * First-touch 4 KiB page faults dominate reads into fresh memory
- * (measured here: 0.3 GB/s into 4 KiB-faulting memory, 7-10 GB/s with huge
- * pages; bench/analysis.md, "First-touch page faults"). Ask for huge pages on the 2 MiB-aligned
- * interior of a big buffer; the pointer itself stays what ckpt__malloc gave,
- * so ckpt_tensor_free releases it as usual. Only a hint.
- */
-static void advise_huge(void *p, size_t n)
-{
-#ifdef MADV_HUGEPAGE
-	const uintptr_t huge = (uintptr_t)2 << 20;
-	if (n < 2 * huge)
-		return;
-	uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-	uintptr_t b = ((uintptr_t)p + n) & ~(huge - 1);
-	if (b > a)
-		(void)madvise((void *)a, b - a, MADV_HUGEPAGE);
-#else
-	(void)p; (void)n;
-#endif
-}
-
 int tfb_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
 {
 	*out = NULL;
@@ -1030,7 +1007,7 @@ int tfb_read(ckpt_reader *r, size_t i, ckpt_tensor **out)
 	unsigned char *data = ckpt__malloc((size_t)v->nbytes);
 	if (!data)
 		return CKPT_ENOMEM;
-	advise_huge(data, (size_t)v->nbytes);
+	ckpt__advise_huge(data, (size_t)v->nbytes); /* the 2 MiB-aligned interior, if asked for */
 	int rc = read_verified(r, i, io, data, (size_t)v->nbytes);
 	ckpt_tensor *t = NULL;
 	if (rc == CKPT_OK)

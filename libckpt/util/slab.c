@@ -5,9 +5,10 @@
  * Loading 10,000 tiny variables touches ~2.5 KB of fresh memory per tensor
  * and each 4 KiB page of it costs a page fault (bench/RESULTS.md: faults
  * were 40 % of the load). The first block is 64 KiB (a program with a
- * few variables keeps a small footprint); every later one is one 2 MiB-
- * aligned transparent huge page (MADV_HUGEPAGE), one fault for ~5,000
- * such allocations. Blocks come from the allocator hook,
+ * few variables keeps a small footprint); every later one is 2 MiB,
+ * aligned so that it can be one transparent huge page (one fault for
+ * ~5,000 such allocations) where CKPT_HUGE_PAGES=1 asks for them (see
+ * hugebuf.c for why they are off by default). Blocks come from the allocator hook,
  * so allocator replacement and fault injection see them.
  *
  * Space inside a block is not reused: a block is freed with its last
@@ -17,7 +18,6 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 #include "../internal.h"
 
 #define SLAB_FIRST ((size_t)64 << 10)
@@ -61,11 +61,8 @@ static slab_block *block_new(size_t cap)
 	b->cap = cap;
 	b->used = 0;
 	b->refs = 0;
-#ifdef MADV_HUGEPAGE
-	/* only a hint: THP off means 4 KiB pages */
 	if (huge)
-		(void)madvise(b->base, cap, MADV_HUGEPAGE);
-#endif
+		ckpt__advise_huge(b->base, cap);
 	slab_blocks++;
 	return b;
 }

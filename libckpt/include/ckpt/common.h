@@ -41,10 +41,10 @@ extern "C" {
 
 #define CKPT_VERSION_MAJOR 0
 #define CKPT_VERSION_MINOR 2
-#define CKPT_VERSION_PATCH 0
+#define CKPT_VERSION_PATCH 1
 /** Compile-time version, MAJOR*1000000 + MINOR*1000 + PATCH. */
 #define CKPT_VERSION_NUMBER (CKPT_VERSION_MAJOR * 1000000 + CKPT_VERSION_MINOR * 1000 + CKPT_VERSION_PATCH)
-#define CKPT_VERSION_STRING "0.2.0"
+#define CKPT_VERSION_STRING "0.2.1"
 
 /** @return the runtime version of the linked library (compare with CKPT_VERSION_NUMBER). */
 CKPT_API int ckpt_version_number(void);
