@@ -77,6 +77,7 @@ int ckpt__cshape_make(ckpt__cshape *out, ckpt__strpool *p, const ckpt_shape *s);
 void ckpt__cshape_expand(const ckpt__cshape *c, ckpt_shape *out);
 /** Whether c and s are the same shape (ckpt_shape_equal). */
 int ckpt__cshape_equal(const ckpt__cshape *c, const ckpt_shape *s);
+#include "util/huge_advice.h"
 #include "util/hugebuf.h"
 #include "util/slab.h"
 #include "util/sort.h"

@@ -1,16 +1,6 @@
 /*
- * Tensor buffers, 2 MiB aligned from 2 MiB on, and the one place that
- * decides whether fresh tensor memory is advised as transparent huge pages.
- *
- * Huge pages were the default until measured in whole processes: a fresh
- * process's first touch of its tensor memory is what a restore pays, and on
- * this project's VMs (Firecracker with free page reporting, order 11) free
- * 2 MiB blocks are the ones handed back to the host, so a huge page faults
- * in from the host: 400 MiB touched in 1.0 s as huge pages, 0.15 s as
- * 4 KiB pages (5 s apart from the last big free, medians of 3). The in-process
- * figures that had chosen huge pages (0.3 against 7-10 GB/s) reused memory
- * the process had already faulted in. CKPT_HUGE_PAGES=1 turns them back on
- * where a machine keeps its memory (bare metal, no balloon).
+ * Tensor buffers, 2 MiB aligned from 2 MiB on (advised as huge pages only
+ * where huge_advice.c says so).
  *
  * Buffers come from the allocator hook (over-allocated by one huge page,
  * then aligned) rather than aligned_alloc/mmap, so allocator replacement
@@ -20,38 +10,11 @@
  */
 #include <pthread.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include "../internal.h"
 
 #define HUGE_PAGE ((uint64_t)2 << 20)
 #define SMALL_ALIGN ((uint64_t)64)
-
-static int huge_wanted;
-static pthread_once_t huge_once = PTHREAD_ONCE_INIT;
-
-static void huge_read_env(void)
-{
-	const char *e = getenv("CKPT_HUGE_PAGES");
-	huge_wanted = e && strcmp(e, "1") == 0;
-}
-
-void ckpt__advise_huge(void *p, size_t n)
-{
-	pthread_once(&huge_once, huge_read_env);
-#ifdef MADV_HUGEPAGE
-	if (!huge_wanted)
-		return;
-	uintptr_t a = ((uintptr_t)p + (uintptr_t)HUGE_PAGE - 1) & ~((uintptr_t)HUGE_PAGE - 1);
-	uintptr_t b = ((uintptr_t)p + n) & ~((uintptr_t)HUGE_PAGE - 1);
-	if (b > a)
-		(void)madvise((void *)a, b - a, MADV_HUGEPAGE);
-#else
-	(void)p;
-	(void)n;
-#endif
-}
 
 void *ckpt__buffer_alloc(uint64_t n, int zero)
 {

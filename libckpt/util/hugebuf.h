@@ -6,16 +6,6 @@
 #include <stdint.h>
 
 /**
- * Ask for transparent huge pages on the whole 2 MiB pages inside
- * [p, p + n) — only when CKPT_HUGE_PAGES=1 (read once). Off by default:
- * on the VMs this project is measured on (Firecracker, free page reporting)
- * a huge page lands on memory the host has taken back, and first touch ran
- * at 0.4 GB/s against 2.7 GB/s for 4 KiB pages (a 2.1 GB restore from S3:
- * 6.3-7.7 s with, 3.3 s without). Only a hint either way.
- */
-void ckpt__advise_huge(void *p, size_t n);
-
-/**
  * A buffer for tensor data: 64-byte aligned; from 2 MiB on it is 2 MiB
  * aligned (and advised as huge pages when ckpt__advise_huge says so).
  * Allocated through the allocator hook (over-allocation + alignment, so
