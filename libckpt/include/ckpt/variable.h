@@ -18,6 +18,12 @@
  * int64 (other dtypes: ONLY_FIRST_REPLICA). String variables are not
  * supported (EUNSUPPORTED). Outside a mirrored scope a sync-on-read request
  * gives a plain variable that keeps its aggregation.
+ *
+ * Memory: host copies are 64-byte aligned (2 MiB aligned from 2 MiB on) in
+ * 4 KiB pages. CKPT_HUGE_PAGES=1 in the environment (read once per process)
+ * advises them as transparent huge pages; off by default because on VMs that
+ * hand free memory back to their host huge pages fault in several times
+ * slower (README, Changes, 0.2.1).
  */
 #ifndef CKPT_VARIABLE_H
 #define CKPT_VARIABLE_H
