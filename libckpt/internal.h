@@ -118,6 +118,15 @@ int ckpt__vfs_is_s3(const ckpt_vfs *vfs);
 void ckpt__s3_read_stats(uint64_t *gets, uint64_t *bytes);
 /** a "/" b into a fresh string (b absolute → copy of b). */
 char *ckpt__path_join(const char *a, const char *b);
+/**
+ * CKPT_OK when `name`, read from the checkpoint state file `state` in `dir`,
+ * may be acted on. In an s3:// directory it must stay under it: an absolute
+ * name, an s3:// URL or a "." / ".." segment is refused (CKPT_EFORMAT naming
+ * the state file and the name), so a state file cannot make a restore read,
+ * or retention delete, another prefix or bucket. Local directories keep
+ * TensorFlow's rule (any path). (s3_config.c)
+ */
+int ckpt__state_name_check(const char *dir, const char *state, const char *name);
 
 /* ---- roles ---- */
 /** Classify a stored key / dataset path as model, optimizer, metric or other. */

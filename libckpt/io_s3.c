@@ -475,10 +475,11 @@ static int vs3_rename(ckpt_vfs *vfs, const char *from, const char *to)
 		ckpt__free(fk);
 		return rc;
 	}
-	char *src = s3_uri_encode(fk, 1);
+	rc = s3_name_check(fb, fk);
+	char *src = rc == CKPT_OK ? s3_uri_encode(fk, 1) : NULL;
 	char *hdr = src ? ckpt__asprintf("x-amz-copy-source: /%s/%s", fb, src) : NULL;
 	if (!hdr) {
-		rc = CKPT_ENOMEM;
+		rc = rc < 0 ? rc : CKPT_ENOMEM;
 	} else {
 		const char *hdrs[] = { hdr, NULL };
 		s3_request rq = { "PUT", tb, tk, NULL, NULL, 0, hdrs, 1, 0, 0, 0, NULL, 0 };
@@ -527,9 +528,34 @@ static int cmp_names(const void *a, const void *b)
 }
 
 /*
+ * One name of a listing of `pfx` (a Key, or a CommonPrefix with its '/'):
+ * what follows the prefix. A server's answer is not trusted to stay under
+ * it: a key outside the prefix, or a name that is a path of its own
+ * ("..", ".", "a/b"), would make a caller that joins it to the directory
+ * act on another key (delete it, in retention): refused.
+ */
+static int push_listed(name_list *out, const char *path, const char *pfx, const char *s, int common)
+{
+	size_t plen = strlen(pfx), l = strlen(s);
+	if (strncmp(s, pfx, plen) != 0)
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+			"the listing names key '%s', outside the prefix '%s' that was asked for", s, pfx);
+	const char *name = s + plen;
+	size_t n = l - plen - (common && l > plen && s[l - 1] == '/');
+	if (n == 0)
+		return CKPT_OK; /* the prefix's own "directory" marker */
+	if (memchr(name, '/', n) || (n == 1 && name[0] == '.') || (n == 2 && name[0] == '.' && name[1] == '.'))
+		return ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+			"the listing names key '%s', which is not one name under the prefix '%s'", s, pfx);
+	return push_name(out, name, n);
+}
+
+/*
  * Names under bucket/prefix/ (objects and sub-prefixes), `max` at most
  * (0: all). Objects whose name holds a '/' after the prefix show as one
  * directory name, as ListObjectsV2 with delimiter '/' reports them.
+ * A continuation token repeated, or more than CKPT_MAX_S3_LIST_PAGES pages,
+ * is an error: a server that never ends a listing must not hang us.
  */
 static int list_prefix(s3_client *c, const char *path, const char *bucket, const char *prefix, size_t max,
 	name_list *out)
@@ -537,8 +563,15 @@ static int list_prefix(s3_client *c, const char *path, const char *bucket, const
 	char *pfx = prefix[0] ? ckpt__asprintf("%s/", prefix) : ckpt__strdup("");
 	char *epfx = pfx ? s3_uri_encode(pfx, 0) : NULL;
 	char *token = NULL;
+	unsigned pages = 0;
 	int rc = epfx ? CKPT_OK : CKPT_ENOMEM;
 	while (rc == CKPT_OK) {
+		if (++pages > CKPT_MAX_S3_LIST_PAGES) {
+			rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1,
+				"cannot list: the server is still answering 'more' after %u pages (CKPT_MAX_S3_LIST_PAGES)",
+				CKPT_MAX_S3_LIST_PAGES);
+			break;
+		}
 		char *etok = token ? s3_uri_encode(token, 0) : NULL;
 		char *query = ckpt__asprintf("%s%s%sdelimiter=%%2F&list-type=2&max-keys=%zu&prefix=%s",
 			etok ? "continuation-token=" : "", etok ? etok : "", etok ? "&" : "", max ? max : 1000, epfx);
@@ -554,30 +587,34 @@ static int list_prefix(s3_client *c, const char *path, const char *bucket, const
 		if (rc == CKPT_ENOTFOUND)
 			rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "cannot list: no such bucket (HTTP status 404, %s)",
 				rs.code[0] ? rs.code : "no S3 error code");
+		if (rc == CKPT_OK && (!rs.body || !strstr(rs.body, "<ListBucketResult")))
+			rc = ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+				"cannot list: HTTP status %ld but the body is not a ListBucketResult", rs.status);
 		const char *pos = NULL;
 		char *s;
-		size_t plen = strlen(pfx);
 		/* <Key> inside <Contents>, <Prefix> inside <CommonPrefixes> (the top-level <Prefix> is ours) */
-		while (rc == CKPT_OK && rs.body && (s = s3_xml_next(rs.body, "Key", &pos))) {
-			if (strlen(s) > plen)
-				rc = push_name(out, s + plen, strlen(s) - plen);
+		while (rc == CKPT_OK && (s = s3_xml_next(rs.body, "Key", &pos))) {
+			rc = push_listed(out, path, pfx, s, 0);
 			ckpt__free(s);
 		}
-		const char *cp = rs.body ? strstr(rs.body, "<CommonPrefixes>") : NULL;
+		const char *cp = rc == CKPT_OK ? strstr(rs.body, "<CommonPrefixes>") : NULL;
 		pos = cp;
 		while (rc == CKPT_OK && cp && (s = s3_xml_next(rs.body, "Prefix", &pos))) {
-			size_t l = strlen(s);
-			if (l > plen)
-				rc = push_name(out, s + plen, l - plen - (s[l - 1] == '/'));
+			rc = push_listed(out, path, pfx, s, 1);
 			ckpt__free(s);
 		}
-		char *trunc = rs.body ? s3_xml_next(rs.body, "IsTruncated", NULL) : NULL;
+		char *trunc = rc == CKPT_OK ? s3_xml_next(rs.body, "IsTruncated", NULL) : NULL;
 		int more = trunc && strcmp(trunc, "true") == 0;
 		ckpt__free(trunc);
-		ckpt__free(token);
-		token = more && rs.body ? s3_xml_next(rs.body, "NextContinuationToken", NULL) : NULL;
+		char *next = more ? s3_xml_next(rs.body, "NextContinuationToken", NULL) : NULL;
 		s3_response_clear(&rs);
-		if (!token || (max && out->n >= max))
+		if (rc == CKPT_OK && more && (!next || !next[0] || (token && strcmp(next, token) == 0)))
+			rc = ckpt__fail(CKPT_EFORMAT, path, NULL, -1,
+				"cannot list: the server says the listing goes on but gives %s continuation token",
+				next && next[0] ? "the same" : "no");
+		ckpt__free(token);
+		token = next;
+		if (rc < 0 || !token || (max && out->n >= max))
 			break;
 	}
 	ckpt__free(token);

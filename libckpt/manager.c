@@ -274,6 +274,10 @@ static int read_state(ckpt_manager *m, int *found)
 				rc = ckpt__fail(CKPT_EFORMAT, path, NULL, -1, "malformed string in field %s", field);
 				break;
 			}
+			if ((rc = ckpt__state_name_check(m->dir, path, s)) < 0) {
+				ckpt__free(s);
+				break;
+			}
 			char *full = resolve(m, s);
 			ckpt__free(s);
 			if (!full) {

@@ -348,6 +348,8 @@ static int attempt(s3_client *c, const s3_request *rq, s3_response *rs, const ch
 	ar->curl_msg[0] = '\0';
 	curl_easy_setopt(h, CURLOPT_SHARE, c->share);
 	curl_easy_setopt(h, CURLOPT_URL, url);
+	/* the key exactly as named: libcurl would otherwise resolve "../" segments into another key or bucket */
+	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ar->curl_msg);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
@@ -436,6 +438,24 @@ void s3_response_clear(s3_response *rs)
 	memset(rs, 0, sizeof(*rs));
 }
 
+int s3_name_check(const char *bucket, const char *key)
+{
+	int bad = !bucket[0];
+	for (const char *b = bucket; *b && !bad; b++)
+		bad = !((*b >= 'a' && *b <= 'z') || (*b >= 'A' && *b <= 'Z') || (*b >= '0' && *b <= '9') || *b == '.' ||
+			*b == '-' || *b == '_');
+	if (bad || strcmp(bucket, ".") == 0 || strcmp(bucket, "..") == 0)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+			"refused S3 bucket name '%s': not a bucket name (letters, digits, '.', '-', '_')", bucket);
+	const char *seg;
+	size_t n = s3_dot_segment(key, &seg);
+	if (n)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
+			"refused key s3://%s/%s: it holds a '%.*s' segment, which a server or proxy may resolve "
+			"to another key or bucket", bucket, key, (int)n, seg);
+	return CKPT_OK;
+}
+
 static char *build_url(s3_client *c, const s3_request *rq)
 {
 	char *key = s3_uri_encode(rq->key, 1);
@@ -457,6 +477,7 @@ static char *build_url(s3_client *c, const s3_request *rq)
 int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const long *quiet)
 {
 	memset(rs, 0, sizeof(*rs));
+	CKPT_TRY(s3_name_check(rq->bucket, rq->key));
 	char *url = build_url(c, rq);
 	if (!url)
 		return CKPT_ENOMEM;

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include "internal.h"
 #include "ckpt/s3.h"
+#include "s3_internal.h"
 
 static char *trim(char *s)
 {
@@ -276,5 +277,30 @@ int ckpt_s3_path_split(char **bucket, char **key, const char *path)
 		kk[--kn] = '\0';
 	*bucket = bb;
 	*key = kk;
+	return CKPT_OK;
+}
+
+size_t s3_dot_segment(const char *key, const char **seg)
+{
+	for (const char *s = key; *s;) {
+		size_t n = strcspn(s, "/");
+		if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.')) {
+			*seg = s;
+			return n;
+		}
+		s += n + (s[n] == '/');
+	}
+	return 0;
+}
+
+int ckpt__state_name_check(const char *dir, const char *state, const char *name)
+{
+	if (!ckpt_path_is_s3(dir))
+		return CKPT_OK;
+	const char *seg;
+	if (name[0] == '/' || name[0] == '\0' || strstr(name, "://") != NULL || s3_dot_segment(name, &seg))
+		return ckpt__fail(CKPT_EFORMAT, state, NULL, -1,
+			"names checkpoint '%s', which is not inside %s: refused (a state file on S3 may only name "
+			"checkpoints under its own prefix)", name, dir);
 	return CKPT_OK;
 }

@@ -63,6 +63,15 @@ void s3_response_clear(s3_response *rs);
 
 /** The text of the first <tag>…</tag> in xml from *pos on (advances *pos), NULL when none. Caller frees. */
 char *s3_xml_next(const char *xml, const char *tag, const char **pos);
+/**
+ * CKPT_OK when a request may name bucket/key: the bucket is a bucket name and
+ * no segment of the key is "." or ".." (sent as is, such a key could be
+ * resolved by a server or proxy into another key, or another bucket).
+ * s3_perform refuses every request that fails it, before sending anything.
+ */
+int s3_name_check(const char *bucket, const char *key);
+/** The length of the first "." or ".." segment of `key` (set *seg to it), 0 when none (s3_config.c). */
+size_t s3_dot_segment(const char *key, const char **seg);
 /** Percent-encode `s` for a URI path (keep_slash) or a query value. Caller frees. */
 char *s3_uri_encode(const char *s, int keep_slash);
 

@@ -260,6 +260,20 @@ static int cmp_part(const void *a, const void *b)
 	return ((const done_part *)a)->number - ((const done_part *)b)->number;
 }
 
+/* Does a 200 answer to CompleteMultipartUpload say it completed `key`? (S3 can answer 200 and fail later in the body.) */
+static int completed_result_names(const char *body, const char *key)
+{
+	const char *r = body ? strstr(body, "<CompleteMultipartUploadResult") : NULL;
+	if (!r || !strstr(r, "</CompleteMultipartUploadResult>"))
+		return 0;
+	const char *pos = r;
+	char *k = s3_xml_next(r, "Key", &pos);
+	/* some servers answer the key with a leading '/' */
+	int ok = k && strcmp(k[0] == '/' ? k + 1 : k, key) == 0;
+	ckpt__free(k);
+	return ok;
+}
+
 int s3_upload_finish(s3_upload *u, uint32_t crc32c)
 {
 	(void)crc32c;
@@ -296,6 +310,11 @@ int s3_upload_finish(s3_upload *u, uint32_t crc32c)
 				"s3://%s/%s: CompleteMultipartUpload failed: HTTP status 200, S3 error code %s", u->bucket,
 				u->key, code ? code : "(none)");
 			ckpt__free(code);
+		} else if (rc == CKPT_OK && !completed_result_names(rs.body, u->key)) {
+			/* not a success either: the upload may still be open, and the key must not look committed */
+			rc = ckpt__fail(CKPT_EIO, NULL, NULL, -1,
+				"s3://%s/%s: CompleteMultipartUpload failed: HTTP status 200 but the body is not a "
+				"CompleteMultipartUploadResult naming the key", u->bucket, u->key);
 		}
 		s3_response_clear(&rs);
 	}

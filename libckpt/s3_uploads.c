@@ -27,6 +27,44 @@ static int client_for(s3_client **c, ckpt_vfs *vfs, const char *prefix)
 	return CKPT_OK;
 }
 
+/* "key/" for a prefix "s3://b/key": a prefix is a directory, so run1 never matches run10/… ("" for the bucket) */
+static char *dir_prefix(const char *key)
+{
+	return key[0] ? ckpt__asprintf("%s/", key) : ckpt__strdup("");
+}
+
+/* The text of <tag> inside [from, to) of one <Upload>, NULL when it has none (or no memory). */
+static char *field_within(const char *from, const char *to, const char *tag)
+{
+	char open[32];
+	snprintf(open, sizeof(open), "<%s>", tag);
+	const char *a = strstr(from, open);
+	if (!a || a >= to)
+		return NULL;
+	const char *pos = a;
+	char *v = s3_xml_next(a, tag, &pos);
+	if (v && pos > to) {
+		ckpt__free(v);
+		return NULL;
+	}
+	return v;
+}
+
+/* One <Upload>…</Upload> of a listing of `dir` into *u; a field missing or a key outside dir is an error. */
+static int parse_upload(ckpt_s3_upload *u, const char *prefix, const char *dir, const char *from, const char *to)
+{
+	u->key = field_within(from, to, "Key");
+	u->upload_id = field_within(from, to, "UploadId");
+	u->initiated = field_within(from, to, "Initiated");
+	if (!u->key || !u->upload_id)
+		return ckpt__fail(CKPT_EFORMAT, prefix, NULL, -1,
+			"ListMultipartUploads: an <Upload> without %s", u->key ? "<UploadId>" : "<Key>");
+	if (strncmp(u->key, dir, strlen(dir)) != 0)
+		return ckpt__fail(CKPT_EFORMAT, prefix, NULL, -1,
+			"ListMultipartUploads names key '%s', outside the prefix '%s' that was asked for", u->key, dir);
+	return CKPT_OK;
+}
+
 int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs, const char *prefix)
 {
 	*uploads = NULL;
@@ -35,12 +73,20 @@ int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs,
 	char *bucket, *key;
 	CKPT_TRY(client_for(&c, vfs, prefix));
 	CKPT_TRY(ckpt_s3_path_split(&bucket, &key, prefix));
-	char *ekey = s3_uri_encode(key, 0);
+	char *dir = dir_prefix(key);
+	char *ekey = dir ? s3_uri_encode(dir, 0) : NULL;
 	char *key_marker = NULL, *id_marker = NULL;
 	ckpt_s3_upload *v = NULL;
 	size_t n = 0, cap = 0;
+	unsigned pages = 0;
 	int rc = ekey ? CKPT_OK : CKPT_ENOMEM;
 	while (rc == CKPT_OK) {
+		if (++pages > CKPT_MAX_S3_LIST_PAGES) {
+			rc = ckpt__fail(CKPT_ELIMIT, prefix, NULL, -1,
+				"ListMultipartUploads: the server is still answering 'more' after %u pages "
+				"(CKPT_MAX_S3_LIST_PAGES)", CKPT_MAX_S3_LIST_PAGES);
+			break;
+		}
 		char *ekm = key_marker ? s3_uri_encode(key_marker, 0) : NULL;
 		char *eim = id_marker ? s3_uri_encode(id_marker, 0) : NULL;
 		/* parameters in sorted order: libcurl signs the query as written */
@@ -56,11 +102,17 @@ int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs,
 		s3_response rs;
 		rc = s3_perform(c, &rq, &rs);
 		ckpt__free(query);
-		const char *pos = rs.body ? strstr(rs.body, "<Upload>") : NULL;
+		if (rc == CKPT_OK && (!rs.body || !strstr(rs.body, "<ListMultipartUploadsResult")))
+			rc = ckpt__fail(CKPT_EFORMAT, prefix, NULL, -1,
+				"ListMultipartUploads: HTTP status %ld but the body is not a ListMultipartUploadsResult",
+				rs.status);
+		const char *pos = rc == CKPT_OK ? strstr(rs.body, "<Upload>") : NULL;
 		while (rc == CKPT_OK && pos) {
 			const char *end = strstr(pos, "</Upload>");
-			if (!end)
+			if (!end) {
+				rc = ckpt__fail(CKPT_EFORMAT, prefix, NULL, -1, "ListMultipartUploads: an <Upload> is not closed");
 				break;
+			}
 			if (n == cap) {
 				size_t ncap = cap ? 2 * cap : 16;
 				ckpt_s3_upload *nv = ckpt__realloc(v, ncap * sizeof(*nv));
@@ -71,31 +123,32 @@ int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs,
 				v = nv;
 				cap = ncap;
 			}
-			const char *p = pos;
-			v[n].key = s3_xml_next(rs.body, "Key", &p);
-			p = pos;
-			v[n].upload_id = s3_xml_next(rs.body, "UploadId", &p);
-			p = pos;
-			v[n].initiated = s3_xml_next(rs.body, "Initiated", &p);
-			n++;
-			if (!v[n - 1].key || !v[n - 1].upload_id)
-				rc = ckpt__fail(CKPT_EFORMAT, prefix, NULL, -1, "ListMultipartUploads: an <Upload> without Key or UploadId");
+			rc = parse_upload(&v[n++], prefix, dir, pos, end);
 			pos = strstr(end, "<Upload>");
 		}
-		char *trunc = rs.body ? s3_xml_next(rs.body, "IsTruncated", NULL) : NULL;
+		char *trunc = rc == CKPT_OK ? s3_xml_next(rs.body, "IsTruncated", NULL) : NULL;
 		int more = trunc && strcmp(trunc, "true") == 0;
 		ckpt__free(trunc);
+		char *km = more ? s3_xml_next(rs.body, "NextKeyMarker", NULL) : NULL;
+		char *im = more ? s3_xml_next(rs.body, "NextUploadIdMarker", NULL) : NULL;
+		s3_response_clear(&rs);
+		if (rc == CKPT_OK && more &&
+			(!km || !km[0] || (key_marker && strcmp(km, key_marker) == 0 &&
+				strcmp(im ? im : "", id_marker ? id_marker : "") == 0)))
+			rc = ckpt__fail(CKPT_EFORMAT, prefix, NULL, -1,
+				"ListMultipartUploads: the server says the listing goes on but gives %s marker",
+				km && km[0] ? "the same" : "no");
 		ckpt__free(key_marker);
 		ckpt__free(id_marker);
-		key_marker = more ? s3_xml_next(rs.body, "NextKeyMarker", NULL) : NULL;
-		id_marker = more ? s3_xml_next(rs.body, "NextUploadIdMarker", NULL) : NULL;
-		s3_response_clear(&rs);
-		if (!key_marker)
+		key_marker = km;
+		id_marker = im;
+		if (rc < 0 || !key_marker)
 			break;
 	}
 	ckpt__free(key_marker);
 	ckpt__free(id_marker);
 	ckpt__free(ekey);
+	ckpt__free(dir);
 	ckpt__free(bucket);
 	ckpt__free(key);
 	if (rc < 0) {
@@ -113,10 +166,16 @@ int ckpt_s3_upload_abort(ckpt_vfs *vfs, const char *prefix, const ckpt_s3_upload
 	char *bucket, *key;
 	CKPT_TRY(client_for(&c, vfs, prefix));
 	CKPT_TRY(ckpt_s3_path_split(&bucket, &key, prefix));
-	char *id = s3_uri_encode(u->upload_id, 0);
+	char *dir = dir_prefix(key);
+	int rc = dir ? CKPT_OK : CKPT_ENOMEM;
+	if (rc == CKPT_OK && strncmp(u->key, dir, strlen(dir)) != 0)
+		rc = ckpt__fail(CKPT_EINVAL, prefix, NULL, -1,
+			"refused to abort the upload of '%s': it is outside the prefix '%s'", u->key, dir);
+	char *id = rc == CKPT_OK ? s3_uri_encode(u->upload_id, 0) : NULL;
 	char *query = id ? ckpt__asprintf("uploadId=%s", id) : NULL;
-	int rc = CKPT_ENOMEM;
-	if (query) {
+	if (rc == CKPT_OK && !query)
+		rc = CKPT_ENOMEM;
+	if (rc == CKPT_OK) {
 		s3_request rq = { "DELETE", bucket, u->key, query, NULL, 0, NULL, S3_CLEANUP, 0, 0, 0, NULL, 0 };
 		s3_response rs;
 		rc = s3_perform(c, &rq, &rs);
@@ -124,6 +183,7 @@ int ckpt_s3_upload_abort(ckpt_vfs *vfs, const char *prefix, const ckpt_s3_upload
 	}
 	ckpt__free(query);
 	ckpt__free(id);
+	ckpt__free(dir);
 	ckpt__free(bucket);
 	ckpt__free(key);
 	return rc;

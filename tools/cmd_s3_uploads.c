@@ -80,12 +80,13 @@ static void s3_print(const s3_result *res)
 	for (i = 0; i < res->n; i++) {
 		const ckpt_s3_upload *u = &res->u[i];
 		if (!res->abort_all)
-			printf("%s\t%s\t%s\n", u->initiated ? u->initiated : "-", u->key, u->upload_id);
+			printf("%s\t%s\t%s\n", u->initiated ? cli_vis(u->initiated) : "-", cli_vis(u->key),
+				cli_vis(u->upload_id));
 		else if (res->aborted[i])
-			printf("aborted %s (upload %s)\n", u->key, u->upload_id);
+			printf("aborted %s (upload %s)\n", cli_vis(u->key), cli_vis(u->upload_id));
 	}
 	if (!res->abort_all)
-		printf("%zu unfinished upload%s under %s\n", res->n, res->n == 1 ? "" : "s", res->prefix);
+		printf("%zu unfinished upload%s under %s\n", res->n, res->n == 1 ? "" : "s", cli_vis(res->prefix));
 }
 
 static int cmd_s3(const cli_cmd *cmd, int argc, char **argv)

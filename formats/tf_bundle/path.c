@@ -102,6 +102,11 @@ static int from_state_file(ckpt_vfs *vfs, const char *dir, const char *state, ch
 	ckpt__free(buf);
 	if (!mp)
 		return ckpt_error_last()->code;
+	int bad = ckpt__state_name_check(dir, state, mp);
+	if (bad < 0) {
+		ckpt__free(mp);
+		return bad;
+	}
 	char *p = ckpt__path_join(dir, mp);
 	if (p && mp[0] == '/' && has_index(vfs, p) <= 0) {
 		/* An absolute path from another machine: try its basename here (TF does the same). */

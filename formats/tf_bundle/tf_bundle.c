@@ -16,8 +16,8 @@ static int tfb_bid(ckpt_vfs *vfs, const char *path, const unsigned char *head, s
 	int score = -1;
 	char *prefix = NULL;
 	int rc = tfb_resolve_path(vfs, path, &prefix);
-	if (rc == CKPT_ENOMEM)
-		score = 1; /* cannot tell: let open report the allocation failure */
+	if (rc == CKPT_ENOMEM || rc == CKPT_EIO || rc == CKPT_EFORMAT)
+		score = 1; /* cannot tell: let open report the allocation failure, outage or bad state file */
 	if (rc == CKPT_OK) {
 		score = 10; /* resolves to a P.index: let open explain what is wrong with it */
 		char *ix = tfb_index_path(prefix);

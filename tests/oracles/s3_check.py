@@ -34,6 +34,11 @@ def main():
         for page in pages:
             for o in page.get("Contents", []):
                 print(o["Key"][len(p) + 1:])
+    elif action == "nkeys":
+        # every key under the prefix, however it is spelt (a newline in a key would split "keys")
+        b, p = split(args[0])
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=b, Prefix=p + "/")
+        print(sum(len(page.get("Contents", [])) for page in pages))
     elif action == "same":
         b, k = split(args[0])
         got = s3.get_object(Bucket=b, Key=k)["Body"].read()
@@ -66,7 +71,7 @@ def main():
         s3.upload_part(Bucket=b, Key=k, UploadId=u["UploadId"], PartNumber=1, Body=b"x" * 1000)
         print(u["UploadId"])
     elif action == "uploads":
-        b, p = split(args[0])
+        b, p = split(args[0])  # a string prefix, as S3 takes it: "run1" counts run10/'s uploads too
         print(len(s3.list_multipart_uploads(Bucket=b, Prefix=p).get("Uploads", [])))
     elif action == "tf_same":
         import numpy as np

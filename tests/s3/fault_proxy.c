@@ -16,6 +16,11 @@
  *         corrupt   flip one byte in the middle of the request's body, for
  *                   bodies of 64 KiB or more (data parts; not the XML or
  *                   small objects), then relay it
+ *         reply:FILE answer 200 with FILE's bytes as the body, without
+ *                   asking the server (a hostile or broken server's answer)
+ *         307       answer 307 Temporary Redirect to another port
+ *         strip     drop the request's If-None-Match and If-Match headers,
+ *                   then relay it (a server that ignores conditional requests)
  *         A "+" suffix ("503+") harms every request from the Nth on.
  *   KIND  which requests the rule counts and harms: "*" (any, the default),
  *         or METHOD?TEXT: the method is METHOD and the request's query holds
@@ -25,7 +30,8 @@
  *         kinds interleave with them (parts sent in parallel, retries).
  *         More rules follow as N MODE KIND triples; the first rule that
  *         harms a request decides what is done to it.
- *   COUNT_FILE  rewritten with the number of requests seen after each one
+ *   COUNT_FILE  rewritten with the number of requests seen after each one;
+ *         COUNT_FILE.log gets "METHOD TARGET" of every request, one a line
  * Prints the port it listens on (127.0.0.1 only), then serves until killed.
  */
 #include <arpa/inet.h>
@@ -45,6 +51,7 @@
 typedef struct rule {
 	long harm_n, harm_to;
 	char mode[16];
+	char reply_file[512]; /* reply mode: the body answered */
 	unsigned delay_s;     /* delay mode: seconds held */
 	char method[16];      /* "" with query "": any request */
 	char query[128];
@@ -57,6 +64,7 @@ static rule rules[MAX_RULES];
 static int nrules;
 static const char *count_file;
 static char release_file[600]; /* COUNT_FILE.release: ends every hold */
+static char log_file[600];     /* COUNT_FILE.log: every request line */
 static atomic_long requests;
 static pthread_mutex_t count_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -79,6 +87,19 @@ static int write_all(int fd, const char *p, size_t n)
 		n -= (size_t)k;
 	}
 	return 0;
+}
+
+/* COUNT_FILE.log gets the request line of `head` */
+static void log_request(const char *head)
+{
+	const char *eol = strstr(head, " HTTP/");
+	pthread_mutex_lock(&count_mu);
+	FILE *f = fopen(log_file, "a");
+	if (f) {
+		fprintf(f, "%.*s\n", eol ? (int)(eol - head) : 0, head);
+		fclose(f);
+	}
+	pthread_mutex_unlock(&count_mu);
 }
 
 static void record(long n)
@@ -130,6 +151,10 @@ static int parse_rule(rule *r, const char *nn, const char *m, const char *kind)
 	char *colon;
 	r->harm_n = strtol(nn, &colon, 10);
 	r->harm_to = *colon == ':' ? strtol(colon + 1, NULL, 10) : r->harm_n;
+	if (strncmp(m, "reply:", 6) == 0) {
+		snprintf(r->reply_file, sizeof(r->reply_file), "%s", m + 6);
+		m = "reply";
+	}
 	snprintf(r->mode, sizeof(r->mode), "%s", m);
 	size_t ml = strlen(r->mode);
 	if (ml && r->mode[ml - 1] == '+') {
@@ -143,6 +168,7 @@ static int parse_rule(rule *r, const char *nn, const char *m, const char *kind)
 	}
 	if (strcmp(r->mode, "503") && strcmp(r->mode, "reset") && strcmp(r->mode, "truncate") &&
 		strcmp(r->mode, "delay") && strcmp(r->mode, "hold") && strcmp(r->mode, "corrupt") &&
+		strcmp(r->mode, "reply") && strcmp(r->mode, "307") && strcmp(r->mode, "strip") &&
 		strcmp(r->mode, "none")) {
 		fprintf(stderr, "fault_proxy: unknown mode %s\n", m);
 		return -1;
@@ -168,6 +194,49 @@ static void flip_in(char *p, size_t k, long *seen, long at)
 	*seen += (long)k;
 }
 
+/* Read a body sent without waiting for 100-continue, so an answer of ours is not lost to a reset. */
+static void drain_body(int c, const char *head, size_t hn, size_t head_len)
+{
+	long want = strcasestr(head, "100-continue") ? 0 : content_length(head) - (long)(hn - head_len);
+	char sink[65536];
+	while (want > 0) {
+		ssize_t k = recv(c, sink, sizeof(sink), 0);
+		if (k <= 0)
+			break;
+		want -= k;
+	}
+}
+
+/* reply: 200 with the file's bytes; 307: a redirect to a port nothing listens on. Then close. */
+static void answer_canned(int c, const char *mode, const char *file)
+{
+	char headbuf[512];
+	if (strcmp(mode, "307") == 0) {
+		int hn = snprintf(headbuf, sizeof(headbuf), "HTTP/1.1 307 Temporary Redirect\r\n"
+			"Location: http://127.0.0.1:9/elsewhere\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+		write_all(c, headbuf, (size_t)hn);
+		close(c);
+		return;
+	}
+	FILE *f = fopen(file, "rb");
+	char *body = NULL;
+	long bn = 0;
+	if (f && fseek(f, 0, SEEK_END) == 0 && (bn = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+		(body = malloc((size_t)bn + 1)) != NULL && fread(body, 1, (size_t)bn, f) == (size_t)bn) {
+		int hn = snprintf(headbuf, sizeof(headbuf), "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\n"
+			"Content-Length: %ld\r\nConnection: close\r\n\r\n", bn);
+		if (write_all(c, headbuf, (size_t)hn) == 0)
+			write_all(c, body, (size_t)bn);
+		close(c);
+	} else {
+		fprintf(stderr, "fault_proxy: cannot read reply file %s\n", file);
+		reset_close(c);
+	}
+	free(body);
+	if (f)
+		fclose(f);
+}
+
 static void *serve(void *arg)
 {
 	int c = (int)(intptr_t)arg;
@@ -189,8 +258,10 @@ static void *serve(void *arg)
 		return NULL;
 	}
 	long n = atomic_fetch_add(&requests, 1) + 1;
+	log_request(head);
 	record(n);
 	const char *mode = "none";
+	const rule *harming = NULL;
 	unsigned delay_s = 0;
 	for (int i = 0; i < nrules; i++) {
 		rule *r = &rules[i];
@@ -200,6 +271,7 @@ static void *serve(void *arg)
 		if (strcmp(mode, "none") == 0 && r->harm_n > 0 && k >= r->harm_n && k <= r->harm_to) {
 			mode = r->mode;
 			delay_s = r->delay_s;
+			harming = r;
 		}
 	}
 	int harm = strcmp(mode, "none") != 0;
@@ -209,15 +281,7 @@ static void *serve(void *arg)
 		return NULL;
 	}
 	if (harm && strcmp(mode, "503") == 0) {
-		/* read a body sent without waiting for 100-continue, so the answer is not lost to a reset */
-		long want = strcasestr(head, "100-continue") ? 0 : content_length(head) - (long)(hn - head_len);
-		char sink[65536];
-		while (want > 0) {
-			ssize_t k = recv(c, sink, sizeof(sink), 0);
-			if (k <= 0)
-				break;
-			want -= k;
-		}
+		drain_body(c, head, hn, head_len);
 		static const char body[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
 					   "<Message>injected by fault_proxy</Message></Error>";
 		char resp[512];
@@ -226,6 +290,11 @@ static void *serve(void *arg)
 			"Connection: close\r\n\r\n%s", sizeof(body) - 1, body);
 		write_all(c, resp, (size_t)rn);
 		close(c);
+		return NULL;
+	}
+	if (harm && (strcmp(mode, "reply") == 0 || strcmp(mode, "307") == 0)) {
+		drain_body(c, head, hn, head_len);
+		answer_canned(c, mode, harming->reply_file);
 		return NULL;
 	}
 	if (harm && strcmp(mode, "delay") == 0)
@@ -250,7 +319,10 @@ static void *serve(void *arg)
 	int ok = write_all(u, head, first) == 0 && write_all(u, "Connection: close\r\n", 19) == 0;
 	for (char *line = head + first; ok && line < head + head_len;) {
 		char *le = strstr(line, "\r\n") + 2;
-		if (strncasecmp(line, "connection:", 11) != 0)
+		int drop = strncasecmp(line, "connection:", 11) == 0 ||
+			(harm && strcmp(mode, "strip") == 0 &&
+				(strncasecmp(line, "if-none-match:", 14) == 0 || strncasecmp(line, "if-match:", 9) == 0));
+		if (!drop)
 			ok = write_all(u, line, (size_t)(le - line)) == 0;
 		line = le;
 	}
@@ -324,6 +396,7 @@ int main(int argc, char **argv)
 			return 2;
 	count_file = argv[4];
 	snprintf(release_file, sizeof(release_file), "%s.release", count_file);
+	snprintf(log_file, sizeof(log_file), "%s.log", count_file);
 	record(0);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	int one = 1;

@@ -27,30 +27,9 @@
 
 static const char *const modes[] = { "503", "reset", "truncate", "delay" };
 
-/* The library through the proxy: a 1 s stall limit and 3 tries, so a sweep stays short. */
-static ckpt_vfs *through_tries(const proxy *p, size_t part_size, unsigned tries)
-{
-	ckpt_s3_config *c = NULL;
-	cr_assert_eq(ckpt_s3_config_load(&c), CKPT_OK, "%s", ckpt_error_last()->message);
-	free(c->endpoint);
-	char ep[64];
-	proxy_endpoint(p, ep, sizeof(ep));
-	c->endpoint = strdup(ep);
-	c->path_style = 1;
-	c->stall_seconds = 1;
-	c->max_attempts = tries;
-	c->parallel = 2;
-	if (part_size)
-		c->part_size = part_size;
-	ckpt_vfs *v = NULL;
-	cr_assert_eq(ckpt_vfs_s3_new(&v, c), CKPT_OK);
-	ckpt_s3_config_free(c);
-	return v;
-}
-
 static ckpt_vfs *through(const proxy *p, size_t part_size)
 {
-	return through_tries(p, part_size, 3);
+	return proxy_vfs(p, part_size, 3);
 }
 
 static ckpt_vfs *direct(void)
@@ -239,7 +218,7 @@ static long failed_upload(const char *what, const char *const *more)
 	char *buf = calloc(1, n);
 	proxy p;
 	proxy_start_rules(&p, "0", "none", more);
-	ckpt_vfs *v = through_tries(&p, part, 1);
+	ckpt_vfs *v = proxy_vfs(&p, part, 1);
 	ckpt_io *io;
 	cr_assert_eq(ckpt_vfs_open(&io, v, path, CKPT_IO_WRITE), CKPT_OK);
 	int rc = ckpt_io_pwrite(io, buf, n, 0);
@@ -294,7 +273,7 @@ Test(s3_faults, corrupted_part_is_refused_and_the_previous_latest_loads, .timeou
 	saves(dir, 2);
 	proxy p;
 	proxy_start_range(&p, "1:1000000", "corrupt");
-	ckpt_vfs *v = through_tries(&p, 5u << 20, 1);
+	ckpt_vfs *v = proxy_vfs(&p, 5u << 20, 1);
 	mc_state s;
 	cr_assert_eq(mc_build(&s, v), CKPT_OK);
 	/* 12 MiB: a data object of three parts */

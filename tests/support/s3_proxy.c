@@ -91,11 +91,58 @@ long proxy_stop(proxy *p)
 	char name[600];
 	release_name(p, name, sizeof(name));
 	unlink(name);
+	snprintf(name, sizeof(name), "%s.log", p->count_file);
+	unlink(name);
 	unlink(p->count_file);
 	return n;
+}
+
+char *proxy_log(const proxy *p)
+{
+	char name[600];
+	snprintf(name, sizeof(name), "%s.log", p->count_file);
+	FILE *f = fopen(name, "rb");
+	char *text = calloc(1, 1);
+	size_t n = 0;
+	cr_assert_not_null(text);
+	if (f) {
+		char buf[4096];
+		size_t k;
+		while ((k = fread(buf, 1, sizeof(buf), f)) > 0) {
+			char *t = realloc(text, n + k + 1);
+			cr_assert_not_null(t);
+			text = t;
+			memcpy(text + n, buf, k);
+			n += k;
+			text[n] = '\0';
+		}
+		fclose(f);
+	}
+	return text;
 }
 
 void proxy_endpoint(const proxy *p, char *buf, size_t n)
 {
 	snprintf(buf, n, "http://127.0.0.1:%d", p->port);
 }
+
+ckpt_vfs *proxy_vfs(const proxy *p, size_t part_size, unsigned tries)
+{
+	ckpt_s3_config *c = NULL;
+	cr_assert_eq(ckpt_s3_config_load(&c), CKPT_OK, "%s", ckpt_error_last()->message);
+	free(c->endpoint);
+	char ep[64];
+	proxy_endpoint(p, ep, sizeof(ep));
+	c->endpoint = strdup(ep);
+	c->path_style = 1;
+	c->stall_seconds = 1;
+	c->max_attempts = tries;
+	c->parallel = 2;
+	if (part_size)
+		c->part_size = part_size;
+	ckpt_vfs *v = NULL;
+	cr_assert_eq(ckpt_vfs_s3_new(&v, c), CKPT_OK);
+	ckpt_s3_config_free(c);
+	return v;
+}
+

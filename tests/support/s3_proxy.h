@@ -8,7 +8,9 @@
 #ifndef CKPT_S3_PROXY_H
 #define CKPT_S3_PROXY_H
 
+#include <stddef.h>
 #include <sys/types.h>
+#include "ckpt/ckpt.h"
 
 typedef struct proxy {
 	pid_t pid;
@@ -25,9 +27,14 @@ void proxy_start(proxy *p, long n, const char *mode);
 long proxy_seen(const proxy *p);
 /* End every request the "hold" mode holds (now and later). */
 void proxy_release(const proxy *p);
+/* "METHOD TARGET" of every request so far, one a line (caller frees). */
+char *proxy_log(const proxy *p);
 /* Stop it; returns the number of requests it saw (-1 unknown). */
 long proxy_stop(proxy *p);
 /* "http://127.0.0.1:PORT" of the proxy. */
 void proxy_endpoint(const proxy *p, char *buf, size_t n);
+
+/* The library through the proxy: a 1 s stall limit, `tries` attempts, 2 parts in flight, part size (0: default). */
+ckpt_vfs *proxy_vfs(const proxy *p, size_t part_size, unsigned tries);
 
 #endif

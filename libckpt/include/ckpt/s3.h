@@ -27,6 +27,14 @@
  * moves no byte for this long is cut and retried, default 30),
  * CKPT_S3_LOCK_LEASE_SECONDS (default 60).
  *
+ * Keys are sent exactly as named (each byte outside A-Z a-z 0-9 - _ . ~ /
+ * percent-encoded, no path normalisation). A key with a "." or ".." segment
+ * is refused (CKPT_EINVAL) before any request: a server or proxy could
+ * resolve it into another key or bucket. Names a server lists under a
+ * prefix must be one name each, under that prefix; a listing that breaks
+ * this, repeats its continuation token or runs past CKPT_MAX_S3_LIST_PAGES
+ * pages fails (CKPT_EFORMAT, CKPT_ELIMIT) rather than being acted on.
+ *
  * Memory: a writer holds at most parallel × part_size bytes of parts being
  * sent (64 MiB by default) plus the parts it is filling; a reader at most
  * parallel × part_size bytes of ranges in flight, and a TensorBundle restore
@@ -40,6 +48,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/** Pages of one listing (ListObjectsV2, ListMultipartUploads) before it is refused as endless. */
+#define CKPT_MAX_S3_LIST_PAGES 10000u
 
 /** Where and how to reach an S3-compatible service. Strings are owned. */
 typedef struct ckpt_s3_config {
@@ -122,14 +133,20 @@ typedef struct ckpt_s3_upload {
 
 /**
  * Multipart uploads begun and never completed or aborted under `prefix`
- * (`s3://bucket/prefix`), e.g. by a killed process.
+ * (`s3://bucket/prefix`), e.g. by a killed process. The prefix is a
+ * directory: `s3://b/run1` lists uploads of keys under `run1/`, never
+ * `run10/`.
  * @param[out] uploads caller-owned; free with ckpt_s3_uploads_free
  * @param[out] count   entries in `*uploads`
- * @return CKPT_OK; CKPT_EFORMAT for a malformed listing; a negative ckpt_status from the request
+ * @return CKPT_OK; CKPT_EFORMAT for a malformed listing (an <Upload> without
+ *         Key or UploadId, a key outside the prefix, a marker repeated);
+ *         CKPT_ELIMIT past CKPT_MAX_S3_LIST_PAGES pages; a negative
+ *         ckpt_status from the request
  */
 CKPT_API int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs, const char *prefix);
 /** Abort one upload (`bucket` from `prefix`).
- * @return CKPT_OK or a negative ckpt_status from the request */
+ * @return CKPT_OK; CKPT_EINVAL when its key is not under the directory
+ *         `prefix`; a negative ckpt_status from the request */
 CKPT_API int ckpt_s3_upload_abort(ckpt_vfs *vfs, const char *prefix, const ckpt_s3_upload *upload);
 /** Free what ckpt_s3_uploads_list gave (`count` entries). NULL ok. */
 CKPT_API void ckpt_s3_uploads_free(ckpt_s3_upload *uploads, size_t count);
