@@ -269,6 +269,8 @@ int ckpt_vfs_write_atomic(ckpt_vfs *vfs, const char *path, const void *buf, size
 
 int ckpt__vfs_mkdirs(ckpt_vfs *vfs, const char *dir)
 {
+	if (ckpt__vfs_is_s3(vfs))
+		return CKPT_OK; /* an object store has no directories to make (and "s3:" is no path to test) */
 	char *p = ckpt__strdup(dir);
 	if (!p)
 		return CKPT_ENOMEM;
@@ -278,8 +280,10 @@ int ckpt__vfs_mkdirs(ckpt_vfs *vfs, const char *dir)
 			continue;
 		char c = *q;
 		*q = '\0';
-		int is_dir = 0;
-		if (!(ckpt_vfs_exists(&is_dir, vfs, p) > 0 && is_dir))
+		int is_dir = 0, e = ckpt_vfs_exists(&is_dir, vfs, p);
+		if (e < 0)
+			rc = e;
+		else if (!(e > 0 && is_dir))
 			rc = ckpt_vfs_mkdir(vfs, p);
 		*q = c;
 		if (!c)

@@ -642,6 +642,12 @@ static int vs3_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count
 	return CKPT_OK;
 }
 
+/*
+ * 1 (an object, or a prefix with something under it), 0 (HEAD answered 404
+ * and a listing answered nothing), or the failure: a HEAD that failed any
+ * other way (403, 5xx after the retries, a refused connection, a redirect)
+ * is not "absent", or a short outage would make a trainer start afresh.
+ */
 static int vs3_exists(ckpt_vfs *vfs, const char *path, int *is_dir)
 {
 	char *bucket, *key;
@@ -649,28 +655,28 @@ static int vs3_exists(ckpt_vfs *vfs, const char *path, int *is_dir)
 	if (!is_dir)
 		is_dir = &dummy;
 	*is_dir = 0;
-	if (split(path, &bucket, &key) < 0)
-		return 0;
-	int found = 0;
+	CKPT_TRY(split(path, &bucket, &key));
+	int rc = CKPT_OK, found = 0;
 	if (!key[0]) {
 		*is_dir = 1;
 		found = 1;
 	} else {
 		s3_response rs;
-		int rc = head(client_of(vfs), bucket, key, &rs, 1);
+		rc = head(client_of(vfs), bucket, key, &rs, 1);
 		s3_response_clear(&rs);
 		if (rc == CKPT_OK) {
 			found = 1;
-		} else {
+		} else if (rc == CKPT_ENOTFOUND) {
 			name_list l = { NULL, 0, 0 };
-			if (list_prefix(client_of(vfs), path, bucket, key, 1, &l) == CKPT_OK && l.n)
+			rc = list_prefix(client_of(vfs), path, bucket, key, 1, &l);
+			if (rc == CKPT_OK && l.n)
 				found = *is_dir = 1;
 			ckpt_vfs_free_list(l.v, l.n);
 		}
 	}
 	ckpt__free(bucket);
 	ckpt__free(key);
-	return found;
+	return rc < 0 ? rc : found;
 }
 
 static int vs3_nothing(ckpt_vfs *vfs, const char *dir)

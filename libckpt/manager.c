@@ -232,9 +232,10 @@ static int read_state(ckpt_manager *m, int *found)
 	if (!path)
 		return CKPT_ENOMEM;
 	int exists = ckpt_vfs_exists(NULL, m->vfs, path);
-	if (!exists) {
+	if (exists <= 0) {
+		/* only a successful answer that nothing is there makes a fresh start */
 		ckpt__free(path);
-		return CKPT_OK;
+		return exists;
 	}
 	void *buf = NULL;
 	size_t len = 0;
@@ -414,9 +415,9 @@ static int write_state_current(ckpt_manager *m)
 
 static int remove_tree(ckpt_vfs *vfs, const char *path, int depth)
 {
-	int is_dir = 0;
-	if (!ckpt_vfs_exists(&is_dir, vfs, path))
-		return CKPT_OK;
+	int is_dir = 0, e = ckpt_vfs_exists(&is_dir, vfs, path);
+	if (e <= 0)
+		return e;
 	if (is_dir && depth < 8) {
 		char **names = NULL;
 		size_t n = 0;
@@ -530,6 +531,8 @@ static int check_valid(ckpt_manager *m, const char *prefix, char *why, size_t nw
 		return CKPT_ENOMEM;
 	int exists = ckpt_vfs_exists(NULL, m->vfs, idx);
 	ckpt__free(idx);
+	if (exists < 0)
+		return exists; /* an outage says nothing about the checkpoint */
 	if (!exists) {
 		snprintf(why, nwhy, "index file %s.index is missing", prefix);
 		return 0;

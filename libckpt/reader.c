@@ -28,7 +28,10 @@ static int read_head(ckpt_vfs *vfs, const char *path, unsigned char *head, size_
 {
 	int is_dir = 0;
 	*n = 0;
-	if (!ckpt_vfs_exists(&is_dir, vfs, path) || is_dir)
+	int e = ckpt_vfs_exists(&is_dir, vfs, path);
+	if (e < 0)
+		return e; /* an outage is not an absent file */
+	if (!e || is_dir)
 		return CKPT_OK;
 	ckpt_io *io;
 	if (ckpt_vfs_open(&io, vfs, path, CKPT_IO_READ) < 0)
@@ -105,14 +108,18 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 	if (!best || best_bid < 0) {
 		int is_dir = 0;
 		int exists = ckpt_vfs_exists(&is_dir, opts.vfs, path);
+		if (exists < 0)
+			return exists;
 		if (exists && is_dir)
 			return ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1,
 				"no checkpoint in this directory (no `checkpoint` state file, SavedModel variables/ "
 				"or single .index file, and no Keras file)");
 		if (!exists) {
 			char *idx = ckpt__asprintf("%s.index", path);
-			int has_index = idx && ckpt_vfs_exists(NULL, opts.vfs, idx);
+			int has_index = idx ? ckpt_vfs_exists(NULL, opts.vfs, idx) : CKPT_ENOMEM;
 			ckpt__free(idx);
+			if (has_index < 0)
+				return has_index;
 			if (!has_index)
 				return ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1,
 					"no such file, directory or checkpoint prefix (%s.index)", path);

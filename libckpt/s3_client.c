@@ -292,6 +292,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
 	} else if (n > 14 && strncasecmp(data, "last-modified:", 14) == 0) {
 		header_value(data, n, tmp, sizeof(tmp));
 		x->rs->last_modified = (long long)curl_getdate(tmp, NULL);
+	} else if (n > 9 && strncasecmp(data, "location:", 9) == 0) {
+		header_value(data, n, x->rs->location, sizeof(x->rs->location));
 	} else if (n > 23 && strncasecmp(data, "x-amz-meta-ckpt-crc32c:", 23) == 0) {
 		header_value(data, n, x->rs->meta_crc32c, sizeof(x->rs->meta_crc32c));
 	}
@@ -562,6 +564,12 @@ int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const 
 					"%s failed: %s (curl: %s; HTTP status %ld, no S3 error code) after %u attempt%s",
 					rq->method, curl_easy_strerror(ar.curl), ar.curl_msg, rs->status,
 					tries, tries == 1 ? "" : "s");
+			} else if (rs->status >= 300 && rs->status < 400) {
+				/* never followed: a signed request must not go where a server points (another host, bucket) */
+				rc = ckpt__fail(code, where, NULL, -1,
+					"%s failed: HTTP status %ld, redirected to %s (not followed: check the endpoint and "
+					"region, AWS_ENDPOINT_URL / AWS_REGION)", rq->method, rs->status,
+					rs->location[0] ? rs->location : "(no Location)");
 			} else if (ar.short_body) {
 				rc = ckpt__fail(code, where, NULL, -1,
 					"%s failed: HTTP status %ld but the body is not the %zu bytes asked (no S3 error code) after %u attempt%s",

@@ -42,6 +42,7 @@ typedef struct s3_response {
 	char etag[128];
 	char meta_crc32c[16];    /* x-amz-meta-ckpt-crc32c when present */
 	char code[64];           /* the S3 error code of a failed request ("NoSuchKey") */
+	char location[256];      /* a redirect's Location (never followed) */
 	long long date;          /* the server's Date header, seconds since the epoch (0: none) */
 	long long last_modified; /* Last-Modified (0: none) */
 } s3_response;

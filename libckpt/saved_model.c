@@ -356,10 +356,17 @@ int ckpt_saved_model_read(ckpt_saved_model **out, const char *path, ckpt_vfs *vf
 	CKPT_TRY(ckpt_status_of(vfs = ckpt_vfs_for_path(vfs, path)));
 	int is_dir = 0;
 	char *file = NULL;
-	if (ckpt_vfs_exists(&is_dir, vfs, path) > 0 && is_dir) {
+	int e = ckpt_vfs_exists(&is_dir, vfs, path);
+	if (e < 0)
+		return e;
+	if (e > 0 && is_dir) {
 		if (!(file = ckpt__path_join(path, "saved_model.pb")))
 			return CKPT_ENOMEM;
-		if (ckpt_vfs_exists(NULL, vfs, file) <= 0) {
+		if ((e = ckpt_vfs_exists(NULL, vfs, file)) < 0) {
+			ckpt__free(file);
+			return e;
+		}
+		if (e == 0) {
 			char *txt = ckpt__path_join(path, "saved_model.pbtxt");
 			int has_txt = txt && ckpt_vfs_exists(NULL, vfs, txt) > 0;
 			ckpt__free(txt);

@@ -311,6 +311,8 @@ int ckpt__keras_sharded_open(ckpt_reader *r)
 		return CKPT_ENOMEM;
 	for (size_t i = 0; i < s->nsub; i++) {
 		s->exists[i] = ckpt_vfs_exists(NULL, r->vfs, s->shard_paths[i]);
+		if (s->exists[i] < 0)
+			return s->exists[i];
 		rc = open_shard(r, s->shard_paths[i], &s->sub[i]);
 		if (rc < 0) {
 			ckpt__error_annotate(s->shard_paths[i], NULL);

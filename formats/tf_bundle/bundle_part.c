@@ -314,7 +314,10 @@ static int merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uint64_t
 	rc = dir && final ? CKPT_OK : CKPT_ENOMEM;
 	/* an older bundle of this prefix goes first, so its index never covers new data
 	 * (without rename the index just written is the final one: data was published at close) */
-	if (rc == CKPT_OK && strcmp(index_tmp, final) != 0 && ckpt_vfs_exists(NULL, vfs, final) > 0) {
+	int old = rc == CKPT_OK && strcmp(index_tmp, final) != 0 ? ckpt_vfs_exists(NULL, vfs, final) : 0;
+	if (old < 0)
+		rc = old;
+	if (old > 0) {
 		rc = ckpt_vfs_remove(vfs, final);
 		if (rc == CKPT_OK && !no_fsync)
 			rc = ckpt_vfs_sync_dir(vfs, dir);

@@ -1284,8 +1284,10 @@ static int open_bundle(ckpt_reader *r)
 		r->shard_paths[i] = tfb_data_path(prefix, i, s->num_shards);
 		if (!r->shard_paths[i])
 			return CKPT_ENOMEM;
-		int d = 0;
-		r->shard_exists[i] = ckpt_vfs_exists(&d, r->vfs, r->shard_paths[i]) > 0 && !d;
+		int d = 0, e = ckpt_vfs_exists(&d, r->vfs, r->shard_paths[i]);
+		if (e < 0)
+			return e; /* an outage is not a missing shard */
+		r->shard_exists[i] = e > 0 && !d;
 	}
 	CKPT_TRY(check_overlaps(r));
 	CKPT_TRY(link_slices(r));

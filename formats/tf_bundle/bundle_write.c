@@ -395,8 +395,12 @@ static int writer_open(ckpt_writer *w)
 	 * an older bundle of this prefix loses its index first, so it never
 	 * covers new data.
 	 */
-	if ((ckpt_vfs_caps(w->vfs) & CKPT_VFS_CAP_NO_RENAME) && ckpt_vfs_exists(NULL, w->vfs, s->index_final) > 0)
-		CKPT_TRY(ckpt_vfs_remove(w->vfs, s->index_final));
+	if (ckpt_vfs_caps(w->vfs) & CKPT_VFS_CAP_NO_RENAME) {
+		int old = ckpt_vfs_exists(NULL, w->vfs, s->index_final);
+		CKPT_TRY(old);
+		if (old > 0)
+			CKPT_TRY(ckpt_vfs_remove(w->vfs, s->index_final));
+	}
 	for (int i = 0; i < n; i++) {
 		wshard *sh = &s->sh[i];
 		sh->final = tfb_data_path(w->path, i, n);
@@ -538,7 +542,10 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 	 * rather than an old index over new data. (Without rename that was done
 	 * at open, and the index written above is already the final one.)
 	 */
-	if (strcmp(s->index_tmp, s->index_final) != 0 && ckpt_vfs_exists(NULL, w->vfs, s->index_final)) {
+	int old = strcmp(s->index_tmp, s->index_final) != 0 ? ckpt_vfs_exists(NULL, w->vfs, s->index_final) : 0;
+	if (old < 0)
+		rc = old;
+	if (old > 0) {
 		rc = ckpt_vfs_remove(w->vfs, s->index_final);
 		if (rc == CKPT_OK && !w->opts.no_fsync)
 			rc = ckpt_vfs_sync_dir(w->vfs, dir);

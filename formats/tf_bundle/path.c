@@ -24,13 +24,14 @@ char *tfb_data_path(const char *prefix, int shard, int nshards)
 	return ckpt__asprintf("%s.data-%05d-of-%05d", prefix, shard, nshards);
 }
 
+/* 1 / 0, or the failure of the test (an object store that did not answer is not "absent") */
 static int exists(ckpt_vfs *vfs, const char *path, int *is_dir)
 {
 	int d = 0;
 	int rc = ckpt_vfs_exists(&d, vfs, path);
 	if (is_dir)
 		*is_dir = rc > 0 ? d : 0;
-	return rc > 0;
+	return rc < 0 ? rc : rc > 0;
 }
 
 static int has_index(ckpt_vfs *vfs, const char *prefix)
@@ -40,7 +41,7 @@ static int has_index(ckpt_vfs *vfs, const char *prefix)
 		return CKPT_ENOMEM;
 	int d = 0, e = exists(vfs, ix, &d);
 	ckpt__free(ix);
-	return e && !d;
+	return e < 0 ? e : e && !d;
 }
 
 /*
@@ -108,7 +109,7 @@ static int from_state_file(ckpt_vfs *vfs, const char *dir, const char *state, ch
 		return bad;
 	}
 	char *p = ckpt__path_join(dir, mp);
-	if (p && mp[0] == '/' && has_index(vfs, p) <= 0) {
+	if (p && mp[0] == '/' && has_index(vfs, p) == 0) {
 		/* An absolute path from another machine: try its basename here (TF does the same). */
 		const char *base = strrchr(mp, '/') + 1;
 		char *q = ckpt__path_join(dir, base);
@@ -141,8 +142,12 @@ static int from_dir(ckpt_vfs *vfs, const char *dir, char **prefix)
 	char *state = ckpt__path_join(dir, "checkpoint");
 	if (!state)
 		return CKPT_ENOMEM;
-	int d = 0;
-	if (exists(vfs, state, &d) && !d) {
+	int d = 0, e = exists(vfs, state, &d);
+	if (e < 0) {
+		ckpt__free(state);
+		return e;
+	}
+	if (e && !d) {
 		int rc = from_state_file(vfs, dir, state, prefix);
 		ckpt__free(state);
 		return rc;
@@ -194,7 +199,10 @@ int tfb_resolve_path(ckpt_vfs *vfs, const char *path, char **prefix)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "empty checkpoint path");
 	int d = 0;
 	size_t l = strlen(path);
-	if (exists(vfs, path, &d)) {
+	int e = exists(vfs, path, &d);
+	if (e < 0)
+		return e;
+	if (e) {
 		if (d) {
 			/* strip trailing slashes so that joined paths look normal */
 			char *dir = ckpt__strdup(path);

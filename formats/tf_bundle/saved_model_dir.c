@@ -19,7 +19,10 @@ int tfb_attach_saved_model(ckpt_reader *r)
 	char *dir = n > s ? ckpt__strndup(p, n - s - 1) : ckpt__strdup(".");
 	char *file = dir ? ckpt__path_join(*dir ? dir : "/", "saved_model.pb") : NULL;
 	int rc = file ? CKPT_OK : CKPT_ENOMEM, is_dir = 0;
-	if (rc == CKPT_OK && ckpt_vfs_exists(&is_dir, r->vfs, file) > 0 && !is_dir)
+	int e = rc == CKPT_OK ? ckpt_vfs_exists(&is_dir, r->vfs, file) : 0;
+	if (e < 0)
+		rc = e;
+	else if (e > 0 && !is_dir)
 		rc = ckpt_saved_model_read(&r->saved_model, file, r->vfs);
 	ckpt__free(dir);
 	ckpt__free(file);

@@ -1,0 +1,165 @@
+/*
+ * An outage is never an empty bucket (issue 36, point 1). Only a 404, or a
+ * listing that succeeds and is empty, means "absent": a HEAD, GET or
+ * listing that fails any other way (503 after the retries, 403, a refused
+ * connection, a redirect) stops a restore with the real cause, and a
+ * manager never decides "fresh start" on it — it writes nothing.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "manager_common.h"
+#include "s3_common.h"
+#include "s3_proxy.h"
+
+/* ckpt-1 and ckpt-2 in a fresh prefix, written directly. */
+static char *two_saves(const char *name)
+{
+	char *dir = s3t_prefix(name);
+	mc_state s;
+	cr_assert_eq(mc_build(&s, NULL), CKPT_OK);
+	ckpt_manager *m;
+	cr_assert_eq(ckpt_manager_new(&m, s.ck, dir, 5), CKPT_OK, "%s", ckpt_error_last()->message);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(mc_save(&s, m, NULL), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	return dir;
+}
+
+/* A trainer's start through `v`: open the manager, restore the latest, save. Returns the first failure. */
+static int trainer_start(const char *dir, ckpt_vfs *v, int64_t *restored, char *why, size_t nwhy)
+{
+	mc_state s;
+	cr_assert_eq(mc_build(&s, v), CKPT_OK);
+	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
+	mo.vfs = v;
+	mo.no_fsync = 1;
+	ckpt_manager *m = NULL;
+	*restored = -1;
+	int rc = ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo);
+	if (rc == CKPT_OK) {
+		ckpt_restore_status *st = NULL;
+		rc = ckpt_status_of(ckpt_manager_restore_latest(&st, m));
+		if (rc == CKPT_OK && st)
+			*restored = mc_get(&s);
+		ckpt_restore_status_free(st);
+	}
+	if (rc == CKPT_OK)
+		rc = ckpt_status_of(ckpt_manager_save(m));
+	why[0] = '\0';
+	if (rc < 0)
+		ckpt_error_format(NULL, why, nwhy);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	return rc;
+}
+
+/* The prefix still holds ckpt-1 and ckpt-2 only, the state file names ckpt-2, and ckpt-2 restores. */
+static void assert_untouched(const char *dir, const char *what)
+{
+	mc_dir d;
+	ckpt_vfs *v = s3t_vfs(NULL, 0, 0);
+	mc_scan(&d, v, dir);
+	cr_expect_eq(d.n, 2, "%s: %zu checkpoints in the prefix", what, d.n);
+	cr_expect_eq(d.state_latest, 2, "%s: the state file names ckpt-%lld", what, (long long)d.state_latest);
+	char why[1024];
+	int64_t got;
+	cr_expect_eq(trainer_start(dir, v, &got, why, sizeof(why)), CKPT_OK, "%s: healthy restart: %s", what, why);
+	cr_expect_eq(got, 2, "%s: the healthy restart restored value %lld", what, (long long)got);
+	ckpt_vfs_free(v);
+}
+
+/* Every request of one kind fails for good: the trainer fails naming the status, writes nothing, and a healthy restart resumes. */
+static void persistent(const char *kind, const char *mode, const char *expect)
+{
+	char *dir = two_saves("outage");
+	proxy p;
+	const char *const rules[] = { kind, NULL };
+	proxy_start_rules(&p, "1:1000000", mode, rules);
+	ckpt_vfs *v = proxy_vfs(&p, 0, 2);
+	char why[1024], what[128];
+	int64_t got;
+	snprintf(what, sizeof(what), "%s of %s", mode, kind);
+	int rc = trainer_start(dir, v, &got, why, sizeof(why));
+	cr_expect_lt(rc, 0, "%s: the trainer went on (restored %lld)", what, (long long)got);
+	cr_expect_neq(rc, CKPT_ENOTFOUND, "%s: reported as absent: %s", what, why);
+	cr_expect(strstr(why, expect) != NULL, "%s: the error does not say %s: %s", what, expect, why);
+	char *log = proxy_log(&p);
+	cr_expect(strstr(log, "/ckpt-3") == NULL, "%s: a checkpoint was written:\n%s", what, log);
+	free(log);
+	ckpt_vfs_free(v);
+	proxy_stop(&p);
+	assert_untouched(dir, what);
+	free(dir);
+}
+
+Test(s3_outage, heads_failing_are_an_error_not_a_fresh_start, .timeout = 120)
+{
+	persistent("HEAD?", "503", "HTTP status 503");
+}
+
+Test(s3_outage, listings_failing_are_an_error_not_a_fresh_start, .timeout = 120)
+{
+	persistent("GET?list-type=2", "503", "SlowDown");
+}
+
+Test(s3_outage, reads_reset_are_an_error_not_a_fresh_start, .timeout = 120)
+{
+	persistent("GET?", "reset", "GET failed");
+}
+
+Test(s3_outage, redirects_are_reported_as_redirects, .timeout = 120)
+{
+	persistent("*", "307", "redirected to http://127.0.0.1:9/elsewhere");
+}
+
+/* The first HEADs of a start fail (an outage shorter than the start): a clear error or the real latest, never step 1. */
+Test(s3_outage, short_outage_of_heads_never_restarts_from_scratch, .timeout = 300)
+{
+	for (int upto = 1; upto <= 12; upto += 3) {
+		char *dir = two_saves("short");
+		proxy p;
+		char nn[16];
+		snprintf(nn, sizeof(nn), "1:%d", upto);
+		const char *const rules[] = { "HEAD?", NULL };
+		proxy_start_rules(&p, nn, "503", rules);
+		ckpt_vfs *v = proxy_vfs(&p, 0, 3);
+		char why[1024];
+		int64_t got;
+		int rc = trainer_start(dir, v, &got, why, sizeof(why));
+		if (rc == CKPT_OK)
+			cr_expect_eq(got, 2, "HEADs 1..%d refused: the trainer restored value %lld", upto, (long long)got);
+		else
+			cr_expect(strstr(why, "503") != NULL, "HEADs 1..%d refused: %s", upto, why);
+		ckpt_vfs_free(v);
+		proxy_stop(&p);
+		free(dir);
+	}
+}
+
+/* Read commands with a wrong secret, or a refused endpoint, say so: never "no such file". */
+Test(s3_outage, read_commands_name_the_real_cause, .timeout = 120)
+{
+	char *dir = two_saves("cli");
+	static const char *const envs[] = { "AWS_SECRET_ACCESS_KEY=wrong-secret", "AWS_ENDPOINT_URL=http://127.0.0.1:9", NULL };
+	static const char *const expect[] = { "403", "connect", NULL };
+	static const char *const cmds[] = { "verify", "inspect", NULL };
+	for (int e = 0; envs[e]; e++) {
+		for (int c = 0; cmds[c]; c++) {
+			char *cmd = NULL;
+			cr_assert_gt(asprintf(&cmd, "%s CKPT_S3_MAX_ATTEMPTS=2 '%s' %s '%s'", envs[e], TS_CLI, cmds[c], dir), 0);
+			ts_run_result r;
+			cr_assert_eq(ts_run_sh(&r, cmd), 0);
+			cr_expect_neq(r.status, 0, "%s: exit 0", cmd);
+			cr_expect(strstr(r.err, "no such") == NULL, "%s: reported as absent:\n%s", cmd, r.err);
+			cr_expect(strcasestr(r.err, expect[e]) != NULL, "%s: does not say %s:\n%s", cmd, expect[e], r.err);
+			ts_run_free(&r);
+			free(cmd);
+		}
+	}
+	free(dir);
+}
