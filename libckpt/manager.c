@@ -879,16 +879,64 @@ int ckpt__manager_plan(ckpt__manager_save *s, ckpt_manager *m, int64_t number)
 }
 
 /*
- * Retention before the state file: a crash between the two leaves the new
- * checkpoint unlisted but numbered above every listed one, which the next
- * start adopts; the other order would leave old complete checkpoints that
- * nothing lists and nothing ever deletes.
+ * TensorFlow's order: the state file first, listing the new checkpoint and
+ * the old ones retention is about to delete (they still exist), then
+ * retention, then the state file again without what was deleted. The save
+ * is committed once the first state file is in place; a state file that
+ * cannot be written fails the save before anything is deleted. Retention is
+ * best effort: a delete refused (an append-only bucket, an outage) leaves
+ * that checkpoint listed, warns with the reason, and the next save (or
+ * start) tries again; it never fails the save. Only a failure of the second
+ * state file, or a crash just before it, leaves it naming a deleted
+ * checkpoint, which a manager drops when it opens the directory.
  */
 int ckpt__manager_commit_files(ckpt_manager *m, ckpt__manager_save *s)
 {
-	for (; s->ndeleted < s->ndel; s->ndeleted++)
-		CKPT_TRY(delete_checkpoint(m, s->del[s->ndeleted]));
-	return write_state(m, s->paths, s->times, s->n);
+	size_t nall = s->ndel + s->n;
+	char **all = ckpt__calloc(nall ? nall : 1, sizeof(*all));
+	double *times = ckpt__calloc(nall ? nall : 1, sizeof(*times));
+	int rc = all && times ? CKPT_OK : CKPT_ENOMEM;
+	if (rc == CKPT_OK) {
+		memcpy(all, s->del, s->ndel * sizeof(*all));
+		memcpy(times, s->del_times, s->ndel * sizeof(*times));
+		memcpy(all + s->ndel, s->paths, s->n * sizeof(*all));
+		memcpy(times + s->ndel, s->times, s->n * sizeof(*times));
+		rc = write_state(m, all, times, nall);
+	}
+	/* the refused ones move to the front of del (oldest first): apply keeps them listed */
+	size_t failed = 0;
+	for (size_t i = 0; rc == CKPT_OK && i < s->ndel; i++) {
+		if (delete_checkpoint(m, s->del[i]) == CKPT_OK)
+			continue;
+		char e[1024];
+		ckpt__warn(m->warn, m->warn_ctx, "retention: could not delete %s (%s); it stays listed, and the next save "
+			"tries again", s->del[i], ckpt_error_format(ckpt_error_last(), e, sizeof(e)));
+		char *p = s->del[i];
+		double t = s->del_times[i];
+		memmove(s->del + failed + 1, s->del + failed, (i - failed) * sizeof(*s->del));
+		memmove(s->del_times + failed + 1, s->del_times + failed, (i - failed) * sizeof(*s->del_times));
+		s->del[failed] = p;
+		s->del_times[failed] = t;
+		failed++;
+	}
+	if (rc == CKPT_OK && failed < s->ndel) {
+		memcpy(all, s->del, failed * sizeof(*all));
+		memcpy(times, s->del_times, failed * sizeof(*times));
+		memcpy(all + failed, s->paths, s->n * sizeof(*all));
+		memcpy(times + failed, s->times, s->n * sizeof(*times));
+		if (write_state(m, all, times, failed + s->n) < 0) {
+			char e[1024];
+			ckpt__warn(m->warn, m->warn_ctx, "retention: the state file still lists the checkpoints just deleted "
+				"(%s); the next save or start rewrites it", ckpt_error_format(ckpt_error_last(), e, sizeof(e)));
+		}
+	}
+	if (rc == CKPT_OK) {
+		s->ndeleted = s->ndel - failed;
+		ckpt_error_clear();
+	}
+	ckpt__free(all);
+	ckpt__free(times);
+	return rc;
 }
 
 void ckpt__manager_apply(ckpt_manager *m, ckpt__manager_save *s)
@@ -902,13 +950,13 @@ void ckpt__manager_apply(ckpt_manager *m, ckpt__manager_save *s)
 		ckpt__manager_save_free(s);
 		return;
 	}
-	/* the new list: what could not be deleted (oldest), then the planned list */
+	/* the new list: what could not be deleted (oldest, at the front of del), then the planned list */
 	size_t keep = s->ndel - s->ndeleted, nn = keep + s->n;
 	mgr_entry *nl = ckpt__calloc(nn ? nn : 1, sizeof(*nl));
 	if (nl) {
 		for (size_t i = 0; i < keep; i++) {
-			nl[i] = (mgr_entry){ s->del[s->ndeleted + i], s->del_times[s->ndeleted + i], 0 };
-			s->del[s->ndeleted + i] = NULL;
+			nl[i] = (mgr_entry){ s->del[i], s->del_times[i], 0 };
+			s->del[i] = NULL;
 		}
 		for (size_t i = 0; i < s->n; i++) {
 			nl[keep + i] = (mgr_entry){ s->paths[i], s->times[i], 0 };

@@ -36,7 +36,7 @@ typedef struct ckpt__manager_save {
 	size_t ndel;
 	/* results, filled by whoever writes and commits */
 	int written;           /* the checkpoint itself was committed */
-	size_t ndeleted;       /* del[0 .. ndeleted) are gone */
+	size_t ndeleted;       /* how many of del are gone; the others (retention refused) are del[0 .. ndel - ndeleted) */
 	int rc;                /* first error of write + commit */
 	ckpt__error_slot error;/* its error, for a caller on another thread */
 } ckpt__manager_save;

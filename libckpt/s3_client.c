@@ -549,6 +549,7 @@ int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const 
 			break;
 		backoff(tries, &seed);
 	}
+	rs->attempts = tries;
 	char *where = rc == CKPT_OK ? ckpt__asprintf("s3://%s/%s", rq->bucket, rq->key) : NULL;
 	if (rc == CKPT_OK) {
 		int good = ar.curl == CURLE_OK && !ar.short_body && rs->status >= 200 && rs->status < 300;

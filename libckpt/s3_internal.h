@@ -43,6 +43,7 @@ typedef struct s3_response {
 	char meta_crc32c[16];    /* x-amz-meta-ckpt-crc32c when present */
 	char code[64];           /* the S3 error code of a failed request ("NoSuchKey") */
 	char location[256];      /* a redirect's Location (never followed) */
+	unsigned attempts;       /* tries this answer took (a retried effect may have happened before it) */
 	long long date;          /* the server's Date header, seconds since the epoch (0: none) */
 	long long last_modified; /* Last-Modified (0: none) */
 } s3_response;
@@ -82,6 +83,11 @@ s3_client *ckpt__vfs_s3_client(ckpt_vfs *vfs);
 /* ---- the one-writer lock of a prefix (s3_lock.c), ckpt_vfs_methods.lock of the S3 VFS ---- */
 int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir);
 void ckpt__s3_unlock(ckpt_vfs *vfs, void *token);
+
+/* ---- unfinished uploads (s3_uploads.c) ---- */
+/** The uploads whose key starts with `dir` (a raw string prefix; "" for the bucket); errors name `prefix`. */
+int s3_uploads_list_raw(ckpt_s3_upload **uploads, size_t *count, s3_client *c, const char *prefix,
+	const char *bucket, const char *dir);
 
 /* ---- multipart uploads (s3_multipart.c) ---- */
 typedef struct s3_upload s3_upload;

@@ -16,6 +16,8 @@
 #include "internal.h"
 #include "s3_internal.h"
 
+static const long quiet_404[] = { 404, 0 };
+
 typedef struct part {
 	int number;
 	void *buf;
@@ -122,6 +124,41 @@ static void *worker(void *arg)
 	}
 }
 
+static void abort_one(s3_client *c, const char *bucket, const char *key, const char *upload_id)
+{
+	char *id = s3_uri_encode(upload_id, 0);
+	char *query = id ? ckpt__asprintf("uploadId=%s", id) : NULL;
+	if (query) {
+		s3_request rq = { "DELETE", bucket, key, query, NULL, 0, NULL, S3_CLEANUP, 0, 0, 0, NULL, 0 };
+		s3_response rs;
+		s3_perform(c, &rq, &rs);
+		s3_response_clear(&rs);
+	}
+	ckpt__free(query);
+	ckpt__free(id);
+}
+
+/*
+ * A CreateMultipartUpload that took several tries may have created uploads
+ * whose answers were lost: abort every other upload of this very key (the
+ * prefix's lock makes us its only writer). Best effort: what is left is
+ * what `ckpt s3 uploads abort` lists.
+ */
+static void abort_orphans(s3_upload *u)
+{
+	ckpt__error_slot keep = { 0 };
+	ckpt__error_capture(&keep);
+	ckpt_s3_upload *list = NULL;
+	size_t n = 0;
+	if (s3_uploads_list_raw(&list, &n, u->c, u->key, u->bucket, u->key) == CKPT_OK)
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(list[i].key, u->key) == 0 && strcmp(list[i].upload_id, u->upload_id) != 0)
+				abort_one(u->c, u->bucket, u->key, list[i].upload_id);
+	ckpt_s3_uploads_free(list, n);
+	ckpt__error_raise(&keep);
+	ckpt__error_slot_clear(&keep);
+}
+
 int s3_upload_begin(s3_upload **out, s3_client *c, const char *bucket, const char *key)
 {
 	s3_upload *u = ckpt__calloc(1, sizeof(*u));
@@ -137,8 +174,9 @@ int s3_upload_begin(s3_upload **out, s3_client *c, const char *bucket, const cha
 		s3_upload_abort(u);
 		return CKPT_ENOMEM;
 	}
+	/* retried: an upload a lost answer created is aborted below, once we hold one of our own */
 	static const char *const algo[] = { "x-amz-checksum-algorithm: CRC32C", NULL };
-	s3_request rq = { "POST", bucket, key, "uploads=", NULL, 0, algo, 0, 0, 0, 0, NULL, 0 };
+	s3_request rq = { "POST", bucket, key, "uploads=", NULL, 0, algo, S3_RETRIED, 0, 0, 0, NULL, 0 };
 	s3_response rs;
 	int rc = s3_perform(c, &rq, &rs);
 	if (rc == CKPT_OK) {
@@ -147,6 +185,8 @@ int s3_upload_begin(s3_upload **out, s3_client *c, const char *bucket, const cha
 			rc = ckpt__fail(CKPT_EIO, NULL, NULL, -1,
 				"s3://%s/%s: CreateMultipartUpload answered without an UploadId", bucket, key);
 	}
+	if (rc == CKPT_OK && rs.attempts > 1)
+		abort_orphans(u);
 	s3_response_clear(&rs);
 	if (rc < 0) {
 		s3_upload_abort(u);
@@ -239,16 +279,7 @@ void s3_upload_abort(s3_upload *u)
 	if (u->upload_id) {
 		ckpt__error_slot keep = { 0 };
 		ckpt__error_capture(&keep);
-		char *id = s3_uri_encode(u->upload_id, 0);
-		char *query = id ? ckpt__asprintf("uploadId=%s", id) : NULL;
-		if (query) {
-			s3_request rq = { "DELETE", u->bucket, u->key, query, NULL, 0, NULL, S3_CLEANUP, 0, 0, 0, NULL, 0 };
-			s3_response rs;
-			s3_perform(u->c, &rq, &rs);
-			s3_response_clear(&rs);
-		}
-		ckpt__free(query);
-		ckpt__free(id);
+		abort_one(u->c, u->bucket, u->key, u->upload_id);
 		ckpt__error_raise(&keep);
 		ckpt__error_slot_clear(&keep);
 	}
@@ -272,6 +303,59 @@ static int completed_result_names(const char *body, const char *key)
 	int ok = k && strcmp(k[0] == '/' ? k + 1 : k, key) == 0;
 	ckpt__free(k);
 	return ok;
+}
+
+/*
+ * The ETag S3 gives the object this upload completes: the MD5 of its parts'
+ * MD5s, "-", the part count. 0 when a part's ETag is not a plain MD5 (then
+ * nothing can be verified).
+ */
+static int multipart_etag(const s3_upload *u, char *out, size_t cap)
+{
+	unsigned char *md5s = ckpt__malloc(u->ndone * 16 + 1);
+	if (!md5s)
+		return 0;
+	int ok = 1;
+	for (size_t i = 0; i < u->ndone && ok; i++) {
+		const char *e = u->done[i].etag + (u->done[i].etag[0] == '"');
+		for (int k = 0; k < 16 && ok; k++) {
+			unsigned v;
+			ok = sscanf(e + 2 * k, "%2x", &v) == 1;
+			md5s[16 * i + (size_t)k] = (unsigned char)v;
+		}
+	}
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdn = 0;
+	if (ok && EVP_Digest(md5s, u->ndone * 16, md, &mdn, EVP_md5(), NULL) == 1 && mdn == 16) {
+		size_t o = 0;
+		for (unsigned k = 0; k < 16; k++)
+			o += (size_t)snprintf(out + o, cap - o, "%02x", md[k]);
+		snprintf(out + o, cap - o, "-%zu", u->ndone);
+	} else {
+		ok = 0;
+	}
+	ckpt__free(md5s);
+	return ok;
+}
+
+/* After a completion whose answer was lost or unreadable: is the object at the key the one this upload made? */
+static int completed_object(const s3_upload *u)
+{
+	char want[64];
+	if (!multipart_etag(u, want, sizeof(want)))
+		return 0;
+	ckpt__error_slot keep = { 0 };
+	ckpt__error_capture(&keep);
+	s3_request rq = { "HEAD", u->bucket, u->key, NULL, NULL, 0, NULL, S3_RETRIED, 0, 0, 0, NULL, 0 };
+	s3_response rs;
+	int rc = s3_perform_quiet(u->c, &rq, &rs, quiet_404);
+	const char *got = rs.etag + (rs.etag[0] == '"');
+	int same = rc == CKPT_OK && strncmp(got, want, strlen(want)) == 0 &&
+		(got[strlen(want)] == '\0' || got[strlen(want)] == '"');
+	s3_response_clear(&rs);
+	ckpt__error_raise(&keep);
+	ckpt__error_slot_clear(&keep);
+	return same;
 }
 
 int s3_upload_finish(s3_upload *u, uint32_t crc32c)
@@ -300,9 +384,18 @@ int s3_upload_finish(s3_upload *u, uint32_t crc32c)
 	char *query = id ? ckpt__asprintf("uploadId=%s", id) : NULL;
 	int rc = CKPT_ENOMEM;
 	if (query) {
-		s3_request rq = { "POST", u->bucket, u->key, query, xml, len, NULL, 0, 0, 0, 0, NULL, 0 };
+		/* retried, as S3 documents: a retry of an upload already completed answers 404 NoSuchUpload */
+		s3_request rq = { "POST", u->bucket, u->key, query, xml, len, NULL, S3_RETRIED, 0, 0, 0, NULL, 0 };
 		s3_response rs;
-		rc = s3_perform(u->c, &rq, &rs);
+		rc = s3_perform_quiet(u->c, &rq, &rs, quiet_404);
+		if (rc == CKPT_ENOTFOUND && rs.attempts > 1 && strcmp(rs.code, "NoSuchUpload") == 0)
+			rc = completed_object(u) ? CKPT_OK :
+				ckpt__fail(CKPT_EIO, NULL, NULL, -1, "s3://%s/%s: CompleteMultipartUpload failed: the upload "
+					"is gone (NoSuchUpload on a retry) and the object is not the one uploaded",
+					u->bucket, u->key);
+		else if (rc == CKPT_ENOTFOUND)
+			rc = ckpt__fail(CKPT_EIO, NULL, NULL, -1, "s3://%s/%s: CompleteMultipartUpload failed: HTTP status "
+				"404, S3 error code %s", u->bucket, u->key, rs.code[0] ? rs.code : "(none)");
 		/* S3 can answer 200 and put the failure in the body */
 		if (rc == CKPT_OK && rs.body && strstr(rs.body, "<Error>")) {
 			char *code = s3_xml_next(rs.body, "Code", NULL);
@@ -310,7 +403,7 @@ int s3_upload_finish(s3_upload *u, uint32_t crc32c)
 				"s3://%s/%s: CompleteMultipartUpload failed: HTTP status 200, S3 error code %s", u->bucket,
 				u->key, code ? code : "(none)");
 			ckpt__free(code);
-		} else if (rc == CKPT_OK && !completed_result_names(rs.body, u->key)) {
+		} else if (rc == CKPT_OK && !completed_result_names(rs.body, u->key) && !completed_object(u)) {
 			/* not a success either: the upload may still be open, and the key must not look committed */
 			rc = ckpt__fail(CKPT_EIO, NULL, NULL, -1,
 				"s3://%s/%s: CompleteMultipartUpload failed: HTTP status 200 but the body is not a "

@@ -65,16 +65,12 @@ static int parse_upload(ckpt_s3_upload *u, const char *prefix, const char *dir, 
 	return CKPT_OK;
 }
 
-int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs, const char *prefix)
+int s3_uploads_list_raw(ckpt_s3_upload **uploads, size_t *count, s3_client *c, const char *prefix,
+	const char *bucket, const char *dir)
 {
 	*uploads = NULL;
 	*count = 0;
-	s3_client *c;
-	char *bucket, *key;
-	CKPT_TRY(client_for(&c, vfs, prefix));
-	CKPT_TRY(ckpt_s3_path_split(&bucket, &key, prefix));
-	char *dir = dir_prefix(key);
-	char *ekey = dir ? s3_uri_encode(dir, 0) : NULL;
+	char *ekey = s3_uri_encode(dir, 0);
 	char *key_marker = NULL, *id_marker = NULL;
 	ckpt_s3_upload *v = NULL;
 	size_t n = 0, cap = 0;
@@ -148,9 +144,6 @@ int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs,
 	ckpt__free(key_marker);
 	ckpt__free(id_marker);
 	ckpt__free(ekey);
-	ckpt__free(dir);
-	ckpt__free(bucket);
-	ckpt__free(key);
 	if (rc < 0) {
 		ckpt_s3_uploads_free(v, n);
 		return rc;
@@ -158,6 +151,22 @@ int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs,
 	*uploads = v;
 	*count = n;
 	return CKPT_OK;
+}
+
+int ckpt_s3_uploads_list(ckpt_s3_upload **uploads, size_t *count, ckpt_vfs *vfs, const char *prefix)
+{
+	*uploads = NULL;
+	*count = 0;
+	s3_client *c;
+	char *bucket, *key;
+	CKPT_TRY(client_for(&c, vfs, prefix));
+	CKPT_TRY(ckpt_s3_path_split(&bucket, &key, prefix));
+	char *dir = dir_prefix(key);
+	int rc = dir ? s3_uploads_list_raw(uploads, count, c, prefix, bucket, dir) : CKPT_ENOMEM;
+	ckpt__free(dir);
+	ckpt__free(bucket);
+	ckpt__free(key);
+	return rc;
 }
 
 int ckpt_s3_upload_abort(ckpt_vfs *vfs, const char *prefix, const ckpt_s3_upload *u)

@@ -267,7 +267,11 @@ Test(manager_async, a_failing_background_write_is_reported_and_the_previous_late
 		ckpt_checkpoint_free(s.ck);
 		ckpt_vfs_free(f);
 		mc_scan(&d, mem, "run");
-		cr_assert_leq(d.ncomplete, 2, "call %ld: max_to_keep", i);
+		/* retention is best effort: a delete that failed is a warning, and that checkpoint stays listed */
+		int refused = strstr(s.warn.all, "retention: could not delete") != NULL;
+		cr_assert_leq(d.ncomplete, 2 + (size_t)refused, "call %ld: max_to_keep", i);
+		if (refused)
+			cr_assert(mc_listed(&d, d.c[0].number), "call %ld: the checkpoint retention kept is not listed", i);
 		cr_assert_eq(d.state_latest, d.newest_complete, "call %ld", i);
 		ckpt_vfs_free(mem);
 	}

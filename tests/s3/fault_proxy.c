@@ -25,7 +25,8 @@
  *   KIND  which requests the rule counts and harms: "*" (any, the default),
  *         or METHOD?TEXT: the method is METHOD and the request's query holds
  *         TEXT ("PUT?partNumber=" every part of a multipart upload,
- *         "DELETE?uploadId=" its abort). N then numbers the requests of that
+ *         "DELETE?uploadId=" its abort), or, for a TEXT that starts with
+ *         '/', whose path ends with TEXT ("PUT?/checkpoint": the state file). N then numbers the requests of that
  *         kind only, so a rule does not depend on how requests of other
  *         kinds interleave with them (parts sent in parallel, retries).
  *         More rules follow as N MODE KIND triples; the first rule that
@@ -137,6 +138,12 @@ static int kind_matches(const rule *r, const char *head)
 		return 0;
 	const char *target = head + ml + 1, *end = strpbrk(target, " \r\n");
 	const char *q = memchr(target, '?', end ? (size_t)(end - target) : strlen(target));
+	if (r->query[0] == '/') {
+		/* "/NAME": the path ends with it */
+		const char *pe = q ? q : end ? end : target + strlen(target);
+		size_t ql = strlen(r->query);
+		return (size_t)(pe - target) >= ql && strncmp(pe - ql, r->query, ql) == 0;
+	}
 	if (!q)
 		return !r->query[0];
 	size_t ql = strlen(r->query), avail = end ? (size_t)(end - q) : strlen(q);

@@ -163,3 +163,92 @@ Test(s3_outage, read_commands_name_the_real_cause, .timeout = 120)
 	}
 	free(dir);
 }
+
+/* Every checkpoint the state file lists is there, complete. */
+static void assert_listed_exist(const mc_dir *d)
+{
+	for (size_t i = 0; i < d->nlisted; i++) {
+		int found = 0;
+		for (size_t j = 0; j < d->n; j++)
+			found |= d->c[j].number == d->state_listed[i] && d->c[j].complete;
+		cr_expect(found, "the state file lists ckpt-%lld, which is gone", (long long)d->state_listed[i]);
+	}
+}
+
+/* A manager over `v` that collects its warnings; saves ckpt-N+1 and returns its status. */
+static int save_once(ckpt_manager **m, mc_state *s, const char *dir, ckpt_vfs *v, int64_t value)
+{
+	if (!*m) {
+		cr_assert_eq(mc_build(s, v), CKPT_OK);
+		ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
+		mo.vfs = v;
+		mo.no_fsync = 1;
+		cr_assert_eq(ckpt_manager_new_ext(m, s->ck, dir, 2, &mo), CKPT_OK, "%s", ckpt_error_last()->message);
+	}
+	cr_assert_eq(mc_set(s, value), CKPT_OK);
+	return ckpt_status_of(ckpt_manager_save(*m));
+}
+
+/*
+ * Retention comes after the state file and never fails a save (issue 36,
+ * point 5): with every delete of ckpt-1's index refused, ckpt-3 is saved and
+ * listed, a warning names ckpt-1, ckpt-1 stays complete, and the next save
+ * deletes it.
+ */
+Test(s3_outage, retention_refused_warns_and_the_save_succeeds, .timeout = 120)
+{
+	char *dir = two_saves("retain");
+	proxy p;
+	const char *const rules[] = { "DELETE?/ckpt-1.index", NULL };
+	proxy_start_rules(&p, "1:2", "503", rules);
+	ckpt_vfs *v = proxy_vfs(&p, 0, 2);
+	ckpt_manager *m = NULL;
+	mc_state s;
+	cr_expect_eq(save_once(&m, &s, dir, v, 3), CKPT_OK, "the save failed: %s", ckpt_error_last()->message);
+	cr_expect(strstr(s.warn.all, "could not delete") != NULL && strstr(s.warn.all, "ckpt-1") != NULL,
+		"no warning names ckpt-1: %s", s.warn.all);
+	mc_dir d;
+	ckpt_vfs *direct = s3t_vfs(NULL, 0, 0);
+	mc_scan(&d, direct, dir);
+	cr_expect_eq(d.state_latest, 3, "the state file names ckpt-%lld", (long long)d.state_latest);
+	cr_expect(d.n == 3 && d.c[0].number == 1 && d.c[0].complete, "ckpt-1 is not kept complete (%zu checkpoints)", d.n);
+	assert_listed_exist(&d);
+	/* the next save (deletes allowed again) removes ckpt-1 and ckpt-2 */
+	cr_expect_eq(save_once(&m, &s, dir, v, 4), CKPT_OK, "%s", ckpt_error_last()->message);
+	mc_scan(&d, direct, dir);
+	cr_expect_eq(d.n, 2, "%zu checkpoints after the next save", d.n);
+	cr_expect_eq(d.state_latest, 4);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	ckpt_vfs_free(v);
+	proxy_stop(&p);
+	ckpt_vfs_free(direct);
+	free(dir);
+}
+
+/* The state file's PUT failing for good fails the save and deletes nothing: the state file never names a gone checkpoint. */
+Test(s3_outage, state_file_refused_fails_the_save_and_deletes_nothing, .timeout = 120)
+{
+	char *dir = two_saves("statefail");
+	proxy p;
+	const char *const rules[] = { "PUT?/checkpoint", NULL };
+	proxy_start_rules(&p, "1:1000000", "503", rules);
+	ckpt_vfs *v = proxy_vfs(&p, 0, 2);
+	ckpt_manager *m = NULL;
+	mc_state s;
+	cr_expect_lt(save_once(&m, &s, dir, v, 3), 0, "the save succeeded without its state file");
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	char *log = proxy_log(&p);
+	cr_expect(strstr(log, "DELETE /") == NULL || strstr(log, "/ckpt-1") == NULL, "ckpt-1 was deleted:\n%s", log);
+	free(log);
+	ckpt_vfs_free(v);
+	proxy_stop(&p);
+	mc_dir d;
+	ckpt_vfs *direct = s3t_vfs(NULL, 0, 0);
+	mc_scan(&d, direct, dir);
+	cr_expect(d.c[0].number == 1 && d.c[0].complete, "ckpt-1 is gone");
+	assert_listed_exist(&d);
+	ckpt_vfs_free(direct);
+	free(dir);
+}

@@ -558,11 +558,17 @@ CKPT_API void ckpt_manager_free(ckpt_manager *m);
 
 /**
  * Save "<dir>/ckpt-N" with N = max(save_counter, highest existing number) + 1
- * (save_counter is set to N): commit the checkpoint atomically, delete the
- * oldest beyond max_to_keep (each index first), then replace the state file
- * atomically. A crash at any point leaves at most max_to_keep complete
- * checkpoints plus the one being written, and the next manager restores the
- * newest complete one. Waits for an async save in flight first
+ * (save_counter is set to N): commit the checkpoint atomically, replace the
+ * state file atomically listing it and the checkpoints about to be deleted
+ * (the save is then committed; a state file that cannot be written fails it
+ * before anything is deleted), delete the oldest beyond max_to_keep (each
+ * index first), then replace the state file without them — TensorFlow's
+ * order. Retention is best effort: a delete that fails (an append-only
+ * bucket, an outage) is a warning naming the checkpoint and the reason, never
+ * a failed save; the checkpoint stays listed and the next save tries again.
+ * A crash at any point leaves at most max_to_keep complete checkpoints plus
+ * the one being written, and the next manager restores the newest complete
+ * one (and drops from its list any the state file names that are gone). Waits for an async save in flight first
  * (ckpt/async.h: ckpt_manager_save_async); if that failed, returns its
  * error and saves nothing.
  * @return the checkpoint written, borrowed from the manager until the next save or free; NULL on
