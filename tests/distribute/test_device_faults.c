@@ -229,3 +229,59 @@ Test(device_faults, failed_restores_leave_every_replica_as_it_was_with_broadcast
 {
 	restore_under_faults(1, 1);
 }
+
+/*
+ * A manager save in a fresh directory of a model whose save_counter (7)
+ * lives on the device: every provider failure fails the save, which then
+ * lists nothing and leaves the counter at 7; the save that meets no
+ * failure writes ckpt-8.
+ */
+static void save_under_faults(int at_sync)
+{
+	char *dir = ts_tmpdir();
+	fmodel m;
+	fbuild(&m, 1);
+	fset(&m, 3);
+	ckpt_variable *counter;
+	cr_assert_eq(ckpt_scope_enter(m.s), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(counter = ckpt_checkpoint_save_counter_variable(m.ck)), CKPT_OK);
+	cr_assert_eq(ckpt_scope_exit(m.s), CKPT_OK);
+	int64_t seven = 7, now = 0;
+	cr_assert_eq(ckpt_variable_assign(counter, &seven, sizeof(seven)), CKPT_OK);
+	int failures = 0;
+	for (uint64_t k = 0;; k++) {
+		ckpt_manager *mgr;
+		cr_assert_eq(ckpt_manager_new(&mgr, m.ck, dir, 3), CKPT_OK, "%s", ckpt_error_last()->message);
+		ts_guarded_fail_nth(m.g, TS_G_ALL, k, at_sync);
+		const char *path = ckpt_manager_save(mgr);
+		int fired = ts_guarded_fired(m.g);
+		if (!fired) {
+			cr_assert_not_null(path, "%s", ckpt_error_last()->message);
+			cr_assert(strstr(path, "ckpt-8"), "the save wrote %s, not ckpt-8", path);
+			ckpt_manager_free(mgr);
+			break;
+		}
+		cr_assert_null(path, "provider call %llu%s failed, yet the save succeeded and wrote %s",
+			(unsigned long long)k, at_sync ? " (at synchronize)" : "", path);
+		cr_assert(strstr(ckpt_error_last()->message, "guarded"), "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_manager_num_checkpoints(mgr), 0);
+		cr_assert_eq(ckpt_variable_read(counter, &now, sizeof(now)), CKPT_OK);
+		cr_assert_eq(now, 7, "save_counter is %lld after a failed save", (long long)now);
+		failures++;
+		ckpt_manager_free(mgr);
+	}
+	cr_assert_gt(failures, 10);
+	ffree(&m);
+	ts_rmtree(dir);
+	free(dir);
+}
+
+Test(device_faults, every_provider_failure_fails_a_manager_save)
+{
+	save_under_faults(0);
+}
+
+Test(device_faults, every_provider_failure_at_synchronize_fails_a_manager_save)
+{
+	save_under_faults(1);
+}
