@@ -189,6 +189,9 @@ static int can_stream(const ckpt__session *s, const ckpt__value *v, ckpt_variabl
 static int run_stream(ckpt_reader *rd, const direct *d, size_t n, unsigned char *touched)
 {
 	ckpt__ring ring = { 0 };
+	for (size_t i = 0; i < n; i++)
+		if (d[i].n > ring.want)
+			ring.want = d[i].n;
 	int rc = CKPT_OK;
 	for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
 		touched[i] = 1;
