@@ -96,11 +96,19 @@ static ckpt_variable *counter_var(const ckpt_checkpoint *ck)
 	return v;
 }
 
-int64_t ckpt_checkpoint_save_counter(const ckpt_checkpoint *ck)
+int ckpt__checkpoint_read_save_counter(const ckpt_checkpoint *ck, int64_t *out)
 {
 	ckpt_variable *v = ck ? counter_var(ck) : NULL;
+	*out = 0;
+	if (v)
+		CKPT_TRY(ckpt_variable_read(v, out, sizeof(*out)));
+	return CKPT_OK;
+}
+
+int64_t ckpt_checkpoint_save_counter(const ckpt_checkpoint *ck)
+{
 	int64_t n = 0;
-	if (v && ckpt_variable_read(v, &n, sizeof(n)) < 0)
+	if (ckpt__checkpoint_read_save_counter(ck, &n) < 0)
 		n = 0;
 	return n;
 }
@@ -405,7 +413,8 @@ static int checkpoint_save_rc(const char **path_out, ckpt_checkpoint *ck, const 
 		*path_out = NULL;
 	if (!ck || !prefix || !*prefix)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_save: NULL argument");
-	int64_t n = ckpt_checkpoint_save_counter(ck);
+	int64_t n = 0;
+	CKPT_TRY(ckpt__checkpoint_read_save_counter(ck, &n));
 	if (n == INT64_MAX)
 		return ckpt__fail(CKPT_ELIMIT, prefix, SAVE_COUNTER, -1, "save_counter overflows");
 	char *path = ckpt__asprintf("%s-%lld", prefix, (long long)(n + 1));

@@ -177,6 +177,12 @@ int ckpt__checkpoint_check_mirrored(ckpt_checkpoint *ck, const char *path);
 /* checkpoint.c */
 /* Set save_counter to `number` and write `path`; the counter is rolled back on failure. */
 int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t number);
+/**
+ * The save counter (0 when there is none yet), or the read's failure: a
+ * counter in device memory is read through its provider, which may fail,
+ * and a save must not number itself from a counter it could not read.
+ */
+int ckpt__checkpoint_read_save_counter(const ckpt_checkpoint *ck, int64_t *out);
 /*
  * The cross-process strategy (strategy_impl.h) a checkpoint's save / restore
  * must be collective under: the current scope's when it is one, else the

@@ -18,15 +18,22 @@ void ckpt__ring_free(ckpt__ring *ring)
 {
 	if (ring->m && ring->base)
 		ckpt__mem_pinned_free(ring->m, ring->base, 2 * ring->half);
-	memset(ring, 0, sizeof(*ring));
+	ring->m = NULL;
+	ring->base = NULL;
+	ring->half = 0;
 }
 
 static int ring_for(ckpt__ring *ring, ckpt__mem *m, const char *name)
 {
 	if (ring->m == m && ring->base)
 		return CKPT_OK;
+	size_t want = ring->want;
 	ckpt__ring_free(ring);
+	ring->want = want;
+	/* an 810-byte checkpoint needs no 64 MiB of pinned memory: halves no larger than its largest value */
 	size_t half = m->staging_bytes / 2;
+	if (want && want < half)
+		half = (want + 63) / 64 * 64;
 	void *p;
 	CKPT_TRY(ckpt__mem_pinned_alloc(m, &p, 2 * half, name));
 	ring->m = m;

@@ -18,6 +18,7 @@ typedef struct ckpt__ring {
 	ckpt__mem *m;           /* whose pinned memory the halves are (NULL: none yet) */
 	unsigned char *base;    /* both halves, one host_alloc */
 	size_t half;            /* bytes per half */
+	size_t want;            /* set by the caller: the largest value to stream (0: unknown); halves no larger */
 } ckpt__ring;
 
 /**

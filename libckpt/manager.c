@@ -839,7 +839,12 @@ int ckpt__manager_plan(ckpt__manager_save *s, ckpt_manager *m, int64_t number)
 	s->error.offset = -1;
 	s->number = number;
 	s->time = now_seconds();
-	s->old_counter = ckpt_checkpoint_save_counter(m->ck);
+	/* a counter that cannot be read (device memory) fails the save: it could not be put back */
+	int counter_rc = ckpt__checkpoint_read_save_counter(m->ck, &s->old_counter);
+	if (counter_rc < 0) {
+		memset(s, 0, sizeof(*s));
+		return counter_rc;
+	}
 	s->path = ckpt__asprintf("%s/%s-%lld", m->dir, m->name, (long long)number);
 	size_t cap = m->n + 1;
 	s->paths = ckpt__calloc(cap, sizeof(*s->paths));
@@ -983,7 +988,8 @@ void ckpt__manager_apply(ckpt_manager *m, ckpt__manager_save *s)
 
 int ckpt__manager_next_number(ckpt_manager *m, int64_t *out)
 {
-	int64_t c = ckpt_checkpoint_save_counter(m->ck);
+	int64_t c = 0;
+	CKPT_TRY(ckpt__checkpoint_read_save_counter(m->ck, &c));
 	int64_t base = c > m->max_number ? c : m->max_number;
 	if (base == INT64_MAX)
 		return ckpt__fail(CKPT_ELIMIT, m->dir, NULL, -1, "checkpoint number overflows");

@@ -127,14 +127,15 @@ int ckpt_memory_provider_check(const ckpt_memory_provider *p)
 {
 	if (!p)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "memory provider is NULL");
-	if (p->version != CKPT_MEMORY_PROVIDER_VERSION)
+	if (p->version < 1 || p->version > CKPT_MEMORY_PROVIDER_VERSION)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
-			"memory provider version is %u, this library speaks version %u", p->version,
+			"memory provider version is %u, this library speaks versions 1 to %u", p->version,
 			(unsigned)CKPT_MEMORY_PROVIDER_VERSION);
-	if (p->struct_size < sizeof(ckpt_memory_provider))
+	size_t need = p->version == 1 ? CKPT_MEMORY_PROVIDER_V1_SIZE : sizeof(ckpt_memory_provider);
+	if (p->struct_size < need)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1,
 			"memory provider struct_size is %zu, version %u needs %zu", p->struct_size,
-			p->version, sizeof(ckpt_memory_provider));
+			p->version, need);
 	const char *missing = !p->caps ? "caps" : !p->device_alloc ? "device_alloc" : !p->device_free ? "device_free"
 		: !p->host_alloc ? "host_alloc" : !p->host_free ? "host_free" : !p->queue_new ? "queue_new"
 		: !p->queue_free ? "queue_free" : !p->copy_h2d ? "copy_h2d" : !p->copy_d2h ? "copy_d2h"
@@ -179,7 +180,8 @@ int ckpt__mem_new(ckpt__mem **out, const ckpt_memory_provider *p, const int *dev
 	ckpt__mem *m = ckpt__calloc(1, sizeof(*m));
 	if (!m)
 		return CKPT_ENOMEM;
-	memcpy(&m->p, p, sizeof(m->p));
+	/* a version 1 table ends at broadcast: nothing past struct_size is read (later members stay NULL) */
+	memcpy(&m->p, p, p->struct_size < sizeof(m->p) ? p->struct_size : sizeof(m->p));
 	p->caps(p->ctx, &m->caps);
 	m->n = n;
 	m->staging_bytes = CKPT_STAGING_DEFAULT_BYTES;
@@ -232,11 +234,31 @@ void ckpt__mem_provider_why(char *buf, size_t n, int rc, uint64_t seq)
  */
 static int op_failed(ckpt__mem *m, int rc, const char *op, int r, size_t n, const char *var, uint64_t seq)
 {
-	char why[512];
+	char why[512], size[48] = "";
 	ckpt__mem_provider_why(why, sizeof(why), rc, seq);
-	return ckpt__fail(rc, NULL, var, -1, "memory provider '%s': %s of %zu bytes for replica %d (device %d)%s%s%s failed (%s)%s",
-		m->caps.name, op, n, r, m->devices[r], var ? " of variable '" : "", var ? var : "", var ? "'" : "",
+	if (n) /* a synchronize has no size: it reports a copy enqueued earlier */
+		snprintf(size, sizeof(size), " of %zu bytes", n);
+	return ckpt__fail(rc, NULL, var, -1, "memory provider '%s': %s%s for replica %d (device %d)%s%s%s failed (%s)%s",
+		m->caps.name, op, size, r, m->devices[r], var ? " of variable '" : "", var ? var : "", var ? "'" : "",
 		ckpt_status_name(rc), why);
+}
+
+int ckpt__mem_device_alloc(ckpt__mem *m, int r, void **out, size_t n, const char *var)
+{
+	*out = NULL;
+	uint64_t seq = ckpt__error_seq();
+	int rc = m->p.device_alloc(m->p.ctx, out, m->devices[r], n ? n : 1);
+	if (rc < 0 || !*out) {
+		*out = NULL;
+		return op_failed(m, rc < 0 ? rc : CKPT_ENOMEM, "allocation", r, n, var, seq);
+	}
+	return CKPT_OK;
+}
+
+void ckpt__mem_device_free(ckpt__mem *m, int r, void *p, size_t n)
+{
+	if (p)
+		m->p.device_free(m->p.ctx, m->devices[r], p, n ? n : 1);
 }
 
 int ckpt__mem_h2d(ckpt__mem *m, int r, void *dst, const void *src, size_t n, const char *var)
@@ -319,6 +341,18 @@ int ckpt__mem_fill(ckpt__mem *m, int r, void *dst, size_t n, const void *unit, s
 	int all_zero = 1;
 	for (size_t i = 0; i < usize; i++)
 		all_zero &= ((const unsigned char *)unit)[i] == 0;
+	int bytewise = 1;
+	for (size_t i = 1; i < usize; i++)
+		bytewise &= ((const unsigned char *)unit)[i] == ((const unsigned char *)unit)[0];
+	if (bytewise && m->p.fill) {
+		/* on the device: a 40 MB zeroed variable costs no 40 MB upload */
+		uint64_t seq = ckpt__error_seq();
+		int rc = m->p.fill(m->p.ctx, m->queues[r], dst, ((const unsigned char *)unit)[0], n);
+		if (rc < 0)
+			rc = op_failed(m, rc, "fill", r, n, var, seq);
+		int src = ckpt__mem_sync(m, r, var);
+		return rc < 0 ? rc : src;
+	}
 	if (all_zero) {
 		/* creating 10,000 zeroed variables must not allocate pinned memory 10,000 times */
 		int rc = CKPT_OK;

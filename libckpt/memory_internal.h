@@ -29,6 +29,10 @@ ckpt__mem *ckpt__strategy_mem(const ckpt_strategy *s);
 /** 1 when replicas of `s` must not be dereferenced: every access goes through the provider's copies. */
 int ckpt__mem_is_device(const ckpt__mem *m);
 
+/** A device buffer of n bytes on replica r's device (device_alloc), error naming `var`. */
+int ckpt__mem_device_alloc(ckpt__mem *m, int r, void **out, size_t n, const char *var);
+void ckpt__mem_device_free(ckpt__mem *m, int r, void *p, size_t n);
+
 /* Enqueue on replica r's queue; `var` names the variable for messages. */
 int ckpt__mem_h2d(ckpt__mem *m, int r, void *dst, const void *src, size_t n, const char *var);
 int ckpt__mem_d2h(ckpt__mem *m, int r, void *dst, const void *src, size_t n, const char *var);
@@ -46,7 +50,8 @@ int ckpt__mem_sync_all(ckpt__mem *m, const char *var);
 int ckpt__mem_fanout(ckpt__mem *m, void *const *bufs, size_t off, size_t n, const char *var);
 /**
  * Fill replica r's `dst` (n bytes) with a repeated `unit` (usize bytes, 1..8,
- * dividing n) through a pinned pattern buffer; synchronized on return.
+ * dividing n): the provider's fill when it has one and the unit's bytes are
+ * all equal, else copies from host memory; synchronized on return.
  */
 int ckpt__mem_fill(ckpt__mem *m, int r, void *dst, size_t n, const void *unit, size_t usize, const char *var);
 

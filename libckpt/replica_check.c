@@ -3,7 +3,8 @@
  * Host-addressable copies are checksummed in parallel, one (variable,
  * replica) pair per task, so the check costs one pass over memory a load
  * already made resident; other copies come back through their provider one
- * chunk at a time, in a pinned buffer, on one queue per device.
+ * chunk at a time, in one pinned buffer for the whole call (no larger than
+ * the largest device variable), on one queue per device.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ typedef struct device_reader {
 	const ckpt_memory_provider *p;
 	ckpt_memory_queue *queues[MAX_QUEUES];
 	void *pinned;
+	size_t chunk;   /* bytes of `pinned` */
 } device_reader;
 
 static int replicas_host_addressable(const ckpt_variable *v)
@@ -55,10 +57,10 @@ static int device_crc(device_reader *d, const ckpt_variable *v, int replica, uin
 		return CKPT_EINVAL;
 	if (!d->queues[dev] && (rc = t->queue_new(t->ctx, &d->queues[dev], dev)) != CKPT_OK)
 		return rc;
-	if (!d->pinned && (rc = t->host_alloc(t->ctx, &d->pinned, CHECK_CHUNK)) != CKPT_OK)
+	if (!d->pinned && (rc = t->host_alloc(t->ctx, &d->pinned, d->chunk)) != CKPT_OK)
 		return rc;
-	for (off = 0; off < n && rc == CKPT_OK; off += CHECK_CHUNK) {
-		size_t m = n - off < CHECK_CHUNK ? (size_t)(n - off) : CHECK_CHUNK;
+	for (off = 0; off < n && rc == CKPT_OK; off += d->chunk) {
+		size_t m = n - off < d->chunk ? (size_t)(n - off) : d->chunk;
 		if ((rc = t->copy_d2h(t->ctx, d->queues[dev], d->pinned, src + off, m)) == CKPT_OK &&
 			(rc = t->synchronize(t->ctx, d->queues[dev])) == CKPT_OK)
 			*crc = ckpt_crc32c_extend(*crc, d->pinned, m);
@@ -76,24 +78,31 @@ static void device_reader_close(device_reader *d)
 		if (d->queues[i])
 			d->p->queue_free(d->p->ctx, d->queues[i]);
 	if (d->pinned)
-		d->p->host_free(d->p->ctx, d->pinned, CHECK_CHUNK);
+		d->p->host_free(d->p->ctx, d->pinned, d->chunk);
 	memset(d, 0, sizeof(*d));
 }
 
-/* Device replicas, one after another (the copies serialize on the link anyway). */
-static void check_device(ckpt_replica_check *c)
+/*
+ * Device replicas, one after another (the copies serialize on the link
+ * anyway), through `d`: its queues and pinned buffer serve every check of
+ * the same provider (383 variables: one cudaMallocHost, not 383). `chunk`:
+ * the pinned buffer's size for a new reader.
+ */
+static void check_device(device_reader *d, ckpt_replica_check *c, size_t chunk)
 {
-	device_reader d;
+	const ckpt_memory_provider *p = ckpt_strategy_memory_provider(ckpt_variable_strategy(c->variable));
 	int r, n = ckpt_variable_num_replicas(c->variable);
 
-	memset(&d, 0, sizeof(d));
-	d.p = ckpt_strategy_memory_provider(ckpt_variable_strategy(c->variable));
+	if (d->p != p) {
+		device_reader_close(d);
+		d->p = p;
+		d->chunk = chunk;
+	}
 	for (r = c->first_replica; r < n; r++) {
 		uint32_t got = 0;
-		if (device_crc(&d, c->variable, r, &got) != CKPT_OK || got != c->expected_crc32c)
+		if (device_crc(d, c->variable, r, &got) != CKPT_OK || got != c->expected_crc32c)
 			note_bad(c, r);
 	}
-	device_reader_close(&d);
 }
 
 /* Host replicas of every check whose copies the CPU can read, one task per (check, replica). */
@@ -162,11 +171,20 @@ int ckpt_replica_check_crc32c(ckpt_replica_check *checks, size_t n)
 	}
 	if (!(on_host = malloc(n)))
 		return ckpt__fail(CKPT_ENOMEM, NULL, NULL, -1, "out of memory for %zu replica checks", n);
-	for (i = 0; i < n; i++)
+	size_t chunk = 0;
+	for (i = 0; i < n; i++) {
 		on_host[i] = (unsigned char)replicas_host_addressable(checks[i].variable);
+		if (!on_host[i] && ckpt_variable_nbytes(checks[i].variable) > chunk)
+			chunk = (size_t)ckpt_variable_nbytes(checks[i].variable);
+	}
+	if (chunk > CHECK_CHUNK)
+		chunk = CHECK_CHUNK;
+	device_reader d;
+	memset(&d, 0, sizeof(d));
 	for (i = 0; i < n; i++)
 		if (!on_host[i])
-			check_device(&checks[i]);
+			check_device(&d, &checks[i], chunk ? chunk : 1);
+	device_reader_close(&d);
 	rc = check_host(checks, n, on_host);
 	free(on_host);
 	return rc;

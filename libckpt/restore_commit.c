@@ -11,6 +11,7 @@
 #include "strategy_impl.h"
 #include "variable_internal.h"
 #include "device_stream.h"
+#include "restore_undo.h"
 
 static const ckpt__pending_ops pending_ops; /* restore-on-create: at the end */
 
@@ -188,6 +189,9 @@ static int can_stream(const ckpt__session *s, const ckpt__value *v, ckpt_variabl
 static int run_stream(ckpt_reader *rd, const direct *d, size_t n, unsigned char *touched)
 {
 	ckpt__ring ring = { 0 };
+	for (size_t i = 0; i < n; i++)
+		if (d[i].n > ring.want)
+			ring.want = d[i].n;
 	int rc = CKPT_OK;
 	for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
 		touched[i] = 1;
@@ -227,6 +231,7 @@ typedef struct commit {
 	uint64_t *bnow, *blater;              /* and where each part lies in the arenas */
 	void *now, *later;                    /* the arenas: this commit's values, and those kept for later */
 	ckpt__assign_plan *plan;
+	ckpt__device_undo undo;               /* the old values of the device variables written (not for load) */
 } commit;
 
 /* Allocate the scratch of a commit of `r`: CKPT_OK or CKPT_ENOMEM (then the steps are skipped, the rest is NULL). */
@@ -279,8 +284,9 @@ static void commit_classify(commit *c)
 			c->dir[c->ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val,
 				v->reader_index, a->var, ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
 		} else if (!r->cs && can_stream(c->s, v, a->var, c->uses[a->val])) {
+			/* rollback: the old value is kept on the device first (restore_undo.h); load's are new */
 			c->is_direct[i] = 1;
-			c->str[c->nstream++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val,
+			c->str[c->nstream++] = (direct){ 1, a->val,
 				v->reader_index, a->var, ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
 		} else if (!v->t && ckpt__session_reader(c->s))
 			c->want_now[a->val] = 1;
@@ -374,14 +380,38 @@ static int commit_prepare(commit *c)
 		rc = reserve_pending(c->r);
 	if (rc == CKPT_OK)
 		rc = ckpt__assign_plan_new(&c->plan, c->vars, c->srcs, c->sizes, c->nwrite);
+	/* the last step that may fail without changing anything: keep the device variables' old values */
+	if (rc == CKPT_OK && !r->fresh)
+		rc = ckpt__device_undo_keep(&c->undo, c->vars, c->nwrite);
 	return rc;
 }
 
+static void undo_touch(void *ctx, const ckpt_variable *v)
+{
+	ckpt__device_undo_touch(ctx, v);
+}
+
+/* A failed step after the device variables' old values were kept: put them back (the error is kept). */
+static void undo_device(commit *c)
+{
+	const char *first = NULL;
+	size_t lost = ckpt__device_undo_rollback(&c->undo, &first);
+	void *warn_ctx;
+	ckpt_warning_fn warn = ckpt__session_warning(c->s, &warn_ctx);
+	if (lost)
+		ckpt__warn(warn, warn_ctx,
+			"restore from %s failed and %zu device variable(s), first '%s', could not be put back (the memory "
+			"provider failed again): their replicas may hold partial values", ckpt__session_path(c->s), lost,
+			first);
+}
+
 /*
- * Step 3: read in place (checksums verified as they are read): device
- * values first (a failing device then has touched no host variable), then
- * mirrored values, so a bad one is undone before any plain variable is
- * written; rollbackable ones first.
+ * Step 3: every device variable first, all of it: the streamed values into
+ * replica 0 (checksums verified as they are read), then the staged ones and
+ * the fan-out to the other replicas; a failure puts every device variable
+ * written back from the old values step 2 kept, and no host variable has
+ * been touched yet. Then the host values read in place: mirrored ones
+ * first, so a bad one is undone before any plain variable is written.
  */
 static int commit_read_in_place(commit *c)
 {
@@ -390,24 +420,32 @@ static int commit_read_in_place(commit *c)
 	int rc = CKPT_OK;
 	if (c->nstream) {
 		rc = run_stream(ckpt__session_reader(s), c->str, c->nstream, c->str_touched);
-		if (rc < 0 && !r->fresh)
-			undo_direct(s, c->str, c->nstream, c->str_touched);
+		for (size_t i = 0; i < c->nstream; i++)
+			if (c->str_touched[i])
+				ckpt__device_undo_touch(&c->undo, c->str[i].var);
 	}
-	if (rc == CKPT_OK && c->ndir) {
+	if (rc == CKPT_OK)
+		rc = ckpt__assign_plan_run_device(c->plan, undo_touch, &c->undo);
+	if (rc < 0) {
+		if (!r->fresh)
+			undo_device(c);
+		return rc;
+	}
+	if (c->ndir) {
 		rc = run_direct(ckpt__session_reader(s), c->dir, c->nrb, 1, c->touched);
 		if (rc == CKPT_OK)
 			rc = run_direct(ckpt__session_reader(s), c->dir + c->nrb, c->ndir - c->nrb, 1, c->touched + c->nrb);
 		if (rc < 0 && !r->fresh) {
 			undo_direct(s, c->dir, c->ndir, c->touched);
-			undo_direct(s, c->str, c->nstream, c->str_touched);
+			undo_device(c);
 		}
 	}
 	return rc;
 }
 
 /*
- * Step 4 (after `rc`, the steps' status): fan out and swap in strings, which
- * cannot fail on the host (device copies: only the provider can); keep the
+ * Step 4 (after `rc`, the steps' status): fan out the host variables and
+ * swap in strings, which cannot fail (device variables are done); keep the
  * values staged for later and close the reader, or drop them.
  */
 static int commit_fan_out(commit *c, int rc)
@@ -453,6 +491,7 @@ static void commit_free_scratch(commit *c)
 	ckpt__free(c->sstaged);
 	ckpt__free(c->bnow);
 	ckpt__free(c->blater);
+	ckpt__device_undo_free(&c->undo);
 }
 
 /* A failed commit: free the keys and drop this commit's staged values. */
@@ -501,15 +540,20 @@ static void commit_attach(commit *c)
  *     or unchecksummed entries, values shared by several variables) and what
  *     restore-on-create needs later; verify in the file the checksums of the
  *     plain variables' values (bounded buffers, no copy of the state);
- *  2. check every assignment and allocate everything the commit needs;
- *  3. read straight into copy 0, checksums verified on the way: mirrored
- *     variables first (a failure puts copy 0 back from copy 1), then the
- *     plain ones, verified in step 1;
- *  4. fan out to the other copies, swap in strings, attach pending records.
- * Steps 1–2 change nothing; a failure in step 3 is undone for mirrored
- * variables, and for plain ones it needs the file to change under us after
- * step 1 (undo_direct warns); step 4 cannot fail. Across processes there is
- * no step 3: between 2 and 4 the processes agree (and share staged parts).
+ *  2. check every assignment and allocate everything the commit needs,
+ *     and keep the old values of the device variables it writes;
+ *  3. write every device variable (streamed into copy 0, checksums verified
+ *     on the way, then fanned out; a provider failure or a bad checksum puts
+ *     all of them back from step 2's copies); then read host values straight
+ *     into copy 0: mirrored variables first (a failure puts copy 0 back from
+ *     copy 1, and the device variables back too), then the plain ones,
+ *     verified in step 1;
+ *  4. fan out the host variables, swap in strings, attach pending records.
+ * Steps 1–2 change nothing; a failure in step 3 is undone (for plain host
+ * variables it needs the file to change under us after step 1, and for
+ * device ones a second provider failure while they are put back: both
+ * warn); step 4 cannot fail. Across processes there is no reading in place:
+ * between 2 and 3 the processes agree (and share staged parts).
  */
 int ckpt__run_commit(ckpt__run *r)
 {

@@ -733,6 +733,7 @@ struct ckpt__assign_plan {
 	ckpt_variable **vars;
 	const void **srcs;
 	size_t count;
+	int device_done;    /* ckpt__assign_plan_run_device ran: _run does the host variables only */
 	fanout f;
 	piece batch[PIECE_BATCH];
 };
@@ -781,12 +782,28 @@ int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, c
 	return CKPT_OK;
 }
 
+int ckpt__assign_plan_run_device(ckpt__assign_plan *p, void (*starting)(void *ctx, const ckpt_variable *v), void *ctx)
+{
+	p->device_done = 1;
+	for (size_t i = 0; i < p->count; i++) {
+		ckpt_variable *v = p->vars[i];
+		if (!v->dev)
+			continue;
+		if (starting)
+			starting(ctx, v);
+		CKPT_TRY(device_assign(v, p->srcs[i]));
+	}
+	return CKPT_OK;
+}
+
 int ckpt__assign_plan_run(ckpt__assign_plan *p)
 {
 	p->f = (fanout){ p->batch, PIECE_BATCH, 0, 0 };
 	int rc = CKPT_OK;
 	for (size_t i = 0; i < p->count; i++) {
 		ckpt_variable *v = p->vars[i];
+		if (v->dev && p->device_done)
+			continue;
 		if (v->dev) {
 			int vrc = device_assign(v, p->srcs[i]);
 			if (vrc < 0 && rc == CKPT_OK)

@@ -86,6 +86,12 @@ int ckpt__assign_plan_new(ckpt__assign_plan **out, ckpt_variable *const *vars, c
 /* Host copies: cannot fail. Device copies (ckpt/memory.h): a provider failure is returned (the
  * value is then partly written: every check passed before, so only the device can fail here). */
 int ckpt__assign_plan_run(ckpt__assign_plan *p);
+/*
+ * The device variables of the plan only, in order, stopping at the first
+ * provider failure; `starting` (may be NULL) is called before each one's
+ * copies begin. _run then does the host variables only.
+ */
+int ckpt__assign_plan_run_device(ckpt__assign_plan *p, void (*starting)(void *ctx, const ckpt_variable *v), void *ctx);
 void ckpt__assign_plan_free(ckpt__assign_plan *p);
 
 /**

@@ -182,6 +182,19 @@ static int cuda_copy_d2h(void *ctx, ckpt_memory_queue *q, void *dst, const void 
 	return enqueue(q, dst, src, n, cudaMemcpyDeviceToHost, "cudaMemcpyAsync device-to-host");
 }
 
+static int cuda_fill(void *ctx, ckpt_memory_queue *q, void *dst, int value, size_t n)
+{
+	cudaError_t e;
+
+	(void)ctx;
+	if (n == 0)
+		return CKPT_OK;
+	CKPT_TRY(ckpt_cuda__use(q->device));
+	if ((e = cudaMemsetAsync(dst, value, n, q->stream)) != cudaSuccess)
+		return ckpt_cuda__fail(e, "cudaMemsetAsync", q->device);
+	return CKPT_OK;
+}
+
 static int cuda_copy_d2d(void *ctx, ckpt_memory_queue *q, void *dst, int dst_device, const void *src, int src_device,
 	size_t n)
 {
@@ -344,6 +357,7 @@ int ckpt_cuda_provider_new(ckpt_cuda_provider **out, const ckpt_cuda_options *o)
 	p->table.copy_d2d = cuda_copy_d2d;
 	p->table.synchronize = cuda_synchronize;
 	p->table.broadcast = ckpt_cuda__broadcast;
+	p->table.fill = cuda_fill;
 	*out = p;
 	return CKPT_OK;
 }

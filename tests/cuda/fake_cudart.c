@@ -61,7 +61,7 @@ typedef struct mem_block {
 	struct mem_block *next;
 } mem_block;
 
-typedef enum { OP_COPY, OP_WAIT } op_kind;
+typedef enum { OP_COPY, OP_WAIT, OP_FILL } op_kind;
 
 typedef struct fake_op {
 	op_kind kind;
@@ -71,6 +71,7 @@ typedef struct fake_op {
 	char *owned_src;       /* a pageable host->device copy's bytes, captured at the call */
 	struct CUstream_st *wait_stream;   /* OP_WAIT: run that stream up to wait_seq first */
 	uint64_t wait_seq;
+	int value;             /* OP_FILL: the byte written to dst[0, n) */
 } fake_op;
 
 struct CUstream_st {
@@ -244,6 +245,8 @@ static void drain(struct CUstream_st *s, uint64_t upto)
 		fake_op *op = &s->ops[s->done - s->base];
 		if (op->kind == OP_WAIT) {
 			drain(op->wait_stream, op->wait_seq);
+		} else if (op->kind == OP_FILL) {
+			memset(op->dst, op->value, op->n);
 		} else {
 			memmove(op->dst, op->src, op->n);
 			free(op->owned_src);
@@ -884,6 +887,33 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
 	if ((int)kind < 0 || kind > cudaMemcpyDefault)
 		return leave(cudaErrorInvalidValue);
 	return leave(enqueue_copy(dst, src, n, kind_side(kind, 1), kind_side(kind, 0), -1, -1, s, 0));
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t s)
+{
+	cudaError_t e = enter(__func__);
+	char *d;
+	int d_is, d_page, d_dev;
+	fake_op op;
+
+	if (e != cudaSuccess)
+		return leave(e);
+	if (!stream_ok(s))
+		return leave(refuse(cudaErrorInvalidResourceHandle, "cudaMemsetAsync on %p: not a live stream", (void *)s));
+	if (n == 0)
+		return leave(cudaSuccess);
+	if (!dst)
+		return leave(cudaErrorInvalidValue);
+	if ((e = resolve(dst, n, 1, -1, "destination", &d, &d_is, &d_page, &d_dev)) != cudaSuccess)
+		return leave(e);
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_FILL;
+	op.dst = d;
+	op.n = n;
+	op.value = value;
+	if (push_op(s, &op) != 0)
+		return leave(cudaErrorMemoryAllocation);
+	return leave(cudaSuccess);
 }
 
 cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_dev, const void *src, int src_dev, size_t n, cudaStream_t s)

@@ -20,10 +20,12 @@ typedef struct gbuf {
 } gbuf;
 
 typedef struct gop {
-	int kind;        /* 0 h2d, 1 d2h, 2 d2d */
+	int kind;        /* 0 h2d, 1 d2h, 2 d2d, 3 fill (src unused, `value`) */
 	void *dst;
 	const void *src;
 	size_t n;
+	int value;
+	int fail;        /* injected: fails at synchronize, half written */
 } gop;
 
 struct ckpt_memory_queue {
@@ -41,7 +43,24 @@ struct ts_guarded {
 	ts_guarded_stats st;
 	uint64_t pinned_bytes;
 	uint64_t fail_after, fail_count;
+	unsigned inj_mask;   /* ts_guarded_fail_nth: the kinds counted, 0 when disarmed */
+	uint64_t inj_left;   /* calls of those kinds still to pass */
+	int inj_at_sync, inj_fired;
 };
+
+/* Whether this call of kind `kind` (a TS_G_ bit) is the one to fail. Called with mu held. */
+static int inject(ts_guarded *g, unsigned kind)
+{
+	if (!(g->inj_mask & kind))
+		return 0;
+	if (g->inj_left) {
+		g->inj_left--;
+		return 0;
+	}
+	g->inj_mask = 0;
+	g->inj_fired = 1;
+	return 1;
+}
 
 static size_t page_size(void)
 {
@@ -84,6 +103,12 @@ static int g_device_alloc(void *ctx, void **out, int device, size_t n)
 	*out = NULL;
 	if (device < 0 || device >= g->num_devices || n == 0)
 		return CKPT_EINVAL;
+	pthread_mutex_lock(&g->mu);
+	g->st.device_alloc_calls++;
+	int fail = inject(g, TS_G_DEVICE_ALLOC);
+	pthread_mutex_unlock(&g->mu);
+	if (fail)
+		return ckpt_error_set(CKPT_ENOMEM, NULL, NULL, -1, "guarded provider: injected device allocation failure");
 	size_t ps = page_size(), len = (n + ps - 1) / ps * ps;
 	void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	gbuf *b = malloc(sizeof(*b));
@@ -127,6 +152,12 @@ static int g_host_alloc(void *ctx, void **out, size_t n)
 {
 	ts_guarded *g = ctx;
 	*out = NULL;
+	pthread_mutex_lock(&g->mu);
+	g->st.host_alloc_calls++;
+	int fail = inject(g, TS_G_HOST_ALLOC);
+	pthread_mutex_unlock(&g->mu);
+	if (fail)
+		return ckpt_error_set(CKPT_ENOMEM, NULL, NULL, -1, "guarded provider: injected pinned allocation failure");
 	gbuf *b = malloc(sizeof(*b));
 	if (n == 0 || !b || posix_memalign(out, 64, n) != 0) {
 		free(b);
@@ -192,17 +223,20 @@ static void g_queue_free(void *ctx, ckpt_memory_queue *q)
 
 /* Check and queue one copy. dst_dev / src_dev: the device each side must be on, -1 for host memory. */
 static int enqueue(ts_guarded *g, ckpt_memory_queue *q, int kind, void *dst, int dst_dev, const void *src, int src_dev,
-	size_t n)
+	size_t n, int value)
 {
-	if (!q || !dst || !src || n == 0)
+	static const unsigned kind_bit[4] = { TS_G_H2D, TS_G_D2H, TS_G_D2D, TS_G_FILL };
+	if (!q || !dst || (!src && kind != 3) || n == 0)
 		return CKPT_EINVAL;
 	pthread_mutex_lock(&g->mu);
-	int rc = CKPT_OK;
-	gbuf *d = find(g, dst, n), *s = find(g, src, n);
+	int rc = CKPT_OK, fail_at_sync = 0;
+	gbuf *d = find(g, dst, n), *s = kind == 3 ? NULL : find(g, src, n);
 	if ((dst_dev >= 0) != (d != NULL) || (src_dev >= 0) != (s != NULL) ||
 	    (d && d->device != dst_dev) || (s && s->device != src_dev))
 		rc = CKPT_EINVAL; /* a host pointer passed as device memory, or the other way round */
-	else if (g->fail_count && g->fail_after == 0) {
+	else if (inject(g, kind_bit[kind]) && !(fail_at_sync = g->inj_at_sync))
+		rc = ckpt_error_set(CKPT_EIO, NULL, NULL, -1, "guarded provider: injected copy failure");
+	else if (!fail_at_sync && g->fail_count && g->fail_after == 0) {
 		g->fail_count--;
 		/* a message of its own, as a real provider's (a CUDA error's text): the library keeps it */
 		rc = ckpt_error_set(CKPT_EIO, NULL, NULL, -1, "guarded provider: injected copy failure");
@@ -220,9 +254,11 @@ static int enqueue(ts_guarded *g, ckpt_memory_queue *q, int kind, void *dst, int
 			}
 		}
 		if (rc == CKPT_OK) {
-			q->ops[q->count++] = (gop){ kind, dst, src, n };
-			uint64_t *bytes = kind == 0 ? &g->st.h2d_bytes : kind == 1 ? &g->st.d2h_bytes : &g->st.d2d_bytes;
-			uint64_t *calls = kind == 0 ? &g->st.h2d_calls : kind == 1 ? &g->st.d2h_calls : &g->st.d2d_calls;
+			q->ops[q->count++] = (gop){ kind, dst, src, n, value, fail_at_sync };
+			uint64_t *bytes = kind == 0 ? &g->st.h2d_bytes : kind == 1 ? &g->st.d2h_bytes
+				: kind == 2 ? &g->st.d2d_bytes : &g->st.fill_bytes;
+			uint64_t *calls = kind == 0 ? &g->st.h2d_calls : kind == 1 ? &g->st.d2h_calls
+				: kind == 2 ? &g->st.d2d_calls : &g->st.fill_calls;
 			*bytes += n;
 			(*calls)++;
 			if (kind == 0 && find_in(g->pinned, src, n))
@@ -237,19 +273,24 @@ static int enqueue(ts_guarded *g, ckpt_memory_queue *q, int kind, void *dst, int
 
 static int g_h2d(void *ctx, ckpt_memory_queue *q, void *dst, const void *src, size_t n)
 {
-	return enqueue(ctx, q, 0, dst, q ? q->device : 0, src, -1, n);
+	return enqueue(ctx, q, 0, dst, q ? q->device : 0, src, -1, n, 0);
 }
 
 static int g_d2h(void *ctx, ckpt_memory_queue *q, void *dst, const void *src, size_t n)
 {
-	return enqueue(ctx, q, 1, dst, -1, src, q ? q->device : 0, n);
+	return enqueue(ctx, q, 1, dst, -1, src, q ? q->device : 0, n, 0);
 }
 
 static int g_d2d(void *ctx, ckpt_memory_queue *q, void *dst, int dst_device, const void *src, int src_device, size_t n)
 {
 	if (q && q->device != dst_device)
 		return CKPT_EINVAL;
-	return enqueue(ctx, q, 2, dst, dst_device, src, src_device, n);
+	return enqueue(ctx, q, 2, dst, dst_device, src, src_device, n, 0);
+}
+
+static int g_fill(void *ctx, ckpt_memory_queue *q, void *dst, int value, size_t n)
+{
+	return enqueue(ctx, q, 3, dst, q ? q->device : 0, NULL, -1, n, value);
 }
 
 static void open_buf(gbuf *b, int on)
@@ -264,9 +305,9 @@ static int run_ops(ts_guarded *g, ckpt_memory_queue *q)
 	int rc = CKPT_OK;
 	for (size_t i = 0; i < q->count; i++) {
 		gop *o = &q->ops[i];
-		gbuf *d = find(g, o->dst, o->n), *s = find(g, o->src, o->n);
+		gbuf *d = find(g, o->dst, o->n), *s = o->kind == 3 ? NULL : find(g, o->src, o->n);
 		/* freed while the copy was pending: the caller broke the contract */
-		if ((o->kind != 1 && !d) || (o->kind != 0 && !s)) {
+		if ((o->kind != 1 && !d) || (o->kind != 0 && o->kind != 3 && !s)) {
 			rc = CKPT_EINVAL;
 			continue;
 		}
@@ -274,11 +315,20 @@ static int run_ops(ts_guarded *g, ckpt_memory_queue *q)
 			open_buf(d, 1);
 		if (s)
 			open_buf(s, 1);
-		memmove(o->dst, o->src, o->n);
+		/* an injected failure lands half of its bytes; what was queued after it is dropped */
+		size_t len = o->fail ? o->n / 2 : o->n;
+		if (o->kind == 3)
+			memset(o->dst, o->value, len);
+		else
+			memmove(o->dst, o->src, len);
 		if (d)
 			open_buf(d, 0);
 		if (s)
 			open_buf(s, 0);
+		if (o->fail) {
+			rc = ckpt_error_set(CKPT_EIO, NULL, NULL, -1, "guarded provider: injected copy failure at synchronize");
+			break;
+		}
 	}
 	q->count = 0;
 	g->st.syncs++;
@@ -307,6 +357,18 @@ static int g_broadcast(void *ctx, void *const *bufs, const int *devices, int cou
 		gbuf *d = find(g, bufs[i], n);
 		if (!d || d->device != devices[i])
 			rc = CKPT_EINVAL;
+	}
+	if (rc == CKPT_OK && inject(g, TS_G_BROADCAST)) {
+		/* the first destination half written, the others not */
+		int first = root == 0 ? 1 : 0;
+		gbuf *d = find(g, bufs[first], n);
+		open_buf(s, 1);
+		open_buf(d, 1);
+		memcpy(bufs[first], bufs[root], n / 2);
+		open_buf(d, 0);
+		open_buf(s, 0);
+		pthread_mutex_unlock(&g->mu);
+		return ckpt_error_set(CKPT_EIO, NULL, NULL, -1, "guarded provider: injected broadcast failure");
 	}
 	if (rc == CKPT_OK) {
 		open_buf(s, 1);
@@ -350,8 +412,14 @@ ts_guarded *ts_guarded_new(int num_devices, int with_broadcast)
 		.copy_d2d = g_d2d,
 		.synchronize = g_sync,
 		.broadcast = with_broadcast ? g_broadcast : NULL,
+		.fill = NULL,
 	};
 	return g;
+}
+
+void ts_guarded_set_fill(ts_guarded *g, int with_fill)
+{
+	g->table.fill = with_fill ? g_fill : NULL;
 }
 
 void ts_guarded_free(ts_guarded *g)
@@ -399,4 +467,23 @@ void ts_guarded_reset_peak(ts_guarded *g)
 	pthread_mutex_lock(&g->mu);
 	g->st.pinned_peak = g->pinned_bytes;
 	pthread_mutex_unlock(&g->mu);
+}
+
+void ts_guarded_fail_nth(ts_guarded *g, unsigned mask, uint64_t k, int at_sync)
+{
+	pthread_mutex_lock(&g->mu);
+	g->inj_mask = mask;
+	g->inj_left = k;
+	g->inj_at_sync = at_sync;
+	g->inj_fired = 0;
+	pthread_mutex_unlock(&g->mu);
+}
+
+int ts_guarded_fired(ts_guarded *g)
+{
+	pthread_mutex_lock(&g->mu);
+	int fired = g->inj_fired;
+	g->inj_mask = 0;
+	pthread_mutex_unlock(&g->mu);
+	return fired;
 }

@@ -307,7 +307,11 @@ CKPT_API ckpt_object *ckpt_checkpoint_root(ckpt_checkpoint *ckpt);
  * @return as ckpt_object_add_child */
 CKPT_API int ckpt_checkpoint_add(ckpt_checkpoint *ckpt, const char *local_name, ckpt_object *child);
 
-/** @return the save counter's value; 0 before the first save (or restore of one). */
+/**
+ * @return the save counter's value; 0 before the first save (or restore of
+ * one), and 0 when it cannot be read (a counter in device memory whose
+ * provider fails; saves then fail with the provider's error).
+ */
 CKPT_API int64_t ckpt_checkpoint_save_counter(const ckpt_checkpoint *ckpt);
 /**
  * The `save_counter` variable (INT64 scalar, root child "save_counter"),

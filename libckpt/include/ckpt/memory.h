@@ -33,6 +33,16 @@
  * copies at once; the guarded test provider only at synchronize). Copies on
  * one queue complete in the order they were enqueued.
  *
+ * A failed copy: an enqueue that fails has enqueued nothing. A copy that
+ * fails later is reported by the synchronize of its queue; then the
+ * destination of every copy enqueued on that queue since its previous
+ * synchronize is undefined (the failed one may be partly written, the later
+ * ones done, partly done or not done: a CUDA stream stops, the guarded test
+ * provider drops them), and the queue takes new copies again (a provider
+ * whose device cannot, such as CUDA after a sticky error, fails them). The
+ * library treats each such destination as unknown: a restore puts the old
+ * values back (see ckpt_strategy_mirrored_on), a save fails.
+ *
  * Errors: every int-returning method returns CKPT_OK or a negative
  * ckpt_status (CKPT_ENOMEM for a failed allocation, CKPT_EIO for a failed
  * copy); the library turns it into an error naming the provider, the
@@ -59,19 +69,26 @@ typedef struct ckpt_memory_caps {
 	int num_devices;        /**< valid device ids are 0 .. num_devices - 1 */
 } ckpt_memory_caps;
 
-/** Version of ckpt_memory_provider this header describes. */
-#define CKPT_MEMORY_PROVIDER_VERSION 1
+/**
+ * Version of ckpt_memory_provider this header describes. 2 appends `fill`;
+ * version 1 tables (struct_size up to `broadcast`) are still accepted.
+ */
+#define CKPT_MEMORY_PROVIDER_VERSION 2
 
 /**
  * The provider interface. Set `version` to CKPT_MEMORY_PROVIDER_VERSION and
  * `struct_size` to sizeof(ckpt_memory_provider); later versions only append
- * members, and the library reads none beyond `struct_size`. Every method
- * gets `ctx` first. Methods marked optional may be NULL.
+ * members, and the library reads none beyond `struct_size` (a member past
+ * it counts as NULL). Every method gets `ctx` first. Methods marked
+ * optional may be NULL.
  *
  * Thread safety: methods may be called from several threads at once (one
  * per replica inside ckpt_strategy_run), but never on the same queue at
- * once. The library makes one queue per replica; cross-replica calls
- * (assign, read, save, restore) use replica 0's, so make them from one
+ * once. The library makes one queue per replica and enqueues every copy
+ * on the queue of the replica it writes (reads: of the replica it reads):
+ * the fan-out of a value to replicas 1..n-1 goes on each destination's
+ * queue, then every queue is synchronized. Cross-replica calls (assign,
+ * read, save, restore) use several replicas' queues, so make them from one
  * thread at a time, outside ckpt_strategy_run.
  */
 typedef struct ckpt_memory_provider {
@@ -122,7 +139,21 @@ typedef struct ckpt_memory_provider {
 	 * copy_d2d from the root to each replica instead.
 	 */
 	int (*broadcast)(void *ctx, void *const *bufs, const int *devices, int count, int root, size_t n);
+
+	/* ---- version 2 ---- */
+
+	/**
+	 * Optional. Enqueue setting `n` bytes of device buffer `dst` (on the
+	 * queue's device) to (unsigned char)value, completed like a copy
+	 * (cudaMemsetAsync, for instance). The library uses it for zero-filled
+	 * variables and any byte-uniform fill instead of uploading the bytes.
+	 * NULL: it copies them from host memory (copy_h2d).
+	 */
+	int (*fill)(void *ctx, ckpt_memory_queue *q, void *dst, int value, size_t n);
 } ckpt_memory_provider;
+
+/** struct_size of a version 1 table: ckpt_memory_provider up to and including `broadcast`. */
+#define CKPT_MEMORY_PROVIDER_V1_SIZE (offsetof(ckpt_memory_provider, broadcast) + sizeof(((ckpt_memory_provider *)0)->broadcast))
 
 /**
  * The built-in host provider: "device" buffers are 64-byte-aligned host
@@ -161,6 +192,12 @@ CKPT_API int ckpt_memory_provider_check(const ckpt_memory_provider *p);
  * read's destination, initial_value) is host memory. Inside
  * ckpt_strategy_run, all-reduce buffers are device buffers of this provider
  * (replica r's on devices[r]), as ckpt_variable_local() returns.
+ *
+ * A restore into such variables is all-or-nothing whatever the provider
+ * fails: it first keeps the old values of the variables it writes (one more
+ * device buffer per variable on replica 0's device, or pinned host memory
+ * when device_alloc fails), and a later failure copies them back into every
+ * replica. Replica pointers never change.
  *
  * @param[out] out the strategy, caller-owned (ckpt_strategy_free).
  * @return CKPT_OK or a negative ckpt_status as said above
