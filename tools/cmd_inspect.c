@@ -109,6 +109,41 @@ static void print_slices_json(jw *w, const ckpt_var_info *v)
 	jw_array_end(w);
 }
 
+/*
+ * A GGUF tensor as ggml sees it, so a reader of the JSON needs no block
+ * tables: its ggml type, its logical row-major shape (a quantized tensor's
+ * "dtype"/"shape" are the uint8 byte view) and where its data starts in the file.
+ */
+static void print_gguf_tensor_json(jw *w, const ckpt_var_info *v, json_t *qtypes)
+{
+	static const struct {
+		ckpt_dtype dt;
+		const char *name;
+	} plain[] = { { CKPT_DT_FLOAT, "F32" }, { CKPT_DT_HALF, "F16" }, { CKPT_DT_BFLOAT16, "BF16" },
+		{ CKPT_DT_DOUBLE, "F64" }, { CKPT_DT_INT8, "I8" }, { CKPT_DT_INT16, "I16" }, { CKPT_DT_INT32, "I32" },
+		{ CKPT_DT_INT64, "I64" } };
+	const char *q = cli_flat_qtype(qtypes, v->name), *type = q;
+	json_t *sh = q ? json_object_get(json_object_get(qtypes, v->name), "shape") : NULL;
+	size_t k;
+
+	for (k = 0; !type && k < sizeof(plain) / sizeof(plain[0]); k++)
+		if (plain[k].dt == v->dtype)
+			type = plain[k].name;
+	jw_key(w, "ggml_type");
+	jw_string(w, type);
+	jw_key(w, "logical_shape");
+	if (q) {
+		jw_array_begin(w);
+		for (k = 0; k < json_array_size(sh); k++)
+			jw_int(w, json_integer_value(json_array_get(sh, k)));
+		jw_array_end(w);
+	} else {
+		jw_shape(w, &v->shape);
+	}
+	jw_key(w, "data_offset");
+	jw_int(w, v->offset);
+}
+
 static void print_var_json(jw *w, const inspect_state *st, size_t i, json_t *qtypes)
 {
 	const ckpt_var_info *v = ckpt_reader_var(st->r, i);
@@ -128,10 +163,8 @@ static void print_var_json(jw *w, const inspect_state *st, size_t i, json_t *qty
 	st->status[i] == ST_OK ? jw_crc32(w, st->crc32c[i]) : jw_null(w);
 	jw_key(w, "role");
 	jw_string(w, ckpt_role_name(v->role));
-	if (cli_flat_qtype(qtypes, v->name)) { /* GGUF quantized: dtype is the uint8 byte view */
-		jw_key(w, "ggml_type");
-		jw_string(w, cli_flat_qtype(qtypes, v->name));
-	}
+	if (strcmp(ckpt_reader_format(st->r), "gguf") == 0)
+		print_gguf_tensor_json(w, v, qtypes);
 	if (v->nslices)
 		print_slices_json(w, v);
 	if (v->sync_source != CKPT_SYNC_SOURCE_NONE) {

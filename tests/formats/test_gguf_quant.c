@@ -121,6 +121,24 @@ Test(gguf_quant, text_report_and_overrides, .timeout = 120)
 	free(dir);
 }
 
+/* inspect --json: ggml type, logical shape and data offset of every tensor, as gguf.GGUFReader has them. */
+Test(gguf_quant, inspect_json_gives_logical_shapes_and_offsets, .timeout = 120)
+{
+	char *dir = ts_tmpdir(), cmd[4096], *out;
+	ts_run_result r;
+	snprintf(cmd, sizeof(cmd), "write %s", dir);
+	free(ft_oracle("gguf_quant.py", cmd));
+	snprintf(cmd, sizeof(cmd), "%s inspect %s/blocks.gguf --json > %s/inspect.json", TS_CLI, dir, dir);
+	cli_ok(&r, cmd);
+	ts_run_free(&r);
+	snprintf(cmd, sizeof(cmd), "check-inspect %s/blocks.gguf %s/inspect.json", dir, dir);
+	out = ft_oracle("gguf_quant.py", cmd);
+	cr_assert(strstr(out, "OK 16 tensors"), "%s", out);
+	free(out);
+	ts_rmtree(dir);
+	free(dir);
+}
+
 static size_t unhex(const char *s, unsigned char *out, size_t cap)
 {
 	size_t n = 0;

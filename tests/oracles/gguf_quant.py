@@ -15,6 +15,9 @@ Usage:
       gguf.quants.quantize makes of the float32 source (Q8_0 .. Q5_1; for K-quants,
       which gguf-py cannot encode, it decodes them and checks the error), the
       others are the source unchanged; REPORT's max abs error and RMSE are numpy's.
+  gguf_quant.py check-inspect GGUF INSPECT.json
+      `ckpt inspect --json` gives every tensor gguf.GGUFReader's ggml type, logical
+      row-major shape and absolute data offset.
 Prints "OK ..." on success; fails with a message otherwise.
 """
 import json
@@ -152,6 +155,18 @@ def check_q(src, out, qtype, report):
     print(f"OK {n_enc} tensors encoded as {qtype}, {len(r.tensors) - n_enc} kept")
 
 
+def check_inspect(src, js):
+    got = {v["name"]: v for v in json.load(open(js))["variables"]}
+    r = gguf.GGUFReader(src)
+    for t in r.tensors:
+        v = got[t.name]
+        want = (t.tensor_type.name, [int(x) for x in reversed(t.shape)], int(t.data_offset))
+        have = (v.get("ggml_type"), v.get("logical_shape"), v.get("data_offset"))
+        if want != have:
+            sys.exit(f"{t.name}: inspect says {have}, GGUFReader {want}")
+    print(f"OK {len(r.tensors)} tensors: type, logical shape and offset as GGUFReader's")
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "write":
@@ -160,5 +175,7 @@ if __name__ == "__main__":
         check_deq(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "check-q":
         check_q(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    elif cmd == "check-inspect":
+        check_inspect(sys.argv[2], sys.argv[3])
     else:
         sys.exit(f"unknown command {cmd}")
