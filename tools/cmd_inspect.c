@@ -667,6 +667,53 @@ static void print_human(const inspect_state *st)
 	print_table(st);
 }
 
+/*
+ * A file the reader refused as malformed: when it is a GGUF whose header
+ * and key-value pairs are sound (the tensor table is what is broken:
+ * overlapping offsets, say), show those first, then the error; exit 1.
+ */
+static int inspect_broken_gguf(const char *path, int json, uint64_t max_array)
+{
+	const ckpt_error *e = ckpt_error_last();
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+	char *msg = strdup(e->message ? e->message : ckpt_status_name(e->code));
+	char *var = e->variable ? strdup(e->variable) : NULL;
+	int64_t off = e->offset;
+	ckpt_reader *m = NULL;
+	int rc;
+
+	oo.vfs = cli_vfs_for(path, NULL);
+	if (!msg || ckpt_gguf_open_metadata(&m, path, &oo) != CKPT_OK) {
+		ckpt_reader_free(m);
+		m = NULL; /* not a GGUF, or its header is broken too: the first error alone */
+	} else if (json) {
+		jw w;
+		jw_init(&w, stdout);
+		jw_object_begin(&w);
+		jw_key(&w, "path");
+		jw_string(&w, path);
+		jw_key(&w, "format");
+		jw_string(&w, ckpt_reader_format(m));
+		jw_key(&w, "error");
+		jw_string(&w, msg);
+		jw_key(&w, "variables");
+		jw_array_begin(&w);
+		jw_array_end(&w);
+		cli_inspect_sections_json(&w, m, max_array);
+		jw_object_end(&w);
+		jw_end_line(&w);
+	} else {
+		printf("%s (gguf): the tensor table is broken; header and key-value pairs:\n\n", cli_vis(path));
+		cli_print_flat_meta(m);
+	}
+	fflush(stdout);
+	ckpt_reader_free(m);
+	rc = msg ? cli_report(path, var, off, "%s", msg) : cli_report(path, NULL, -1, "out of memory");
+	free(msg);
+	free(var);
+	return rc;
+}
+
 static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 {
 	inspect_args args;
@@ -704,6 +751,8 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 
 	rc = ckpt_reader_open(&st.r, path, &oo);
 	cli_sync_rules_free(&rules);
+	if (rc == CKPT_EFORMAT)
+		return inspect_broken_gguf(path, json, st.max_array);
 	if (rc != CKPT_OK)
 		return cli_report_last(path, NULL);
 	st.n = ckpt_reader_num_entries(st.r);

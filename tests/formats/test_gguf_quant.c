@@ -139,6 +139,35 @@ Test(gguf_quant, inspect_json_gives_logical_shapes_and_offsets, .timeout = 120)
 	free(dir);
 }
 
+/* A broken tensor table (overlapping offsets): inspect shows the header and the pairs, then the error, exit 1. */
+Test(gguf_lenient, inspect_shows_metadata_of_overlapping_tensors, .timeout = 120)
+{
+	char *dir = ts_tmpdir(), cmd[4096];
+	ts_run_result r;
+	json_t *j;
+	snprintf(cmd, sizeof(cmd), "overlap %s", dir);
+	free(ft_oracle("gguf_quant.py", cmd));
+	snprintf(cmd, sizeof(cmd), "%s inspect %s/overlap.gguf", TS_CLI, dir);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 1, "%s", cmd);
+	cr_assert(strstr(r.out, "gguf: version 3, alignment 32, 3 key-value pairs"), "%s", r.out);
+	cr_assert(strstr(r.out, "general.name (string) = \"overlapping tiny\""), "%s", r.out);
+	cr_assert(strstr(r.out, "llama.context_length (u32) = 2048"), "%s", r.out);
+	cr_assert(strstr(r.err, "tensor 'b.weight': offset 0, expected 256") && strstr(r.err, "overlapping data"), "%s",
+		r.err);
+	ts_run_free(&r);
+	snprintf(cmd, sizeof(cmd), "%s inspect %s/overlap.gguf --json", TS_CLI, dir);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 1, "%s", cmd);
+	cr_assert(j = json_loads(r.out, 0, NULL), "%s", r.out);
+	cr_assert(strstr(json_string_value(json_object_get(j, "error")), "overlapping data"), "%s", r.out);
+	cr_assert_eq(json_array_size(json_object_get(json_object_get(j, "gguf"), "kv")), 3, "%s", r.out);
+	json_decref(j);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+}
+
 static size_t unhex(const char *s, unsigned char *out, size_t cap)
 {
 	size_t n = 0;

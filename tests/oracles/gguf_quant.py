@@ -18,6 +18,9 @@ Usage:
   gguf_quant.py check-inspect GGUF INSPECT.json
       `ckpt inspect --json` gives every tensor gguf.GGUFReader's ggml type, logical
       row-major shape and absolute data offset.
+  gguf_quant.py overlap DIR
+      DIR/overlap.gguf: GGUFWriter's file with key-value pairs and two tensors,
+      the second one's offset then set to 0 (it overlaps the first).
 Prints "OK ..." on success; fails with a message otherwise.
 """
 import json
@@ -155,6 +158,26 @@ def check_q(src, out, qtype, report):
     print(f"OK {n_enc} tensors encoded as {qtype}, {len(r.tensors) - n_enc} kept")
 
 
+def overlap(d):
+    path = f"{d}/overlap.gguf"
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_name("overlapping tiny")
+    w.add_context_length(2048)
+    w.add_tensor("a.weight", np.arange(64, dtype=np.float32).reshape(2, 32))
+    w.add_tensor("b.weight", np.arange(64, dtype=np.float32).reshape(2, 32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    b = bytearray(open(path, "rb").read())
+    at = b.find(b"b.weight") + len("b.weight") + 4 + 2 * 8 + 4
+    if struct.unpack_from("<Q", b, at)[0] == 0:
+        sys.exit("b.weight already at offset 0")
+    struct.pack_into("<Q", b, at, 0)
+    open(path, "wb").write(bytes(b))
+    print("OK", path, "b.weight offset field at", at)
+
+
 def check_inspect(src, js):
     got = {v["name"]: v for v in json.load(open(js))["variables"]}
     r = gguf.GGUFReader(src)
@@ -175,6 +198,8 @@ if __name__ == "__main__":
         check_deq(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "check-q":
         check_q(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    elif cmd == "overlap":
+        overlap(sys.argv[2])
     elif cmd == "check-inspect":
         check_inspect(sys.argv[2], sys.argv[3])
     else:
