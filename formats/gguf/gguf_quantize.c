@@ -5,6 +5,7 @@
  * Loops over a block's 32 elements have no branches (rounding and
  * clamping are written as selects) so the compiler vectorises them.
  */
+#include <math.h>
 #include "gguf_quant.h"
 
 static inline void put16(uint8_t *p, uint16_t v)
@@ -13,11 +14,16 @@ static inline void put16(uint8_t *p, uint16_t v)
 	p[1] = (uint8_t)(v >> 8);
 }
 
-/* roundf (half away from zero) for |v| < 2^23: trunc, then up by one when the dropped part is >= 0.5 */
-static inline float round_away(float v)
+/*
+ * roundf (half away from zero) for |v| <= 127.5, without a branch (a
+ * branch per element mispredicts on real data and costs 10x): truncate the
+ * magnitude, add one when the dropped part (exact) is >= 0.5, put the sign back.
+ */
+static inline int32_t round_away(float v)
 {
-	float a = v < 0 ? -v : v, t = (float)(int32_t)a;
-	t += a - t >= 0.5f ? 1.0f : 0.0f;
+	float a = fabsf(v);
+	int32_t t = (int32_t)a;
+	t += a - (float)t >= 0.5f;
 	return v < 0 ? -t : t;
 }
 
@@ -38,18 +44,24 @@ void ckpt__q_bf16(uint8_t *y, const float *x, int64_t nb)
 		put16(y + 2 * i, ckpt__f2bf(x[i]));
 }
 
-/* The element of largest magnitude, the first one on ties (ggml's loop, numpy's argmax). */
+/*
+ * The element of largest magnitude, the first one on ties (ggml's loop,
+ * numpy's argmax): the largest magnitude first (no branch), then its first
+ * position (one predictable branch).
+ */
 static inline float signed_absmax(const float *x)
 {
-	float amax = 0.0f, max = 0.0f;
-	for (int j = 0; j < 32; j++) {
-		float a = x[j] < 0 ? -x[j] : x[j];
-		if (amax < a) {
-			amax = a;
-			max = x[j];
-		}
+	float amax = 0.0f;
+	int j = 0;
+	for (int k = 0; k < 32; k++) {
+		float a = fabsf(x[k]);
+		amax = a > amax ? a : amax;
 	}
-	return max;
+	if (amax == 0.0f)
+		return 0.0f;
+	while (fabsf(x[j]) != amax)
+		j++;
+	return x[j];
 }
 
 static inline void minmax(const float *x, float *mn, float *mx)
@@ -69,13 +81,16 @@ void ckpt__q_q8_0(uint8_t *y, const float *x, int64_t nb)
 	for (int64_t i = 0; i < nb; i++, x += 32, y += 34) {
 		float amax = 0.0f;
 		for (int j = 0; j < 32; j++) {
-			float a = x[j] < 0 ? -x[j] : x[j];
+			float a = fabsf(x[j]);
 			amax = a > amax ? a : amax;
 		}
 		const float d = amax / 127, id = d != 0.0f ? 1.0f / d : 0.0f;
 		put16(y, ckpt__f2h(d));
+		int32_t q[32];
 		for (int j = 0; j < 32; j++)
-			y[2 + j] = (uint8_t)(int8_t)(int32_t)round_away(x[j] * id);
+			q[j] = round_away(x[j] * id);
+		for (int j = 0; j < 32; j++)
+			y[2 + j] = (uint8_t)q[j];
 	}
 }
 
