@@ -242,6 +242,51 @@ const char *cli_flat_qtype(struct json_t *qtypes, const char *name);
 /** safetensors __metadata__, GGUF key-value pairs and quantized tensors (human output). */
 void cli_print_flat_meta(const ckpt_reader *r);
 
+/* ---- convert_quant.c: convert --dequantize / --quantize ---- */
+
+/** What convert was asked: --dequantize DT (0: none), --quantize TYPE, --keep GLOBS, --quantize-1d. */
+typedef struct cli_qopts {
+	ckpt_dtype deq;
+	const char *quant;       /**< ggml type name, NULL: none */
+	const char *keep;        /**< comma-separated globs of names left unquantized */
+	int quant_1d;
+} cli_qopts;
+
+/** What happens to one entry on its way to the writer. */
+typedef struct cli_qplan {
+	const char *src_type;    /**< ggml type of a quantized source entry, else NULL */
+	int raw_quant;           /**< quantized source copied as stored (GGUF -> GGUF, no --dequantize) */
+	const char *in_type;     /**< decode the stored bytes as this ggml type ("Q4_0", "F16", "BF16"), else NULL */
+	ckpt_dtype dtype;        /**< what the writer gets */
+	ckpt_shape shape;        /**< its shape (a quantized value: [rows..., bytes per row]) */
+	ckpt_shape logical;      /**< the shape in elements */
+	const char *q;           /**< ggml type the value is encoded into, else NULL */
+	const char *kept;        /**< why a float tensor stays as it is under --quantize, else NULL */
+} cli_qplan;
+
+/** Buffers reused from entry to entry. */
+typedef struct cli_qbufs {
+	float *f, *back;
+	void *out;
+	size_t fcap, bcap, ocap;
+} cli_qbufs;
+
+/**
+ * Plan entry `v` (canonical key `key`; `qtypes` from cli_flat_qtypes; to_gguf: the target is GGUF).
+ * Returns CLI_EXIT_OK or CLI_EXIT_ERROR (reported). A quantized entry with no
+ * --dequantize gets raw_quant: only a GGUF target can take it.
+ */
+int cli_qplan_make(cli_qplan *p, const cli_qopts *o, const ckpt_var_info *v, const char *key, struct json_t *qtypes,
+	int to_gguf);
+/**
+ * The value to hand the writer for `raw` (v's stored bytes): *out (raw itself
+ * or a buffer of `b`), *out_bytes; for an encoded value the max abs error
+ * and RMSE of its decoding against the float32 source. Returns a ckpt_status.
+ */
+int cli_qplan_value(const cli_qplan *p, const ckpt_var_info *v, const void *raw, cli_qbufs *b, const void **out,
+	uint64_t *out_bytes, double *max_err, double *rmse);
+void cli_qbufs_free(cli_qbufs *b);
+
 /* ---- cli_kv.c: typed metadata pairs (ckpt_reader_kv), read in place ---- */
 
 /** "u8", ..., "f64", "string", "array". */

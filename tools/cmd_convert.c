@@ -1,6 +1,7 @@
 /*
  * `ckpt convert IN OUT --to tf|keras-h5|keras-weights|keras|safetensors|gguf
- *   [--allow-partial] [--no-optimizer | --keep-optimizer]`
+ *   [--allow-partial] [--no-optimizer | --keep-optimizer] [--dequantize f32|f16|bf16]
+ *   [--quantize TYPE [--keep GLOBS] [--quantize-1d]] [--json]`
  *
  * Reads every entry, the object graph and the metadata of IN and writes
  * them with ckpt_writer_open(OUT, format). Entries go in under their
@@ -13,9 +14,11 @@
  * status is 1. Values are copied bit for bit.
  * Optimizer state (slots, iterations, hyper-parameters) is kept unless
  * --no-optimizer drops it (and its attributes from the object graph).
- * Quantized GGUF tensors go to GGUF only: any other target would need
- * them dequantized, which convert refuses.
+ * Quantized GGUF tensors are copied raw to GGUF; --dequantize decodes them
+ * (convert_quant.c), and --quantize encodes float tensors for a GGUF target,
+ * with a report of each one's error (text, or --json).
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,11 @@ typedef struct convert_args {
 	int allow_partial;
 	int no_optimizer;
 	int keep_optimizer;
+	const char *dequantize;
+	const char *quantize;
+	const char *keep;
+	int quantize_1d;
+	int json;
 } convert_args;
 
 static const cli_opt convert_opts[] = {
@@ -45,6 +53,16 @@ static const cli_opt convert_opts[] = {
 		CLI_FIELD(convert_args, no_optimizer) },
 	{ CLI_OPT_SWITCH, "keep-optimizer", NULL, 0, "keep optimizer slots and state (the default)",
 		CLI_FIELD(convert_args, keep_optimizer) },
+	{ CLI_OPT_VALUE, "dequantize", "DTYPE", 0, "decode quantized GGUF tensors (and F16/BF16 ones) to f32, f16 or bf16",
+		CLI_FIELD(convert_args, dequantize) },
+	{ CLI_OPT_VALUE, "quantize", "TYPE", 0, "--to gguf: encode float tensors as q8_0, q4_0, q4_1, q5_0, q5_1, q4_k or q6_k",
+		CLI_FIELD(convert_args, quantize) },
+	{ CLI_OPT_VALUE, "keep", "GLOBS", 0, "with --quantize: comma-separated names left as they are (default '*norm*')",
+		CLI_FIELD(convert_args, keep) },
+	{ CLI_OPT_SWITCH, "quantize-1d", NULL, 0, "with --quantize: encode 1-D tensors too (default: they stay float)",
+		CLI_FIELD(convert_args, quantize_1d) },
+	{ CLI_OPT_SWITCH, "json", NULL, 0, "print the result and the per-tensor quantization report as JSON",
+		CLI_FIELD(convert_args, json) },
 	{ CLI_OPT_END, NULL, NULL, 0, NULL, 0 }
 };
 
@@ -144,6 +162,13 @@ typedef struct convert_job {
 	unsigned char *go;       /* entries the writer took in pass 1 */
 	ckpt_object_graph *pruned;
 	json_t *qtypes;
+	cli_qopts qo;
+	char qname[16];
+	int json;
+	cli_qplan *plan;         /* one per entry */
+	double *qerr;            /* per entry: max abs error, RMSE of an encoded value */
+	cli_qbufs qb;
+	size_t quantized, kept;
 	void *buf;               /* one buffer reused for every fixed-size value */
 	uint64_t bufcap, bytes;
 	size_t dropped, written, unmapped;
@@ -171,6 +196,32 @@ static int convert_parse(const cli_cmd *cmd, int argc, char **argv, convert_job 
 	if (!j->format)
 		return cli_usage_error(cmd, "--to wants tf, keras-h5, keras-weights, keras, safetensors or gguf, got '%s'",
 			args.to);
+	j->json = args.json;
+	if (args.dequantize) {
+		static const char *const dn[][2] = { { "f32", "float32" }, { "f16", "float16" }, { "bf16", "bfloat16" } };
+		for (i = 0; i < 3; i++)
+			if (strcmp(args.dequantize, dn[i][0]) == 0 || strcmp(args.dequantize, dn[i][1]) == 0)
+				ckpt_dtype_from_name(&j->qo.deq, dn[i][1]);
+		if (!j->qo.deq)
+			return cli_usage_error(cmd, "--dequantize wants f32, f16 or bf16, got '%s'", args.dequantize);
+	}
+	if (args.quantize) {
+		if (strcmp(j->format, "gguf") != 0)
+			return cli_usage_error(cmd, "--quantize needs --to gguf");
+		if (ckpt_gguf_quantize(NULL, args.quantize, NULL, 0) != CKPT_OK || args.quantize[0] == 'f' ||
+		    args.quantize[0] == 'F' || args.quantize[0] == 'b' || args.quantize[0] == 'B') {
+			ckpt_error_clear();
+			return cli_usage_error(cmd, "--quantize wants q8_0, q4_0, q4_1, q5_0, q5_1, q4_k or q6_k, got '%s'",
+				args.quantize);
+		}
+		for (i = 0; args.quantize[i] && i + 1 < sizeof(j->qname); i++) /* ggml's spelling: Q8_0 */
+			j->qname[i] = (char)toupper((unsigned char)args.quantize[i]);
+		j->qo.quant = j->qname;
+	}
+	if ((args.keep || args.quantize_1d) && !args.quantize)
+		return cli_usage_error(cmd, "--keep and --quantize-1d go with --quantize");
+	j->qo.keep = args.keep ? args.keep : "*norm*";
+	j->qo.quant_1d = args.quantize_1d;
 	return CLI_EXIT_OK;
 }
 
@@ -180,7 +231,7 @@ static int convert_open_input(convert_job *j)
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
 	size_t i;
 
-	cli_progress_start(&j->prog, "convert", 0, 0);
+	cli_progress_start(&j->prog, "convert", 0, j->json);
 	oo.vfs = cli_progress_vfs(j->prog, j->in, j->out);
 	if (ckpt_reader_open(&j->r, j->in, &oo) != CKPT_OK)
 		return cli_report_last(j->in, NULL);
@@ -204,6 +255,39 @@ static int convert_open_input(convert_job *j)
 	if (j->dropped && cli_graph_without(j->r, j->drop, &j->pruned) != CLI_EXIT_OK)
 		return CLI_EXIT_ERROR;
 	j->qtypes = cli_flat_qtypes(j->r);
+	if (!(j->plan = calloc(j->n ? j->n : 1, sizeof(*j->plan))) || !(j->qerr = calloc(j->n ? 2 * j->n : 1, sizeof(double))))
+		return cli_report(j->in, NULL, -1, "out of memory");
+	return CLI_EXIT_OK;
+}
+
+/*
+ * Each entry's plan (convert_quant.c), and the "gguf.tensor_types" the
+ * GGUF writer gets: quantized tensors copied raw under their stored names,
+ * newly encoded ones under the keys they are written with.
+ */
+static int convert_plan(convert_job *j, json_t **types)
+{
+	size_t i;
+	int to_gguf = strcmp(j->format, "gguf") == 0;
+
+	*types = json_object();
+	if (!*types)
+		return cli_report(j->in, NULL, -1, "out of memory");
+	for (i = 0; i < j->n; i++) {
+		const ckpt_var_info *v = ckpt_reader_var(j->r, i);
+		cli_qplan *p = &j->plan[i];
+
+		if (cli_qplan_make(p, &j->qo, v, j->keys[i], j->qtypes, to_gguf) != CLI_EXIT_OK)
+			return CLI_EXIT_ERROR;
+		if (p->raw_quant && to_gguf)
+			json_object_set(*types, v->name, json_object_get(j->qtypes, v->name));
+		if (p->q) {
+			json_t *sh = json_array();
+			for (int d = 0; sh && d < p->logical.rank; d++)
+				json_array_append_new(sh, json_integer(p->logical.dims[d]));
+			json_object_set_new(*types, j->keys[i], json_pack("{s:s,s:o}", "type", p->q, "shape", sh));
+		}
+	}
 	return CLI_EXIT_OK;
 }
 
@@ -214,16 +298,29 @@ static int convert_open_output(convert_job *j)
 	const ckpt_object_graph *g = j->dropped ? j->pruned : ckpt_reader_object_graph(j->r);
 	size_t i;
 
+	json_t *types = NULL;
+	char *ts;
+
 	wo.vfs = cli_progress_vfs(j->prog, j->in, j->out);
-	if (ckpt_writer_open(&j->w, j->out, j->format, &wo) != CKPT_OK)
+	if (convert_plan(j, &types) != CLI_EXIT_OK) {
+		json_decref(types);
+		return CLI_EXIT_ERROR;
+	}
+	ts = json_object_size(types) ? json_dumps(types, JSON_COMPACT) : NULL;
+	json_decref(types);
+	if (ckpt_writer_open(&j->w, j->out, j->format, &wo) != CKPT_OK || (ts &&
+	    ckpt_writer_set_meta(j->w, "gguf.tensor_types", ts) != CKPT_OK)) {
+		free(ts);
 		return cli_report_last(j->out, NULL);
+	}
+	free(ts);
 	if (g && ckpt_writer_set_object_graph(j->w, g) != CKPT_OK)
 		return cli_report_last(j->out, NULL);
 	for (i = 0; i < sizeof(meta_keys) / sizeof(meta_keys[0]); i++) {
 		const char *value = ckpt_reader_meta(j->r, meta_keys[i]);
 		int mrc;
 
-		if (!value)
+		if (!value || strcmp(meta_keys[i], "gguf.tensor_types") == 0) /* convert_plan's, set above */
 			continue;
 		mrc = ckpt_writer_set_meta(j->w, meta_keys[i], value);
 		if (mrc == CKPT_EUNSUPPORTED) {
@@ -257,16 +354,16 @@ static int convert_announce(convert_job *j)
 		/* the writer stores the graph given above as its own entry; slices are in their full entry's value */
 		if (strcmp(v->name, CKPT_OBJECT_GRAPH_KEY) == 0 || v->slice_part || j->drop[i])
 			continue;
-		if ((qtype = cli_flat_qtype(j->qtypes, v->name)) && strcmp(j->format, "gguf") != 0) {
+		if ((qtype = j->plan[i].src_type) && j->plan[i].raw_quant && strcmp(j->format, "gguf") != 0) {
 			cli_progress_clear_line();
-			fprintf(stderr, "ckpt: %s: variable '%s': cannot be mapped to %s: it is %s-quantized and converting "
-				"it would need dequantizing, which ckpt does not do (GGUF -> GGUF copies it raw)\n",
-				cli_vis(j->in), cli_vis(v->name), j->format, qtype);
+			fprintf(stderr, "ckpt: %s: variable '%s': cannot be mapped to %s: it is %s-quantized (GGUF -> GGUF "
+				"copies it raw; --dequantize f32|f16|bf16 decodes it)\n", cli_vis(j->in), cli_vis(v->name), j->format,
+				qtype);
 			j->unmapped++;
 			continue;
 		}
-		arc = outcome(ckpt_writer_announce(j->w, j->keys[i], v->dtype, &v->shape), j->in, j->out, v->name,
-			j->keys[i], j->format, &j->unmapped);
+		arc = outcome(ckpt_writer_announce(j->w, j->keys[i], j->plan[i].dtype, &j->plan[i].shape), j->in, j->out,
+			v->name, j->keys[i], j->format, &j->unmapped);
 		if (arc < 0)
 			return CLI_EXIT_ERROR;
 		j->go[i] = arc == 0;
@@ -307,7 +404,10 @@ static int convert_copy(convert_job *j)
 
 	for (k = 0; k < j->n; k++) {
 		const ckpt_var_info *v = ckpt_reader_var(j->r, (i = j->order[k]));
+		const cli_qplan *p = &j->plan[i];
 		ckpt_tensor *t = NULL, fixed;
+		const void *val;
+		uint64_t nb;
 		int arc;
 
 		if (!j->go[i])
@@ -316,6 +416,15 @@ static int convert_copy(convert_job *j)
 			return CLI_EXIT_ERROR;
 		if ((arc = read_value(j, i, &t, &fixed)) != CKPT_OK)
 			return cli_report_last(ckpt_reader_path(j->r), v->name);
+		if (t == &fixed) {
+			if ((arc = cli_qplan_value(p, v, j->buf, &j->qb, &val, &nb, &j->qerr[2 * i], &j->qerr[2 * i + 1])) != CKPT_OK)
+				return arc == CKPT_ENOMEM ? cli_report(j->in, v->name, -1, "out of memory") :
+					cli_report_last(ckpt_reader_path(j->r), v->name);
+			fixed = (ckpt_tensor){ p->dtype, p->shape, nb, (void *)val, 0 };
+			j->quantized += p->q != NULL;
+			j->kept += p->kept != NULL;
+		}
+		nb = t == &fixed ? fixed.nbytes : v->nbytes;
 		arc = ckpt_writer_add(j->w, j->keys[i], t, 0);
 		if (t != &fixed)
 			ckpt_tensor_free(t);
@@ -325,24 +434,116 @@ static int convert_copy(convert_job *j)
 		if (arc > 0)
 			continue;
 		j->written++;
-		j->bytes += v->nbytes;
+		j->bytes += nb;
 	}
 	return CLI_EXIT_OK;
 }
 
+/* The entries --quantize encoded, with their error, then those it left as they were and why. */
+static void convert_print_quant(const convert_job *j)
+{
+	size_t i, k;
+	char sh[256];
+
+	if (!j->qo.quant)
+		return;
+	printf("quantized %zu tensor%s to %s (error of the decoded values against the source):\n", j->quantized,
+		j->quantized == 1 ? "" : "s", j->qo.quant);
+	for (k = 0; k < j->n; k++) {
+		const cli_qplan *p = &j->plan[i = j->order[k]];
+		if (!j->go[i] || !p->q)
+			continue;
+		ckpt_shape_format(&p->logical, sh, sizeof(sh));
+		printf("  %s  %s %s  max abs error %.6g  RMSE %.6g\n", cli_vis(ckpt_reader_var(j->r, i)->name), p->q, sh,
+			j->qerr[2 * i], j->qerr[2 * i + 1]);
+	}
+	if (j->kept)
+		printf("kept as stored: %zu tensor%s\n", j->kept, j->kept == 1 ? "" : "s");
+	for (k = 0; k < j->n; k++) {
+		const cli_qplan *p = &j->plan[i = j->order[k]];
+		if (j->go[i] && p->kept)
+			printf("  %s  %s (%s)\n", cli_vis(ckpt_reader_var(j->r, i)->name), ckpt_dtype_name(p->dtype), p->kept);
+	}
+}
+
+static void convert_print_json(const convert_job *j)
+{
+	jw w;
+	size_t i, k;
+
+	jw_init(&w, stdout);
+	jw_object_begin(&w);
+	jw_key(&w, "output");
+	jw_string(&w, j->out);
+	jw_key(&w, "format");
+	jw_string(&w, j->format);
+	jw_key(&w, "entries");
+	jw_uint(&w, j->written);
+	jw_key(&w, "bytes");
+	jw_uint(&w, j->bytes);
+	jw_key(&w, "unmapped");
+	jw_uint(&w, j->unmapped);
+	jw_key(&w, "optimizer_dropped");
+	jw_uint(&w, j->dropped);
+	jw_key(&w, "dequantize");
+	jw_string(&w, j->qo.deq ? ckpt_dtype_name(j->qo.deq) : NULL);
+	jw_key(&w, "quantize");
+	jw_string(&w, j->qo.quant);
+	jw_key(&w, "tensors");
+	jw_array_begin(&w);
+	for (k = 0; k < j->n; k++) {
+		const cli_qplan *p = &j->plan[i = j->order[k]];
+		if (!j->go[i])
+			continue;
+		jw_object_begin(&w);
+		jw_key(&w, "name");
+		jw_string(&w, ckpt_reader_var(j->r, i)->name);
+		jw_key(&w, "type");
+		jw_string(&w, p->q ? p->q : p->raw_quant ? p->src_type : ckpt_dtype_name(p->dtype));
+		jw_key(&w, "shape");
+		jw_shape(&w, &p->logical);
+		if (p->src_type) {
+			jw_key(&w, "source_type");
+			jw_string(&w, p->src_type);
+		}
+		if (p->q) {
+			jw_key(&w, "max_abs_error");
+			jw_double(&w, j->qerr[2 * i]);
+			jw_key(&w, "rmse");
+			jw_double(&w, j->qerr[2 * i + 1]);
+		}
+		if (p->kept) {
+			jw_key(&w, "kept");
+			jw_string(&w, p->kept);
+		}
+		jw_object_end(&w);
+	}
+	jw_array_end(&w);
+	jw_object_end(&w);
+	jw_end_line(&w);
+}
+
 static void convert_print(const convert_job *j)
 {
+	if (j->json) {
+		convert_print_json(j);
+		return;
+	}
 	printf("wrote %s (%s): %zu entries, %" PRIu64 " bytes", cli_vis(j->out), j->format, j->written, j->bytes);
 	if (j->unmapped)
 		printf("; %zu entr%s not mappable, skipped", j->unmapped, j->unmapped == 1 ? "y" : "ies");
 	if (j->dropped)
 		printf("; %zu optimizer entr%s dropped", j->dropped, j->dropped == 1 ? "y" : "ies");
 	printf("\n");
+	convert_print_quant(j);
 }
 
 static void convert_job_free(convert_job *j)
 {
 	free(j->buf);
+	free(j->plan);
+	free(j->qerr);
+	cli_qbufs_free(&j->qb);
 	free(j->go);
 	free(j->order);
 	free(j->drop);
@@ -395,10 +596,17 @@ const cli_cmd cli_cmd_convert = {
 	"OUT in the target format (tf: a TensorBundle at prefix OUT; keras-h5: a\n"
 	"legacy Keras .h5; keras-weights: a Keras 3 .weights.h5; keras: a .keras\n"
 	"archive; safetensors, gguf: one flat file, TF keys mapped to dotted names\n"
-	"as README.md describes). Values are copied bit for bit. Entries the target\n"
+	"as README.md describes). Values are copied bit for bit (but see --dequantize\n"
+	"and --quantize below). Entries the target\n"
 	"cannot take (GGUF: unsigned, bool and empty tensors, names over 63 bytes;\n"
-	"quantized GGUF tensors anywhere but GGUF) are listed; then nothing is\n"
-	"written and the exit status is 1, unless --allow-partial is given.\n"
+	"quantized GGUF tensors anywhere but GGUF, unless --dequantize) are listed;\n"
+	"then nothing is written and the exit status is 1, unless --allow-partial\n"
+	"is given.\n"
+	"--dequantize decodes quantized GGUF tensors (and F16/BF16 ones) to the\n"
+	"given float type, bit-identical with gguf-py. --quantize (--to gguf)\n"
+	"encodes float tensors of rank >= 2 as llama.cpp's quantize does: 1-D\n"
+	"tensors and names matching --keep (default '*norm*') stay as they are;\n"
+	"the report gives each encoded tensor's max abs error and RMSE.\n"
 	"Optimizer slots and state are kept unless --no-optimizer is given.\n"
 	"safetensors and GGUF convert to tf, safetensors and gguf, not to Keras\n"
 	"files (they do not record the order of a layer's variables)."

@@ -109,6 +109,41 @@ static void print_slices_json(jw *w, const ckpt_var_info *v)
 	jw_array_end(w);
 }
 
+/*
+ * A GGUF tensor as ggml sees it, so a reader of the JSON needs no block
+ * tables: its ggml type, its logical row-major shape (a quantized tensor's
+ * "dtype"/"shape" are the uint8 byte view) and where its data starts in the file.
+ */
+static void print_gguf_tensor_json(jw *w, const ckpt_var_info *v, json_t *qtypes)
+{
+	static const struct {
+		ckpt_dtype dt;
+		const char *name;
+	} plain[] = { { CKPT_DT_FLOAT, "F32" }, { CKPT_DT_HALF, "F16" }, { CKPT_DT_BFLOAT16, "BF16" },
+		{ CKPT_DT_DOUBLE, "F64" }, { CKPT_DT_INT8, "I8" }, { CKPT_DT_INT16, "I16" }, { CKPT_DT_INT32, "I32" },
+		{ CKPT_DT_INT64, "I64" } };
+	const char *q = cli_flat_qtype(qtypes, v->name), *type = q;
+	json_t *sh = q ? json_object_get(json_object_get(qtypes, v->name), "shape") : NULL;
+	size_t k;
+
+	for (k = 0; !type && k < sizeof(plain) / sizeof(plain[0]); k++)
+		if (plain[k].dt == v->dtype)
+			type = plain[k].name;
+	jw_key(w, "ggml_type");
+	jw_string(w, type);
+	jw_key(w, "logical_shape");
+	if (q) {
+		jw_array_begin(w);
+		for (k = 0; k < json_array_size(sh); k++)
+			jw_int(w, json_integer_value(json_array_get(sh, k)));
+		jw_array_end(w);
+	} else {
+		jw_shape(w, &v->shape);
+	}
+	jw_key(w, "data_offset");
+	jw_int(w, v->offset);
+}
+
 static void print_var_json(jw *w, const inspect_state *st, size_t i, json_t *qtypes)
 {
 	const ckpt_var_info *v = ckpt_reader_var(st->r, i);
@@ -128,10 +163,8 @@ static void print_var_json(jw *w, const inspect_state *st, size_t i, json_t *qty
 	st->status[i] == ST_OK ? jw_crc32(w, st->crc32c[i]) : jw_null(w);
 	jw_key(w, "role");
 	jw_string(w, ckpt_role_name(v->role));
-	if (cli_flat_qtype(qtypes, v->name)) { /* GGUF quantized: dtype is the uint8 byte view */
-		jw_key(w, "ggml_type");
-		jw_string(w, cli_flat_qtype(qtypes, v->name));
-	}
+	if (strcmp(ckpt_reader_format(st->r), "gguf") == 0)
+		print_gguf_tensor_json(w, v, qtypes);
 	if (v->nslices)
 		print_slices_json(w, v);
 	if (v->sync_source != CKPT_SYNC_SOURCE_NONE) {
@@ -634,6 +667,53 @@ static void print_human(const inspect_state *st)
 	print_table(st);
 }
 
+/*
+ * A file the reader refused as malformed: when it is a GGUF whose header
+ * and key-value pairs are sound (the tensor table is what is broken:
+ * overlapping offsets, say), show those first, then the error; exit 1.
+ */
+static int inspect_broken_gguf(const char *path, int json, uint64_t max_array)
+{
+	const ckpt_error *e = ckpt_error_last();
+	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+	char *msg = strdup(e->message ? e->message : ckpt_status_name(e->code));
+	char *var = e->variable ? strdup(e->variable) : NULL;
+	int64_t off = e->offset;
+	ckpt_reader *m = NULL;
+	int rc;
+
+	oo.vfs = cli_vfs_for(path, NULL);
+	if (!msg || ckpt_gguf_open_metadata(&m, path, &oo) != CKPT_OK) {
+		ckpt_reader_free(m);
+		m = NULL; /* not a GGUF, or its header is broken too: the first error alone */
+	} else if (json) {
+		jw w;
+		jw_init(&w, stdout);
+		jw_object_begin(&w);
+		jw_key(&w, "path");
+		jw_string(&w, path);
+		jw_key(&w, "format");
+		jw_string(&w, ckpt_reader_format(m));
+		jw_key(&w, "error");
+		jw_string(&w, msg);
+		jw_key(&w, "variables");
+		jw_array_begin(&w);
+		jw_array_end(&w);
+		cli_inspect_sections_json(&w, m, max_array);
+		jw_object_end(&w);
+		jw_end_line(&w);
+	} else {
+		printf("%s (gguf): the tensor table is broken; header and key-value pairs:\n\n", cli_vis(path));
+		cli_print_flat_meta(m);
+	}
+	fflush(stdout);
+	ckpt_reader_free(m);
+	rc = msg ? cli_report(path, var, off, "%s", msg) : cli_report(path, NULL, -1, "out of memory");
+	free(msg);
+	free(var);
+	return rc;
+}
+
 static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 {
 	inspect_args args;
@@ -671,6 +751,8 @@ static int cmd_inspect(const cli_cmd *cmd, int argc, char **argv)
 
 	rc = ckpt_reader_open(&st.r, path, &oo);
 	cli_sync_rules_free(&rules);
+	if (rc == CKPT_EFORMAT)
+		return inspect_broken_gguf(path, json, st.max_array);
 	if (rc != CKPT_OK)
 		return cli_report_last(path, NULL);
 	st.n = ckpt_reader_num_entries(st.r);

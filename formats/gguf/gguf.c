@@ -13,27 +13,45 @@
  * type name is in the reader's "gguf.tensor_types" metadata.
  */
 #include <string.h>
+#include <strings.h>
 #include "gguf.h"
 
 /* ggml.h's type table (ids, block sizes and bytes per block), as gguf-py's GGML_QUANT_SIZES. */
 static const gguf_type types[] = {
-	{ 0, "F32", 1, 4, CKPT_DT_FLOAT },     { 1, "F16", 1, 2, CKPT_DT_HALF },
-	{ 2, "Q4_0", 32, 18, CKPT_DT_INVALID }, { 3, "Q4_1", 32, 20, CKPT_DT_INVALID },
-	{ 6, "Q5_0", 32, 22, CKPT_DT_INVALID }, { 7, "Q5_1", 32, 24, CKPT_DT_INVALID },
-	{ 8, "Q8_0", 32, 34, CKPT_DT_INVALID }, { 9, "Q8_1", 32, 40, CKPT_DT_INVALID },
-	{ 10, "Q2_K", 256, 84, CKPT_DT_INVALID }, { 11, "Q3_K", 256, 110, CKPT_DT_INVALID },
-	{ 12, "Q4_K", 256, 144, CKPT_DT_INVALID }, { 13, "Q5_K", 256, 176, CKPT_DT_INVALID },
-	{ 14, "Q6_K", 256, 210, CKPT_DT_INVALID }, { 15, "Q8_K", 256, 292, CKPT_DT_INVALID },
-	{ 16, "IQ2_XXS", 256, 66, CKPT_DT_INVALID }, { 17, "IQ2_XS", 256, 74, CKPT_DT_INVALID },
-	{ 18, "IQ3_XXS", 256, 98, CKPT_DT_INVALID }, { 19, "IQ1_S", 256, 50, CKPT_DT_INVALID },
-	{ 20, "IQ4_NL", 32, 18, CKPT_DT_INVALID }, { 21, "IQ3_S", 256, 110, CKPT_DT_INVALID },
-	{ 22, "IQ2_S", 256, 82, CKPT_DT_INVALID }, { 23, "IQ4_XS", 256, 136, CKPT_DT_INVALID },
-	{ 24, "I8", 1, 1, CKPT_DT_INT8 },      { 25, "I16", 1, 2, CKPT_DT_INT16 },
-	{ 26, "I32", 1, 4, CKPT_DT_INT32 },    { 27, "I64", 1, 8, CKPT_DT_INT64 },
-	{ 28, "F64", 1, 8, CKPT_DT_DOUBLE },   { 29, "IQ1_M", 256, 56, CKPT_DT_INVALID },
-	{ 30, "BF16", 1, 2, CKPT_DT_BFLOAT16 }, { 34, "TQ1_0", 256, 54, CKPT_DT_INVALID },
-	{ 35, "TQ2_0", 256, 66, CKPT_DT_INVALID }, { 39, "MXFP4", 32, 17, CKPT_DT_INVALID },
-	{ 40, "NVFP4", 64, 36, CKPT_DT_INVALID }, { 41, "Q1_0", 128, 18, CKPT_DT_INVALID },
+	{ 0, "F32", 1, 4, CKPT_DT_FLOAT, ckpt__deq_f32, ckpt__q_f32 },
+	{ 1, "F16", 1, 2, CKPT_DT_HALF, ckpt__deq_f16, ckpt__q_f16 },
+	{ 2, "Q4_0", 32, 18, CKPT_DT_INVALID, ckpt__deq_q4_0, ckpt__q_q4_0 },
+	{ 3, "Q4_1", 32, 20, CKPT_DT_INVALID, ckpt__deq_q4_1, ckpt__q_q4_1 },
+	{ 6, "Q5_0", 32, 22, CKPT_DT_INVALID, ckpt__deq_q5_0, ckpt__q_q5_0 },
+	{ 7, "Q5_1", 32, 24, CKPT_DT_INVALID, ckpt__deq_q5_1, ckpt__q_q5_1 },
+	{ 8, "Q8_0", 32, 34, CKPT_DT_INVALID, ckpt__deq_q8_0, ckpt__q_q8_0 },
+	{ 9, "Q8_1", 32, 40, CKPT_DT_INVALID, NULL, NULL },
+	{ 10, "Q2_K", 256, 84, CKPT_DT_INVALID, ckpt__deq_q2_k, NULL },
+	{ 11, "Q3_K", 256, 110, CKPT_DT_INVALID, ckpt__deq_q3_k, NULL },
+	{ 12, "Q4_K", 256, 144, CKPT_DT_INVALID, ckpt__deq_q4_k, ckpt__q_q4_k },
+	{ 13, "Q5_K", 256, 176, CKPT_DT_INVALID, ckpt__deq_q5_k, NULL },
+	{ 14, "Q6_K", 256, 210, CKPT_DT_INVALID, ckpt__deq_q6_k, ckpt__q_q6_k },
+	{ 15, "Q8_K", 256, 292, CKPT_DT_INVALID, NULL, NULL },
+	{ 16, "IQ2_XXS", 256, 66, CKPT_DT_INVALID, NULL, NULL },
+	{ 17, "IQ2_XS", 256, 74, CKPT_DT_INVALID, NULL, NULL },
+	{ 18, "IQ3_XXS", 256, 98, CKPT_DT_INVALID, NULL, NULL },
+	{ 19, "IQ1_S", 256, 50, CKPT_DT_INVALID, NULL, NULL },
+	{ 20, "IQ4_NL", 32, 18, CKPT_DT_INVALID, NULL, NULL },
+	{ 21, "IQ3_S", 256, 110, CKPT_DT_INVALID, NULL, NULL },
+	{ 22, "IQ2_S", 256, 82, CKPT_DT_INVALID, NULL, NULL },
+	{ 23, "IQ4_XS", 256, 136, CKPT_DT_INVALID, NULL, NULL },
+	{ 24, "I8", 1, 1, CKPT_DT_INT8, NULL, NULL },
+	{ 25, "I16", 1, 2, CKPT_DT_INT16, NULL, NULL },
+	{ 26, "I32", 1, 4, CKPT_DT_INT32, NULL, NULL },
+	{ 27, "I64", 1, 8, CKPT_DT_INT64, NULL, NULL },
+	{ 28, "F64", 1, 8, CKPT_DT_DOUBLE, NULL, NULL },
+	{ 29, "IQ1_M", 256, 56, CKPT_DT_INVALID, NULL, NULL },
+	{ 30, "BF16", 1, 2, CKPT_DT_BFLOAT16, ckpt__deq_bf16, ckpt__q_bf16 },
+	{ 34, "TQ1_0", 256, 54, CKPT_DT_INVALID, ckpt__deq_tq1_0, NULL },
+	{ 35, "TQ2_0", 256, 66, CKPT_DT_INVALID, ckpt__deq_tq2_0, NULL },
+	{ 39, "MXFP4", 32, 17, CKPT_DT_INVALID, ckpt__deq_mxfp4, NULL },
+	{ 40, "NVFP4", 64, 36, CKPT_DT_INVALID, NULL, NULL },
+	{ 41, "Q1_0", 128, 18, CKPT_DT_INVALID, NULL, NULL },
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -48,7 +66,7 @@ const gguf_type *ckpt__gguf_type(int id)
 const gguf_type *ckpt__gguf_type_by_name(const char *name)
 {
 	for (size_t i = 0; i < NTYPES; i++)
-		if (strcmp(types[i].name, name) == 0)
+		if (strcasecmp(types[i].name, name) == 0) /* "q8_0" on a command line is Q8_0 */
 			return &types[i];
 	return NULL;
 }

@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 #include "formats/flat/flat.h"
+#include "gguf_quant.h"
 
 #define GGUF_MAX_DIMS 4          /* ggml's GGML_MAX_DIMS */
 #define GGUF_MAX_NAME 63         /* ggml's GGML_MAX_NAME (64) less the terminator */
@@ -15,6 +16,8 @@ typedef struct gguf_type {
 	const char *name;
 	unsigned blck, size;
 	ckpt_dtype dt;  /* CKPT_DT_INVALID for quantized block formats (byte views) */
+	gguf_to_float_fn to_float;     /* NULL: no decoder (integer types, IQ, NVFP4, Q8_1, Q8_K, Q1_0) */
+	gguf_from_float_fn from_float; /* NULL: no encoder */
 } gguf_type;
 
 const gguf_type *ckpt__gguf_type(int id);

@@ -327,7 +327,17 @@ static int tensor_types_meta(ckpt_reader *r, const tinfo *ti)
 	return rc;
 }
 
-static int parse(ckpt_reader *r, gguf_state *s, cur *c)
+static int set_header_meta(ckpt_reader *r, uint32_t version, uint32_t alignment)
+{
+	char num[32];
+	snprintf(num, sizeof(num), "%u", version);
+	CKPT_TRY(ckpt__reader_set_meta(r, "gguf.version", num));
+	snprintf(num, sizeof(num), "%u", alignment);
+	return ckpt__reader_set_meta(r, "gguf.alignment", num);
+}
+
+/* meta_only: stop after the key-value pairs (ckpt_gguf_open_metadata: a broken tensor table still shows them) */
+static int parse(ckpt_reader *r, gguf_state *s, cur *c, int meta_only)
 {
 	unsigned char magic[4];
 	uint32_t version, alignment = GGUF_DEFAULT_ALIGNMENT;
@@ -335,7 +345,6 @@ static int parse(ckpt_reader *r, gguf_state *s, cur *c)
 	tinfo *ti = NULL;
 	ckpt__name_set seen;
 	int rc;
-	char num[32];
 	CKPT_TRY(get(c, magic, 4));
 	if (memcmp(magic, "GGUF", 4) != 0)
 		return ckpt__fail(CKPT_EFORMAT, c->path, NULL, 0, "not a GGUF file (bad magic)");
@@ -357,6 +366,8 @@ static int parse(ckpt_reader *r, gguf_state *s, cur *c)
 		return ckpt__fail(CKPT_ELIMIT, c->path, NULL, 8, "tensor_count %llu above the limit of %d",
 			(unsigned long long)nt, CKPT_MAX_VARIABLES);
 	CKPT_TRY(read_kvs(c, r, nkv, &alignment));
+	if (meta_only)
+		return set_header_meta(r, version, alignment);
 	r->vars = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(*r->vars));
 	s->fr.names = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(char *));
 	ti = ckpt__calloc(nt ? (size_t)nt : 1, sizeof(*ti));
@@ -396,18 +407,14 @@ static int parse(ckpt_reader *r, gguf_state *s, cur *c)
 	c->what = NULL;
 	if ((rc = tensor_types_meta(r, ti)) < 0)
 		goto out;
-	snprintf(num, sizeof(num), "%u", version);
-	if ((rc = ckpt__reader_set_meta(r, "gguf.version", num)) < 0)
-		goto out;
-	snprintf(num, sizeof(num), "%u", alignment);
-	rc = ckpt__reader_set_meta(r, "gguf.alignment", num);
+	rc = set_header_meta(r, version, alignment);
 out:
 	ckpt__free(ti);
 	ckpt__name_set_free(&seen);
 	return rc;
 }
 
-int ckpt__gguf_open(ckpt_reader *r)
+static int gguf_open(ckpt_reader *r, int meta_only)
 {
 	gguf_state *s = ckpt__calloc(1, sizeof(*s));
 	cur c = { 0 };
@@ -424,9 +431,38 @@ int ckpt__gguf_open(ckpt_reader *r)
 	CKPT_TRY(ckpt_io_size(&c.size, s->fr.io));
 	if (!(c.buf = ckpt__malloc(WIN)))
 		return CKPT_ENOMEM;
-	rc = parse(r, s, &c);
+	rc = parse(r, s, &c, meta_only);
 	ckpt__free(c.buf);
-	if (rc < 0)
+	if (rc < 0 || meta_only)
 		return rc;
 	return ckpt__flat_build_graph(r);
+}
+
+int ckpt__gguf_open(ckpt_reader *r)
+{
+	return gguf_open(r, 0);
+}
+
+int ckpt_gguf_open_metadata(ckpt_reader **out, const char *path, const ckpt_open_options *o)
+{
+	ckpt_reader *r;
+	int rc;
+	if (!out || !path)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_gguf_open_metadata: NULL argument");
+	*out = NULL;
+	if (o && o->version != 1 && o->version != CKPT_OPEN_OPTIONS_VERSION)
+		return ckpt__fail(CKPT_EINVAL, path, NULL, -1, "unsupported ckpt_open_options version %u", o->version);
+	if (!(r = ckpt__calloc(1, sizeof(*r))))
+		return CKPT_ENOMEM;
+	r->fmt = &ckpt_format_gguf;
+	r->opts = (ckpt_open_options)CKPT_OPEN_OPTIONS_INIT;
+	r->nshards = 1;
+	if ((rc = ckpt_status_of(r->vfs = ckpt_vfs_for_path(o ? o->vfs : NULL, path))) < 0 ||
+	    (rc = (r->user_path = ckpt__strdup(path)) ? CKPT_OK : CKPT_ENOMEM) < 0 || (rc = gguf_open(r, 1)) < 0) {
+		ckpt__error_annotate(path, NULL);
+		ckpt_reader_free(r);
+		return rc;
+	}
+	*out = r;
+	return CKPT_OK;
 }

@@ -6,7 +6,9 @@
  * Key-value pairs come from the writer's "gguf.kv" metadata (the JSON a
  * GGUF reader exposes), so GGUF -> GGUF keeps them, types included. Tensor
  * types: F32/F16/BF16/F64/I8/I16/I32/I64 from the dtype; a uint8 byte view
- * named in "gguf.tensor_types" (a quantized tensor read from a GGUF) is
+ * named in "gguf.tensor_types" by its flat name or by the name given to
+ * the writer (a quantized tensor read from a GGUF, or one ckpt convert
+ * --quantize encoded) is
  * written raw with its ggml type, ne[0] recovered from its bytes per row.
  * Other dtypes (unsigned, bool, complex, float8, string), rank above 4,
  * empty dims and names over 63 bytes are EUNSUPPORTED: GGUF and ggml have
@@ -98,6 +100,8 @@ static int gguf_map(ckpt_writer *w, gw_state *s, const char *name, ckpt_dtype dt
 	if (!(*flat = ckpt__flat_from_key(name)))
 		return CKPT_ENOMEM;
 	json_t *q = s->types ? json_object_get(s->types, *flat) : NULL;
+	if (!q && s->types) /* ckpt convert --quantize lists what it encodes under the names it writes */
+		q = json_object_get(s->types, name);
 	if (strlen(*flat) > GGUF_MAX_NAME) {
 		rc = ckpt__fail(CKPT_EUNSUPPORTED, w->path, name, -1, "GGUF name '%s' is %zu bytes, ggml reads at most %d",
 			*flat, strlen(*flat), GGUF_MAX_NAME);

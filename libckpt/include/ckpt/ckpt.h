@@ -16,6 +16,7 @@
  *   ckpt/partitioned.h   variables split along axis 0 (PartitionedVariable, ShardedVariable)
  *   ckpt/host.h          host state (step, RNG, data position) tracked by pointer
  *   ckpt/async.h         asynchronous saves (block only while staging)
+ *   ckpt/gguf.h          GGUF block types (quantized tensors) to and from float32
  */
 #ifndef CKPT_CKPT_H
 #define CKPT_CKPT_H
@@ -35,5 +36,6 @@
 #include "ckpt/host.h"
 #include "ckpt/async.h"
 #include "ckpt/s3.h"
+#include "ckpt/gguf.h"
 
 #endif
