@@ -3,17 +3,26 @@
  * state, data position, or any struct of fixed-size fields, checkpointed
  * without copying it into variables and back.
  *
- *     int64_t step = 0;
- *     ckpt_shape scalar = { 0 };
- *     ckpt_object_track_host(ckpt_checkpoint_root(ck), "step", CKPT_DT_INT64, &scalar, &step);
+ *     #include <stddef.h>   // offsetof, for CKPT_HOST_*
  *
  *     typedef struct { uint64_t rng[4]; int64_t position; double lr; } loop_state;
+ *     static int64_t step = 0;
+ *     static loop_state state;
  *     static const ckpt_host_field loop_fields[] = {
  *         CKPT_HOST_ARRAY(loop_state, rng, CKPT_DT_UINT64),
  *         CKPT_HOST_SCALAR(loop_state, position, CKPT_DT_INT64),
  *         CKPT_HOST_SCALAR(loop_state, lr, CKPT_DT_DOUBLE),
  *     };
- *     ckpt_object_track_host_struct(data, &state, loop_fields, 3);
+ *
+ *     static int track_loop(ckpt_checkpoint *ck)
+ *     {
+ *         ckpt_shape scalar = { 0 };
+ *         int rc = ckpt_object_track_host(ckpt_checkpoint_root(ck), "step", CKPT_DT_INT64, &scalar, &step);
+ *         ckpt_object *data = ckpt_object_new_child(ckpt_checkpoint_root(ck), "data");
+ *         if (rc < 0 || !data)
+ *             return rc < 0 ? rc : ckpt_error_last()->code;
+ *         return ckpt_object_track_host_struct(data, &state, loop_fields, 3);
+ *     }
  *
  * Semantics:
  *  - The library reads the memory at every save (ckpt_checkpoint_save /
