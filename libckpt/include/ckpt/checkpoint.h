@@ -544,9 +544,16 @@ typedef struct ckpt_manager_options {
 	ckpt_warning_fn warn;        /**< NULL = the checkpoint's, else stderr */
 	void *warn_ctx;
 	int no_fsync;                /**< 1 = skip fsync of the state file */
+	/**
+	 * 1 = ckpt_manager_restore_latest falls back to older checkpoints when
+	 * the newest does not verify (version 2; see there). 0, the default, is
+	 * TensorFlow's behaviour: the restore fails.
+	 */
+	int fallback;
 } ckpt_manager_options;
-#define CKPT_MANAGER_OPTIONS_VERSION 1
-#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0 }
+/* version 1 (without `fallback`) is still accepted */
+#define CKPT_MANAGER_OPTIONS_VERSION 2
+#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0 }
 
 /**
  * tf.train.CheckpointManager over `dir` (created when missing) for `ckpt`
@@ -632,6 +639,17 @@ CKPT_API const char *ckpt_manager_latest_valid(ckpt_manager *m);
  * When there is none, returns NULL with ckpt_error_last() cleared (its code
  * CKPT_OK, so ckpt_status_of gives CKPT_OK) and *status = NULL: a fresh
  * start; the NULL status's assertions pass, see "restore status" above.
+ *
+ * A checkpoint that is complete but does not verify (a crc32c mismatch:
+ * CKPT_ECHECKSUM; a malformed entry or data: CKPT_EFORMAT) fails the
+ * restore, as in TensorFlow. With the manager option `fallback` set, the
+ * restore instead warns (through the manager's warning function) with that
+ * checkpoint's path and the reason, and tries the next older one, until
+ * one restores; the path returned names it. A failed attempt changes no
+ * live variable (restores are all-or-nothing), so the one restored is the
+ * only one applied. When none verifies, the newest one's error is returned.
+ * Other failures (CKPT_EMISMATCH with the live tree, CKPT_EIO, CKPT_ENOMEM)
+ * are not about the checkpoint and end the restore either way.
  * @param[out] status (may be NULL) caller-owned; free with ckpt_restore_status_free
  * @return the checkpoint restored, borrowed from the manager; NULL on a fresh
  *         start (as said above) or on failure with ckpt_error_last() set: a
