@@ -12,7 +12,9 @@
  * are listed; without --allow-partial nothing is written and the exit
  * status is 1. Values are copied bit for bit.
  * Optimizer state (slots, iterations, hyper-parameters) is kept unless
- * --no-optimizer drops it (and its attributes from the object graph).
+ * --no-optimizer drops it (and its attributes from the object graph), with
+ * the trainer state (role "trainer": data position, RNG state; ckpt/host.h),
+ * which means nothing without the optimizer's.
  * Quantized GGUF tensors go to GGUF only: any other target would need
  * them dequantized, which convert refuses.
  */
@@ -41,7 +43,8 @@ static const cli_opt convert_opts[] = {
 		CLI_FIELD(convert_args, to) },
 	{ CLI_OPT_SWITCH, "allow-partial", NULL, 0, "write what can be mapped even if some entries cannot",
 		CLI_FIELD(convert_args, allow_partial) },
-	{ CLI_OPT_SWITCH, "no-optimizer", NULL, 0, "drop optimizer slots and state (default: keep them)",
+	{ CLI_OPT_SWITCH, "no-optimizer", NULL, 0,
+		"drop optimizer slots and state, and trainer state (default: keep them)",
 		CLI_FIELD(convert_args, no_optimizer) },
 	{ CLI_OPT_SWITCH, "keep-optimizer", NULL, 0, "keep optimizer slots and state (the default)",
 		CLI_FIELD(convert_args, keep_optimizer) },
@@ -199,7 +202,8 @@ static int convert_open_input(convert_job *j)
 	if (!(j->drop = calloc(j->n ? j->n : 1, 1)))
 		return cli_report(j->in, NULL, -1, "out of memory");
 	for (i = 0; j->no_optimizer && i < j->n; i++)
-		if (ckpt_reader_var(j->r, i)->role == CKPT_ROLE_OPTIMIZER && (j->drop[i] = 1))
+		if ((ckpt_reader_var(j->r, i)->role == CKPT_ROLE_OPTIMIZER || ckpt_reader_var(j->r, i)->role ==
+			CKPT_ROLE_TRAINER) && (j->drop[i] = 1))
 			j->dropped++;
 	if (j->dropped && cli_graph_without(j->r, j->drop, &j->pruned) != CLI_EXIT_OK)
 		return CLI_EXIT_ERROR;
@@ -399,7 +403,8 @@ const cli_cmd cli_cmd_convert = {
 	"cannot take (GGUF: unsigned, bool and empty tensors, names over 63 bytes;\n"
 	"quantized GGUF tensors anywhere but GGUF) are listed; then nothing is\n"
 	"written and the exit status is 1, unless --allow-partial is given.\n"
-	"Optimizer slots and state are kept unless --no-optimizer is given.\n"
+	"Optimizer slots and state, and the trainer state (role trainer), are kept\n"
+	"unless --no-optimizer is given.\n"
 	"safetensors and GGUF convert to tf, safetensors and gguf, not to Keras\n"
 	"files (they do not record the order of a layer's variables)."
 };
