@@ -71,3 +71,30 @@ int ckpt_object_track_host_struct(ckpt_object *obj, void *base, const ckpt_host_
 	}
 	return CKPT_OK;
 }
+
+static int trainer_state_rc(ckpt_object **out, ckpt_checkpoint *ck)
+{
+	*out = NULL;
+	if (!ck)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_trainer_state: NULL checkpoint");
+	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_trainer_state"));
+	ckpt_object *root = ckpt_checkpoint_root(ck);
+	const ckpt__edge *e = ckpt__object_edge(root, CKPT_TRAINER_STATE);
+	if (e) {
+		/* a variable tracked under the name would put its value, not objects, there */
+		if (e->child->is_var_node)
+			return ckpt__fail(CKPT_EINVAL, NULL, CKPT_TRAINER_STATE, -1,
+				"the root child '" CKPT_TRAINER_STATE "' is a variable, not an object for trainer state");
+		*out = e->child;
+		return CKPT_OK;
+	}
+	return ckpt_status_of(*out = ckpt_object_new_child(root, CKPT_TRAINER_STATE));
+}
+
+ckpt_object *ckpt_checkpoint_trainer_state(ckpt_checkpoint *ck)
+{
+	ckpt_object *out;
+	int rc = trainer_state_rc(&out, ck);
+	ckpt__borrowed_status(rc, out != NULL);
+	return rc == CKPT_OK ? out : NULL;
+}

@@ -27,6 +27,7 @@
  * more than max_to_keep complete checkpoints plus the one being written,
  * and numbering continues from the newest.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,7 @@ struct ckpt_manager {
 	ckpt_warning_fn warn;
 	void *warn_ctx;
 	int no_fsync;
+	int fallback;            /* restore_latest tries older checkpoints when the newest does not verify */
 	size_t n, cap;
 	mgr_entry *list;         /* oldest first */
 	double last_preserved;
@@ -752,9 +754,12 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	*out = NULL;
 	ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
 	if (o) {
-		if (o->version != CKPT_MANAGER_OPTIONS_VERSION)
+		if (o->version == 1) /* before `fallback` */
+			memcpy(&opts, o, offsetof(ckpt_manager_options, fallback));
+		else if (o->version == CKPT_MANAGER_OPTIONS_VERSION)
+			opts = *o;
+		else
 			return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "unsupported ckpt_manager_options version %u", o->version);
-		opts = *o;
 	}
 	const char *name = opts.checkpoint_name ? opts.checkpoint_name : "ckpt";
 	if (!*name || strchr(name, '/'))
@@ -773,6 +778,7 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	m->warn = opts.warn ? opts.warn : (ck ? ck->opts.warn : NULL);
 	m->warn_ctx = opts.warn ? opts.warn_ctx : (ck ? ck->opts.warn_ctx : NULL);
 	m->no_fsync = opts.no_fsync || (ck && ck->opts.no_fsync);
+	m->fallback = opts.fallback;
 	m->last_preserved = now_seconds();
 	m->max_number = -1;
 	m->dir = ckpt__strdup(dir);
@@ -1122,14 +1128,13 @@ const char *ckpt_manager_checkpoint(const ckpt_manager *m, size_t i)
 	return m && i < m->n ? m->list[i].path : NULL;
 }
 
-static int manager_latest_valid_rc(const char **path_out, ckpt_manager *m)
+/*
+ * The newest complete checkpoint among list[0..below): its index in *at and
+ * its path in m->latest_valid (and *path_out); CKPT_ENOTFOUND when none.
+ */
+static int newest_valid_below(const char **path_out, size_t *at, ckpt_manager *m, size_t below)
 {
-	if (path_out)
-		*path_out = NULL;
-	if (!m)
-		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_manager_latest_valid: NULL manager");
-	CKPT_TRY(finish_async(m));
-	for (size_t i = m->n; i-- > 0;) {
+	for (size_t i = below; i-- > 0;) {
 		char why[1024];
 		int ok = check_valid(m, m->list[i].path, why, sizeof(why));
 		if (ok < 0)
@@ -1142,6 +1147,7 @@ static int manager_latest_valid_rc(const char **path_out, ckpt_manager *m)
 			m->latest_valid = p;
 			if (path_out)
 				*path_out = p;
+			*at = i;
 			if (m->list[i].unlisted && (!m->warned_unlisted || strcmp(m->warned_unlisted, p) != 0)) {
 				ckpt__warn(m->warn, m->warn_ctx, "using %s, the newest complete checkpoint, which the state file "
 					"%s/" STATE_FILE " did not list (a save interrupted after the checkpoint was committed)",
@@ -1158,12 +1164,61 @@ static int manager_latest_valid_rc(const char **path_out, ckpt_manager *m)
 	return ckpt__fail(CKPT_ENOTFOUND, m->dir, NULL, -1, "no complete checkpoint in %s", m->dir);
 }
 
+static int manager_latest_valid_rc(const char **path_out, ckpt_manager *m)
+{
+	if (path_out)
+		*path_out = NULL;
+	if (!m)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_manager_latest_valid: NULL manager");
+	CKPT_TRY(finish_async(m));
+	size_t at;
+	return newest_valid_below(path_out, &at, m, m->n);
+}
+
 const char *ckpt_manager_latest_valid(ckpt_manager *m)
 {
 	const char *path_out = NULL;
 	int rc = manager_latest_valid_rc(&path_out, m);
 	ckpt__borrowed_status(rc, path_out != NULL);
 	return rc == CKPT_OK ? path_out : NULL;
+}
+
+/* Stored bytes that do not verify: what an older checkpoint may not share. */
+static int does_not_verify(int rc)
+{
+	return rc == CKPT_ECHECKSUM || rc == CKPT_EFORMAT;
+}
+
+/*
+ * The opt-in fallback (ckpt_manager_options.fallback): list[at] failed to
+ * restore with `rc`; while that says its bytes do not verify, warn with its
+ * path and the reason and restore the next older complete one. A failed
+ * restore changed nothing live, so each attempt starts from the same state.
+ * When none verifies, the newest one's error is put back.
+ */
+static int restore_fallback(ckpt_restore_status **status, const char **p, ckpt_manager *m, size_t at, int rc)
+{
+	/* the newest one's error, copied: the attempts below overwrite the last error */
+	const ckpt_error *e = ckpt_error_last();
+	int first_rc = rc;
+	int64_t first_offset = e->offset;
+	char first_msg[1024], first_path[1024], first_var[512];
+	snprintf(first_msg, sizeof(first_msg), "%s", e->message ? e->message : "");
+	snprintf(first_path, sizeof(first_path), "%s", e->path ? e->path : "");
+	snprintf(first_var, sizeof(first_var), "%s", e->variable ? e->variable : "");
+	while (does_not_verify(rc)) {
+		char why[1024];
+		ckpt_error_format(ckpt_error_last(), why, sizeof(why));
+		ckpt__warn(m->warn, m->warn_ctx, "skipping checkpoint %s: it does not verify (%s); %s", *p, why,
+			at ? "falling back to the previous one" : "no older checkpoint left");
+		int vrc = at ? newest_valid_below(p, &at, m, at) : CKPT_ENOTFOUND;
+		if (vrc == CKPT_ENOTFOUND) /* nothing older verifies: report the newest, as without the fallback */
+			return ckpt__fail(first_rc, first_path[0] ? first_path : NULL, first_var[0] ? first_var : NULL,
+				first_offset, "%s (no older checkpoint in %s verifies either)", first_msg, m->dir);
+		CKPT_TRY(vrc);
+		rc = ckpt_checkpoint_restore(status, m->ck, *p);
+	}
+	return rc;
 }
 
 static int manager_restore_latest_rc(ckpt_restore_status **status, const char **path_out, ckpt_manager *m)
@@ -1176,13 +1231,18 @@ static int manager_restore_latest_rc(ckpt_restore_status **status, const char **
 		return ckpt__fail(CKPT_EINVAL, m ? m->dir : NULL, NULL, -1,
 			"ckpt_manager_restore_latest: the manager has no checkpoint to restore into");
 	const char *p;
-	int rc = ckpt_status_of(p = ckpt_manager_latest_valid(m));
+	size_t at;
+	CKPT_TRY(finish_async(m));
+	int rc = newest_valid_below(&p, &at, m, m->n);
 	if (rc == CKPT_ENOTFOUND) {
 		ckpt_error_clear();
 		return CKPT_OK;
 	}
 	CKPT_TRY(rc);
-	CKPT_TRY(ckpt_checkpoint_restore(status, m->ck, p));
+	rc = ckpt_checkpoint_restore(status, m->ck, p);
+	if (rc < 0 && m->fallback)
+		rc = restore_fallback(status, &p, m, at, rc);
+	CKPT_TRY(rc);
 	if (path_out)
 		*path_out = p;
 	return CKPT_OK;

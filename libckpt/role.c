@@ -1,5 +1,6 @@
 /*
- * What a stored key belongs to: model, optimizer, metric or other. A small
+ * What a stored key belongs to: model, optimizer, metric, other or trainer
+ * state. A small
  * ordered rule table over TF2 object paths, TF1 variable names and Keras
  * HDF5 dataset paths; the first matching rule wins, the default is model.
  */
@@ -20,6 +21,8 @@ typedef struct rule {
 #define PAT(s) s, sizeof(s) - 1
 static const rule rules[] = {
 	/* CONTAINS patterns that start with "/" are "/x/" with no other "/" (scan() relies on it) */
+	/* the trainer's own state, first: its "step" or "rng" is not bookkeeping of the model (ckpt/host.h) */
+	{ PREFIX, PAT("trainer_state/"), CKPT_ROLE_TRAINER },
 	/* optimizer state: TF2 slots and hyper-parameters, TF1 slot variables, Keras h5 */
 	{ CONTAINS, PAT(".OPTIMIZER_SLOT"), CKPT_ROLE_OPTIMIZER },
 	{ PREFIX, PAT("optimizer/"), CKPT_ROLE_OPTIMIZER },
@@ -144,6 +147,7 @@ const char *ckpt_role_name(ckpt_role r)
 	case CKPT_ROLE_OPTIMIZER: return "optimizer";
 	case CKPT_ROLE_METRIC: return "metric";
 	case CKPT_ROLE_OTHER: return "other";
+	case CKPT_ROLE_TRAINER: return "trainer";
 	}
 	return "model";
 }

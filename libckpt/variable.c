@@ -36,6 +36,7 @@
 #include "variable_internal.h"
 #include "strategy_impl.h"
 #include "variable_device.h"
+#include "wrap_registry.h"
 
 struct ckpt_variable {
 	char *name;              /* in the variable's own allocation (var_alloc), as is bufs */
@@ -52,6 +53,7 @@ struct ckpt_variable {
 	int global_copies;       /* replicas over every process: sync-on-read SUM splits by it */
 	int holds_replica0;      /* copy 0 is global replica 0 (integer SUM split keeps the value there) */
 	int wrapped;             /* bufs belong to the caller */
+	int wrap_registered;     /* its host bufs are in wrap_registry.c's set */
 	int host;                /* host state tracked by pointer: one copy, no strategy's (ckpt/host.h) */
 	int in_slab;             /* the variable's allocation is a ckpt__slab_alloc one */
 	ckpt__mem *pmem;         /* the provider that allocated the copies (ckpt_strategy_mirrored_on), or NULL */
@@ -498,6 +500,15 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 			goto nomem;
 		}
 	}
+	/* host memory another live variable wraps would be overwritten by its restores, and ours by its */
+	if (v->wrapped && !v->dev) {
+		int rc = ckpt__wrap_register(v, v->bufs, copies, nbytes, name);
+		if (rc < 0) {
+			ckpt_variable_free(v);
+			return rc;
+		}
+		v->wrap_registered = 1;
+	}
 	if (v->dev) {
 		/* replica 0 from the host, the others device to device */
 		if (o->initial_value || (!v->wrapped && fill)) {
@@ -587,6 +598,8 @@ void ckpt_variable_free(ckpt_variable *v)
 {
 	if (!v)
 		return;
+	if (v->wrap_registered)
+		ckpt__wrap_unregister(v, v->bufs, v->copies, v->nbytes);
 	if (v->dtype == CKPT_DT_STRING)
 		free_string_copies(v->strs, v->copies);
 	else if (v->bufs && !v->wrapped && v->pmem)

@@ -13,7 +13,9 @@
  * are listed; without --allow-partial nothing is written and the exit
  * status is 1. Values are copied bit for bit.
  * Optimizer state (slots, iterations, hyper-parameters) is kept unless
- * --no-optimizer drops it (and its attributes from the object graph).
+ * --no-optimizer drops it (and its attributes from the object graph), with
+ * the trainer state (role "trainer": data position, RNG state; ckpt/host.h),
+ * which means nothing without the optimizer's.
  * Quantized GGUF tensors are copied raw to GGUF; --dequantize decodes them
  * (convert_quant.c), and --quantize encodes float tensors for a GGUF target,
  * with a report of each one's error (text, or --json).
@@ -49,7 +51,8 @@ static const cli_opt convert_opts[] = {
 		CLI_FIELD(convert_args, to) },
 	{ CLI_OPT_SWITCH, "allow-partial", NULL, 0, "write what can be mapped even if some entries cannot",
 		CLI_FIELD(convert_args, allow_partial) },
-	{ CLI_OPT_SWITCH, "no-optimizer", NULL, 0, "drop optimizer slots and state (default: keep them)",
+	{ CLI_OPT_SWITCH, "no-optimizer", NULL, 0,
+		"drop optimizer slots and state, and trainer state (default: keep them)",
 		CLI_FIELD(convert_args, no_optimizer) },
 	{ CLI_OPT_SWITCH, "keep-optimizer", NULL, 0, "keep optimizer slots and state (the default)",
 		CLI_FIELD(convert_args, keep_optimizer) },
@@ -250,7 +253,8 @@ static int convert_open_input(convert_job *j)
 	if (!(j->drop = calloc(j->n ? j->n : 1, 1)))
 		return cli_report(j->in, NULL, -1, "out of memory");
 	for (i = 0; j->no_optimizer && i < j->n; i++)
-		if (ckpt_reader_var(j->r, i)->role == CKPT_ROLE_OPTIMIZER && (j->drop[i] = 1))
+		if ((ckpt_reader_var(j->r, i)->role == CKPT_ROLE_OPTIMIZER || ckpt_reader_var(j->r, i)->role ==
+			CKPT_ROLE_TRAINER) && (j->drop[i] = 1))
 			j->dropped++;
 	if (j->dropped && cli_graph_without(j->r, j->drop, &j->pruned) != CLI_EXIT_OK)
 		return CLI_EXIT_ERROR;
@@ -607,7 +611,8 @@ const cli_cmd cli_cmd_convert = {
 	"encodes float tensors of rank >= 2 as llama.cpp's quantize does: 1-D\n"
 	"tensors and names matching --keep (default '*norm*') stay as they are;\n"
 	"the report gives each encoded tensor's max abs error and RMSE.\n"
-	"Optimizer slots and state are kept unless --no-optimizer is given.\n"
+	"Optimizer slots and state, and the trainer state (role trainer), are kept\n"
+	"unless --no-optimizer is given.\n"
 	"safetensors and GGUF convert to tf, safetensors and gguf, not to Keras\n"
 	"files (they do not record the order of a layer's variables)."
 };

@@ -594,8 +594,9 @@ static void print_partitions(const ckpt_var_info *v, int w)
 static void print_table(const inspect_state *st)
 {
 	size_t i, w = 4;
-	uint64_t total = 0, role_bytes[4] = { 0 };
-	size_t role_count[4] = { 0 }, ok = 0, unchecked = 0;
+	/* per role (ckpt_role: model, optimizer, metric, other, trainer) */
+	uint64_t total = 0, role_bytes[5] = { 0 };
+	size_t role_count[5] = { 0 }, ok = 0, unchecked = 0;
 
 	for (i = 0; i < st->n; i++) {
 		size_t l = strlen(ckpt_reader_var(st->r, i)->name);
@@ -629,13 +630,13 @@ static void print_table(const inspect_state *st)
 		if (v->nslices)
 			print_partitions(v, (int)w);
 		total += v->nbytes;
-		if ((unsigned)v->role < 4) {
+		if ((unsigned)v->role < 5) {
 			role_count[v->role]++;
 			role_bytes[v->role] += v->nbytes;
 		}
 	}
 	printf("\ntotal: %zu tensors, %" PRIu64 " bytes", st->n, total);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 5; i++)
 		if (role_count[i])
 			printf("; %s %zu (%" PRIu64 " B)", ckpt_role_name((ckpt_role)i), role_count[i], role_bytes[i]);
 	printf("\nread: %zu ok", ok);

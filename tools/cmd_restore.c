@@ -1,6 +1,6 @@
 /*
  * `ckpt restore PATH --strategy mirrored|default [--replicas N]
- *   [--device cpu|cuda[:0,1,...]] [--expect-partial] [--save OUT] [--json]`
+ *   [--device cpu|cuda[:0,1,...]] [--expect-partial] [--save OUT] [--json] [--fallback]`
  *
  * Loads PATH inside a scope of the strategy (ckpt_checkpoint_load creates
  * every variable through the current strategy), then checks each variable
@@ -16,12 +16,18 @@
  * provider (cli_device.c loads it), replica r on the r-th listed device
  * (round robin; `cuda` alone: every device), and checks each copy by
  * copying it back device-to-host through pinned memory.
+ *
+ * --fallback takes PATH as a checkpoint manager's directory and loads the
+ * newest of its checkpoints that verifies, warning with the path and the
+ * reason for each newer one skipped (ckpt_manager_options.fallback, for a
+ * tool that creates its variables from the file).
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "ckpt/sys/error.h"
 #include "cli.h"
 
 /* The options of `ckpt restore`, filled by cli_parse through restore_opts[].field. */
@@ -34,6 +40,7 @@ typedef struct restore_args {
 	const char *save;
 	int json;
 	const char *sync_on_read;
+	int fallback;
 } restore_args;
 
 static const cli_opt restore_opts[] = {
@@ -55,6 +62,9 @@ static const cli_opt restore_opts[] = {
 	{ CLI_OPT_VALUE, "sync-on-read", "PATTERN=AGG[,...]", 0,
 		"create matching variables sync-on-read with AGG sum, mean or first (metrics)",
 		CLI_FIELD(restore_args, sync_on_read) },
+	{ CLI_OPT_SWITCH, "fallback", NULL, 0,
+		"PATH is a manager's directory: load its newest checkpoint that verifies, warning about each one skipped",
+		CLI_FIELD(restore_args, fallback) },
 	{ CLI_OPT_END, NULL, NULL, 0, NULL, 0 }
 };
 
@@ -275,7 +285,7 @@ static int parse_replicas(const cli_cmd *cmd, const char *s, int *out)
 /* What the options ask for, checked. */
 typedef struct restore_plan {
 	const char *path, *save;
-	int json, expect_partial, mirrored, replicas;
+	int json, expect_partial, mirrored, replicas, fallback;
 	int on_cuda, devices[CLI_MAX_DEVICES], ndevices;
 	cli_sync_rules rules;
 } restore_plan;
@@ -312,6 +322,7 @@ static int restore_parse(const cli_cmd *cmd, int argc, char **argv, restore_plan
 	p->json = args.json;
 	p->expect_partial = args.expect_partial;
 	p->save = args.save;
+	p->fallback = args.fallback;
 	if (strcmp(args.strategy, "mirrored") == 0)
 		p->mirrored = 1;
 	else if (strcmp(args.strategy, "default") != 0)
@@ -359,13 +370,69 @@ static int make_cuda_strategy(restore_result *res)
 	return CLI_EXIT_OK;
 }
 
+static double load_t0;
+
+/* The reader the check uses, opened first (its sizes are what 100 % means), then the load. */
+static int open_and_load(restore_result *res, const char *path, const ckpt_open_options *oo,
+	const ckpt_checkpoint_options *co)
+{
+	int rc = ckpt_reader_open(&res->r, path, oo);
+	if (rc != CKPT_OK)
+		return rc;
+	/* the load creates its variables, so it reads every value once (no verification pass first) */
+	cli_progress_set_total(res->prog, cli_reader_bytes(res->r) * (res->plan->save ? 2u : 1u));
+	load_t0 = now_seconds();
+	rc = ckpt_checkpoint_load(&res->ck, &res->st, path, co);
+	res->seconds = now_seconds() - load_t0;
+	return rc;
+}
+
+/*
+ * --fallback: the manager directory's checkpoints, newest first, until one
+ * loads; those whose bytes do not verify (or whose files are incomplete)
+ * are skipped with a warning naming them and why. Anything else stops it.
+ */
+static int load_fallback(restore_result *res, const ckpt_open_options *oo, const ckpt_checkpoint_options *co)
+{
+	const char *dir = res->plan->path;
+	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
+	ckpt_manager *m;
+	int rc;
+
+	mo.vfs = oo->vfs;
+	mo.warn = co->warn;
+	mo.warn_ctx = co->warn_ctx;
+	if ((rc = ckpt_manager_new_ext(&m, NULL, dir, 0, &mo)) != CKPT_OK)
+		return rc;
+	rc = ckpt_error_set(CKPT_ENOTFOUND, dir, NULL, -1, "no checkpoint in this manager directory");
+	for (size_t i = ckpt_manager_num_checkpoints(m); i-- > 0;) {
+		const char *path = ckpt_manager_checkpoint(m, i);
+		char why[1024];
+		rc = open_and_load(res, path, oo, co);
+		if (rc != CKPT_ECHECKSUM && rc != CKPT_EFORMAT && rc != CKPT_ENOTFOUND)
+			break;
+		ckpt_error_format(ckpt_error_last(), why, sizeof(why));
+		fprintf(stderr, "ckpt: %s: warning: skipping checkpoint %s: it does not verify (%s); %s\n", cli_vis(dir),
+			cli_vis(path), cli_vis(why), i ? "falling back to the previous one" : "no older checkpoint left");
+		ckpt_restore_status_free(res->st);
+		ckpt_checkpoint_free(res->ck);
+		ckpt_reader_free(res->r);
+		res->st = NULL;
+		res->ck = NULL;
+		res->r = NULL;
+		if (i == 0)
+			rc = ckpt_error_set(rc, dir, NULL, -1, "no checkpoint in this manager directory verifies");
+	}
+	ckpt_manager_free(m);
+	return rc;
+}
+
 /* The strategy, its scope entered, then the reader and the load. */
 static int restore_load(restore_result *res)
 {
 	const restore_plan *p = res->plan;
 	ckpt_checkpoint_options co = CKPT_CHECKPOINT_OPTIONS_INIT;
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
-	double t0;
 
 	if (p->on_cuda && make_cuda_strategy(res) != CLI_EXIT_OK)
 		return CLI_EXIT_ERROR;
@@ -380,18 +447,15 @@ static int restore_load(restore_result *res)
 	co.num_sync_rules = p->rules.n;
 	co.warn = warn_line;
 	co.warn_ctx = (void *)p->path;
-	/* the reader the check uses, opened first: its sizes are what 100 % means */
 	cli_progress_start(&res->prog, "restore", 0, p->json);
 	oo.vfs = cli_progress_vfs(res->prog, p->path, p->save);
 	co.vfs = oo.vfs;
-	if (ckpt_reader_open(&res->r, p->path, &oo) != CKPT_OK)
+	if (p->fallback) {
+		if (load_fallback(res, &oo, &co) != CKPT_OK)
+			return cli_report_last(p->path, NULL);
+	} else if (open_and_load(res, p->path, &oo, &co) != CKPT_OK) {
 		return cli_report_last(p->path, NULL);
-	/* the load creates its variables, so it reads every value once (no verification pass first) */
-	cli_progress_set_total(res->prog, cli_reader_bytes(res->r) * (p->save ? 2u : 1u));
-	t0 = now_seconds();
-	if (ckpt_checkpoint_load(&res->ck, &res->st, p->path, &co) != CKPT_OK)
-		return cli_report_last(p->path, NULL);
-	res->seconds = now_seconds() - t0;
+	}
 	if (res->entered)
 		ckpt_scope_exit(res->strat);
 	res->entered = 0;
@@ -600,5 +664,8 @@ const cli_cmd cli_cmd_restore = {
 	"--device cuda[:ID,...] keeps the replicas in GPU memory (replica r on the\n"
 	"r-th listed device, round robin) through the CUDA provider library\n"
 	"ckpt_cuda, loaded at run time (CKPT_CUDA_LIBRARY names its file), and\n"
-	"checks every copy through device-to-host copies."
+	"checks every copy through device-to-host copies.\n"
+	"--fallback takes PATH as a checkpoint manager's directory and loads the\n"
+	"newest checkpoint that verifies, warning with the path and the reason\n"
+	"for each newer one it skips (default: fail, as TensorFlow does)."
 };

@@ -3,14 +3,22 @@
  * is staged (copied into buffers the saver owns and reuses); the write runs
  * on a background thread.
  *
- *     ckpt_async_saver *as;
- *     ckpt_async_saver_new(&as, NULL);
- *     for (epoch ...) {
- *         train(...);
- *         ckpt_async_save(as, ck, path);   // returns after staging
+ *     void train_one_epoch(ckpt_checkpoint *ck);        // the trainer's
+ *
+ *     static int train(ckpt_checkpoint *ck, int epochs)
+ *     {
+ *         ckpt_async_saver *as;
+ *         if (ckpt_async_saver_new(&as, NULL) < 0)
+ *             return -1;
+ *         for (int epoch = 0; epoch < epochs; epoch++) {
+ *             train_one_epoch(ck);
+ *             if (ckpt_async_save(as, ck, "run/model") < 0)   // returns after staging
+ *                 break;                                    // this or the previous write failed
+ *         }
+ *         int rc = ckpt_async_wait(as);                     // status of the last write
+ *         ckpt_async_saver_free(as);
+ *         return rc;
  *     }
- *     ckpt_async_wait(as);                 // status of the last write
- *     ckpt_async_saver_free(as);
  *
  * Errors of a background write are never lost: the next call on the saver
  * (save or wait) returns that status and its last error, naming the path.
@@ -81,17 +89,28 @@ CKPT_API void ckpt_async_saver_free(ckpt_async_saver *s);
 /* ------------------------------------------------------------------ */
 
 /*
- *     ckpt_async_saver *as;
- *     ckpt_async_saver_new(&as, NULL);
- *     ckpt_manager_new(&mgr, ck, "run/ckpts", 3);
- *     for (epoch ...) {
- *         train(...);
- *         if (ckpt_manager_save_async(&path, mgr, as) < 0)   // also reports the previous save's failure
- *            report(ckpt_error_last());
+ *     void train_one_epoch(ckpt_checkpoint *ck);        // the trainer's
+ *
+ *     static int train(ckpt_checkpoint *ck, int epochs)
+ *     {
+ *         ckpt_async_saver *as;
+ *         ckpt_manager *mgr;
+ *         if (ckpt_async_saver_new(&as, NULL) < 0)
+ *             return -1;
+ *         if (ckpt_manager_new(&mgr, ck, "run/ckpts", 3) < 0) {
+ *             ckpt_async_saver_free(as);
+ *             return -1;
+ *         }
+ *         for (int epoch = 0; epoch < epochs; epoch++) {
+ *             train_one_epoch(ck);
+ *             if (!ckpt_manager_save_async(mgr, as))     // also reports the previous save's failure
+ *                 fprintf(stderr, "save: %s\n", ckpt_error_last()->message);
+ *         }
+ *         int rc = ckpt_manager_wait(mgr);   // status of the last save, folded into the manager
+ *         ckpt_manager_free(mgr);
+ *         ckpt_async_saver_free(as);
+ *         return rc;
  *     }
- *     ckpt_manager_wait(mgr);              // status of the last save, folded into the manager
- *     ckpt_manager_free(mgr);
- *     ckpt_async_saver_free(as);
  */
 
 /**

@@ -25,22 +25,39 @@
  * ckpt_strategy_current(). Create the model, the optimizer's slots, the
  * metrics and the objects you restore into inside the strategy's scope.
  *
- *     ckpt_scope_enter(s);
- *     ckpt_checkpoint_new(&ck, NULL);
- *     ckpt_object_new_child(&model, ckpt_checkpoint_root(ck), "model");
- *     ckpt_object_new_child(&dense, model, "layer_with_weights-0");
- *     ckpt_object_add_variable(&kernel, dense, "kernel", "dense/kernel", CKPT_DT_FLOAT, &shape, NULL);
- *     ckpt_optimizer_new(&opt, "Adam");                          // our reference
- *     ckpt_object_add_child(ckpt_checkpoint_root(ck), "optimizer", opt); // the root takes its own
- *     ckpt_manager_new(&mgr, ck, "run/ckpts", 3);
- *     ckpt_manager_restore_latest(&st, &from, mgr);   // values held for slots not created yet
- *     ckpt_optimizer_create_slot(&m, opt, kernel, "m", NULL); // restored on create
- *     ckpt_scope_exit(s);
- *     ... ckpt_strategy_run(s, step, &state) ...
- *     ckpt_manager_save(&path, mgr);
- *     ...
- *     ckpt_object_free(opt);   // drop our reference when done with `opt`
- *     ckpt_checkpoint_free(ck);
+ *     int step(ckpt_replica_ctx *ctx, void *state);   // the trainer's, once per replica
+ *
+ *     static int run(ckpt_strategy *s, int steps)    // error handling cut short
+ *     {
+ *         ckpt_checkpoint *ck;
+ *         ckpt_object *opt;
+ *         ckpt_manager *mgr;
+ *         ckpt_restore_status *st;
+ *         ckpt_shape shape = { 2, { 784, 10 } };
+ *         ckpt_scope_enter(s);
+ *         ckpt_checkpoint_new(&ck, NULL);
+ *         ckpt_object *model = ckpt_object_new_child(ckpt_checkpoint_root(ck), "model");
+ *         ckpt_object *dense = ckpt_object_new_child(model, "layer_with_weights-0");
+ *         ckpt_variable *kernel = ckpt_object_add_variable(dense, "kernel", "dense/kernel", CKPT_DT_FLOAT,
+ *             &shape, NULL);
+ *         ckpt_optimizer_new(&opt, "Adam");                                   // our reference
+ *         ckpt_object_add_child(ckpt_checkpoint_root(ck), "optimizer", opt);  // the root takes its own
+ *         if (ckpt_manager_new(&mgr, ck, "run/ckpts", 3) < 0)
+ *             return -1;
+ *         const char *from = ckpt_manager_restore_latest(&st, mgr);  // values held for slots not created yet
+ *         if (ckpt_status_of(from) < 0)
+ *             return -1;                                             // NULL and CKPT_OK: a fresh start
+ *         ckpt_optimizer_create_slot(opt, kernel, "m", NULL);        // restored on create
+ *         ckpt_restore_status_free(st);
+ *         ckpt_scope_exit(s);
+ *         for (int i = 0; i < steps; i++)
+ *             ckpt_strategy_run(s, step, ck);
+ *         int rc = ckpt_status_of(ckpt_manager_save(mgr));
+ *         ckpt_manager_free(mgr);
+ *         ckpt_object_free(opt);   // drop our reference when done with `opt`
+ *         ckpt_checkpoint_free(ck);
+ *         return rc;
+ *     }
  *
  * Ownership: objects are reference counted. ckpt_object_new() returns one
  * reference; ckpt_object_add_child() makes the parent take its own
@@ -144,9 +161,15 @@ CKPT_API ckpt_variable *ckpt_object_add_variable(ckpt_object *obj, const char *l
  * (checkpoint key "table/.ATTRIBUTES/table" in the object graph) whose
  * tensors are stored under that key + "-keys" and + "-values":
  *
- *     ckpt_object_new_child(&table, root, "table");
- *     ckpt_object_add_attribute_tensor(&k, table, "table", "-keys", NULL, CKPT_DT_STRING, &n, NULL);
- *     ckpt_object_add_attribute_tensor(&v, table, "table", "-values", NULL, CKPT_DT_INT64, &n, NULL);
+ *     static int track_table(ckpt_object *root, int64_t size)
+ *     {
+ *         ckpt_shape n = { 1, { size } };
+ *         ckpt_object *table = ckpt_object_new_child(root, "table");
+ *         if (!table || !ckpt_object_add_attribute_tensor(table, "table", "-keys", NULL, CKPT_DT_STRING, &n, NULL) ||
+ *             !ckpt_object_add_attribute_tensor(table, "table", "-values", NULL, CKPT_DT_INT64, &n, NULL))
+ *             return ckpt_error_last()->code;
+ *         return CKPT_OK;
+ *     }
  *
  * `var_name` NULL = attr + suffix. Restore matches (attribute, suffix) with
  * dtype and shape checked like any variable, so a table restores into
@@ -458,10 +481,19 @@ CKPT_API ckpt_variable *ckpt_checkpoint_find_variable(ckpt_checkpoint *ckpt, con
  * restore there is nothing to mismatch. So one pattern serves a first start
  * and a resume:
  *
- *     ckpt_manager_restore_latest(&st, &from, mgr);   // from == NULL: fresh start, st == NULL
- *     ... create the optimizer's slots (restored on create) ...
- *     rc = ckpt_restore_status_assert_consumed(st);    // CKPT_OK on a fresh start
- *     ckpt_restore_status_free(st);
+ *     void create_slots(void);   // the trainer's: the optimizer's slots (restored on create)
+ *
+ *     static int resume(ckpt_manager *mgr)
+ *     {
+ *         ckpt_restore_status *st;
+ *         const char *from = ckpt_manager_restore_latest(&st, mgr);  // NULL: fresh start, st == NULL
+ *         if (ckpt_status_of(from) < 0)
+ *             return ckpt_status_of(from);                           // a failure, not a fresh start
+ *         create_slots();
+ *         int rc = ckpt_restore_status_assert_consumed(st);         // CKPT_OK on a fresh start
+ *         ckpt_restore_status_free(st);
+ *         return rc;
+ *     }
  *
  * Tell the two apart by `from` (or ckpt_manager_latest), not by the status.
  * (TensorFlow's restore(None) returns an initialization-only status whose
@@ -516,9 +548,16 @@ typedef struct ckpt_manager_options {
 	ckpt_warning_fn warn;        /**< NULL = the checkpoint's, else stderr */
 	void *warn_ctx;
 	int no_fsync;                /**< 1 = skip fsync of the state file */
+	/**
+	 * 1 = ckpt_manager_restore_latest falls back to older checkpoints when
+	 * the newest does not verify (version 2; see there). 0, the default, is
+	 * TensorFlow's behaviour: the restore fails.
+	 */
+	int fallback;
 } ckpt_manager_options;
-#define CKPT_MANAGER_OPTIONS_VERSION 1
-#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0 }
+/* version 1 (without `fallback`) is still accepted */
+#define CKPT_MANAGER_OPTIONS_VERSION 2
+#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0 }
 
 /**
  * tf.train.CheckpointManager over `dir` (created when missing) for `ckpt`
@@ -610,6 +649,17 @@ CKPT_API const char *ckpt_manager_latest_valid(ckpt_manager *m);
  * When there is none, returns NULL with ckpt_error_last() cleared (its code
  * CKPT_OK, so ckpt_status_of gives CKPT_OK) and *status = NULL: a fresh
  * start; the NULL status's assertions pass, see "restore status" above.
+ *
+ * A checkpoint that is complete but does not verify (a crc32c mismatch:
+ * CKPT_ECHECKSUM; a malformed entry or data: CKPT_EFORMAT) fails the
+ * restore, as in TensorFlow. With the manager option `fallback` set, the
+ * restore instead warns (through the manager's warning function) with that
+ * checkpoint's path and the reason, and tries the next older one, until
+ * one restores; the path returned names it. A failed attempt changes no
+ * live variable (restores are all-or-nothing), so the one restored is the
+ * only one applied. When none verifies, the newest one's error is returned.
+ * Other failures (CKPT_EMISMATCH with the live tree, CKPT_EIO, CKPT_ENOMEM)
+ * are not about the checkpoint and end the restore either way.
  * @param[out] status (may be NULL) caller-owned; free with ckpt_restore_status_free
  * @return the checkpoint restored, borrowed from the manager; NULL on a fresh
  *         start (as said above) or on failure with ckpt_error_last() set: a

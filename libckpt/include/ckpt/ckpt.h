@@ -15,6 +15,7 @@
  *   ckpt/checkpoint.h    trackable objects, save / restore / load, the manager
  *   ckpt/partitioned.h   variables split along axis 0 (PartitionedVariable, ShardedVariable)
  *   ckpt/host.h          host state (step, RNG, data position) tracked by pointer
+ *   ckpt/layout.h        variables and slots laid out in one caller-owned buffer
  *   ckpt/async.h         asynchronous saves (block only while staging)
  *   ckpt/gguf.h          GGUF block types (quantized tensors) to and from float32
  */
@@ -34,6 +35,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/partitioned.h"
 #include "ckpt/host.h"
+#include "ckpt/layout.h"
 #include "ckpt/async.h"
 #include "ckpt/s3.h"
 #include "ckpt/gguf.h"

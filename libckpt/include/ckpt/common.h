@@ -14,6 +14,10 @@
  *  - Every *_free() accepts NULL.
  *  - On failure, ckpt_error_last() describes what went wrong, with the file
  *    path, the variable name and the byte offset where they are known.
+ *
+ * Examples in these headers are blocks indented four spaces in a comment,
+ * after a blank comment line; those holding code are written as whole C
+ * functions and compiled by the suite (tests/api/test_header_examples.c).
  */
 #ifndef CKPT_COMMON_H
 #define CKPT_COMMON_H

@@ -3,17 +3,26 @@
  * state, data position, or any struct of fixed-size fields, checkpointed
  * without copying it into variables and back.
  *
- *     int64_t step = 0;
- *     ckpt_shape scalar = { 0 };
- *     ckpt_object_track_host(ckpt_checkpoint_root(ck), "step", CKPT_DT_INT64, &scalar, &step);
+ *     #include <stddef.h>   // offsetof, for CKPT_HOST_*
  *
  *     typedef struct { uint64_t rng[4]; int64_t position; double lr; } loop_state;
+ *     static int64_t step = 0;
+ *     static loop_state state;
  *     static const ckpt_host_field loop_fields[] = {
  *         CKPT_HOST_ARRAY(loop_state, rng, CKPT_DT_UINT64),
  *         CKPT_HOST_SCALAR(loop_state, position, CKPT_DT_INT64),
  *         CKPT_HOST_SCALAR(loop_state, lr, CKPT_DT_DOUBLE),
  *     };
- *     ckpt_object_track_host_struct(data, &state, loop_fields, 3);
+ *
+ *     static int track_loop(ckpt_checkpoint *ck)
+ *     {
+ *         ckpt_shape scalar = { 0 };
+ *         int rc = ckpt_object_track_host(ckpt_checkpoint_root(ck), "step", CKPT_DT_INT64, &scalar, &step);
+ *         ckpt_object *data = ckpt_object_new_child(ckpt_checkpoint_root(ck), "data");
+ *         if (rc < 0 || !data)
+ *             return rc < 0 ? rc : ckpt_error_last()->code;
+ *         return ckpt_object_track_host_struct(data, &state, loop_fields, 3);
+ *     }
  *
  * Semantics:
  *  - The library reads the memory at every save (ckpt_checkpoint_save /
@@ -91,6 +100,25 @@ typedef struct ckpt_host_field {
  */
 CKPT_API int ckpt_object_track_host_struct(ckpt_object *obj, void *base, const ckpt_host_field *fields,
 	size_t nfields);
+
+/** The root child that holds trainer state (see ckpt_checkpoint_trainer_state). */
+#define CKPT_TRAINER_STATE "trainer_state"
+
+/**
+ * The object for trainer state — a data loader's position, an RNG's state,
+ * anything of the training loop rather than of the model: the root child
+ * CKPT_TRAINER_STATE, created on the first call. Track host values (or
+ * variables) on it as on any object. Its entries are stored under
+ * "trainer_state/..." keys (TensorFlow reads them as any object path:
+ * tf.train.Checkpoint(trainer_state=tf.Module()) with the same attributes
+ * restores them) and get the role CKPT_ROLE_TRAINER (ckpt/reader.h), which
+ * `ckpt inspect` and `--json` show apart from the model and which
+ * `ckpt convert --no-optimizer` drops with the optimizer.
+ * @return the object, borrowed from the checkpoint; NULL on failure with ckpt_error_last() set:
+ *         CKPT_EINVAL for a NULL checkpoint, or a root child of that name that is a variable;
+ *         CKPT_ESCOPE in replica context; CKPT_ENOMEM
+ */
+CKPT_API ckpt_object *ckpt_checkpoint_trainer_state(ckpt_checkpoint *ckpt);
 
 /** @return 1 when `v` is host state tracked by pointer (ckpt_object_track_host), else 0. */
 CKPT_API int ckpt_variable_is_host(const ckpt_variable *v);

@@ -9,10 +9,12 @@
  * read, sync-on-read aggregation, the all-reduce of ckpt_strategy_run,
  * the divergence check, save, async save, restore, load).
  *
- *     const ckpt_memory_provider *p = ckpt_memory_provider_host();
- *     int devices[2] = { 0, 0 };               // two replicas may share a device
- *     ckpt_strategy *s;
- *     ckpt_strategy_mirrored_on(&s, p, devices, 2);
+ *     static int two_replicas(ckpt_strategy **s)
+ *     {
+ *         const ckpt_memory_provider *p = ckpt_memory_provider_host();
+ *         int devices[2] = { 0, 0 };               // two replicas may share a device
+ *         return ckpt_strategy_mirrored_on(s, p, devices, 2);
+ *     }
  *
  * Ownership:
  *  - The provider table is copied by ckpt_strategy_mirrored_on(); `ctx` is

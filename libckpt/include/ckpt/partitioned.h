@@ -6,17 +6,24 @@
  * ordinary ckpt_variable holding a block of rows, which the trainer reads
  * and updates directly (an embedding table too large for one worker).
  *
- *     ckpt_shape sh = { 2, { 1000000, 64 } };
- *     ckpt_partitioned *emb;
- *     ckpt_scope_enter(s);                      // a multi-worker strategy, say
- *     ckpt_partitioned_new(&emb, "emb", CKPT_DT_FLOAT, &sh, 3, NULL);
- *     ckpt_object_track_partitioned(ckpt_checkpoint_root(ck), "emb", emb);
- *     ckpt_scope_exit(s);
- *     for (int i = 0; i < ckpt_partitioned_num_parts(emb); i++) {
- *         ckpt_variable *part = ckpt_partitioned_part(emb, i);  // NULL: another worker's
- *         int64_t first, rows;
- *         ckpt_partitioned_part_rows(emb, i, &first, &rows);
- *         ...
+ *     void init_rows(ckpt_variable *part, int64_t first, int64_t rows);   // the trainer's
+ *
+ *     static int track_embedding(ckpt_partitioned **emb, ckpt_checkpoint *ck, ckpt_strategy *s)
+ *     {
+ *         ckpt_shape sh = { 2, { 1000000, 64 } };
+ *         ckpt_scope_enter(s);                      // a multi-worker strategy, say
+ *         int rc = ckpt_partitioned_new(emb, "emb", CKPT_DT_FLOAT, &sh, 3, NULL);
+ *         if (rc == CKPT_OK)
+ *             rc = ckpt_object_track_partitioned(ckpt_checkpoint_root(ck), "emb", *emb);
+ *         ckpt_scope_exit(s);
+ *         for (int i = 0; rc == CKPT_OK && i < ckpt_partitioned_num_parts(*emb); i++) {
+ *             ckpt_variable *part = ckpt_partitioned_part(*emb, i);  // NULL: another worker's
+ *             int64_t first, rows;
+ *             ckpt_partitioned_part_rows(&first, &rows, *emb, i);
+ *             if (part)
+ *                 init_rows(part, first, rows);
+ *         }
+ *         return rc;
  *     }
  *
  * The split is fixed_size_partitioner's: R rows into P parts of R / P rows,

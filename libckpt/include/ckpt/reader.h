@@ -34,9 +34,17 @@ typedef enum ckpt_role {
 	CKPT_ROLE_MODEL = 0,
 	CKPT_ROLE_OPTIMIZER = 1,
 	CKPT_ROLE_METRIC = 2,
-	CKPT_ROLE_OTHER = 3
+	CKPT_ROLE_OTHER = 3,
+	/**
+	 * State of the training loop, not of the model: a data loader's
+	 * position, an RNG's state — everything below the root child
+	 * "trainer_state" (CKPT_TRAINER_STATE, ckpt_checkpoint_trainer_state in
+	 * ckpt/host.h). The role lives in the key, so it survives every format
+	 * and TensorFlow reads it as any object path.
+	 */
+	CKPT_ROLE_TRAINER = 4
 } ckpt_role;
-/** @return "model", "optimizer", "metric" or "other" (static). */
+/** @return "model", "optimizer", "metric", "other" or "trainer" (static). */
 CKPT_API const char *ckpt_role_name(ckpt_role r);
 
 /** One extent of a slice of a partitioned variable: length -1 = full dim. */

@@ -7,9 +7,12 @@
  * that provider (one pinned buffer, one queue per device), so the same call
  * checks host and device replicas.
  *
- *     ckpt_replica_check c = { v, info->crc32c, -1, 0 };
- *     if (ckpt_replica_check_crc32c(&c, 1) == CKPT_OK && c.bad_replica >= 0)
- *         ... replica c.bad_replica differs from the file ...
+ *     static int first_bad_replica(const ckpt_variable *v, const ckpt_var_info *info)
+ *     {
+ *         ckpt_replica_check c = { v, info->crc32c, -1, 0 };
+ *         int rc = ckpt_replica_check_crc32c(&c, 1);
+ *         return rc < 0 ? rc : c.bad_replica;   // -1: every replica matches the file
+ *     }
  */
 #ifndef CKPT_REPLICA_CHECK_H
 #define CKPT_REPLICA_CHECK_H

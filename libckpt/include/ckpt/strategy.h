@@ -9,12 +9,24 @@
  * the default one-replica strategy is current, so code written once works
  * with and without distribution. ckpt_strategy_current() is never NULL.
  *
- *     ckpt_strategy *s;
- *     ckpt_strategy_mirrored_new(&s, 2);
- *     ckpt_scope_enter(s);
- *         build_model(&m);          // weights, slots, metrics: mirrored
- *     ckpt_scope_exit(s);
- *     ckpt_strategy_run(s, train_step, &m);   // once per replica
+ *     typedef struct model model;                      // the trainer's
+ *     int build_model(model **m);
+ *     int train_step(ckpt_replica_ctx *ctx, void *m);
+ *
+ *     static int train(model **m)
+ *     {
+ *         ckpt_strategy *s;
+ *         int rc = ckpt_strategy_mirrored_new(&s, 2);
+ *         if (rc < 0)
+ *             return rc;
+ *         ckpt_scope_enter(s);
+ *             rc = build_model(m);                     // weights, slots, metrics: mirrored
+ *         ckpt_scope_exit(s);
+ *         if (rc == CKPT_OK)
+ *             rc = ckpt_strategy_run(s, train_step, *m);   // once per replica
+ *         ckpt_strategy_free(s);
+ *         return rc;
+ *     }
  */
 #ifndef CKPT_STRATEGY_H
 #define CKPT_STRATEGY_H

@@ -67,9 +67,22 @@ typedef struct ckpt_variable_options {
 	const void *initial_value;        /**< nbytes copied into every replica; NULL = zeros */
 	/**
 	 * Wrap trainer-owned buffers instead of allocating: an array of
-	 * num_replicas pointers (1 for plain variables), each of nbytes, kept
-	 * alive by the caller until the variable is freed. Fixed-size dtypes only.
-	 * Without initial_value their contents are kept as they are.
+	 * num_replicas pointers (1 for plain variables), each of nbytes.
+	 * Fixed-size dtypes only. Without initial_value their contents are kept
+	 * as they are. The array itself is read during the call only.
+	 * Lifetime: each buffer stays valid, at the same address, until the
+	 * variable is freed (ckpt_variable_free, or for a tracked variable the
+	 * free of its last object / ckpt_checkpoint_free); the library never
+	 * frees it. It is read by saves and written by restores (in place, all
+	 * or nothing) and by assign; otherwise it is the trainer's.
+	 * Alignment: any address is accepted (the library copies bytes);
+	 * aligning to the dtype's size is the trainer's own need for typed
+	 * access (ckpt_object_add_buffer_variables, ckpt/layout.h, requires it).
+	 * Overlap: host buffers must not overlap each other, initial_value
+	 * (unless equal), or memory another live variable wraps (host state,
+	 * other replica_buffers): CKPT_EINVAL naming both variables. Under a
+	 * memory provider they are device buffers of the replica's device,
+	 * freed by the caller after the variable.
 	 */
 	void *const *replica_buffers;
 } ckpt_variable_options;
