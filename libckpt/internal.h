@@ -108,6 +108,12 @@ char *ckpt__vfs_temp_name(ckpt_vfs *vfs, const char *final, const char *suffix);
  * the caller removes the temporary).
  */
 void ckpt__io_abandon(ckpt_io *io);
+/**
+ * Send everything written to `io` so far without publishing it, so that its
+ * close can only complete what is stored (an S3 object: every part uploaded
+ * and stored, the completion left); CKPT_OK and nothing done elsewhere.
+ */
+int ckpt__io_stage(ckpt_io *io);
 /** Publish `tmp` as `final`: a rename, or nothing when they are the same name. */
 int ckpt__vfs_publish(ckpt_vfs *vfs, const char *tmp, const char *final);
 /** 1 for the process-wide S3 VFS, which ckpt_vfs_free never frees (io_s3.c). */

@@ -394,6 +394,33 @@ static const ckpt_io_methods s3_io_methods = {
 	CKPT_IO_METHODS_V2, s3_pread, s3_pwrite, s3_size, s3_sync, s3_close, s3_map, NULL, NULL
 };
 
+/*
+ * Upload every byte written so far as parts of a multipart upload (one part
+ * of any size is a valid upload) and wait until they are stored: only the
+ * completion is left for close, and the object is not visible yet. A commit
+ * stages every data object before it retires an older checkpoint's index.
+ */
+int ckpt__io_stage(ckpt_io *io)
+{
+	if (!io || io->methods != &s3_io_methods)
+		return CKPT_OK;
+	s3_io *f = (s3_io *)io;
+	if (!f->writable || f->exclusive || f->abandoned || f->end == 0)
+		return CKPT_OK;
+	if (f->failed)
+		return ckpt__fail(CKPT_EIO, io->path, NULL, -1, "not uploaded: an earlier write failed");
+	size_t count = (size_t)((f->end - 1) / part_size(f)) + 1;
+	int rc = CKPT_OK;
+	for (size_t i = 0; i < count && rc == CKPT_OK; i++)
+		if (!f->parts[i].sent)
+			rc = send_part(f, i);
+	if (rc == CKPT_OK)
+		rc = s3_upload_wait(f->upload);
+	if (rc < 0)
+		f->failed = 1;
+	return rc;
+}
+
 void ckpt__io_abandon(ckpt_io *io)
 {
 	if (io && io->methods == &s3_io_methods && ((s3_io *)io)->writable)

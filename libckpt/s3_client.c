@@ -36,6 +36,7 @@ struct s3_client {
 	pthread_mutex_t pool_mu;
 	CURL *pool[POOL_MAX];
 	int npool;
+	unsigned deadline_seconds; /* CKPT_S3_DEADLINE_SECONDS: no retry of a request begins after this */
 };
 
 
@@ -59,9 +60,12 @@ const ckpt_s3_config *s3_client_config(const s3_client *c) { return &c->cfg; }
 int s3_client_new(s3_client **out, const ckpt_s3_config *cfg)
 {
 	CKPT_TRY(ckpt__s3_lib()); /* libcurl and libcrypto, loaded at the first s3:// use */
+	unsigned long deadline;
+	CKPT_TRY(s3_env_unsigned("CKPT_S3_DEADLINE_SECONDS", 1, 86400, 120, &deadline));
 	s3_client *c = ckpt__calloc(1, sizeof(*c));
 	if (!c)
 		return CKPT_ENOMEM;
+	c->deadline_seconds = (unsigned)deadline;
 	c->cfg = *cfg;
 	c->cfg.access_key = dup_or_null(cfg->access_key);
 	c->cfg.secret_key = dup_or_null(cfg->secret_key);
@@ -532,7 +536,9 @@ int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const 
 	unsigned tries = 0, max = rq->idempotent ? c->cfg.max_attempts : 1;
 	if (rq->idempotent == S3_CLEANUP && max < S3_CLEANUP_ATTEMPTS)
 		max = S3_CLEANUP_ATTEMPTS;
-	int rc;
+	int rc, late = 0;
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		s3_response_clear(rs);
 		tries++;
@@ -547,6 +553,9 @@ int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const 
 		}
 		if (tries >= max || !retryable(&ar, rs))
 			break;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((late = now.tv_sec - t0.tv_sec >= (time_t)c->deadline_seconds) != 0)
+			break;
 		backoff(tries, &seed);
 	}
 	rs->attempts = tries;
@@ -560,6 +569,11 @@ int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const 
 				silent |= ar.curl == CURLE_OK && *q == rs->status;
 			if (silent) {
 				rc = code;
+			} else if (ar.curl == CURLE_OPERATION_TIMEDOUT) {
+				rc = ckpt__fail(code, where, NULL, -1,
+					"%s failed: the server stalled (no byte moved for %u s, CKPT_S3_STALL_SECONDS) after %u "
+					"attempt%s%s", rq->method, c->cfg.stall_seconds, tries, tries == 1 ? "" : "s",
+					late ? "; gave up at CKPT_S3_DEADLINE_SECONDS" : "");
 			} else if (ar.curl != CURLE_OK) {
 				rc = ckpt__fail(code, where, NULL, -1,
 					"%s failed: %s (curl: %s; HTTP status %ld, no S3 error code) after %u attempt%s",

@@ -92,7 +92,7 @@ static char *config_get(const char *config, const char *profile, const char *sub
 	return v;
 }
 
-static int env_unsigned(const char *name, unsigned long min, unsigned long max, unsigned long dflt,
+int s3_env_unsigned(const char *name, unsigned long min, unsigned long max, unsigned long dflt,
 	unsigned long *out)
 {
 	const char *v = getenv(name);
@@ -225,19 +225,19 @@ int ckpt_s3_config_load(ckpt_s3_config **out)
 	c->ca_bundle = env_dup("AWS_CA_BUNDLE");
 
 	unsigned long v;
-	if ((rc = env_unsigned("CKPT_S3_PART_SIZE", 5ul << 20, 5ul << 30, 8ul << 20, &v)) < 0)
+	if ((rc = s3_env_unsigned("CKPT_S3_PART_SIZE", 5ul << 20, 5ul << 30, 8ul << 20, &v)) < 0)
 		goto done;
 	c->part_size = v;
-	if ((rc = env_unsigned("CKPT_S3_PARALLEL", 1, 64, 8, &v)) < 0)
+	if ((rc = s3_env_unsigned("CKPT_S3_PARALLEL", 1, 64, 8, &v)) < 0)
 		goto done;
 	c->parallel = (unsigned)v;
-	if ((rc = env_unsigned("CKPT_S3_MAX_ATTEMPTS", 1, 20, 5, &v)) < 0)
+	if ((rc = s3_env_unsigned("CKPT_S3_MAX_ATTEMPTS", 1, 20, 5, &v)) < 0)
 		goto done;
 	c->max_attempts = (unsigned)v;
-	if ((rc = env_unsigned("CKPT_S3_STALL_SECONDS", 1, 3600, 30, &v)) < 0)
+	if ((rc = s3_env_unsigned("CKPT_S3_STALL_SECONDS", 1, 3600, 30, &v)) < 0)
 		goto done;
 	c->stall_seconds = (unsigned)v;
-	if ((rc = env_unsigned("CKPT_S3_LOCK_LEASE_SECONDS", 2, 86400, 60, &v)) < 0)
+	if ((rc = s3_env_unsigned("CKPT_S3_LOCK_LEASE_SECONDS", 2, 86400, 60, &v)) < 0)
 		goto done;
 	c->lock_lease_seconds = (unsigned)v;
 done:

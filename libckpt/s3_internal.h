@@ -77,15 +77,24 @@ size_t s3_dot_segment(const char *key, const char **seg);
 /** Percent-encode `s` for a URI path (keep_slash) or a query value. Caller frees. */
 char *s3_uri_encode(const char *s, int keep_slash);
 
+/** An unsigned knob from the environment in [min, max] (dflt when unset); CKPT_EINVAL naming it otherwise (s3_config.c). */
+int s3_env_unsigned(const char *name, unsigned long min, unsigned long max, unsigned long dflt, unsigned long *out);
 /** The client of an S3 VFS (io_s3.c), NULL for any other VFS. */
 s3_client *ckpt__vfs_s3_client(ckpt_vfs *vfs);
 
 /* ---- the one-writer lock of a prefix (s3_lock.c), ckpt_vfs_methods.lock of the S3 VFS ---- */
+/**
+ * CKPT_OK when the server honours If-None-Match and If-Match on PUT (probed
+ * once per endpoint and bucket under `prefix`, cached); 1 when it does not
+ * and CKPT_S3_SINGLE_WRITER=1 (the caller takes no lock object); else
+ * CKPT_EUNSUPPORTED naming `dir` and what the server lacks (s3_conditional.c).
+ */
+int s3_conditional_writes_check(s3_client *c, const char *bucket, const char *prefix, const char *dir);
 int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir);
 void ckpt__s3_unlock(ckpt_vfs *vfs, void *token);
 
-/* ---- unfinished uploads (s3_uploads.c) ---- */
-/** The uploads whose key starts with `dir` (a raw string prefix; "" for the bucket); errors name `prefix`. */
+/* ---- unfinished uploads (s3_upload_list.c) ---- */
+/** The uploads whose key starts with `dir` (a raw string prefix; "" for the bucket); errors name `prefix` (s3_upload_list.c). */
 int s3_uploads_list_raw(ckpt_s3_upload **uploads, size_t *count, s3_client *c, const char *prefix,
 	const char *bucket, const char *dir);
 
@@ -95,6 +104,8 @@ typedef struct s3_upload s3_upload;
 int s3_upload_begin(s3_upload **out, s3_client *c, const char *bucket, const char *key);
 /** Queue part `number` (1-based); takes ownership of `buf` (ckpt__malloc'ed). Blocks while parallel parts are in flight. */
 int s3_upload_part(s3_upload *u, int number, void *buf, size_t n);
+/** Wait until every part queued so far is stored (CKPT_OK) or one failed (its error); the upload stays open. */
+int s3_upload_wait(s3_upload *u);
 /** Wait for every part and complete the upload; on any failure abort it. Frees `u`. */
 int s3_upload_finish(s3_upload *u, uint32_t crc32c);
 /** Abort (best effort) and free. */

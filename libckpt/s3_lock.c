@@ -26,6 +26,10 @@
  * Otherwise the contender gets CKPT_EBUSY naming the holder. Release is a
  * DELETE conditional on the holder's ETag: never another writer's lock.
  *
+ * The lock is taken only from a server that honours those conditions
+ * (s3_conditional.c probes it once per endpoint and bucket); a server that
+ * ignores them gets a clear refusal unless CKPT_S3_SINGLE_WRITER=1.
+ *
  * The lock is also entered in the in-process registry, so a second manager
  * of the same process is refused without a request.
  */
@@ -51,6 +55,7 @@ typedef struct s3_lock {
 	pid_t owner;
 	pthread_t renewer;
 	int renewing;
+	int unchecked;        /* CKPT_S3_SINGLE_WRITER=1 on a server without conditional writes: no lock object */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int stop;
@@ -187,7 +192,18 @@ static int holder_dead_here(const char *body)
 		return 0;
 	if (gethostname(me, sizeof(me) - 1) < 0 || strcmp(host, me) != 0)
 		return 0;
-	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+	/*
+	 * A zombie holds nothing; a holder that is exiting (SIGKILL pending: mpirun
+	 * returns before its killed ranks are gone) is waited for, up to 10 s.
+	 */
+	for (int waited = 0; waited < 200; waited++) {
+		ckpt__holder_state st = ckpt__lock_holder_state(pid);
+		if (st != CKPT__HOLDER_EXITING)
+			return st == CKPT__HOLDER_GONE;
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return 0;
 }
 
 static void lock_free(s3_lock *l)
@@ -277,6 +293,20 @@ int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir)
 		if (rc == CKPT_EBUSY)
 			rc = ckpt__lock_refuse(dir, l->path, (long)getpid());
 	}
+	if (rc == CKPT_OK) {
+		char *prefix_key = NULL, *b = NULL;
+		rc = ckpt_s3_path_split(&b, &prefix_key, dir);
+		if (rc == CKPT_OK && (rc = s3_conditional_writes_check(l->c, b, prefix_key, dir)) == 1) {
+			l->unchecked = 1;
+			rc = CKPT_OK;
+		}
+		ckpt__free(prefix_key);
+		ckpt__free(b);
+	}
+	if (rc == CKPT_OK && l->unchecked) {
+		*token = l; /* the user guarantees one writer: only the in-process registry excludes */
+		return CKPT_OK;
+	}
 	if (rc == CKPT_OK)
 		rc = acquire(l, dir);
 	if (rc == CKPT_OK && pthread_create(&l->renewer, NULL, renew, l) == 0)
@@ -306,7 +336,7 @@ void ckpt__s3_unlock(ckpt_vfs *vfs, void *token)
 		pthread_mutex_unlock(&l->mu);
 		pthread_join(l->renewer, NULL);
 	}
-	if (l->owner == getpid())
+	if (l->owner == getpid() && !l->unchecked)
 		release_if_ours(l);
 	lock_free(l);
 }

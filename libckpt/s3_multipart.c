@@ -239,6 +239,16 @@ int s3_upload_part(s3_upload *u, int number, void *buf, size_t n)
 	return CKPT_OK;
 }
 
+int s3_upload_wait(s3_upload *u)
+{
+	pthread_mutex_lock(&u->mu);
+	while (u->pending > 0 && !u->failed)
+		pthread_cond_wait(&u->cv, &u->mu);
+	int rc = u->failed ? ckpt__error_raise(&u->err) : CKPT_OK;
+	pthread_mutex_unlock(&u->mu);
+	return rc;
+}
+
 static void stop_threads(s3_upload *u)
 {
 	pthread_mutex_lock(&u->mu);

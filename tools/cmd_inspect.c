@@ -679,6 +679,7 @@ static int inspect_broken_gguf(const char *path, int json, uint64_t max_array)
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
 	char *msg = strdup(e->message ? e->message : ckpt_status_name(e->code));
 	char *var = e->variable ? strdup(e->variable) : NULL;
+	char *epath = e->path ? strdup(e->path) : NULL; /* the file at fault (a SavedModel's saved_model.pb) */
 	int64_t off = e->offset;
 	ckpt_reader *m = NULL;
 	int rc;
@@ -709,9 +710,10 @@ static int inspect_broken_gguf(const char *path, int json, uint64_t max_array)
 	}
 	fflush(stdout);
 	ckpt_reader_free(m);
-	rc = msg ? cli_report(path, var, off, "%s", msg) : cli_report(path, NULL, -1, "out of memory");
+	rc = msg ? cli_report(epath ? epath : path, var, off, "%s", msg) : cli_report(path, NULL, -1, "out of memory");
 	free(msg);
 	free(var);
+	free(epath);
 	return rc;
 }
 

@@ -363,7 +363,8 @@ int ckpt_bundle_merge_commit(ckpt_vfs *vfs, const char *prefix, int nshards, uin
 	if (rc < 0) {
 		ckpt__error_slot saved = { 0 };
 		ckpt__error_capture(&saved);
-		if (ckpt_vfs_exists(NULL, vfs, index_tmp) > 0)
+		/* without rename the temporary is the final name, maybe an older bundle's index: kept */
+		if (!(ckpt_vfs_caps(vfs) & CKPT_VFS_CAP_NO_RENAME) && ckpt_vfs_exists(NULL, vfs, index_tmp) > 0)
 			ckpt_vfs_remove(vfs, index_tmp);
 		ckpt__error_raise(&saved);
 		ckpt__error_slot_clear(&saved);

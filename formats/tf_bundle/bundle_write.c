@@ -390,17 +390,6 @@ static int writer_open(ckpt_writer *w)
 	s->index_tmp = s->index_final ? ckpt__vfs_temp_name(w->vfs, s->index_final, suffix) : NULL;
 	if (!s->index_tmp)
 		return CKPT_ENOMEM;
-	/*
-	 * Without rename the data files are written under their final names:
-	 * an older bundle of this prefix loses its index first, so it never
-	 * covers new data.
-	 */
-	if (ckpt_vfs_caps(w->vfs) & CKPT_VFS_CAP_NO_RENAME) {
-		int old = ckpt_vfs_exists(NULL, w->vfs, s->index_final);
-		CKPT_TRY(old);
-		if (old > 0)
-			CKPT_TRY(ckpt_vfs_remove(w->vfs, s->index_final));
-	}
 	for (int i = 0; i < n; i++) {
 		wshard *sh = &s->sh[i];
 		sh->final = tfb_data_path(w->path, i, n);
@@ -506,11 +495,31 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 		return ckpt__fail(s->failed, w->path, NULL, -1, "writer failed earlier; nothing committed");
 	if (ckpt__writer_graph(w))
 		CKPT_TRY(add_graph(w));
+	/*
+	 * Without rename the data files are written under their final names, and
+	 * appear (replacing an older bundle's) when they are closed. An older
+	 * bundle of this prefix loses its index just before, so it never covers
+	 * new data, and not earlier: every data byte is staged first (uploaded,
+	 * not yet visible), so a save that fails while it sends its data leaves
+	 * the older bundle loadable; only the completions and the index are left.
+	 * (Staging turns a small object's PUT into a one-part upload, so it is
+	 * done only when there is an older bundle to keep.)
+	 */
+	int older = 0;
+	if (ckpt_vfs_caps(w->vfs) & CKPT_VFS_CAP_NO_RENAME)
+		CKPT_TRY(older = ckpt_vfs_exists(NULL, w->vfs, s->index_final));
 	for (int i = 0; i < s->nshards; i++) {
 		wshard *sh = &s->sh[i];
 		CKPT_TRY(tfb_shard_flush(sh));
 		if (!w->opts.no_fsync)
 			CKPT_TRY(ckpt_io_sync(sh->io));
+		if (older)
+			CKPT_TRY(ckpt__io_stage(sh->io));
+	}
+	if (older)
+		CKPT_TRY(ckpt_vfs_remove(w->vfs, s->index_final));
+	for (int i = 0; i < s->nshards; i++) {
+		wshard *sh = &s->sh[i];
 		ckpt_io *io = sh->io;
 		sh->io = NULL;
 		CKPT_TRY(ckpt_io_close(io));
@@ -595,13 +604,14 @@ void tfb_writer_close(ckpt_writer *w)
 			ckpt__io_abandon(sh->io);
 			ckpt_io_close(sh->io);
 		}
-		if (!keep && sh->tmp)
+		/* without rename the "temporary" is the final name, maybe an older bundle's file: never removed */
+		if (!keep && sh->tmp && sh->final && strcmp(sh->tmp, sh->final) != 0)
 			ckpt_vfs_remove(w->vfs, sh->tmp);
 		ckpt__free(sh->tmp);
 		ckpt__free(sh->final);
 		tfb_buf_free(&sh->buf);
 	}
-	if (!keep && s->index_tmp) {
+	if (!keep && s->index_tmp && s->index_final && strcmp(s->index_tmp, s->index_final) != 0) {
 		int d = 0;
 		if (ckpt_vfs_exists(&d, w->vfs, s->index_tmp) > 0)
 			ckpt_vfs_remove(w->vfs, s->index_tmp);

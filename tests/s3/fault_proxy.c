@@ -19,8 +19,12 @@
  *         reply:FILE answer 200 with FILE's bytes as the body, without
  *                   asking the server (a hostile or broken server's answer)
  *         307       answer 307 Temporary Redirect to another port
- *         strip     drop the request's If-None-Match and If-Match headers,
- *                   then relay it (a server that ignores conditional requests)
+ *         501       answer 501 NotImplemented (a server without a feature)
+ *         nocond    answer a request that carries If-None-Match or If-Match
+ *                   200 (with a made-up ETag) without asking the server, and
+ *                   relay the others: what a server that ignores conditional
+ *                   requests answers them (the headers are signed, so they
+ *                   cannot be stripped on the way)
  *         A "+" suffix ("503+") harms every request from the Nth on.
  *   KIND  which requests the rule counts and harms: "*" (any, the default),
  *         or METHOD?TEXT: the method is METHOD and the request's query holds
@@ -175,7 +179,7 @@ static int parse_rule(rule *r, const char *nn, const char *m, const char *kind)
 	}
 	if (strcmp(r->mode, "503") && strcmp(r->mode, "reset") && strcmp(r->mode, "truncate") &&
 		strcmp(r->mode, "delay") && strcmp(r->mode, "hold") && strcmp(r->mode, "corrupt") &&
-		strcmp(r->mode, "reply") && strcmp(r->mode, "307") && strcmp(r->mode, "strip") &&
+		strcmp(r->mode, "reply") && strcmp(r->mode, "307") && strcmp(r->mode, "501") && strcmp(r->mode, "nocond") &&
 		strcmp(r->mode, "none")) {
 		fprintf(stderr, "fault_proxy: unknown mode %s\n", m);
 		return -1;
@@ -218,6 +222,15 @@ static void drain_body(int c, const char *head, size_t hn, size_t head_len)
 static void answer_canned(int c, const char *mode, const char *file)
 {
 	char headbuf[512];
+	if (strcmp(mode, "501") == 0) {
+		static const char body[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NotImplemented</Code>"
+					   "<Message>injected by fault_proxy</Message></Error>";
+		int hn = snprintf(headbuf, sizeof(headbuf), "HTTP/1.1 501 Not Implemented\r\nContent-Type: application/xml\r\n"
+			"Content-Length: %zu\r\nConnection: close\r\n\r\n%s", sizeof(body) - 1, body);
+		write_all(c, headbuf, (size_t)hn);
+		close(c);
+		return;
+	}
 	if (strcmp(mode, "307") == 0) {
 		int hn = snprintf(headbuf, sizeof(headbuf), "HTTP/1.1 307 Temporary Redirect\r\n"
 			"Location: http://127.0.0.1:9/elsewhere\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
@@ -299,7 +312,15 @@ static void *serve(void *arg)
 		close(c);
 		return NULL;
 	}
-	if (harm && (strcmp(mode, "reply") == 0 || strcmp(mode, "307") == 0)) {
+	if (harm && strcmp(mode, "nocond") == 0 && (strcasestr(head, "\r\nif-none-match:") || strcasestr(head, "\r\nif-match:"))) {
+		drain_body(c, head, hn, head_len);
+		static const char ok200[] = "HTTP/1.1 200 OK\r\nETag: \"00000000000000000000000000000000\"\r\n"
+					    "Content-Length: 0\r\nConnection: close\r\n\r\n";
+		write_all(c, ok200, sizeof(ok200) - 1);
+		close(c);
+		return NULL;
+	}
+	if (harm && (strcmp(mode, "reply") == 0 || strcmp(mode, "307") == 0 || strcmp(mode, "501") == 0)) {
 		drain_body(c, head, hn, head_len);
 		answer_canned(c, mode, harming->reply_file);
 		return NULL;
@@ -326,10 +347,7 @@ static void *serve(void *arg)
 	int ok = write_all(u, head, first) == 0 && write_all(u, "Connection: close\r\n", 19) == 0;
 	for (char *line = head + first; ok && line < head + head_len;) {
 		char *le = strstr(line, "\r\n") + 2;
-		int drop = strncasecmp(line, "connection:", 11) == 0 ||
-			(harm && strcmp(mode, "strip") == 0 &&
-				(strncasecmp(line, "if-none-match:", 14) == 0 || strncasecmp(line, "if-match:", 9) == 0));
-		if (!drop)
+		if (strncasecmp(line, "connection:", 11) != 0)
 			ok = write_all(u, line, (size_t)(le - line)) == 0;
 		line = le;
 	}

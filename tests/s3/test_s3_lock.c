@@ -76,10 +76,21 @@ static void taker(const char *dir, const char *endpoint, int go, int report, int
 	_exit(0);
 }
 
+/* Requests for the lock object itself so far (the conditional-write probe before them is another object). */
+static long lock_requests(const proxy *p)
+{
+	char *log = proxy_log(p);
+	long n = 0;
+	for (const char *l = log; (l = strstr(l, "/checkpoint.lock\n")) != NULL; l++)
+		n++;
+	free(log);
+	return n;
+}
+
 /*
  * TAKERS processes race for the lock of `dir` (stale now): returns the
  * winner's pid after checking the losers. With `slow`, taker 0 goes first
- * through the proxy, which holds its third request (the takeover, after
+ * through the proxy, which holds its third request of the lock (the takeover, after
  * its create was refused and it read the stale lock) for 8 s; the others
  * start once that request is held.
  */
@@ -88,7 +99,9 @@ static long race(const char *dir, int round, int slow)
 	proxy p;
 	char ep[64] = "";
 	if (slow) { /* before the pipes: the proxy must not hold their ends open */
-		proxy_start(&p, 3, "delay8");
+		/* its second PUT of the lock object: the takeover (the first is the create that finds it there) */
+		const char *const takeover[] = { "PUT?/checkpoint.lock", NULL };
+		proxy_start_rules(&p, "2", "delay8", takeover);
 		proxy_endpoint(&p, ep, sizeof(ep));
 	}
 	int go[2], go_slow[2], report[2], hold[2];
@@ -116,9 +129,10 @@ static long race(const char *dir, int round, int slow)
 	close(go_slow[1]);
 	if (slow) {
 		/* the slow taker has read the stale lock and its takeover is held */
-		for (int waited = 0; proxy_seen(&p) < 3 && waited < 600; waited++)
+		for (int waited = 0; lock_requests(&p) < 3 && waited < 600; waited++)
 			usleep(100000);
-		cr_assert_geq(proxy_seen(&p), 3, "round %d: the slow taker made %ld requests", round, proxy_seen(&p));
+		cr_assert_geq(lock_requests(&p), 3, "round %d: the slow taker made %ld requests of the lock", round,
+			lock_requests(&p));
 	}
 	close(go[1]); /* the other takers start at once */
 	taker_report r[TAKERS];

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "manager_common.h"
 #include "s3_common.h"
@@ -250,5 +251,53 @@ Test(s3_outage, state_file_refused_fails_the_save_and_deletes_nothing, .timeout 
 	cr_expect(d.c[0].number == 1 && d.c[0].complete, "ckpt-1 is gone");
 	assert_listed_exist(&d);
 	ckpt_vfs_free(direct);
+	free(dir);
+}
+
+/*
+ * Stalls and timeouts (issue 36, point 6): against a server that accepts
+ * connections and never answers (the proxy holds every request), each read
+ * command and a trainer's start fail within CKPT_S3_DEADLINE_SECONDS +
+ * CKPT_S3_STALL_SECONDS (+ slack for the process), saying the server stalled.
+ */
+Test(s3_outage, a_silent_server_fails_every_command_within_the_bound, .timeout = 180)
+{
+	char *dir = two_saves("silent");
+	proxy p;
+	proxy_start_range(&p, "1:1000000", "hold"); /* never released */
+	char ep[64];
+	proxy_endpoint(&p, ep, sizeof(ep));
+	static const char *const cmds[] = { "verify", "inspect", "restore", NULL };
+	static const char *const tails[] = { "", "", "--strategy mirrored", NULL };
+	for (int i = 0; cmds[i]; i++) {
+		char *cmd = NULL;
+		cr_assert_gt(asprintf(&cmd, "AWS_ENDPOINT_URL=%s CKPT_S3_STALL_SECONDS=2 CKPT_S3_DEADLINE_SECONDS=4 '%s' %s '%s' %s",
+			ep, TS_CLI, cmds[i], dir, tails[i]), 0);
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		ts_run_result r;
+		cr_assert_eq(ts_run_sh(&r, cmd), 0);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		long took = (long)(t1.tv_sec - t0.tv_sec);
+		cr_expect_neq(r.status, 0, "%s: exit 0 against a silent server", cmds[i]);
+		cr_expect_leq(took, 4 + 2 + 10, "%s: took %ld s", cmds[i], took);
+		cr_expect(strstr(r.err, "stalled") != NULL, "%s: does not say it stalled:\n%s", cmds[i], r.err);
+		ts_run_free(&r);
+		free(cmd);
+	}
+	setenv("CKPT_S3_DEADLINE_SECONDS", "3", 1);
+	ckpt_vfs *v = proxy_vfs(&p, 0, 5); /* stall 1 s */
+	unsetenv("CKPT_S3_DEADLINE_SECONDS");
+	char why[1024];
+	int64_t got;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_expect_lt(trainer_start(dir, v, &got, why, sizeof(why)), 0, "a trainer started against a silent server");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	cr_expect_leq((long)(t1.tv_sec - t0.tv_sec), 3 + 1 + 10, "the trainer took %ld s to fail",
+		(long)(t1.tv_sec - t0.tv_sec));
+	cr_expect(strstr(why, "stalled") != NULL, "%s", why);
+	ckpt_vfs_free(v);
+	proxy_stop(&p);
 	free(dir);
 }

@@ -65,3 +65,69 @@ Test(s3_retries, complete_answer_lost_is_confirmed_by_the_etag, .timeout = 120)
 {
 	upload_through("truncate", "POST?uploadId=", "CompleteMultipartUpload's answer cut");
 }
+
+/* A checkpoint of one 12 MiB float variable whose every element is `v`, written with ckpt_checkpoint_write to `path` through `vfs`. */
+static int write_filled(ckpt_vfs *vfs, const char *path, float v)
+{
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	o.vfs = vfs;
+	o.no_fsync = 1;
+	ckpt_checkpoint *ck;
+	cr_assert_eq(ckpt_checkpoint_new(&ck, &o), CKPT_OK);
+	int64_t n = 3 << 20;
+	ckpt_shape shape;
+	cr_assert_eq(ckpt_shape_make(&shape, 1, &n), CKPT_OK);
+	ckpt_variable *var;
+	cr_assert_eq(ckpt_status_of(var = ckpt_object_add_variable(ckpt_checkpoint_root(ck), "big", "big", CKPT_DT_FLOAT,
+		&shape, NULL)), CKPT_OK);
+	float *buf = malloc((size_t)n * sizeof(float));
+	cr_assert_not_null(buf);
+	for (int64_t i = 0; i < n; i++)
+		buf[i] = v;
+	cr_assert_eq(ckpt_variable_assign(var, buf, (size_t)n * sizeof(float)), CKPT_OK);
+	free(buf);
+	int rc = ckpt_checkpoint_write(ck, path);
+	ckpt_checkpoint_free(ck);
+	return rc;
+}
+
+/*
+ * A failed save over an existing checkpoint leaves it loadable (issue 36,
+ * point 3): every request that sends the new data is refused (its parts,
+ * or the upload's creation), the save fails, and the old checkpoint still
+ * opens and holds its own values.
+ */
+Test(s3_retries, a_failed_save_over_a_checkpoint_leaves_it_loadable, .timeout = 180)
+{
+	static const char *const kinds[] = { "PUT?partNumber=", "POST?uploads", NULL };
+	for (int k = 0; kinds[k]; k++) {
+		char *dir = s3t_prefix("over");
+		char *path = ts_join(dir, "ckpt");
+		ckpt_vfs *direct = s3t_vfs(NULL, 5u << 20, 0);
+		cr_assert_eq(write_filled(direct, path, 1.5f), CKPT_OK, "%s", ckpt_error_last()->message);
+		proxy p;
+		const char *const rules[] = { kinds[k], NULL };
+		proxy_start_rules(&p, "1:1000000", "503", rules);
+		ckpt_vfs *v = proxy_vfs(&p, 5u << 20, 2);
+		cr_expect_lt(write_filled(v, path, 2.5f), 0, "%s refused: the save succeeded", kinds[k]);
+		ckpt_vfs_free(v);
+		proxy_stop(&p);
+		ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+		oo.vfs = direct;
+		ckpt_reader *r = NULL;
+		cr_assert_eq(ckpt_reader_open(&r, path, &oo), CKPT_OK, "%s refused: the old checkpoint is gone: %s", kinds[k],
+			ckpt_error_last()->message);
+		ckpt_tensor *t = NULL;
+		size_t at = 0;
+		cr_assert_eq(ckpt_reader_find(&at, r, "big/.ATTRIBUTES/VARIABLE_VALUE"), CKPT_OK, "%s", ckpt_error_last()->message);
+		cr_assert_eq(ckpt_reader_read(&t, r, at), CKPT_OK, "%s", ckpt_error_last()->message);
+		const float *f = t->data;
+		cr_expect(f[0] == 1.5f && f[(3 << 20) - 1] == 1.5f, "%s refused: the old checkpoint holds %g", kinds[k],
+			(double)f[0]);
+		ckpt_tensor_free(t);
+		ckpt_reader_free(r);
+		ckpt_vfs_free(direct);
+		free(path);
+		free(dir);
+	}
+}

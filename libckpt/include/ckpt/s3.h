@@ -25,7 +25,15 @@
  * 5 MiB), CKPT_S3_PARALLEL (parts or ranges in flight per object, default 8),
  * CKPT_S3_MAX_ATTEMPTS (default 5), CKPT_S3_STALL_SECONDS (a request that
  * moves no byte for this long is cut and retried, default 30),
- * CKPT_S3_LOCK_LEASE_SECONDS (default 60).
+ * CKPT_S3_DEADLINE_SECONDS (no retry of a request begins this long after its
+ * first try, default 120: a server that accepts connections and never answers
+ * fails a request within deadline + stall seconds, 150 s by default; the
+ * connect timeout is 10 s),
+ * CKPT_S3_LOCK_LEASE_SECONDS (default 60), CKPT_S3_SINGLE_WRITER (1: take a
+ * prefix's lock even from a server that ignores conditional writes — If-None-Match
+ * and If-Match on PUT, which a process checks once per endpoint and bucket
+ * before its first lock — because you guarantee one writer; without it such a
+ * server's lock is refused with CKPT_EUNSUPPORTED).
  *
  * Keys are sent exactly as named (each byte outside A-Z a-z 0-9 - _ . ~ /
  * percent-encoded, no path normalisation). A key with a "." or ".." segment
