@@ -29,6 +29,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include <sys/time.h>
@@ -752,9 +753,14 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	*out = NULL;
 	ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
 	if (o) {
-		if (o->version != CKPT_MANAGER_OPTIONS_VERSION)
+		if (o->version == 1) { /* before incremental */
+			memcpy(&opts, o, offsetof(ckpt_manager_options, incremental));
+			opts.version = CKPT_MANAGER_OPTIONS_VERSION;
+		} else if (o->version == CKPT_MANAGER_OPTIONS_VERSION) {
+			opts = *o;
+		} else {
 			return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "unsupported ckpt_manager_options version %u", o->version);
-		opts = *o;
+		}
 	}
 	const char *name = opts.checkpoint_name ? opts.checkpoint_name : "ckpt";
 	if (!*name || strchr(name, '/'))
@@ -765,6 +771,8 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		return agree(cs, CKPT_ENOMEM);
 	m->ck = ck;
 	m->max_to_keep = max_to_keep;
+	if (ck && opts.incremental)
+		ckpt__checkpoint_set_incremental(ck, 1);
 	int vrc = ckpt_status_of(m->vfs = ckpt_vfs_for_path(opts.vfs ? opts.vfs : (ck ? ck->opts.vfs : NULL), dir));
 	if (vrc < 0) {
 		ckpt__free(m);
