@@ -221,3 +221,148 @@ Test(incremental, frozen_shard_linked_changes_only_written_tf_restores)
 	free(p3);
 	done(&s);
 }
+
+/* Remove every file of checkpoint `prefix` (index and data shards). */
+static void remove_checkpoint(const char *prefix)
+{
+	char cmd[8192];
+	snprintf(cmd, sizeof(cmd), "rm -f '%s'.index '%s'.data-*", prefix, prefix);
+	ts_run_result r;
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 0, "%s", cmd);
+	ts_run_free(&r);
+}
+
+Test(incremental, chain_of_30_max_to_keep_3_each_restores_and_survives_deletion)
+{
+	state s;
+	build(&s, 0, 3);
+	for (int k = 1; k <= 30; k++) {
+		step(&s, k, k % 2); /* contiguous and spread rows by turns */
+		save(&s);
+	}
+	cr_assert_eq(ckpt_manager_num_checkpoints(s.m), 3);
+	for (size_t i = 0; i < 3; i++)
+		check_ours(&s, ckpt_manager_checkpoint(s.m, i));
+	tf_restores_all(&s);
+	/* retention deletes the older ones: the newest does not need them */
+	char *latest = strdup(ckpt_manager_latest(s.m));
+	for (size_t i = 0; i < 2; i++)
+		remove_checkpoint(ckpt_manager_checkpoint(s.m, i));
+	check_ours(&s, latest);
+	/* and a fresh checkpoint restores it bit for bit */
+	ckpt_checkpoint *ck2;
+	cr_assert_eq(ckpt_checkpoint_new(&ck2, NULL), CKPT_OK);
+	int64_t ed[2] = { EMB_ROWS, EMB_W };
+	ckpt_shape es;
+	cr_assert_eq(ckpt_shape_make(&es, 2, ed), CKPT_OK);
+	ckpt_variable *emb2;
+	cr_assert_eq(ckpt_status_of(emb2 = ckpt_object_add_variable(ckpt_checkpoint_root(ck2), "emb", "emb",
+		CKPT_DT_FLOAT, &es, NULL)), CKPT_OK);
+	ckpt_restore_status *st = NULL;
+	cr_assert_eq(ckpt_checkpoint_restore(&st, ck2, latest), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_restore_status_expect_partial(st);
+	ckpt_restore_status_free(st);
+	size_t n = (size_t)ckpt_variable_nbytes(s.emb);
+	void *a = malloc(n), *b = malloc(n);
+	cr_assert_eq(ckpt_variable_read(s.emb, a, n), CKPT_OK);
+	cr_assert_eq(ckpt_variable_read(emb2, b, n), CKPT_OK);
+	cr_assert(memcmp(a, b, n) == 0, "the restored embedding differs");
+	free(a);
+	free(b);
+	ckpt_checkpoint_free(ck2);
+	free(latest);
+	done(&s);
+}
+
+/* A previous checkpoint changed behind the library's back is never reused: the new one holds the values in memory. */
+Test(incremental, tampered_previous_checkpoint_is_not_reused)
+{
+	state s;
+	build(&s, 0, 0);
+	save(&s);
+	step(&s, 1, 0);
+	char *p2 = strdup(save(&s));
+	/* after the file system's timestamp tick of the commit (the check compares modification times) */
+	usleep(50 * 1000);
+	char *frozen = data_file(p2, 1, 2), *hot = data_file(p2, 0, 2);
+	cr_assert_eq(ts_flip_byte(frozen, 100, 0x40), 0, "%s", frozen);       /* in the base */
+	cr_assert_eq(ts_flip_byte(hot, 4096 * 3 + 7, 0x01), 0, "%s", hot);    /* in the embedding */
+	step(&s, 2, 0);
+	char *p3 = strdup(save(&s));
+	uint64_t wr, ru;
+	cr_assert_eq(ckpt_checkpoint_last_save_bytes(&wr, &ru, s.ck), CKPT_OK);
+	cr_assert_eq(ru, 0, "reused %llu bytes of modified files", (unsigned long long)ru);
+	check_ours(&s, p3);
+	/* replaced by another file of the same size: not the committed one either */
+	step(&s, 3, 0);
+	char *p4 = strdup(save(&s));
+	char *f4 = data_file(p4, 1, 2), *copy = ts_join(s.dir, "replacement");
+	cr_assert_eq(ts_copy(f4, copy), 0);
+	cr_assert_eq(rename(copy, f4), 0);
+	cr_assert_eq(ts_flip_byte(f4, 8, 0x10), 0);
+	step(&s, 4, 0);
+	char *p5 = strdup(save(&s));
+	cr_assert_eq(ckpt_checkpoint_last_save_bytes(&wr, &ru, s.ck), CKPT_OK);
+	/* the embedding's unchanged blocks (under 2 MiB) come from the untouched shard 0; the base (1 MiB) is not reused */
+	cr_assert_lt(ru, (uint64_t)EMB_ROWS * EMB_W * 4, "the replaced base shard was reused: %llu", (unsigned long long)ru);
+	cr_assert_gt(ru, 0);
+	check_ours(&s, p5);
+	free(f4);
+	free(copy);
+	free(frozen);
+	free(hot);
+	free(p2);
+	free(p3);
+	free(p4);
+	free(p5);
+	done(&s);
+}
+
+/* Trainer memory the library cannot watch: compared block by block unless the trainer promises to mark writes. */
+Test(incremental, wrapped_buffer_in_doubt_is_compared_marked_writes_trusted)
+{
+	state s;
+	build(&s, 1, 0);
+	save(&s);
+	step(&s, 1, 0); /* writes the wrapped embedding directly, unmarked */
+	char *p2 = strdup(save(&s));
+	check_ours(&s, p2); /* the change is in the checkpoint */
+	uint64_t wr, ru;
+	cr_assert_eq(ckpt_checkpoint_last_save_bytes(&wr, &ru, s.ck), CKPT_OK);
+	cr_assert_lt(wr, (uint64_t)EMB_ROWS * EMB_W * 4 / 4, "the embedding was rewritten whole: %llu",
+		(unsigned long long)wr);
+	/* promised and marked: written; promised and not marked: reused as it was */
+	cr_assert_eq(ckpt_variable_set_marks_writes(s.emb, 1), CKPT_OK);
+	step(&s, 2, 0);
+	char *p3 = strdup(save(&s));
+	check_ours(&s, p3); /* set_marks_writes counts as a write */
+	step(&s, 3, 0);
+	cr_assert_eq(ckpt_variable_mark_dirty(s.emb), CKPT_OK);
+	char *p4 = strdup(save(&s));
+	check_ours(&s, p4);
+	cr_assert_eq(ckpt_variable_mark_dirty(NULL), CKPT_EINVAL);
+	cr_assert_eq(ckpt_variable_set_marks_writes(NULL, 1), CKPT_EINVAL);
+	free(p2);
+	free(p3);
+	free(p4);
+	done(&s);
+}
+
+/* A restore is a change: the next save writes the restored values. */
+Test(incremental, restore_marks_values_changed)
+{
+	state s;
+	build(&s, 0, 0);
+	char *p1 = strdup(save(&s));
+	step(&s, 1, 0);
+	save(&s);
+	ckpt_restore_status *st = NULL;
+	cr_assert_eq(ckpt_checkpoint_restore(&st, s.ck, p1), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_restore_status_free(st);
+	char *p3 = strdup(save(&s));
+	check_ours(&s, p3);
+	free(p1);
+	free(p3);
+	done(&s);
+}
