@@ -210,6 +210,19 @@ Test(incremental, frozen_shard_linked_changes_only_written_tf_restores)
 	char *f2 = data_file(p2, 1, 2), *f3 = data_file(p3, 1, 2);
 	cr_assert_neq(inode(f2), 0, "%s", f2);
 	cr_assert_eq(inode(f2), inode(f3), "%s is not a link of %s", f3, f2);
+	/* `ckpt inspect --json`: the linked shard is shared, the changed one is not */
+	ts_run_result ir = ts_cli("inspect", p3, "--json", NULL);
+	ts_assert_exit(&ir, 0, "ckpt inspect --json %s", p3);
+	json_error_t jerr;
+	json_t *doc = json_loads(ir.out, 0, &jerr);
+	cr_assert_not_null(doc, "%s", jerr.text);
+	json_t *files = json_object_get(doc, "files");
+	cr_assert_eq(json_array_size(files), 2);
+	cr_assert(json_is_false(json_object_get(json_array_get(files, 0), "shared")));
+	cr_assert(json_is_true(json_object_get(json_array_get(files, 1), "shared")));
+	cr_assert_eq(json_integer_value(json_object_get(json_array_get(files, 1), "bytes")), BASE_ROWS * 4096);
+	json_decref(doc);
+	ts_run_free(&ir);
 	const char *all[] = { p1, p2, p3 };
 	for (int i = 0; i < 3; i++)
 		check_ours(&s, all[i]);
