@@ -115,14 +115,22 @@ int tfb_writer_incremental(ckpt_writer *w, ckpt__incr *inc)
 	return 1;
 }
 
-void tfb_incr_free(tfb_incr *x)
+/* Close the last save's files (before its record goes). */
+static void close_sources(tfb_incr *x)
 {
-	if (!x)
-		return;
 	for (int i = 0; x->base && i < x->base->nf; i++)
 		if (x->fd[i] >= 0)
 			close(x->fd[i]);
 	ckpt__free(x->fd);
+	x->fd = NULL;
+	x->base = NULL;
+}
+
+void tfb_incr_free(tfb_incr *x)
+{
+	if (!x)
+		return;
+	close_sources(x);
 	ckpt__free(x->p);
 	ckpt__free(x);
 }
@@ -230,7 +238,7 @@ static int copy_in(tfb_incr *x, wshard *s, int shard, uint64_t src_off, uint64_t
 	return CKPT_OK;
 }
 
-/* crc of every block of one value, spread over the helper threads */
+/* crc of the blocks of one window of a value */
 typedef struct block_pass {
 	const unsigned char *p;
 	uint64_t n;
@@ -238,7 +246,7 @@ typedef struct block_pass {
 	size_t nblocks;
 } block_pass;
 
-#define BLOCKS_PER_JOB 256u /* 1 MiB per helper task */
+#define BLOCKS_PER_JOB 256u /* 1 MiB windows: crc'd, then written while in cache */
 
 static void crc_blocks(void *arg, size_t k)
 {
@@ -266,25 +274,29 @@ int tfb_incr_put(tfb_incr *x, wshard *s, const char *key, size_t klen, const ckp
 	uint32_t *bc = ckpt__malloc(nb * sizeof(uint32_t));
 	if (!bc)
 		return CKPT_ENOMEM;
-	block_pass bp = { p, n, bc, nb };
-	tfb_par_for((nb + BLOCKS_PER_JOB - 1) / BLOCKS_PER_JOB, crc_blocks, &bp);
 	const tfb_ientry *b = tfb_incr_find(x, key, klen, t->dtype, &t->shape, n);
 	const uint32_t *old = b && b->blocks ? b->blocks : NULL;
 	int rc = CKPT_OK;
 	uint32_t c = 0;
-	for (size_t i = 0; i < nb && rc == CKPT_OK;) {
-		/* a run of blocks that all changed, or all did not */
-		int same = old && old[i] == bc[i];
-		size_t j = i + 1;
-		while (j < nb && (old && old[j] == bc[j]) == same)
-			j++;
-		uint64_t a = (uint64_t)i * TFB_INCR_BLOCK, len = (uint64_t)(j - i - 1) * TFB_INCR_BLOCK + block_len(n, j - 1);
-		rc = same ? copy_in(x, s, b->shard, b->offset + a, len) : CKPT__DECLINED;
-		if (rc == CKPT__DECLINED)
-			rc = tfb_shard_append(s, p + a, (size_t)len);
-		for (size_t k = i; k < j; k++)
-			c = k ? ckpt__crc32c_combine(c, bc[k], (size_t)block_len(n, k)) : bc[k];
-		i = j;
+	/* a window of blocks at a time: crc them, then write or copy them while they are in cache */
+	for (size_t w0 = 0; w0 < nb && rc == CKPT_OK; w0 += BLOCKS_PER_JOB) {
+		size_t w1 = w0 + BLOCKS_PER_JOB < nb ? w0 + BLOCKS_PER_JOB : nb;
+		block_pass bp = { p, n, bc, w1 };
+		crc_blocks(&bp, w0 / BLOCKS_PER_JOB);
+		for (size_t i = w0; i < w1 && rc == CKPT_OK;) {
+			/* a run of blocks that all changed, or all did not */
+			int same = old && old[i] == bc[i];
+			size_t j = i + 1;
+			while (j < w1 && (old && old[j] == bc[j]) == same)
+				j++;
+			uint64_t a = (uint64_t)i * TFB_INCR_BLOCK, len = (uint64_t)(j - i - 1) * TFB_INCR_BLOCK + block_len(n, j - 1);
+			rc = same ? copy_in(x, s, b->shard, b->offset + a, len) : CKPT__DECLINED;
+			if (rc == CKPT__DECLINED)
+				rc = tfb_shard_append(s, p + a, (size_t)len);
+			for (size_t k = i; k < j; k++)
+				c = k ? ckpt__crc32c_combine(c, bc[k], (size_t)block_len(n, k)) : bc[k];
+			i = j;
+		}
 	}
 	if (rc < 0) {
 		ckpt__free(bc);
@@ -448,6 +460,8 @@ void tfb_incr_record(ckpt_writer *w, tfb_writer *s)
 		ibase_free(b);
 		b = NULL;
 	}
+	close_sources(x);
+	x->np = 0; /* the pending values point into the old record */
 	if (inc->base && inc->base_free)
 		inc->base_free(inc->base);
 	inc->base = b;
