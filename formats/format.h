@@ -17,6 +17,7 @@
 
 typedef struct ckpt_format ckpt_format;
 struct ckpt__row_pieces;
+struct ckpt__incr;
 /**
  * The bytes of a value handed over in order, a piece at a time (a save of a
  * device value through the pinned ring): *piece (*n bytes, n > 0) stays valid
@@ -61,6 +62,7 @@ struct ckpt_writer {
 	int committed;
 	int announced;               /* ckpt_writer_announce was called */
 	int added;                   /* ckpt_writer_add was called */
+	int incremental;             /* ckpt__writer_incremental took it */
 };
 
 struct ckpt_format {
@@ -126,6 +128,44 @@ struct ckpt_format {
 	int (*writer_add_pieces)(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
 		uint64_t nbytes, ckpt__piece_fn next, void *ctx);
 };
+
+/*
+ * Incremental saves: what a backend keeps of the last committed save of a
+ * checkpoint (bundle_incr.c for tf-bundle), owned by the checkpoint.
+ */
+typedef struct ckpt__incr {
+	void *base;                 /* the backend's record of the last save; NULL: none yet */
+	void (*base_free)(void *base);
+	uint64_t base_gen;          /* ckpt__change_gen taken before that save read any value */
+	uint64_t written, reused;   /* data bytes of the last save: sent through this process / reused in place */
+} ckpt__incr;
+/*
+ * The incremental hooks of a backend, beside its ckpt_format (whose tables
+ * are positional): ckpt__format_incr finds them.
+ */
+typedef struct ckpt__format_incr {
+	const ckpt_format *fmt;
+	/**
+	 * Optional (NULL: every save is full): make this writer incremental
+	 * against inc->base (ckpt__incr). Called right after open, before any
+	 * add. 1 taken, 0 declined (this file system cannot share bytes), or an
+	 * error. A taken writer replaces inc->base at a successful commit.
+	 */
+	int (*writer_incremental)(ckpt_writer *w, ckpt__incr *inc);
+	/**
+	 * Optional (NULL: writer_add): add a fixed-size value known to be unchanged
+	 * since the save inc->base records; t->data stays valid until commit
+	 * (the value is written from it where its stored bytes cannot be reused).
+	 */
+	int (*writer_add_clean)(ckpt_writer *w, const char *name, const ckpt_tensor *t);
+} ckpt__format_incr;
+extern const ckpt__format_incr ckpt_format_tf_bundle_incr;
+/** Free what inc holds (keeps the struct). */
+void ckpt__incr_clear(ckpt__incr *inc);
+/** Core: ckpt_format.writer_incremental (0 without one). */
+int ckpt__writer_incremental(ckpt_writer *w, ckpt__incr *inc);
+/** Core: writer_add_clean where the backend has it, else writer_add (shard 0). */
+int ckpt__writer_add_clean(ckpt_writer *w, const char *name, const ckpt_tensor *t);
 
 /*
  * Byte ranges of stored entries read without their neighbours (row reads of

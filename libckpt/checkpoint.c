@@ -70,6 +70,8 @@ void ckpt_checkpoint_free(ckpt_checkpoint *ck)
 	ckpt__sync_rules_free((ckpt_sync_rule *)ck->opts.sync_rules, ck->opts.num_sync_rules);
 	ckpt__free(ck->last_path);
 	ckpt__free(ck->parted);
+	ckpt__incr_clear(ck->incr);
+	ckpt__free(ck->incr);
 	ckpt__free(ck);
 }
 
@@ -140,7 +142,7 @@ ckpt_variable *ckpt_checkpoint_save_counter_variable(ckpt_checkpoint *ck)
 
 /* One value per logical variable: copy 0 of a plain / mirrored variable (no copy; strings: a copy), the aggregate of a sync-on-read one. */
 static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **buf, size_t *cap,
-	ckpt__save_prefetch *pf, const void *ready)
+	ckpt__save_prefetch *pf, const void *ready, uint64_t base_gen)
 {
 	ckpt_dtype dt = ckpt_variable_dtype(v);
 	if (dt == CKPT_DT_STRING) {
@@ -179,6 +181,9 @@ static int add_value(ckpt_writer *w, ckpt_variable *v, const char *key, void **b
 	t.nbytes = nb;
 	t.data = (void *)src;
 	t.owns_data = 0;
+	/* incremental: unchanged since the last save, and its own memory stays as it is until the commit */
+	if (base_gen && src == ckpt_variable_replica_data(v, 0) && ckpt__variable_unchanged_since(v, base_gen))
+		return ckpt__writer_add_clean(w, key, &t);
 	return ckpt_writer_add(w, key, &t, 0);
 }
 
@@ -312,6 +317,20 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 	void *buf = NULL;
 	size_t cap = 0;
 	int rc = ckpt_writer_open(&w, path, ck->opts.format, &wo);
+	/* incremental: the stamp before any value is read; values stamped below the last save's did not change */
+	uint64_t gen = 0, base_gen = 0;
+	if (rc == CKPT_OK && ck->incremental && !ck->incr && !(ck->incr = ckpt__calloc(1, sizeof(*ck->incr))))
+		rc = CKPT_ENOMEM;
+	if (rc == CKPT_OK && ck->incremental) {
+		gen = ckpt__change_gen();
+		int taken = ckpt__writer_incremental(w, ck->incr);
+		if (taken < 0)
+			rc = taken;
+		else if (taken == 0)
+			gen = 0;
+		else if (ck->incr->base)
+			base_gen = ck->incr->base_gen;
+	}
 	/* device values through the pinned ring: the next one's (or the next piece's) device-to-host copy runs while
 	 * the writer stores this one; no half larger than the largest of them */
 	ckpt__save_prefetch pf = { 0 };
@@ -351,7 +370,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 					rc = ckpt__save_prefetch_start(&pf, next);
 			}
 			if (rc == CKPT_OK && !streamed)
-				rc = add_value(w, v, p.nodes[i].keys[a], &buf, &cap, &pf, ready);
+				rc = add_value(w, v, p.nodes[i].keys[a], &buf, &cap, &pf, ready, base_gen);
 		}
 	}
 	ckpt__save_prefetch_free(&pf);
@@ -367,6 +386,8 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 		rc = ckpt__writer_borrow_object_graph(w, p.graph); /* the plan outlives the commit */
 	if (rc == CKPT_OK)
 		rc = ckpt_writer_commit(w);
+	if (rc == CKPT_OK && gen)
+		ck->incr->base_gen = ck->incr->base ? gen : 0;
 	ckpt_writer_free(w);
 	ckpt__free(buf);
 	ckpt__plan_free(&p);
@@ -378,6 +399,20 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 		ck->last_path = lp;
 	}
 	return rc;
+}
+
+void ckpt__checkpoint_set_incremental(ckpt_checkpoint *ck, int on)
+{
+	ck->incremental = on != 0;
+}
+
+int ckpt_checkpoint_last_save_bytes(uint64_t *written, uint64_t *reused, const ckpt_checkpoint *ck)
+{
+	if (!written || !reused || !ck)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_last_save_bytes: NULL argument");
+	*written = ck->incr ? ck->incr->written : 0;
+	*reused = ck->incr ? ck->incr->reused : 0;
+	return CKPT_OK;
 }
 
 int ckpt_checkpoint_write(ckpt_checkpoint *ck, const char *path)

@@ -85,6 +85,8 @@ struct ckpt_checkpoint {
 	struct ckpt_partitioned **parted; /* tracked partitioned variables (borrowed), in tracking order */
 	size_t nparted, capparted;
 	int graph_without_has_values; /* loaded from a graph written without has_checkpoint_values: written so again */
+	int incremental;     /* saves reuse the bytes of the last one (ckpt_manager_options.incremental) */
+	struct ckpt__incr *incr; /* that save's record (formats/format.h), NULL until the first incremental save */
 };
 
 /* checkpoint_object.c */
@@ -183,6 +185,8 @@ int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t numb
  * and a save must not number itself from a counter it could not read.
  */
 int ckpt__checkpoint_read_save_counter(const ckpt_checkpoint *ck, int64_t *out);
+/* Saves of ck reuse the bytes of its last one from now on (the manager's option). */
+void ckpt__checkpoint_set_incremental(ckpt_checkpoint *ck, int on);
 /*
  * The cross-process strategy (strategy_impl.h) a checkpoint's save / restore
  * must be collective under: the current scope's when it is one, else the

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include <sys/time.h>
@@ -754,12 +755,17 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	*out = NULL;
 	ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
 	if (o) {
-		if (o->version == 1) /* before `fallback` */
+		if (o->version == 1) { /* before `fallback` */
 			memcpy(&opts, o, offsetof(ckpt_manager_options, fallback));
-		else if (o->version == CKPT_MANAGER_OPTIONS_VERSION)
+			opts.version = CKPT_MANAGER_OPTIONS_VERSION;
+		} else if (o->version == 2) { /* before `incremental` */
+			memcpy(&opts, o, offsetof(ckpt_manager_options, incremental));
+			opts.version = CKPT_MANAGER_OPTIONS_VERSION;
+		} else if (o->version == CKPT_MANAGER_OPTIONS_VERSION) {
 			opts = *o;
-		else
+		} else {
 			return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "unsupported ckpt_manager_options version %u", o->version);
+		}
 	}
 	const char *name = opts.checkpoint_name ? opts.checkpoint_name : "ckpt";
 	if (!*name || strchr(name, '/'))
@@ -770,6 +776,8 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		return agree(cs, CKPT_ENOMEM);
 	m->ck = ck;
 	m->max_to_keep = max_to_keep;
+	if (ck && opts.incremental)
+		ckpt__checkpoint_set_incremental(ck, 1);
 	int vrc = ckpt_status_of(m->vfs = ckpt_vfs_for_path(opts.vfs ? opts.vfs : (ck ? ck->opts.vfs : NULL), dir));
 	if (vrc < 0) {
 		ckpt__free(m);

@@ -525,6 +525,42 @@ int ckpt__writer_add_pieces(ckpt_writer *w, const char *name, ckpt_dtype dt, con
 	return rc;
 }
 
+void ckpt__incr_clear(ckpt__incr *inc)
+{
+	if (inc && inc->base && inc->base_free)
+		inc->base_free(inc->base);
+	if (inc)
+		memset(inc, 0, sizeof(*inc));
+}
+
+static const ckpt__format_incr *format_incr(const ckpt_format *f)
+{
+	return f == &ckpt_format_tf_bundle ? &ckpt_format_tf_bundle_incr : NULL;
+}
+
+int ckpt__writer_incremental(ckpt_writer *w, ckpt__incr *inc)
+{
+	const ckpt__format_incr *x = format_incr(w->fmt);
+	if (!x || w->added)
+		return 0;
+	int rc = x->writer_incremental(w, inc);
+	w->incremental = rc > 0;
+	return rc;
+}
+
+int ckpt__writer_add_clean(ckpt_writer *w, const char *name, const ckpt_tensor *t)
+{
+	if (!w->incremental || !t || !name)
+		return ckpt_writer_add(w, name, t, 0);
+	if (w->committed)
+		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "writer already committed");
+	w->added = 1;
+	int rc = format_incr(w->fmt)->writer_add_clean(w, name, t);
+	if (rc < 0)
+		ckpt__error_annotate(w->path, name);
+	return rc;
+}
+
 int ckpt_writer_announce(ckpt_writer *w, const char *name, ckpt_dtype dtype, const ckpt_shape *shape)
 {
 	if (!w || !name || !shape)

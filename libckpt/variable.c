@@ -30,6 +30,7 @@
  * through ckpt_variable_assign_tensor / the staged pair below, which build
  * every new copy before swapping any in, so a failure changes nothing.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
@@ -60,7 +61,54 @@ struct ckpt_variable {
 	int dev;                 /* copies are device memory: every access goes through pmem's copies */
 	void **bufs;             /* copies pointers (STRING: strs[r]->data) */
 	ckpt_tensor **strs;      /* STRING only: one deep copy per replica */
+	_Atomic uint64_t mod_gen; /* ckpt__change_gen of the last write the library saw (or was told of) */
+	int marks_writes;        /* the trainer marks its writes to caller memory (ckpt_variable_set_marks_writes) */
 };
+
+/*
+ * Change detection for incremental saves: a global counter stamps every write
+ * the library sees (assign, fan-out, restore, a writable pointer handed out);
+ * a save takes a stamp before it reads any value, and a value stamped below
+ * the stamp of the last committed save is unchanged since that save.
+ */
+static _Atomic uint64_t change_gen = 1;
+
+uint64_t ckpt__change_gen(void)
+{
+	return atomic_fetch_add(&change_gen, 1) + 1;
+}
+
+static void mark(ckpt_variable *v)
+{
+	atomic_store(&v->mod_gen, ckpt__change_gen());
+}
+
+int ckpt__variable_unchanged_since(const ckpt_variable *v, uint64_t gen)
+{
+	if (!v || !gen || v->dev || v->kind == CKPT_VAR_SYNC_ON_READ || v->dtype == CKPT_DT_STRING)
+		return 0;
+	/* caller memory: the library sees no write to it unless the trainer promised to mark them */
+	if (v->wrapped && !v->marks_writes)
+		return 0;
+	return atomic_load(&v->mod_gen) < gen;
+}
+
+int ckpt_variable_mark_dirty(ckpt_variable *v)
+{
+	if (!v)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_variable_mark_dirty: variable is NULL");
+	mark(v);
+	return CKPT_OK;
+}
+
+int ckpt_variable_set_marks_writes(ckpt_variable *v, int on)
+{
+	if (!v)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_variable_set_marks_writes: variable is NULL");
+	mark(v); /* writes before the promise are unknown */
+	v->marks_writes = on != 0;
+	return CKPT_OK;
+}
 
 const char *ckpt_var_kind_name(ckpt_var_kind k)
 {
@@ -100,6 +148,7 @@ static ckpt_variable *var_alloc(const char *name, size_t name_len, int copies)
 	memset(p, 0, total);
 	ckpt_variable *v = (ckpt_variable *)(void *)p;
 	v->in_slab = in_slab;
+	atomic_init(&v->mod_gen, ckpt__change_gen()); /* a new value: never saved */
 	v->bufs = (void **)(void *)(p + bufs_at);
 	v->name = (char *)p + name_at;
 	memcpy(v->name, name, name_len);
@@ -227,6 +276,7 @@ static void fanout_flush(fanout *f)
 static void fanout_add(fanout *f, ckpt_variable *v, const void *src, fill_mode mode)
 {
 	int per_copy = src == NULL || src != v->bufs[0];
+	mark(v);
 	for (size_t off = 0; off < v->nbytes; off += PIECE_BYTES) {
 		size_t len = v->nbytes - off < PIECE_BYTES ? (size_t)(v->nbytes - off) : PIECE_BYTES;
 		for (int c = per_copy ? 0 : -1; c < (per_copy ? v->copies : 0); c++) {
@@ -343,6 +393,7 @@ static void install_string_copies(ckpt_variable *v, ckpt_tensor **ts)
 		v->bufs[r] = ts[r]->data;
 	v->nbytes = ts[0]->nbytes;
 	free_string_copies(old, v->copies);
+	mark(v);
 }
 
 static int new_string_variable(ckpt_variable **out, const char *name, size_t name_len,
@@ -639,6 +690,8 @@ const void *ckpt_variable_replica_data(const ckpt_variable *v, int replica)
 
 void *ckpt__variable_data(ckpt_variable *v, int replica)
 {
+	if (v)
+		mark(v); /* a writable copy: whatever is written there is a change */
 	return (void *)ckpt_variable_replica_data(v, replica);
 }
 
@@ -696,6 +749,7 @@ static int check_assign(const ckpt_variable *v, const void *src, size_t n, const
 /* The device form of an assign: copy 0 from `src` (host, or copy 0 itself), the others by mode. */
 static int device_assign(ckpt_variable *v, const void *src)
 {
+	mark(v);
 	static const float nz32 = -0.0f;
 	static const double nz64 = -0.0;
 	static const int64_t zero = 0;
@@ -870,6 +924,7 @@ int ckpt__variable_rollback_primary(ckpt_variable *v)
 		return rc == CKPT_OK && src == CKPT_OK;
 	}
 	memcpy(v->bufs[0], v->bufs[1], (size_t)v->nbytes);
+	mark(v);
 	return 1;
 }
 
@@ -1041,6 +1096,7 @@ int ckpt__variable_write_copy(ckpt_variable *v, int replica, const void *src)
 {
 	if (!v || replica < 0 || replica >= v->copies || v->dtype == CKPT_DT_STRING || !src)
 		return ckpt__fail(CKPT_EINVAL, NULL, v ? v->name : NULL, -1, "write_copy: bad variable or replica %d", replica);
+	mark(v);
 	if (v->dev) {
 		int rc = ckpt__mem_h2d(v->pmem, replica, v->bufs[replica], src, (size_t)v->nbytes, v->name);
 		int src_rc = ckpt__mem_sync(v->pmem, replica, v->name);
@@ -1072,6 +1128,7 @@ static int variable_local_rc(ckpt_variable *v, void **out)
 				"variable '%s' is %s across %d replica(s) of %s: outside replica context use "
 				"ckpt_variable_assign for cross-replica updates (ckpt_variable_read to read it)",
 				v->name, ckpt_var_kind_name(v->kind), v->copies, ckpt_strategy_describe(v->strategy));
+		mark(v); /* a writable pointer: the caller's writes are changes */
 		*out = v->bufs[0];
 		return CKPT_OK;
 	}
@@ -1096,6 +1153,7 @@ static int variable_local_rc(ckpt_variable *v, void **out)
 			ckpt_var_kind_name(v->kind), ckpt_strategy_describe(running),
 			ckpt_strategy_describe(running));
 	}
+	mark(v);
 	*out = v->bufs[ckpt_replica_id(ctx) - ckpt__strategy_replica_offset(running)];
 	return CKPT_OK;
 }

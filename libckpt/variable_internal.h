@@ -123,6 +123,17 @@ int ckpt__variable_new_part(ckpt_variable **out, const char *name, ckpt_dtype dt
  * bytes; NULL: its own): a save aggregates through its ring.
  */
 int ckpt__variable_read_staged(const ckpt_variable *v, void *dst, size_t n, void *scratch, size_t scratch_n);
+/*
+ * Change detection (incremental saves): ckpt__change_gen() is a fresh stamp
+ * of a global counter; every write the library sees stamps its variable.
+ * A save takes a stamp before reading any value; a variable is unchanged
+ * since a save of stamp `gen` when its last write was stamped below it. 1
+ * only when that is certain: host copies the library writes (or caller
+ * memory whose writes the trainer marks, ckpt_variable_set_marks_writes),
+ * not sync-on-read (an aggregate), not device, not strings.
+ */
+uint64_t ckpt__change_gen(void);
+int ckpt__variable_unchanged_since(const ckpt_variable *v, uint64_t gen);
 /* ckpt__variable_read_copy / _write_copy / _on_device: strategy_impl.h (exported for ckpt_mpi) */
 /** Zero every library-allocated copy (fixed-size dtypes; no-op otherwise). */
 void ckpt__variable_zero(ckpt_variable *v);

@@ -1,9 +1,11 @@
 /*
  * The sections of `ckpt inspect --json` beyond the tensor list, so the JSON
- * holds everything the text shows: the data files, the typed metadata
+ * holds everything the text shows: the data files (a local one with its
+ * "bytes" and "shared": hard-linked by another checkpoint), the typed metadata
  * (cli_kv.c), the Keras model's metadata and config, and the object graph.
  */
 #include <string.h>
+#include <sys/stat.h>
 #include "cli.h"
 
 static void files_json(jw *w, const ckpt_reader *r)
@@ -20,6 +22,18 @@ static void files_json(jw *w, const ckpt_reader *r)
 		jw_string(w, p);
 		jw_key(w, "exists");
 		jw_bool(w, exists);
+		/*
+		 * A local file's size, and whether another checkpoint links the same
+		 * file: an incremental save (ckpt_manager_options.incremental) reused
+		 * those bytes instead of writing them.
+		 */
+		struct stat st;
+		if (exists && strstr(p, "://") == NULL && stat(p, &st) == 0) {
+			jw_key(w, "bytes");
+			jw_uint(w, (uint64_t)st.st_size);
+			jw_key(w, "shared");
+			jw_bool(w, st.st_nlink > 1);
+		}
 		jw_object_end(w);
 	}
 	jw_array_end(w);

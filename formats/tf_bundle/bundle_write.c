@@ -29,32 +29,6 @@
 #define PAR_CHUNK (1u << 20)
 #define PAR_MAX_CHUNKS 512
 
-/* Kept small (many-tiny saves add 10,000s): the dims live in tfb_writer.dims. */
-typedef struct wentry {
-	char *key;         /* slice keys hold NUL bytes: klen is the length */
-	size_t klen;
-	unsigned char *packed; /* a partitioned variable's full entry: its BundleEntryProto, no data */
-	size_t npacked;
-	ckpt_dtype dtype;
-	int rank;
-	int shard;
-	uint32_t masked_crc;
-	size_t dims_at;    /* index of dim 0 in tfb_writer.dims */
-	uint64_t offset, size;
-} wentry;
-
-
-typedef struct tfb_writer {
-	int nshards;
-	wshard *sh;
-	wentry *e;
-	size_t ne, cap;
-	tfb_buf dims;      /* int64 dims of every entry, in add order */
-	char *index_tmp, *index_final;
-	int failed;        /* first error; the writer refuses to commit after it */
-	int committed;
-} tfb_writer;
-
 static uint64_t splitmix(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ull;
@@ -85,7 +59,7 @@ int tfb_shard_flush(wshard *s)
 	return CKPT_OK;
 }
 
-static int shard_append(wshard *s, const void *p, size_t n)
+int tfb_shard_append(wshard *s, const void *p, size_t n)
 {
 	if (s->buf.len + n > WBUF_SIZE)
 		CKPT_TRY(tfb_shard_flush(s));
@@ -137,7 +111,7 @@ int tfb_shard_put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t 
 		}
 	}
 	if (cp) {
-		int rc = shard_append(s, p, cp->n);
+		int rc = tfb_shard_append(s, p, cp->n);
 		tfb_par_finish(&job);
 		uint32_t v = cp->crc[0];
 		for (size_t k = 1; k < nchunks; k++)
@@ -150,7 +124,7 @@ int tfb_shard_put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t 
 	for (uint64_t done = 0; done < n;) {
 		size_t k = n - done < CRC_CHUNK ? (size_t)(n - done) : CRC_CHUNK;
 		c = ckpt_crc32c_extend(c, p + done, k);
-		CKPT_TRY(shard_append(s, p + done, k));
+		CKPT_TRY(tfb_shard_append(s, p + done, k));
 		done += k;
 	}
 	*crc = c;
@@ -186,13 +160,13 @@ int tfb_shard_put_strings(wshard *s, const ckpt_bytes *el, uint64_t n, uint32_t 
 	if (rc == CKPT_OK)
 		rc = tfb_buf_append(&head, m, 4);
 	if (rc == CKPT_OK)
-		rc = shard_append(s, head.p, head.len);
+		rc = tfb_shard_append(s, head.p, head.len);
 	tfb_buf_free(&head);
 	for (uint64_t i = 0; i < n && rc == CKPT_OK; i++) {
 		if (!el[i].len)
 			continue;
 		c = ckpt_crc32c_extend(c, el[i].data, (size_t)el[i].len);
-		rc = shard_append(s, el[i].data, (size_t)el[i].len);
+		rc = tfb_shard_append(s, el[i].data, (size_t)el[i].len);
 	}
 	*crc = c;
 	return rc;
@@ -241,7 +215,7 @@ static int put_pieces(wshard *s, const piece_src *src, uint64_t n, const char *n
 /* `key` of klen bytes (a slice key holds NULs); `name` is what messages call it; src: the bytes in pieces (NULL:
  * t->data) */
 static int add_entry_key(ckpt_writer *w, const char *name, const char *key, size_t klen, const ckpt_tensor *t,
-	int shard, const piece_src *src)
+	int shard, const piece_src *src, const tfb_ientry *clean)
 {
 	tfb_writer *s = w->state;
 	if (s->failed)
@@ -289,8 +263,23 @@ static int add_entry_key(ckpt_writer *w, const char *name, const char *key, size
 	e->shard = shard;
 	e->offset = sh->pos;
 	uint32_t crc = 0;
+	if (clean) {
+		/* unchanged since the last save: placed at commit (bundle_incr.c), its crc that save's */
+		int rc = tfb_incr_defer(s->incr, s->ne, clean, t->data);
+		if (rc < 0) {
+			ckpt__free(e->key);
+			s->dims.len = e->dims_at * sizeof(int64_t);
+			return rc;
+		}
+		e->shard = -1;
+		e->size = t->nbytes;
+		e->masked_crc = tfb_ientry_crc(clean);
+		s->ne++;
+		return CKPT_OK;
+	}
 	int rc = t->dtype == CKPT_DT_STRING ? tfb_shard_put_strings(sh, t->data, nelem, &crc)
 		: src ? put_pieces(sh, src, t->nbytes, name, &crc)
+		: s->incr && t->nbytes >= TFB_INCR_MIN ? tfb_incr_put(s->incr, sh, key, klen, t, &crc, &e->blocks)
 		: tfb_shard_put_fixed(sh, t->data, t->nbytes, &crc);
 	if (rc < 0) {
 		ckpt__error_annotate(sh->tmp, name);
@@ -307,7 +296,16 @@ static int add_entry_key(ckpt_writer *w, const char *name, const char *key, size
 
 static int add_entry(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
 {
-	return add_entry_key(w, name, name, name ? strlen(name) : 0, t, shard, NULL);
+	return add_entry_key(w, name, name, name ? strlen(name) : 0, t, shard, NULL, NULL);
+}
+
+int tfb_writer_add_clean(ckpt_writer *w, const char *name, const ckpt_tensor *t)
+{
+	tfb_writer *s = w->state;
+	size_t klen = name ? strlen(name) : 0;
+	const tfb_ientry *b = s->incr && t->dtype != CKPT_DT_STRING && t->data && !s->failed
+		? tfb_incr_find(s->incr, name, klen, t->dtype, &t->shape, t->nbytes) : NULL;
+	return add_entry_key(w, name, name, klen, t, 0, NULL, b);
 }
 
 int tfb_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard)
@@ -325,7 +323,7 @@ int tfb_writer_add_pieces(ckpt_writer *w, const char *name, ckpt_dtype dt, const
 	t.shape = *shape;
 	t.nbytes = nbytes;
 	piece_src src = { next, ctx };
-	return add_entry_key(w, name, name, name ? strlen(name) : 0, &t, 0, &src);
+	return add_entry_key(w, name, name, name ? strlen(name) : 0, &t, 0, &src, NULL);
 }
 
 int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,
@@ -345,7 +343,7 @@ int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, 
 		tfb_buf key = { 0 };
 		int rc = tfb_row_slice_key(&key, name, full, row0[k], rows[k]);
 		if (rc == CKPT_OK)
-			rc = add_entry_key(w, name, (const char *)key.p, key.len, &t, 0, NULL);
+			rc = add_entry_key(w, name, (const char *)key.p, key.len, &t, 0, NULL, NULL);
 		tfb_buf_free(&key);
 		CKPT_TRY(rc);
 	}
@@ -398,6 +396,31 @@ static int writer_open(ckpt_writer *w)
 			return CKPT_ENOMEM;
 		CKPT_TRY(ckpt_vfs_open(&sh->io, w->vfs, sh->tmp, CKPT_IO_WRITE));
 	}
+	return CKPT_OK;
+}
+
+int tfb_writer_add_shard(ckpt_writer *w, int *k, int open)
+{
+	tfb_writer *s = w->state;
+	if (s->nshards >= CKPT_MAX_SHARDS)
+		return ckpt__fail(CKPT_ELIMIT, w->path, NULL, -1, "more than %d data shards", CKPT_MAX_SHARDS);
+	wshard *nsh = ckpt__realloc(s->sh, (size_t)(s->nshards + 1) * sizeof(*nsh));
+	if (!nsh)
+		return CKPT_ENOMEM;
+	s->sh = nsh;
+	wshard *sh = &s->sh[s->nshards];
+	memset(sh, 0, sizeof(*sh));
+	/* the same suffix as shard 0's temporary: a failed save's leftovers go with it */
+	const char *dot = strrchr(s->sh[0].tmp, '.');
+	sh->final = tfb_data_path(w->path, s->nshards, CKPT_MAX_SHARDS);
+	sh->tmp = sh->final && dot ? ckpt__vfs_temp_name(w->vfs, sh->final, dot + 1) : NULL;
+	if (!sh->tmp) {
+		ckpt__free(sh->final);
+		return CKPT_ENOMEM;
+	}
+	*k = s->nshards++;
+	if (open)
+		return ckpt_vfs_open(&sh->io, w->vfs, sh->tmp, CKPT_IO_WRITE);
 	return CKPT_OK;
 }
 
@@ -493,6 +516,8 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 {
 	if (s->failed)
 		return ckpt__fail(s->failed, w->path, NULL, -1, "writer failed earlier; nothing committed");
+	if (s->incr)
+		CKPT_TRY(tfb_incr_place(w, s));
 	if (ckpt__writer_graph(w))
 		CKPT_TRY(add_graph(w));
 	/*
@@ -510,6 +535,8 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 		CKPT_TRY(older = ckpt_vfs_exists(NULL, w->vfs, s->index_final));
 	for (int i = 0; i < s->nshards; i++) {
 		wshard *sh = &s->sh[i];
+		if (!sh->io)
+			continue; /* a committed shard of the last save, hard-linked: immutable and durable */
 		CKPT_TRY(tfb_shard_flush(sh));
 		if (!w->opts.no_fsync)
 			CKPT_TRY(ckpt_io_sync(sh->io));
@@ -582,10 +609,13 @@ int tfb_writer_commit(ckpt_writer *w)
 {
 	tfb_writer *s = w->state;
 	int rc = commit(w, s);
-	if (rc < 0)
+	if (rc < 0) {
 		s->failed = rc;
-	else
+	} else {
 		s->committed = 1;
+		if (s->incr)
+			tfb_incr_record(w, s);
+	}
 	return rc;
 }
 
@@ -621,7 +651,9 @@ void tfb_writer_close(ckpt_writer *w)
 	for (size_t i = 0; i < s->ne; i++) {
 		ckpt__free(s->e[i].key);
 		ckpt__free(s->e[i].packed);
+		ckpt__free(s->e[i].blocks);
 	}
+	tfb_incr_free(s->incr);
 	ckpt__free(s->e);
 	tfb_buf_free(&s->dims);
 	ckpt__free(s->sh);

@@ -60,3 +60,9 @@ const ckpt_format ckpt_format_tf_bundle = {
 	tfb_read_many,
 	tfb_writer_add_pieces,
 };
+
+const ckpt__format_incr ckpt_format_tf_bundle_incr = {
+	&ckpt_format_tf_bundle,
+	tfb_writer_incremental,
+	tfb_writer_add_clean,
+};

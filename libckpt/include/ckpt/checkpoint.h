@@ -355,6 +355,15 @@ CKPT_API ckpt_variable *ckpt_checkpoint_save_counter_variable(ckpt_checkpoint *c
 CKPT_API const char *ckpt_checkpoint_save(ckpt_checkpoint *ckpt, const char *prefix);
 
 /**
+ * Data bytes of the checkpoint's last incremental save (see
+ * ckpt_manager_options.incremental): `written` went through this process,
+ * `reused` came from the save before it (hard links, kernel copies).
+ * 0 / 0 before the first incremental save.
+ * @return CKPT_OK; CKPT_EINVAL for a NULL argument
+ */
+CKPT_API int ckpt_checkpoint_last_save_bytes(uint64_t *written, uint64_t *reused, const ckpt_checkpoint *ckpt);
+
+/**
  * tf.train.Checkpoint.write: write the live state to `path` (a bundle
  * prefix) without touching save_counter. One value per logical variable:
  * the primary copy of a mirrored variable, the aggregate of a sync-on-read
@@ -554,10 +563,36 @@ typedef struct ckpt_manager_options {
 	 * TensorFlow's behaviour: the restore fails.
 	 */
 	int fallback;
+	/* version 3 */
+	/**
+	 * 1 = incremental saves (on the POSIX file system, the TensorBundle
+	 * format, single-process saves; elsewhere every save stays full). Each
+	 * checkpoint is still a complete, ordinary TensorBundle that TensorFlow
+	 * reads and that stays valid when older ones are deleted, but bytes that
+	 * did not change since the checkpoint's last save do not pass through
+	 * this process: values no write touched (see ckpt_variable_mark_dirty)
+	 * go into their own data shards, hard-linked from the last checkpoint
+	 * once a shard holds only such values, else copied by the kernel
+	 * (copy_file_range); a changed value of 64 KiB or more is compared by
+	 * crc32c per 4 KiB block, computed as it is written, and its unchanged
+	 * blocks are copied by the kernel. A source file is used only while it
+	 * has the device, inode, size and modification time it had after its
+	 * commit, else the value is written from memory.
+	 *
+	 * 0 (the default) = every save writes every byte. Off by default: a
+	 * block whose crc32c matches the last save's is taken as unchanged (a
+	 * 2^-32 chance per changed block that a change is missed, which a full
+	 * save does not have); kept checkpoints share files (a tool that edits
+	 * one data file in place edits every checkpoint linking it); a write to
+	 * a source within the file system's timestamp granularity of its commit
+	 * is not seen; and the first incremental save after the state froze
+	 * copies the frozen values into their own shard once.
+	 */
+	int incremental;
 } ckpt_manager_options;
-/* version 1 (without `fallback`) is still accepted */
-#define CKPT_MANAGER_OPTIONS_VERSION 2
-#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0 }
+/** 2 adds fallback, 3 incremental; version 1 and 2 structs (without them) are still accepted. */
+#define CKPT_MANAGER_OPTIONS_VERSION 3
+#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0 }
 
 /**
  * tf.train.CheckpointManager over `dir` (created when missing) for `ckpt`

@@ -173,6 +173,33 @@ CKPT_API void *ckpt_variable_local(ckpt_variable *v);
 CKPT_API int ckpt_variable_replicas_identical(const ckpt_variable *v);
 
 /*
+ * Change tracking for incremental saves (ckpt_manager_options.incremental).
+ * The library sees every write it makes (assign, ckpt_strategy_run through
+ * ckpt_variable_local, restores) and an incremental save skips a value that
+ * none touched since the last committed save. It cannot see writes to
+ * memory the trainer owns (replica_buffers, host state): such a value is in
+ * doubt, so every save compares it block by block (crc32c of 4 KiB blocks,
+ * computed while writing) with the last save and writes the blocks that
+ * differ. A trainer that marks its writes can spare that pass.
+ */
+/**
+ * `v`'s memory was written behind the library's back: the next
+ * incremental save writes it (still block by block).
+ * @return CKPT_OK; CKPT_EINVAL for NULL
+ */
+CKPT_API int ckpt_variable_mark_dirty(ckpt_variable *v);
+/**
+ * on = 1: the trainer promises to call ckpt_variable_mark_dirty after
+ * every write to `v`'s own buffers (replica_buffers, host state), so an
+ * unmarked `v` counts as unchanged and incremental saves reuse its bytes
+ * without reading them. A write left unmarked is then lost from later
+ * checkpoints. on = 0 (the default): such values are compared block by
+ * block at every save. Counts as a write itself.
+ * @return CKPT_OK; CKPT_EINVAL for NULL
+ */
+CKPT_API int ckpt_variable_set_marks_writes(ckpt_variable *v, int on);
+
+/*
  * String variables and the tensor API (added for DT_STRING checkpoints).
  *
  * A STRING variable is plain or mirrored (sync-on-read: EUNSUPPORTED;
