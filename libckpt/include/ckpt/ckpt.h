@@ -16,6 +16,7 @@
  *   ckpt/partitioned.h   variables split along axis 0 (PartitionedVariable, ShardedVariable)
  *   ckpt/host.h          host state (step, RNG, data position) tracked by pointer
  *   ckpt/async.h         asynchronous saves (block only while staging)
+ *   ckpt/tier.h          the memory tier: newest steps in shared memory
  */
 #ifndef CKPT_CKPT_H
 #define CKPT_CKPT_H
@@ -34,6 +35,7 @@
 #include "ckpt/partitioned.h"
 #include "ckpt/host.h"
 #include "ckpt/async.h"
+#include "ckpt/tier.h"
 #include "ckpt/s3.h"
 
 #endif
