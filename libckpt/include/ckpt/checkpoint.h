@@ -485,6 +485,14 @@ CKPT_API size_t ckpt_restore_status_num_restored(const ckpt_restore_status *st);
 CKPT_API const char *ckpt_restore_status_path(const ckpt_restore_status *st);
 
 /**
+ * The tier a restore read (ckpt/tier.h). ckpt_checkpoint_restore reports
+ * CKPT_TIER_STORAGE; ckpt_manager_restore_latest CKPT_TIER_MEMORY when it
+ * restored from the memory tier.
+ * @return a ckpt_tier; CKPT_TIER_NONE for a NULL status
+ */
+CKPT_API int ckpt_restore_status_tier(const ckpt_restore_status *st);
+
+/**
  * assert_consumed.
  * @return CKPT_OK when every stored value was assigned and every live
  *         variable got one, and for a NULL status (nothing was restored);

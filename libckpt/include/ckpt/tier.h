@@ -38,21 +38,12 @@
 extern "C" {
 #endif
 
-typedef struct ckpt_restore_status ckpt_restore_status;
-
-/** Where a restore's values came from. */
+/** Where a restore's values came from (ckpt_restore_status_tier, checkpoint.h). */
 typedef enum ckpt_tier {
 	CKPT_TIER_NONE = 0,    /**< nothing was restored (a fresh start) */
 	CKPT_TIER_STORAGE = 1, /**< the checkpoint directory (POSIX, s3://) */
 	CKPT_TIER_MEMORY = 2   /**< the memory tier's segments */
 } ckpt_tier;
-
-/**
- * The tier a restore read. ckpt_checkpoint_restore reports STORAGE;
- * ckpt_manager_restore_latest MEMORY when it restored from the memory tier.
- * @return a ckpt_tier; CKPT_TIER_NONE for a NULL status
- */
-CKPT_API int ckpt_restore_status_tier(const ckpt_restore_status *st);
 
 /** The environment variable that overrides the tier directory (tests, emulated nodes). */
 #define CKPT_TIER_DIR_ENV "CKPT_TIER_DIR"
