@@ -291,7 +291,8 @@ static const ckpt_variable *device_value_from(const ckpt__plan *p, size_t *i, si
 	return NULL;
 }
 
-static int write_to(ckpt_checkpoint *ck, const char *path)
+/* `io`: where and how to write (the checkpoint's own options, or the memory tier's local files) */
+static int write_to(ckpt_checkpoint *ck, const char *path, const ckpt_checkpoint_options *io)
 {
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_write"));
 	CKPT_TRY(ckpt__checkpoint_check_mirrored(ck, path));
@@ -311,17 +312,21 @@ static int write_to(ckpt_checkpoint *ck, const char *path)
 		return crc;
 	}
 	ckpt_write_options wo = CKPT_WRITE_OPTIONS_INIT;
-	wo.vfs = ck->opts.vfs;
-	wo.no_fsync = ck->opts.no_fsync;
+	wo.vfs = io->vfs;
+	wo.no_fsync = io->no_fsync;
 	ckpt_writer *w = NULL;
 	void *buf = NULL;
 	size_t cap = 0;
-	int rc = ckpt_writer_open(&w, path, ck->opts.format, &wo);
-	/* incremental: the stamp before any value is read; values stamped below the last save's did not change */
+	int rc = ckpt_writer_open(&w, path, io->format, &wo);
+	/*
+	 * incremental: the stamp before any value is read; values stamped below the last save's did not change.
+	 * Never into the memory tier: its segments must share no file with the checkpoint directory's.
+	 */
+	int incremental = ck->incremental && io->vfs == ck->opts.vfs;
 	uint64_t gen = 0, base_gen = 0;
-	if (rc == CKPT_OK && ck->incremental && !ck->incr && !(ck->incr = ckpt__calloc(1, sizeof(*ck->incr))))
+	if (rc == CKPT_OK && incremental && !ck->incr && !(ck->incr = ckpt__calloc(1, sizeof(*ck->incr))))
 		rc = CKPT_ENOMEM;
-	if (rc == CKPT_OK && ck->incremental) {
+	if (rc == CKPT_OK && incremental) {
 		gen = ckpt__change_gen();
 		int taken = ckpt__writer_incremental(w, ck->incr);
 		if (taken < 0)
@@ -419,19 +424,34 @@ int ckpt_checkpoint_write(ckpt_checkpoint *ck, const char *path)
 {
 	if (!ck || !path || !*path)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_write: NULL argument");
-	return write_to(ck, path);
+	return write_to(ck, path, &ck->opts);
 }
 
 /* Shared by save() and the manager: set save_counter to `number`, write, roll back on failure. */
 int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t number)
 {
+	return ckpt__checkpoint_save_via(ck, path, number, NULL);
+}
+
+int ckpt__checkpoint_save_via(ckpt_checkpoint *ck, const char *path, int64_t number, ckpt_vfs *vfs)
+{
+	ckpt_checkpoint_options io = ck->opts;
+	if (vfs) {
+		/* a local copy of the state (the memory tier): always a TensorBundle, never fsynced */
+		io.vfs = vfs;
+		io.no_fsync = 1;
+		io.format = NULL;
+		if (ckpt__checkpoint_collective(ck))
+			return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
+				"the memory tier of a multi-process checkpoint is not implemented yet");
+	}
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_save"));
 	ckpt_variable *v;
 	CKPT_TRY(ckpt_status_of(v = ckpt_checkpoint_save_counter_variable(ck)));
 	int64_t old = 0;
 	CKPT_TRY(ckpt_variable_read(v, &old, sizeof(old)));
 	CKPT_TRY(ckpt_variable_assign(v, &number, sizeof(number)));
-	int rc = write_to(ck, path);
+	int rc = write_to(ck, path, &io);
 	if (rc < 0) {
 		ckpt__error_slot slot = { 0 };
 		ckpt__error_capture(&slot);

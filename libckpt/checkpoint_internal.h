@@ -187,6 +187,10 @@ int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t numb
 int ckpt__checkpoint_read_save_counter(const ckpt_checkpoint *ck, int64_t *out);
 /* Saves of ck reuse the bytes of its last one from now on (the manager's option). */
 void ckpt__checkpoint_set_incremental(ckpt_checkpoint *ck, int on);
+/* Same, written through `vfs` (NULL = the checkpoint's) as a TensorBundle without fsync: the memory tier's copy. */
+int ckpt__checkpoint_save_via(ckpt_checkpoint *ck, const char *path, int64_t number, ckpt_vfs *vfs);
+/* ckpt_checkpoint_restore reading through `vfs` (NULL = the checkpoint's); `*status` as there. */
+int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs);
 /*
  * The cross-process strategy (strategy_impl.h) a checkpoint's save / restore
  * must be collective under: the current scope's when it is one, else the

@@ -43,15 +43,23 @@
 
 int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path)
 {
+	return ckpt__checkpoint_restore_via(status, ck, path, NULL);
+}
+
+int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs)
+{
 	if (status)
 		*status = NULL;
 	if (!ck || !path)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_restore: NULL argument");
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_restore"));
+	ckpt_checkpoint_options io = ck->opts;
+	if (vfs)
+		io.vfs = vfs;
 	/* multi-process: every process agrees before any assigns, so all restore or none does */
 	ckpt_strategy *cs = ckpt__checkpoint_collective(ck);
 	ckpt__session *s;
-	int rc = ckpt__session_open(&s, path, &ck->opts);
+	int rc = ckpt__session_open(&s, path, &io);
 	if (rc < 0)
 		return cs ? ckpt__strategy_ops_of(cs)->agree(cs, rc) : rc;
 	/* like TF, restoring a file that has a save_counter creates ours */

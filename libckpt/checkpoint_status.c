@@ -6,6 +6,7 @@
  */
 #include <string.h>
 #include "checkpoint_internal.h"
+#include "tier_internal.h"
 
 struct ckpt_restore_status {
 	ckpt__session *s;
@@ -16,6 +17,7 @@ struct ckpt_restore_status {
 	ckpt_tracked_list *live;   /* keeps the unrestored keys alive */
 	size_t nunrestored;
 	const char **unrestored;
+	int tier;                  /* ckpt_tier the values came from */
 };
 
 int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_checkpoint *ck)
@@ -26,6 +28,7 @@ int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_c
 	ckpt__session_ref(s);
 	st->s = s;
 	st->ck = ck;
+	st->tier = CKPT_TIER_STORAGE;
 	*out = st;
 	return CKPT_OK;
 }
@@ -148,4 +151,14 @@ void ckpt_restore_status_free(ckpt_restore_status *st)
 	ckpt_tracked_list_free(st->live);
 	ckpt__session_unref(st->s);
 	ckpt__free(st);
+}
+
+void ckpt__restore_status_set_tier(ckpt_restore_status *st, int tier)
+{
+	st->tier = tier;
+}
+
+int ckpt_restore_status_tier(const ckpt_restore_status *st)
+{
+	return st ? st->tier : CKPT_TIER_NONE;
 }

@@ -36,6 +36,7 @@
 #include <sys/time.h>
 #include "checkpoint_internal.h"
 #include "manager_internal.h"
+#include "tier_internal.h"
 #include "strategy_impl.h"
 
 #define STATE_FILE "checkpoint"
@@ -66,6 +67,7 @@ struct ckpt_manager {
 	void *lock;              /* ckpt_vfs_lock's token, held by a manager that saves */
 	ckpt__manager_async *async; /* a save in flight (manager_async.c) */
 	ckpt__manager_finish_fn async_finish; /* how it is finished: left by manager_async.c with it */
+	ckpt__tier *tier;        /* the memory tier (tier_manager.c), NULL without one */
 };
 
 /*
@@ -737,6 +739,8 @@ void ckpt_manager_free(ckpt_manager *m)
 		ckpt__error_raise(&saved);
 		ckpt__error_slot_clear(&saved);
 	}
+	/* before the list goes: it says whether storage holds what memory does */
+	ckpt__tier_close(m->tier, max_listed(m), m->warn, m->warn_ctx);
 	list_clear(m);
 	ckpt_vfs_unlock(m->vfs, m->lock);
 	ckpt__free(m->dir);
@@ -761,6 +765,9 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		} else if (o->version == 2) { /* before `incremental` */
 			memcpy(&opts, o, offsetof(ckpt_manager_options, incremental));
 			opts.version = CKPT_MANAGER_OPTIONS_VERSION;
+		} else if (o->version == 3) { /* before the memory tier's fields */
+			memcpy(&opts, o, offsetof(ckpt_manager_options, memory_every));
+			opts.version = CKPT_MANAGER_OPTIONS_VERSION;
 		} else if (o->version == CKPT_MANAGER_OPTIONS_VERSION) {
 			opts = *o;
 		} else {
@@ -771,9 +778,15 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	if (!*name || strchr(name, '/'))
 		return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "checkpoint_name '%s' must be a plain file name", name);
 	ckpt_strategy *cs = ck ? ckpt__checkpoint_collective(ck) : NULL;
+	ckpt__tier *tier = NULL;
+	if (ck) /* a read-only manager has nothing to keep in memory */
+		CKPT_TRY(agree(cs, ckpt__tier_open(&tier, &opts, dir)));
 	ckpt_manager *m = ckpt__calloc(1, sizeof(*m));
-	if (!m)
+	if (!m) {
+		ckpt__tier_free(tier);
 		return agree(cs, CKPT_ENOMEM);
+	}
+	m->tier = tier;
 	m->ck = ck;
 	m->max_to_keep = max_to_keep;
 	if (ck && opts.incremental)
@@ -816,6 +829,9 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	rc = agree(cs, rc);
 	if (rc < 0) {
 		ckpt__error_annotate(dir, NULL);
+		/* another manager may be using the segments (EBUSY): leave them */
+		ckpt__tier_free(m->tier);
+		m->tier = NULL;
 		ckpt_manager_free(m);
 		return rc;
 	}
@@ -1076,6 +1092,22 @@ static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 	return rc;
 }
 
+/* The memory tier (tier_manager.c) takes the saves its options route to it, the directory the others. */
+static int save_tiers(const char **path_out, ckpt_manager *m, int64_t number)
+{
+	int to = ckpt__tier_route(m->tier, number);
+	const char *mem = NULL;
+	if (to & CKPT__TIER_TO_MEMORY)
+		CKPT_TRY(ckpt__tier_save(&mem, m->tier, m->ck, number));
+	if (to & CKPT__TIER_TO_STORAGE)
+		return save_number(path_out, m, number);
+	if (!mem)
+		CKPT_TRY(ckpt__tier_skip(m->ck, number));
+	if (path_out)
+		*path_out = mem ? mem : "";
+	return CKPT_OK;
+}
+
 static int check_saver(ckpt_manager *m, const char *what)
 {
 	if (!m || !m->ck)
@@ -1092,7 +1124,7 @@ static int manager_save_number_rc(const char **path_out, ckpt_manager *m, int64_
 	CKPT_TRY(check_saver(m, "ckpt_manager_save"));
 	if (number < 0)
 		return ckpt__fail(CKPT_EINVAL, m->dir, NULL, -1, "checkpoint number %lld is negative", (long long)number);
-	return save_number(path_out, m, number);
+	return save_tiers(path_out, m, number);
 }
 
 const char *ckpt_manager_save_number(ckpt_manager *m, int64_t number)
@@ -1110,7 +1142,7 @@ static int manager_save_rc(const char **path_out, ckpt_manager *m)
 	CKPT_TRY(check_saver(m, "ckpt_manager_save"));
 	int64_t number = 0;
 	CKPT_TRY(ckpt__manager_next_number(m, &number));
-	return save_number(path_out, m, number);
+	return save_tiers(path_out, m, number);
 }
 
 const char *ckpt_manager_save(ckpt_manager *m)
@@ -1238,6 +1270,15 @@ static int manager_restore_latest_rc(ckpt_restore_status **status, const char **
 	if (!m || !m->ck)
 		return ckpt__fail(CKPT_EINVAL, m ? m->dir : NULL, NULL, -1,
 			"ckpt_manager_restore_latest: the manager has no checkpoint to restore into");
+	if (m->tier) {
+		/* a step in memory newer than every listed checkpoint: the directory is not read at all */
+		CKPT_TRY(finish_async(m));
+		int restored = 0;
+		CKPT_TRY(ckpt__tier_restore(status, &restored, path_out, m->tier, m->ck, max_listed(m), m->warn,
+			m->warn_ctx));
+		if (restored)
+			return CKPT_OK;
+	}
 	const char *p;
 	size_t at;
 	CKPT_TRY(finish_async(m));

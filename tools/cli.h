@@ -208,6 +208,7 @@ extern const cli_cmd cli_cmd_s3;
 extern const cli_cmd cli_cmd_diff;
 extern const cli_cmd cli_cmd_convert;
 extern const cli_cmd cli_cmd_restore;
+extern const cli_cmd cli_cmd_tier;
 
 /* ---- shared helpers (cli_common.c) ---- */
 

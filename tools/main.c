@@ -14,6 +14,7 @@ static const cli_cmd *const commands[] = {
 	&cli_cmd_restore,
 	&cli_cmd_convert,
 	&cli_cmd_s3,
+	&cli_cmd_tier,
 	NULL
 };
 

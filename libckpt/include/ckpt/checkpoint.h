@@ -80,6 +80,7 @@
 #include "ckpt/reader.h"
 #include "ckpt/strategy.h"
 #include "ckpt/variable.h"
+#include "ckpt/tier.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -529,6 +530,14 @@ CKPT_API size_t ckpt_restore_status_num_restored(const ckpt_restore_status *st);
 CKPT_API const char *ckpt_restore_status_path(const ckpt_restore_status *st);
 
 /**
+ * The tier a restore read (ckpt/tier.h). ckpt_checkpoint_restore reports
+ * CKPT_TIER_STORAGE; ckpt_manager_restore_latest CKPT_TIER_MEMORY when it
+ * restored from the memory tier.
+ * @return a ckpt_tier; CKPT_TIER_NONE for a NULL status
+ */
+CKPT_API int ckpt_restore_status_tier(const ckpt_restore_status *st);
+
+/**
  * assert_consumed.
  * @return CKPT_OK when every stored value was assigned and every live
  *         variable got one, and for a NULL status (nothing was restored);
@@ -589,10 +598,39 @@ typedef struct ckpt_manager_options {
 	 * copies the frozen values into their own shard once.
 	 */
 	int incremental;
+	/* version 4: the memory tier (ckpt/tier.h) */
+	/**
+	 * 0 (default) = no memory tier. k > 0: a save whose number is a
+	 * multiple of k writes the state to the memory tier (one segment per
+	 * worker under the tier directory). Refused (EUNSUPPORTED at the save)
+	 * for a multi-process checkpoint, not implemented yet.
+	 */
+	int memory_every;
+	/**
+	 * 0 (default) = every save is written to the directory, as without a
+	 * memory tier. k > 0 (needs memory_every): only saves whose number is a
+	 * multiple of k are; the others go to memory only. A save that neither
+	 * tier takes writes nothing but still advances save_counter, and
+	 * ckpt_manager_save returns "" for it.
+	 */
+	int persist_every;
+	/**
+	 * The job's name in the tier directory (no '/', not starting with '.').
+	 * NULL = "<base name of dir>-<crc32c of its absolute path, hex>". A
+	 * restarted job must use the same name to find its segments.
+	 */
+	const char *memory_job;
+	/**
+	 * The most bytes the tier may hold for this job (a step being written
+	 * plus the committed one); 0 = the space free in the tier directory's
+	 * file system. A save that would exceed it fails with CKPT_ELIMIT
+	 * naming what it needs and what is free, before writing anything.
+	 */
+	uint64_t memory_limit;
 } ckpt_manager_options;
-/** 2 adds fallback, 3 incremental; version 1 and 2 structs (without them) are still accepted. */
-#define CKPT_MANAGER_OPTIONS_VERSION 3
-#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0 }
+/** 2 adds fallback, 3 incremental, 4 the memory tier; version 1-3 structs (without them) are still accepted. */
+#define CKPT_MANAGER_OPTIONS_VERSION 4
+#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, 0 }
 
 /**
  * tf.train.CheckpointManager over `dir` (created when missing) for `ckpt`
@@ -631,7 +669,13 @@ CKPT_API int ckpt_manager_new(ckpt_manager **out, ckpt_checkpoint *ckpt, const c
  */
 CKPT_API int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ckpt, const char *dir, int max_to_keep,
 	const ckpt_manager_options *o);
-/** Wait for an async save in flight, release the directory's lock and free. NULL ok. */
+/**
+ * Wait for an async save in flight, release the directory's lock and free.
+ * With a memory tier: when the directory holds a checkpoint at least as new
+ * as the newest step in memory (a clean finish), the job's segments are
+ * removed; otherwise they are kept, with a warning, for a restart (or
+ * `ckpt tier drop`). NULL ok.
+ */
 CKPT_API void ckpt_manager_free(ckpt_manager *m);
 
 /**
@@ -681,6 +725,12 @@ CKPT_API const char *ckpt_manager_latest_valid(ckpt_manager *m);
 
 /**
  * Restore the latest valid checkpoint into the manager's checkpoint.
+ * With a memory tier (memory_every), the newest complete step this job
+ * holds there is restored instead when it is newer than the newest
+ * checkpoint the directory lists: nothing is read from the directory then,
+ * and ckpt_restore_status_tier says CKPT_TIER_MEMORY. A segment that does
+ * not check (header, sizes, a tensor's crc32c) is skipped with a warning,
+ * for an older memory step or the directory, and changes no variable.
  * When there is none, returns NULL with ckpt_error_last() cleared (its code
  * CKPT_OK, so ckpt_status_of gives CKPT_OK) and *status = NULL: a fresh
  * start; the NULL status's assertions pass, see "restore status" above.

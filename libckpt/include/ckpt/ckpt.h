@@ -18,6 +18,7 @@
  *   ckpt/layout.h        variables and slots laid out in one caller-owned buffer
  *   ckpt/async.h         asynchronous saves (block only while staging)
  *   ckpt/gguf.h          GGUF block types (quantized tensors) to and from float32
+ *   ckpt/tier.h          the memory tier: newest steps in shared memory
  */
 #ifndef CKPT_CKPT_H
 #define CKPT_CKPT_H
@@ -37,6 +38,7 @@
 #include "ckpt/host.h"
 #include "ckpt/layout.h"
 #include "ckpt/async.h"
+#include "ckpt/tier.h"
 #include "ckpt/s3.h"
 #include "ckpt/gguf.h"
 

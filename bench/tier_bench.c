@@ -1,0 +1,184 @@
+/*
+ * The memory tier, one process (issue 32): per-step blocking time of a memory
+ * save against a plain memcpy of the same bytes, and a restore from the
+ * memory tier against the same restore from a checkpoint in a local
+ * directory (page cache warm: both read memory, so the difference is the
+ * tier's own cost), each by a fresh manager's ckpt_manager_restore_latest
+ * as a restarted job does it (the manager's start-up is outside the timing).
+ * Medians of REPS, in one run.
+ *
+ *     tier_bench MIB [REPS] [SCRATCH]
+ *
+ * prints one markdown row. The tier directory is $CKPT_TIER_DIR (default
+ * /dev/shm/ckpt-<uid>); the checkpoint directory SCRATCH (default /tmp).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "ckpt/ckpt.h"
+
+#define NVARS 8
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_d);
+	return v[n / 2];
+}
+
+static void die(const char *what)
+{
+	char e[1024];
+	fprintf(stderr, "tier_bench: %s: %s\n", what, ckpt_error_format(NULL, e, sizeof(e)));
+	exit(1);
+}
+
+/* "keeping step N ... newer than storage": expected here, every time */
+static void quiet(const char *msg, void *ctx)
+{
+	(void)msg;
+	(void)ctx;
+}
+
+static ckpt_checkpoint *state(ckpt_variable **vars, int64_t per_var)
+{
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	o.no_fsync = 1;
+	o.warn = quiet;
+	ckpt_checkpoint *ck;
+	if (ckpt_checkpoint_new(&ck, &o) != CKPT_OK)
+		die("checkpoint");
+	ckpt_shape s;
+	ckpt_shape_make(&s, 1, &per_var);
+	for (int i = 0; i < NVARS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "v%d", i);
+		if (!(vars[i] = ckpt_object_add_variable(ckpt_checkpoint_root(ck), name, name, CKPT_DT_FLOAT, &s, NULL)))
+			die("variable");
+	}
+	return ck;
+}
+
+static ckpt_manager *manager(ckpt_checkpoint *ck, const char *dir, int memory)
+{
+	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
+	mo.no_fsync = 1;
+	if (memory) {
+		mo.memory_every = 1;
+		mo.persist_every = 1 << 30;
+		mo.memory_job = "tier-bench";
+	}
+	ckpt_manager *m;
+	if (ckpt_manager_new_ext(&m, ck, dir, 1, &mo) != CKPT_OK)
+		die("manager");
+	return m;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: tier_bench MIB [REPS] [SCRATCH]\n");
+		return 2;
+	}
+	size_t mib = (size_t)atol(argv[1]);
+	int reps = argc > 2 ? atoi(argv[2]) : 5;
+	const char *scratch = argc > 3 ? argv[3] : "/tmp";
+	size_t bytes = mib << 20;
+	int64_t per_var = (int64_t)(bytes / NVARS / sizeof(float));
+	char mdir[512], fdir[512];
+	snprintf(mdir, sizeof(mdir), "%s/tier-bench-mem-%d", scratch, (int)getpid());
+	snprintf(fdir, sizeof(fdir), "%s/tier-bench-files-%d", scratch, (int)getpid());
+
+	ckpt_variable *vars[NVARS];
+	ckpt_checkpoint *ck = state(vars, per_var);
+	float *src = malloc(bytes), *dst = malloc(bytes);
+	for (size_t i = 0; i < bytes / sizeof(float); i++)
+		src[i] = (float)i;
+	for (int i = 0; i < NVARS; i++)
+		ckpt_variable_assign(vars[i], src + (size_t)i * (size_t)per_var, (size_t)per_var * sizeof(float));
+	double *t = calloc((size_t)reps, sizeof(double));
+
+	/* memcpy floor: the same bytes, destination touched once before */
+	memcpy(dst, src, bytes);
+	for (int r = 0; r < reps; r++) {
+		double t0 = now();
+		memcpy(dst, src, bytes);
+		t[r] = now() - t0;
+	}
+	double t_memcpy = median(t, reps);
+
+	/* memory saves: the trainer blocks for this */
+	ckpt_manager *m = manager(ck, mdir, 1);
+	if (!ckpt_manager_save(m))
+		die("warm-up save");
+	for (int r = 0; r < reps; r++) {
+		double t0 = now();
+		if (!ckpt_manager_save(m))
+			die("memory save");
+		t[r] = now() - t0;
+	}
+	double t_save = median(t, reps);
+	int64_t step = ckpt_checkpoint_save_counter(ck);
+	ckpt_manager *mf = manager(ck, fdir, 0);
+	if (!ckpt_manager_save(mf))
+		die("file save");
+	ckpt_manager_free(mf);
+	ckpt_manager_free(m); /* the directories' locks: the restores open managers of their own, as a restarted job */
+
+	/* restores into a second state: from memory (a fresh manager each time, as a restarted job) and from files */
+	ckpt_variable *rv[NVARS];
+	ckpt_checkpoint *rk = state(rv, per_var);
+	double tm[64], tf[64];
+	int n = reps < 64 ? reps : 64;
+	for (int r = 0; r < n; r++) {
+		ckpt_manager *rm = manager(rk, mdir, 1);
+		ckpt_restore_status *st = NULL;
+		double t0 = now();
+		if (!ckpt_manager_restore_latest(&st, rm))
+			die("memory restore");
+		tm[r] = now() - t0;
+		if (ckpt_restore_status_tier(st) != CKPT_TIER_MEMORY || ckpt_checkpoint_save_counter(rk) != step)
+			die("restore did not come from memory");
+		ckpt_restore_status_free(st);
+		/* the segment is kept: this manager's free sees it newer than the directory */
+		ckpt_manager_free(rm);
+		rm = manager(rk, fdir, 0);
+		t0 = now();
+		if (!ckpt_manager_restore_latest(&st, rm))
+			die("file restore");
+		tf[r] = now() - t0;
+		if (ckpt_restore_status_tier(st) != CKPT_TIER_STORAGE)
+			die("restore did not come from files");
+		ckpt_restore_status_free(st);
+		ckpt_manager_free(rm);
+	}
+	double t_rmem = median(tm, n), t_rfile = median(tf, n);
+	ckpt_tier_drop(NULL, "tier-bench");
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", mdir, fdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "tier_bench: could not remove %s and %s\n", mdir, fdir);
+	printf("| %zu MiB | %.4f s | %.4f s | %.2f× | %.4f s | %.4f s | %.2f× | %.2f× |\n", mib, t_memcpy, t_save,
+		t_save / t_memcpy, t_rmem, t_rfile, t_rfile / t_rmem, t_rmem / t_memcpy);
+	ckpt_checkpoint_free(rk);
+	ckpt_checkpoint_free(ck);
+	free(src);
+	free(dst);
+	free(t);
+	return 0;
+}

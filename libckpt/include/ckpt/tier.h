@@ -1,0 +1,96 @@
+/*
+ * libckpt — the memory tier: the newest checkpoint steps kept in shared
+ * memory on the machine (a file system in RAM, /dev/shm by default), so that
+ * a restarted trainer restores without reading storage, and the tools that
+ * list and drop what a machine holds.
+ *
+ * A manager saves to it when its options ask (ckpt_manager_options:
+ * memory_every, persist_every, memory_job, memory_limit; checkpoint.h).
+ * Layout, under the tier directory (CKPT_TIER_DIR, else
+ * /dev/shm/ckpt-<uid>, mode 0700):
+ *
+ *   <job>/step-<N>.w<R>-of-<W>/     one segment: step N of worker R of W
+ *       SEGMENT                     header: job, step, worker, sizes, the
+ *                                   index's crc32c, its own crc32c
+ *       ckpt.index, ckpt.data-*     the worker's state as a TensorBundle
+ *                                   (a crc32c per tensor, in the index)
+ *
+ * A segment is written under a temporary name (".tmp-…") and renamed when
+ * whole, so a process killed during a save leaves the previous step intact;
+ * files are mode 0600. Superseded steps are removed after each save.
+ *
+ * Why files in /dev/shm and not a memfd handed to a keeper process: the
+ * kernel is the keeper (nothing to start, supervise or restart, and no
+ * keeper whose death loses every node's copy), the segments are found by
+ * name by a restarted job with any number of workers and by `ckpt tier`,
+ * rename(2) gives the atomic commit, permissions are ordinary file modes,
+ * and the readers read them as they read any checkpoint. The cost: they
+ * outlive the job until removed (a clean finish removes them; `ckpt tier
+ * drop` does it by hand) and count against /dev/shm's size, which a save
+ * checks before it writes (CKPT_ELIMIT naming what is needed and free).
+ */
+#ifndef CKPT_TIER_H
+#define CKPT_TIER_H
+
+#include "ckpt/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Where a restore's values came from (ckpt_restore_status_tier, checkpoint.h). */
+typedef enum ckpt_tier {
+	CKPT_TIER_NONE = 0,    /**< nothing was restored (a fresh start) */
+	CKPT_TIER_STORAGE = 1, /**< the checkpoint directory (POSIX, s3://) */
+	CKPT_TIER_MEMORY = 2   /**< the memory tier's segments */
+} ckpt_tier;
+
+/** The environment variable that overrides the tier directory (tests, emulated nodes). */
+#define CKPT_TIER_DIR_ENV "CKPT_TIER_DIR"
+
+/**
+ * The tier directory of this process: $CKPT_TIER_DIR, else /dev/shm/ckpt-<uid>.
+ * @param[out] out caller-owned (free with ckpt_free)
+ * @return CKPT_OK; CKPT_ENOMEM
+ */
+CKPT_API int ckpt_tier_dir(char **out);
+
+/** One step of one job held in a tier directory. */
+typedef struct ckpt_tier_entry {
+	const char *job;
+	int64_t step;
+	int num_workers;      /**< workers that saved the step (W of "of-W") */
+	int num_present;      /**< segments of it whose header checks */
+	uint64_t bytes;       /**< bytes of those segments */
+	int complete;         /**< every worker's segment is present and checks */
+} ckpt_tier_entry;
+
+typedef struct ckpt_tier_list ckpt_tier_list;
+
+/**
+ * What the tier directory `dir` (NULL = ckpt_tier_dir()) holds, by job then
+ * step, ascending. A missing directory is an empty list. Temporaries of
+ * saves in progress (or killed) are not listed.
+ * @param[out] out caller-owned; free with ckpt_tier_list_free
+ * @return CKPT_OK; CKPT_EIO when the directory cannot be read; CKPT_ENOMEM
+ */
+CKPT_API int ckpt_tier_scan(ckpt_tier_list **out, const char *dir);
+/** @return the entries of the list (0 for NULL). */
+CKPT_API size_t ckpt_tier_list_num_entries(const ckpt_tier_list *l);
+/** @return entry i, borrowed from the list; NULL when out of range. */
+CKPT_API const ckpt_tier_entry *ckpt_tier_list_entry(const ckpt_tier_list *l, size_t i);
+/** Free the list. NULL ok. */
+CKPT_API void ckpt_tier_list_free(ckpt_tier_list *l);
+
+/**
+ * Remove everything job `job` holds in the tier directory `dir` (NULL =
+ * ckpt_tier_dir()), temporaries included, then the job's directory.
+ * @return CKPT_OK (also when the job holds nothing); CKPT_EINVAL for a job
+ *         name that is empty, starts with '.' or has a '/'; CKPT_EIO
+ */
+CKPT_API int ckpt_tier_drop(const char *dir, const char *job);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,91 @@
+/*
+ * The memory tier (ckpt/tier.h) inside the library.
+ *
+ *   tier_segment.c   the layout on the node: directories, names, the
+ *                    SEGMENT header, commit by rename, listing, removal
+ *   tier_manager.c   what the manager calls: open with its options, route a
+ *                    save to the tiers, save a step, restore the newest one
+ *
+ * The segment functions know nothing of checkpoints: a segment is a
+ * directory of files plus a header that checks them, written under a
+ * temporary name and renamed. The manager glue writes the state into it
+ * with the ordinary TensorBundle writer (a crc32c per tensor) and restores
+ * it with the ordinary restore, through the POSIX VFS, never the manager's.
+ */
+#ifndef CKPT_TIER_INTERNAL_H
+#define CKPT_TIER_INTERNAL_H
+
+#include "internal.h"
+#include "ckpt/checkpoint.h"
+
+/* ---- tier_segment.c ---- */
+
+/** The bundle prefix inside a segment directory. */
+#define CKPT__TIER_PREFIX "ckpt"
+
+/** A job name is usable: non-empty, at most 200 bytes, no '/', not starting with '.'. */
+int ckpt__tier_check_job(const char *job);
+/** Create `dir` (and its parent) mode 0700 when missing; refuse one owned by another user. */
+int ckpt__tier_prepare_dir(const char *base, const char *job_dir);
+/** "<job_dir>/step-<N>.w<R>-of-<W>", caller frees. */
+char *ckpt__tier_segment_path(const char *job_dir, int64_t step, int worker, int num_workers);
+/** A fresh temporary directory for that segment (mode 0700, any old one of this name removed). */
+int ckpt__tier_segment_begin(char **tmp_out, const char *job_dir, int64_t step, int worker, int num_workers);
+/**
+ * Seal a written temporary segment: files to mode 0600, the SEGMENT header
+ * (sizes, the index's crc32c), then rename it to its final name (replacing
+ * an older one of that name). `*bytes` = the bytes it holds.
+ */
+int ckpt__tier_segment_commit(uint64_t *bytes, const char *tmp, const char *final, const char *job, int64_t step,
+	int worker, int num_workers);
+/**
+ * Check a committed segment against its header (names, sizes, the index's
+ * crc32c; the tensors' own crc32c are checked by the restore that reads
+ * them). CKPT_OK, or CKPT_EFORMAT / CKPT_ECHECKSUM / CKPT_ENOTFOUND naming what differs.
+ */
+int ckpt__tier_segment_check(uint64_t *bytes, const char *seg, const char *job, int64_t step, int worker,
+	int num_workers);
+/** Parse "step-<N>.w<R>-of-<W>"; 0 when `name` is not a segment's name. */
+int ckpt__tier_parse_name(const char *name, int64_t *step, int *worker, int *num_workers);
+/** Remove a directory tree (segments are one level deep; depth-limited). Missing is OK. */
+int ckpt__tier_remove_tree(const char *path);
+/** Bytes free for unprivileged writers in the file system of `dir`. */
+int ckpt__tier_free_bytes(uint64_t *out, const char *dir);
+
+/* ---- tier_manager.c ---- */
+
+typedef struct ckpt__tier ckpt__tier;
+
+/** Which tiers a save of `number` goes to. */
+enum { CKPT__TIER_TO_STORAGE = 1, CKPT__TIER_TO_MEMORY = 2 };
+
+/**
+ * The tier of a manager over `dir`, from its options (memory_every > 0);
+ * *out = NULL without one. EINVAL for inconsistent options.
+ */
+int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char *dir);
+/** Where a save of `number` goes: CKPT__TIER_TO_* bits; STORAGE only without a tier. */
+int ckpt__tier_route(const ckpt__tier *t, int64_t number);
+/** Write the live state of `ck` as step `number` (save_counter = number) and commit it. */
+int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, int64_t number);
+/**
+ * Restore the newest complete step newer than `newer_than` into `ck`.
+ * *restored = 0 (CKPT_OK) when there is none or none checks (each skipped
+ * one is warned about through `warn`); the caller then uses the directory.
+ */
+int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
+	ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx);
+/**
+ * Close the tier: with `newest_persistent` >= the newest step it holds,
+ * remove the job's segments (a clean finish); else keep them and warn.
+ */
+void ckpt__tier_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn warn, void *warn_ctx);
+/** Free the tier, touching no segment (a manager that failed to start). NULL ok. */
+void ckpt__tier_free(ckpt__tier *t);
+/** A save no tier takes: only save_counter advances to `number`. */
+int ckpt__tier_skip(ckpt_checkpoint *ck, int64_t number);
+
+/* checkpoint_status.c: which tier a restore read */
+void ckpt__restore_status_set_tier(ckpt_restore_status *st, int tier);
+
+#endif

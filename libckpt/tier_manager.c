@@ -1,0 +1,365 @@
+/*
+ * The memory tier as the checkpoint manager uses it (ckpt/tier.h): which
+ * saves go where, a memory save (the live state as a TensorBundle in this
+ * worker's segment, through the POSIX VFS, then committed by rename), and
+ * the restore of the newest step that checks.
+ *
+ * The state is written and read by the ordinary writer and restore, so
+ * every kind of variable (mirrored, sync-on-read, partitioned, strings,
+ * save_counter, the object graph) round-trips exactly as through a file;
+ * only the VFS differs, and it is never the manager's: a restore served
+ * from memory reads nothing from the checkpoint directory.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "checkpoint_internal.h"
+#include "tier_internal.h"
+
+struct ckpt__tier {
+	int memory_every, persist_every;
+	uint64_t limit;
+	char *base;        /* the tier directory */
+	char *job;
+	char *job_dir;     /* base/job */
+	int worker, num_workers;
+	char *last_path;   /* bundle prefix of the last segment saved or restored */
+	int named_base;    /* the base came from CKPT_TIER_DIR: not ours to remove */
+};
+
+void ckpt__tier_free(ckpt__tier *t)
+{
+	if (!t)
+		return;
+	ckpt__free(t->base);
+	ckpt__free(t->job);
+	ckpt__free(t->job_dir);
+	ckpt__free(t->last_path);
+	ckpt__free(t);
+}
+
+/* "<base name of dir>-<crc32c of its absolute path>": stable across restarts, distinct for distinct dirs */
+static char *default_job(const char *dir)
+{
+	char *abs = NULL;
+	if (dir[0] == '/' || strstr(dir, "://"))
+		abs = ckpt__strdup(dir);
+	else {
+		char cwd[4096];
+		abs = getcwd(cwd, sizeof(cwd)) ? ckpt__asprintf("%s/%s", cwd, dir) : ckpt__strdup(dir);
+	}
+	if (!abs)
+		return NULL;
+	size_t l = strlen(abs);
+	while (l > 1 && abs[l - 1] == '/')
+		abs[--l] = '\0';
+	const char *b = strrchr(abs, '/');
+	b = b ? b + 1 : abs;
+	char name[64];
+	snprintf(name, sizeof(name), "%s", *b ? b : "root");
+	for (char *c = name; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+			    *c == '_' || (*c == '.' && c != name)))
+			*c = '_';
+	char *job = ckpt__asprintf("%s-%08x", name, (unsigned)ckpt_crc32c_extend(0, abs, l));
+	ckpt__free(abs);
+	return job;
+}
+
+int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char *dir)
+{
+	*out = NULL;
+	if (o->memory_every < 0 || o->persist_every < 0)
+		return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "memory_every (%d) and persist_every (%d) must not be negative",
+			o->memory_every, o->persist_every);
+	if (!o->memory_every) {
+		if (o->persist_every || o->memory_job || o->memory_limit)
+			return ckpt__fail(CKPT_EINVAL, dir, NULL, -1,
+				"persist_every, memory_job and memory_limit need a memory tier (memory_every > 0)");
+		return CKPT_OK;
+	}
+	ckpt__tier *t = ckpt__calloc(1, sizeof(*t));
+	if (!t)
+		return CKPT_ENOMEM;
+	t->memory_every = o->memory_every;
+	t->persist_every = o->persist_every;
+	t->limit = o->memory_limit;
+	t->num_workers = 1;
+	const char *env = getenv(CKPT_TIER_DIR_ENV);
+	t->named_base = env && *env;
+	int rc = ckpt_tier_dir(&t->base);
+	if (rc == CKPT_OK)
+		rc = (t->job = o->memory_job ? ckpt__strdup(o->memory_job) : default_job(dir)) ? CKPT_OK : CKPT_ENOMEM;
+	if (rc == CKPT_OK)
+		rc = ckpt__tier_check_job(t->job);
+	if (rc == CKPT_OK)
+		rc = (t->job_dir = ckpt__asprintf("%s/%s", t->base, t->job)) ? CKPT_OK : CKPT_ENOMEM;
+	if (rc < 0) {
+		ckpt__tier_free(t);
+		return rc;
+	}
+	*out = t;
+	return CKPT_OK;
+}
+
+int ckpt__tier_route(const ckpt__tier *t, int64_t number)
+{
+	if (!t)
+		return CKPT__TIER_TO_STORAGE;
+	int to = 0;
+	if (number % t->memory_every == 0)
+		to |= CKPT__TIER_TO_MEMORY;
+	if (!t->persist_every || number % t->persist_every == 0)
+		to |= CKPT__TIER_TO_STORAGE;
+	return to;
+}
+
+/* This worker's committed segments in the job directory: steps[0..n), newest first. */
+static int own_steps(int64_t **steps, size_t *n, const ckpt__tier *t)
+{
+	*steps = NULL;
+	*n = 0;
+	DIR *d = opendir(t->job_dir);
+	if (!d)
+		return errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, t->job_dir, "cannot list the memory tier");
+	size_t cap = 0;
+	int rc = CKPT_OK;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		int64_t s;
+		int w, nw;
+		if (!ckpt__tier_parse_name(e->d_name, &s, &w, &nw) || w != t->worker || nw != t->num_workers)
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 8;
+			int64_t *ns = ckpt__realloc(*steps, cap * sizeof(*ns));
+			if (!ns) {
+				rc = CKPT_ENOMEM;
+				break;
+			}
+			*steps = ns;
+		}
+		(*steps)[(*n)++] = s;
+	}
+	closedir(d);
+	/* newest first (a handful of entries) */
+	for (size_t i = 1; rc == CKPT_OK && i < *n; i++)
+		for (size_t j = i; j > 0 && (*steps)[j] > (*steps)[j - 1]; j--) {
+			int64_t x = (*steps)[j];
+			(*steps)[j] = (*steps)[j - 1];
+			(*steps)[j - 1] = x;
+		}
+	if (rc < 0) {
+		ckpt__free(*steps);
+		*steps = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
+/* What the new step needs, against the limit or the free space: refused before anything is written. */
+static int check_space(ckpt__tier *t, ckpt_checkpoint *ck)
+{
+	ckpt_tracked_list *l = NULL;
+	CKPT_TRY(ckpt_checkpoint_variables(&l, ck));
+	uint64_t need = 1u << 20; /* index, object graph, header */
+	for (size_t i = 0; i < ckpt_tracked_list_num_entries(l); i++)
+		need += ckpt_variable_nbytes(ckpt_tracked_list_get(l, i)->variable);
+	ckpt_tracked_list_free(l);
+	uint64_t held = 0, avail = 0;
+	int64_t *steps = NULL;
+	size_t n = 0;
+	int rc = own_steps(&steps, &n, t);
+	for (size_t i = 0; rc == CKPT_OK && i < n; i++) {
+		char *seg = ckpt__tier_segment_path(t->job_dir, steps[i], t->worker, t->num_workers);
+		uint64_t b = 0;
+		if (seg && ckpt__tier_segment_check(&b, seg, t->job, steps[i], t->worker, t->num_workers) == CKPT_OK)
+			held += b;
+		ckpt_error_clear();
+		ckpt__free(seg);
+	}
+	ckpt__free(steps);
+	CKPT_TRY(rc);
+	if (t->limit) {
+		avail = t->limit > held ? t->limit - held : 0;
+		if (need > avail)
+			return ckpt__fail(CKPT_ELIMIT, t->job_dir, NULL, -1,
+				"the memory tier needs %" PRIu64 " bytes for this step and has %" PRIu64 " free of its "
+				"memory_limit %" PRIu64 " (%" PRIu64 " held by the committed step)",
+				need, avail, t->limit, held);
+		return CKPT_OK;
+	}
+	CKPT_TRY(ckpt__tier_free_bytes(&avail, t->job_dir));
+	if (need > avail)
+		return ckpt__fail(CKPT_ELIMIT, t->job_dir, NULL, -1,
+			"the memory tier needs %" PRIu64 " bytes for this step and its file system has %" PRIu64
+			" free (%" PRIu64 " held by the committed step): enlarge it (/dev/shm: mount -o remount,size=…) "
+			"or set " CKPT_TIER_DIR_ENV " elsewhere",
+			need, avail, held);
+	return CKPT_OK;
+}
+
+/* Everything of this worker but step `keep`: at most the committed step stays. */
+static int remove_others(ckpt__tier *t, int64_t keep)
+{
+	int64_t *steps = NULL;
+	size_t n = 0;
+	int rc = own_steps(&steps, &n, t);
+	for (size_t i = 0; rc == CKPT_OK && i < n; i++) {
+		if (steps[i] == keep)
+			continue;
+		char *seg = ckpt__tier_segment_path(t->job_dir, steps[i], t->worker, t->num_workers);
+		rc = seg ? ckpt__tier_remove_tree(seg) : CKPT_ENOMEM;
+		ckpt__free(seg);
+	}
+	ckpt__free(steps);
+	return rc;
+}
+
+int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, int64_t number)
+{
+	*path_out = NULL;
+	CKPT_TRY(ckpt__tier_prepare_dir(t->base, t->job_dir));
+	CKPT_TRY(check_space(t, ck));
+	char *tmp = NULL;
+	CKPT_TRY(ckpt__tier_segment_begin(&tmp, t->job_dir, number, t->worker, t->num_workers));
+	char *prefix = ckpt__asprintf("%s/" CKPT__TIER_PREFIX, tmp);
+	char *final = ckpt__tier_segment_path(t->job_dir, number, t->worker, t->num_workers);
+	char *fprefix = final ? ckpt__asprintf("%s/" CKPT__TIER_PREFIX, final) : NULL;
+	int rc = prefix && final && fprefix ? CKPT_OK : CKPT_ENOMEM;
+	if (rc == CKPT_OK)
+		rc = ckpt__checkpoint_save_via(ck, prefix, number, ckpt_vfs_default());
+	uint64_t bytes = 0;
+	if (rc == CKPT_OK)
+		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, number, t->worker, t->num_workers);
+	if (rc < 0) {
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		ckpt__tier_remove_tree(tmp);
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
+	if (rc == CKPT_OK)
+		rc = remove_others(t, number);
+	if (rc == CKPT_OK) {
+		ckpt__free(t->last_path);
+		t->last_path = fprefix;
+		fprefix = NULL;
+		*path_out = t->last_path;
+	}
+	ckpt__free(fprefix);
+	ckpt__free(final);
+	ckpt__free(prefix);
+	ckpt__free(tmp);
+	return rc;
+}
+
+/* A copy that does not check is skipped; a live tree that does not match the state is the caller's error. */
+static int skippable(int rc)
+{
+	return rc == CKPT_ECHECKSUM || rc == CKPT_EFORMAT || rc == CKPT_ENOTFOUND || rc == CKPT_EIO ||
+		rc == CKPT_ELIMIT;
+}
+
+int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
+	ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx)
+{
+	*restored = 0;
+	*path_out = NULL;
+	int64_t *steps = NULL;
+	size_t n = 0;
+	CKPT_TRY(own_steps(&steps, &n, t));
+	int rc = CKPT_OK;
+	for (size_t i = 0; i < n && steps[i] > newer_than && !*restored; i++) {
+		char *seg = ckpt__tier_segment_path(t->job_dir, steps[i], t->worker, t->num_workers);
+		char *prefix = seg ? ckpt__asprintf("%s/" CKPT__TIER_PREFIX, seg) : NULL;
+		if (!prefix) {
+			ckpt__free(seg);
+			rc = CKPT_ENOMEM;
+			break;
+		}
+		uint64_t bytes = 0;
+		rc = ckpt__tier_segment_check(&bytes, seg, t->job, steps[i], t->worker, t->num_workers);
+		if (rc == CKPT_OK)
+			rc = ckpt__checkpoint_restore_via(status, ck, prefix, ckpt_vfs_default());
+		if (rc == CKPT_OK) {
+			*restored = 1;
+			if (status && *status)
+				ckpt__restore_status_set_tier(*status, CKPT_TIER_MEMORY);
+			ckpt__free(t->last_path);
+			t->last_path = prefix;
+			*path_out = prefix;
+			prefix = NULL;
+		} else if (skippable(rc)) {
+			char e[1024];
+			ckpt__warn(warn, warn_ctx, "memory tier: skipping step %" PRId64 " of job %s (%s); %s", steps[i],
+				t->job, ckpt_error_format(ckpt_error_last(), e, sizeof(e)),
+				i + 1 < n && steps[i + 1] > newer_than ? "trying the previous step in memory"
+								       : "falling back to the checkpoint directory");
+			ckpt_error_clear();
+			rc = CKPT_OK;
+		}
+		ckpt__free(prefix);
+		ckpt__free(seg);
+		if (rc < 0)
+			break;
+	}
+	ckpt__free(steps);
+	return rc;
+}
+
+void ckpt__tier_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn warn, void *warn_ctx)
+{
+	if (!t)
+		return;
+	int64_t *steps = NULL;
+	size_t n = 0;
+	ckpt__error_slot saved = { 0 };
+	ckpt__error_capture(&saved);
+	if (own_steps(&steps, &n, t) == CKPT_OK) {
+		if (n && steps[0] > newest_persistent)
+			ckpt__warn(warn, warn_ctx, "memory tier: keeping step %" PRId64 " of job %s in %s, newer than the "
+				"newest checkpoint in storage, for a restart to restore (`ckpt tier drop %s` removes it)",
+				steps[0], t->job, t->job_dir, t->job);
+		else {
+			/* a clean finish: storage holds everything memory did */
+			int rc = remove_others(t, -1);
+			char *tmp = rc == CKPT_OK ? ckpt__asprintf("%s/.tmp-step-", t->job_dir) : NULL;
+			DIR *d = tmp ? opendir(t->job_dir) : NULL;
+			struct dirent *e;
+			char suffix[64];
+			snprintf(suffix, sizeof(suffix), ".w%d-of-%d", t->worker, t->num_workers);
+			while (d && (e = readdir(d))) {
+				size_t l = strlen(e->d_name), sl = strlen(suffix);
+				if (strncmp(e->d_name, ".tmp-step-", 10) == 0 && l > sl && !strcmp(e->d_name + l - sl, suffix)) {
+					char *p = ckpt__asprintf("%s/%s", t->job_dir, e->d_name);
+					if (p)
+						ckpt__tier_remove_tree(p);
+					ckpt__free(p);
+				}
+			}
+			if (d)
+				closedir(d);
+			ckpt__free(tmp);
+			/* the job's directory, and the default tier directory, go when nothing else is left in them */
+			rmdir(t->job_dir);
+			if (!t->named_base)
+				rmdir(t->base);
+		}
+	}
+	ckpt__free(steps);
+	ckpt__error_raise(&saved);
+	ckpt__error_slot_clear(&saved);
+	ckpt__tier_free(t);
+}
+
+int ckpt__tier_skip(ckpt_checkpoint *ck, int64_t number)
+{
+	ckpt_variable *v;
+	CKPT_TRY(ckpt_status_of(v = ckpt_checkpoint_save_counter_variable(ck)));
+	return ckpt_variable_assign(v, &number, sizeof(number));
+}

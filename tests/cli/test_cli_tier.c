@@ -1,0 +1,93 @@
+/*
+ * `ckpt tier list [--json]` and `ckpt tier drop JOB` on a tier directory a
+ * manager filled (a step newer than storage, kept at its free).
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ckpt/ckpt.h"
+#include "test_support.h"
+
+static void quiet(const char *msg, void *ctx)
+{
+	(void)msg;
+	(void)ctx;
+}
+
+/* Job "cli-job": step 3 in memory only (storage has 2), left behind by the manager. */
+static char *fill_tier(void)
+{
+	char *tier = ts_join(ts_tmpdir(), "shm");
+	setenv(CKPT_TIER_DIR_ENV, tier, 1);
+	char *dir = ts_tmpdir();
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	o.no_fsync = 1;
+	o.warn = quiet;
+	ckpt_checkpoint *ck;
+	cr_assert_eq(ckpt_checkpoint_new(&ck, &o), CKPT_OK);
+	ckpt_shape v;
+	int64_t d = 1000;
+	cr_assert_eq(ckpt_shape_make(&v, 1, &d), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(ckpt_object_add_variable(ckpt_checkpoint_root(ck), "w", "w", CKPT_DT_FLOAT, &v,
+		NULL)), CKPT_OK);
+	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
+	mo.no_fsync = 1;
+	mo.memory_every = 1;
+	mo.persist_every = 2;
+	mo.memory_job = "cli-job";
+	ckpt_manager *m;
+	cr_assert_eq(ckpt_manager_new_ext(&m, ck, dir, 3, &mo), CKPT_OK);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(ckpt_status_of(ckpt_manager_save(m)), CKPT_OK);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(ck);
+	return tier;
+}
+
+Test(cli_tier, list_and_drop)
+{
+	char *tier = fill_tier();
+	ts_run_result r = ts_cli("tier", "list", NULL);
+	ts_assert_exit(&r, 0, "tier list");
+	cr_assert(strstr(r.out, "cli-job\tstep 3\t1/1 workers\t") && strstr(r.out, "complete") &&
+		strstr(r.out, "1 step in "), "%s", r.out);
+	ts_run_free(&r);
+
+	r = ts_cli("tier", "list", "--json", "--dir", tier, NULL);
+	ts_assert_exit(&r, 0, "tier list --json");
+	cr_assert(strstr(r.out, "\"job\": \"cli-job\"") && strstr(r.out, "\"step\": 3") &&
+		strstr(r.out, "\"workers\": 1") && strstr(r.out, "\"present\": 1") && strstr(r.out, "\"complete\": true"),
+		"%s", r.out);
+	ts_run_free(&r);
+
+	r = ts_cli("tier", "drop", "cli-job", NULL);
+	ts_assert_exit(&r, 0, "tier drop");
+	ts_run_free(&r);
+	DIR *d = opendir(tier);
+	cr_assert(d);
+	struct dirent *e;
+	while ((e = readdir(d)))
+		cr_assert(e->d_name[0] == '.', "%s left in %s", e->d_name, tier);
+	closedir(d);
+
+	r = ts_cli("tier", "list", "--json", NULL);
+	ts_assert_exit(&r, 0, "tier list after drop");
+	cr_assert(strstr(r.out, "\"steps\": []"), "%s", r.out);
+	ts_run_free(&r);
+}
+
+Test(cli_tier, usage_errors)
+{
+	ts_run_result r = ts_cli("tier", "drop", NULL);
+	ts_assert_exit(&r, 2, "drop without a job");
+	ts_run_free(&r);
+	r = ts_cli("tier", "frob", NULL);
+	ts_assert_exit(&r, 2, "unknown action");
+	ts_run_free(&r);
+	r = ts_cli("tier", "drop", "../etc", "--dir", ts_tmpdir(), NULL);
+	ts_assert_exit(&r, 1, "a job name with '/'");
+	cr_assert(strstr(r.err, "without '/'"), "%s", r.err);
+	ts_run_free(&r);
+}

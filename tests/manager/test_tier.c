@@ -1,0 +1,516 @@
+/*
+ * The memory tier of one process (ckpt/tier.h): saves routed by
+ * memory_every / persist_every, a restore from memory that reads nothing
+ * from the checkpoint directory (counted on its VFS), the fall-back to the
+ * directory when memory is older or a segment does not check, a kill -9
+ * during a memory save, private modes, the space check, the list / drop
+ * API and a clean finish that leaves nothing behind.
+ *
+ * Every test has its own tier directory (CKPT_TIER_DIR): Criterion runs each
+ * test in its own process.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "ckpt/ckpt.h"
+#include "mpi/count_vfs.h"
+#include "test_support.h"
+
+#define BIG (1 << 16) /* floats in "big": 256 KiB, so a save takes a moment */
+
+typedef struct tstate {
+	ckpt_checkpoint *ck;
+	ckpt_variable *value, *big;
+	int nwarn;
+	char warn[4096];
+} tstate;
+
+static void on_warn(const char *msg, void *ctx)
+{
+	tstate *s = ctx;
+	s->nwarn++;
+	snprintf(s->warn, sizeof(s->warn), "%s", msg);
+}
+
+static void build(tstate *s, ckpt_vfs *vfs)
+{
+	memset(s, 0, sizeof(*s));
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	o.no_fsync = 1;
+	o.vfs = vfs;
+	o.warn = on_warn;
+	o.warn_ctx = s;
+	cr_assert_eq(ckpt_checkpoint_new(&s->ck, &o), CKPT_OK);
+	ckpt_shape sc, vb;
+	int64_t d = BIG;
+	cr_assert_eq(ckpt_shape_make(&sc, 0, NULL), CKPT_OK);
+	cr_assert_eq(ckpt_shape_make(&vb, 1, &d), CKPT_OK);
+	ckpt_object *model;
+	cr_assert_eq(ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(s->ck), "model")), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(s->value = ckpt_object_add_variable(model, "value", "value", CKPT_DT_INT64, &sc,
+		NULL)), CKPT_OK);
+	cr_assert_eq(ckpt_status_of(s->big = ckpt_object_add_variable(model, "big", "big", CKPT_DT_FLOAT, &vb, NULL)),
+		CKPT_OK);
+}
+
+/* The state of step v: value v, big[i] = v * 1000 + i. */
+static void set_step(tstate *s, int64_t v)
+{
+	static float b[BIG];
+	for (int i = 0; i < BIG; i++)
+		b[i] = (float)(v * 1000 + i);
+	cr_assert_eq(ckpt_variable_assign(s->value, &v, sizeof(v)), CKPT_OK);
+	cr_assert_eq(ckpt_variable_assign(s->big, b, sizeof(b)), CKPT_OK);
+}
+
+/* The step the state holds; fails when value and big disagree (a torn restore). */
+static int64_t get_step(tstate *s)
+{
+	static float b[BIG];
+	int64_t v = -1;
+	cr_assert_eq(ckpt_variable_read(s->value, &v, sizeof(v)), CKPT_OK);
+	cr_assert_eq(ckpt_variable_read(s->big, b, sizeof(b)), CKPT_OK);
+	for (int i = 0; i < BIG; i += 997)
+		cr_assert_eq(b[i], (float)(v * 1000 + i), "big[%d] = %g is not step %lld's", i, b[i], (long long)v);
+	return v;
+}
+
+static char *g_tier;
+
+static void use_tier_dir(void)
+{
+	char *t = ts_tmpdir();
+	g_tier = ts_join(t, "shm");
+	setenv(CKPT_TIER_DIR_ENV, g_tier, 1);
+}
+
+static ckpt_manager_options tier_opts(int memory_every, int persist_every)
+{
+	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
+	mo.no_fsync = 1;
+	mo.memory_every = memory_every;
+	mo.persist_every = persist_every;
+	mo.memory_job = "job1";
+	return mo;
+}
+
+/* Steps 1..n, each saved with its own state. */
+static void train(tstate *s, ckpt_manager *m, int64_t n)
+{
+	for (int64_t v = 1; v <= n; v++) {
+		set_step(s, v);
+		const char *p;
+		cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "save %lld: %s", (long long)v,
+			ckpt_error_last()->message);
+	}
+}
+
+static size_t entries_in(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	size_t n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n;
+}
+
+/* The segment directory of `step` (must exist). */
+static const char *segment_file_path(int64_t step)
+{
+	static char seg[512];
+	snprintf(seg, sizeof(seg), "%s/job1/step-%012lld.w0-of-1", g_tier, (long long)step);
+	struct stat st;
+	cr_assert_eq(stat(seg, &st), 0, "no segment %s", seg);
+	return seg;
+}
+
+/* The file of the segment of `step` whose name starts with `what`. */
+static char *segment_file(int64_t step, const char *what)
+{
+	char seg[512];
+	snprintf(seg, sizeof(seg), "%s/job1/step-%012lld.w0-of-1", g_tier, (long long)step);
+	DIR *d = opendir(seg);
+	cr_assert(d, "no segment %s", seg);
+	char *out = NULL;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, what, strlen(what)))
+			out = ts_join(seg, e->d_name);
+	closedir(d);
+	cr_assert(out, "no %s* in %s", what, seg);
+	return out;
+}
+
+Test(tier, memory_restore_reads_nothing_from_storage)
+{
+	use_tier_dir();
+	char *dir = ts_tmpdir();
+	count_vfs *cv = count_vfs_new();
+	tstate s;
+	build(&s, &cv->base);
+	ckpt_manager *m;
+	ckpt_manager_options mo = tier_opts(1, 3);
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
+	train(&s, m, 5);
+	/* storage holds 3 only; memory holds 5 only (superseded steps removed) */
+	cr_assert_eq(ckpt_manager_num_checkpoints(m), 1);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+
+	tstate r;
+	build(&r, &cv->base);
+	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
+	size_t before = cv->n;
+	ckpt_restore_status *st = NULL;
+	const char *from;
+	cr_assert_eq(ckpt_status_of(from = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s",
+		ckpt_error_last()->message);
+	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_MEMORY);
+	cr_assert(strstr(from, "step-000000000005.w0-of-1"), "restored from %s", from);
+	cr_assert_eq(cv->n, before, "%zu reads from the checkpoint directory", cv->n - before);
+	cr_assert_eq(get_step(&r), 5);
+	cr_assert_eq(ckpt_checkpoint_save_counter(r.ck), 5);
+	cr_assert_eq(ckpt_restore_status_assert_consumed(st), CKPT_OK);
+	ckpt_restore_status_free(st);
+	/* numbering continues after the step restored */
+	set_step(&r, 6);
+	const char *p;
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK);
+	cr_assert(strstr(p, "ckpt-6"), "%s", p); /* 6: storage and memory */
+	cr_assert(strstr(segment_file_path(6), "step-000000000006"));
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(r.ck);
+}
+
+Test(tier, storage_newer_than_memory_is_used)
+{
+	use_tier_dir();
+	char *dir = ts_tmpdir();
+	tstate s;
+	build(&s, NULL);
+	ckpt_manager *m;
+	ckpt_manager_options mo = tier_opts(2, 0); /* memory: 2; storage: 1, 2, 3 */
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
+	train(&s, m, 3);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+
+	tstate r;
+	build(&r, NULL);
+	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
+	ckpt_restore_status *st = NULL;
+	const char *from;
+	cr_assert_eq(ckpt_status_of(from = ckpt_manager_restore_latest(&st, m)), CKPT_OK);
+	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_STORAGE);
+	cr_assert(strstr(from, "ckpt-3"), "%s", from);
+	cr_assert_eq(get_step(&r), 3);
+	ckpt_restore_status_free(st);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(r.ck);
+}
+
+Test(tier, crc32c_failure_skips_the_copy)
+{
+	use_tier_dir();
+	char *dir = ts_tmpdir();
+	tstate s;
+	build(&s, NULL);
+	ckpt_manager *m;
+	ckpt_manager_options mo = tier_opts(1, 3);
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
+	train(&s, m, 5);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	/* one bit of one tensor: the header still checks (sizes), the tensor's crc32c does not */
+	char *data = segment_file(5, "ckpt.data-");
+	cr_assert_eq(ts_flip_byte(data, 4096, 0x01), 0);
+
+	tstate r;
+	build(&r, NULL);
+	set_step(&r, 77);
+	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
+	ckpt_restore_status *st = NULL;
+	const char *from;
+	cr_assert_eq(ckpt_status_of(from = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s",
+		ckpt_error_last()->message);
+	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_STORAGE);
+	cr_assert(strstr(from, "ckpt-3"), "%s", from);
+	cr_assert_eq(get_step(&r), 3);
+	cr_assert(strstr(r.warn, "memory tier: skipping step 5") && strstr(r.warn, "falling back"), "warning: %s",
+		r.warn);
+	ckpt_restore_status_free(st);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(r.ck);
+}
+
+Test(tier, damaged_header_skips_the_copy)
+{
+	use_tier_dir();
+	char *dir = ts_tmpdir();
+	tstate s;
+	build(&s, NULL);
+	ckpt_manager *m;
+	ckpt_manager_options mo = tier_opts(1, 3);
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
+	train(&s, m, 4);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	char *index = segment_file(4, "ckpt.index");
+	cr_assert_eq(ts_flip_byte(index, 3, 0x40), 0);
+
+	tstate r;
+	build(&r, NULL);
+	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
+	ckpt_restore_status *st = NULL;
+	cr_assert_eq(ckpt_status_of(ckpt_manager_restore_latest(&st, m)), CKPT_OK);
+	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_STORAGE);
+	cr_assert_eq(get_step(&r), 3);
+	cr_assert(strstr(r.warn, "does not match its header"), "warning: %s", r.warn);
+	ckpt_restore_status_free(st);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(r.ck);
+}
+
+/* A child saving steps to memory forever; killed while a segment is being written. */
+Test(tier, kill_during_memory_save_keeps_the_committed_step)
+{
+	use_tier_dir();
+	char *dir = ts_tmpdir();
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		tstate s;
+		build(&s, NULL);
+		ckpt_manager *m;
+		ckpt_manager_options mo = tier_opts(1, 1000000);
+		if (ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo) != CKPT_OK)
+			_exit(3);
+		for (int64_t v = 1;; v++) {
+			set_step(&s, v);
+			if (!ckpt_manager_save(m))
+				_exit(4);
+		}
+	}
+	/* kill it while a temporary segment exists, after at least one step was committed */
+	char job[512];
+	snprintf(job, sizeof(job), "%s/job1", g_tier);
+	int killed = 0;
+	for (int i = 0; i < 200000 && !killed; i++) {
+		DIR *d = opendir(job);
+		int tmp = 0, committed = 0;
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			tmp |= !strncmp(e->d_name, ".tmp-step-", 10);
+			committed |= !strncmp(e->d_name, "step-", 5);
+		}
+		if (d)
+			closedir(d);
+		if (tmp && committed) {
+			kill(pid, SIGKILL);
+			killed = 1;
+		}
+	}
+	int ws;
+	waitpid(pid, &ws, 0);
+	cr_assert(killed && WIFSIGNALED(ws), "the child was not killed during a save (status %d)", ws);
+
+	/* the list shows committed steps only, complete: one, or two when the kill came between a commit and the
+	 * removal of the step it superseded */
+	ckpt_tier_list *l;
+	cr_assert_eq(ckpt_tier_scan(&l, NULL), CKPT_OK);
+	size_t n = ckpt_tier_list_num_entries(l);
+	cr_assert(n == 1 || n == 2, "%zu entries", n);
+	const ckpt_tier_entry *e = ckpt_tier_list_entry(l, n - 1);
+	cr_assert(n == 1 || ckpt_tier_list_entry(l, 0)->complete);
+	cr_assert_str_eq(e->job, "job1");
+	cr_assert(e->complete && e->num_workers == 1 && e->num_present == 1 && e->bytes > BIG * 4);
+	int64_t committed = e->step;
+	ckpt_tier_list_free(l);
+
+	tstate r;
+	build(&r, NULL);
+	ckpt_manager *m;
+	ckpt_manager_options mo = tier_opts(1, 1000000);
+	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
+	ckpt_restore_status *st = NULL;
+	cr_assert_eq(ckpt_status_of(ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_MEMORY);
+	cr_assert_eq(get_step(&r), committed);
+	ckpt_restore_status_free(st);
+	/* the next save replaces the killed one's temporary and the old step */
+	set_step(&r, committed + 1);
+	cr_assert_eq(ckpt_status_of(ckpt_manager_save(m)), CKPT_OK);
+	cr_assert_eq(entries_in(job), 1, "%zu entries left in %s", entries_in(job), job);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(r.ck);
+}
+
+Test(tier, segments_are_private)
+{
+	use_tier_dir();
+	char *dir = ts_tmpdir();
+	umask(022);
+	tstate s;
+	build(&s, NULL);
+	ckpt_manager *m;
+	ckpt_manager_options mo = tier_opts(1, 10);
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
+	train(&s, m, 1);
+	struct stat st;
+	cr_assert_eq(stat(g_tier, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0700);
+	char seg[512];
+	snprintf(seg, sizeof(seg), "%s/job1/step-%012d.w0-of-1", g_tier, 1);
+	cr_assert_eq(stat(seg, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0700);
+	DIR *d = opendir(seg);
+	struct dirent *e;
+	int files = 0;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char *p = ts_join(seg, e->d_name);
+		cr_assert_eq(stat(p, &st), 0);
+		cr_assert_eq(st.st_mode & 0777, 0600, "%s has mode %o", p, st.st_mode & 0777);
+		files++;
+		free(p);
+	}
+	closedir(d);
+	cr_assert_geq(files, 3); /* SEGMENT, index, data */
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+}
+
+Test(tier, shortfall_is_refused_before_writing)
+{
+	use_tier_dir();
+	char *dir = ts_tmpdir();
+	tstate s;
+	build(&s, NULL);
+	ckpt_manager *m;
+	ckpt_manager_options mo = tier_opts(1, 10);
+	mo.memory_limit = 100000; /* less than "big" */
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
+	set_step(&s, 1);
+	cr_assert_null(ckpt_manager_save(m));
+	const ckpt_error *e = ckpt_error_last();
+	cr_assert_eq(e->code, CKPT_ELIMIT);
+	cr_assert(strstr(e->message, "needs") && strstr(e->message, "100000") && strstr(e->message, "free"), "%s",
+		e->message);
+	char job[512];
+	snprintf(job, sizeof(job), "%s/job1", g_tier);
+	cr_assert_eq(entries_in(job), 0);
+	cr_assert_eq(ckpt_checkpoint_save_counter(s.ck), 0);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+}
+
+Test(tier, clean_finish_leaves_nothing)
+{
+	use_tier_dir();
+	char *dir = ts_tmpdir();
+	tstate s;
+	build(&s, NULL);
+	ckpt_manager *m;
+	ckpt_manager_options mo = tier_opts(1, 2);
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
+	train(&s, m, 4); /* the last step is in storage too */
+	char job[512];
+	snprintf(job, sizeof(job), "%s/job1", g_tier);
+	cr_assert_eq(entries_in(job), 1);
+	ckpt_manager_free(m);
+	cr_assert_eq(entries_in(g_tier), 0, "%zu entries left in %s", entries_in(g_tier), g_tier);
+	cr_assert_eq(s.nwarn, 0, "%s", s.warn);
+	ckpt_checkpoint_free(s.ck);
+}
+
+Test(tier, unpersisted_step_is_kept_then_dropped)
+{
+	use_tier_dir();
+	char *dir = ts_tmpdir();
+	tstate s;
+	build(&s, NULL);
+	ckpt_manager *m;
+	ckpt_manager_options mo = tier_opts(1, 2);
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
+	train(&s, m, 3); /* step 3 is in memory only */
+	ckpt_manager_free(m);
+	cr_assert(strstr(s.warn, "keeping step 3 of job job1") && strstr(s.warn, "ckpt tier drop job1"), "%s", s.warn);
+	ckpt_tier_list *l;
+	cr_assert_eq(ckpt_tier_scan(&l, g_tier), CKPT_OK);
+	cr_assert_eq(ckpt_tier_list_num_entries(l), 1);
+	cr_assert_eq(ckpt_tier_list_entry(l, 0)->step, 3);
+	ckpt_tier_list_free(l);
+	cr_assert_eq(ckpt_tier_drop(g_tier, "job1"), CKPT_OK);
+	cr_assert_eq(entries_in(g_tier), 0);
+	cr_assert_eq(ckpt_tier_drop(g_tier, "../x"), CKPT_EINVAL);
+	ckpt_checkpoint_free(s.ck);
+}
+
+Test(tier, routing_and_skipped_saves)
+{
+	use_tier_dir();
+	char *dir = ts_tmpdir();
+	tstate s;
+	build(&s, NULL);
+	ckpt_manager *m;
+	ckpt_manager_options mo = tier_opts(2, 3);
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
+	const char *want[] = { "", "step-000000000002", "ckpt-3", "step-000000000004", "", "ckpt-6" };
+	for (int v = 1; v <= 6; v++) {
+		set_step(&s, v);
+		const char *p;
+		cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK);
+		if (!*want[v - 1])
+			cr_assert_str_eq(p, "", "save %d returned %s", v, p);
+		else
+			cr_assert(strstr(p, want[v - 1]), "save %d returned %s", v, p);
+		cr_assert_eq(ckpt_checkpoint_save_counter(s.ck), v);
+	}
+	cr_assert_eq(ckpt_manager_num_checkpoints(m), 2);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	/* options without a memory tier but with its fields are refused */
+	ckpt_manager_options bad = tier_opts(0, 3);
+	tstate r;
+	build(&r, NULL);
+	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &bad), CKPT_EINVAL);
+	ckpt_checkpoint_free(r.ck);
+}
+
+/* The struct before the memory tier (version 1) is still accepted: the ABI rule for options. */
+typedef struct v1_options {
+	unsigned version;
+	const char *checkpoint_name;
+	ckpt_vfs *vfs;
+	ckpt_warning_fn warn;
+	void *warn_ctx;
+	int no_fsync;
+} v1_options;
+
+Test(tier, version_1_options_accepted)
+{
+	char *dir = ts_tmpdir();
+	tstate s;
+	build(&s, NULL);
+	v1_options o1 = { 1, "model", NULL, NULL, NULL, 1 };
+	ckpt_manager *m;
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, (const ckpt_manager_options *)&o1), CKPT_OK);
+	set_step(&s, 1);
+	const char *p;
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK);
+	cr_assert(strstr(p, "model-1"), "%s", p);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+}
