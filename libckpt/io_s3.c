@@ -603,14 +603,8 @@ static int list_prefix(s3_client *c, const char *path, const char *bucket, const
 		char *query = ckpt__asprintf("%s%s%sdelimiter=%%2F&list-type=2&max-keys=%zu&prefix=%s",
 			etok ? "continuation-token=" : "", etok ? etok : "", etok ? "&" : "", max ? max : 1000, epfx);
 		ckpt__free(etok);
-		if (!query) {
-			rc = CKPT_ENOMEM;
-			break;
-		}
-		s3_request rq = { "GET", bucket, "", query, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
 		s3_response rs;
-		rc = s3_perform(c, &rq, &rs);
-		ckpt__free(query);
+		rc = s3_get_listing(c, bucket, query, &rs);
 		if (rc == CKPT_ENOTFOUND)
 			rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "cannot list: no such bucket (HTTP status 404, %s)",
 				rs.code[0] ? rs.code : "no S3 error code");

@@ -605,6 +605,17 @@ int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const 
 	return rc;
 }
 
+int s3_get_listing(s3_client *c, const char *bucket, char *query, s3_response *rs)
+{
+	memset(rs, 0, sizeof(*rs));
+	if (!query)
+		return CKPT_ENOMEM;
+	s3_request rq = { "GET", bucket, "", query, NULL, 0, NULL, S3_RETRIED, 0, 0, 0, NULL, 0 };
+	int rc = s3_perform(c, &rq, rs);
+	ckpt__free(query);
+	return rc;
+}
+
 int s3_perform(s3_client *c, const s3_request *rq, s3_response *rs)
 {
 	return s3_perform_quiet(c, rq, rs, NULL);

@@ -62,6 +62,8 @@ int s3_perform(s3_client *c, const s3_request *rq, s3_response *rs);
 /** Same, with no error recorded for the statuses listed in `quiet` (0-terminated). */
 int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const long *quiet);
 void s3_response_clear(s3_response *rs);
+/** One page of a bucket listing: GET of the bucket with `query` (owned, freed; NULL: CKPT_ENOMEM), retried. */
+int s3_get_listing(s3_client *c, const char *bucket, char *query, s3_response *rs);
 
 /** The text of the first <tag>…</tag> in xml from *pos on (advances *pos), NULL when none. Caller frees. */
 char *s3_xml_next(const char *xml, const char *tag, const char **pos);

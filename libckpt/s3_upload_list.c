@@ -78,14 +78,8 @@ int s3_uploads_list_raw(ckpt_s3_upload **uploads, size_t *count, s3_client *c, c
 			ekm ? "&" : "", ekey, eim ? "&upload-id-marker=" : "", eim ? eim : "", "&uploads=");
 		ckpt__free(ekm);
 		ckpt__free(eim);
-		if (!query) {
-			rc = CKPT_ENOMEM;
-			break;
-		}
-		s3_request rq = { "GET", bucket, "", query, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
 		s3_response rs;
-		rc = s3_perform(c, &rq, &rs);
-		ckpt__free(query);
+		rc = s3_get_listing(c, bucket, query, &rs);
 		if (rc == CKPT_OK && (!rs.body || !strstr(rs.body, "<ListMultipartUploadsResult")))
 			rc = ckpt__fail(CKPT_EFORMAT, prefix, NULL, -1,
 				"ListMultipartUploads: HTTP status %ld but the body is not a ListMultipartUploadsResult",
