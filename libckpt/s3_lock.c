@@ -282,7 +282,7 @@ int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir)
 	}
 	ckpt__free(prefix);
 	if (rc == CKPT_OK) {
-		char host[256] = "unknown";
+		char host[200] = "unknown"; /* HOST_NAME_MAX is 64; ident must hold it and the rest */
 		gethostname(host, sizeof(host) - 1);
 		unsigned nonce = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16) ^ (unsigned)(uintptr_t)l;
 		snprintf(l->ident, sizeof(l->ident), "host %s pid %ld lease %u nonce %08x", host, (long)getpid(),

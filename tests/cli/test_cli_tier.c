@@ -16,12 +16,36 @@ static void quiet(const char *msg, void *ctx)
 	(void)ctx;
 }
 
+static char *g_tmp[4]; /* the test's temporary directories and tier path, removed after it (the suite's fini) */
+static int g_ntmp;
+static char *g_tier;
+
+static char *tmpdir(void)
+{
+	cr_assert_lt(g_ntmp, 4);
+	return g_tmp[g_ntmp++] = ts_tmpdir();
+}
+
+static void remove_tmpdirs(void)
+{
+	for (int i = 0; i < g_ntmp; i++) {
+		ts_rmtree(g_tmp[i]);
+		free(g_tmp[i]);
+	}
+	g_ntmp = 0;
+	free(g_tier);
+	g_tier = NULL;
+	unsetenv(CKPT_TIER_DIR_ENV);
+}
+
+TestSuite(cli_tier, .fini = remove_tmpdirs);
+
 /* Job "cli-job": step 3 in memory only (storage has 2), left behind by the manager. */
 static char *fill_tier(void)
 {
-	char *tier = ts_join(ts_tmpdir(), "shm");
+	char *tier = g_tier = ts_join(tmpdir(), "shm");
 	setenv(CKPT_TIER_DIR_ENV, tier, 1);
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
 	o.no_fsync = 1;
 	o.warn = quiet;
@@ -86,7 +110,7 @@ Test(cli_tier, usage_errors)
 	r = ts_cli("tier", "frob", NULL);
 	ts_assert_exit(&r, 2, "unknown action");
 	ts_run_free(&r);
-	r = ts_cli("tier", "drop", "../etc", "--dir", ts_tmpdir(), NULL);
+	r = ts_cli("tier", "drop", "../etc", "--dir", tmpdir(), NULL);
 	ts_assert_exit(&r, 1, "a job name with '/'");
 	cr_assert(strstr(r.err, "without '/'"), "%s", r.err);
 	ts_run_free(&r);

@@ -83,11 +83,32 @@ static int64_t get_step(tstate *s)
 }
 
 static char *g_tier;
+static char *g_tmp[8]; /* the test's temporary directories, removed after it (the suite's fini) */
+static int g_ntmp;
+
+static char *tmpdir(void)
+{
+	cr_assert_lt(g_ntmp, 8);
+	return g_tmp[g_ntmp++] = ts_tmpdir();
+}
+
+static void remove_tmpdirs(void)
+{
+	for (int i = 0; i < g_ntmp; i++) {
+		ts_rmtree(g_tmp[i]);
+		free(g_tmp[i]);
+	}
+	g_ntmp = 0;
+	free(g_tier);
+	g_tier = NULL;
+	unsetenv(CKPT_TIER_DIR_ENV);
+}
+
+TestSuite(tier, .fini = remove_tmpdirs);
 
 static void use_tier_dir(void)
 {
-	char *t = ts_tmpdir();
-	g_tier = ts_join(t, "shm");
+	g_tier = ts_join(tmpdir(), "shm");
 	setenv(CKPT_TIER_DIR_ENV, g_tier, 1);
 }
 
@@ -155,7 +176,7 @@ static char *segment_file(int64_t step, const char *what)
 Test(tier, memory_restore_reads_nothing_from_storage)
 {
 	use_tier_dir();
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	count_vfs *cv = count_vfs_new();
 	tstate s;
 	build(&s, &cv->base);
@@ -191,12 +212,13 @@ Test(tier, memory_restore_reads_nothing_from_storage)
 	cr_assert(strstr(segment_file_path(6), "step-000000000006"));
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(r.ck);
+	ckpt_vfs_free(&cv->base);
 }
 
 Test(tier, storage_newer_than_memory_is_used)
 {
 	use_tier_dir();
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -223,7 +245,7 @@ Test(tier, storage_newer_than_memory_is_used)
 Test(tier, crc32c_failure_skips_the_copy)
 {
 	use_tier_dir();
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -235,6 +257,7 @@ Test(tier, crc32c_failure_skips_the_copy)
 	/* one bit of one tensor: the header still checks (sizes), the tensor's crc32c does not */
 	char *data = segment_file(5, "ckpt.data-");
 	cr_assert_eq(ts_flip_byte(data, 4096, 0x01), 0);
+	free(data);
 
 	tstate r;
 	build(&r, NULL);
@@ -257,7 +280,7 @@ Test(tier, crc32c_failure_skips_the_copy)
 Test(tier, damaged_header_skips_the_copy)
 {
 	use_tier_dir();
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -268,6 +291,7 @@ Test(tier, damaged_header_skips_the_copy)
 	ckpt_checkpoint_free(s.ck);
 	char *index = segment_file(4, "ckpt.index");
 	cr_assert_eq(ts_flip_byte(index, 3, 0x40), 0);
+	free(index);
 
 	tstate r;
 	build(&r, NULL);
@@ -286,7 +310,7 @@ Test(tier, damaged_header_skips_the_copy)
 Test(tier, kill_during_memory_save_keeps_the_committed_step)
 {
 	use_tier_dir();
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {
@@ -359,7 +383,7 @@ Test(tier, kill_during_memory_save_keeps_the_committed_step)
 Test(tier, segments_are_private)
 {
 	use_tier_dir();
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	umask(022);
 	tstate s;
 	build(&s, NULL);
@@ -395,7 +419,7 @@ Test(tier, segments_are_private)
 Test(tier, shortfall_is_refused_before_writing)
 {
 	use_tier_dir();
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -419,7 +443,7 @@ Test(tier, shortfall_is_refused_before_writing)
 Test(tier, clean_finish_leaves_nothing)
 {
 	use_tier_dir();
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -438,7 +462,7 @@ Test(tier, clean_finish_leaves_nothing)
 Test(tier, unpersisted_step_is_kept_then_dropped)
 {
 	use_tier_dir();
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -461,7 +485,7 @@ Test(tier, unpersisted_step_is_kept_then_dropped)
 Test(tier, routing_and_skipped_saves)
 {
 	use_tier_dir();
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -501,7 +525,7 @@ typedef struct v1_options {
 
 Test(tier, version_1_options_accepted)
 {
-	char *dir = ts_tmpdir();
+	char *dir = tmpdir();
 	tstate s;
 	build(&s, NULL);
 	v1_options o1 = { 1, "model", NULL, NULL, NULL, 1 };

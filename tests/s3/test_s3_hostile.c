@@ -141,7 +141,7 @@ Test(s3_hostile, listed_keys_outside_the_prefix_are_refused_and_nothing_is_delet
 	const char *bucket = s3t_bucket(), *key = key_of(dir);
 	char *victim = NULL;
 	cr_assert_gt(asprintf(&victim, "%s-victim_temp", dir), 0);
-	s3t_oracle("put", victim, "keep me", NULL);
+	free(s3t_oracle("put", victim, "keep me", NULL));
 	static const char *const evil[] = { "%s/../%s-victim_temp", "%s-victim_temp", "%s/a/b_temp", "%s/..", NULL };
 	for (const char *const *e = evil; *e; e++) {
 		char listed[1024], body[4096];
@@ -199,7 +199,7 @@ Test(s3_hostile, state_file_naming_another_prefix_or_bucket_is_refused, .timeout
 		const char *bucket = s3t_bucket(), *key = key_of(dir);
 		char *state = ts_join(dir, "checkpoint"), text[512];
 		snprintf(text, sizeof(text), "model_checkpoint_path: \"%s\"\nall_model_checkpoint_paths: \"%s\"\n", *nm, *nm);
-		s3t_oracle("put", state, text, NULL);
+		free(s3t_oracle("put", state, text, NULL));
 		proxy p;
 		proxy_start(&p, 0, "none");
 		ckpt_vfs *v = proxy_vfs(&p, 0, 3);
