@@ -16,7 +16,7 @@ typedef struct gguf_type {
 	const char *name;
 	unsigned blck, size;
 	ckpt_dtype dt;  /* CKPT_DT_INVALID for quantized block formats (byte views) */
-	gguf_to_float_fn to_float;     /* NULL: no decoder (integer types, IQ, NVFP4, Q8_1, Q8_K, Q1_0) */
+	gguf_to_float_fn to_float;     /* NULL: no decoder (integer types, F64, Q8_1, Q8_K, Q1_0) */
 	gguf_from_float_fn from_float; /* NULL: no encoder */
 } gguf_type;
 

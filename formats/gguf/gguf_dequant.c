@@ -237,3 +237,27 @@ void ckpt__deq_mxfp4(float *y, const uint8_t *x, int64_t nb)
 		}
 	}
 }
+
+/* NVFP4: 4 UE4M3 scales (gguf-py's ue4m3_to_fp32, halved; 0x00 and 0x7F are 0), 4 x 8 bytes of e2m1 codes
+ * (doubled, as MXFP4's): sub-block s is the low nibbles of bytes 8 s .. 8 s + 7, then their high nibbles. */
+void ckpt__deq_nvfp4(float *y, const uint8_t *x, int64_t nb)
+{
+	static const int8_t kv[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+	for (int64_t i = 0; i < nb; i++, x += 36) {
+		for (int s = 0; s < 4; s++, y += 16) {
+			const unsigned b = x[s], e = (b >> 3) & 0xf, m = b & 7;
+			const uint8_t *q = x + 4 + 8 * s;
+			float d = 0.0f;
+			if (b != 0 && b != 0x7f && e == 0) {
+				d = (float)m * 0x1p-10f;
+			} else if (b != 0 && b != 0x7f) { /* (1 + m / 8) * 2^(e - 7) * 0.5, built exactly */
+				uint32_t bits = (e + 119) << 23 | m << 20;
+				memcpy(&d, &bits, 4);
+			}
+			for (int j = 0; j < 8; j++) {
+				y[j] = d * (float)kv[q[j] & 0xf];
+				y[j + 8] = d * (float)kv[q[j] >> 4];
+			}
+		}
+	}
+}

@@ -99,6 +99,18 @@ void ckpt__deq_q6_k(float *y, const uint8_t *x, int64_t nb);
 void ckpt__deq_tq1_0(float *y, const uint8_t *x, int64_t nb);
 void ckpt__deq_tq2_0(float *y, const uint8_t *x, int64_t nb);
 void ckpt__deq_mxfp4(float *y, const uint8_t *x, int64_t nb);
+void ckpt__deq_nvfp4(float *y, const uint8_t *x, int64_t nb);
+
+/* gguf_iq.c */
+void ckpt__deq_iq2_xxs(float *y, const uint8_t *x, int64_t nb);
+void ckpt__deq_iq2_xs(float *y, const uint8_t *x, int64_t nb);
+void ckpt__deq_iq2_s(float *y, const uint8_t *x, int64_t nb);
+void ckpt__deq_iq3_xxs(float *y, const uint8_t *x, int64_t nb);
+void ckpt__deq_iq3_s(float *y, const uint8_t *x, int64_t nb);
+void ckpt__deq_iq1_s(float *y, const uint8_t *x, int64_t nb);
+void ckpt__deq_iq1_m(float *y, const uint8_t *x, int64_t nb);
+void ckpt__deq_iq4_nl(float *y, const uint8_t *x, int64_t nb);
+void ckpt__deq_iq4_xs(float *y, const uint8_t *x, int64_t nb);
 
 /* gguf_quantize.c */
 void ckpt__q_f32(uint8_t *y, const float *x, int64_t nb);

@@ -1,8 +1,9 @@
 /*
  * ggml block codecs (issue 37): `ckpt convert --dequantize` is bit-identical
- * with gguf-py's gguf.quants.dequantize for every type it decodes, in a file
- * GGUFWriter wrote; `--to gguf --quantize` writes the bytes gguf-py's
- * quantize makes (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) and ggml's reference
+ * with gguf-py's gguf.quants.dequantize for every type gguf-py decodes (the
+ * IQ types and NVFP4 included), in a file GGUFWriter wrote, and refuses
+ * by name the types it cannot decode; `--to gguf --quantize` writes the
+ * bytes gguf-py's quantize makes (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) and ggml's reference
  * quantizer makes (Q4_K, Q6_K: vectors from ggml's own code), reports each
  * tensor's error as numpy computes it, and leaves 1-D and norm tensors as
  * llama.cpp does unless told otherwise; a TF checkpoint goes to Q8_0 GGUF
@@ -29,13 +30,30 @@ Test(gguf_quant, dequantize_is_gguf_py_bit_for_bit, .timeout = 180)
 		snprintf(cmd, sizeof(cmd), "%s convert %s/blocks.gguf %s/out_%s.safetensors --to safetensors --dequantize %s",
 			TS_CLI, dir, dir, dts[i], dts[i]);
 		cli_ok(&r, cmd);
-		cr_assert(strstr(r.out, "16 entries"), "%s", r.out);
+		cr_assert(strstr(r.out, "26 entries"), "%s", r.out);
 		ts_run_free(&r);
 		snprintf(cmd, sizeof(cmd), "check-deq %s/blocks.gguf %s/out_%s.safetensors %s", dir, dir, dts[i], dts[i]);
 		out = ft_oracle("gguf_quant.py", cmd);
-		cr_assert(strstr(out, "OK 16 tensors bit-identical"), "%s", out);
+		cr_assert(strstr(out, "OK 26 tensors bit-identical"), "%s", out);
 		free(out);
 	}
+	ts_rmtree(dir);
+	free(dir);
+}
+
+/* Q8_K (nor Q8_1, Q1_0) has no decoder, here as in gguf-py: --dequantize names the tensor and the type. */
+Test(gguf_quant, dequantize_refuses_a_type_without_decoder, .timeout = 120)
+{
+	char *dir = ts_tmpdir(), cmd[4096];
+	ts_run_result r;
+	snprintf(cmd, sizeof(cmd), "write %s", dir);
+	free(ft_oracle("gguf_quant.py", cmd));
+	snprintf(cmd, sizeof(cmd), "%s convert %s/q8_k.gguf %s/o.safetensors --to safetensors --dequantize f32", TS_CLI,
+		dir, dir);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 1, "%s", cmd);
+	cr_assert(strstr(r.err, "variable 'blk.q8_k.weight': ckpt_gguf_dequantize: no decoder for Q8_K"), "%s", r.err);
+	ts_run_free(&r);
 	ts_rmtree(dir);
 	free(dir);
 }
@@ -133,7 +151,7 @@ Test(gguf_quant, inspect_json_gives_logical_shapes_and_offsets, .timeout = 120)
 	ts_run_free(&r);
 	snprintf(cmd, sizeof(cmd), "check-inspect %s/blocks.gguf %s/inspect.json", dir, dir);
 	out = ft_oracle("gguf_quant.py", cmd);
-	cr_assert(strstr(out, "OK 16 tensors"), "%s", out);
+	cr_assert(strstr(out, "OK 26 tensors"), "%s", out);
 	free(out);
 	ts_rmtree(dir);
 	free(dir);
@@ -215,7 +233,9 @@ Test(gguf_quant, codec_arguments)
 	cr_assert_eq(ckpt_gguf_quantize(b, "Q8_0", x, 48), CKPT_EINVAL);
 	cr_assert(strstr(ckpt_error_last()->message, "not whole Q8_0 blocks of 32"), "%s", ckpt_error_last()->message);
 	cr_assert_eq(ckpt_gguf_quantize(b, "Q2_K", x, 256), CKPT_EUNSUPPORTED);
-	cr_assert_eq(ckpt_gguf_dequantize(y, CKPT_DT_FLOAT, "IQ2_XXS", b, 256), CKPT_EUNSUPPORTED);
+	cr_assert_eq(ckpt_gguf_dequantize(y, CKPT_DT_FLOAT, "Q8_K", b, 256), CKPT_EUNSUPPORTED); /* gguf-py has none */
+	cr_assert(strstr(ckpt_error_last()->message, "no decoder for Q8_K"), "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_gguf_dequantize(y, CKPT_DT_FLOAT, "q8_1", b, 32), CKPT_EUNSUPPORTED);
 	cr_assert_eq(ckpt_gguf_dequantize(y, CKPT_DT_INT32, "Q8_0", b, 32), CKPT_EINVAL);
 	/* an all-zero block decodes to zeros */
 	cr_assert_eq(ckpt_gguf_quantize(b, "Q4_0", x, 64), CKPT_OK);

@@ -4,7 +4,9 @@ Usage:
   gguf_quant.py write DIR
       DIR/blocks.gguf: one tensor of each block type gguf-py decodes, written by
       GGUFWriter (encoded by gguf.quants.quantize where gguf-py can, random
-      blocks otherwise), plus F16 and BF16 tensors and an F32 norm;
+      blocks with finite float16 scales otherwise), plus F16 and BF16 tensors
+      and an F32 norm; DIR/q8_k.gguf: one random Q8_K tensor (gguf-py has no
+      decoder for Q8_K, nor for Q8_1);
       DIR/float.safetensors: float32 weights, a norm, a bias, an odd-sized
       matrix and a float16 matrix, for --quantize.
   gguf_quant.py check-deq GGUF OUT.safetensors DTYPE
@@ -31,7 +33,34 @@ import numpy as np
 import gguf
 from gguf import quants, GGMLQuantizationType as T, GGML_QUANT_SIZES
 
-DECODABLE = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "TQ1_0", "TQ2_0", "MXFP4"]
+DECODABLE = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "TQ1_0", "TQ2_0", "MXFP4",
+             "NVFP4", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "IQ4_NL", "IQ4_XS"]
+
+# byte offsets of the float16 scales in a block (ggml-common.h), for random blocks gguf-py cannot encode;
+# IQ1_M's d is split over the top nibbles of its 4 scale words (bytes 49, 51, 53, 55); NVFP4's UE4M3
+# scales are finite whatever their bits
+FP16_AT = {"Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "IQ2_XXS": (0,),
+           "IQ2_XS": (0,), "IQ2_S": (0,), "IQ3_XXS": (0,), "IQ3_S": (0,), "IQ1_S": (0,), "IQ4_NL": (0,),
+           "IQ4_XS": (0,), "IQ1_M": (), "NVFP4": ()}
+
+
+def finite_f16_bits(rng, n):
+    """n random float16 bit patterns, any sign, subnormals included, none inf or NaN."""
+    h = rng.integers(0, 1 << 16, size=n, dtype=np.uint16)
+    return np.where((h & 0x7C00) == 0x7C00, h & ~np.uint16(0x4000), h).astype(np.uint16)
+
+
+def random_blocks(rng, name, rows, nblocks):
+    """rows x nblocks random blocks of ggml type `name` whose float16 scales are finite."""
+    size = GGML_QUANT_SIZES[T[name]][1]
+    b = rng.integers(0, 256, size=(rows * nblocks, size), dtype=np.uint8)
+    for at in FP16_AT[name]:
+        b[:, at:at + 2] = finite_f16_bits(rng, len(b)).view(np.uint8).reshape(-1, 2)
+    if name == "IQ1_M":
+        d = finite_f16_bits(rng, len(b))
+        for k in range(4):
+            b[:, 49 + 2 * k] = (b[:, 49 + 2 * k] & 0x0F) | (((d >> (4 * k)) & 0xF) << 4).astype(np.uint8)
+    return b.reshape(rows, nblocks * size)
 
 
 def read_safetensors(path):
@@ -54,20 +83,23 @@ def write(d):
     w = gguf.GGUFWriter(f"{d}/blocks.gguf", "llama")
     for name in DECODABLE:
         t = T[name]
-        blck, size = GGML_QUANT_SIZES[t]
+        blck = GGML_QUANT_SIZES[t][0]
         x = (rng.standard_normal((3, 2 * 256)) * 0.05).astype(np.float32)
-        try:
+        if name in FP16_AT:  # gguf-py decodes these but cannot encode them
+            q = random_blocks(rng, name, 16, 4 * 256 // blck)
+        else:
             q = quants.quantize(x, t)
-        except NotImplementedError:
-            # random blocks whose float16 scale fields are finite: encode a finite float16 everywhere
-            # and scatter random bytes over it keeps NaNs out of most blocks; NaN-bearing ones are
-            # compared as NaN == NaN
-            q = rng.integers(0, 256, size=(3, 2 * 256 // blck * size), dtype=np.uint8)
         w.add_tensor(f"blk.{name.lower()}.weight", q, raw_dtype=t)
     w.add_tensor("blk.f16.weight", (rng.standard_normal((4, 32)) * 3).astype(np.float16))
     h = (rng.standard_normal((4, 32)) * 3).astype(np.float32)
     w.add_tensor("blk.bf16.weight", quants.quantize(h, T.BF16), raw_dtype=T.BF16)
     w.add_tensor("output_norm.weight", rng.standard_normal(32).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    w = gguf.GGUFWriter(f"{d}/q8_k.gguf", "llama")
+    w.add_tensor("blk.q8_k.weight", rng.integers(0, 256, size=(2, 292), dtype=np.uint8), raw_dtype=T.Q8_K)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -111,7 +143,8 @@ def check_deq(src, out, dtype):
             want = quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(shape)
             st = stname
             if dtype == "f16":
-                want = want.astype(np.float16)
+                with np.errstate(over="ignore"):  # random scales: large values round to inf, as in C
+                    want = want.astype(np.float16)
             elif dtype == "bf16":
                 want = quants.quantize(want, T.BF16).view(np.uint16).reshape(shape)
         if t.name not in got:

@@ -11,7 +11,8 @@
  * must be a multiple of the type's block (32 or 256; 1 for F32/F16/BF16).
  *
  * Decoding: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
- * Q4_K, Q5_K, Q6_K, TQ1_0, TQ2_0, MXFP4; bit-identical with gguf-py's
+ * Q4_K, Q5_K, Q6_K, TQ1_0, TQ2_0, MXFP4, NVFP4, IQ1_S, IQ1_M, IQ2_XXS,
+ * IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS; bit-identical with gguf-py's
  * gguf.quants.dequantize (float32), then rounded to nearest even for
  * float16 / bfloat16 output (numpy's astype, gguf-py's BF16).
  * Encoding: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (bit-identical
@@ -45,7 +46,7 @@ CKPT_API int ckpt_gguf_type_block(int64_t *block_elems, int64_t *block_bytes, co
  * CKPT_DT_BFLOAT16.
  * @param[out] out n elements of out_dtype
  * @return CKPT_OK; CKPT_EINVAL for an unknown type or dtype, or n not a multiple of the block;
- *         CKPT_EUNSUPPORTED for a type with no decoder here (IQ types, Q8_1, Q8_K, NVFP4, integers)
+ *         CKPT_EUNSUPPORTED for a type with no decoder here (Q8_1, Q8_K, Q1_0, F64, integers)
  */
 CKPT_API int ckpt_gguf_dequantize(void *out, ckpt_dtype out_dtype, const char *type, const void *blocks, int64_t n);
 
