@@ -57,9 +57,7 @@ typedef struct {
 	uint64_t end;
 	s3_upload *upload;
 	/* reading */
-	uint64_t size;
-	char etag[128];
-	char crc_meta[16];
+	s3_head h;             /* what the HEAD said: size, ETag (pins every range), checksums */
 	pthread_mutex_t mu;
 	char *window;          /* [win_off, win_off + win_len) of the object */
 	uint64_t win_off;
@@ -201,9 +199,9 @@ static int get_range(s3_io *f, void *dst, size_t n, uint64_t off)
 	atomic_fetch_add(&stat_gets, 1);
 	atomic_fetch_add(&stat_get_bytes, n);
 	char ifmatch[160];
-	snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", f->etag);
+	snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", f->h.etag);
 	const char *hdrs[] = { ifmatch, NULL };
-	s3_request rq = { "GET", f->bucket, f->key, NULL, NULL, 0, f->etag[0] ? hdrs : NULL, 1, 1, off, n, dst, 0 };
+	s3_request rq = { "GET", f->bucket, f->key, NULL, NULL, 0, f->h.etag[0] ? hdrs : NULL, 1, 1, off, n, dst, 0 };
 	s3_response rs;
 	int rc = s3_perform(f->vfs->client, &rq, &rs);
 	s3_response_clear(&rs);
@@ -277,15 +275,15 @@ static int get_parallel(s3_io *f, char *dst, size_t n, uint64_t off)
 
 static int load_whole(s3_io *f)
 {
-	if (f->window && f->win_off == 0 && f->win_len == f->size)
+	if (f->window && f->win_off == 0 && f->win_len == f->h.size)
 		return CKPT_OK;
-	char *b = ckpt__malloc(f->size ? (size_t)f->size : 1);
+	char *b = ckpt__malloc(f->h.size ? (size_t)f->h.size : 1);
 	if (!b)
 		return CKPT_ENOMEM;
-	int rc = f->size ? get_parallel(f, b, (size_t)f->size, 0) : CKPT_OK;
-	if (rc == CKPT_OK && f->crc_meta[0]) {
-		uint32_t want = (uint32_t)strtoul(f->crc_meta, NULL, 16);
-		uint32_t got = ckpt_crc32c_extend(0, b, (size_t)f->size);
+	int rc = f->h.size ? get_parallel(f, b, (size_t)f->h.size, 0) : CKPT_OK;
+	if (rc == CKPT_OK && f->h.meta_crc32c[0]) {
+		uint32_t want = (uint32_t)strtoul(f->h.meta_crc32c, NULL, 16);
+		uint32_t got = ckpt_crc32c_extend(0, b, (size_t)f->h.size);
 		if (want != got)
 			rc = ckpt__fail(CKPT_ECHECKSUM, f->base.path, NULL, -1,
 				"crc32c mismatch: the object's metadata says 0x%08x, its bytes give 0x%08x", want, got);
@@ -297,7 +295,7 @@ static int load_whole(s3_io *f)
 	ckpt__free(f->window);
 	f->window = b;
 	f->win_off = 0;
-	f->win_len = (size_t)f->size;
+	f->win_len = (size_t)f->h.size;
 	return CKPT_OK;
 }
 
@@ -305,17 +303,17 @@ static int s3_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
 {
 	s3_io *f = (s3_io *)io;
 	*got = 0;
-	if (off >= f->size || n == 0)
+	if (off >= f->h.size || n == 0)
 		return CKPT_OK;
-	if (n > f->size - off)
-		n = (size_t)(f->size - off);
+	if (n > f->h.size - off)
+		n = (size_t)(f->h.size - off);
 	int rc = CKPT_OK;
-	if (f->size <= SMALL_OBJECT || n < SMALL_READ) {
+	if (f->h.size <= SMALL_OBJECT || n < SMALL_READ) {
 		pthread_mutex_lock(&f->mu);
-		if (f->size <= SMALL_OBJECT) {
+		if (f->h.size <= SMALL_OBJECT) {
 			rc = load_whole(f);
 		} else if (!f->window || off < f->win_off || off + n > f->win_off + f->win_len) {
-			size_t len = f->size - off < WINDOW ? (size_t)(f->size - off) : WINDOW;
+			size_t len = f->h.size - off < WINDOW ? (size_t)(f->h.size - off) : WINDOW;
 			char *w = f->window && f->win_len >= len ? f->window : ckpt__malloc(WINDOW);
 			if (!w) {
 				rc = CKPT_ENOMEM;
@@ -345,21 +343,33 @@ static int s3_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
 static const void *s3_map(ckpt_io *io, uint64_t *size)
 {
 	s3_io *f = (s3_io *)io;
-	if (f->writable || f->size > SMALL_OBJECT)
+	if (f->writable || f->h.size > SMALL_OBJECT)
 		return NULL;
 	pthread_mutex_lock(&f->mu);
 	int rc = load_whole(f);
 	pthread_mutex_unlock(&f->mu);
 	if (rc < 0)
 		return NULL;
-	*size = f->size;
+	*size = f->h.size;
 	return f->window ? f->window : "";
+}
+
+void s3_head_of(s3_head *h, const s3_response *rs)
+{
+	memset(h, 0, sizeof(*h));
+	h->size = rs->content_length;
+	snprintf(h->etag, sizeof(h->etag), "%s", rs->etag);
+	snprintf(h->meta_crc32c, sizeof(h->meta_crc32c), "%s", rs->meta_crc32c);
+	snprintf(h->sum_crc32c, sizeof(h->sum_crc32c), "%s", rs->sum_crc32c);
+	snprintf(h->sum_crc32, sizeof(h->sum_crc32), "%s", rs->sum_crc32);
+	snprintf(h->sum_type, sizeof(h->sum_type), "%s", rs->sum_type);
+	snprintf(h->sse, sizeof(h->sse), "%s", rs->sse);
 }
 
 static int s3_size(ckpt_io *io, uint64_t *out)
 {
 	s3_io *f = (s3_io *)io;
-	*out = f->writable ? f->end : f->size;
+	*out = f->writable ? f->end : f->h.size;
 	return CKPT_OK;
 }
 
@@ -421,6 +431,11 @@ int ckpt__io_stage(ckpt_io *io)
 	return rc;
 }
 
+const s3_head *ckpt__s3_io_head(const ckpt_io *io)
+{
+	return io && io->methods == &s3_io_methods && !((const s3_io *)io)->writable ? &((const s3_io *)io)->h : NULL;
+}
+
 void ckpt__io_abandon(ckpt_io *io)
 {
 	if (io && io->methods == &s3_io_methods && ((s3_io *)io)->writable)
@@ -438,7 +453,9 @@ static const long quiet_404[] = { 404, 0 };
 
 static int head(s3_client *c, const char *bucket, const char *key, s3_response *rs, int quiet)
 {
-	s3_request rq = { "HEAD", bucket, key, NULL, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
+	/* the object's stored checksums too (x-amz-checksum-*, a composite one for a multipart upload) */
+	static const char *const mode[] = { "x-amz-checksum-mode: ENABLED", NULL };
+	s3_request rq = { "HEAD", bucket, key, NULL, NULL, 0, mode, 1, 0, 0, 0, NULL, 0 };
 	return s3_perform_quiet(c, &rq, rs, quiet ? quiet_404 : NULL);
 }
 
@@ -460,9 +477,7 @@ static int vs3_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 		rc = head(client_of(vfs), f->bucket, f->key, &rs, 1);
 		if (rc == CKPT_ENOTFOUND)
 			rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "cannot open: no such object (HTTP status 404)");
-		f->size = rs.content_length;
-		snprintf(f->etag, sizeof(f->etag), "%s", rs.etag);
-		snprintf(f->crc_meta, sizeof(f->crc_meta), "%s", rs.meta_crc32c);
+		s3_head_of(&f->h, &rs);
 		s3_response_clear(&rs);
 	}
 	if (rc < 0) {

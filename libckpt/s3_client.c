@@ -300,6 +300,19 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
 		header_value(data, n, x->rs->location, sizeof(x->rs->location));
 	} else if (n > 23 && strncasecmp(data, "x-amz-meta-ckpt-crc32c:", 23) == 0) {
 		header_value(data, n, x->rs->meta_crc32c, sizeof(x->rs->meta_crc32c));
+	} else if (n > 22 && strncasecmp(data, "x-amz-checksum-crc32c:", 22) == 0) {
+		header_value(data, n, x->rs->sum_crc32c, sizeof(x->rs->sum_crc32c));
+	} else if (n > 21 && strncasecmp(data, "x-amz-checksum-crc32:", 21) == 0) {
+		header_value(data, n, x->rs->sum_crc32, sizeof(x->rs->sum_crc32));
+	} else if (n > 20 && strncasecmp(data, "x-amz-checksum-type:", 20) == 0) {
+		header_value(data, n, x->rs->sum_type, sizeof(x->rs->sum_type));
+	} else if (n > 29 && strncasecmp(data, "x-amz-server-side-encryption:", 29) == 0) {
+		header_value(data, n, x->rs->sse, sizeof(x->rs->sse));
+	} else if (n > 48 && strncasecmp(data, "x-amz-server-side-encryption-customer-algorithm:", 48) == 0) {
+		snprintf(x->rs->sse, sizeof(x->rs->sse), "SSE-C"); /* a customer key: the ETag is no MD5 */
+	} else if (n > 21 && strncasecmp(data, "x-amz-mp-parts-count:", 21) == 0) {
+		header_value(data, n, tmp, sizeof(tmp));
+		x->rs->parts_count = strtol(tmp, NULL, 10);
 	}
 	return n;
 }

@@ -41,12 +41,29 @@ typedef struct s3_response {
 	uint64_t content_length; /* from the headers (HEAD) */
 	char etag[128];
 	char meta_crc32c[16];    /* x-amz-meta-ckpt-crc32c when present */
+	char sum_crc32c[48];     /* x-amz-checksum-crc32c ("b64" or, composite, "b64-N"), when the server gives it */
+	char sum_crc32[48];      /* x-amz-checksum-crc32, likewise */
+	char sum_type[24];       /* x-amz-checksum-type: FULL_OBJECT or COMPOSITE ("" when absent) */
+	char sse[48];            /* x-amz-server-side-encryption ("aws:kms"), or "SSE-C": then the ETag may be no MD5 */
+	long parts_count;        /* x-amz-mp-parts-count of a HEAD with partNumber (0: none) */
 	char code[64];           /* the S3 error code of a failed request ("NoSuchKey") */
 	char location[256];      /* a redirect's Location (never followed) */
 	unsigned attempts;       /* tries this answer took (a retried effect may have happened before it) */
 	long long date;          /* the server's Date header, seconds since the epoch (0: none) */
 	long long last_modified; /* Last-Modified (0: none) */
 } s3_response;
+
+/** What a HEAD said of an object: an open reader keeps it, and the client's cache (s3_cache.c). */
+typedef struct s3_head {
+	uint64_t size;
+	char etag[128];
+	char meta_crc32c[16];
+	char sum_crc32c[48], sum_crc32[48], sum_type[24], sse[48];
+} s3_head;
+/** The header fields of a HEAD's answer. */
+void s3_head_of(s3_head *h, const s3_response *rs);
+/** What the HEAD of the S3 reader `io` said; NULL for any other file (io_s3.c). */
+const s3_head *ckpt__s3_io_head(const ckpt_io *io);
 
 int s3_client_new(s3_client **out, const ckpt_s3_config *cfg);
 void s3_client_free(s3_client *c);

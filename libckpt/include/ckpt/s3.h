@@ -132,6 +132,35 @@ CKPT_API ckpt_vfs *ckpt_vfs_for_path(ckpt_vfs *given, const char *path);
  */
 CKPT_API int ckpt_s3_transfer_bytes(uint64_t *sent, uint64_t *received);
 
+/** What ckpt_s3_object_verify checked of one object. */
+typedef struct ckpt_s3_object_check {
+	uint64_t size;         /**< bytes read */
+	unsigned num_checked;  /**< whole-object checksums that matched; 0: the object has none we can check */
+	char what[256];        /**< the checksums checked ("crc32c (x-amz-meta-ckpt-crc32c), md5 (ETag)"), or why
+				    none was ("a multipart upload and the server gives no composite checksum") */
+} ckpt_s3_object_check;
+
+/**
+ * Read the object at `path` whole (ranged GETs pinned to the ETag of its
+ * HEAD) and check its bytes against every whole-object checksum it carries:
+ * libckpt's `x-amz-meta-ckpt-crc32c` (a single-part object it wrote), the
+ * server's `x-amz-checksum-crc32c` / `x-amz-checksum-crc32` (full-object, or
+ * the composite of a multipart upload: the checksum of its parts'
+ * checksums, "-N"; the part size is asked with a HEAD of part 1), and an
+ * ETag that is a plain MD5 (a single-part upload without SSE-KMS or SSE-C).
+ * `ckpt verify` calls it for the objects of formats that store no
+ * checksum per tensor (safetensors, GGUF, Keras): a ranged GET answered
+ * with other bytes under a matching Content-Range is caught here.
+ * Memory: parallel × part_size bytes of reads in flight.
+ * @param[out] out  what was checked (filled on CKPT_OK)
+ * @return CKPT_OK, also when the object has no checksum to check
+ *         (out->num_checked == 0); CKPT_ECHECKSUM naming the object, the
+ *         checksum and the expected and read values; CKPT_EINVAL when `vfs`
+ *         (or, NULL, the one for `path`) is not an S3 file system; a
+ *         negative ckpt_status from the requests
+ */
+CKPT_API int ckpt_s3_object_verify(ckpt_s3_object_check *out, ckpt_vfs *vfs, const char *path);
+
 /** One multipart upload left unfinished under a prefix. */
 typedef struct ckpt_s3_upload {
 	char *key;
