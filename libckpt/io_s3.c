@@ -58,6 +58,10 @@ typedef struct {
 	s3_upload *upload;
 	/* reading */
 	s3_head h;             /* what the HEAD said: size, ETag (pins every range), checksums */
+	/* h came from the client's cache: a first read refused (412) asks again, once (get_range) */
+	pthread_mutex_t pin_mu;
+	int from_cache, confirmed;
+	unsigned epoch;        /* h replaced by that second HEAD: ranges read under the old ETag are read again */
 	pthread_mutex_t mu;
 	char *window;          /* [win_off, win_off + win_len) of the object */
 	uint64_t win_off;
@@ -194,18 +198,63 @@ void ckpt__s3_read_stats(uint64_t *gets, uint64_t *bytes)
 	*bytes = atomic_load(&stat_get_bytes);
 }
 
+static int head(s3_client *c, const char *bucket, const char *key, s3_response *rs, int quiet);
+
+/*
+ * The HEAD of a file opened on what the cache said was refused by a read
+ * (412: replaced since): ask again. Nothing was read under the old ETag, so
+ * when the size is the same (reads were cut to it) the file is taken as
+ * opened now; else the read fails as a replaced object's does. Under pin_mu.
+ */
+static int revalidate(s3_io *f)
+{
+	f->from_cache = 0;
+	ckpt__error_slot keep = { 0 };
+	ckpt__error_capture(&keep);
+	s3_response rs;
+	int rc = head(f->vfs->client, f->bucket, f->key, &rs, 1);
+	s3_head h;
+	s3_head_of(&h, &rs);
+	s3_response_clear(&rs);
+	if (rc == CKPT_OK && h.size == f->h.size) {
+		f->h = h;
+		f->epoch++;
+	} else {
+		rc = CKPT_EBUSY;
+	}
+	ckpt__error_raise(&keep);
+	ckpt__error_slot_clear(&keep);
+	return rc;
+}
+
 static int get_range(s3_io *f, void *dst, size_t n, uint64_t off)
 {
-	atomic_fetch_add(&stat_gets, 1);
-	atomic_fetch_add(&stat_get_bytes, n);
-	char ifmatch[160];
-	snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", f->h.etag);
-	const char *hdrs[] = { ifmatch, NULL };
-	s3_request rq = { "GET", f->bucket, f->key, NULL, NULL, 0, f->h.etag[0] ? hdrs : NULL, 1, 1, off, n, dst, 0 };
-	s3_response rs;
-	int rc = s3_perform(f->vfs->client, &rq, &rs);
-	s3_response_clear(&rs);
-	return rc;
+	for (int tries = 0;; tries++) {
+		atomic_fetch_add(&stat_gets, 1);
+		atomic_fetch_add(&stat_get_bytes, n);
+		char ifmatch[160];
+		pthread_mutex_lock(&f->pin_mu);
+		unsigned epoch = f->epoch;
+		snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", f->h.etag);
+		pthread_mutex_unlock(&f->pin_mu);
+		const char *hdrs[] = { ifmatch, NULL };
+		s3_request rq = { "GET", f->bucket, f->key, NULL, NULL, 0, ifmatch[10] ? hdrs : NULL, 1, 1, off, n, dst, 0 };
+		s3_response rs;
+		int rc = s3_perform(f->vfs->client, &rq, &rs);
+		s3_response_clear(&rs);
+		int again = 0;
+		pthread_mutex_lock(&f->pin_mu);
+		if (rc == CKPT_OK && epoch == f->epoch)
+			f->confirmed = 1; /* from now on a 412 is a replacement mid-read */
+		else if (rc == CKPT_OK)
+			again = 1; /* bytes of the version the cache named: read under the new ETag */
+		else if (rc == CKPT_EBUSY && !f->confirmed && tries < 2)
+			again = epoch != f->epoch || (f->from_cache && revalidate(f) == CKPT_OK);
+		pthread_mutex_unlock(&f->pin_mu);
+		if (!again)
+			return rc;
+		ckpt_error_clear();
+	}
 }
 
 typedef struct {
@@ -386,6 +435,7 @@ static void io_free(s3_io *f)
 	ckpt__free(f->parts);
 	ckpt__free(f->window);
 	pthread_mutex_destroy(&f->mu);
+	pthread_mutex_destroy(&f->pin_mu);
 	ckpt__free(f->bucket);
 	ckpt__free(f->key);
 	ckpt__free(f->base.path);
@@ -459,12 +509,36 @@ static int head(s3_client *c, const char *bucket, const char *key, s3_response *
 	return s3_perform_quiet(c, &rq, rs, quiet ? quiet_404 : NULL);
 }
 
+/*
+ * What a HEAD of bucket/key says (CKPT_OK with *h, CKPT_ENOTFOUND quietly,
+ * or the failure), asked of the client's cache first and stored there.
+ */
+static int head_cached(s3_client *c, const char *bucket, const char *key, s3_head *h, int *from_cache)
+{
+	s3_cache *cache = s3_client_cache(c);
+	int st = s3_cache_object(cache, bucket, key, h);
+	if (from_cache)
+		*from_cache = st != S3_CACHE_UNKNOWN;
+	if (st != S3_CACHE_UNKNOWN)
+		return st == S3_CACHE_PRESENT ? CKPT_OK : CKPT_ENOTFOUND;
+	unsigned long gen = s3_cache_gen(cache);
+	s3_response rs;
+	int rc = head(c, bucket, key, &rs, 1);
+	if (rc == CKPT_OK)
+		s3_head_of(h, &rs);
+	s3_response_clear(&rs);
+	if (rc == CKPT_OK || rc == CKPT_ENOTFOUND)
+		s3_cache_put_object(cache, gen, bucket, key, rc == CKPT_OK ? S3_CACHE_PRESENT : S3_CACHE_ABSENT, h);
+	return rc;
+}
+
 static int vs3_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {
 	s3_io *f = ckpt__calloc(1, sizeof(*f));
 	if (!f)
 		return CKPT_ENOMEM;
 	pthread_mutex_init(&f->mu, NULL);
+	pthread_mutex_init(&f->pin_mu, NULL);
 	f->base.methods = &s3_io_methods;
 	f->vfs = (s3_vfs *)vfs;
 	f->writable = (flags & CKPT_IO_WRITE) != 0;
@@ -473,12 +547,9 @@ static int vs3_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 	if (rc == CKPT_OK && !f->key[0])
 		rc = ckpt__fail(CKPT_EINVAL, path, NULL, -1, "names a bucket, expected an object");
 	if (rc == CKPT_OK && !f->writable) {
-		s3_response rs;
-		rc = head(client_of(vfs), f->bucket, f->key, &rs, 1);
+		rc = head_cached(client_of(vfs), f->bucket, f->key, &f->h, &f->from_cache);
 		if (rc == CKPT_ENOTFOUND)
 			rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "cannot open: no such object (HTTP status 404)");
-		s3_head_of(&f->h, &rs);
-		s3_response_clear(&rs);
 	}
 	if (rc < 0) {
 		io_free(f);
@@ -493,8 +564,8 @@ static int vs3_remove(ckpt_vfs *vfs, const char *path)
 	char *bucket, *key;
 	CKPT_TRY(split(path, &bucket, &key));
 	s3_response rs;
-	int rc = head(client_of(vfs), bucket, key, &rs, 1);
-	s3_response_clear(&rs);
+	s3_head h;
+	int rc = head_cached(client_of(vfs), bucket, key, &h, NULL);
 	if (rc == CKPT_ENOTFOUND)
 		rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "remove failed: no such object");
 	if (rc == CKPT_OK) {
@@ -670,7 +741,11 @@ static int vs3_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count
 	char *bucket, *key;
 	CKPT_TRY(split(dir, &bucket, &key));
 	name_list l = { NULL, 0, 0 };
+	s3_cache *cache = s3_client_cache(client_of(vfs));
+	unsigned long gen = s3_cache_gen(cache);
 	int rc = list_prefix(client_of(vfs), dir, bucket, key, 0, &l);
+	if (rc == CKPT_OK)
+		s3_cache_put_listing(cache, gen, bucket, key, l.v, l.n); /* the names not listed are absent */
 	ckpt__free(bucket);
 	ckpt__free(key);
 	if (rc < 0) {
@@ -703,17 +778,25 @@ static int vs3_exists(ckpt_vfs *vfs, const char *path, int *is_dir)
 		*is_dir = 1;
 		found = 1;
 	} else {
-		s3_response rs;
-		rc = head(client_of(vfs), bucket, key, &rs, 1);
-		s3_response_clear(&rs);
+		s3_head h;
+		s3_cache *cache = s3_client_cache(client_of(vfs));
+		rc = head_cached(client_of(vfs), bucket, key, &h, NULL);
 		if (rc == CKPT_OK) {
 			found = 1;
 		} else if (rc == CKPT_ENOTFOUND) {
-			name_list l = { NULL, 0, 0 };
-			rc = list_prefix(client_of(vfs), path, bucket, key, 1, &l);
-			if (rc == CKPT_OK && l.n)
+			int st = s3_cache_dir(cache, bucket, key);
+			rc = CKPT_OK;
+			if (st == S3_CACHE_UNKNOWN) {
+				unsigned long gen = s3_cache_gen(cache);
+				name_list l = { NULL, 0, 0 };
+				rc = list_prefix(client_of(vfs), path, bucket, key, 1, &l);
+				st = l.n ? S3_CACHE_PRESENT : S3_CACHE_ABSENT;
+				if (rc == CKPT_OK)
+					s3_cache_put_dir(cache, gen, bucket, key, st);
+				ckpt_vfs_free_list(l.v, l.n);
+			}
+			if (rc == CKPT_OK && st == S3_CACHE_PRESENT)
 				found = *is_dir = 1;
-			ckpt_vfs_free_list(l.v, l.n);
 		}
 	}
 	ckpt__free(bucket);

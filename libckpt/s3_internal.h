@@ -65,9 +65,34 @@ void s3_head_of(s3_head *h, const s3_response *rs);
 /** What the HEAD of the S3 reader `io` said; NULL for any other file (io_s3.c). */
 const s3_head *ckpt__s3_io_head(const ckpt_io *io);
 
+/* ---- what this client's HEADs and probing listings said, for a few seconds (s3_cache.c) ---- */
+typedef struct s3_cache s3_cache;
+enum { S3_CACHE_UNKNOWN = 0, S3_CACHE_ABSENT = 1, S3_CACHE_PRESENT = 2 };
+/** A cache whose answers live `ttl_seconds`; *out NULL (every lookup misses) for 0. */
+int s3_cache_new(s3_cache **out, unsigned ttl_seconds);
+void s3_cache_free(s3_cache *c);
+/** Changes counted so far: pass it to a put, read before the request whose answer is stored. */
+unsigned long s3_cache_gen(s3_cache *c);
+/** Whether an object is at bucket/key (S3_CACHE_*); *h filled when PRESENT (h may be NULL). */
+int s3_cache_object(s3_cache *c, const char *bucket, const char *key, s3_head *h);
+/** Whether anything is under bucket/key/ (S3_CACHE_*). */
+int s3_cache_dir(s3_cache *c, const char *bucket, const char *key);
+void s3_cache_put_object(s3_cache *c, unsigned long gen, const char *bucket, const char *key, int state,
+	const s3_head *h);
+void s3_cache_put_dir(s3_cache *c, unsigned long gen, const char *bucket, const char *key, int state);
+/** A full listing of the directory bucket/key: the `n` names under it; any other is absent. */
+void s3_cache_put_listing(s3_cache *c, unsigned long gen, const char *bucket, const char *key, char *const *names,
+	size_t n);
+/** This client holds (on) or released (0) the one-writer lock of the directory bucket/key: its listing does not expire. */
+void s3_cache_pin(s3_cache *c, const char *bucket, const char *key, int on);
+/** Forget the object at bucket/key and the directory answers of its parents (a write, a delete, a failed read). */
+void s3_cache_forget(s3_cache *c, const char *bucket, const char *key);
+
 int s3_client_new(s3_client **out, const ckpt_s3_config *cfg);
 void s3_client_free(s3_client *c);
 const ckpt_s3_config *s3_client_config(const s3_client *c);
+/** The client's cache (NULL when CKPT_S3_CACHE_SECONDS=0). */
+s3_cache *s3_client_cache(s3_client *c);
 
 /**
  * Send `rq`, retrying idempotent requests with backoff and jitter. A 2xx

@@ -29,6 +29,14 @@
  * first try, default 120: a server that accepts connections and never answers
  * fails a request within deadline + stall seconds, 150 s by default; the
  * connect timeout is 10 s),
+ * CKPT_S3_CACHE_SECONDS (default 5; 0: off: what a client's HEADs and
+ * probing listings said — existence, size, ETag — is kept that long, so one
+ * operation asks once; forgotten at once on this client's own write, delete
+ * or rename of the key and on any failed read of it; reads stay pinned to
+ * the ETag, so an object another process replaced in that time is read anew
+ * or fails with CKPT_EBUSY, never mixed, while one it created or deleted may
+ * be seen as it was for that long; what a full listing of a directory said
+ * lasts while this client holds the directory's lock),
  * CKPT_S3_LOCK_LEASE_SECONDS (default 60), CKPT_S3_SINGLE_WRITER (1: take a
  * prefix's lock even from a server that ignores conditional writes — If-None-Match
  * and If-Match on PUT, which a process checks once per endpoint and bucket
