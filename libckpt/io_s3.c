@@ -741,11 +741,7 @@ static int vs3_list(ckpt_vfs *vfs, const char *dir, char ***names, size_t *count
 	char *bucket, *key;
 	CKPT_TRY(split(dir, &bucket, &key));
 	name_list l = { NULL, 0, 0 };
-	s3_cache *cache = s3_client_cache(client_of(vfs));
-	unsigned long gen = s3_cache_gen(cache);
 	int rc = list_prefix(client_of(vfs), dir, bucket, key, 0, &l);
-	if (rc == CKPT_OK)
-		s3_cache_put_listing(cache, gen, bucket, key, l.v, l.n); /* the names not listed are absent */
 	ckpt__free(bucket);
 	ckpt__free(key);
 	if (rc < 0) {

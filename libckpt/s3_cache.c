@@ -15,15 +15,9 @@
  * so an object another process replaced within the window fails the read
  * (CKPT_EBUSY, and the key is forgotten) instead of mixing versions; an
  * object another process created or deleted within it may be reported as
- * it was, for at most the window.
- *
- * A full listing of a directory (ckpt_vfs_list) also says which names are
- * absent from it: a name not listed is no object and no directory, with no
- * HEAD (a manager lists its directory, then asks whether ckpt-N.index
- * exists before it writes it). This client's own writes under the
- * directory add their names (present or unknown: asked again). While this
- * client holds the directory's one-writer lock (s3_lock.c) nobody else
- * writes there, so that knowledge does not expire until the lock is released.
+ * it was, for at most the window. (What a listing says is not kept: the
+ * other ranks of a multi-worker save write shards into the prefix a rank
+ * listed, so a name absent from a listing may appear at any moment.)
  */
 #include <pthread.h>
 #include <string.h>
@@ -40,10 +34,6 @@ typedef struct {
 	double obj_at;
 	int dir;              /* S3_CACHE_UNKNOWN, _ABSENT (nothing under KEY/), _PRESENT */
 	double dir_at;
-	char **names;         /* listed: the names under KEY/ (any other name is absent) */
-	size_t nnames;
-	int listed, pinned;   /* pinned: this client holds KEY's lock, the listing does not expire */
-	double list_at;
 } entry;
 
 struct s3_cache {
@@ -77,20 +67,10 @@ int s3_cache_new(s3_cache **out, unsigned ttl_seconds)
 	return CKPT_OK;
 }
 
-static void drop_names(entry *e)
-{
-	ckpt_vfs_free_list(e->names, e->nnames);
-	e->names = NULL;
-	e->nnames = 0;
-	e->listed = 0;
-}
-
 static void clear_all(s3_cache *c)
 {
-	for (size_t i = 0; i < c->n; i++) {
-		drop_names(&c->e[i]);
+	for (size_t i = 0; i < c->n; i++)
 		ckpt__free(c->e[i].name);
-	}
 	c->n = 0;
 }
 
@@ -141,23 +121,6 @@ unsigned long s3_cache_gen(s3_cache *c)
 	return g;
 }
 
-/* ABSENT when a listing of key's parent, still good, does not hold its last name; else UNKNOWN. Under c->mu. */
-static int absent_from_listing(s3_cache *c, const char *bucket, const char *key)
-{
-	const char *slash = strrchr(key, '/');
-	size_t pl = slash ? (size_t)(slash - key) : 0;
-	const char *name = slash ? slash + 1 : key;
-	char *parent = ckpt__strndup(key, pl);
-	entry *p = parent ? find(c, bucket, parent) : NULL;
-	ckpt__free(parent);
-	if (!p || !p->listed || (!p->pinned && now_s() - p->list_at >= c->ttl))
-		return S3_CACHE_UNKNOWN;
-	for (size_t i = 0; i < p->nnames; i++)
-		if (strcmp(p->names[i], name) == 0)
-			return S3_CACHE_UNKNOWN;
-	return S3_CACHE_ABSENT;
-}
-
 int s3_cache_object(s3_cache *c, const char *bucket, const char *key, s3_head *h)
 {
 	if (!c)
@@ -165,8 +128,7 @@ int s3_cache_object(s3_cache *c, const char *bucket, const char *key, s3_head *h
 	pthread_mutex_lock(&c->mu);
 	entry *e = find(c, bucket, key);
 	int st = e && e->obj != S3_CACHE_UNKNOWN && now_s() - e->obj_at < c->ttl ? e->obj : S3_CACHE_UNKNOWN;
-	if (st == S3_CACHE_UNKNOWN)
-		st = absent_from_listing(c, bucket, key);
+
 	if (st == S3_CACHE_PRESENT && h)
 		*h = e->head;
 	pthread_mutex_unlock(&c->mu);
@@ -180,66 +142,10 @@ int s3_cache_dir(s3_cache *c, const char *bucket, const char *key)
 	pthread_mutex_lock(&c->mu);
 	entry *e = find(c, bucket, key);
 	int st = e && e->dir != S3_CACHE_UNKNOWN && now_s() - e->dir_at < c->ttl ? e->dir : S3_CACHE_UNKNOWN;
-	if (st == S3_CACHE_UNKNOWN)
-		st = absent_from_listing(c, bucket, key); /* a listing names sub-directories too */
 	pthread_mutex_unlock(&c->mu);
 	return st;
 }
 
-void s3_cache_put_listing(s3_cache *c, unsigned long gen, const char *bucket, const char *key, char *const *names,
-	size_t n)
-{
-	if (!c)
-		return;
-	pthread_mutex_lock(&c->mu);
-	entry *e = gen == c->gen ? find_or_add(c, bucket, key) : NULL;
-	char **copy = e ? ckpt__calloc(n ? n : 1, sizeof(*copy)) : NULL;
-	size_t k = 0;
-	while (copy && k < n && (copy[k] = ckpt__strdup(names[k])) != NULL)
-		k++;
-	if (e) {
-		drop_names(e);
-		if (copy && k == n) {
-			e->names = copy;
-			e->nnames = n;
-			e->listed = 1;
-			e->list_at = now_s();
-		} else {
-			ckpt_vfs_free_list(copy, k); /* out of memory: nothing learned */
-		}
-	}
-	pthread_mutex_unlock(&c->mu);
-}
-
-void s3_cache_pin(s3_cache *c, const char *bucket, const char *key, int on)
-{
-	if (!c)
-		return;
-	pthread_mutex_lock(&c->mu);
-	entry *e = on ? find_or_add(c, bucket, key) : find(c, bucket, key);
-	if (e)
-		e->pinned = on;
-	pthread_mutex_unlock(&c->mu);
-}
-
-/* A change to key: a listing of one of its parents holds its next name from now on (present, or to be asked). */
-static void listing_add(entry *e, const char *rest)
-{
-	const char *slash = strchr(rest, '/');
-	size_t nl = slash ? (size_t)(slash - rest) : strlen(rest);
-	for (size_t i = 0; i < e->nnames; i++)
-		if (strlen(e->names[i]) == nl && strncmp(e->names[i], rest, nl) == 0)
-			return;
-	char **nv = ckpt__realloc(e->names, (e->nnames + 1) * sizeof(*nv));
-	char *nm = nv ? ckpt__strndup(rest, nl) : NULL;
-	if (nv)
-		e->names = nv;
-	if (!nm) {
-		drop_names(e); /* cannot record it: forget the listing */
-		return;
-	}
-	e->names[e->nnames++] = nm;
-}
 
 void s3_cache_put_object(s3_cache *c, unsigned long gen, const char *bucket, const char *key, int state,
 	const s3_head *h)
@@ -286,11 +192,8 @@ void s3_cache_forget(s3_cache *c, const char *bucket, const char *key)
 		if (strcmp(k, key) == 0)
 			e->obj = S3_CACHE_UNKNOWN;
 		/* a parent "directory" (or the bucket, "") may have become empty or non-empty */
-		if (l < kl && strncmp(k, key, l) == 0 && (l == 0 || key[l] == '/')) {
+		if (l < kl && strncmp(k, key, l) == 0 && (l == 0 || key[l] == '/'))
 			e->dir = S3_CACHE_UNKNOWN;
-			if (e->listed)
-				listing_add(e, key + l + (l > 0));
-		}
 	}
 	pthread_mutex_unlock(&c->mu);
 }

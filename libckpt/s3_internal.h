@@ -80,11 +80,6 @@ int s3_cache_dir(s3_cache *c, const char *bucket, const char *key);
 void s3_cache_put_object(s3_cache *c, unsigned long gen, const char *bucket, const char *key, int state,
 	const s3_head *h);
 void s3_cache_put_dir(s3_cache *c, unsigned long gen, const char *bucket, const char *key, int state);
-/** A full listing of the directory bucket/key: the `n` names under it; any other is absent. */
-void s3_cache_put_listing(s3_cache *c, unsigned long gen, const char *bucket, const char *key, char *const *names,
-	size_t n);
-/** This client holds (on) or released (0) the one-writer lock of the directory bucket/key: its listing does not expire. */
-void s3_cache_pin(s3_cache *c, const char *bucket, const char *key, int on);
 /** Forget the object at bucket/key and the directory answers of its parents (a write, a delete, a failed read). */
 void s3_cache_forget(s3_cache *c, const char *bucket, const char *key);
 

@@ -263,16 +263,6 @@ static int acquire(s3_lock *l, const char *dir)
 		"checkpoint prefix %s: the lock changed hands during 4 attempts to take it", dir);
 }
 
-/* While we hold the lock nobody else writes the directory: what this client listed there does not expire. */
-static void pin(s3_lock *l, int on)
-{
-	size_t n = strlen(l->key) - strlen(CKPT_LOCK_FILE);
-	char *dir = ckpt__strndup(l->key, n ? n - 1 : 0);
-	if (dir)
-		s3_cache_pin(s3_client_cache(l->c), l->bucket, dir, on);
-	ckpt__free(dir);
-}
-
 int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir)
 {
 	*token = NULL;
@@ -315,7 +305,6 @@ int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir)
 	}
 	if (rc == CKPT_OK && l->unchecked) {
 		*token = l; /* the user guarantees one writer: only the in-process registry excludes */
-		pin(l, 1);
 		return CKPT_OK;
 	}
 	if (rc == CKPT_OK)
@@ -331,7 +320,6 @@ int ckpt__s3_lock(void **token, ckpt_vfs *vfs, const char *dir)
 		return rc;
 	}
 	*token = l;
-	pin(l, 1);
 	return CKPT_OK;
 }
 
@@ -348,7 +336,6 @@ void ckpt__s3_unlock(ckpt_vfs *vfs, void *token)
 		pthread_mutex_unlock(&l->mu);
 		pthread_join(l->renewer, NULL);
 	}
-	pin(l, 0);
 	if (l->owner == getpid() && !l->unchecked)
 		release_if_ours(l);
 	lock_free(l);

@@ -35,8 +35,7 @@
  * or rename of the key and on any failed read of it; reads stay pinned to
  * the ETag, so an object another process replaced in that time is read anew
  * or fails with CKPT_EBUSY, never mixed, while one it created or deleted may
- * be seen as it was for that long; what a full listing of a directory said
- * lasts while this client holds the directory's lock),
+ * be seen as it was for that long),
  * CKPT_S3_LOCK_LEASE_SECONDS (default 60), CKPT_S3_SINGLE_WRITER (1: take a
  * prefix's lock even from a server that ignores conditional writes — If-None-Match
  * and If-Match on PUT, which a process checks once per endpoint and bucket
