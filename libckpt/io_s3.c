@@ -57,9 +57,11 @@ typedef struct {
 	uint64_t end;
 	s3_upload *upload;
 	/* reading */
-	uint64_t size;
-	char etag[128];
-	char crc_meta[16];
+	s3_head h;             /* what the HEAD said: size, ETag (pins every range), checksums */
+	/* h came from the client's cache: a first read refused (412) asks again, once (get_range) */
+	pthread_mutex_t pin_mu;
+	int from_cache, confirmed;
+	unsigned epoch;        /* h replaced by that second HEAD: ranges read under the old ETag are read again */
 	pthread_mutex_t mu;
 	char *window;          /* [win_off, win_off + win_len) of the object */
 	uint64_t win_off;
@@ -196,18 +198,63 @@ void ckpt__s3_read_stats(uint64_t *gets, uint64_t *bytes)
 	*bytes = atomic_load(&stat_get_bytes);
 }
 
+static int head(s3_client *c, const char *bucket, const char *key, s3_response *rs, int quiet);
+
+/*
+ * The HEAD of a file opened on what the cache said was refused by a read
+ * (412: replaced since): ask again. Nothing was read under the old ETag, so
+ * when the size is the same (reads were cut to it) the file is taken as
+ * opened now; else the read fails as a replaced object's does. Under pin_mu.
+ */
+static int revalidate(s3_io *f)
+{
+	f->from_cache = 0;
+	ckpt__error_slot keep = { 0 };
+	ckpt__error_capture(&keep);
+	s3_response rs;
+	int rc = head(f->vfs->client, f->bucket, f->key, &rs, 1);
+	s3_head h;
+	s3_head_of(&h, &rs);
+	s3_response_clear(&rs);
+	if (rc == CKPT_OK && h.size == f->h.size) {
+		f->h = h;
+		f->epoch++;
+	} else {
+		rc = CKPT_EBUSY;
+	}
+	ckpt__error_raise(&keep);
+	ckpt__error_slot_clear(&keep);
+	return rc;
+}
+
 static int get_range(s3_io *f, void *dst, size_t n, uint64_t off)
 {
-	atomic_fetch_add(&stat_gets, 1);
-	atomic_fetch_add(&stat_get_bytes, n);
-	char ifmatch[160];
-	snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", f->etag);
-	const char *hdrs[] = { ifmatch, NULL };
-	s3_request rq = { "GET", f->bucket, f->key, NULL, NULL, 0, f->etag[0] ? hdrs : NULL, 1, 1, off, n, dst, 0 };
-	s3_response rs;
-	int rc = s3_perform(f->vfs->client, &rq, &rs);
-	s3_response_clear(&rs);
-	return rc;
+	for (int tries = 0;; tries++) {
+		atomic_fetch_add(&stat_gets, 1);
+		atomic_fetch_add(&stat_get_bytes, n);
+		char ifmatch[160];
+		pthread_mutex_lock(&f->pin_mu);
+		unsigned epoch = f->epoch;
+		snprintf(ifmatch, sizeof(ifmatch), "If-Match: %s", f->h.etag);
+		pthread_mutex_unlock(&f->pin_mu);
+		const char *hdrs[] = { ifmatch, NULL };
+		s3_request rq = { "GET", f->bucket, f->key, NULL, NULL, 0, ifmatch[10] ? hdrs : NULL, 1, 1, off, n, dst, 0 };
+		s3_response rs;
+		int rc = s3_perform(f->vfs->client, &rq, &rs);
+		s3_response_clear(&rs);
+		int again = 0;
+		pthread_mutex_lock(&f->pin_mu);
+		if (rc == CKPT_OK && epoch == f->epoch)
+			f->confirmed = 1; /* from now on a 412 is a replacement mid-read */
+		else if (rc == CKPT_OK)
+			again = 1; /* bytes of the version the cache named: read under the new ETag */
+		else if (rc == CKPT_EBUSY && !f->confirmed && tries < 2)
+			again = epoch != f->epoch || (f->from_cache && revalidate(f) == CKPT_OK);
+		pthread_mutex_unlock(&f->pin_mu);
+		if (!again)
+			return rc;
+		ckpt_error_clear();
+	}
 }
 
 typedef struct {
@@ -277,15 +324,15 @@ static int get_parallel(s3_io *f, char *dst, size_t n, uint64_t off)
 
 static int load_whole(s3_io *f)
 {
-	if (f->window && f->win_off == 0 && f->win_len == f->size)
+	if (f->window && f->win_off == 0 && f->win_len == f->h.size)
 		return CKPT_OK;
-	char *b = ckpt__malloc(f->size ? (size_t)f->size : 1);
+	char *b = ckpt__malloc(f->h.size ? (size_t)f->h.size : 1);
 	if (!b)
 		return CKPT_ENOMEM;
-	int rc = f->size ? get_parallel(f, b, (size_t)f->size, 0) : CKPT_OK;
-	if (rc == CKPT_OK && f->crc_meta[0]) {
-		uint32_t want = (uint32_t)strtoul(f->crc_meta, NULL, 16);
-		uint32_t got = ckpt_crc32c_extend(0, b, (size_t)f->size);
+	int rc = f->h.size ? get_parallel(f, b, (size_t)f->h.size, 0) : CKPT_OK;
+	if (rc == CKPT_OK && f->h.meta_crc32c[0]) {
+		uint32_t want = (uint32_t)strtoul(f->h.meta_crc32c, NULL, 16);
+		uint32_t got = ckpt_crc32c_extend(0, b, (size_t)f->h.size);
 		if (want != got)
 			rc = ckpt__fail(CKPT_ECHECKSUM, f->base.path, NULL, -1,
 				"crc32c mismatch: the object's metadata says 0x%08x, its bytes give 0x%08x", want, got);
@@ -297,7 +344,7 @@ static int load_whole(s3_io *f)
 	ckpt__free(f->window);
 	f->window = b;
 	f->win_off = 0;
-	f->win_len = (size_t)f->size;
+	f->win_len = (size_t)f->h.size;
 	return CKPT_OK;
 }
 
@@ -305,17 +352,17 @@ static int s3_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
 {
 	s3_io *f = (s3_io *)io;
 	*got = 0;
-	if (off >= f->size || n == 0)
+	if (off >= f->h.size || n == 0)
 		return CKPT_OK;
-	if (n > f->size - off)
-		n = (size_t)(f->size - off);
+	if (n > f->h.size - off)
+		n = (size_t)(f->h.size - off);
 	int rc = CKPT_OK;
-	if (f->size <= SMALL_OBJECT || n < SMALL_READ) {
+	if (f->h.size <= SMALL_OBJECT || n < SMALL_READ) {
 		pthread_mutex_lock(&f->mu);
-		if (f->size <= SMALL_OBJECT) {
+		if (f->h.size <= SMALL_OBJECT) {
 			rc = load_whole(f);
 		} else if (!f->window || off < f->win_off || off + n > f->win_off + f->win_len) {
-			size_t len = f->size - off < WINDOW ? (size_t)(f->size - off) : WINDOW;
+			size_t len = f->h.size - off < WINDOW ? (size_t)(f->h.size - off) : WINDOW;
 			char *w = f->window && f->win_len >= len ? f->window : ckpt__malloc(WINDOW);
 			if (!w) {
 				rc = CKPT_ENOMEM;
@@ -345,21 +392,33 @@ static int s3_pread(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
 static const void *s3_map(ckpt_io *io, uint64_t *size)
 {
 	s3_io *f = (s3_io *)io;
-	if (f->writable || f->size > SMALL_OBJECT)
+	if (f->writable || f->h.size > SMALL_OBJECT)
 		return NULL;
 	pthread_mutex_lock(&f->mu);
 	int rc = load_whole(f);
 	pthread_mutex_unlock(&f->mu);
 	if (rc < 0)
 		return NULL;
-	*size = f->size;
+	*size = f->h.size;
 	return f->window ? f->window : "";
+}
+
+void s3_head_of(s3_head *h, const s3_response *rs)
+{
+	memset(h, 0, sizeof(*h));
+	h->size = rs->content_length;
+	snprintf(h->etag, sizeof(h->etag), "%s", rs->etag);
+	snprintf(h->meta_crc32c, sizeof(h->meta_crc32c), "%s", rs->meta_crc32c);
+	snprintf(h->sum_crc32c, sizeof(h->sum_crc32c), "%s", rs->sum_crc32c);
+	snprintf(h->sum_crc32, sizeof(h->sum_crc32), "%s", rs->sum_crc32);
+	snprintf(h->sum_type, sizeof(h->sum_type), "%s", rs->sum_type);
+	snprintf(h->sse, sizeof(h->sse), "%s", rs->sse);
 }
 
 static int s3_size(ckpt_io *io, uint64_t *out)
 {
 	s3_io *f = (s3_io *)io;
-	*out = f->writable ? f->end : f->size;
+	*out = f->writable ? f->end : f->h.size;
 	return CKPT_OK;
 }
 
@@ -376,6 +435,7 @@ static void io_free(s3_io *f)
 	ckpt__free(f->parts);
 	ckpt__free(f->window);
 	pthread_mutex_destroy(&f->mu);
+	pthread_mutex_destroy(&f->pin_mu);
 	ckpt__free(f->bucket);
 	ckpt__free(f->key);
 	ckpt__free(f->base.path);
@@ -421,6 +481,11 @@ int ckpt__io_stage(ckpt_io *io)
 	return rc;
 }
 
+const s3_head *ckpt__s3_io_head(const ckpt_io *io)
+{
+	return io && io->methods == &s3_io_methods && !((const s3_io *)io)->writable ? &((const s3_io *)io)->h : NULL;
+}
+
 void ckpt__io_abandon(ckpt_io *io)
 {
 	if (io && io->methods == &s3_io_methods && ((s3_io *)io)->writable)
@@ -438,8 +503,33 @@ static const long quiet_404[] = { 404, 0 };
 
 static int head(s3_client *c, const char *bucket, const char *key, s3_response *rs, int quiet)
 {
-	s3_request rq = { "HEAD", bucket, key, NULL, NULL, 0, NULL, 1, 0, 0, 0, NULL, 0 };
+	/* the object's stored checksums too (x-amz-checksum-*, a composite one for a multipart upload) */
+	static const char *const mode[] = { "x-amz-checksum-mode: ENABLED", NULL };
+	s3_request rq = { "HEAD", bucket, key, NULL, NULL, 0, mode, 1, 0, 0, 0, NULL, 0 };
 	return s3_perform_quiet(c, &rq, rs, quiet ? quiet_404 : NULL);
+}
+
+/*
+ * What a HEAD of bucket/key says (CKPT_OK with *h, CKPT_ENOTFOUND quietly,
+ * or the failure), asked of the client's cache first and stored there.
+ */
+static int head_cached(s3_client *c, const char *bucket, const char *key, s3_head *h, int *from_cache)
+{
+	s3_cache *cache = s3_client_cache(c);
+	int st = s3_cache_object(cache, bucket, key, h);
+	if (from_cache)
+		*from_cache = st != S3_CACHE_UNKNOWN;
+	if (st != S3_CACHE_UNKNOWN)
+		return st == S3_CACHE_PRESENT ? CKPT_OK : CKPT_ENOTFOUND;
+	unsigned long gen = s3_cache_gen(cache);
+	s3_response rs;
+	int rc = head(c, bucket, key, &rs, 1);
+	if (rc == CKPT_OK)
+		s3_head_of(h, &rs);
+	s3_response_clear(&rs);
+	if (rc == CKPT_OK || rc == CKPT_ENOTFOUND)
+		s3_cache_put_object(cache, gen, bucket, key, rc == CKPT_OK ? S3_CACHE_PRESENT : S3_CACHE_ABSENT, h);
+	return rc;
 }
 
 static int vs3_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
@@ -448,6 +538,7 @@ static int vs3_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 	if (!f)
 		return CKPT_ENOMEM;
 	pthread_mutex_init(&f->mu, NULL);
+	pthread_mutex_init(&f->pin_mu, NULL);
 	f->base.methods = &s3_io_methods;
 	f->vfs = (s3_vfs *)vfs;
 	f->writable = (flags & CKPT_IO_WRITE) != 0;
@@ -456,14 +547,9 @@ static int vs3_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 	if (rc == CKPT_OK && !f->key[0])
 		rc = ckpt__fail(CKPT_EINVAL, path, NULL, -1, "names a bucket, expected an object");
 	if (rc == CKPT_OK && !f->writable) {
-		s3_response rs;
-		rc = head(client_of(vfs), f->bucket, f->key, &rs, 1);
+		rc = head_cached(client_of(vfs), f->bucket, f->key, &f->h, &f->from_cache);
 		if (rc == CKPT_ENOTFOUND)
 			rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "cannot open: no such object (HTTP status 404)");
-		f->size = rs.content_length;
-		snprintf(f->etag, sizeof(f->etag), "%s", rs.etag);
-		snprintf(f->crc_meta, sizeof(f->crc_meta), "%s", rs.meta_crc32c);
-		s3_response_clear(&rs);
 	}
 	if (rc < 0) {
 		io_free(f);
@@ -478,8 +564,8 @@ static int vs3_remove(ckpt_vfs *vfs, const char *path)
 	char *bucket, *key;
 	CKPT_TRY(split(path, &bucket, &key));
 	s3_response rs;
-	int rc = head(client_of(vfs), bucket, key, &rs, 1);
-	s3_response_clear(&rs);
+	s3_head h;
+	int rc = head_cached(client_of(vfs), bucket, key, &h, NULL);
 	if (rc == CKPT_ENOTFOUND)
 		rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "remove failed: no such object");
 	if (rc == CKPT_OK) {
@@ -682,17 +768,25 @@ static int vs3_exists(ckpt_vfs *vfs, const char *path, int *is_dir)
 		*is_dir = 1;
 		found = 1;
 	} else {
-		s3_response rs;
-		rc = head(client_of(vfs), bucket, key, &rs, 1);
-		s3_response_clear(&rs);
+		s3_head h;
+		s3_cache *cache = s3_client_cache(client_of(vfs));
+		rc = head_cached(client_of(vfs), bucket, key, &h, NULL);
 		if (rc == CKPT_OK) {
 			found = 1;
 		} else if (rc == CKPT_ENOTFOUND) {
-			name_list l = { NULL, 0, 0 };
-			rc = list_prefix(client_of(vfs), path, bucket, key, 1, &l);
-			if (rc == CKPT_OK && l.n)
+			int st = s3_cache_dir(cache, bucket, key);
+			rc = CKPT_OK;
+			if (st == S3_CACHE_UNKNOWN) {
+				unsigned long gen = s3_cache_gen(cache);
+				name_list l = { NULL, 0, 0 };
+				rc = list_prefix(client_of(vfs), path, bucket, key, 1, &l);
+				st = l.n ? S3_CACHE_PRESENT : S3_CACHE_ABSENT;
+				if (rc == CKPT_OK)
+					s3_cache_put_dir(cache, gen, bucket, key, st);
+				ckpt_vfs_free_list(l.v, l.n);
+			}
+			if (rc == CKPT_OK && st == S3_CACHE_PRESENT)
 				found = *is_dir = 1;
-			ckpt_vfs_free_list(l.v, l.n);
 		}
 	}
 	ckpt__free(bucket);

@@ -37,6 +37,7 @@ struct s3_client {
 	CURL *pool[POOL_MAX];
 	int npool;
 	unsigned deadline_seconds; /* CKPT_S3_DEADLINE_SECONDS: no retry of a request begins after this */
+	s3_cache *cache;        /* CKPT_S3_CACHE_SECONDS: what HEADs said, for that long (s3_cache.c) */
 };
 
 
@@ -57,14 +58,22 @@ static char *dup_or_null(const char *s) { return s ? ckpt__strdup(s) : NULL; }
 
 const ckpt_s3_config *s3_client_config(const s3_client *c) { return &c->cfg; }
 
+s3_cache *s3_client_cache(s3_client *c) { return c->cache; }
+
 int s3_client_new(s3_client **out, const ckpt_s3_config *cfg)
 {
 	CKPT_TRY(ckpt__s3_lib()); /* libcurl and libcrypto, loaded at the first s3:// use */
 	unsigned long deadline;
 	CKPT_TRY(s3_env_unsigned("CKPT_S3_DEADLINE_SECONDS", 1, 86400, 120, &deadline));
+	unsigned long cache_s;
+	CKPT_TRY(s3_env_unsigned("CKPT_S3_CACHE_SECONDS", 0, 3600, 5, &cache_s));
 	s3_client *c = ckpt__calloc(1, sizeof(*c));
 	if (!c)
 		return CKPT_ENOMEM;
+	if (s3_cache_new(&c->cache, (unsigned)cache_s) < 0) {
+		ckpt__free(c);
+		return CKPT_ENOMEM;
+	}
 	c->deadline_seconds = (unsigned)deadline;
 	c->cfg = *cfg;
 	c->cfg.access_key = dup_or_null(cfg->access_key);
@@ -131,6 +140,7 @@ void s3_client_free(s3_client *c)
 	ckpt__free(c->cfg.endpoint);
 	ckpt__free(c->cfg.ca_bundle);
 	ckpt__free(c->cfg.profile);
+	s3_cache_free(c->cache);
 	ckpt__free(c);
 }
 
@@ -300,6 +310,19 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
 		header_value(data, n, x->rs->location, sizeof(x->rs->location));
 	} else if (n > 23 && strncasecmp(data, "x-amz-meta-ckpt-crc32c:", 23) == 0) {
 		header_value(data, n, x->rs->meta_crc32c, sizeof(x->rs->meta_crc32c));
+	} else if (n > 22 && strncasecmp(data, "x-amz-checksum-crc32c:", 22) == 0) {
+		header_value(data, n, x->rs->sum_crc32c, sizeof(x->rs->sum_crc32c));
+	} else if (n > 21 && strncasecmp(data, "x-amz-checksum-crc32:", 21) == 0) {
+		header_value(data, n, x->rs->sum_crc32, sizeof(x->rs->sum_crc32));
+	} else if (n > 20 && strncasecmp(data, "x-amz-checksum-type:", 20) == 0) {
+		header_value(data, n, x->rs->sum_type, sizeof(x->rs->sum_type));
+	} else if (n > 29 && strncasecmp(data, "x-amz-server-side-encryption:", 29) == 0) {
+		header_value(data, n, x->rs->sse, sizeof(x->rs->sse));
+	} else if (n > 48 && strncasecmp(data, "x-amz-server-side-encryption-customer-algorithm:", 48) == 0) {
+		snprintf(x->rs->sse, sizeof(x->rs->sse), "SSE-C"); /* a customer key: the ETag is no MD5 */
+	} else if (n > 21 && strncasecmp(data, "x-amz-mp-parts-count:", 21) == 0) {
+		header_value(data, n, tmp, sizeof(tmp));
+		x->rs->parts_count = strtol(tmp, NULL, 10);
 	}
 	return n;
 }
@@ -531,6 +554,10 @@ int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const 
 		ckpt__free(url);
 		return CKPT_ENOMEM;
 	}
+	/* a change to the key: what the cache said of it is void from now on, and once it is done */
+	int changes = rq->key[0] && strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0;
+	if (changes)
+		s3_cache_forget(c->cache, rq->bucket, rq->key);
 	unsigned seed = jitter_seed();
 	attempt_result ar;
 	unsigned tries = 0, max = rq->idempotent ? c->cfg.max_attempts : 1;
@@ -559,9 +586,11 @@ int s3_perform_quiet(s3_client *c, const s3_request *rq, s3_response *rs, const 
 		backoff(tries, &seed);
 	}
 	rs->attempts = tries;
+	int good = rc == CKPT_OK && ar.curl == CURLE_OK && !ar.short_body && rs->status >= 200 && rs->status < 300;
+	if (changes || (!good && rq->key[0] && strcmp(rq->method, "GET") == 0))
+		s3_cache_forget(c->cache, rq->bucket, rq->key); /* never trusted across a failed read */
 	char *where = rc == CKPT_OK ? ckpt__asprintf("s3://%s/%s", rq->bucket, rq->key) : NULL;
 	if (rc == CKPT_OK) {
-		int good = ar.curl == CURLE_OK && !ar.short_body && rs->status >= 200 && rs->status < 300;
 		if (!good) {
 			int code = rs->status == 404 ? CKPT_ENOTFOUND : rs->status == 412 ? CKPT_EBUSY : CKPT_EIO;
 			int silent = 0;

@@ -41,6 +41,11 @@ typedef struct s3_response {
 	uint64_t content_length; /* from the headers (HEAD) */
 	char etag[128];
 	char meta_crc32c[16];    /* x-amz-meta-ckpt-crc32c when present */
+	char sum_crc32c[48];     /* x-amz-checksum-crc32c ("b64" or, composite, "b64-N"), when the server gives it */
+	char sum_crc32[48];      /* x-amz-checksum-crc32, likewise */
+	char sum_type[24];       /* x-amz-checksum-type: FULL_OBJECT or COMPOSITE ("" when absent) */
+	char sse[48];            /* x-amz-server-side-encryption ("aws:kms"), or "SSE-C": then the ETag may be no MD5 */
+	long parts_count;        /* x-amz-mp-parts-count of a HEAD with partNumber (0: none) */
 	char code[64];           /* the S3 error code of a failed request ("NoSuchKey") */
 	char location[256];      /* a redirect's Location (never followed) */
 	unsigned attempts;       /* tries this answer took (a retried effect may have happened before it) */
@@ -48,9 +53,41 @@ typedef struct s3_response {
 	long long last_modified; /* Last-Modified (0: none) */
 } s3_response;
 
+/** What a HEAD said of an object: an open reader keeps it, and the client's cache (s3_cache.c). */
+typedef struct s3_head {
+	uint64_t size;
+	char etag[128];
+	char meta_crc32c[16];
+	char sum_crc32c[48], sum_crc32[48], sum_type[24], sse[48];
+} s3_head;
+/** The header fields of a HEAD's answer. */
+void s3_head_of(s3_head *h, const s3_response *rs);
+/** What the HEAD of the S3 reader `io` said; NULL for any other file (io_s3.c). */
+const s3_head *ckpt__s3_io_head(const ckpt_io *io);
+
+/* ---- what this client's HEADs and probing listings said, for a few seconds (s3_cache.c) ---- */
+typedef struct s3_cache s3_cache;
+enum { S3_CACHE_UNKNOWN = 0, S3_CACHE_ABSENT = 1, S3_CACHE_PRESENT = 2 };
+/** A cache whose answers live `ttl_seconds`; *out NULL (every lookup misses) for 0. */
+int s3_cache_new(s3_cache **out, unsigned ttl_seconds);
+void s3_cache_free(s3_cache *c);
+/** Changes counted so far: pass it to a put, read before the request whose answer is stored. */
+unsigned long s3_cache_gen(s3_cache *c);
+/** Whether an object is at bucket/key (S3_CACHE_*); *h filled when PRESENT (h may be NULL). */
+int s3_cache_object(s3_cache *c, const char *bucket, const char *key, s3_head *h);
+/** Whether anything is under bucket/key/ (S3_CACHE_*). */
+int s3_cache_dir(s3_cache *c, const char *bucket, const char *key);
+void s3_cache_put_object(s3_cache *c, unsigned long gen, const char *bucket, const char *key, int state,
+	const s3_head *h);
+void s3_cache_put_dir(s3_cache *c, unsigned long gen, const char *bucket, const char *key, int state);
+/** Forget the object at bucket/key and the directory answers of its parents (a write, a delete, a failed read). */
+void s3_cache_forget(s3_cache *c, const char *bucket, const char *key);
+
 int s3_client_new(s3_client **out, const ckpt_s3_config *cfg);
 void s3_client_free(s3_client *c);
 const ckpt_s3_config *s3_client_config(const s3_client *c);
+/** The client's cache (NULL when CKPT_S3_CACHE_SECONDS=0). */
+s3_cache *s3_client_cache(s3_client *c);
 
 /**
  * Send `rq`, retrying idempotent requests with backoff and jitter. A 2xx

@@ -34,7 +34,12 @@
 
 #define CKPT_CRYPTO_FUNCS(X) \
 	X(EVP_Digest) \
+	X(EVP_DigestFinal_ex) \
+	X(EVP_DigestInit_ex) \
+	X(EVP_DigestUpdate) \
 	X(EVP_EncodeBlock) \
+	X(EVP_MD_CTX_free) \
+	X(EVP_MD_CTX_new) \
 	X(EVP_md5) \
 	X(EVP_sha256)
 
@@ -84,7 +89,12 @@ static inline const ckpt__crypto_fns *ckpt__crypto_f(void)
 #define curl_slist_append (ckpt__curl_f()->p_curl_slist_append)
 #define curl_slist_free_all (ckpt__curl_f()->p_curl_slist_free_all)
 #define EVP_Digest (ckpt__crypto_f()->p_EVP_Digest)
+#define EVP_DigestFinal_ex (ckpt__crypto_f()->p_EVP_DigestFinal_ex)
+#define EVP_DigestInit_ex (ckpt__crypto_f()->p_EVP_DigestInit_ex)
+#define EVP_DigestUpdate (ckpt__crypto_f()->p_EVP_DigestUpdate)
 #define EVP_EncodeBlock (ckpt__crypto_f()->p_EVP_EncodeBlock)
+#define EVP_MD_CTX_free (ckpt__crypto_f()->p_EVP_MD_CTX_free)
+#define EVP_MD_CTX_new (ckpt__crypto_f()->p_EVP_MD_CTX_new)
 #define EVP_md5 (ckpt__crypto_f()->p_EVP_md5)
 #define EVP_sha256 (ckpt__crypto_f()->p_EVP_sha256)
 

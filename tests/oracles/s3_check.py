@@ -8,6 +8,7 @@ usage: s3_check.py ACTION ARGS...
   get      s3://b/key                    print the object's bytes (text)
   download s3://b/prefix LOCAL_DIR       copy every object under prefix/ into LOCAL_DIR
   upload_left s3://b/key                 begin a multipart upload with one part and leave it
+  put_plain_multipart s3://b/key LOCAL   LOCAL's bytes as a 2-part upload with no checksum of any kind
   uploads  s3://b/prefix                 print the number of unfinished uploads under prefix
   tf_same  CKPT_A CKPT_B                 TensorFlow reads both prefixes: same names, dtypes, shapes, bytes
   tf_latest LOCAL_DIR NAME               tf.train.latest_checkpoint(LOCAL_DIR) ends with NAME
@@ -70,6 +71,20 @@ def main():
         u = s3.create_multipart_upload(Bucket=b, Key=k)
         s3.upload_part(Bucket=b, Key=k, UploadId=u["UploadId"], PartNumber=1, Body=b"x" * 1000)
         print(u["UploadId"])
+    elif action == "put_plain_multipart":
+        # checksums only when an operation requires them: the parts carry none, so the object has no
+        # whole-object checksum (as from a client or server without the flexible checksums)
+        from botocore.config import Config
+        plain = boto3.client("s3", config=Config(request_checksum_calculation="when_required"))
+        b, k = split(args[0])
+        data = open(args[1], "rb").read()
+        half = max(5 << 20, len(data) // 2)
+        u = plain.create_multipart_upload(Bucket=b, Key=k)
+        parts = []
+        for i, off in enumerate(range(0, len(data), half)):
+            r = plain.upload_part(Bucket=b, Key=k, UploadId=u["UploadId"], PartNumber=i + 1, Body=data[off:off + half])
+            parts.append({"PartNumber": i + 1, "ETag": r["ETag"]})
+        plain.complete_multipart_upload(Bucket=b, Key=k, UploadId=u["UploadId"], MultipartUpload={"Parts": parts})
     elif action == "uploads":
         b, p = split(args[0])  # a string prefix, as S3 takes it: "run1" counts run10/'s uploads too
         print(len(s3.list_multipart_uploads(Bucket=b, Prefix=p).get("Uploads", [])))

@@ -16,6 +16,11 @@
  *         corrupt   flip one byte in the middle of the request's body, for
  *                   bodies of 64 KiB or more (data parts; not the XML or
  *                   small objects), then relay it
+ *         corruptget relay a ranged GET (one with a Range header) and flip
+ *                   one byte in the middle of the server's answer's body,
+ *                   for bodies of 64 KiB or more, keeping its headers
+ *                   (status, Content-Range, ETag): other bytes under a
+ *                   matching Content-Range
  *         reply:FILE answer 200 with FILE's bytes as the body, without
  *                   asking the server (a hostile or broken server's answer)
  *         307       answer 307 Temporary Redirect to another port
@@ -180,7 +185,7 @@ static int parse_rule(rule *r, const char *nn, const char *m, const char *kind)
 	if (strcmp(r->mode, "503") && strcmp(r->mode, "reset") && strcmp(r->mode, "truncate") &&
 		strcmp(r->mode, "delay") && strcmp(r->mode, "hold") && strcmp(r->mode, "corrupt") &&
 		strcmp(r->mode, "reply") && strcmp(r->mode, "307") && strcmp(r->mode, "501") && strcmp(r->mode, "nocond") &&
-		strcmp(r->mode, "none")) {
+		strcmp(r->mode, "corruptget") && strcmp(r->mode, "none")) {
 		fprintf(stderr, "fault_proxy: unknown mode %s\n", m);
 		return -1;
 	}
@@ -203,6 +208,35 @@ static void flip_in(char *p, size_t k, long *seen, long at)
 	if (at >= *seen && at < *seen + (long)k)
 		p[at - *seen] ^= 0x5a;
 	*seen += (long)k;
+}
+
+/*
+ * corruptget: the answer's head is collected (up to its blank line) to learn
+ * its Content-Length; then the body byte in the middle is flipped.
+ */
+typedef struct {
+	int on;
+	char head[8192];
+	size_t hn;
+	int in_body;
+	long body_len, seen;
+} answer_flip;
+
+static void answer_flip_in(answer_flip *a, char *p, size_t k)
+{
+	size_t at = 0;
+	while (a->on && !a->in_body && at < k) {
+		if (a->hn < sizeof(a->head) - 1)
+			a->head[a->hn++] = p[at];
+		a->head[a->hn] = '\0';
+		at++;
+		if (a->hn >= 4 && memcmp(a->head + a->hn - 4, "\r\n\r\n", 4) == 0) {
+			a->in_body = 1;
+			a->body_len = content_length(a->head);
+		}
+	}
+	if (a->on && a->in_body && a->body_len >= 65536)
+		flip_in(p + at, k - at, &a->seen, a->body_len / 2);
 }
 
 /* Read a body sent without waiting for 100-continue, so an answer of ours is not lost to a reset. */
@@ -358,6 +392,8 @@ static void *serve(void *arg)
 		ok = write_all(u, head + head_len, hn - head_len) == 0;
 	}
 	int truncate = harm && strcmp(mode, "truncate") == 0;
+	answer_flip aflip = { 0 };
+	aflip.on = harm && strcmp(mode, "corruptget") == 0 && strncmp(head, "GET ", 4) == 0 && strcasestr(head, "\r\nrange:");
 	long relayed = 0, cut = -1;
 	struct pollfd p[2] = { { c, POLLIN, 0 }, { u, POLLIN, 0 } };
 	char buf[65536];
@@ -388,6 +424,7 @@ static void *serve(void *arg)
 				/* cut in the middle of the answer: half of what came in the first read */
 				cut = k / 2 > 0 ? k / 2 : 1;
 			}
+			answer_flip_in(&aflip, buf, (size_t)k);
 			size_t send_n = (size_t)k;
 			if (truncate && relayed + k > cut)
 				send_n = (size_t)(cut - relayed);

@@ -29,6 +29,13 @@
  * first try, default 120: a server that accepts connections and never answers
  * fails a request within deadline + stall seconds, 150 s by default; the
  * connect timeout is 10 s),
+ * CKPT_S3_CACHE_SECONDS (default 5; 0: off: what a client's HEADs and
+ * probing listings said — existence, size, ETag — is kept that long, so one
+ * operation asks once; forgotten at once on this client's own write, delete
+ * or rename of the key and on any failed read of it; reads stay pinned to
+ * the ETag, so an object another process replaced in that time is read anew
+ * or fails with CKPT_EBUSY, never mixed, while one it created or deleted may
+ * be seen as it was for that long),
  * CKPT_S3_LOCK_LEASE_SECONDS (default 60), CKPT_S3_SINGLE_WRITER (1: take a
  * prefix's lock even from a server that ignores conditional writes — If-None-Match
  * and If-Match on PUT, which a process checks once per endpoint and bucket
@@ -131,6 +138,35 @@ CKPT_API ckpt_vfs *ckpt_vfs_for_path(ckpt_vfs *given, const char *path);
  * @return CKPT_OK
  */
 CKPT_API int ckpt_s3_transfer_bytes(uint64_t *sent, uint64_t *received);
+
+/** What ckpt_s3_object_verify checked of one object. */
+typedef struct ckpt_s3_object_check {
+	uint64_t size;         /**< bytes read */
+	unsigned num_checked;  /**< whole-object checksums that matched; 0: the object has none we can check */
+	char what[256];        /**< the checksums checked ("crc32c (x-amz-meta-ckpt-crc32c), md5 (ETag)"), or why
+				    none was ("a multipart upload and the server gives no composite checksum") */
+} ckpt_s3_object_check;
+
+/**
+ * Read the object at `path` whole (ranged GETs pinned to the ETag of its
+ * HEAD) and check its bytes against every whole-object checksum it carries:
+ * libckpt's `x-amz-meta-ckpt-crc32c` (a single-part object it wrote), the
+ * server's `x-amz-checksum-crc32c` / `x-amz-checksum-crc32` (full-object, or
+ * the composite of a multipart upload: the checksum of its parts'
+ * checksums, "-N"; the part size is asked with a HEAD of part 1), and an
+ * ETag that is a plain MD5 (a single-part upload without SSE-KMS or SSE-C).
+ * `ckpt verify` calls it for the objects of formats that store no
+ * checksum per tensor (safetensors, GGUF, Keras): a ranged GET answered
+ * with other bytes under a matching Content-Range is caught here.
+ * Memory: parallel × part_size bytes of reads in flight.
+ * @param[out] out  what was checked (filled on CKPT_OK)
+ * @return CKPT_OK, also when the object has no checksum to check
+ *         (out->num_checked == 0); CKPT_ECHECKSUM naming the object, the
+ *         checksum and the expected and read values; CKPT_EINVAL when `vfs`
+ *         (or, NULL, the one for `path`) is not an S3 file system; a
+ *         negative ckpt_status from the requests
+ */
+CKPT_API int ckpt_s3_object_verify(ckpt_s3_object_check *out, ckpt_vfs *vfs, const char *path);
 
 /** One multipart upload left unfinished under a prefix. */
 typedef struct ckpt_s3_upload {
