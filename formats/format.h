@@ -1,6 +1,6 @@
 /*
  * The format backend interface. One const struct per backend, listed in the
- * compile-time table in libckpt/reader.c (curl's vtls table; libarchive's
+ * compile-time table in libckpt/reader/reader.c (curl's vtls table; libarchive's
  * bidding). The core knows formats only through this table.
  *
  * Reader life cycle: the core resolves nothing; it asks each backend to bid

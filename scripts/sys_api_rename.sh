@@ -2,7 +2,7 @@
 # sys_api_rename.sh [DIR...]
 #
 # Moves code outside the library (libckpt_mpi/ by default) from the core's
-# internal names (libckpt/internal.h, libckpt/strategy_impl.h, the old
+# internal names (libckpt/internal.h, libckpt/model/strategy_impl.h, the old
 # formats/tf_bundle/tfb_part.h) to the public extender API under
 # libckpt/include/ckpt/sys/. Idempotent: run it again after merging a branch
 # that still uses the old names. Edits only include lines and identifiers
@@ -16,7 +16,7 @@ mapfile -t files < <(find "${dirs[@]}" -name '*.[ch]' | sort)
 [ ${#files[@]} -gt 0 ] || { echo "no .c/.h files under ${dirs[*]}"; exit 1; }
 
 sed -i -E \
-  -e 's|^#include "libckpt/strategy_impl.h"$|#include "ckpt/sys/alloc.h"\n#include "ckpt/sys/error.h"\n#include "ckpt/sys/strategy.h"|' \
+  -e 's|^#include "libckpt/model/strategy_impl.h"$|#include "ckpt/sys/alloc.h"\n#include "ckpt/sys/error.h"\n#include "ckpt/sys/strategy.h"|' \
   -e 's|^#include "formats/tf_bundle/tfb_part.h"$|#include "ckpt/sys/bundle_part.h"|' \
   -e 's/\bckpt__fail\b/ckpt_error_set/g' \
   -e 's/\bckpt__(malloc|calloc|realloc|free)\b/ckpt_\1/g' \

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gguf.h"
-#include "libckpt/kv_store.h"
+#include "libckpt/base/kv_store.h"
 
 #define GGUF_MAX_KV_BYTES (256ull << 20)
 #define WIN (256u << 10)

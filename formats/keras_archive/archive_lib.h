@@ -1,5 +1,5 @@
 /*
- * libarchive, loaded at first use (libckpt/dynlib.h says why). Include this
+ * libarchive, loaded at first use (libckpt/base/dynlib.h says why). Include this
  * instead of <archive.h> / <archive_entry.h>; works as h5_lib.h does: a
  * symbol used but not listed fails the link, one listed but not declared
  * fails to compile.
@@ -9,7 +9,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include "libckpt/dynlib.h"
+#include "libckpt/base/dynlib.h"
 
 #define CKPT_ARCHIVE_FUNCS(X) \
 	X(archive_entry_filetype) \

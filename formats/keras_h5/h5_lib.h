@@ -1,5 +1,5 @@
 /*
- * libhdf5, loaded at first use (libckpt/dynlib.h says why). Include this
+ * libhdf5, loaded at first use (libckpt/base/dynlib.h says why). Include this
  * instead of <hdf5.h>: every HDF5 function and global the Keras backends use
  * is named below and reached through a table filled by dlsym, so libckpt
  * does not link libhdf5. A symbol used but not listed fails the link
@@ -13,7 +13,7 @@
 #define CKPT_H5_LIB_H
 
 #include <hdf5.h>
-#include "libckpt/dynlib.h"
+#include "libckpt/base/dynlib.h"
 
 #define CKPT_H5_FUNCS(X) \
 	X(H5Aclose) \

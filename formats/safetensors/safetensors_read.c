@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "st.h"
-#include "libckpt/json_scan.h"
-#include "libckpt/kv_store.h"
+#include "libckpt/base/json_scan.h"
+#include "libckpt/base/kv_store.h"
 
 typedef struct st_state {
 	flat_reader fr;        /* first: ckpt__flat_read_into / ckpt__flat_close */

@@ -19,10 +19,10 @@
 #include <time.h>
 #include "internal.h"
 #include "checkpoint_internal.h"
-#include "variable_internal.h"
-#include "strategy_impl.h"
+#include "model/variable_internal.h"
+#include "model/strategy_impl.h"
 #include "async_internal.h"
-#include "memory_internal.h"
+#include "device/memory_internal.h"
 
 #define STAGE_CHUNK ((uint64_t)2 << 20) /* one huge page per pre-faulting step */
 

@@ -11,11 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 #include "checkpoint_internal.h"
-#include "variable_internal.h"
+#include "model/variable_internal.h"
 #include "partitioned_internal.h"
 #include "formats/format.h"
-#include "strategy_impl.h"
-#include "memory_internal.h"
+#include "model/strategy_impl.h"
+#include "device/memory_internal.h"
 #include "save_device.h"
 
 #define SAVE_COUNTER "save_counter"

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 #include "checkpoint_internal.h"
-#include "variable_internal.h"
-#include "strategy_impl.h"
+#include "model/variable_internal.h"
+#include "model/strategy_impl.h"
 
 /* Index of the first element where copies a and b differ (fixed-size dtypes), or -1. */
 static int64_t first_diff(const ckpt_variable *v, const void *a, const void *b)

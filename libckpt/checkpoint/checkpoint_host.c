@@ -7,7 +7,7 @@
  */
 #include <string.h>
 #include "checkpoint_internal.h"
-#include "variable_internal.h"
+#include "model/variable_internal.h"
 
 int ckpt_object_track_host(ckpt_object *obj, const char *local_name, ckpt_dtype dt, const ckpt_shape *shape,
 	void *ptr)

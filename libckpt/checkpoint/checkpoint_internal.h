@@ -20,8 +20,8 @@
 
 #include "internal.h"
 
-#include "restore_session.h"
-#include "restore_pending.h"
+#include "checkpoint/restore/restore_session.h"
+#include "checkpoint/restore/restore_pending.h"
 #include "util/ptrmap.h"
 #include "util/array.h"
 #include "util/warn.h"

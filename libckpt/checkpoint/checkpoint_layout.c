@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "checkpoint_internal.h"
-#include "strategy_impl.h"
-#include "wrap_registry.h"
+#include "model/strategy_impl.h"
+#include "model/wrap_registry.h"
 #include "ckpt/layout.h"
 
 typedef struct span {

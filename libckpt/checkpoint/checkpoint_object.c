@@ -5,7 +5,7 @@
  */
 #include <string.h>
 #include "checkpoint_internal.h"
-#include "variable_internal.h"
+#include "model/variable_internal.h"
 
 int ckpt__check_not_replica(const char *what)
 {

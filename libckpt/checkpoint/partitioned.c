@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 #include "partitioned_internal.h"
-#include "strategy_impl.h"
-#include "variable_internal.h"
+#include "model/strategy_impl.h"
+#include "model/variable_internal.h"
 #include "formats/format.h"
 
 ckpt_strategy *ckpt__partitioned_strategy(const ckpt_partitioned *p)

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 #include "partitioned_internal.h"
-#include "strategy_impl.h"
-#include "variable_internal.h"
+#include "model/strategy_impl.h"
+#include "model/variable_internal.h"
 #include "formats/format.h"
 
 int ckpt__partitioned_refs(ckpt__parted_ref **out, size_t *n, const ckpt_checkpoint *ck, const ckpt__plan *plan)

@@ -1,7 +1,7 @@
 /* Device values of a save through the pinned ring (save_device.h). */
 #include <string.h>
 #include "save_device.h"
-#include "strategy_impl.h"
+#include "model/strategy_impl.h"
 #include "formats/format.h"
 
 int ckpt__save_prefetchable(const ckpt_variable *v)

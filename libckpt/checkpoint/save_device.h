@@ -15,7 +15,7 @@
 #ifndef CKPT_SAVE_DEVICE_H
 #define CKPT_SAVE_DEVICE_H
 
-#include "memory_internal.h"
+#include "device/memory_internal.h"
 
 typedef struct ckpt__save_prefetch {
 	ckpt__mem *m;                  /* whose pinned memory the ring is (NULL: none yet) */

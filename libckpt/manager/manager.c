@@ -34,10 +34,10 @@
 #include <string.h>
 #include <time.h>
 #include <sys/time.h>
-#include "checkpoint_internal.h"
+#include "checkpoint/checkpoint_internal.h"
 #include "manager_internal.h"
-#include "tier_internal.h"
-#include "strategy_impl.h"
+#include "manager/tier/tier_internal.h"
+#include "model/strategy_impl.h"
 
 #define STATE_FILE "checkpoint"
 

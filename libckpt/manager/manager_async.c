@@ -10,9 +10,9 @@
  * manager shows the previous latest, which stays valid whatever happens to
  * the write: a failed write commits nothing and its temporaries are gone.
  */
-#include "checkpoint_internal.h"
+#include "checkpoint/checkpoint_internal.h"
 #include "manager_internal.h"
-#include "async_internal.h"
+#include "checkpoint/async_internal.h"
 
 struct ckpt__manager_async {
 	ckpt_manager *m;

@@ -39,7 +39,7 @@
 #include <omp.h>
 #include "variable_internal.h"
 #include "strategy_impl.h"
-#include "variable_device.h"
+#include "device/variable_device.h"
 
 struct run;
 

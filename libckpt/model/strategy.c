@@ -22,7 +22,7 @@
 #include <string.h>
 #include "variable_internal.h"
 #include "strategy_impl.h"
-#include "memory_internal.h"
+#include "device/memory_internal.h"
 
 struct ckpt_strategy {
 	ckpt_strategy_kind kind;

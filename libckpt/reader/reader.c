@@ -8,7 +8,7 @@
 #include <string.h>
 #include "formats/format.h"
 #include "ckpt/saved_model.h"
-#include "kv_store.h"
+#include "base/kv_store.h"
 
 static const ckpt_format *const formats[] = {
 	&ckpt_format_tf_bundle,

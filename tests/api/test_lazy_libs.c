@@ -1,5 +1,5 @@
 /*
- * libhdf5 and libarchive are loaded at first use (libckpt/dynlib.h): a
+ * libhdf5 and libarchive are loaded at first use (libckpt/base/dynlib.h): a
  * process that reads and writes TensorBundle, safetensors and GGUF files
  * never maps them (nor the 40 shared objects they pull in); the first Keras
  * file loads them; and a library that cannot be loaded is a clean

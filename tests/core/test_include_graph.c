@@ -91,7 +91,7 @@ Test(include_graph, the_session_struct_is_opaque_outside_its_file)
 	const char *uses[] = { "ckpt__session_nvals(s)", "s->nvals" };
 	for (int i = 0; i < 2; i++) {
 		char src[512];
-		snprintf(src, sizeof(src), "#include \"restore_session.h\"\nsize_t f(const ckpt__session *s);\n"
+		snprintf(src, sizeof(src), "#include \"checkpoint/restore/restore_session.h\"\nsize_t f(const ckpt__session *s);\n"
 			"size_t f(const ckpt__session *s)\n{\n\treturn %s;\n}\n", uses[i]);
 		write_file(dir, "use.c", src);
 		snprintf(cmd, sizeof(cmd), CKPT_C_COMPILER " -std=gnu11 -fsyntax-only -I" CKPT_SOURCE_DIR "/libckpt -I"

@@ -218,7 +218,7 @@ Test(object_graph, roles)
 }
 
 /*
- * The classifier in libckpt/role.c scans a key once; the reference below is
+ * The classifier in libckpt/reader/role.c scans a key once; the reference below is
  * the rule table evaluated rule by rule, as it was. They must agree on keys
  * assembled from every pattern, its fragments and neighbours.
  */

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "libckpt/checkpoint_internal.h"
+#include "libckpt/checkpoint/checkpoint_internal.h"
 #include "test_support.h"
 
 static char *rnd_str(unsigned *seed, int allow_null)
@@ -165,7 +165,7 @@ Test(og_encode, every_prefix_parses_or_fails_cleanly)
 }
 
 /*
- * The decoder without protobuf-c (libckpt/og_decode.c): it takes graphs as
+ * The decoder without protobuf-c (libckpt/graph/og_decode.c): it takes graphs as
  * TensorFlow writes them, and whatever it takes — those, and every prefix and
  * byte mutation of one — protobuf-c must take too, with the same graph.
  */
@@ -261,7 +261,7 @@ Test(og_encode, fast_decoder_declines_unknown_fields_and_non_ascii)
 	}
 }
 
-/* The library's encoder (libckpt/og_encode.c) writes exactly the bytes protobuf-c packs. */
+/* The library's encoder (libckpt/graph/og_encode.c) writes exactly the bytes protobuf-c packs. */
 Test(og_encode, encoder_writes_the_bytes_protobuf_c_packs)
 {
 	for (unsigned seed = 1; seed <= 40; seed++) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ckpt/ckpt.h"
-#include "libckpt/variable_internal.h"
+#include "libckpt/model/variable_internal.h"
 
 static int contains(const char *hay, const char *needle)
 {

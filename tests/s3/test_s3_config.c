@@ -1,5 +1,5 @@
 /*
- * S3 configuration read as the AWS CLI reads it (libckpt/s3_config.c):
+ * S3 configuration read as the AWS CLI reads it (libckpt/storage/s3/s3_config.c):
  * environment first, then the profile in the credentials and config files,
  * path-style for IP endpoints or `addressing_style = path`. No server needed.
  */

@@ -12,8 +12,8 @@
  * as a flat tree: one root child per stored key.
  */
 #include <string.h>
-#include "checkpoint_internal.h"
-#include "variable_internal.h"
+#include "checkpoint/checkpoint_internal.h"
+#include "model/variable_internal.h"
 
 /*
  * Sync-on-read where the file (saved_model.pb) or a sync rule says so

@@ -31,11 +31,11 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "checkpoint_internal.h"
-#include "partitioned_internal.h"
-#include "strategy_impl.h"
-#include "variable_internal.h"
-#include "device_stream.h"
+#include "checkpoint/checkpoint_internal.h"
+#include "checkpoint/partitioned_internal.h"
+#include "model/strategy_impl.h"
+#include "model/variable_internal.h"
+#include "device/device_stream.h"
 
 /* ================================================================== */
 /* public entry point                                                   */

@@ -5,8 +5,8 @@
  * consuming values after the restore call returned.
  */
 #include <string.h>
-#include "checkpoint_internal.h"
-#include "tier_internal.h"
+#include "checkpoint/checkpoint_internal.h"
+#include "manager/tier/tier_internal.h"
 
 struct ckpt_restore_status {
 	ckpt__session *s;

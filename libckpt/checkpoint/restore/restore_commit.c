@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "restore_plan.h"
-#include "partitioned_internal.h"
-#include "strategy_impl.h"
-#include "variable_internal.h"
-#include "device_stream.h"
+#include "checkpoint/partitioned_internal.h"
+#include "model/strategy_impl.h"
+#include "model/variable_internal.h"
+#include "device/device_stream.h"
 #include "restore_undo.h"
 
 static const ckpt__pending_ops pending_ops; /* restore-on-create: at the end */

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "restore_plan.h"
-#include "partitioned_internal.h"
-#include "strategy_impl.h"
-#include "variable_internal.h"
-#include "device_stream.h"
+#include "checkpoint/partitioned_internal.h"
+#include "model/strategy_impl.h"
+#include "model/variable_internal.h"
+#include "device/device_stream.h"
 
 #define GROW(arr, cap, n) ckpt__array_grow((void **)&(arr), &(cap), (n), sizeof(*(arr)), 8)
 

@@ -6,7 +6,7 @@
 #ifndef CKPT_RESTORE_PLAN_H
 #define CKPT_RESTORE_PLAN_H
 
-#include "checkpoint_internal.h"
+#include "checkpoint/checkpoint_internal.h"
 
 /* One stored value going to one live variable. */
 typedef struct assignment {

@@ -8,7 +8,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "checkpoint_internal.h"
+#include "checkpoint/checkpoint_internal.h"
 #include "restore_session.h"
 
 struct ckpt__session {

@@ -9,8 +9,8 @@
  */
 #include <string.h>
 #include "restore_undo.h"
-#include "strategy_impl.h"
-#include "variable_internal.h"
+#include "model/strategy_impl.h"
+#include "model/variable_internal.h"
 #include "util/sort.h"
 
 struct ckpt__undo_entry {

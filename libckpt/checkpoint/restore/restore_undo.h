@@ -10,7 +10,7 @@
 #ifndef CKPT_RESTORE_UNDO_H
 #define CKPT_RESTORE_UNDO_H
 
-#include "memory_internal.h"
+#include "device/memory_internal.h"
 
 typedef struct ckpt__undo_entry ckpt__undo_entry;
 

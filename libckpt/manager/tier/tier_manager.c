@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "checkpoint_internal.h"
+#include "checkpoint/checkpoint_internal.h"
 #include "tier_internal.h"
 
 struct ckpt__tier {

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "libckpt/s3_lib.h"
+#include "libckpt/storage/s3/s3_lib.h"
 #include "internal.h"
 #include "s3_internal.h"
 

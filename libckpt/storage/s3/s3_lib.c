@@ -1,5 +1,5 @@
 /* libcurl and libcrypto loaded at first use: the tables s3_lib.h renames every call to. */
-#include "libckpt/s3_lib.h"
+#include "libckpt/storage/s3/s3_lib.h"
 #include "internal.h"
 
 /* set by CMake from the libraries found at configure time (their SONAMEs, then their files) */

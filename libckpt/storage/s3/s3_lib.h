@@ -1,5 +1,5 @@
 /*
- * libcurl and libcrypto, loaded at first use (libckpt/dynlib.h says why):
+ * libcurl and libcrypto, loaded at first use (libckpt/base/dynlib.h says why):
  * only s3:// paths need them, and with their dependencies (TLS, Kerberos,
  * LDAP, SSH, ...) they would be mapped by every process that links libckpt.
  * Include this instead of <curl/curl.h> / <openssl/evp.h>; it works as
@@ -14,7 +14,7 @@
 #define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
 #include <openssl/evp.h>
-#include "libckpt/dynlib.h"
+#include "libckpt/base/dynlib.h"
 
 #define CKPT_CURL_FUNCS(X) \
 	X(curl_easy_cleanup) \

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "libckpt/s3_lib.h"
+#include "libckpt/storage/s3/s3_lib.h"
 #include "internal.h"
 #include "s3_internal.h"
 

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
-#include "libckpt/s3_lib.h"
+#include "libckpt/storage/s3/s3_lib.h"
 #include "internal.h"
 #include "s3_internal.h"
 
