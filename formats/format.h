@@ -1,7 +1,8 @@
 /*
  * The format backend interface. One const struct per backend, listed in the
- * compile-time table in libckpt/reader/reader.c (curl's vtls table; libarchive's
- * bidding). The core knows formats only through this table.
+ * compile-time table in libckpt/reader/format_registry.c (curl's vtls table;
+ * libarchive's bidding). The core knows formats only through that table and
+ * includes this header only through libckpt/reader/format_registry.h.
  *
  * Reader life cycle: the core resolves nothing; it asks each backend to bid
  * on the user's PATH (0..100, -1 = not mine), calls open() on the highest

@@ -13,7 +13,7 @@
 #include "checkpoint_internal.h"
 #include "model/variable_internal.h"
 #include "partitioned_internal.h"
-#include "formats/format.h"
+#include "reader/format_registry.h"
 #include "model/strategy_impl.h"
 #include "device/memory_internal.h"
 #include "save_device.h"

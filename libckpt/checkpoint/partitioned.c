@@ -7,7 +7,7 @@
 #include "partitioned_internal.h"
 #include "model/strategy_impl.h"
 #include "model/variable_internal.h"
-#include "formats/format.h"
+#include "reader/format_registry.h"
 
 ckpt_strategy *ckpt__partitioned_strategy(const ckpt_partitioned *p)
 {

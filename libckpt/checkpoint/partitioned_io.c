@@ -7,7 +7,7 @@
 #include "partitioned_internal.h"
 #include "model/strategy_impl.h"
 #include "model/variable_internal.h"
-#include "formats/format.h"
+#include "reader/format_registry.h"
 
 int ckpt__partitioned_refs(ckpt__parted_ref **out, size_t *n, const ckpt_checkpoint *ck, const ckpt__plan *plan)
 {

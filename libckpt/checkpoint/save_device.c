@@ -2,7 +2,7 @@
 #include <string.h>
 #include "save_device.h"
 #include "model/strategy_impl.h"
-#include "formats/format.h"
+#include "reader/format_registry.h"
 
 int ckpt__save_prefetchable(const ckpt_variable *v)
 {

@@ -12,7 +12,7 @@
  */
 #include <string.h>
 #include "device_stream.h"
-#include "formats/format.h"
+#include "reader/format_registry.h"
 
 void ckpt__ring_free(ckpt__ring *ring)
 {

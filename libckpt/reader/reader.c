@@ -1,27 +1,16 @@
 /*
- * The format-independent reader and writer: a compile-time backend table,
- * libarchive-style bidding on the bytes (never the file name), and the
- * public ckpt_reader_* / ckpt_writer_* functions that forward to the winner.
+ * The format-independent reader and writer: libarchive-style bidding among
+ * the backends of format_registry.c, on the bytes (never the file name), and
+ * the public ckpt_reader_* / ckpt_writer_* functions that forward to the
+ * winner.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include "formats/format.h"
+#include "reader/format_registry.h"
 #include "ckpt/saved_model.h"
 #include "base/kv_store.h"
 
-static const ckpt_format *const formats[] = {
-	&ckpt_format_tf_bundle,
-#ifdef CKPT_HAVE_HDF5
-	&ckpt_format_keras_h5,
-#endif
-#ifdef CKPT_HAVE_LIBARCHIVE
-	&ckpt_format_keras_archive,
-#endif
-	&ckpt_format_safetensors,
-	&ckpt_format_gguf,
-	NULL
-};
 
 
 static int read_head(ckpt_vfs *vfs, const char *path, unsigned char *head, size_t cap, size_t *n)
@@ -94,18 +83,8 @@ int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_option
 	size_t nhead = 0;
 	read_head(opts.vfs, path, head, sizeof(head), &nhead);
 
-	const ckpt_format *best = NULL;
-	int best_bid = -1;
-	for (size_t i = 0; formats[i]; i++) {
-		if (!formats[i]->bid)
-			continue;
-		int b = formats[i]->bid(opts.vfs, path, head, nhead);
-		if (b > best_bid) {
-			best_bid = b;
-			best = formats[i];
-		}
-	}
-	if (!best || best_bid < 0) {
+	const ckpt_format *best = ckpt__format_bid(opts.vfs, path, head, nhead);
+	if (!best) {
 		int is_dir = 0;
 		int exists = ckpt_vfs_exists(&is_dir, opts.vfs, path);
 		if (exists < 0)
@@ -430,17 +409,6 @@ const char *ckpt__writer_meta(const ckpt_writer *w, const char *key)
 	return NULL;
 }
 
-static const ckpt_format *writer_backend(const char *format)
-{
-	for (size_t i = 0; formats[i]; i++) {
-		const char *const *names = formats[i]->write_formats;
-		for (size_t j = 0; names && names[j]; j++)
-			if (strcmp(names[j], format) == 0)
-				return formats[i];
-	}
-	return NULL;
-}
-
 int ckpt_writer_open(ckpt_writer **out, const char *path, const char *format, const ckpt_write_options *o)
 {
 	if (!out || !path)
@@ -460,7 +428,7 @@ int ckpt_writer_open(ckpt_writer **out, const char *path, const char *format, co
 	if (opts.num_shards > CKPT_MAX_SHARDS)
 		return ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "%d shards requested, limit is %d", opts.num_shards,
 			CKPT_MAX_SHARDS);
-	const ckpt_format *f = writer_backend(format);
+	const ckpt_format *f = ckpt__format_writer(format);
 	if (!f)
 		return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
 			"no writer for format '%s' (known: tf-bundle, keras-h5, keras-weights, keras, safetensors, gguf)", format);
@@ -533,14 +501,9 @@ void ckpt__incr_clear(ckpt__incr *inc)
 		memset(inc, 0, sizeof(*inc));
 }
 
-static const ckpt__format_incr *format_incr(const ckpt_format *f)
-{
-	return f == &ckpt_format_tf_bundle ? &ckpt_format_tf_bundle_incr : NULL;
-}
-
 int ckpt__writer_incremental(ckpt_writer *w, ckpt__incr *inc)
 {
-	const ckpt__format_incr *x = format_incr(w->fmt);
+	const ckpt__format_incr *x = ckpt__format_incr_of(w->fmt);
 	if (!x || w->added)
 		return 0;
 	int rc = x->writer_incremental(w, inc);
@@ -555,7 +518,7 @@ int ckpt__writer_add_clean(ckpt_writer *w, const char *name, const ckpt_tensor *
 	if (w->committed)
 		return ckpt__fail(CKPT_EINVAL, w->path, name, -1, "writer already committed");
 	w->added = 1;
-	int rc = format_incr(w->fmt)->writer_add_clean(w, name, t);
+	int rc = ckpt__format_incr_of(w->fmt)->writer_add_clean(w, name, t);
 	if (rc < 0)
 		ckpt__error_annotate(w->path, name);
 	return rc;

@@ -1,7 +1,7 @@
 /* The reader's index of entry names (ckpt__reader_lookup): below the reader and the sync rules that use it. */
 #include <stdint.h>
 #include <string.h>
-#include "formats/format.h"
+#include "reader/format_registry.h"
 
 static size_t name_hash(const char *s)
 {

@@ -7,7 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "formats/format.h"
+#include "reader/format_registry.h"
 
 int ckpt__row_pieces_push(ckpt__row_pieces *ps, uint64_t entry, uint64_t off, uint64_t len, uint32_t crc)
 {

@@ -18,7 +18,7 @@
  */
 #include <fnmatch.h>
 #include <string.h>
-#include "formats/format.h"
+#include "reader/format_registry.h"
 #include "ckpt/saved_model.h"
 
 int ckpt_sync_rule_matches(const ckpt_sync_rule *rule, const char *key)
