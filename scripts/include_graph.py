@@ -13,6 +13,21 @@ elementary cycle it finds and their count; with --check it exits 1 when
 there is one not listed in the --known file (tests/core/test_include_graph.c
 runs it so: a new cycle fails the suite; the list only shrinks).
 
+With --layers FILE (libckpt/'s folders, lowest layer first, one layer per
+line, several folders on a line sharing it; `.` is the files at the top,
+such as internal.h), a file belongs to
+the layer of its first folder (storage/s3/io_s3.c is in storage) and may
+include and call its own layer and the layers listed before it only. Each
+edge that goes up is printed as `UP include a -> b` or `UP call a -> b`;
+with --upward FILE (the edges still allowed to go up, a list that only
+shrinks) and --check, one not listed exits 1, and so does a listed one that
+no longer exists (remove it from the list).
+
+With --door HEADER (a path under the root), that header is the only file of
+the tree that may include a formats/ header, and the .c file beside it the
+only one that names a backend (ckpt_format_NAME): the core's one door to
+the format backends. Other files are printed as `DOOR ...`.
+
 With --owned FILE (lines `struct_name owner.c`), it also checks that each
 such struct is defined in its owner only: the header declares it opaque,
 so the compiler rejects any other file that touches its fields, and this
@@ -200,6 +215,51 @@ def owned_violations(files, owned):
     return bad
 
 
+def layer_of(path, order):
+    """Rank of PATH's layer in ORDER (its first folder; `.` for a top-level file), or None."""
+    top = path.split("/")[0] if "/" in path else "."
+    for rank, folders in enumerate(order):
+        if top in folders.split():
+            return rank
+    return None
+
+
+def upward_edges(files, inc, calls, order):
+    """(lines `include a -> b` / `call a -> b`, files in no listed layer) for edges that go up."""
+    up, unplaced = [], sorted(f for f in files if layer_of(f, order) is None)
+    for name, g in (("include", inc), ("call", calls)):
+        for a in sorted(g):
+            for b in sorted(g[a]):
+                ra, rb = layer_of(a, order), layer_of(b, order)
+                if ra is not None and rb is not None and ra < rb:
+                    up.append(f"{name} {a} -> {b}")
+    return up, unplaced
+
+
+BACKEND = re.compile(r"\bckpt_format_[a-z0-9_]+\b")
+
+
+def door_violations(files, door):
+    """Files other than DOOR that include formats/, and other .c files than DOOR's that name a backend."""
+    bad = []
+    door_c = door[:-2] + ".c"
+    for f, text in sorted(files.items()):
+        if f != door:
+            for m in INCLUDE.finditer(text):
+                if m.group(1).startswith(("formats/", "../formats/")) or "/formats/" in m.group(1):
+                    bad.append(f"DOOR {f} includes {m.group(1)} (include {door})")
+        if f != door_c and f.endswith(".c"):
+            names = sorted(set(BACKEND.findall(without_preprocessor(strip_c(text)))))
+            if names:
+                bad.append(f"DOOR {f} names the backend {', '.join(names)} (only {door_c} does)")
+    return bad
+
+
+def read_list(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("root", nargs="?", default=os.path.join(os.path.dirname(__file__), "..", "libckpt"))
@@ -208,6 +268,9 @@ def main():
     ap.add_argument("--known", help="file of cycles still to remove, one `graph: a -> b -> a` per line")
     ap.add_argument("--edges", action="store_true", help="print the call graph's edges too")
     ap.add_argument("--owned", help="file of `struct_name owner.c` lines: structs only their owner defines")
+    ap.add_argument("--layers", help="file of libckpt/'s folders, lowest layer first")
+    ap.add_argument("--upward", help="file of `include|call a -> b` edges still allowed to go up (only shrinks)")
+    ap.add_argument("--door", help="the one header that may include formats/ (its .c alone names backends)")
     a = ap.parse_args()
     files = load(a.root)
     inc, calls = graphs(files)
@@ -238,7 +301,30 @@ def main():
         for name, f, owner in bad:
             print(f"NOT OWNED struct {name} defined in {f} (owner: {owner})")
         print(f"owned structs: {len(owned)}, defined outside their owner: {len(bad)}")
-    return 1 if a.check and (new or bad) else 0
+    layer_bad = 0
+    if a.layers:
+        order = read_list(a.layers)
+        up, unplaced = upward_edges(files, inc, calls, order)
+        allowed = set(read_list(a.upward)) if a.upward else set()
+        fresh = [e for e in up if e not in allowed]
+        stale = sorted(allowed - set(up))
+        for e in up:
+            print(("NEW " if e in fresh and a.upward else "") + "UP " + e)
+        for e in stale:
+            print(f"FIXED (remove from {a.upward}): {e}")
+        for f in unplaced:
+            print(f"NO LAYER {f} (its folder is not in {a.layers})")
+        n_inc = sum(e.startswith("include ") for e in up)
+        print(f"upward: {len(up)} (includes {n_inc}, calls {len(up) - n_inc}), not in the list: {len(fresh)}, "
+              f"listed but gone: {len(stale)}, files in no layer: {len(unplaced)}")
+        layer_bad = len(fresh) + len(stale) + len(unplaced)
+    if a.door:
+        door = door_violations(files, a.door)
+        for line in door:
+            print(line)
+        print(f"door {a.door}: {len(door)} files around it")
+        layer_bad += len(door)
+    return 1 if a.check and (new or bad or layer_bad) else 0
 
 
 if __name__ == "__main__":

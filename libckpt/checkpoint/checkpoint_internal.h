@@ -172,6 +172,8 @@ void ckpt__run_set_collective(ckpt__run *r, ckpt_strategy *cs);
 int ckpt__run_assigned(const ckpt__run *r, const ckpt_variable *var);
 /* checkpoint_status.c */
 int ckpt__restore_status_new(ckpt_restore_status **out, ckpt__session *s, ckpt_checkpoint *ck);
+/* Which tier (ckpt_tier) the restore read: the memory tier sets CKPT_TIER_MEMORY; the default is storage. */
+void ckpt__restore_status_set_tier(ckpt_restore_status *st, int tier);
 
 /* checkpoint_divergence.c: with opts.check_mirrored, ESCOPE naming the first mirrored variable whose copies differ */
 int ckpt__checkpoint_check_mirrored(ckpt_checkpoint *ck, const char *path);

@@ -45,11 +45,79 @@ Test(include_graph, libckpt_has_no_new_cycle)
 {
 	static char out[1 << 16];
 	int rc = run(TS_PYTHON " " SCRIPT " --check --known " CKPT_SOURCE_DIR "/scripts/include_graph.known --owned "
-		CKPT_SOURCE_DIR "/scripts/include_graph.owned " CKPT_SOURCE_DIR "/libckpt 2>&1", out, sizeof(out));
+		CKPT_SOURCE_DIR "/scripts/include_graph.owned --layers " CKPT_SOURCE_DIR "/scripts/include_graph.layers "
+		"--upward " CKPT_SOURCE_DIR "/scripts/include_graph.upward --door reader/format_registry.h "
+		CKPT_SOURCE_DIR "/libckpt 2>&1", out, sizeof(out));
 	cr_assert(strstr(out, "include cycles: ") != NULL && strstr(out, "call cycles: ") != NULL, "%s", out);
 	cr_assert(strstr(out, "owned structs: 1, defined outside their owner: 0") != NULL,
 		"a struct defined outside the file that owns it (scripts/include_graph.owned):\n%s", out);
+	cr_assert(strstr(out, "not in the list: 0, listed but gone: 0, files in no layer: 0") != NULL,
+		"an include or call up a layer (scripts/include_graph.layers) not in scripts/include_graph.upward, "
+		"an entry there that is gone, or a file outside the layers:\n%s", out);
+	cr_assert(strstr(out, "door reader/format_registry.h: 0 files around it") != NULL,
+		"a file of libckpt/ reaches formats/ other than through reader/format_registry.h:\n%s", out);
 	cr_assert_eq(rc, 0, "a dependency cycle not in scripts/include_graph.known:\n%s", out);
+}
+
+/* A made-up tree of two layers: a call up fails until listed, a listed edge that is gone fails, the door holds. */
+Test(include_graph, finds_an_edge_up_a_layer_and_a_way_around_the_door)
+{
+	char dir[] = "/tmp/ckpt_layers_XXXXXX";
+	cr_assert(mkdtemp(dir) != NULL);
+	char p[600], cmd[2400], layers[600], upward[600];
+	static char out[1 << 14];
+	snprintf(p, sizeof(p), "%s/low", dir);
+	cr_assert(mkdir(p, 0700) == 0);
+	snprintf(p, sizeof(p), "%s/high", dir);
+	cr_assert(mkdir(p, 0700) == 0);
+	snprintf(p, sizeof(p), "%s/high/reg", dir);
+	cr_assert(mkdir(p, 0700) == 0);
+	snprintf(layers, sizeof(layers), "%s/layers", dir);
+	snprintf(upward, sizeof(upward), "%s/upward", dir);
+	write_file(dir, "layers", "# lowest first\nlow\nhigh\n");
+	write_file(dir, "upward", "# none\n");
+	write_file(dir, "low/l.c", "int l_fn(void);\nint l_fn(void)\n{\n\treturn 1;\n}\n");
+	write_file(dir, "low/l2.c", "int l2_fn(void);\nint l2_fn(void)\n{\n\treturn 2;\n}\n");
+	write_file(dir, "high/h.c", "int l2_fn(void);\nint h_fn(void);\nint h_fn(void)\n{\n\treturn l2_fn();\n}\n");
+	write_file(dir, "high/reg/door.h", "#include \"formats/format.h\"\n");
+	write_file(dir, "high/reg/door.c", "#include \"door.h\"\nconst void *pick(void)\n{\n\treturn &ckpt_format_x;\n}\n");
+	snprintf(cmd, sizeof(cmd), TS_PYTHON " " SCRIPT " --check --layers %s --upward %s --door high/reg/door.h %s 2>&1",
+		layers, upward, dir);
+	int rc = run(cmd, out, sizeof(out));
+	cr_expect_eq(rc, 0, "%s", out);
+	cr_expect(strstr(out, "upward: 0 (includes 0, calls 0), not in the list: 0") != NULL, "%s", out);
+	cr_expect(strstr(out, "door high/reg/door.h: 0 files around it") != NULL, "%s", out);
+
+	/* planted: the low layer calls up, and includes the backend interface past the door */
+	write_file(dir, "low/l.c", "#include \"formats/format.h\"\nint h_fn(void);\nint l_fn(void);\n"
+		"int l_fn(void)\n{\n\treturn h_fn() + (&ckpt_format_x != 0);\n}\n");
+	rc = run(cmd, out, sizeof(out));
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "NEW UP call low/l.c -> high/h.c") != NULL, "%s", out);
+	cr_expect(strstr(out, "DOOR low/l.c includes formats/format.h") != NULL, "%s", out);
+	cr_expect(strstr(out, "DOOR low/l.c names the backend ckpt_format_x") != NULL, "%s", out);
+
+	/* listed, the edge up is allowed; once gone, its entry fails until removed */
+	write_file(dir, "low/l.c", "int h_fn(void);\nint l_fn(void);\nint l_fn(void)\n{\n\treturn h_fn();\n}\n");
+	write_file(dir, "upward", "call low/l.c -> high/h.c\n");
+	rc = run(cmd, out, sizeof(out));
+	cr_expect_eq(rc, 0, "%s", out);
+	cr_expect(strstr(out, "upward: 1 (includes 0, calls 1), not in the list: 0, listed but gone: 0") != NULL, "%s", out);
+	write_file(dir, "low/l.c", "int l_fn(void);\nint l_fn(void)\n{\n\treturn 1;\n}\n");
+	rc = run(cmd, out, sizeof(out));
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "FIXED (remove from") != NULL && strstr(out, "listed but gone: 1") != NULL, "%s", out);
+
+	/* a folder in no layer is reported */
+	snprintf(p, sizeof(p), "%s/stray", dir);
+	cr_assert(mkdir(p, 0700) == 0);
+	write_file(dir, "upward", "# none\n");
+	write_file(dir, "stray/s.c", "int s_fn(void);\nint s_fn(void)\n{\n\treturn 0;\n}\n");
+	rc = run(cmd, out, sizeof(out));
+	cr_expect_eq(rc, 1, "%s", out);
+	cr_expect(strstr(out, "NO LAYER stray/s.c") != NULL, "%s", out);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
 }
 
 Test(include_graph, finds_an_owned_struct_defined_elsewhere)

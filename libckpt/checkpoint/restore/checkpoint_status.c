@@ -6,7 +6,6 @@
  */
 #include <string.h>
 #include "checkpoint/checkpoint_internal.h"
-#include "manager/tier/tier_internal.h"
 
 struct ckpt_restore_status {
 	ckpt__session *s;

@@ -85,7 +85,4 @@ void ckpt__tier_free(ckpt__tier *t);
 /** A save no tier takes: only save_counter advances to `number`. */
 int ckpt__tier_skip(ckpt_checkpoint *ck, int64_t number);
 
-/* checkpoint_status.c: which tier a restore read */
-void ckpt__restore_status_set_tier(ckpt_restore_status *st, int tier);
-
 #endif
