@@ -166,6 +166,7 @@ void ckpt__mem_free(ckpt__mem *m)
 	for (int r = 0; r < m->n; r++)
 		if (m->queues && m->queues[r])
 			m->p.queue_free(m->p.ctx, m->queues[r]);
+	ckpt__pool_free(m->pool, m);
 	ckpt__free(m->queues);
 	ckpt__free(m->devices);
 	ckpt__free(m);
@@ -187,7 +188,7 @@ int ckpt__mem_new(ckpt__mem **out, const ckpt_memory_provider *p, const int *dev
 	m->staging_bytes = CKPT_STAGING_DEFAULT_BYTES;
 	m->devices = ckpt__calloc((size_t)n, sizeof(*m->devices));
 	m->queues = ckpt__calloc((size_t)n, sizeof(*m->queues));
-	if (!m->devices || !m->queues) {
+	if (!m->devices || !m->queues || ckpt__pool_new(&m->pool, &m->caps) < 0) {
 		ckpt__mem_free(m);
 		return CKPT_ENOMEM;
 	}
@@ -259,6 +260,29 @@ void ckpt__mem_device_free(ckpt__mem *m, int r, void *p, size_t n)
 {
 	if (p)
 		m->p.device_free(m->p.ctx, m->devices[r], p, n ? n : 1);
+}
+
+int ckpt__mem_value_alloc(ckpt__mem *m, int r, void **out, size_t n)
+{
+	*out = NULL;
+	if (ckpt__pool_takes(m->pool, n))
+		return ckpt__pool_alloc(m->pool, m, r, out, n);
+	int rc = m->p.device_alloc(m->p.ctx, out, m->devices[r], n);
+	if (rc >= 0 && !*out)
+		rc = CKPT_ENOMEM;
+	if (rc < 0)
+		*out = NULL;
+	return rc;
+}
+
+void ckpt__mem_value_free(ckpt__mem *m, int r, void *p, size_t n)
+{
+	if (!p)
+		return;
+	if (ckpt__pool_takes(m->pool, n))
+		ckpt__pool_release(m->pool, m, r, p);
+	else
+		m->p.device_free(m->p.ctx, m->devices[r], p, n);
 }
 
 int ckpt__mem_h2d(ckpt__mem *m, int r, void *dst, const void *src, size_t n, const char *var)

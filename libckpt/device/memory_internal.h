@@ -11,6 +11,8 @@
 #include "internal.h"
 #include "ckpt/memory.h"
 
+typedef struct ckpt__pool ckpt__pool;
+
 typedef struct ckpt__mem {
 	ckpt_memory_provider p;     /* copied from the caller */
 	ckpt_memory_caps caps;
@@ -18,6 +20,7 @@ typedef struct ckpt__mem {
 	int *devices;               /* replica -> device */
 	ckpt_memory_queue **queues; /* replica -> its queue */
 	size_t staging_bytes;       /* the pinned ring, both halves */
+	ckpt__pool *pool;           /* small values' shared device buffers (device_pool.c); NULL: none */
 } ckpt__mem;
 
 /** Copy and check `p`, make one queue per replica. */
@@ -32,6 +35,24 @@ int ckpt__mem_is_device(const ckpt__mem *m);
 /** A device buffer of n bytes on replica r's device (device_alloc), error naming `var`. */
 int ckpt__mem_device_alloc(ckpt__mem *m, int r, void **out, size_t n, const char *var);
 void ckpt__mem_device_free(ckpt__mem *m, int r, void *p, size_t n);
+
+/**
+ * Device memory for one replica's value of n (> 0) bytes: a slot of a shared
+ * device buffer when the value is small and the provider is not
+ * host-addressable (device_pool.c), else its own device_alloc. Returns the
+ * provider's status without a message (the caller names the variable).
+ */
+int ckpt__mem_value_alloc(ckpt__mem *m, int r, void **out, size_t n);
+/** Free what ckpt__mem_value_alloc gave (NULL: no-op). */
+void ckpt__mem_value_free(ckpt__mem *m, int r, void *p, size_t n);
+
+/* device_pool.c: NULL *out (and CKPT_OK) when the provider gets no pool */
+int ckpt__pool_new(ckpt__pool **out, const ckpt_memory_caps *caps);
+void ckpt__pool_free(ckpt__pool *p, ckpt__mem *m);
+/** Whether a value of n bytes comes from the pool `p` (NULL: never). */
+int ckpt__pool_takes(const ckpt__pool *p, size_t n);
+int ckpt__pool_alloc(ckpt__pool *p, ckpt__mem *m, int r, void **out, size_t n);
+void ckpt__pool_release(ckpt__pool *p, ckpt__mem *m, int r, void *ptr);
 
 /* Enqueue on replica r's queue; `var` names the variable for messages. */
 int ckpt__mem_h2d(ckpt__mem *m, int r, void *dst, const void *src, size_t n, const char *var);

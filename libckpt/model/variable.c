@@ -537,13 +537,13 @@ static int variable_new(ckpt_variable **out, const char *name, ckpt_dtype dt,
 			v->bufs[i] = o->replica_buffers[i];
 		} else if (pmem) {
 			uint64_t seq = ckpt__error_seq();
-			int rc = nbytes ? pmem->p.device_alloc(pmem->p.ctx, &v->bufs[i], pmem->devices[i], (size_t)nbytes) : CKPT_OK;
-			if (rc < 0 || (nbytes && !v->bufs[i])) {
+			int rc = nbytes ? ckpt__mem_value_alloc(pmem, i, &v->bufs[i], (size_t)nbytes) : CKPT_OK;
+			if (rc < 0) {
 				char why[512];
 				ckpt__mem_provider_why(why, sizeof(why), rc, seq);
 				v->bufs[i] = NULL;
 				ckpt_variable_free(v);
-				return ckpt__fail(rc < 0 ? rc : CKPT_ENOMEM, NULL, name, -1,
+				return ckpt__fail(rc, NULL, name, -1,
 					"memory provider '%s': cannot allocate %llu bytes on device %d for replica %d of variable '%s'%s",
 					pmem->caps.name, (unsigned long long)nbytes, pmem->devices[i], i, name, why);
 			}
@@ -655,8 +655,7 @@ void ckpt_variable_free(ckpt_variable *v)
 		free_string_copies(v->strs, v->copies);
 	else if (v->bufs && !v->wrapped && v->pmem)
 		for (int i = 0; i < v->copies; i++) {
-			if (v->bufs[i])
-				v->pmem->p.device_free(v->pmem->p.ctx, v->pmem->devices[i], v->bufs[i], (size_t)v->nbytes);
+			ckpt__mem_value_free(v->pmem, i, v->bufs[i], (size_t)v->nbytes);
 		}
 	else if (v->bufs && !v->wrapped)
 		for (int i = 0; i < v->copies; i++)

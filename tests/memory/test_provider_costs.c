@@ -6,6 +6,7 @@
  * without it, still accepted), and the message of a failed synchronize.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ckpt/ckpt.h"
@@ -184,4 +185,58 @@ Test(provider_costs, a_failed_synchronize_is_named_without_a_size)
 	ckpt_checkpoint_free(ck);
 	ckpt_strategy_free(s);
 	ts_guarded_free(g);
+}
+
+/*
+ * 383 small variables (scalars and 3 KiB biases, GPT-2's count) on two
+ * replicas take a few shared device buffers, not 766; each keeps its own
+ * bytes through a save and restore, a large one still gets its own buffer,
+ * and freeing them all gives every buffer back.
+ */
+Test(provider_costs, small_values_share_device_buffers)
+{
+	enum { NSMALL = 383 };
+	char *dir = ts_tmpdir(), *prefix = ts_join(dir, "many");
+	ts_guarded *g = ts_guarded_new(2, 0);
+	ckpt_strategy *s = strategy_on(ts_guarded_provider(g));
+	ckpt_checkpoint *ck;
+	cr_assert_eq(ckpt_checkpoint_new(&ck, NULL), CKPT_OK);
+	ckpt_variable *v[NSMALL + 1];
+	static float buf[32768];
+	cr_assert_eq(ckpt_scope_enter(s), CKPT_OK);
+	for (int i = 0; i <= NSMALL; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "v%d", i);
+		int64_t n = i == NSMALL ? 32768 : i % 5 == 0 ? 768 : 2; /* the last: 128 KiB, above the pool's sizes */
+		ckpt_shape sh;
+		ckpt_shape_make(&sh, 1, &n);
+		cr_assert_eq(ckpt_status_of(v[i] = ckpt_object_add_variable(ckpt_checkpoint_root(ck), name, name,
+			CKPT_DT_FLOAT, &sh, NULL)), CKPT_OK, "%s", ckpt_error_last()->message);
+		for (int64_t k = 0; k < n; k++)
+			buf[k] = (float)i * 10000.0f + (float)k;
+		cr_assert_eq(ckpt_variable_assign(v[i], buf, (size_t)n * sizeof(float)), CKPT_OK);
+	}
+	cr_assert_eq(ckpt_scope_exit(s), CKPT_OK);
+	ts_guarded_stats st = ts_guarded_get_stats(g);
+	cr_expect_leq(st.device_alloc_calls, 8, "%d variables on 2 replicas made %llu device allocations",
+		NSMALL + 1, (unsigned long long)st.device_alloc_calls);
+	cr_assert_eq(ckpt_checkpoint_write(ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	memset(buf, 0, sizeof(buf));
+	for (int i = 0; i <= NSMALL; i++)
+		cr_assert_eq(ckpt_variable_assign(v[i], buf, (size_t)ckpt_variable_nbytes(v[i])), CKPT_OK);
+	cr_assert_eq(ckpt_checkpoint_restore(NULL, ck, prefix), CKPT_OK, "%s", ckpt_error_last()->message);
+	for (int i = 0; i <= NSMALL; i++) {
+		size_t n = (size_t)ckpt_variable_nbytes(v[i]) / sizeof(float);
+		cr_assert_eq(ckpt_variable_replicas_identical(v[i]), 1, "v%d: its replicas differ", i);
+		cr_assert_eq(ckpt_variable_read(v[i], buf, n * sizeof(float)), CKPT_OK, "%s", ckpt_error_last()->message);
+		for (size_t k = 0; k < n; k++)
+			cr_assert_eq(buf[k], (float)i * 10000.0f + (float)k, "v%d [%zu] = %g", i, k, buf[k]);
+	}
+	ckpt_checkpoint_free(ck);
+	cr_expect_eq(ts_guarded_get_stats(g).device_live, 0, "device buffers left after every variable was freed");
+	ckpt_strategy_free(s);
+	ts_guarded_free(g);
+	ts_rmtree(dir);
+	free(prefix);
+	free(dir);
 }

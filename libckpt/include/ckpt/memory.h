@@ -92,6 +92,22 @@ typedef struct ckpt_memory_caps {
  * queue, then every queue is synchronized. Cross-replica calls (assign,
  * read, save, restore) use several replicas' queues, so make them from one
  * thread at a time, outside ckpt_strategy_run.
+ *
+ * Ordering with the trainer's own device work. The library's copies run on
+ * its own queues, never on the trainer's, and every call that touches
+ * device values (assign, read, fill at creation, save, async save's
+ * staging, restore, load, ckpt_replica_check_crc32c, the fan-out inside
+ * ckpt_strategy_run) synchronizes those queues before it returns, failed
+ * or not: after the call the trainer needs no synchronization of its own.
+ * Before it, the trainer must have completed whatever of its work touches
+ * those buffers: kernels that write a variable the call reads (save, read,
+ * staging) and kernels that read or write a variable the call writes
+ * (assign, restore, load). With CUDA, synchronize the streams that ran
+ * them (cudaStreamSynchronize, or cudaDeviceSynchronize) first.
+ * Small values share device buffers (a slot of a 1 MiB buffer per value of
+ * at most 64 KiB, for providers that are not host_addressable): the
+ * pointer ckpt_variable_replica_data returns may be inside a buffer that
+ * other variables use, so never free it, and write only its own bytes.
  */
 typedef struct ckpt_memory_provider {
 	unsigned version;       /**< CKPT_MEMORY_PROVIDER_VERSION */
