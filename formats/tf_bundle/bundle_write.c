@@ -530,9 +530,9 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 	 * (Staging turns a small object's PUT into a one-part upload, so it is
 	 * done only when there is an older bundle to keep.)
 	 */
-	int older = 0;
+	int older = 0; /* an index object: a "directory" of that name is no bundle (and costs a listing to find) */
 	if (ckpt_vfs_caps(w->vfs) & CKPT_VFS_CAP_NO_RENAME)
-		CKPT_TRY(older = ckpt_vfs_exists(NULL, w->vfs, s->index_final));
+		CKPT_TRY(older = ckpt__vfs_file_exists(w->vfs, s->index_final));
 	for (int i = 0; i < s->nshards; i++) {
 		wshard *sh = &s->sh[i];
 		if (!sh->io)

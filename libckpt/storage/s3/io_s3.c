@@ -794,6 +794,17 @@ static int vs3_exists(ckpt_vfs *vfs, const char *path, int *is_dir)
 	return rc < 0 ? rc : found;
 }
 
+int ckpt__s3_object_exists(ckpt_vfs *vfs, const char *path)
+{
+	char *bucket, *key;
+	CKPT_TRY(split(path, &bucket, &key));
+	s3_head h;
+	int rc = key[0] ? head_cached(client_of(vfs), bucket, key, &h, NULL) : CKPT_ENOTFOUND;
+	ckpt__free(bucket);
+	ckpt__free(key);
+	return rc == CKPT_OK ? 1 : rc == CKPT_ENOTFOUND ? 0 : rc;
+}
+
 static int vs3_nothing(ckpt_vfs *vfs, const char *dir)
 {
 	(void)vfs;
