@@ -5,7 +5,9 @@ name the endpoint, bucket and credentials):
 
     CKPT_ORACLE_PYTHON=VENV/bin/python tests/s3/with_s3_server.sh \
         VENV/bin/python bench/s3_bench.py --states medium,large --reps 3 --large-reps 1 \
-        [--aws AWSCLI_VENV/bin/aws]
+        [--aws PEERS/bin/aws] [--s5cmd PEERS/bin/s5cmd]
+
+(PEERS: a venv with bench/s3_peers_requirements.txt.)
 
 For each state, ckpt_bench --export writes it once to a local directory.
 Then, whole processes, timed by wall clock, medians of --reps:
@@ -14,10 +16,12 @@ Then, whole processes, timed by wall clock, medians of --reps:
            boto3: upload_file of the same files, TransferConfig with the same
                   concurrency (max_concurrency = CKPT_S3_PARALLEL, 8 MiB parts)
            awscli: aws s3 cp --recursive of the same directory
+           s5cmd: s5cmd cp 'LOCAL/*' with the same part size and concurrency
   restore  ours:  ckpt restore s3://.../ours-i --strategy default (reads and
                   checks every tensor into memory: crc32c verified)
            boto3: download_file of every object into a fresh directory
            awscli: aws s3 cp --recursive down
+           s5cmd: s5cmd cp of the prefix's objects down, same settings
 Every process starts after a sync(), so no transfer pays for the writeback
 of the one before it, and --settle seconds later (5), so none reuses the pages
 the one before it freed: on this VM (Firecracker, free page reporting) fresh
@@ -41,6 +45,7 @@ BUILD = os.environ.get("CKPT_BUILD_DIR", os.path.join(ROOT, "build"))
 
 
 SETTLE = 5.0
+PART_MIB = 8  # every tool's part size (libckpt's default, boto3's TransferConfig, s5cmd -p)
 
 
 def timed(argv, env=None):
@@ -93,6 +98,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--large-reps", type=int, default=None, help="repetitions of the large state (default --reps)")
     ap.add_argument("--aws", default=os.environ.get("CKPT_BENCH_AWS"), help="the aws command (awscli venv)")
+    ap.add_argument("--s5cmd", default=os.environ.get("CKPT_BENCH_S5CMD"), help="the s5cmd command")
     ap.add_argument("--settle", type=float, default=SETTLE,
                     help="seconds to wait after sync() before each timed process (default %(default)s)")
     ap.add_argument("--before", help="another build directory of libckpt, measured alongside as 'libckpt-before'")
@@ -129,6 +135,10 @@ def main():
                 if a.aws:
                     tools.append(("awscli", [a.aws, "s3", "cp", "--recursive", "--quiet", local,
                                              f"s3://{bucket}/{run}/{state}/aws-{i}"]))
+                s5 = [a.s5cmd, "--endpoint-url", os.environ["AWS_ENDPOINT_URL"]] if a.s5cmd else None
+                if s5:
+                    tools.append(("s5cmd", s5 + ["cp", "-p", str(PART_MIB), "-c", str(conc), local + "/*",
+                                                 f"s3://{bucket}/{run}/{state}/s5-{i}/"]))
                 if a.before:
                     tools.append(("libckpt-before", [os.path.join(a.before, "ckpt"), "convert", local + "/ckpt",
                                                      f"s3://{bucket}/{run}/{state}/before-{i}/ckpt", "--to", "tf"]))
@@ -140,13 +150,16 @@ def main():
                 if a.aws:
                     tools.append(("awscli", [a.aws, "s3", "cp", "--recursive", "--quiet",
                                              f"s3://{bucket}/{run}/{state}/aws-{i}", down + "-aws"]))
+                if s5:
+                    tools.append(("s5cmd", s5 + ["cp", "-p", str(PART_MIB), "-c", str(conc),
+                                                 f"s3://{bucket}/{run}/{state}/s5-{i}/*", down + "-s5/"]))
                 if a.before:
                     tools.append(("libckpt-before", [os.path.join(a.before, "ckpt"), "restore",
                                                      f"s3://{bucket}/{run}/{state}/before-{i}/ckpt", "--strategy",
                                                      "default"]))
                 for name, argv in rotated(tools, i):
                     res.setdefault(("restore", name), []).append(timed(argv, env_for(name)))
-                for d in (down + "-boto", down + "-aws"):
+                for d in (down + "-boto", down + "-aws", down + "-s5"):
                     shutil.rmtree(d, ignore_errors=True)
             for (op, name), v in sorted(res.items()):
                 t = statistics.median(x[0] for x in v)

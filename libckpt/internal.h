@@ -120,6 +120,15 @@ int ckpt__vfs_publish(ckpt_vfs *vfs, const char *tmp, const char *final);
 int ckpt__vfs_is_shared_s3(const ckpt_vfs *vfs);
 /** 1 for any S3 VFS. */
 int ckpt__vfs_is_s3(const ckpt_vfs *vfs);
+/**
+ * 1 when a file is at `path`, 0 when nothing or only a directory is, or the
+ * failure (never "absent" for an outage). Where only a file matters (an
+ * older bundle's index) this spares the S3 VFS the listing by which
+ * ckpt_vfs_exists tells an absent key from a non-empty prefix: one HEAD.
+ */
+int ckpt__vfs_file_exists(ckpt_vfs *vfs, const char *path);
+/** The same on the S3 VFS `vfs`: its HEAD (or its client's cache) only (io_s3.c). */
+int ckpt__s3_object_exists(ckpt_vfs *vfs, const char *path);
 /** Ranged GETs the S3 VFS sent in this process, and the bytes they asked for (tests count requests). */
 void ckpt__s3_read_stats(uint64_t *gets, uint64_t *bytes);
 /** a "/" b into a fresh string (b absolute → copy of b). */

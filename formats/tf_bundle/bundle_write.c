@@ -530,9 +530,9 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 	 * (Staging turns a small object's PUT into a one-part upload, so it is
 	 * done only when there is an older bundle to keep.)
 	 */
-	int older = 0;
+	int older = 0; /* an index object: a "directory" of that name is no bundle (and costs a listing to find) */
 	if (ckpt_vfs_caps(w->vfs) & CKPT_VFS_CAP_NO_RENAME)
-		CKPT_TRY(older = ckpt_vfs_exists(NULL, w->vfs, s->index_final));
+		CKPT_TRY(older = ckpt__vfs_file_exists(w->vfs, s->index_final));
 	for (int i = 0; i < s->nshards; i++) {
 		wshard *sh = &s->sh[i];
 		if (!sh->io)
@@ -543,14 +543,43 @@ static int commit(ckpt_writer *w, tfb_writer *s)
 		if (older)
 			CKPT_TRY(ckpt__io_stage(sh->io));
 	}
-	if (older)
-		CKPT_TRY(ckpt_vfs_remove(w->vfs, s->index_final));
-	for (int i = 0; i < s->nshards; i++) {
+	/*
+	 * The older index's bytes are kept: while no new data object is
+	 * completed, the older bundle's data are untouched, so a completion
+	 * refused for good (after its retries) puts that index back and the
+	 * older checkpoint stays loadable. Once one is completed (several
+	 * shards), the older data are partly replaced and nothing can be put back.
+	 */
+	void *old_index = NULL;
+	size_t old_len = 0;
+	if (older) {
+		CKPT_TRY(ckpt_vfs_read_all(&old_index, &old_len, w->vfs, s->index_final, CKPT_MAX_INDEX_BYTES));
+		int rrc = ckpt_vfs_remove(w->vfs, s->index_final);
+		if (rrc < 0) {
+			ckpt__free(old_index);
+			return rrc;
+		}
+	}
+	int crc = CKPT_OK, completed = 0;
+	for (int i = 0; i < s->nshards && crc == CKPT_OK; i++) {
 		wshard *sh = &s->sh[i];
 		ckpt_io *io = sh->io;
+		if (!io)
+			continue;
 		sh->io = NULL;
-		CKPT_TRY(ckpt_io_close(io));
+		crc = ckpt_io_close(io);
+		completed += crc == CKPT_OK;
 	}
+	if (crc < 0 && old_index && !completed) {
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		ckpt_vfs_write_atomic(w->vfs, s->index_final, old_index, old_len, 0);
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+	}
+	ckpt__free(old_index);
+	if (crc < 0)
+		return crc;
 	tfb_buf table = { 0 };
 	int rc = build_index(w, s, &table);
 	ckpt_io *ix = NULL;

@@ -199,6 +199,14 @@ char *ckpt__vfs_temp_name(ckpt_vfs *vfs, const char *final, const char *suffix)
 	return ckpt__asprintf("%s.%s", final, suffix);
 }
 
+int ckpt__vfs_file_exists(ckpt_vfs *vfs, const char *path)
+{
+	if (ckpt__vfs_is_s3(vfs))
+		return ckpt__s3_object_exists(vfs, path);
+	int is_dir = 0, e = ckpt_vfs_exists(&is_dir, vfs, path);
+	return e > 0 && is_dir ? 0 : e;
+}
+
 int ckpt__vfs_publish(ckpt_vfs *vfs, const char *tmp, const char *final)
 {
 	return strcmp(tmp, final) == 0 ? CKPT_OK : ckpt_vfs_rename(vfs, tmp, final);

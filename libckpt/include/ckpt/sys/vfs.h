@@ -84,7 +84,9 @@ typedef struct ckpt_vfs_methods {
 	unsigned version;
 	int (*open)(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out);
 	int (*rename)(ckpt_vfs *vfs, const char *from, const char *to);
-	int (*remove)(ckpt_vfs *vfs, const char *path);         /**< ENOTFOUND when absent */
+	/** ENOTFOUND when absent, where the file system can tell without asking twice (S3: a DELETE of a missing
+	 *  key succeeds, so only an absence the client already knows is reported; callers treat both alike) */
+	int (*remove)(ckpt_vfs *vfs, const char *path);
 	int (*exists)(ckpt_vfs *vfs, const char *path, int *is_dir); /**< 1 / 0; is_dir may be NULL */
 	int (*sync_dir)(ckpt_vfs *vfs, const char *dir);
 	/** Names (not paths) in `dir`, sorted bytewise; free with ckpt_vfs_free_list. */
