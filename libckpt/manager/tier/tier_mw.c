@@ -349,8 +349,14 @@ static int remove_except(const ckpt__tier *t, int64_t keep, int keep_w)
 		if (ckpt__tier_parse_name(e->d_name, &s, &w, &nw) || ckpt__tier_parse_marker(e->d_name, &s, &nw)) {
 			if (s == keep && nw == keep_w)
 				continue;
-		} else if (keep >= 0 && strncmp(e->d_name, ".tmp-", 5) == 0) {
-			continue; /* another worker of this node may be writing it */
+		} else if (keep >= 0 && e->d_name[0] == '.') {
+			/* a killed save's or restore's leftovers; a newer one may be another worker's save in progress */
+			long long ts = -1;
+			if (sscanf(e->d_name, ".tmp-step-%lld", &ts) != 1 && sscanf(e->d_name, ".tmp-commit-%lld", &ts) != 1 &&
+				sscanf(e->d_name, ".restore-%lld", &ts) != 1)
+				continue;
+			if (ts > keep)
+				continue;
 		}
 		char *p = ckpt__asprintf("%s/%s", t->job_dir, e->d_name);
 		rc = p ? ckpt__tier_remove_tree(p) : CKPT_ENOMEM;
