@@ -16,7 +16,8 @@
  *       step to PIDDIR/acked (renamed whole): the test kills it.
  *   mpi_tier resume LOCAL DIR COPIES PIDDIR SAVED_R
  *       restore_latest from memory: the step restored must be >= acked and
- *       every value must be that step's (no mix of steps); prints it.
+ *       every value must be that step's (no mix of steps), 0 bytes read
+ *       from DIR; then two more saves; prints the step.
  * Prints "CHECKS n FAILED f" (summed over workers).
  */
 #include <stdio.h>
@@ -237,15 +238,21 @@ int main(int argc, char **argv)
 		int tier;
 		uint64_t dir_bytes;
 		int64_t got = restore(&j, s, &tier, &dir_bytes);
-		checks += 2;
+		checks += 3;
 		if (got < acked || tier != CKPT_TIER_MEMORY)
 			bad++, fprintf(stderr, "worker %d: restored step %lld from tier %d; step %lld was acknowledged\n", rank,
 				(long long)got, tier, acked);
+		if (dir_bytes)
+			bad++, fprintf(stderr, "worker %d: the restore read %llu bytes of %s\n", rank,
+				(unsigned long long)dir_bytes, dir);
 		if (got > 0) {
 			char who[64];
 			snprintf(who, sizeof(who), "worker %d after resume", rank);
 			bad += tm_check(&j.m, got, atoi(argv[6]), who, &checks);
 			check_table(&j, got);
+			/* and trains on */
+			save_step(&j, s, got + 1);
+			save_step(&j, s, got + 2);
 		}
 		snprintf(extra, sizeof(extra), " RESUMED %lld ACKED %lld", (long long)got, acked);
 		close_job(&j);

@@ -366,6 +366,27 @@ static int remove_except(const ckpt__tier *t, int64_t keep, int keep_w)
 	return rc;
 }
 
+/* This node's records of step N, for any worker count. */
+static int drop_records(const ckpt__tier *t, int64_t step)
+{
+	DIR *d = opendir(t->job_dir);
+	if (!d)
+		return errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, t->job_dir, "cannot list the memory tier");
+	int rc = CKPT_OK;
+	struct dirent *e;
+	while (rc == CKPT_OK && (e = readdir(d))) {
+		int64_t s;
+		int nw;
+		if (!ckpt__tier_parse_marker(e->d_name, &s, &nw) || s != step)
+			continue;
+		char *p = ckpt__asprintf("%s/%s", t->job_dir, e->d_name);
+		rc = !p ? CKPT_ENOMEM : unlink(p) < 0 && errno != ENOENT ? ckpt__fail_errno(errno, p, "cannot remove") : CKPT_OK;
+		ckpt__free(p);
+	}
+	closedir(d);
+	return rc;
+}
+
 /* Every segment of step N of W workers in this node (a failed vote). Errors are the caller's to ignore. */
 static void remove_step(const ckpt__tier *t, int64_t step, int num_workers)
 {
@@ -375,6 +396,35 @@ static void remove_step(const ckpt__tier *t, int64_t step, int num_workers)
 			ckpt__tier_remove_tree(p);
 		ckpt__free(p);
 	}
+}
+
+/* Bytes of the files in the job directory's segments (the committed step, while the next is written). */
+static uint64_t held_bytes(const ckpt__tier *t)
+{
+	uint64_t sum = 0;
+	DIR *d = opendir(t->job_dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		int64_t s;
+		int w, nw;
+		if (!ckpt__tier_parse_name(e->d_name, &s, &w, &nw))
+			continue;
+		char *seg = ckpt__asprintf("%s/%s", t->job_dir, e->d_name);
+		DIR *sd = seg ? opendir(seg) : NULL;
+		struct dirent *f;
+		while (sd && (f = readdir(sd))) {
+			struct stat st;
+			if (f->d_name[0] != '.' && fstatat(dirfd(sd), f->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				S_ISREG(st.st_mode))
+				sum += (uint64_t)st.st_size;
+		}
+		if (sd)
+			closedir(sd);
+		ckpt__free(seg);
+	}
+	if (d)
+		closedir(d);
+	return sum;
 }
 
 /* The node's bytes for a step, against memory_limit or the free space (the leader checks, all agree). */
@@ -393,13 +443,14 @@ static int check_space(const ckpt__tier *t, ckpt_checkpoint *ck)
 		here += t->node_of[w] == t->node_of[t->worker];
 	/* this node's workers' pieces and the copies it keeps of as many others' */
 	uint64_t need = (total / (uint64_t)t->num_workers + (1u << 20)) * (uint64_t)here * (uint64_t)(1 + t->copies);
-	uint64_t avail = 0;
+	uint64_t avail = 0, in_use = held_bytes(t);
 	if (t->limit) {
-		if (need > t->limit)
+		avail = t->limit > in_use ? t->limit - in_use : 0;
+		if (need > avail)
 			return ckpt__fail(CKPT_ELIMIT, t->job_dir, NULL, -1,
 				"the memory tier needs about %" PRIu64 " bytes on this node for a step (%d worker(s), %d "
-				"cop%s) and memory_limit is %" PRIu64, need, here, t->copies, t->copies == 1 ? "y" : "ies",
-				t->limit);
+				"cop%s) and has %" PRIu64 " free of its memory_limit %" PRIu64 " (%" PRIu64 " held by the "
+				"committed step)", need, here, t->copies, t->copies == 1 ? "y" : "ies", avail, t->limit, in_use);
 		return CKPT_OK;
 	}
 	CKPT_TRY(ckpt__tier_free_bytes(&avail, t->job_dir));
@@ -527,6 +578,12 @@ int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, 
 		rc = prepare_node_dirs(t);
 	if (rc == CKPT_OK)
 		rc = check_space(t, ck);
+	/*
+	 * Step N saved again (a restart that restored an older step, an explicit number): its old record goes
+	 * first, so that a kill while its pieces are replaced never leaves old and new pieces under one record.
+	 */
+	if (rc == CKPT_OK && is_leader(t, t->worker))
+		rc = drop_records(t, number);
 	char *seg = NULL;
 	rc = write_piece(&seg, t, ck, number, rc); /* agreed before its collective write */
 	/* the local commits' outcome; then the copies (every worker takes part in the exchange) */
