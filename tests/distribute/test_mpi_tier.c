@@ -96,8 +96,19 @@ Test(tier_mpi, four_workers_on_two_nodes_restore_from_memory_onto_4_3_2x2_and_af
 Test(tier_mpi, a_step_with_every_piece_but_no_commit_record_is_never_restored, .timeout = 300)
 {
 	char *tier = NULL, *dir = saved_job(&tier);
+	char *node_a = ts_join(tier, "a");
+	ckpt_tier_list *l = NULL;
+	cr_assert_eq(ckpt_tier_scan(&l, node_a), CKPT_OK);
+	cr_assert_eq(ckpt_tier_list_num_entries(l), 1);
+	cr_assert(ckpt_tier_list_entry(l, 0)->complete && ckpt_tier_list_entry(l, 0)->num_present == 4);
+	ckpt_tier_list_free(l);
 	/* every piece of step 3 stays on both nodes; only the records go: a save killed before phase 2 */
 	sh("rm -f %s/a/tierjob/commit-* %s/b/tierjob/commit-*", tier, tier);
+	cr_assert_eq(ckpt_tier_scan(&l, node_a), CKPT_OK);
+	cr_assert(!ckpt_tier_list_entry(l, 0)->complete && ckpt_tier_list_entry(l, 0)->num_present == 4,
+		"a step without its record is listed complete");
+	ckpt_tier_list_free(l);
+	free(node_a);
 	ts_mpi_run(120, 3, "mpi_tier restore 1 %s/d 2 4 1 2 storage", dir);
 	ts_rmtree(dir);
 	free(dir);

@@ -93,7 +93,7 @@ typedef struct ckpt_tier_entry {
 	int num_workers;      /**< workers that saved the step (W of "of-W") */
 	int num_present;      /**< segments of it whose header checks */
 	uint64_t bytes;       /**< bytes of those segments */
-	int complete;         /**< every worker's segment is present and checks */
+	int complete;         /**< every worker's segment is present and checks (a multi-process step: and its commit record) */
 } ckpt_tier_entry;
 
 typedef struct ckpt_tier_list ckpt_tier_list;
