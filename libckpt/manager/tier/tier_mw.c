@@ -261,31 +261,55 @@ static char *data_name(const char *dir, int piece, int num_workers)
 	return ckpt__asprintf("%s/" CKPT__TIER_PREFIX ".data-%05d-of-%05d", dir, piece, num_workers);
 }
 
-/* Piece `piece` of step N as one frame (header, entries, data) from segment `seg`; caller frees. */
+/* Read all of `path` (`n` bytes, from its stat) into `dst`. */
+static int read_into(void *dst, uint64_t n, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ckpt__fail_errno(errno, path, "cannot open");
+	uint64_t done = 0;
+	int rc = CKPT_OK;
+	while (rc == CKPT_OK && done < n) {
+		ssize_t got = pread(fd, (unsigned char *)dst + done, (size_t)(n - done), (off_t)done);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			rc = got < 0 ? ckpt__fail_errno(errno, path, "cannot read")
+				     : ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)done, "file shrank while read");
+		else
+			done += (uint64_t)got;
+	}
+	close(fd);
+	return rc;
+}
+
+/* Piece `piece` of step N as one frame (header, entries, data) from segment `seg`, read in place; caller frees. */
 static int frame_from_segment(void **out, uint64_t *len, const char *seg, int64_t step, int piece, int num_workers)
 {
 	*out = NULL;
 	*len = 0;
 	char *dp = data_name(seg, piece, num_workers), *ep = ckpt__asprintf("%s/" ENTRIES, seg);
-	void *d = NULL, *e = NULL;
-	uint64_t dl = 0, el = 0;
-	int rc = dp && ep ? read_whole(&d, &dl, dp) : CKPT_ENOMEM;
-	if (rc == CKPT_OK)
-		rc = read_whole(&e, &el, ep);
+	struct stat ds, es;
+	int rc = dp && ep ? CKPT_OK : CKPT_ENOMEM;
+	if (rc == CKPT_OK && (stat(dp, &ds) < 0 || stat(ep, &es) < 0))
+		rc = ckpt__fail_errno(errno, seg, "cannot stat the memory tier piece");
+	uint64_t el = rc == CKPT_OK ? (uint64_t)es.st_size : 0, dl = rc == CKPT_OK ? (uint64_t)ds.st_size : 0;
 	unsigned char *f = rc == CKPT_OK ? ckpt__malloc(sizeof(frame_hdr) + el + dl) : NULL;
 	if (rc == CKPT_OK && !f)
 		rc = CKPT_ENOMEM;
+	if (rc == CKPT_OK)
+		rc = read_into(f + sizeof(frame_hdr), el, ep);
+	if (rc == CKPT_OK)
+		rc = read_into(f + sizeof(frame_hdr) + el, dl, dp);
 	if (rc == CKPT_OK) {
-		frame_hdr h = { FRAME_MAGIC, step, piece, num_workers, el, dl, ckpt_crc32c_extend(0, e, el),
-			ckpt_crc32c_extend(0, d, dl) };
+		frame_hdr h = { FRAME_MAGIC, step, piece, num_workers, el, dl, ckpt_crc32c_extend(0, f + sizeof(h), el),
+			ckpt_crc32c_extend(0, f + sizeof(h) + el, dl) };
 		memcpy(f, &h, sizeof(h));
-		memcpy(f + sizeof(h), e, el);
-		memcpy(f + sizeof(h) + el, d, dl);
 		*out = f;
 		*len = sizeof(h) + el + dl;
+		f = NULL;
 	}
-	ckpt__free(d);
-	ckpt__free(e);
+	ckpt__free(f);
 	ckpt__free(dp);
 	ckpt__free(ep);
 	return rc;
