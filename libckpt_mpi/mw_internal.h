@@ -23,7 +23,7 @@
 
 #define MW_LOCAL_MAX 1024 /* CKPT__MAX_REPLICAS: replicas in all */
 
-enum { MW_CREATE = 1, MW_REDUCE, MW_BARRIER, MW_RUN_END, MW_READ, MW_SAVE, MW_SAVE_DONE, MW_AGREE, MW_GATHER };
+enum { MW_CREATE = 1, MW_REDUCE, MW_BARRIER, MW_RUN_END, MW_READ, MW_SAVE, MW_SAVE_DONE, MW_AGREE, MW_GATHER, MW_EXCHANGE };
 
 typedef struct mw_hdr {
 	int32_t op;
@@ -119,6 +119,8 @@ int mw_write(ckpt_strategy *s, const ckpt_strategy_save_request *req);
 int mw_agree(ckpt_strategy *s, int rc);
 int mw_restore_parts(ckpt_strategy *s, int *part);
 int mw_share_staged(ckpt_strategy *s, int rc, size_t n, void *const *bases, const uint64_t *const *bounds);
+int mw_exchange_bytes(ckpt_strategy *s, const void *const *send, const uint64_t *send_lens, void **recv,
+	uint64_t *recv_lens);
 /** MW_RESTORE_SPLIT when CKPT_MPI_RESTORE=split, else MW_RESTORE_ALL. */
 int mw_restore_mode_from_env(void);
 

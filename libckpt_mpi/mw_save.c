@@ -252,7 +252,8 @@ int mw_write(ckpt_strategy *s, const ckpt_strategy_save_request *req)
 {
 	mw *m = mw_of(s);
 	mw_hdr h;
-	mw_hdr_init(m, &h, MW_SAVE, req->path);
+	/* a memory tier piece goes to each worker's own node: the paths differ, the call does not */
+	mw_hdr_init(m, &h, MW_SAVE, req->piece ? "(memory tier piece)" : req->path);
 	h.n = req->count;
 	h.h2 = 0xcbf29ce484222325ull;
 	for (size_t i = 0; i < req->count; i++)
@@ -291,17 +292,24 @@ int mw_write(ckpt_strategy *s, const ckpt_strategy_save_request *req)
 	if (rc == CKPT_OK && blen > (size_t)1 << 30)
 		rc = ckpt_error_set(CKPT_ELIMIT, req->path, NULL, -1, "shard %d has too many index entries", m->rank);
 	/* step 5: every worker's outcome */
-	mw_hdr_init(m, &h, MW_SAVE_DONE, req->path);
+	mw_hdr_init(m, &h, MW_SAVE_DONE, req->piece ? "(memory tier piece)" : req->path);
 	if (rc < 0)
 		hdr_error(&h, rc);
 	rc = mw_exchange(m, &h);
 	if (rc < 0) {
 		ckpt_free(blob);
 		ckpt_bundle_part_discard(req->vfs, req->path, m->rank, m->size, token);
-		if (m->rank == 0)
+		if (m->rank == 0 && !req->piece)
 			for (int w = 1; w < m->size; w++)
 				ckpt_bundle_part_discard(req->vfs, req->path, w, m->size, token);
 		return rc;
+	}
+	if (req->piece) {
+		/* the memory tier merges and commits on each node itself (manager/tier/tier_mw.c) */
+		req->piece->entries = blob;
+		req->piece->entries_len = blen;
+		req->piece->token = token;
+		return CKPT_OK;
 	}
 	rc = gather_and_commit(m, req, token, blob, blen);
 	ckpt_free(blob);

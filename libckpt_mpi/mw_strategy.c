@@ -59,6 +59,7 @@ static const char *op_name(int op)
 	case MW_SAVE_DONE: return "finishes its checkpoint shard";
 	case MW_AGREE: return "agrees on a restore / manager status";
 	case MW_GATHER: return "gathers restore checksums";
+	case MW_EXCHANGE: return "exchanges memory tier pieces";
 	default: return "?";
 	}
 }
@@ -386,6 +387,7 @@ static const ckpt_strategy_methods multi_worker_ops = {
 	.allgather = mw_allgather,
 	.is_writer = mw_is_writer,
 	.destroy = mw_destroy,
+	.exchange = mw_exchange_bytes,
 };
 
 int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local_replicas)

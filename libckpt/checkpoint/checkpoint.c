@@ -227,7 +227,8 @@ ckpt_strategy *ckpt__checkpoint_collective(ckpt_checkpoint *ck)
 }
 
 /* A cross-process strategy writes the checkpoint itself (sharded over its processes). */
-static int write_collective(ckpt_strategy *cs, ckpt_checkpoint *ck, const ckpt__plan *p, const char *path)
+static int write_collective(ckpt_strategy *cs, ckpt_checkpoint *ck, const ckpt__plan *p, const char *path,
+	ckpt_vfs *piece_vfs, ckpt_strategy_piece *piece)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < p->n; i++)
@@ -264,9 +265,9 @@ static int write_collective(ckpt_strategy *cs, ckpt_checkpoint *ck, const ckpt__
 	}
 	ckpt_vfs *vfs = NULL;
 	if (rc == CKPT_OK)
-		rc = ckpt_status_of(vfs = ckpt_vfs_for_path(ck->opts.vfs, path));
-	ckpt__save_request req = { path, vfs ? vfs : ckpt_vfs_default(), ck->opts.no_fsync,
-		n, keys, vars, p->graph, nrefs, parted, pkeys };
+		rc = ckpt_status_of(vfs = piece ? piece_vfs : ckpt_vfs_for_path(ck->opts.vfs, path));
+	ckpt__save_request req = { path, vfs ? vfs : ckpt_vfs_default(), piece ? 1 : ck->opts.no_fsync,
+		n, keys, vars, p->graph, nrefs, parted, pkeys, piece };
 	if (rc < 0) /* still take part, so the other processes fail instead of waiting */
 		rc = ckpt__strategy_ops_of(cs)->agree(cs, rc);
 	else
@@ -291,8 +292,12 @@ static const ckpt_variable *device_value_from(const ckpt__plan *p, size_t *i, si
 	return NULL;
 }
 
-/* `io`: where and how to write (the checkpoint's own options, or the memory tier's local files) */
-static int write_to(ckpt_checkpoint *ck, const char *path, const ckpt_checkpoint_options *io)
+/*
+ * `io`: where and how to write (the checkpoint's own options, or the memory tier's local files);
+ * `piece`: the memory tier's piece of a multi-process save (ckpt/sys/strategy.h), else NULL.
+ */
+static int write_to(ckpt_checkpoint *ck, const char *path, const ckpt_checkpoint_options *io,
+	ckpt_strategy_piece *piece)
 {
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_write"));
 	CKPT_TRY(ckpt__checkpoint_check_mirrored(ck, path));
@@ -300,7 +305,7 @@ static int write_to(ckpt_checkpoint *ck, const char *path, const ckpt_checkpoint
 	CKPT_TRY(ckpt__plan_build_to_write(&p, ck));
 	ckpt_strategy *cs = collective_in_plan(ck, &p);
 	if (cs) {
-		int crc = write_collective(cs, ck, &p, path);
+		int crc = write_collective(cs, ck, &p, path, io->vfs, piece);
 		ckpt__plan_free(&p);
 		if (crc == CKPT_OK) {
 			char *lp = ckpt__strdup(path);
@@ -424,7 +429,7 @@ int ckpt_checkpoint_write(ckpt_checkpoint *ck, const char *path)
 {
 	if (!ck || !path || !*path)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_write: NULL argument");
-	return write_to(ck, path, &ck->opts);
+	return write_to(ck, path, &ck->opts, NULL);
 }
 
 /* Shared by save() and the manager: set save_counter to `number`, write, roll back on failure. */
@@ -435,15 +440,22 @@ int ckpt__checkpoint_save_as(ckpt_checkpoint *ck, const char *path, int64_t numb
 
 int ckpt__checkpoint_save_via(ckpt_checkpoint *ck, const char *path, int64_t number, ckpt_vfs *vfs)
 {
+	return ckpt__checkpoint_save_piece(ck, path, number, vfs, NULL);
+}
+
+int ckpt__checkpoint_save_piece(ckpt_checkpoint *ck, const char *path, int64_t number, ckpt_vfs *vfs,
+	ckpt_strategy_piece *piece)
+{
 	ckpt_checkpoint_options io = ck->opts;
 	if (vfs) {
 		/* a local copy of the state (the memory tier): always a TensorBundle, never fsynced */
 		io.vfs = vfs;
 		io.no_fsync = 1;
 		io.format = NULL;
-		if (ckpt__checkpoint_collective(ck))
+		/* a multi-process one is written piece by piece (manager/tier/tier_mw.c) */
+		if (ckpt__checkpoint_collective(ck) && !piece)
 			return ckpt__fail(CKPT_EUNSUPPORTED, path, NULL, -1,
-				"the memory tier of a multi-process checkpoint is not implemented yet");
+				"the memory tier of a multi-process checkpoint is written by pieces");
 	}
 	CKPT_TRY(ckpt__check_not_replica("ckpt_checkpoint_save"));
 	ckpt_variable *v;
@@ -451,7 +463,7 @@ int ckpt__checkpoint_save_via(ckpt_checkpoint *ck, const char *path, int64_t num
 	int64_t old = 0;
 	CKPT_TRY(ckpt_variable_read(v, &old, sizeof(old)));
 	CKPT_TRY(ckpt_variable_assign(v, &number, sizeof(number)));
-	int rc = write_to(ck, path, &io);
+	int rc = write_to(ck, path, &io, piece);
 	if (rc < 0) {
 		ckpt__error_slot slot = { 0 };
 		ckpt__error_capture(&slot);

@@ -19,6 +19,7 @@
 #define CKPT_CHECKPOINT_INTERNAL_H
 
 #include "internal.h"
+#include "ckpt/sys/strategy.h"
 
 #include "checkpoint/restore/restore_session.h"
 #include "checkpoint/restore/restore_pending.h"
@@ -191,6 +192,12 @@ int ckpt__checkpoint_read_save_counter(const ckpt_checkpoint *ck, int64_t *out);
 void ckpt__checkpoint_set_incremental(ckpt_checkpoint *ck, int on);
 /* Same, written through `vfs` (NULL = the checkpoint's) as a TensorBundle without fsync: the memory tier's copy. */
 int ckpt__checkpoint_save_via(ckpt_checkpoint *ck, const char *path, int64_t number, ckpt_vfs *vfs);
+/*
+ * The memory tier's piece of a multi-process save (ckpt/sys/strategy.h): this process's data shard as a
+ * temporary under `path` on `vfs`, its index entries and token in *piece; collective, nothing merged.
+ */
+int ckpt__checkpoint_save_piece(ckpt_checkpoint *ck, const char *path, int64_t number, ckpt_vfs *vfs,
+	ckpt_strategy_piece *piece);
 /* ckpt_checkpoint_restore reading through `vfs` (NULL = the checkpoint's); `*status` as there. */
 int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs);
 /*

@@ -768,6 +768,9 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		} else if (o->version == 3) { /* before the memory tier's fields */
 			memcpy(&opts, o, offsetof(ckpt_manager_options, memory_every));
 			opts.version = CKPT_MANAGER_OPTIONS_VERSION;
+		} else if (o->version == 4) { /* before memory_copies */
+			memcpy(&opts, o, offsetof(ckpt_manager_options, memory_copies));
+			opts.version = CKPT_MANAGER_OPTIONS_VERSION;
 		} else if (o->version == CKPT_MANAGER_OPTIONS_VERSION) {
 			opts = *o;
 		} else {

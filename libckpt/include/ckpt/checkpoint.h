@@ -602,8 +602,9 @@ typedef struct ckpt_manager_options {
 	/**
 	 * 0 (default) = no memory tier. k > 0: a save whose number is a
 	 * multiple of k writes the state to the memory tier (one segment per
-	 * worker under the tier directory). Refused (EUNSUPPORTED at the save)
-	 * for a multi-process checkpoint, not implemented yet.
+	 * worker under the tier directory). A multi-process checkpoint (ckpt_mpi)
+	 * is kept in pieces on the workers' nodes, see memory_copies and
+	 * ckpt/tier.h.
 	 */
 	int memory_every;
 	/**
@@ -627,10 +628,19 @@ typedef struct ckpt_manager_options {
 	 * naming what it needs and what is free, before writing anything.
 	 */
 	uint64_t memory_limit;
+	/* version 5 */
+	/**
+	 * A multi-process memory tier (ckpt/tier.h): how many other nodes keep a
+	 * copy of each worker's piece, F. 0 (default) = none: losing a node loses
+	 * the memory step. F > 0 needs at least F + 1 nodes (CKPT_EINVAL at the
+	 * first memory save otherwise); losing up to F nodes keeps every step the
+	 * tier committed. Ignored by a single-process checkpoint.
+	 */
+	int memory_copies;
 } ckpt_manager_options;
-/** 2 adds fallback, 3 incremental, 4 the memory tier; version 1-3 structs (without them) are still accepted. */
-#define CKPT_MANAGER_OPTIONS_VERSION 4
-#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, 0 }
+/** 2 adds fallback, 3 incremental, 4 the memory tier, 5 memory_copies; version 1-4 structs (without them) are still accepted. */
+#define CKPT_MANAGER_OPTIONS_VERSION 5
+#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0 }
 
 /**
  * tf.train.CheckpointManager over `dir` (created when missing) for `ckpt`

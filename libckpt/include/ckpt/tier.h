@@ -19,6 +19,37 @@
  * whole, so a process killed during a save leaves the previous step intact;
  * files are mode 0600. Superseded steps are removed after each save.
  *
+ * Across workers (a multi-process checkpoint, ckpt_mpi): a node is the
+ * set of workers that share a tier directory: by default the workers of one
+ * host; CKPT_TIER_NODES ("a,a,b,b": one name per worker rank) emulates
+ * nodes on one machine, node "a" keeping its segments in <tier dir>/a and
+ * reading nothing of another node's but through the strategy (MPI). Each
+ * save of step N by W workers writes, per worker R, the piece the
+ * multi-worker write gives it (its share of the values by bytes, the rows
+ * of its parts of partitioned variables, the object graph on worker 0) as
+ * segment step-<N>.w<R>-of-<W> on its node — the data shard and its index
+ * entries ("ckpt.entries"), every file's crc32c in the SEGMENT header —
+ * and sends it to the lowest worker of each of the memory_copies (F) next
+ * nodes, which stores it under the same name. Then a two-phase commit:
+ * every worker votes (its piece and the copies it received stored and
+ * checked); on a yes from all, each node writes the record
+ * commit-<N>.of-<W> (renamed whole) and the save returns once every node
+ * has; then each node removes every other step. A step without a record on
+ * some surviving node is never restored, even with every piece present,
+ * so no kill leaves a partial step restorable, and the previous recorded
+ * step stays until N is recorded.
+ *
+ * The restore (ckpt_manager_restore_latest in a job of any worker count and
+ * local split, on the nodes that survived) agrees on the newest recorded
+ * step, newer than the directory's newest checkpoint, whose every piece has
+ * a copy that checks on some surviving node; each node assembles it as an
+ * ordinary merged TensorBundle in a staging directory (its own pieces
+ * hard-linked, the others received from a holder over MPI) and every worker
+ * restores it with the ordinary multi-worker restore (resharding partitioned
+ * variables, all or nothing). A copy whose crc32c fails is skipped for
+ * another; with no whole step (more than F nodes lost) the directory's
+ * newest checkpoint is restored, after a warning naming the missing piece.
+ *
  * Why files in /dev/shm and not a memfd handed to a keeper process: the
  * kernel is the keeper (nothing to start, supervise or restart, and no
  * keeper whose death loses every node's copy), the segments are found by
@@ -62,7 +93,7 @@ typedef struct ckpt_tier_entry {
 	int num_workers;      /**< workers that saved the step (W of "of-W") */
 	int num_present;      /**< segments of it whose header checks */
 	uint64_t bytes;       /**< bytes of those segments */
-	int complete;         /**< every worker's segment is present and checks */
+	int complete;         /**< every worker's segment is present and checks (a multi-process step: and its commit record) */
 } ckpt_tier_entry;
 
 typedef struct ckpt_tier_list ckpt_tier_list;

@@ -5,6 +5,9 @@
  *                    SEGMENT header, commit by rename, listing, removal
  *   tier_manager.c   what the manager calls: open with its options, route a
  *                    save to the tiers, save a step, restore the newest one
+ *   tier_mw.c        the same for a multi-process checkpoint: each worker's
+ *                    piece on its node and on F other nodes, a two-phase
+ *                    commit, restore from the surviving copies onto any count
  *
  * The segment functions know nothing of checkpoints: a segment is a
  * directory of files plus a header that checks them, written under a
@@ -37,7 +40,7 @@ int ckpt__tier_segment_begin(char **tmp_out, const char *job_dir, int64_t step, 
  * an older one of that name). `*bytes` = the bytes it holds.
  */
 int ckpt__tier_segment_commit(uint64_t *bytes, const char *tmp, const char *final, const char *job, int64_t step,
-	int worker, int num_workers);
+	int worker, int num_workers, int crc_all);
 /**
  * Check a committed segment against its header (names, sizes, the index's
  * crc32c; the tensors' own crc32c are checked by the restore that reads
@@ -51,10 +54,37 @@ int ckpt__tier_parse_name(const char *name, int64_t *step, int *worker, int *num
 int ckpt__tier_remove_tree(const char *path);
 /** Bytes free for unprivileged writers in the file system of `dir`. */
 int ckpt__tier_free_bytes(uint64_t *out, const char *dir);
+/**
+ * The commit record of multi-process step N of W workers,
+ * "<job_dir>/commit-<N>.of-<W>": written (renamed whole) by each node once
+ * every worker's piece and its copies are stored; a step without one on
+ * any surviving node is never restored.
+ */
+char *ckpt__tier_marker_path(const char *job_dir, int64_t step, int num_workers);
+int ckpt__tier_parse_marker(const char *name, int64_t *step, int *num_workers);
+int ckpt__tier_marker_write(const char *job_dir, const char *job, int64_t step, int num_workers);
+/** CKPT_OK when the record is present and whole; CKPT_ENOTFOUND / CKPT_ECHECKSUM otherwise. */
+int ckpt__tier_marker_check(const char *job_dir, const char *job, int64_t step, int num_workers);
 
 /* ---- tier_manager.c ---- */
 
-typedef struct ckpt__tier ckpt__tier;
+typedef struct ckpt__tier {
+	int memory_every, persist_every;
+	uint64_t limit;
+	char *base;        /* the tier directory */
+	char *job;
+	char *job_dir;     /* base/job (multi-process: the node's directory/job) */
+	int worker, num_workers;
+	char *last_path;   /* bundle prefix of the last segment saved or restored */
+	int named_base;    /* the base came from CKPT_TIER_DIR: not ours to remove */
+	/* multi-process (tier_mw.c), known after the first collective save or restore */
+	int copies;        /* memory_copies: F */
+	int mw_known;
+	int nnodes;
+	int *node_of;      /* node index of each worker */
+	int *leader;       /* the lowest worker of each node: it writes the node's copies and records */
+	char *node_dir;    /* this node's tier directory */
+} ckpt__tier;
 
 /** Which tiers a save of `number` goes to. */
 enum { CKPT__TIER_TO_STORAGE = 1, CKPT__TIER_TO_MEMORY = 2 };
@@ -84,5 +114,13 @@ void ckpt__tier_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn 
 void ckpt__tier_free(ckpt__tier *t);
 /** A save no tier takes: only save_counter advances to `number`. */
 int ckpt__tier_skip(ckpt_checkpoint *ck, int64_t number);
+
+/* ---- tier_mw.c: the same for a multi-process checkpoint under `cs` ---- */
+int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, ckpt_checkpoint *ck, int64_t number);
+int ckpt__tier_mw_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
+	ckpt_strategy *cs, ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx);
+/** A clean finish removes this node's copies of the job (its leader does); else they stay, with a warning. */
+void ckpt__tier_mw_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn warn, void *warn_ctx);
+void ckpt__tier_mw_free(ckpt__tier *t);
 
 #endif

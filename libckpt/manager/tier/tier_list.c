@@ -83,6 +83,24 @@ static int scan_job(ckpt_tier_list *l, const char *base, const char *job)
 		ckpt__free(seg);
 	}
 	closedir(d);
+	/* a multi-process step (its segments are pieces: "ckpt.entries") is complete only with its commit record */
+	for (size_t i = 0; rc == CKPT_OK && i < l->n; i++) {
+		ckpt_tier_entry *e = &l->e[i];
+		if (e->job != job)
+			continue;
+		int piece = 0;
+		for (int w = 0; !piece && w < e->num_workers; w++) {
+			char *seg = ckpt__tier_segment_path(jd, e->step, w, e->num_workers);
+			char *ep = seg ? ckpt__asprintf("%s/ckpt.entries", seg) : NULL;
+			piece = ep && access(ep, F_OK) == 0;
+			ckpt__free(ep);
+			ckpt__free(seg);
+		}
+		if (piece && ckpt__tier_marker_check(jd, job, e->step, e->num_workers) != CKPT_OK) {
+			e->complete = -1; /* not recorded: never complete, whatever is present */
+			ckpt_error_clear();
+		}
+	}
 	ckpt__free(jd);
 	return rc;
 }
@@ -140,7 +158,7 @@ int ckpt_tier_scan(ckpt_tier_list **out, const char *dir)
 		return rc;
 	}
 	for (size_t i = 0; i < l->n; i++)
-		l->e[i].complete = l->e[i].num_present == l->e[i].num_workers;
+		l->e[i].complete = l->e[i].complete != -1 && l->e[i].num_present == l->e[i].num_workers;
 	if (l->n)
 		qsort(l->e, l->n, sizeof(*l->e), cmp_entries);
 	*out = l;

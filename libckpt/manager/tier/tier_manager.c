@@ -20,17 +20,6 @@
 #include "checkpoint/checkpoint_internal.h"
 #include "tier_internal.h"
 
-struct ckpt__tier {
-	int memory_every, persist_every;
-	uint64_t limit;
-	char *base;        /* the tier directory */
-	char *job;
-	char *job_dir;     /* base/job */
-	int worker, num_workers;
-	char *last_path;   /* bundle prefix of the last segment saved or restored */
-	int named_base;    /* the base came from CKPT_TIER_DIR: not ours to remove */
-};
-
 void ckpt__tier_free(ckpt__tier *t)
 {
 	if (!t)
@@ -39,6 +28,7 @@ void ckpt__tier_free(ckpt__tier *t)
 	ckpt__free(t->job);
 	ckpt__free(t->job_dir);
 	ckpt__free(t->last_path);
+	ckpt__tier_mw_free(t);
 	ckpt__free(t);
 }
 
@@ -77,9 +67,9 @@ int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char 
 		return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "memory_every (%d) and persist_every (%d) must not be negative",
 			o->memory_every, o->persist_every);
 	if (!o->memory_every) {
-		if (o->persist_every || o->memory_job || o->memory_limit)
+		if (o->persist_every || o->memory_job || o->memory_limit || o->memory_copies)
 			return ckpt__fail(CKPT_EINVAL, dir, NULL, -1,
-				"persist_every, memory_job and memory_limit need a memory tier (memory_every > 0)");
+				"persist_every, memory_job, memory_limit and memory_copies need a memory tier (memory_every > 0)");
 		return CKPT_OK;
 	}
 	ckpt__tier *t = ckpt__calloc(1, sizeof(*t));
@@ -89,6 +79,11 @@ int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char 
 	t->persist_every = o->persist_every;
 	t->limit = o->memory_limit;
 	t->num_workers = 1;
+	t->copies = o->memory_copies;
+	if (t->copies < 0) {
+		ckpt__free(t);
+		return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "memory_copies (%d) must not be negative", o->memory_copies);
+	}
 	const char *env = getenv(CKPT_TIER_DIR_ENV);
 	t->named_base = env && *env;
 	int rc = ckpt_tier_dir(&t->base);
@@ -223,6 +218,9 @@ static int remove_others(ckpt__tier *t, int64_t keep)
 int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, int64_t number)
 {
 	*path_out = NULL;
+	ckpt_strategy *cs = ckpt__checkpoint_collective(ck);
+	if (cs)
+		return ckpt__tier_mw_save(path_out, t, cs, ck, number);
 	CKPT_TRY(ckpt__tier_prepare_dir(t->base, t->job_dir));
 	CKPT_TRY(check_space(t, ck));
 	char *tmp = NULL;
@@ -235,7 +233,7 @@ int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, i
 		rc = ckpt__checkpoint_save_via(ck, prefix, number, ckpt_vfs_default());
 	uint64_t bytes = 0;
 	if (rc == CKPT_OK)
-		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, number, t->worker, t->num_workers);
+		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, number, t->worker, t->num_workers, 0);
 	if (rc < 0) {
 		ckpt__error_slot slot = { 0 };
 		ckpt__error_capture(&slot);
@@ -270,6 +268,9 @@ int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char *
 {
 	*restored = 0;
 	*path_out = NULL;
+	ckpt_strategy *cs = ckpt__checkpoint_collective(ck);
+	if (cs)
+		return ckpt__tier_mw_restore(status, restored, path_out, t, cs, ck, newer_than, warn, warn_ctx);
 	int64_t *steps = NULL;
 	size_t n = 0;
 	CKPT_TRY(own_steps(&steps, &n, t));
@@ -316,6 +317,11 @@ void ckpt__tier_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn 
 {
 	if (!t)
 		return;
+	if (t->mw_known) {
+		ckpt__tier_mw_close(t, newest_persistent, warn, warn_ctx);
+		ckpt__tier_free(t);
+		return;
+	}
 	int64_t *steps = NULL;
 	size_t n = 0;
 	ckpt__error_slot saved = { 0 };

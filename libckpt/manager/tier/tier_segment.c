@@ -178,7 +178,10 @@ static int file_crc(uint32_t *out, const char *path, uint64_t size)
 	return rc;
 }
 
-/* The files of a segment directory (not the header), with sizes; the index's crc32c when `crc`. */
+/*
+ * The files of a segment directory (not the header), with sizes; when `crc`,
+ * the index's crc32c (every file's when `crc` is 2) and files made private.
+ */
 static int list_files(seg_file *f, size_t *n, const char *dir, int crc)
 {
 	*n = 0;
@@ -206,7 +209,7 @@ static int list_files(seg_file *f, size_t *n, const char *dir, int crc)
 			rc = ckpt__fail_errno(errno, p, "cannot stat");
 		else {
 			s->size = (uint64_t)st.st_size;
-			if (crc && is_index(s->name)) {
+			if ((crc && is_index(s->name)) || crc == 2) {
 				s->has_crc = 1;
 				rc = file_crc(&s->crc, p, s->size);
 			}
@@ -266,11 +269,11 @@ static int write_file(const char *path, const char *text)
 }
 
 int ckpt__tier_segment_commit(uint64_t *bytes, const char *tmp, const char *final, const char *job, int64_t step,
-	int worker, int num_workers)
+	int worker, int num_workers, int crc_all)
 {
 	seg_file f[MAX_FILES];
 	size_t n = 0;
-	CKPT_TRY(list_files(f, &n, tmp, 1));
+	CKPT_TRY(list_files(f, &n, tmp, crc_all ? 2 : 1));
 	qsort(f, n, sizeof(f[0]), cmp_files);
 	char *text = header_text(f, n, job, step, worker, num_workers);
 	char *hp = ckpt__asprintf("%s/" HEADER, tmp);
@@ -336,9 +339,11 @@ int ckpt__tier_segment_check(uint64_t *bytes, const char *seg, const char *job, 
 		rc = list_files(f, &n, seg, 0);
 	if (rc == CKPT_OK) {
 		qsort(f, n, sizeof(f[0]), cmp_files);
-		/* the index's crc32c as the header states it: recomputed below */
+		/* the crc32c of the index, and of every file whose header line states one: recomputed below */
 		for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
-			if (!is_index(f[i].name))
+			char line[sizeof(f[i].name) + 64];
+			snprintf(line, sizeof(line), "\nfile %.255s %" PRIu64 " crc32c ", f[i].name, f[i].size);
+			if (!is_index(f[i].name) && !strstr(stored, line))
 				continue;
 			char *p = ckpt__asprintf("%s/%s", seg, f[i].name);
 			rc = p ? file_crc(&f[i].crc, p, f[i].size) : CKPT_ENOMEM;
@@ -374,4 +379,60 @@ int ckpt__tier_free_bytes(uint64_t *out, const char *dir)
 		return ckpt__fail_errno(errno, dir, "cannot read the free space of the memory tier");
 	*out = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
 	return CKPT_OK;
+}
+
+/* The commit record of a multi-process step (tier_mw.c): text, its last line the crc32c of the lines above. */
+static char *marker_text(const char *job, int64_t step, int num_workers)
+{
+	char *t = ckpt__asprintf("ckpt-tier-commit 1\njob %s\nstep %" PRId64 "\nworkers %d\n", job, step, num_workers);
+	if (!t)
+		return NULL;
+	char *full = ckpt__asprintf("%scrc32c 0x%08x\n", t, (unsigned)ckpt_crc32c_extend(0, t, strlen(t)));
+	ckpt__free(t);
+	return full;
+}
+
+char *ckpt__tier_marker_path(const char *job_dir, int64_t step, int num_workers)
+{
+	return ckpt__asprintf("%s/commit-%012" PRId64 ".of-%d", job_dir, step, num_workers);
+}
+
+int ckpt__tier_parse_marker(const char *name, int64_t *step, int *num_workers)
+{
+	long long s;
+	int nw, used = 0;
+	if (strncmp(name, "commit-", 7) != 0 || sscanf(name, "commit-%lld.of-%d%n", &s, &nw, &used) != 2 ||
+		name[used] != '\0' || s < 0 || nw < 1)
+		return 0;
+	*step = s;
+	*num_workers = nw;
+	return 1;
+}
+
+int ckpt__tier_marker_write(const char *job_dir, const char *job, int64_t step, int num_workers)
+{
+	char *final = ckpt__tier_marker_path(job_dir, step, num_workers);
+	char *tmp = final ? ckpt__asprintf("%s/.tmp-commit-%012" PRId64 ".of-%d", job_dir, step, num_workers) : NULL;
+	char *text = marker_text(job, step, num_workers);
+	int rc = final && tmp && text ? write_file(tmp, text) : CKPT_ENOMEM;
+	/* renamed whole: a node holds the record of step N or not, never a part of it */
+	if (rc == CKPT_OK && rename(tmp, final) < 0)
+		rc = ckpt__fail_errno(errno, final, "cannot commit the memory tier step");
+	ckpt__free(text);
+	ckpt__free(tmp);
+	ckpt__free(final);
+	return rc;
+}
+
+int ckpt__tier_marker_check(const char *job_dir, const char *job, int64_t step, int num_workers)
+{
+	char *p = ckpt__tier_marker_path(job_dir, step, num_workers);
+	char *want = marker_text(job, step, num_workers), *stored = NULL;
+	int rc = p && want ? read_small(&stored, p) : CKPT_ENOMEM;
+	if (rc == CKPT_OK && strcmp(stored, want) != 0)
+		rc = ckpt__fail(CKPT_ECHECKSUM, p, NULL, -1, "memory tier commit record damaged");
+	ckpt__free(stored);
+	ckpt__free(want);
+	ckpt__free(p);
+	return rc;
 }

@@ -40,6 +40,20 @@ typedef enum ckpt_reduce_elem {
 	CKPT_REDUCE_ELEM_I64 = 3
 } ckpt_reduce_elem;
 
+/**
+ * The memory tier's save of one process's piece (ckpt_strategy_save_request
+ * .piece, read by version-2 tables): the strategy writes this process's data
+ * shard as its temporary (`<path>.data-K-of-N.tempstate<token>`, on `vfs`:
+ * each process's own node, no shared file system), agrees on the outcome
+ * as for a checkpoint, and returns its index entries and the token instead
+ * of merging and committing. The caller commits.
+ */
+typedef struct ckpt_strategy_piece {
+	void *entries;      /**< out: this process's index entries (ckpt_bundle_part_finish's), ckpt_malloc'ed */
+	size_t entries_len; /**< out */
+	uint64_t token;     /**< out: names the temporary */
+} ckpt_strategy_piece;
+
 /** What a checkpoint write hands a cross-process strategy: one value per logical variable. Borrowed for the call. */
 typedef struct ckpt_strategy_save_request {
 	const char *path;                 /**< bundle prefix */
@@ -52,10 +66,12 @@ typedef struct ckpt_strategy_save_request {
 	size_t nparted;                   /**< partitioned variables: each part written by its owner */
 	ckpt_partitioned *const *parted;
 	const char *const *parted_keys;   /**< the key each is stored under */
+	/** Version 2: NULL = an ordinary checkpoint; else a memory tier piece (ckpt_strategy_piece). */
+	ckpt_strategy_piece *piece;
 } ckpt_strategy_save_request;
 
 /** Version of ckpt_strategy_methods this header describes. */
-#define CKPT_STRATEGY_METHODS_VERSION 1
+#define CKPT_STRATEGY_METHODS_VERSION 2
 
 /**
  * Methods of a strategy. Append-only: a later version adds fields at the
@@ -125,6 +141,18 @@ typedef struct ckpt_strategy_methods {
 	int (*is_writer)(ckpt_strategy *s);
 	/** Optional. Free the implementation's state `impl` (the core frees the strategy itself). */
 	void (*destroy)(ckpt_strategy *s);
+	/* ---- version 2 ---- */
+	/**
+	 * Optional (NULL, or a version-1 table: the memory tier refuses
+	 * multi-process saves with CKPT_EUNSUPPORTED). Personalised exchange:
+	 * send[p] (send_lens[p] bytes, borrowed; 0 = nothing) goes to process p;
+	 * recv[p] receives process p's bytes for this one (ckpt_malloc'ed, the
+	 * caller frees each with ckpt_free; NULL when 0 bytes), recv_lens[p]
+	 * their length. Arrays of one entry per process. Also understands
+	 * ckpt_strategy_save_request.piece in `write`.
+	 */
+	int (*exchange)(ckpt_strategy *s, const void *const *send, const uint64_t *send_lens, void **recv,
+		uint64_t *recv_lens);
 } ckpt_strategy_methods;
 
 /**
