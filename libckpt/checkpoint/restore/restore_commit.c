@@ -293,7 +293,12 @@ static void commit_classify(commit *c)
 	}
 }
 
-/* Step 1b: stage this commit's values (temporary) and those restore-on-create needs later. */
+/*
+ * Step 1b: stage this commit's values (temporary). Those restore-on-create
+ * needs later stay in the file (the session keeps the reader): only a
+ * crc32c is taken of the ones whose entry stores none, and strings, small
+ * and variable-length, are staged and kept.
+ */
 static int commit_stage_values(commit *c)
 {
 	for (size_t i = 0; i < c->nvals; i++) {
@@ -307,6 +312,11 @@ static int commit_stage_values(commit *c)
 	int rc = ckpt__session_stage(c->s, c->want_now, &c->now, c->parts, c->part, c->bnow);
 	if (rc == CKPT_OK)
 		ckpt__session_mark_temp(c->s, c->want_now);
+	if (rc == CKPT_OK)
+		rc = ckpt__session_defer(c->s, c->want_later);
+	for (size_t i = 0; i < c->nvals; i++)
+		if (c->want_later[i] && ckpt__session_value(c->s, i)->dtype != CKPT_DT_STRING)
+			c->want_later[i] = 0;
 	if (rc == CKPT_OK)
 		rc = ckpt__session_stage(c->s, c->want_later, &c->later, c->parts, c->part, c->blater);
 	return rc;
@@ -446,7 +456,7 @@ static int commit_read_in_place(commit *c)
 /*
  * Step 4 (after `rc`, the steps' status): fan out the host variables and
  * swap in strings, which cannot fail (device variables are done); keep the
- * values staged for later and close the reader, or drop them.
+ * strings staged for later, or drop them.
  */
 static int commit_fan_out(commit *c, int rc)
 {
@@ -465,7 +475,6 @@ static int commit_fan_out(commit *c, int rc)
 		if (c->later)
 			ckpt__session_keep_arena(s, c->later);
 		c->later = NULL;
-		ckpt__session_close_reader(s);
 	}
 	if (c->later)
 		ckpt__session_release(s, c->want_later, c->later);
@@ -524,6 +533,8 @@ static void commit_attach(commit *c)
 	}
 	for (size_t i = 0; i < r->nasg; i++)
 		ckpt__session_consume(s, r->asg[i].val, r->asg[i].var);
+	/* values still waiting for their objects keep the reader open (file, offset, length, crc32c; no bytes) */
+	ckpt__session_close_if_done(s);
 	ckpt__free(c->keys);
 	ckpt__session_release_temp(s, c->now);
 	for (size_t i = 0; i < r->npc; i++)
@@ -587,6 +598,30 @@ int ckpt__run_commit(ckpt__run *r)
 /* restore-on-create                                                    */
 /* ================================================================== */
 
+/*
+ * A deferred value read now failed its checksum: the file changed after the
+ * restore that deferred it (rewritten in place, or another checkpoint saved
+ * over it). Say so, keeping the file, the key and the offset.
+ */
+static int changed_since_restore(ckpt__session *s, int rc)
+{
+	if (rc != CKPT_ECHECKSUM)
+		return rc;
+	const ckpt_error *e = ckpt_error_last();
+	char *msg = ckpt__strdup(e->message ? e->message : "");
+	char *path = ckpt__strdup(e->path ? e->path : ckpt__session_path(s));
+	char *var = e->variable ? ckpt__strdup(e->variable) : NULL;
+	int64_t off = e->offset;
+	if (msg && path)
+		rc = ckpt__fail(rc, path, var, off, "restore on create of '%s' from %s: %s (the file changed after "
+			"ckpt_checkpoint_restore; it is read when the object is created)", var ? var : "?",
+			ckpt__session_path(s), msg);
+	ckpt__free(msg);
+	ckpt__free(path);
+	ckpt__free(var);
+	return rc;
+}
+
 /* A pending child, now created: match its stored node against it and commit. */
 static int restore_pending_child(ckpt__session *s, int node, ckpt_object *child)
 {
@@ -596,7 +631,7 @@ static int restore_pending_child(ckpt__session *s, int node, ckpt_object *child)
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
 	ckpt__run_discard(r);
-	return rc;
+	return changed_since_restore(s, rc);
 }
 
 /* A pending slot, now created: match the stored slot variable's values against its node and commit. */
@@ -608,7 +643,7 @@ static int restore_pending_slot(ckpt__session *s, int slot_node, ckpt_object *no
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
 	ckpt__run_discard(r);
-	return rc;
+	return changed_since_restore(s, rc);
 }
 
 static const ckpt__pending_ops pending_ops = { restore_pending_child, restore_pending_slot };
