@@ -189,3 +189,63 @@ Test(deferred_values, a_file_changed_before_creation_fails_it_naming_file_and_va
 	free(file);
 	free(prefix);
 }
+
+/*
+ * safetensors stores no crc32c: the restore that defers a value takes one
+ * of its bytes (through one bounded buffer), and the creation checks it.
+ */
+Test(deferred_values, a_format_without_checksums_is_checked_against_the_restore, .timeout = 120)
+{
+	char *dir = ts_tmpdir();
+	char *prefix = save_state(dir);
+	char *st_path = ts_join(dir, "m.safetensors");
+	ts_run_result r = ts_cli("convert", prefix, st_path, "--to", "safetensors", (char *)NULL);
+	ts_assert_exit(&r, 0, "convert");
+	ts_run_free(&r);
+	char *file = NULL;
+	int64_t off = 0;
+	char *key = NULL;
+	{
+		ckpt_reader *rd;
+		cr_assert_eq(ckpt_reader_open(&rd, st_path, NULL), CKPT_OK);
+		for (size_t i = 0; i < ckpt_reader_num_entries(rd); i++) {
+			const ckpt_var_info *vi = ckpt_reader_var(rd, i);
+			cr_assert_not(vi->has_crc32c);
+			if (strstr(vi->name, "optimizer") && strstr(vi->name, ".v") && vi->nbytes == N * sizeof(float)) {
+				key = strdup(vi->name);
+				off = vi->offset;
+			}
+		}
+		file = strdup(ckpt_reader_path(rd));
+		ckpt_reader_free(rd);
+		cr_assert_not_null(key);
+	}
+	ckpt_variable *kernel;
+	ckpt_object *opt;
+	ckpt_checkpoint *ck = build(&kernel, &opt, 0);
+	ckpt_allocator a = { count_malloc, count_realloc, count_free, NULL };
+	ckpt_set_allocator(&a);
+	live = 0;
+	cr_assert_eq(ckpt_checkpoint_restore(NULL, ck, st_path), CKPT_OK, "%s", ckpt_error_last()->message);
+	long long held = live;
+	ckpt_set_allocator(NULL);
+	cr_assert_lt(held, (long long)(N * sizeof(float)) / 4, "after the restore the library holds %lld bytes more", held);
+	check_value(kernel, 1);
+	cr_assert_eq(ts_flip_byte(file, (long)off + 8192, 0x40), 0);
+	ckpt_variable *m = ckpt_optimizer_create_slot(opt, kernel, "m", NULL);
+	cr_assert_not_null(m, "%s", ckpt_error_last()->message);
+	check_value(m, 2);
+	cr_assert_null(ckpt_optimizer_create_slot(opt, kernel, "v", NULL));
+	const ckpt_error *e = ckpt_error_last();
+	cr_assert_eq(e->code, CKPT_ECHECKSUM, "%s: %s", ckpt_status_name(e->code), e->message);
+	cr_assert(e->path && strcmp(e->path, file) == 0, "path %s, want %s", e->path ? e->path : "(null)", file);
+	cr_assert(e->variable && strcmp(e->variable, key) == 0, "variable %s, want %s",
+		e->variable ? e->variable : "(null)", key);
+	cr_assert(strstr(e->message, "changed"), "%s", e->message);
+	cr_assert_eq(ckpt_status_of(ckpt_optimizer_slot(opt, kernel, "v")), CKPT_ENOTFOUND);
+	ckpt_checkpoint_free(ck);
+	free(key);
+	free(file);
+	free(st_path);
+	free(prefix);
+}

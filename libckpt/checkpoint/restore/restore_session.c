@@ -426,8 +426,8 @@ static int check_deferred(const ckpt__session *s, const ckpt__value *v, const vo
 	int64_t off;
 	const char *f = value_file(s, v, &off);
 	return ckpt__fail(CKPT_ECHECKSUM, f, v->key, off,
-		"the checkpoint changed after ckpt_checkpoint_restore deferred this value: crc32c 0x%08x, "
-		"0x%08x when the restore read it (%llu bytes)", got, v->crc, (unsigned long long)nb);
+		"crc32c mismatch: want 0x%08x (the bytes ckpt_checkpoint_restore read), got 0x%08x (%llu bytes)",
+		v->crc, got, (unsigned long long)nb);
 }
 
 /* Whether deferred value i needs a crc32c of its own: its entry stores none the reader checks. */
