@@ -31,7 +31,7 @@ static int reserve_pending(ckpt__run *r)
  * partitioned, and no other variable of this run takes the same value.
  */
 typedef struct direct {
-	int rollback;        /* mirrored: copy 1 still holds the old value */
+	int rollback;        /* read without a verification pass first: mirrored (copy 1 still holds the old value), new, or single-pass */
 	size_t val;
 	size_t entry;        /* reader index */
 	ckpt_variable *var;
@@ -280,8 +280,10 @@ static void commit_classify(commit *c)
 		const assignment *a = &r->asg[i];
 		const ckpt__value *v = ckpt__session_value(c->s, a->val);
 		if (!r->cs && can_read_direct(c->s, v, a->var, c->uses[a->val])) {
+			/* no verification pass for new variables, mirrored ones (copy 1 rolls back) and single-pass restores */
 			c->is_direct[i] = 1;
-			c->dir[c->ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val,
+			c->dir[c->ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1 ||
+				ckpt__session_single_pass(c->s), a->val,
 				v->reader_index, a->var, ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
 		} else if (!r->cs && can_stream(c->s, v, a->var, c->uses[a->val])) {
 			/* rollback: the old value is kept on the device first (restore_undo.h); load's are new */

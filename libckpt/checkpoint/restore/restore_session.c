@@ -27,6 +27,7 @@ struct ckpt__session {
 	ckpt_variable **assigned;    /* every live variable a value went to */
 	ckpt_warning_fn warn;
 	void *warn_ctx;
+	int single_pass;             /* ckpt_checkpoint_options.restore_single_pass */
 	ckpt_reader *reader;         /* open while values wait in the file (restore-on-create), or until load read them all */
 	void **arenas;               /* staged values kept for restore-on-create */
 	size_t narenas;
@@ -186,6 +187,7 @@ int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpo
 	s->refs = 1;
 	s->warn = o ? o->warn : NULL;
 	s->warn_ctx = o ? o->warn_ctx : NULL;
+	s->single_pass = o && o->version >= 3 ? o->restore_single_pass : 0;
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
 	oo.vfs = o ? o->vfs : NULL;
 	oo.sync_rules = o ? o->sync_rules : NULL;
@@ -256,6 +258,11 @@ ckpt_variable *const *ckpt__session_assigned(const ckpt__session *s, size_t *n)
 {
 	*n = s->nassigned;
 	return s->assigned;
+}
+
+int ckpt__session_single_pass(const ckpt__session *s)
+{
+	return s->single_pass;
 }
 
 ckpt_warning_fn ckpt__session_warning(const ckpt__session *s, void **ctx)

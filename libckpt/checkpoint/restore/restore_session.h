@@ -128,6 +128,8 @@ void ckpt__session_consume_key(ckpt__session *s, const char *key);
 size_t ckpt__session_unconsumed(const ckpt__session *s, const char **keys);
 /** Every live variable a value went to, *n of them (compared, never dereferenced). */
 ckpt_variable *const *ckpt__session_assigned(const ckpt__session *s, size_t *n);
+/** ckpt_checkpoint_options.restore_single_pass of the options the session was opened with. */
+int ckpt__session_single_pass(const ckpt__session *s);
 /** The warning sink of the options the session was opened with (*ctx its context). */
 ckpt_warning_fn ckpt__session_warning(const ckpt__session *s, void **ctx);
 /**

@@ -313,10 +313,29 @@ typedef struct ckpt_checkpoint_options {
 	 * Costs a read of every copy per save. 0 (default) = no check.
 	 */
 	int check_mirrored;
+	/* version 3 */
+	/**
+	 * 1 = restores read each checksummed value of a plain host variable
+	 * once, straight into the variable, its crc32c checked as it is read,
+	 * instead of verifying every such value in the file first and then
+	 * reading it (two passes over the bytes): about half the time of a
+	 * restore into existing host buffers (bench/RESULTS.md, "llm.c").
+	 * The price: such a restore is no longer all or nothing for plain host
+	 * variables. A bad checksum or a failed read returns the error with
+	 * the variables read so far already written, and the warning function
+	 * names them ("may hold partial values"). Mirrored variables (put back
+	 * from their second copy), device variables and everything staged keep
+	 * the all-or-nothing guarantee. For a trainer that stops when a restore
+	 * fails, which most do at start-up. 0 (default) = verify first.
+	 */
+	int restore_single_pass;
 } ckpt_checkpoint_options;
-/** 2 adds sync_rules and check_mirrored; version 1 structs (without them) are still accepted. */
-#define CKPT_CHECKPOINT_OPTIONS_VERSION 2
-#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 }
+/**
+ * 3 adds restore_single_pass, 2 sync_rules and check_mirrored; version 1
+ * and 2 structs (without them) are still accepted.
+ */
+#define CKPT_CHECKPOINT_OPTIONS_VERSION 3
+#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0 }
 
 /**
  * A checkpoint: an empty root object plus options. `o` may be NULL (copied).
