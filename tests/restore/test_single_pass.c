@@ -74,9 +74,12 @@ static char *saved(void)
 	ckpt_checkpoint *ck = tree(0, &a, &b);
 	set(a, 1);
 	set(b, 2);
-	const char *p = ckpt_checkpoint_save(ck, ts_join(ts_tmpdir(), "ckpt"));
+	char *dir = ts_tmpdir(), *want = ts_join(dir, "ckpt");
+	const char *p = ckpt_checkpoint_save(ck, want);
 	cr_assert_not_null(p, "%s", ckpt_error_last()->message);
 	char *prefix = strdup(p);
+	free(want);
+	free(dir);
 	ckpt_checkpoint_free(ck);
 	return prefix;
 }

@@ -625,10 +625,12 @@ static int changed_since_restore(ckpt__session *s, int rc)
 }
 
 /* A pending child, now created: match its stored node against it and commit. */
-static int restore_pending_child(ckpt__session *s, int node, ckpt_object *child)
+static int restore_pending_child(ckpt__session *s, int node, ckpt_object *child, int fresh)
 {
 	ckpt__run *r;
 	CKPT_TRY(ckpt__run_new(&r, s));
+	if (fresh)
+		ckpt__run_set_fresh(r);
 	int rc = ckpt__run_match_node(r, node, child);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
@@ -637,10 +639,12 @@ static int restore_pending_child(ckpt__session *s, int node, ckpt_object *child)
 }
 
 /* A pending slot, now created: match the stored slot variable's values against its node and commit. */
-static int restore_pending_slot(ckpt__session *s, int slot_node, ckpt_object *node)
+static int restore_pending_slot(ckpt__session *s, int slot_node, ckpt_object *node, int fresh)
 {
 	ckpt__run *r;
 	CKPT_TRY(ckpt__run_new(&r, s));
+	if (fresh)
+		ckpt__run_set_fresh(r);
 	int rc = ckpt__run_match_slot(r, slot_node, node);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
