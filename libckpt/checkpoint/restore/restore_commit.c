@@ -602,8 +602,8 @@ int ckpt__run_commit(ckpt__run *r)
 
 /*
  * A deferred value read now failed its checksum: the file changed after the
- * restore that deferred it (rewritten in place, or another checkpoint saved
- * over it). Say so, keeping the file, the key and the offset.
+ * restore that deferred it (rewritten in place; replaced, on object
+ * storage). Say so, keeping the file, the key and the offset.
  */
 static int changed_since_restore(ckpt__session *s, int rc)
 {

@@ -421,9 +421,10 @@ CKPT_API int ckpt_checkpoint_write(ckpt_checkpoint *ckpt, const char *path);
  * or for formats without one a crc32c this restore computes through one
  * bounded buffer), reads the value when its object is created, with the
  * same checks and all-or-nothing guarantees, and fails that creation with
- * CKPT_ECHECKSUM, naming the file and the key, when the file changed in
- * between. String values alone are kept in memory. When the file has a save_counter, it is created and
- * restored. `path` accepts everything ckpt_reader_open does.
+ * CKPT_ECHECKSUM, naming the file and the key, when the value's bytes
+ * changed in between (rewritten in place, or replaced on object storage).
+ * String values alone are kept in memory. When the file has a
+ * save_counter, it is created and restored. `path` accepts everything ckpt_reader_open does.
  * @param[out] status (may be NULL) what matched, caller-owned; free it with
  *                   ckpt_restore_status_free before the checkpoint
  * @return CKPT_OK or a negative ckpt_status as said above
