@@ -128,6 +128,12 @@ struct ckpt_format {
 	 */
 	int (*writer_add_pieces)(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *shape,
 		uint64_t nbytes, ckpt__piece_fn next, void *ctx);
+	/**
+	 * Optional (NULL: nothing to free): free the scratch buffers the reader
+	 * keeps between reads; it stays open and usable (a restore keeps its
+	 * reader for restore-on-create, and should hold no more than its index).
+	 */
+	void (*trim)(ckpt_reader *r);
 };
 
 /*

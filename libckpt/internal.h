@@ -199,6 +199,8 @@ typedef struct ckpt__read_req {
  * one); else CKPT_OK or the error of the lowest failing request.
  */
 int ckpt__reader_read_many(ckpt_reader *r, const ckpt__read_req *req, size_t n, unsigned flags);
+/** Free the reader's scratch buffers (ckpt_format.trim); it stays open. NULL ok. */
+void ckpt__reader_trim(ckpt_reader *r);
 /**
  * The fast paths' way to a whole file: open `path` through `vfs` and return a
  * descriptor of it (a duplicate of the one the open file lends, caller-owned,

@@ -123,4 +123,5 @@ const ckpt_format ckpt_format_gguf = {
 	NULL, /* no partitioned variables */
 	NULL, /* read_many: entry by entry */
 	NULL, /* writer_add_pieces: values whole (a device value larger than the ring goes through pinned memory of its size) */
+	NULL, /* trim: no scratch kept between reads */
 };

@@ -1337,6 +1337,21 @@ void tfb_close(ckpt_reader *r)
 	r->state = NULL;
 }
 
+void tfb_trim(ckpt_reader *r)
+{
+	tfb_reader *s = r->state;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < s->nbounce; i++)
+		ckpt__free(s->bounce[i]);
+	s->nbounce = 0;
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&s->wlock);
+	ckpt__free(s->wbuf);
+	s->wbuf = NULL;
+	s->wlen = 0;
+	pthread_mutex_unlock(&s->wlock);
+}
+
 int tfb_open(ckpt_reader *r)
 {
 	int rc = open_bundle(r);

@@ -59,6 +59,7 @@ const ckpt_format ckpt_format_tf_bundle = {
 	tfb_writer_add_partitioned,
 	tfb_read_many,
 	tfb_writer_add_pieces,
+	tfb_trim,
 };
 
 const ckpt__format_incr ckpt_format_tf_bundle_incr = {

@@ -343,6 +343,8 @@ int tfb_read_rows(ckpt_reader *r, size_t i, int64_t row0, int64_t nrows, void *d
 int tfb_writer_add_partitioned(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *full,
 	int nparts, const int64_t *row0, const int64_t *rows, const void *const *data);
 void tfb_close(ckpt_reader *r);
+/** Free the bounce pool and the read window (the reader stays open). */
+void tfb_trim(ckpt_reader *r);
 int tfb_writer_open(ckpt_writer *w);
 int tfb_writer_add(ckpt_writer *w, const char *name, const ckpt_tensor *t, int shard);
 int tfb_writer_add_pieces(ckpt_writer *w, const char *name, ckpt_dtype dt, const ckpt_shape *shape, uint64_t nbytes,

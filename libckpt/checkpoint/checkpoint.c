@@ -30,6 +30,9 @@ int ckpt_checkpoint_new(ckpt_checkpoint **out, const ckpt_checkpoint_options *o)
 		if (o->version == 1) { /* before sync_rules */
 			memcpy(&opts, o, offsetof(ckpt_checkpoint_options, sync_rules));
 			opts.version = CKPT_CHECKPOINT_OPTIONS_VERSION;
+		} else if (o->version == 2) { /* before restore_single_pass */
+			memcpy(&opts, o, offsetof(ckpt_checkpoint_options, restore_single_pass));
+			opts.version = CKPT_CHECKPOINT_OPTIONS_VERSION;
 		} else if (o->version == CKPT_CHECKPOINT_OPTIONS_VERSION) {
 			opts = *o;
 		} else {

@@ -321,7 +321,8 @@ static int check_name(const char *fn, const ckpt_object *parent, const char *nam
 	return CKPT_OK;
 }
 
-int ckpt_object_add_child(ckpt_object *parent, const char *local_name, ckpt_object *child)
+/* fresh: `child` is a variable node this library call just created, freed with it on failure (restore_pending.h) */
+static int add_child(ckpt_object *parent, const char *local_name, ckpt_object *child, int fresh)
 {
 	if (!parent || !child)
 		return ckpt__fail(CKPT_EINVAL, NULL, local_name, -1, "ckpt_object_add_child: NULL argument");
@@ -330,8 +331,13 @@ int ckpt_object_add_child(ckpt_object *parent, const char *local_name, ckpt_obje
 	CKPT_TRY(reaches(child, parent, &weak));
 	/* make room first, so that nothing can fail after pending values were assigned */
 	CKPT_TRY(GROW(parent->edges, parent->capedges, parent->nedges));
-	CKPT_TRY(ckpt__pending_apply_child(&parent->pending, local_name, child));
+	CKPT_TRY(ckpt__pending_apply_child(&parent->pending, local_name, child, fresh));
 	return ckpt__object_link(parent, local_name, child, weak);
+}
+
+int ckpt_object_add_child(ckpt_object *parent, const char *local_name, ckpt_object *child)
+{
+	return add_child(parent, local_name, child, 0);
 }
 
 static int object_new_child_rc(ckpt_object **out, ckpt_object *parent, const char *local_name)
@@ -385,7 +391,8 @@ static int object_add_variable_rc(ckpt_variable **out, ckpt_object *obj, const c
 		ckpt_variable_free(v);
 		return rc;
 	}
-	rc = ckpt_object_add_child(obj, local_name, node);
+	/* a new variable in the library's memory is fresh; one over the caller's buffers keeps its old bytes on failure */
+	rc = add_child(obj, local_name, node, !(o && o->replica_buffers));
 	ckpt_object_free(node); /* frees v too when the edge was not added */
 	if (rc == CKPT_OK && out)
 		*out = v;
@@ -666,7 +673,7 @@ static int optimizer_create_slot_rc(ckpt_variable **out, ckpt_object *opt, ckpt_
 	ckpt_variable *v;
 	ckpt_object *node;
 	CKPT_TRY(ckpt__slot_create(&v, &node, opt, primary, slot_name, NULL, o, 0));
-	int rc = ckpt__pending_apply_slot(&opt->pending, primary, slot_name, node);
+	int rc = ckpt__pending_apply_slot(&opt->pending, primary, slot_name, node, !(o && o->replica_buffers));
 	if (rc < 0) {
 		/* restore-on-create failed (mismatch): the slot is not created */
 		ckpt__tree_changed();

@@ -233,6 +233,12 @@ int ckpt_reader_read_into(ckpt_reader *r, size_t i, void *dst, size_t n)
 	return rc;
 }
 
+void ckpt__reader_trim(ckpt_reader *r)
+{
+	if (r && r->fmt->trim)
+		r->fmt->trim(r);
+}
+
 /* Entries ckpt__reader_read_many takes: fixed-size and stored whole. */
 static int batchable(const ckpt_var_info *v)
 {

@@ -531,7 +531,10 @@ Test(saved_model, option_versions_and_rule_checks)
 	co.version = 1;
 	cr_assert_eq(ckpt_checkpoint_new(&ck, &co), CKPT_OK);
 	ckpt_checkpoint_free(ck);
-	co.version = 3;
+	co.version = 2; /* before restore_single_pass */
+	cr_assert_eq(ckpt_checkpoint_new(&ck, &co), CKPT_OK);
+	ckpt_checkpoint_free(ck);
+	co.version = CKPT_CHECKPOINT_OPTIONS_VERSION + 1;
 	cr_assert_eq(ckpt_checkpoint_new(&ck, &co), CKPT_EINVAL);
 
 	ckpt_sync_rule bad[] = {

@@ -8,8 +8,10 @@
  *     and both shapes); note children and slots that do not exist yet;
  *  2. verify: values that can be read in place (plain and mirrored
  *     variables, checksummed entries) have their checksums verified in the
- *     file; the others (sync-on-read, strings, partitioned entries, values
- *     kept for restore-on-create) are staged in memory;
+ *     file; the others (sync-on-read, strings, partitioned entries) are
+ *     staged in memory. Values kept for restore-on-create stay in the file
+ *     (the session keeps the reader and, where the entry stores no crc32c,
+ *     one it computes) and are read when their object is created;
  *  3. commit: every assignment is checked, then verified values are read
  *     straight into copy 0 and everything is fanned out to every replica
  *     (sync-on-read SUM is split by the variable layer); then the "pending"

@@ -31,7 +31,7 @@ static int reserve_pending(ckpt__run *r)
  * partitioned, and no other variable of this run takes the same value.
  */
 typedef struct direct {
-	int rollback;        /* mirrored: copy 1 still holds the old value */
+	int rollback;        /* read without a verification pass first: mirrored (copy 1 still holds the old value), new, or single-pass */
 	size_t val;
 	size_t entry;        /* reader index */
 	ckpt_variable *var;
@@ -280,8 +280,10 @@ static void commit_classify(commit *c)
 		const assignment *a = &r->asg[i];
 		const ckpt__value *v = ckpt__session_value(c->s, a->val);
 		if (!r->cs && can_read_direct(c->s, v, a->var, c->uses[a->val])) {
+			/* no verification pass for new variables, mirrored ones (copy 1 rolls back) and single-pass restores */
 			c->is_direct[i] = 1;
-			c->dir[c->ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1, a->val,
+			c->dir[c->ndir++] = (direct){ r->fresh || ckpt_variable_num_replicas(a->var) > 1 ||
+				ckpt__session_single_pass(c->s), a->val,
 				v->reader_index, a->var, ckpt__variable_data(a->var, 0), (size_t)ckpt_variable_nbytes(a->var) };
 		} else if (!r->cs && can_stream(c->s, v, a->var, c->uses[a->val])) {
 			/* rollback: the old value is kept on the device first (restore_undo.h); load's are new */
@@ -293,7 +295,12 @@ static void commit_classify(commit *c)
 	}
 }
 
-/* Step 1b: stage this commit's values (temporary) and those restore-on-create needs later. */
+/*
+ * Step 1b: stage this commit's values (temporary). Those restore-on-create
+ * needs later stay in the file (the session keeps the reader): only a
+ * crc32c is taken of the ones whose entry stores none, and strings, small
+ * and variable-length, are staged and kept.
+ */
 static int commit_stage_values(commit *c)
 {
 	for (size_t i = 0; i < c->nvals; i++) {
@@ -307,6 +314,11 @@ static int commit_stage_values(commit *c)
 	int rc = ckpt__session_stage(c->s, c->want_now, &c->now, c->parts, c->part, c->bnow);
 	if (rc == CKPT_OK)
 		ckpt__session_mark_temp(c->s, c->want_now);
+	if (rc == CKPT_OK)
+		rc = ckpt__session_defer(c->s, c->want_later);
+	for (size_t i = 0; i < c->nvals; i++)
+		if (c->want_later[i] && ckpt__session_value(c->s, i)->dtype != CKPT_DT_STRING)
+			c->want_later[i] = 0;
 	if (rc == CKPT_OK)
 		rc = ckpt__session_stage(c->s, c->want_later, &c->later, c->parts, c->part, c->blater);
 	return rc;
@@ -446,7 +458,7 @@ static int commit_read_in_place(commit *c)
 /*
  * Step 4 (after `rc`, the steps' status): fan out the host variables and
  * swap in strings, which cannot fail (device variables are done); keep the
- * values staged for later and close the reader, or drop them.
+ * strings staged for later, or drop them.
  */
 static int commit_fan_out(commit *c, int rc)
 {
@@ -465,7 +477,6 @@ static int commit_fan_out(commit *c, int rc)
 		if (c->later)
 			ckpt__session_keep_arena(s, c->later);
 		c->later = NULL;
-		ckpt__session_close_reader(s);
 	}
 	if (c->later)
 		ckpt__session_release(s, c->want_later, c->later);
@@ -524,6 +535,8 @@ static void commit_attach(commit *c)
 	}
 	for (size_t i = 0; i < r->nasg; i++)
 		ckpt__session_consume(s, r->asg[i].val, r->asg[i].var);
+	/* values still waiting for their objects keep the reader open (file, offset, length, crc32c; no bytes) */
+	ckpt__session_close_if_done(s);
 	ckpt__free(c->keys);
 	ckpt__session_release_temp(s, c->now);
 	for (size_t i = 0; i < r->npc; i++)
@@ -587,28 +600,56 @@ int ckpt__run_commit(ckpt__run *r)
 /* restore-on-create                                                    */
 /* ================================================================== */
 
+/*
+ * A deferred value read now failed its checksum: the file changed after the
+ * restore that deferred it (rewritten in place; replaced, on object
+ * storage). Say so, keeping the file, the key and the offset.
+ */
+static int changed_since_restore(ckpt__session *s, int rc)
+{
+	if (rc != CKPT_ECHECKSUM)
+		return rc;
+	const ckpt_error *e = ckpt_error_last();
+	char *msg = ckpt__strdup(e->message ? e->message : "");
+	char *path = ckpt__strdup(e->path ? e->path : ckpt__session_path(s));
+	char *var = e->variable ? ckpt__strdup(e->variable) : NULL;
+	int64_t off = e->offset;
+	if (msg && path)
+		rc = ckpt__fail(rc, path, var, off, "restore on create of '%s' from %s: %s (the file changed after "
+			"ckpt_checkpoint_restore; it is read when the object is created)", var ? var : "?",
+			ckpt__session_path(s), msg);
+	ckpt__free(msg);
+	ckpt__free(path);
+	ckpt__free(var);
+	return rc;
+}
+
 /* A pending child, now created: match its stored node against it and commit. */
-static int restore_pending_child(ckpt__session *s, int node, ckpt_object *child)
+static int restore_pending_child(ckpt__session *s, int node, ckpt_object *child, int fresh)
 {
 	ckpt__run *r;
 	CKPT_TRY(ckpt__run_new(&r, s));
+	if (fresh)
+		ckpt__run_set_fresh(r);
 	int rc = ckpt__run_match_node(r, node, child);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
 	ckpt__run_discard(r);
-	return rc;
+	return changed_since_restore(s, rc);
 }
 
 /* A pending slot, now created: match the stored slot variable's values against its node and commit. */
-static int restore_pending_slot(ckpt__session *s, int slot_node, ckpt_object *node)
+static int restore_pending_slot(ckpt__session *s, int slot_node, ckpt_object *node, int fresh)
 {
 	ckpt__run *r;
 	CKPT_TRY(ckpt__run_new(&r, s));
+	if (fresh)
+		ckpt__run_set_fresh(r);
 	int rc = ckpt__run_match_slot(r, slot_node, node);
 	if (rc == CKPT_OK)
 		rc = ckpt__run_commit(r);
 	ckpt__run_discard(r);
-	return rc;
+	return changed_since_restore(s, rc);
 }
 
 static const ckpt__pending_ops pending_ops = { restore_pending_child, restore_pending_slot };

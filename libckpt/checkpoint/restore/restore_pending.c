@@ -42,7 +42,7 @@ void ckpt__pending_push_slot(ckpt__pending *p, ckpt__session *s, int orig_node, 
 	p->slot[p->nslot++] = (ckpt__pending_slot){ s, orig_node, slot_name, slot_node, ops };
 }
 
-int ckpt__pending_apply_child(ckpt__pending *p, const char *name, ckpt_object *child)
+int ckpt__pending_apply_child(ckpt__pending *p, const char *name, ckpt_object *child, int fresh)
 {
 	/* the most recent restore wins */
 	size_t found = SIZE_MAX;
@@ -55,7 +55,7 @@ int ckpt__pending_apply_child(ckpt__pending *p, const char *name, ckpt_object *c
 	if (found == SIZE_MAX)
 		return CKPT_OK;
 	ckpt__pending_child pc = p->child[found];
-	CKPT_TRY(pc.ops->restore_child(pc.s, pc.node, child));
+	CKPT_TRY(pc.ops->restore_child(pc.s, pc.node, child, fresh));
 	/* consumed: drop every record for this name */
 	size_t j = 0;
 	for (size_t i = 0; i < p->nchild; i++) {
@@ -70,7 +70,8 @@ int ckpt__pending_apply_child(ckpt__pending *p, const char *name, ckpt_object *c
 	return CKPT_OK;
 }
 
-int ckpt__pending_apply_slot(ckpt__pending *p, const ckpt_variable *primary, const char *slot_name, ckpt_object *node)
+int ckpt__pending_apply_slot(ckpt__pending *p, const ckpt_variable *primary, const char *slot_name, ckpt_object *node,
+	int fresh)
 {
 	size_t found = SIZE_MAX;
 	for (size_t i = p->nslot; i-- > 0;) {
@@ -83,7 +84,7 @@ int ckpt__pending_apply_slot(ckpt__pending *p, const ckpt_variable *primary, con
 	if (found == SIZE_MAX)
 		return CKPT_OK;
 	ckpt__pending_slot ps = p->slot[found];
-	CKPT_TRY(ps.ops->restore_slot(ps.s, ps.slot_node, node));
+	CKPT_TRY(ps.ops->restore_slot(ps.s, ps.slot_node, node, fresh));
 	ckpt__session_unref(ps.s);
 	ckpt__free(ps.slot_name);
 	memmove(&p->slot[found], &p->slot[found + 1], (p->nslot - found - 1) * sizeof(*p->slot));

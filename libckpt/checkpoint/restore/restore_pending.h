@@ -13,12 +13,18 @@
 
 typedef struct ckpt__session ckpt__session;
 
-/** How a pending record is restored into the object that now exists (the restore code's). */
+/**
+ * How a pending record is restored into the object that now exists (the
+ * restore code's). `fresh`: the object's variables were created by this
+ * call, in memory of the library's, and go with it when the restore fails,
+ * so nothing old needs keeping: each value is read once, with no
+ * verification pass first.
+ */
 typedef struct ckpt__pending_ops {
 	/** Match stored node `node` of `s` against the new child `child`, then commit. */
-	int (*restore_child)(ckpt__session *s, int node, ckpt_object *child);
+	int (*restore_child)(ckpt__session *s, int node, ckpt_object *child, int fresh);
 	/** Match the stored slot variable node `slot_node` of `s` against the new slot's node, then commit. */
-	int (*restore_slot)(ckpt__session *s, int slot_node, ckpt_object *node);
+	int (*restore_slot)(ckpt__session *s, int slot_node, ckpt_object *node, int fresh);
 } ckpt__pending_ops;
 
 typedef struct ckpt__pending_child {
@@ -60,13 +66,14 @@ void ckpt__pending_push_slot(ckpt__pending *p, ckpt__session *s, int orig_node, 
  * that name, then drop every record for the name.
  * @return CKPT_OK (also when there is none) or the restore's error (records kept).
  */
-int ckpt__pending_apply_child(ckpt__pending *p, const char *name, ckpt_object *child);
+int ckpt__pending_apply_child(ckpt__pending *p, const char *name, ckpt_object *child, int fresh);
 /**
  * Slot `slot_name` of `primary` was just created as `node`: restore it from
  * the most recent matching record, then drop that record.
  * @return CKPT_OK (also when there is none) or the restore's error (record kept).
  */
-int ckpt__pending_apply_slot(ckpt__pending *p, const ckpt_variable *primary, const char *slot_name, ckpt_object *node);
+int ckpt__pending_apply_slot(ckpt__pending *p, const ckpt_variable *primary, const char *slot_name, ckpt_object *node,
+	int fresh);
 /** Drop every record (their session references and names); the arrays stay for reuse. */
 void ckpt__pending_clear(ckpt__pending *p);
 /** ckpt__pending_clear and free the arrays. */

@@ -38,7 +38,7 @@ struct ckpt__run {
 	unsigned char *visited;
 	ckpt_variable **bound;    /* per node, this run */
 	ckpt__ptrmap vars;        /* live variables given a value in this run */
-	int fresh;                /* load: every variable is new (ckpt__run_set_fresh) */
+	int fresh;                /* every variable is new (ckpt__run_set_fresh): load, restore-on-create of variables the call made */
 	ckpt_strategy *cs;        /* restore across processes (ckpt__run_set_collective) */
 };
 

@@ -1,7 +1,8 @@
 /*
  * The restore session (ckpt__session, refcounted): a stored checkpoint
  * opened for restoring, its object graph and one record per stored value,
- * sorted by node. Restore runs (checkpoint_restore.c) match and consume the
+ * sorted by node. The reader stays open while values wait in the file for
+ * restore-on-create (restore_session.h). Restore runs (checkpoint_restore.c) match and consume the
  * values; objects keep references for restore-on-create. The session is
  * the only owner of its values, strings and arenas, and this file the only
  * one that sees its fields (restore_session.h).
@@ -26,7 +27,8 @@ struct ckpt__session {
 	ckpt_variable **assigned;    /* every live variable a value went to */
 	ckpt_warning_fn warn;
 	void *warn_ctx;
-	ckpt_reader *reader;         /* open until every value is read */
+	int single_pass;             /* ckpt_checkpoint_options.restore_single_pass */
+	ckpt_reader *reader;         /* open while values wait in the file (restore-on-create), or until load read them all */
 	void **arenas;               /* staged values kept for restore-on-create */
 	size_t narenas;
 	ckpt_variable **unfilled;    /* load: variables it created without a value (compared, never dereferenced) */
@@ -185,6 +187,7 @@ int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpo
 	s->refs = 1;
 	s->warn = o ? o->warn : NULL;
 	s->warn_ctx = o ? o->warn_ctx : NULL;
+	s->single_pass = o && o->version >= 3 ? o->restore_single_pass : 0;
 	ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
 	oo.vfs = o ? o->vfs : NULL;
 	oo.sync_rules = o ? o->sync_rules : NULL;
@@ -255,6 +258,11 @@ ckpt_variable *const *ckpt__session_assigned(const ckpt__session *s, size_t *n)
 {
 	*n = s->nassigned;
 	return s->assigned;
+}
+
+int ckpt__session_single_pass(const ckpt__session *s)
+{
+	return s->single_pass;
 }
 
 ckpt_warning_fn ckpt__session_warning(const ckpt__session *s, void **ctx)
@@ -369,6 +377,14 @@ void ckpt__session_close_reader(ckpt__session *s)
 	s->reader = NULL;
 }
 
+void ckpt__session_close_if_done(ckpt__session *s)
+{
+	if (s->reader && ckpt__session_unconsumed(s, NULL) == 0)
+		ckpt__session_close_reader(s);
+	else
+		ckpt__reader_trim(s->reader); /* kept for restore-on-create: its index, not its read buffers */
+}
+
 void ckpt__session_mark_temp(ckpt__session *s, const unsigned char *want)
 {
 	for (size_t i = 0; i < s->nvals; i++)
@@ -397,6 +413,89 @@ void ckpt__session_release(ckpt__session *s, const unsigned char *want, void *ar
 		}
 	}
 	ckpt__buffer_free(arena);
+}
+
+/* The data file of value v (its shard's, where the reader says), for messages. */
+static const char *value_file(const ckpt__session *s, const ckpt__value *v, int64_t *offset)
+{
+	const ckpt_var_info *vi = s->reader ? ckpt_reader_var(s->reader, v->reader_index) : NULL;
+	const char *f = vi && vi->shard >= 0 ? ckpt_reader_shard_path(s->reader, vi->shard, NULL) : NULL;
+	*offset = vi ? vi->offset : -1;
+	return f ? f : s->path;
+}
+
+/* A deferred value without a stored crc32c, read now: is it what the restore that deferred it saw? */
+static int check_deferred(const ckpt__session *s, const ckpt__value *v, const void *p, uint64_t nb)
+{
+	uint32_t got = ckpt_crc32c_extend(0, p, (size_t)nb);
+	if (got == v->crc)
+		return CKPT_OK;
+	int64_t off;
+	const char *f = value_file(s, v, &off);
+	return ckpt__fail(CKPT_ECHECKSUM, f, v->key, off,
+		"crc32c mismatch: want 0x%08x (the bytes ckpt_checkpoint_restore read), got 0x%08x (%llu bytes)",
+		v->crc, got, (unsigned long long)nb);
+}
+
+/* Whether deferred value i needs a crc32c of its own: its entry stores none the reader checks. */
+static int needs_crc(const ckpt__session *s, size_t i, uint64_t *nb)
+{
+	const ckpt__value *v = &s->vals[i];
+	*nb = 0;
+	if (v->has_crc || v->t || v->consumed || v->dtype == CKPT_DT_STRING)
+		return 0;
+	const ckpt_var_info *vi = ckpt_reader_var(s->reader, v->reader_index);
+	if (vi && vi->has_crc32c && vi->nslices == 0)
+		return 0;
+	ckpt_shape sh;
+	ckpt__cshape_expand(&v->shape, &sh);
+	return ckpt_shape_nbytes(nb, &sh, v->dtype) == CKPT_OK && *nb > 0;
+}
+
+int ckpt__session_defer(ckpt__session *s, const unsigned char *want)
+{
+	if (!s->reader)
+		return CKPT_OK;
+	uint64_t max = 0, nb;
+	for (size_t i = 0; i < s->nvals; i++)
+		if (want[i] && needs_crc(s, i, &nb) && nb > max)
+			max = nb;
+	if (!max)
+		return CKPT_OK;
+	if (max > SIZE_MAX)
+		return ckpt__fail(CKPT_ELIMIT, s->path, NULL, -1, "a value of %llu bytes does not fit in memory",
+			(unsigned long long)max);
+	/* one value at a time through one buffer: the peak is the largest value, never their sum */
+	unsigned char *buf = ckpt__buffer_alloc(max, 0);
+	if (!buf)
+		return CKPT_ENOMEM;
+	int rc = CKPT_OK;
+	for (size_t i = 0; i < s->nvals && rc == CKPT_OK; i++) {
+		ckpt__value *v = &s->vals[i];
+		if (!want[i] || !needs_crc(s, i, &nb))
+			continue;
+		rc = ckpt_reader_read_into(s->reader, v->reader_index, buf, (size_t)nb);
+		if (rc == CKPT_EUNSUPPORTED) {
+			/* a partitioned entry the backend only assembles in ckpt_reader_read */
+			ckpt_tensor *t;
+			if ((rc = ckpt_reader_read(&t, s->reader, v->reader_index)) == CKPT_OK) {
+				if (t->nbytes == nb)
+					memcpy(buf, t->data, (size_t)nb);
+				else
+					rc = ckpt__fail(CKPT_EFORMAT, s->path, v->key, -1, "entry has %llu bytes, want %llu",
+						(unsigned long long)t->nbytes, (unsigned long long)nb);
+				ckpt_tensor_free(t);
+			}
+		}
+		if (rc == CKPT_OK) {
+			v->crc = ckpt_crc32c_extend(0, buf, (size_t)nb);
+			v->has_crc = 1;
+		} else {
+			ckpt__error_annotate(s->path, v->key);
+		}
+	}
+	ckpt__buffer_free(buf);
+	return rc;
 }
 
 /*
@@ -449,8 +548,9 @@ static int stage_batch(ckpt__session *s, const unsigned char *want, unsigned cha
 /*
  * Read the values flagged in `want` into one huge-page arena (fresh 4 KiB
  * pages cost more than the read itself), straight from the reader with
- * checksums verified. The tensors wrap the arena; *arena is freed by the
- * caller once they are released.
+ * checksums verified (the stored ones, and those ckpt__session_defer
+ * recorded). The tensors wrap the arena; *arena is freed by the caller once
+ * they are released.
  * parts > 1 (a restore whose processes share the reading): the arena's
  * bytes are cut into `parts` equal ranges, each value belongs to the range
  * its first byte is in, and only the values of range `part` are read here
@@ -526,6 +626,8 @@ int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **aren
 				ckpt_tensor_free(t);
 			}
 		}
+		if (rc == CKPT_OK && v->has_crc && nb && owner == part)
+			rc = check_deferred(s, v, dst, nb);
 		if (rc == CKPT_OK)
 			rc = ckpt_tensor_wrap(&v->t, v->dtype, &sh, dst, nb);
 		if (rc < 0)

@@ -1,9 +1,13 @@
 /*
  * The restore session (restore_session.c): a stored checkpoint opened for
- * restoring, refcounted. It holds the file's object graph and every stored
- * value, read into memory before any live variable is touched. Values not
- * consumed at restore time stay in the session; live objects hold pending
- * records (restore_pending.h) with a reference to it.
+ * restoring, refcounted. It holds the file's object graph and one record per
+ * stored value: where the value lies (the reader's entry: data file, offset,
+ * length, crc32c), not its bytes. Values not consumed at restore time stay
+ * in the file, the reader open: live objects hold pending records
+ * (restore_pending.h) with a reference to the session, and restore-on-create
+ * reads the value when its object exists, checked against the crc32c the
+ * file stores or, for formats without one, the crc32c the first restore
+ * computed (a file changed in between fails the creation, CKPT_ECHECKSUM).
  *
  * The struct is opaque: restore_session.c alone creates, fills, stages and
  * frees it, and every other file (the restore's match and commit, load's
@@ -40,6 +44,8 @@ typedef struct ckpt__value {
 	ckpt_synchronization sync;
 	ckpt_aggregation aggregation;
 	int sync_source;     /* CKPT_SYNC_SOURCE_* */
+	int has_crc;         /* deferred without a stored crc32c: crc is that of its bytes when it was deferred */
+	uint32_t crc;
 } ckpt__value;
 
 
@@ -71,6 +77,15 @@ void ckpt__session_flat_values(const ckpt__session *s, size_t *first, size_t *en
  */
 int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **arena, int parts, int part,
 	uint64_t *bounds);
+/**
+ * The values set in want[0 .. nvals-1] are left in the file for
+ * restore-on-create: those whose entry has no stored crc32c (or is
+ * partitioned) are read once through one scratch buffer, the size of the
+ * largest, and their crc32c kept, so that ckpt__session_stage can tell a
+ * file changed since. Strings are not covered (they are staged instead).
+ * @return CKPT_OK or the read's error (nothing recorded for that value).
+ */
+int ckpt__session_defer(ckpt__session *s, const unsigned char *want);
 /** Read every value into an arena the session keeps and close the reader (load). */
 int ckpt__session_stage_all(ckpt__session *s);
 /** Flag as temporary exactly the values set in want[0 .. nvals-1] (staged for one commit). */
@@ -85,6 +100,8 @@ int ckpt__session_reserve_arena(ckpt__session *s);
 void ckpt__session_keep_arena(ckpt__session *s, void *arena);
 /** Every value is read: close the reader. */
 void ckpt__session_close_reader(ckpt__session *s);
+/** Close the reader when no value is left for a later restore (every value consumed); else free its read buffers. */
+void ckpt__session_close_if_done(ckpt__session *s);
 
 /* ---- what the restores did with them ---- */
 
@@ -111,6 +128,8 @@ void ckpt__session_consume_key(ckpt__session *s, const char *key);
 size_t ckpt__session_unconsumed(const ckpt__session *s, const char **keys);
 /** Every live variable a value went to, *n of them (compared, never dereferenced). */
 ckpt_variable *const *ckpt__session_assigned(const ckpt__session *s, size_t *n);
+/** ckpt_checkpoint_options.restore_single_pass of the options the session was opened with. */
+int ckpt__session_single_pass(const ckpt__session *s);
 /** The warning sink of the options the session was opened with (*ctx its context). */
 ckpt_warning_fn ckpt__session_warning(const ckpt__session *s, void **ctx);
 /**

@@ -248,7 +248,9 @@ CKPT_API int ckpt_optimizer_new(ckpt_object **out, const char *name);
  * otherwise CKPT_ESCOPE with a message naming the variable and both
  * strategies (e.g. model built outside the scope, optimizer inside).
  * Restore-on-create: a value the last restore kept for this (primary, slot)
- * is assigned before this returns. EINVAL when the slot exists already
+ * is read from its file and assigned before this returns (CKPT_ECHECKSUM
+ * when the file changed since that restore; the slot is not created then).
+ * EINVAL when the slot exists already
  * (use ckpt_optimizer_slot).
  * `o->sync` and `o->replica_buffers` are honoured; dtype/shape come from
  * the primary.
@@ -311,10 +313,29 @@ typedef struct ckpt_checkpoint_options {
 	 * Costs a read of every copy per save. 0 (default) = no check.
 	 */
 	int check_mirrored;
+	/* version 3 */
+	/**
+	 * 1 = restores read each checksummed value of a plain host variable
+	 * once, straight into the variable, its crc32c checked as it is read,
+	 * instead of verifying every such value in the file first and then
+	 * reading it (two passes over the bytes): about half the time of a
+	 * restore into existing host buffers (bench/RESULTS.md, "llm.c").
+	 * The price: such a restore is no longer all or nothing for plain host
+	 * variables. A bad checksum or a failed read returns the error with
+	 * the variables read so far already written, and the warning function
+	 * names them ("may hold partial values"). Mirrored variables (put back
+	 * from their second copy), device variables and everything staged keep
+	 * the all-or-nothing guarantee. For a trainer that stops when a restore
+	 * fails, which most do at start-up. 0 (default) = verify first.
+	 */
+	int restore_single_pass;
 } ckpt_checkpoint_options;
-/** 2 adds sync_rules and check_mirrored; version 1 structs (without them) are still accepted. */
-#define CKPT_CHECKPOINT_OPTIONS_VERSION 2
-#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 }
+/**
+ * 3 adds restore_single_pass, 2 sync_rules and check_mirrored; version 1
+ * and 2 structs (without them) are still accepted.
+ */
+#define CKPT_CHECKPOINT_OPTIONS_VERSION 3
+#define CKPT_CHECKPOINT_OPTIONS_INIT { CKPT_CHECKPOINT_OPTIONS_VERSION, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0 }
 
 /**
  * A checkpoint: an empty root object plus options. `o` may be NULL (copied).
@@ -322,7 +343,7 @@ typedef struct ckpt_checkpoint_options {
  * @return CKPT_OK; CKPT_EINVAL for bad options; CKPT_ENOMEM
  */
 CKPT_API int ckpt_checkpoint_new(ckpt_checkpoint **out, const ckpt_checkpoint_options *o);
-/** Free the checkpoint, its root reference and the values it holds for restore-on-create. NULL ok. */
+/** Free the checkpoint, its root reference and what it holds for restore-on-create (open files, strings). NULL ok. */
 CKPT_API void ckpt_checkpoint_free(ckpt_checkpoint *ckpt);
 
 /** @return the root object (borrowed; NULL for NULL). Add the trainer's objects as its children. */
@@ -394,9 +415,16 @@ CKPT_API int ckpt_checkpoint_write(ckpt_checkpoint *ckpt, const char *path);
  * file changing (or the device failing) between its verification and its
  * read; the restore then returns the error and warns that the named
  * variables may hold partial values. Values whose objects or slots do not
- * exist yet are kept in the checkpoint and applied when they are created
- * (restore-on-create). When the file has a save_counter, it is created and
- * restored. `path` accepts everything ckpt_reader_open does.
+ * exist yet are applied when they are created (restore-on-create): they
+ * stay in the file, not in memory. The checkpoint keeps the file open and
+ * where each value lies (data file, offset, length, crc32c: the stored one,
+ * or for formats without one a crc32c this restore computes through one
+ * bounded buffer), reads the value when its object is created, with the
+ * same checks and all-or-nothing guarantees, and fails that creation with
+ * CKPT_ECHECKSUM, naming the file and the key, when the value's bytes
+ * changed in between (rewritten in place, or replaced on object storage).
+ * String values alone are kept in memory. When the file has a
+ * save_counter, it is created and restored. `path` accepts everything ckpt_reader_open does.
  * @param[out] status (may be NULL) what matched, caller-owned; free it with
  *                   ckpt_restore_status_free before the checkpoint
  * @return CKPT_OK or a negative ckpt_status as said above
