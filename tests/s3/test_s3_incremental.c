@@ -289,3 +289,99 @@ Test(s3_incremental, replaced_or_deleted_source_falls_back_to_upload_bit_exact, 
 	free(p5);
 	done(&s);
 }
+
+static void put_object(const char *path, const void *buf, size_t n)
+{
+	ckpt_io *io;
+	cr_assert_eq(ckpt_vfs_open(&io, vfs(), path, CKPT_IO_WRITE), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_io_pwrite(io, buf, n, 0), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_io_close(io), CKPT_OK, "%s", ckpt_error_last()->message);
+}
+
+/*
+ * libckpt's UploadPartCopy and CopyObject (s3_copy.c) and boto3's
+ * upload_part_copy / copy_object, on the same server and source, give the
+ * same objects, which hold the expected bytes; a condition on another ETag
+ * is refused by both (libckpt: CKPT__DECLINED, the writer unchanged).
+ */
+Test(s3_incremental, copy_requests_agree_with_boto3, .timeout = 300)
+{
+	char *dir = s3t_prefix("incr-copy");
+	char *src = ts_join(dir, "src"), *ours = ts_join(dir, "ours"), *ocopy = ts_join(dir, "ours-copy");
+	char *theirs = ts_join(dir, "boto3"), *tcopy = ts_join(dir, "boto3-copy");
+	size_t n = 12 * MIB, hn = 5 * MIB + 3, tn = 1000;
+	uint64_t off = MIB + 5, len = 6 * MIB + 11;
+	unsigned char *s = malloc(n), *head = malloc(hn), *tail = malloc(tn);
+	uint64_t x = 7;
+	for (size_t i = 0; i < n; i++)
+		s[i] = (unsigned char)((x = x * 6364136223846793005ull + 1) >> 56);
+	for (size_t i = 0; i < hn; i++)
+		head[i] = (unsigned char)(i * 31 + 1);
+	for (size_t i = 0; i < tn; i++)
+		tail[i] = (unsigned char)(i * 7 + 3);
+	put_object(src, s, n); /* a two-part upload at the default 8 MiB parts */
+	char etag[128];
+	uint64_t size;
+	cr_assert_eq(ckpt__vfs_etag(vfs(), src, etag, sizeof(etag), &size), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(size, n);
+	/* ours: head uploaded, the range copied (another ETag refused first), the tail uploaded */
+	ckpt_io *io;
+	cr_assert_eq(ckpt_vfs_open(&io, vfs(), ours, CKPT_IO_WRITE), CKPT_OK);
+	cr_assert_eq(ckpt_io_pwrite(io, head, hn, 0), CKPT_OK);
+	uint32_t crc = ckpt_crc32c_extend(0, s + off, (size_t)len);
+	cr_assert_eq(ckpt__io_copy_append(io, src, "\"0123456789abcdef0123456789abcdef\"", off, len, crc), CKPT__DECLINED);
+	uint64_t got;
+	cr_assert_eq(ckpt_io_size(&got, io), CKPT_OK);
+	cr_assert_eq(got, hn, "a refused copy changed the writer's size to %llu", (unsigned long long)got);
+	cr_assert_eq(ckpt__io_copy_append(io, src, etag, off, len, crc), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_io_pwrite(io, tail, tn, hn + len), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_io_close(io), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt__vfs_copy_object(vfs(), src, "\"0123456789abcdef0123456789abcdef\"", ocopy), CKPT__DECLINED);
+	cr_assert_eq(ckpt__vfs_copy_object(vfs(), src, etag, ocopy), CKPT_OK, "%s", ckpt_error_last()->message);
+	/* the expected bytes, locally */
+	char *local = ts_tmpdir();
+	char *hf = ts_join(local, "head"), *tf = ts_join(local, "tail"), *ef = ts_join(local, "expect"),
+	     *sf = ts_join(local, "src");
+	cr_assert_eq(ts_write_file(hf, head, hn), 0);
+	cr_assert_eq(ts_write_file(tf, tail, tn), 0);
+	cr_assert_eq(ts_write_file(sf, s, n), 0);
+	unsigned char *e = malloc(hn + len + tn);
+	memcpy(e, head, hn);
+	memcpy(e + hn, s + off, (size_t)len);
+	memcpy(e + hn + len, tail, tn);
+	cr_assert_eq(ts_write_file(ef, e, hn + len + tn), 0);
+	free(s3t_oracle("same", ours, ef, NULL));
+	free(s3t_oracle("same", ocopy, sf, NULL));
+	/* boto3, the same requests */
+	char offs[32], lens[32];
+	snprintf(offs, sizeof(offs), "%llu", (unsigned long long)off);
+	snprintf(lens, sizeof(lens), "%llu", (unsigned long long)len);
+	const char *argv[] = { ts_oracle_python(), CKPT_SOURCE_DIR "/tests/oracles/s3_copy_check.py", src, theirs, tcopy,
+		hf, tf, offs, lens, NULL };
+	ts_run_result r;
+	cr_assert_eq(ts_run(&r, (char **)argv), 0);
+	ts_assert_exit(&r, 0, "s3_copy_check.py");
+	/* ours hold the expected bytes (above): boto3's must hash the same */
+	char *want_e = s3t_oracle("sha256", ours, NULL), *want_s = s3t_oracle("sha256", ocopy, NULL);
+	cr_assert(strlen(r.out) >= 129 && strncmp(r.out, want_e, 64) == 0 && strncmp(r.out + 65, want_s, 64) == 0,
+		"boto3's objects differ from ours:\n%s\nwant %.64s\n     %.64s", r.out, want_e, want_s);
+	free(want_e);
+	free(want_s);
+	ts_run_free(&r);
+	ts_rmtree(local);
+	free(local);
+	free(hf);
+	free(tf);
+	free(ef);
+	free(sf);
+	free(e);
+	free(s);
+	free(head);
+	free(tail);
+	free(src);
+	free(ours);
+	free(ocopy);
+	free(theirs);
+	free(tcopy);
+	free(dir);
+}
