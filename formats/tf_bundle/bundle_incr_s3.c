@@ -198,12 +198,16 @@ int tfb_incr_s3_put(tfb_incr *x, wshard *s, const tfb_ientry *b, const ckpt_tens
 	return CKPT_OK;
 }
 
-static const tfb_incr *sort_x;
+typedef struct src_ref {       /* a clean value by where it was in the last save */
+	int shard;
+	uint64_t offset;
+	size_t i;                  /* in tfb_incr.p */
+} src_ref;
 
 /* by the last save's file, then offset: contiguous values there become one range */
 static int cmp_src(const void *a, const void *b)
 {
-	const tfb_ientry *x = sort_x->p[*(const size_t *)a].b, *y = sort_x->p[*(const size_t *)b].b;
+	const src_ref *x = a, *y = b;
 	if (x->shard != y->shard)
 		return x->shard < y->shard ? -1 : 1;
 	return (x->offset > y->offset) - (x->offset < y->offset);
@@ -219,7 +223,7 @@ int tfb_incr_s3_place(ckpt_writer *w, tfb_writer *s)
 	int *to = ckpt__malloc((size_t)b->nf * sizeof(int));     /* base file -> new shard */
 	size_t *count = ckpt__calloc((size_t)b->nf, sizeof(size_t));
 	unsigned char *copied = ckpt__calloc((size_t)n, 1);      /* new shard: a CopyObject of its base file */
-	size_t *order = ckpt__malloc((x->np ? x->np : 1) * sizeof(size_t));
+	src_ref *order = ckpt__malloc((x->np ? x->np : 1) * sizeof(src_ref));
 	seg *sg = ckpt__malloc((x->np ? x->np : 1) * sizeof(seg));
 	int rc = to && count && copied && order && sg ? CKPT_OK : CKPT_ENOMEM;
 	for (int f = 0; rc == CKPT_OK && f < b->nf; f++)
@@ -248,26 +252,24 @@ int tfb_incr_s3_place(ckpt_writer *w, tfb_writer *s)
 	if (rc == CKPT_OK)
 		rc = ckpt_vfs_open(&s->sh[g].io, w->vfs, s->sh[g].tmp, CKPT_IO_WRITE);
 	for (size_t i = 0; rc == CKPT_OK && i < x->np; i++)
-		order[i] = i;
-	if (rc == CKPT_OK && x->np) {
-		sort_x = x; /* the writer is one thread's; qsort has no context argument */
-		qsort(order, x->np, sizeof(size_t), cmp_src);
-	}
+		order[i] = (src_ref){ x->p[i].b->shard, x->p[i].b->offset, i };
+	if (rc == CKPT_OK && x->np)
+		qsort(order, x->np, sizeof(*order), cmp_src);
 	for (size_t i = 0; rc == CKPT_OK && i < x->np;) {
-		const tfb_ientry *first = x->p[order[i]].b;
+		const tfb_ientry *first = x->p[order[i].i].b;
 		int t = to[first->shard];
 		/* a run of values contiguous in the same base file */
 		size_t j = i, ns = 0;
 		uint64_t end = first->offset;
-		while (j < x->np && x->p[order[j]].b->shard == first->shard && x->p[order[j]].b->offset == end) {
-			const pending *p = &x->p[order[j]];
+		while (j < x->np && x->p[order[j].i].b->shard == first->shard && x->p[order[j].i].b->offset == end) {
+			const pending *p = &x->p[order[j].i];
 			sg[ns++] = (seg){ p->data, p->b->size };
 			end += p->b->size;
 			j++;
 		}
 		uint64_t at = copied[t] ? first->offset : s->sh[t].pos;
 		for (size_t k = i; k < j && rc == CKPT_OK; k++) {
-			const pending *p = &x->p[order[k]];
+			const pending *p = &x->p[order[k].i];
 			wentry *e = &s->e[p->ei];
 			e->shard = t;
 			e->offset = at + (p->b->offset - first->offset);
