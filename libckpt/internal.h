@@ -138,6 +138,13 @@ uint64_t ckpt__io_open_part(const ckpt_io *io, uint64_t *part);
  */
 int ckpt__io_copy_append(ckpt_io *dst, const char *src_path, const char *etag, uint64_t src_off, uint64_t n,
 	uint32_t crc32c);
+/**
+ * The same for k consecutive ranges of the source (len[i] bytes each, crc[i]
+ * their crc32c) as k parts, sent in parallel: *done of them, a prefix, were
+ * copied and appended; CKPT__DECLINED when none was.
+ */
+int ckpt__io_copy_ranges(ckpt_io *dst, const char *src_path, const char *etag, uint64_t src_off, const uint64_t *len,
+	const uint32_t *crc, size_t k, size_t *done);
 /** CopyObject of src_path to dst_path (S3 VFS) if the source's ETag is still `etag`; CKPT__DECLINED otherwise. */
 int ckpt__vfs_copy_object(ckpt_vfs *vfs, const char *src_path, const char *etag, const char *dst_path);
 /** The ETag and size of an S3 object, asked of the server (not the cache); CKPT__DECLINED for another VFS. */

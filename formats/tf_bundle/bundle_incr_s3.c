@@ -98,20 +98,33 @@ static int reuse(tfb_incr *x, wshard *s, int f, uint64_t src_off, const seg *sg,
 		CKPT_TRY(append_mem(s, sg, ns, 0, head));
 		CKPT_TRY(tfb_shard_flush(s));
 	}
+	/* parts of part_size, the last one taking the rest; sent a batch at a time */
 	uint64_t done = head;
+	enum { BATCH = 64 };
+	uint64_t len[BATCH];
+	uint32_t crc[BATCH];
 	while (done < n) {
-		uint64_t rem = n - done, c = rem >= ps + CKPT__S3_MIN_PART ? ps : rem;
-		int rc = ckpt__io_copy_append(s->io, b->f[f].path, b->f[f].etag, src_off + done, c,
-			crc_mem(sg, ns, done, c));
-		if (rc == CKPT__DECLINED) {
-			x->bad[f] = 1;
+		size_t k = 0;
+		for (uint64_t at = done; at < n && k < BATCH; k++) {
+			uint64_t rem = n - at;
+			len[k] = rem >= ps + CKPT__S3_MIN_PART ? ps : rem;
+			crc[k] = crc_mem(sg, ns, at, len[k]);
+			at += len[k];
+		}
+		size_t got = 0;
+		int rc = ckpt__io_copy_ranges(s->io, b->f[f].path, b->f[f].etag, src_off + done, len, crc, k, &got);
+		if (rc < 0)
+			return rc;
+		for (size_t i = 0; i < got; i++) {
+			s->flushed += len[i];
+			s->pos += len[i];
+			x->reused += len[i];
+			done += len[i];
+		}
+		if (got < k) {
+			x->bad[f] = 1; /* refused: the source is gone or replaced, the rest is uploaded */
 			break;
 		}
-		CKPT_TRY(rc);
-		s->flushed += c;
-		s->pos += c;
-		x->reused += c;
-		done += c;
 	}
 	return done < n ? append_mem(s, sg, ns, done, n - done) : CKPT_OK;
 }

@@ -3,8 +3,9 @@
  * checkpoint that a new one holds again are copied by the server instead of
  * passing through this process.
  *
- *   ckpt__io_copy_append   UploadPartCopy (x-amz-copy-source-range) of a range
- *                          as the next part of an S3 writer's upload
+ *   ckpt__io_copy_ranges   UploadPartCopy (x-amz-copy-source-range) of ranges
+ *                          as the next parts of an S3 writer's upload, sent
+ *                          as many at a time as the client sends parts
  *   ckpt__vfs_copy_object  CopyObject of a whole object
  *
  * Both are conditional on the source's ETag (x-amz-copy-source-if-match):
@@ -17,6 +18,7 @@
  * S3 wants every part but the last to hold at least 5 MiB (CKPT__S3_MIN_PART);
  * the caller groups ranges so (formats/tf_bundle/bundle_incr_s3.c).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -204,11 +206,77 @@ static void crc_b64(char out[16], uint32_t c)
 	EVP_EncodeBlock((unsigned char *)out, be, 4);
 }
 
-int ckpt__io_copy_append(ckpt_io *dst, const char *src_path, const char *etag, uint64_t src_off, uint64_t n,
-	uint32_t crc32c)
+/* One UploadPartCopy: part `number` of the upload, n bytes at off of the source. */
+typedef struct copy_part {
+	int number;
+	uint64_t off, n;
+	char want[16];             /* base64 of the bytes' crc32c */
+	char etag[128];            /* the part's, when copied */
+	int copied;
+} copy_part;
+
+typedef struct copy_job {
+	s3_client *c;
+	const char *bucket, *key, *eid, *src, *ifm;
+	copy_part *parts;
+	size_t n, next;
+	pthread_mutex_t mu;
+} copy_job;
+
+static void copy_one(copy_job *j, copy_part *p)
 {
-	if (!etag || !etag[0] || n < CKPT__S3_MIN_PART || n > CKPT__S3_MAX_PART)
+	char *query = ckpt__asprintf("partNumber=%d&uploadId=%s", p->number, j->eid);
+	char range[96];
+	snprintf(range, sizeof(range), "x-amz-copy-source-range: bytes=%llu-%llu", (unsigned long long)p->off,
+		(unsigned long long)(p->off + p->n - 1));
+	const char *amz[] = { j->src, j->ifm, range, NULL }; /* sorted by name */
+	char *auth = NULL, *date = NULL;
+	int rc = query ? sign(j->c, j->bucket, j->key, query, amz, &auth, &date) : CKPT_ENOMEM;
+	const char *hdrs[] = { j->src, j->ifm, range, auth, date, NULL };
+	s3_request rq = { "PUT", j->bucket, j->key, query, NULL, 0, hdrs, S3_RETRIED, 0, 0, 0, NULL, 0 };
+	s3_response rs;
+	memset(&rs, 0, sizeof(rs));
+	if (rc == CKPT_OK)
+		rc = s3_perform_quiet(j->c, &rq, &rs, quiet_copy);
+	char *tag = rc == CKPT_OK ? xml_text(rs.body, "ETag") : NULL;
+	char *sum = rc == CKPT_OK ? xml_text(rs.body, "ChecksumCRC32C") : NULL;
+	/* a 200 with an <Error> body, no ETag, or a checksum of other bytes: not copied */
+	p->copied = tag && tag[0] && strlen(tag) < sizeof(p->etag) && !(rs.body && strstr(rs.body, "<Error>")) &&
+		(!sum || strcmp(sum, p->want) == 0);
+	if (p->copied)
+		snprintf(p->etag, sizeof(p->etag), "%s", tag);
+	s3_response_clear(&rs);
+	ckpt__free(tag);
+	ckpt__free(sum);
+	ckpt__free(auth);
+	ckpt__free(date);
+	ckpt__free(query);
+}
+
+static void *copy_worker(void *arg)
+{
+	copy_job *j = arg;
+	for (;;) {
+		pthread_mutex_lock(&j->mu);
+		size_t i = j->next++;
+		pthread_mutex_unlock(&j->mu);
+		if (i >= j->n)
+			break;
+		copy_one(j, &j->parts[i]);
+	}
+	ckpt_error_clear(); /* a refused copy is no error: the caller uploads those bytes */
+	return NULL;
+}
+
+int ckpt__io_copy_ranges(ckpt_io *dst, const char *src_path, const char *etag, uint64_t src_off, const uint64_t *len,
+	const uint32_t *crc, size_t k, size_t *done)
+{
+	*done = 0;
+	if (!etag || !etag[0] || k == 0)
 		return CKPT__DECLINED;
+	for (size_t i = 0; i < k; i++)
+		if (len[i] < CKPT__S3_MIN_PART || len[i] > CKPT__S3_MAX_PART)
+			return CKPT__DECLINED;
 	uint64_t ps;
 	uint64_t open = ckpt__io_open_part(dst, &ps);
 	if (open == UINT64_MAX || (open && open < CKPT__S3_MIN_PART))
@@ -218,60 +286,72 @@ int ckpt__io_copy_append(ckpt_io *dst, const char *src_path, const char *etag, u
 	int rc = s3_io_copy_begin(dst, &u, &next);
 	if (rc != CKPT_OK)
 		return rc;
-	s3_client *c;
-	const char *bucket, *key, *id;
-	s3_upload_target(u, &c, &bucket, &key, &id);
+	copy_job j = { 0 };
+	const char *id;
+	s3_upload_target(u, &j.c, &j.bucket, &j.key, &id);
 	char *sb = NULL, *sk = NULL;
 	char *src = copy_source(src_path, &sb, &sk);
 	char *eid = s3_uri_encode(id, 0);
-	char *query = eid ? ckpt__asprintf("partNumber=%zu&uploadId=%s", next + 1, eid) : NULL;
-	char range[96], ifm[160];
-	snprintf(range, sizeof(range), "x-amz-copy-source-range: bytes=%llu-%llu", (unsigned long long)src_off,
-		(unsigned long long)(src_off + n - 1));
+	char ifm[160];
 	snprintf(ifm, sizeof(ifm), "x-amz-copy-source-if-match: %s", etag);
-	char want[16];
-	crc_b64(want, crc32c);
-	int copied = 0;
-	if (!src || !query) {
-		rc = src ? CKPT_ENOMEM : CKPT__DECLINED;
-	} else {
+	copy_part *parts = ckpt__calloc(k, sizeof(*parts));
+	if (!src)
+		rc = CKPT__DECLINED;
+	else if (!eid || !parts)
+		rc = CKPT_ENOMEM;
+	uint64_t copied = 0;
+	if (rc == CKPT_OK) {
+		for (size_t i = 0, at = 0; i < k; at += len[i], i++) {
+			parts[i].number = (int)(next + i + 1);
+			parts[i].off = src_off + at;
+			parts[i].n = len[i];
+			crc_b64(parts[i].want, crc[i]);
+		}
+		j.eid = eid;
+		j.src = src;
+		j.ifm = ifm;
+		j.parts = parts;
+		j.n = k;
+		pthread_mutex_init(&j.mu, NULL);
+		/* as many at a time as the client sends parts */
 		ckpt__error_slot keep = { 0 };
 		ckpt__error_capture(&keep);
-		const char *amz[] = { src, ifm, range, NULL }; /* sorted by name */
-		char *auth, *date;
-		int prc = sign(c, bucket, key, query, amz, &auth, &date);
-		const char *hdrs[] = { src, ifm, range, auth, date, NULL };
-		s3_request rq = { "PUT", bucket, key, query, NULL, 0, hdrs, S3_RETRIED, 0, 0, 0, NULL, 0 };
-		s3_response rs;
-		if (prc == CKPT_OK)
-			prc = s3_perform_quiet(c, &rq, &rs, quiet_copy);
-		else
-			memset(&rs, 0, sizeof(rs));
-		ckpt__free(auth);
-		ckpt__free(date);
-		char *tag = prc == CKPT_OK ? xml_text(rs.body, "ETag") : NULL;
-		char *sum = prc == CKPT_OK ? xml_text(rs.body, "ChecksumCRC32C") : NULL;
-		/* a 200 with an <Error> body, no ETag, or a checksum of other bytes: not copied */
-		copied = tag && tag[0] && !(rs.body && strstr(rs.body, "<Error>")) && (!sum || strcmp(sum, want) == 0);
-		if (copied)
-			rc = s3_upload_add_part(u, (int)(next + 1), tag, want);
-		s3_response_clear(&rs);
-		ckpt__free(tag);
-		ckpt__free(sum);
+		unsigned nt = s3_client_config(j.c)->parallel, started = 0;
+		pthread_t th[64];
+		for (unsigned t = 1; t < nt && t < k && t < 64; t++)
+			if (pthread_create(&th[started], NULL, copy_worker, &j) == 0)
+				started++;
+		copy_worker(&j);
+		for (unsigned t = 0; t < started; t++)
+			pthread_join(th[t], NULL);
+		pthread_mutex_destroy(&j.mu);
 		ckpt__error_raise(&keep);
 		ckpt__error_slot_clear(&keep);
+		/* the copied prefix only: a part after a refused one would leave a hole (it stays out of the completion) */
+		while (*done < k && parts[*done].copied && rc == CKPT_OK) {
+			rc = s3_upload_add_part(u, parts[*done].number, parts[*done].etag, parts[*done].want);
+			if (rc == CKPT_OK)
+				copied += parts[(*done)++].n;
+		}
 	}
-	ckpt__free(query);
+	ckpt__free(parts);
 	ckpt__free(eid);
 	ckpt__free(src);
 	ckpt__free(sb);
 	ckpt__free(sk);
-	int erc = s3_io_copy_end(dst, copied && rc == CKPT_OK ? next + 1 : next, copied && rc == CKPT_OK ? n : 0);
+	int erc = s3_io_copy_end(dst, next + *done, copied);
 	if (rc < 0)
 		return rc;
 	if (erc < 0)
 		return erc;
-	return copied ? CKPT_OK : CKPT__DECLINED;
+	return *done ? CKPT_OK : CKPT__DECLINED;
+}
+
+int ckpt__io_copy_append(ckpt_io *dst, const char *src_path, const char *etag, uint64_t src_off, uint64_t n,
+	uint32_t crc32c)
+{
+	size_t done;
+	return ckpt__io_copy_ranges(dst, src_path, etag, src_off, &n, &crc32c, 1, &done);
 }
 
 int ckpt__vfs_copy_object(ckpt_vfs *vfs, const char *src_path, const char *etag, const char *dst_path)
