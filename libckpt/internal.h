@@ -129,6 +129,35 @@ int ckpt__vfs_is_s3(const ckpt_vfs *vfs);
 int ckpt__vfs_file_exists(ckpt_vfs *vfs, const char *path);
 /** The same on the S3 VFS `vfs`: its HEAD (or its client's cache) only (io_s3.c). */
 int ckpt__s3_object_exists(ckpt_vfs *vfs, const char *path);
+
+/* ---- server-side copies on S3 (storage/s3/s3_copy.c), for incremental saves ---- */
+/* S3's smallest part but the last, and its largest part */
+#define CKPT__S3_MIN_PART (5ull << 20)
+#define CKPT__S3_MAX_PART (5ull << 30)
+/** Bytes of the part an S3 writer is filling (*part: its part size); UINT64_MAX for any other file. */
+uint64_t ckpt__io_open_part(const ckpt_io *io, uint64_t *part);
+/**
+ * Append n bytes at src_off of the object src_path to the S3 writer dst as
+ * one part copied by the server (UploadPartCopy), if the source's ETag is
+ * still `etag`. CKPT__DECLINED, dst unchanged but for its filled part sent,
+ * when the source is gone or replaced, the server refuses, or S3's part
+ * sizes do not allow it (n outside [CKPT__S3_MIN_PART, CKPT__S3_MAX_PART],
+ * or a filled part under the minimum): the caller writes the bytes.
+ * crc32c: the bytes' crc32c, given to the completion.
+ */
+int ckpt__io_copy_append(ckpt_io *dst, const char *src_path, const char *etag, uint64_t src_off, uint64_t n,
+	uint32_t crc32c);
+/**
+ * The same for k consecutive ranges of the source (len[i] bytes each, crc[i]
+ * their crc32c) as k parts, sent in parallel: *done of them, a prefix, were
+ * copied and appended; CKPT__DECLINED when none was.
+ */
+int ckpt__io_copy_ranges(ckpt_io *dst, const char *src_path, const char *etag, uint64_t src_off, const uint64_t *len,
+	const uint32_t *crc, size_t k, size_t *done);
+/** CopyObject of src_path to dst_path (S3 VFS) if the source's ETag is still `etag`; CKPT__DECLINED otherwise. */
+int ckpt__vfs_copy_object(ckpt_vfs *vfs, const char *src_path, const char *etag, const char *dst_path);
+/** The ETag and size of an S3 object, asked of the server (not the cache); CKPT__DECLINED for another VFS. */
+int ckpt__vfs_etag(ckpt_vfs *vfs, const char *path, char *etag, size_t cap, uint64_t *size);
 /** Ranged GETs the S3 VFS sent in this process, and the bytes they asked for (tests count requests). */
 void ckpt__s3_read_stats(uint64_t *gets, uint64_t *bytes);
 /** a "/" b into a fresh string (b absolute → copy of b). */

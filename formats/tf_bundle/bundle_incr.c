@@ -26,49 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "tfb.h"
-
-struct tfb_ientry {            /* one entry of a committed save */
-	char *key;
-	size_t klen;
-	int32_t dtype;
-	int rank;
-	int64_t dims[CKPT_MAX_RANK];
-	int shard;
-	uint64_t offset, size;
-	uint32_t masked_crc;
-	uint32_t *blocks;          /* crc32c per TFB_INCR_BLOCK bytes, or NULL */
-};
-
-typedef struct ifile {         /* one data file of a committed save, as it was after the commit */
-	char *path;
-	uint64_t dev, ino, size;
-	int64_t mtime_ns;
-	size_t nentries;
-} ifile;
-
-typedef struct ibase {
-	char *prefix;
-	tfb_ientry *e;             /* sorted by key */
-	size_t ne;
-	ifile *f;
-	int nf;
-} ibase;
-
-typedef struct pending {       /* a clean value placed at commit */
-	size_t ei;                 /* in tfb_writer.e */
-	const tfb_ientry *b;
-	const void *data;
-} pending;
-
-struct tfb_incr {
-	ckpt__incr *inc;
-	const ibase *base;         /* inc->base: NULL for the first save */
-	int *fd;                   /* per base file: -2 not opened yet, -1 unusable */
-	pending *p;
-	size_t np, cap;
-	uint64_t reused;
-};
+#include "bundle_incr.h"
 
 static void ibase_free(void *arg)
 {
@@ -90,8 +48,9 @@ static void ibase_free(void *arg)
 int tfb_writer_incremental(ckpt_writer *w, ckpt__incr *inc)
 {
 	tfb_writer *s = w->state;
-	/* hard links and copy_file_range: the POSIX file system, one shard to begin with */
-	if (w->vfs != ckpt_vfs_default() || s->nshards != 1 || ckpt_io_fd(s->sh[0].io) < 0)
+	/* hard links and copy_file_range: the POSIX file system; server-side copies: S3; one shard to begin with */
+	int s3 = ckpt__vfs_is_s3(w->vfs);
+	if (s->nshards != 1 || (!s3 && (w->vfs != ckpt_vfs_default() || ckpt_io_fd(s->sh[0].io) < 0)))
 		return 0;
 	const ibase *b = inc->base;
 	/* re-saving the last prefix would rename a link onto itself */
@@ -102,14 +61,21 @@ int tfb_writer_incremental(ckpt_writer *w, ckpt__incr *inc)
 		return CKPT_ENOMEM;
 	x->inc = inc;
 	x->base = b;
+	x->s3 = s3;
 	if (b && b->nf) {
 		x->fd = ckpt__malloc((size_t)b->nf * sizeof(int));
-		if (!x->fd) {
-			ckpt__free(x);
+		x->bad = ckpt__calloc((size_t)b->nf, 1);
+		if (!x->fd || !x->bad) {
+			tfb_incr_free(x);
 			return CKPT_ENOMEM;
 		}
 		for (int i = 0; i < b->nf; i++)
 			x->fd[i] = -2;
+	}
+	int rc = s3 ? tfb_incr_s3_open(w, s, x) : 1;
+	if (rc <= 0) {
+		tfb_incr_free(x);
+		return rc;
 	}
 	s->incr = x;
 	return 1;
@@ -118,7 +84,7 @@ int tfb_writer_incremental(ckpt_writer *w, ckpt__incr *inc)
 /* Close the last save's files (before its record goes). */
 static void close_sources(tfb_incr *x)
 {
-	for (int i = 0; x->base && i < x->base->nf; i++)
+	for (int i = 0; x->base && x->fd && i < x->base->nf; i++)
 		if (x->fd[i] >= 0)
 			close(x->fd[i]);
 	ckpt__free(x->fd);
@@ -132,6 +98,8 @@ void tfb_incr_free(tfb_incr *x)
 		return;
 	close_sources(x);
 	ckpt__free(x->p);
+	ckpt__free(x->bad);
+	ckpt__free(x->slot);
 	ckpt__free(x);
 }
 
@@ -278,6 +246,14 @@ int tfb_incr_put(tfb_incr *x, wshard *s, const char *key, size_t klen, const ckp
 	const uint32_t *old = b && b->blocks ? b->blocks : NULL;
 	int rc = CKPT_OK;
 	uint32_t c = 0;
+	if (x->s3) {
+		rc = tfb_incr_s3_put(x, s, b, t, bc, crc);
+		if (rc < 0)
+			ckpt__free(bc);
+		else
+			*blocks = bc;
+		return rc;
+	}
 	/* a window of blocks at a time: crc them, then write or copy them while they are in cache */
 	for (size_t w0 = 0; w0 < nb && rc == CKPT_OK; w0 += BLOCKS_PER_JOB) {
 		size_t w1 = w0 + BLOCKS_PER_JOB < nb ? w0 + BLOCKS_PER_JOB : nb;
@@ -320,7 +296,7 @@ static int link_shard(tfb_incr *x, int f, const char *tmp)
 	return 1;
 }
 
-static uint32_t *blocks_dup(const tfb_ientry *b)
+uint32_t *tfb_blocks_dup(const tfb_ientry *b)
 {
 	if (!b->blocks)
 		return NULL;
@@ -334,6 +310,8 @@ static uint32_t *blocks_dup(const tfb_ientry *b)
 int tfb_incr_place(ckpt_writer *w, tfb_writer *s)
 {
 	tfb_incr *x = s->incr;
+	if (x->s3)
+		return tfb_incr_s3_place(w, s);
 	const ibase *b = x->base;
 	int rc = CKPT_OK;
 	int *linked = NULL;         /* per base file: the new shard hard-linked to it, or -1 */
@@ -386,7 +364,7 @@ int tfb_incr_place(ckpt_writer *w, tfb_writer *s)
 				continue; /* no block crcs: the next save compares nothing of it */
 			}
 		}
-		if (rc == CKPT_OK && p->b->blocks && !(e->blocks = blocks_dup(p->b)))
+		if (rc == CKPT_OK && p->b->blocks && !(e->blocks = tfb_blocks_dup(p->b)))
 			rc = CKPT_ENOMEM;
 	}
 	ckpt__free(linked);
@@ -455,6 +433,8 @@ void tfb_incr_record(ckpt_writer *w, tfb_writer *s)
 		b->f[e->shard].nentries++;
 		b->ne++;
 	}
+	if (ok && x->s3)
+		tfb_incr_s3_record(w, b);
 	if (!ok) {
 		/* no record: the next save is a full one */
 		ibase_free(b);

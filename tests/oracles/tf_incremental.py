@@ -1,6 +1,6 @@
 """TensorFlow restores incremental checkpoints (issue 33).
 
-usage: tf_incremental.py DIR EXPECT_DIR
+usage: tf_incremental.py DIR EXPECT_DIR [NAME]
 
 tf.train.get_checkpoint_state(DIR) lists the kept checkpoints; for each
 one P, EXPECT_DIR/<basename P>/ holds NAME.f32 (the raw float32 bytes every
@@ -8,7 +8,8 @@ root variable NAME must have). TensorFlow lists P with load_checkpoint (the
 same names, float32, the shapes libckpt recorded in NAME.shape), builds
 tf.train.Checkpoint(NAME=tf.Variable(...)), restores P with
 assert_consumed() and compares every value byte for byte. Prints
-"ok P" per checkpoint and "ok all N".
+"ok P" per checkpoint and "ok all N". With NAME, only the listed checkpoint
+of that basename (which must be listed).
 """
 import os
 import sys
@@ -17,13 +18,17 @@ import numpy as np
 import tensorflow as tf
 
 
-def main(d, expect):
+def main(d, expect, only=None):
     st = tf.train.get_checkpoint_state(d)
     if st is None:
         raise AssertionError(f"TF finds no checkpoint state in {d}")
     paths = list(st.all_model_checkpoint_paths)
     if not paths or paths[-1] != st.model_checkpoint_path:
         raise AssertionError(f"bad state: {paths} / {st.model_checkpoint_path}")
+    if only is not None:
+        paths = [p for p in paths if os.path.basename(p) == only]
+        if len(paths) != 1:
+            raise AssertionError(f"{only} is not listed once in {d}'s checkpoint state")
     for p in paths:
         ed = os.path.join(expect, os.path.basename(p))
         names = sorted(f[:-4] for f in os.listdir(ed) if f.endswith(".f32"))
@@ -49,4 +54,4 @@ def main(d, expect):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

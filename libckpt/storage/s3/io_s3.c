@@ -55,6 +55,10 @@ typedef struct {
 	wpart *parts;
 	size_t nparts;
 	uint64_t end;
+	/* parts from index part0 on hold the bytes from off0 on, part_size each; those before were sent,
+	 * some of them copied by the server (s3_copy.c), which is why they need not be part_size */
+	size_t part0;
+	uint64_t off0;
 	s3_upload *upload;
 	/* reading */
 	s3_head h;             /* what the HEAD said: size, ETag (pins every range), checksums */
@@ -79,7 +83,7 @@ static int send_part(s3_io *f, size_t i)
 	if (!f->upload)
 		CKPT_TRY(s3_upload_begin(&f->upload, f->vfs->client, f->bucket, f->key));
 	wpart *p = &f->parts[i];
-	uint64_t len64 = f->end - (uint64_t)i * part_size(f);
+	uint64_t len64 = f->end - f->off0 - (uint64_t)(i - f->part0) * part_size(f);
 	size_t len = len64 < part_size(f) ? (size_t)len64 : part_size(f);
 	if (!p->buf && !(p->buf = ckpt__calloc(1, part_size(f))))
 		return CKPT_ENOMEM;
@@ -95,7 +99,12 @@ static int s3_pwrite(ckpt_io *io, const void *data, size_t n, uint64_t off)
 	size_t ps = part_size(f);
 	if (f->failed)
 		return ckpt__fail(CKPT_EIO, io->path, NULL, (int64_t)off, "an earlier write to this object failed");
-	uint64_t last = n ? (off + n - 1) / ps : 0;
+	if (n && off < f->off0) {
+		f->failed = 1;
+		return ckpt__fail(CKPT_EUNSUPPORTED, io->path, NULL, (int64_t)off,
+			"rewrite of bytes already uploaded (before a server-side copy into this S3 object)");
+	}
+	uint64_t last = n ? f->part0 + (off + n - 1 - f->off0) / ps : 0;
 	if (n && last >= f->nparts) {
 		wpart *np = ckpt__realloc(f->parts, (size_t)(last + 1) * sizeof(*np));
 		if (!np)
@@ -106,7 +115,7 @@ static int s3_pwrite(ckpt_io *io, const void *data, size_t n, uint64_t off)
 	}
 	const char *src = data;
 	while (n) {
-		size_t i = (size_t)(off / ps), in = (size_t)(off % ps);
+		size_t i = f->part0 + (size_t)((off - f->off0) / ps), in = (size_t)((off - f->off0) % ps);
 		size_t k = ps - in < n ? ps - in : n;
 		wpart *p = &f->parts[i];
 		if (p->sent) {
@@ -155,6 +164,12 @@ static int put_whole(s3_io *f)
 	return rc;
 }
 
+/* Parts the object has so far (the last one maybe partly filled). */
+static size_t part_count(const s3_io *f)
+{
+	return f->part0 + (f->end > f->off0 ? (size_t)((f->end - f->off0 - 1) / part_size(f)) + 1 : 0);
+}
+
 static int finish_write(s3_io *f)
 {
 	if (f->abandoned) {
@@ -172,7 +187,7 @@ static int finish_write(s3_io *f)
 	}
 	if (!f->upload && f->end <= part_size(f))
 		return put_whole(f);
-	size_t count = f->end ? (size_t)((f->end - 1) / part_size(f)) + 1 : 0;
+	size_t count = part_count(f);
 	int rc = CKPT_OK;
 	for (size_t i = 0; i < count && rc == CKPT_OK; i++)
 		if (!f->parts[i].sent)
@@ -469,7 +484,7 @@ int ckpt__io_stage(ckpt_io *io)
 		return CKPT_OK;
 	if (f->failed)
 		return ckpt__fail(CKPT_EIO, io->path, NULL, -1, "not uploaded: an earlier write failed");
-	size_t count = (size_t)((f->end - 1) / part_size(f)) + 1;
+	size_t count = part_count(f);
 	int rc = CKPT_OK;
 	for (size_t i = 0; i < count && rc == CKPT_OK; i++)
 		if (!f->parts[i].sent)
@@ -479,6 +494,57 @@ int ckpt__io_stage(ckpt_io *io)
 	if (rc < 0)
 		f->failed = 1;
 	return rc;
+}
+
+/* ---- server-side copies appended to a writer (s3_copy.c) ---- */
+
+uint64_t ckpt__io_open_part(const ckpt_io *io, uint64_t *part)
+{
+	if (!io || io->methods != &s3_io_methods || !((const s3_io *)io)->writable)
+		return UINT64_MAX;
+	const s3_io *f = (const s3_io *)io;
+	*part = part_size(f);
+	return (f->end - f->off0) % part_size(f);
+}
+
+int s3_io_copy_begin(ckpt_io *io, s3_upload **u, size_t *next)
+{
+	s3_io *f = (s3_io *)io;
+	if (io->methods != &s3_io_methods || !f->writable || f->exclusive || f->failed || f->abandoned)
+		return CKPT__DECLINED;
+	/* the part being filled goes now: the copied parts follow it */
+	size_t count = part_count(f);
+	int rc = count > f->part0 && !f->parts[count - 1].sent ? send_part(f, count - 1) : CKPT_OK;
+	if (rc == CKPT_OK && !f->upload)
+		rc = s3_upload_begin(&f->upload, f->vfs->client, f->bucket, f->key);
+	if (rc < 0) {
+		f->failed = 1;
+		return rc;
+	}
+	*u = f->upload;
+	*next = count;
+	return CKPT_OK;
+}
+
+int s3_io_copy_end(ckpt_io *io, size_t next, uint64_t n)
+{
+	s3_io *f = (s3_io *)io;
+	if (next > f->nparts) {
+		wpart *np = ckpt__realloc(f->parts, next * sizeof(*np));
+		if (!np) {
+			f->failed = 1;
+			return CKPT_ENOMEM;
+		}
+		memset(np + f->nparts, 0, (next - f->nparts) * sizeof(*np));
+		f->parts = np;
+		f->nparts = next;
+	}
+	for (size_t i = f->part0; i < next; i++)
+		f->parts[i].sent = 1;
+	f->part0 = next;
+	f->end += n;
+	f->off0 = f->end;
+	return CKPT_OK;
 }
 
 const s3_head *ckpt__s3_io_head(const ckpt_io *io)

@@ -149,5 +149,19 @@ int s3_upload_wait(s3_upload *u);
 int s3_upload_finish(s3_upload *u, uint32_t crc32c);
 /** Abort (best effort) and free. */
 void s3_upload_abort(s3_upload *u);
+/** The client, bucket, key and UploadId of `u` (borrowed): s3_copy.c sends its copied parts. */
+void s3_upload_target(const s3_upload *u, s3_client **c, const char **bucket, const char **key, const char **id);
+/** Record part `number`, stored by another request (UploadPartCopy), for the completion. */
+int s3_upload_add_part(s3_upload *u, int number, const char *etag, const char *crc32c_b64);
+
+/* ---- server-side copies appended to an S3 writer (io_s3.c keeps the parts, s3_copy.c sends the requests) ---- */
+/**
+ * Send the part being filled and begin the upload if needed: the next part
+ * (0-based index *next) may be a copy. CKPT__DECLINED for a writer that
+ * cannot take one (an exclusive create, a failed or abandoned writer).
+ */
+int s3_io_copy_begin(ckpt_io *io, s3_upload **u, size_t *next);
+/** Parts up to index `next` (exclusive) are stored, the copied ones holding n bytes: writes go on after them. */
+int s3_io_copy_end(ckpt_io *io, size_t next, uint64_t n);
 
 #endif

@@ -249,6 +249,38 @@ int s3_upload_wait(s3_upload *u)
 	return rc;
 }
 
+void s3_upload_target(const s3_upload *u, s3_client **c, const char **bucket, const char **key, const char **id)
+{
+	*c = u->c;
+	*bucket = u->bucket;
+	*key = u->key;
+	*id = u->upload_id;
+}
+
+int s3_upload_add_part(s3_upload *u, int number, const char *etag, const char *crc32c_b64)
+{
+	pthread_mutex_lock(&u->mu);
+	int rc = CKPT_OK;
+	if (u->ndone == u->done_cap) {
+		size_t cap = u->done_cap ? 2 * u->done_cap : 64;
+		done_part *nd = ckpt__realloc(u->done, cap * sizeof(*nd));
+		if (nd) {
+			u->done = nd;
+			u->done_cap = cap;
+		} else {
+			rc = CKPT_ENOMEM;
+		}
+	}
+	if (rc == CKPT_OK) {
+		u->done[u->ndone].number = number;
+		snprintf(u->done[u->ndone].etag, sizeof(u->done[0].etag), "%s", etag);
+		snprintf(u->done[u->ndone].crc32c, sizeof(u->done[0].crc32c), "%s", crc32c_b64);
+		u->ndone++;
+	}
+	pthread_mutex_unlock(&u->mu);
+	return rc;
+}
+
 static void stop_threads(s3_upload *u)
 {
 	pthread_mutex_lock(&u->mu);

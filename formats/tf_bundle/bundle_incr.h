@@ -1,0 +1,68 @@
+/*
+ * The record of the last committed save and the state of an incremental
+ * save, shared by bundle_incr.c (POSIX: hard links, copy_file_range) and
+ * bundle_incr_s3.c (S3: CopyObject, UploadPartCopy).
+ */
+#ifndef CKPT_TF_BUNDLE_INCR_H
+#define CKPT_TF_BUNDLE_INCR_H
+
+#include "tfb.h"
+
+struct tfb_ientry {            /* one entry of a committed save */
+	char *key;
+	size_t klen;
+	int32_t dtype;
+	int rank;
+	int64_t dims[CKPT_MAX_RANK];
+	int shard;
+	uint64_t offset, size;
+	uint32_t masked_crc;
+	uint32_t *blocks;          /* crc32c per TFB_INCR_BLOCK bytes, or NULL */
+};
+
+typedef struct ifile {         /* one data file of a committed save, as it was after the commit */
+	char *path;
+	uint64_t dev, ino, size;
+	int64_t mtime_ns;
+	size_t nentries;
+	char etag[128];            /* S3: the object's ETag after the commit ("" matches nothing) */
+} ifile;
+
+typedef struct ibase {
+	char *prefix;
+	tfb_ientry *e;             /* sorted by key */
+	size_t ne;
+	ifile *f;
+	int nf;
+} ibase;
+
+typedef struct pending {       /* a clean value placed at commit */
+	size_t ei;                 /* in tfb_writer.e */
+	const tfb_ientry *b;
+	const void *data;
+} pending;
+
+struct tfb_incr {
+	ckpt__incr *inc;
+	const ibase *base;         /* inc->base: NULL for the first save */
+	int *fd;                   /* per base file: -2 not opened yet, -1 unusable */
+	pending *p;
+	size_t np, cap;
+	uint64_t reused;
+	int s3;                    /* the writer is on S3: server-side copies (bundle_incr_s3.c) */
+	unsigned char *bad;        /* S3, per base file: a copy from it was refused, upload instead */
+	int *slot;                 /* S3, per new shard: the base file whose clean values it takes (-1: the group) */
+};
+
+/* ---- S3 (bundle_incr_s3.c) ---- */
+/** Lay out the S3 writer's shards for this save (writer_incremental): 1 taken, 0 full save, or an error. */
+int tfb_incr_s3_open(ckpt_writer *w, tfb_writer *s, tfb_incr *x);
+/** tfb_incr_put on S3. */
+int tfb_incr_s3_put(tfb_incr *x, wshard *s, const tfb_ientry *b, const ckpt_tensor *t, uint32_t *bc, uint32_t *crc);
+/** tfb_incr_place on S3. */
+int tfb_incr_s3_place(ckpt_writer *w, tfb_writer *s);
+/** The ETag of each data file of the save just committed (tfb_incr_record). */
+void tfb_incr_s3_record(ckpt_writer *w, ibase *b);
+uint32_t *tfb_blocks_dup(const tfb_ientry *b);
+
+#endif

@@ -1,0 +1,36 @@
+/*
+ * kill -9 of a trainer saving incrementally in a loop (issue 33 point 7),
+ * shared by tests/manager/test_incremental_kill.c (POSIX) and
+ * tests/s3/test_s3_incremental.c (s3://). Declarations only (incr_kill.c).
+ *
+ * The state: mc_state's value (= the save's number) and vec, a frozen
+ * `base` of base_rows 4 KiB rows (a fixed pattern, reused by every save),
+ * and an embedding `emb` of emb_rows 4 KiB rows of which each save changes
+ * one (row number % emb_rows, set to the number): the saves hard-link or
+ * copy the base and the embedding's untouched blocks from the last one.
+ */
+#ifndef CKPT_INCR_KILL_H
+#define CKPT_INCR_KILL_H
+
+#include <stdint.h>
+#include "ckpt/ckpt.h"
+
+/*
+ * The child: restore the latest, then save forever (never returns). vfs:
+ * the child's own, or NULL (POSIX). After each save it appends the bytes
+ * the save reused (copied or linked) to the local file `log`.
+ */
+void ik_save_forever(const char *dir, ckpt_vfs *vfs, int base_rows, int emb_rows, const char *log);
+
+/* The sum of what `log` holds. */
+uint64_t ik_reused(const char *log);
+
+/*
+ * After a kill: `dir`'s latest valid checkpoint (if any) passes a full
+ * verify (every byte against its crc32c), restores, and holds its own
+ * number's state: value and vec, the base's pattern, the embedding's row
+ * of that number. Returns the number (-1 when nothing is complete yet).
+ */
+int64_t ik_check_latest(const char *dir, ckpt_vfs *vfs, int base_rows, int emb_rows, int kill_no);
+
+#endif
