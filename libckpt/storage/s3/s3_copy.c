@@ -79,26 +79,8 @@ static void sha256_hex(char out[65], const void *p, size_t n)
 
 static void hmac256(unsigned char out[32], const void *key, size_t klen, const void *msg, size_t mlen)
 {
-	unsigned char k[64] = { 0 }, pad[64], inner[EVP_MAX_MD_SIZE];
 	unsigned n = 0;
-	if (klen > 64)
-		EVP_Digest(key, klen, k, &n, EVP_sha256(), NULL);
-	else
-		memcpy(k, key, klen);
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	for (int i = 0; i < 64; i++)
-		pad[i] = k[i] ^ 0x36;
-	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-	EVP_DigestUpdate(ctx, pad, 64);
-	EVP_DigestUpdate(ctx, msg, mlen);
-	EVP_DigestFinal_ex(ctx, inner, &n);
-	for (int i = 0; i < 64; i++)
-		pad[i] = k[i] ^ 0x5c;
-	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-	EVP_DigestUpdate(ctx, pad, 64);
-	EVP_DigestUpdate(ctx, inner, 32);
-	EVP_DigestFinal_ex(ctx, out, &n);
-	EVP_MD_CTX_free(ctx);
+	HMAC(EVP_sha256(), key, (int)klen, msg, mlen, out, &n);
 }
 
 /* The host the request goes to, as libcurl sends it (a scheme's default port left out). */

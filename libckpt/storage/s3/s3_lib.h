@@ -14,6 +14,7 @@
 #define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include "libckpt/base/dynlib.h"
 
 #define CKPT_CURL_FUNCS(X) \
@@ -41,7 +42,8 @@
 	X(EVP_MD_CTX_free) \
 	X(EVP_MD_CTX_new) \
 	X(EVP_md5) \
-	X(EVP_sha256)
+	X(EVP_sha256) \
+	X(HMAC)
 
 #define CKPT__S3_SLOT(f) __typeof__(&f) p_##f; /* p_: a member name the renames below do not touch */
 typedef struct ckpt__curl_fns { CKPT_CURL_FUNCS(CKPT__S3_SLOT) } ckpt__curl_fns;
@@ -97,5 +99,6 @@ static inline const ckpt__crypto_fns *ckpt__crypto_f(void)
 #define EVP_MD_CTX_new (ckpt__crypto_f()->p_EVP_MD_CTX_new)
 #define EVP_md5 (ckpt__crypto_f()->p_EVP_md5)
 #define EVP_sha256 (ckpt__crypto_f()->p_EVP_sha256)
+#define HMAC (ckpt__crypto_f()->p_HMAC)
 
 #endif
