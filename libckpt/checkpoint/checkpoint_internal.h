@@ -198,8 +198,10 @@ int ckpt__checkpoint_save_via(ckpt_checkpoint *ck, const char *path, int64_t num
  */
 int ckpt__checkpoint_save_piece(ckpt_checkpoint *ck, const char *path, int64_t number, ckpt_vfs *vfs,
 	ckpt_strategy_piece *piece);
-/* ckpt_checkpoint_restore reading through `vfs` (NULL = the checkpoint's); `*status` as there. */
-int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs);
+/* ckpt_checkpoint_restore reading through `vfs` (NULL = the checkpoint's); `*status` as there. `transient`: the
+ * source is removed once this returns, so values restore-on-create needs later are held in memory. */
+int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs,
+	int transient);
 /*
  * The cross-process strategy (strategy_impl.h) a checkpoint's save / restore
  * must be collective under: the current scope's when it is one, else the

@@ -45,10 +45,11 @@
 
 int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path)
 {
-	return ckpt__checkpoint_restore_via(status, ck, path, NULL);
+	return ckpt__checkpoint_restore_via(status, ck, path, NULL, 0);
 }
 
-int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs)
+int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs,
+	int transient)
 {
 	if (status)
 		*status = NULL;
@@ -64,6 +65,8 @@ int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *
 	int rc = ckpt__session_open(&s, path, &io);
 	if (rc < 0)
 		return cs ? ckpt__strategy_ops_of(cs)->agree(cs, rc) : rc;
+	if (transient)
+		ckpt__session_hold_deferred(s);
 	/* like TF, restoring a file that has a save_counter creates ours */
 	const ckpt_object_graph *g = ckpt__session_graph(s);
 	if (g) {

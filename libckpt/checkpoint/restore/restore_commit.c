@@ -299,7 +299,8 @@ static void commit_classify(commit *c)
  * Step 1b: stage this commit's values (temporary). Those restore-on-create
  * needs later stay in the file (the session keeps the reader): only a
  * crc32c is taken of the ones whose entry stores none, and strings, small
- * and variable-length, are staged and kept.
+ * and variable-length, are staged and kept, as every later value is when
+ * the source goes away after the restore (ckpt__session_hold_deferred).
  */
 static int commit_stage_values(commit *c)
 {
@@ -314,9 +315,10 @@ static int commit_stage_values(commit *c)
 	int rc = ckpt__session_stage(c->s, c->want_now, &c->now, c->parts, c->part, c->bnow);
 	if (rc == CKPT_OK)
 		ckpt__session_mark_temp(c->s, c->want_now);
-	if (rc == CKPT_OK)
+	int hold = ckpt__session_holds_deferred(c->s); /* a source that goes away: every later value staged */
+	if (rc == CKPT_OK && !hold)
 		rc = ckpt__session_defer(c->s, c->want_later);
-	for (size_t i = 0; i < c->nvals; i++)
+	for (size_t i = 0; i < c->nvals && !hold; i++)
 		if (c->want_later[i] && ckpt__session_value(c->s, i)->dtype != CKPT_DT_STRING)
 			c->want_later[i] = 0;
 	if (rc == CKPT_OK)

@@ -28,6 +28,7 @@ struct ckpt__session {
 	ckpt_warning_fn warn;
 	void *warn_ctx;
 	int single_pass;             /* ckpt_checkpoint_options.restore_single_pass */
+	int hold_deferred;           /* the source goes away after the restore: deferred values are kept in memory */
 	ckpt_reader *reader;         /* open while values wait in the file (restore-on-create), or until load read them all */
 	void **arenas;               /* staged values kept for restore-on-create */
 	size_t narenas;
@@ -369,6 +370,16 @@ int ckpt__session_reserve_arena(ckpt__session *s)
 void ckpt__session_keep_arena(ckpt__session *s, void *arena)
 {
 	s->arenas[s->narenas++] = arena;
+}
+
+void ckpt__session_hold_deferred(ckpt__session *s)
+{
+	s->hold_deferred = 1;
+}
+
+int ckpt__session_holds_deferred(const ckpt__session *s)
+{
+	return s->hold_deferred;
 }
 
 void ckpt__session_close_reader(ckpt__session *s)

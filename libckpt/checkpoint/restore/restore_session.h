@@ -86,6 +86,13 @@ int ckpt__session_stage(ckpt__session *s, const unsigned char *want, void **aren
  * @return CKPT_OK or the read's error (nothing recorded for that value).
  */
 int ckpt__session_defer(ckpt__session *s, const unsigned char *want);
+/**
+ * Keep the values restore-on-create needs later in memory, as strings are,
+ * instead of in the file: for a source removed once the restore returns
+ * (the memory tier's staging directory across workers).
+ */
+void ckpt__session_hold_deferred(ckpt__session *s);
+int ckpt__session_holds_deferred(const ckpt__session *s);
 /** Read every value into an arena the session keeps and close the reader (load). */
 int ckpt__session_stage_all(ckpt__session *s);
 /** Flag as temporary exactly the values set in want[0 .. nvals-1] (staged for one commit). */

@@ -286,7 +286,7 @@ int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char *
 		uint64_t bytes = 0;
 		rc = ckpt__tier_segment_check(&bytes, seg, t->job, steps[i], t->worker, t->num_workers);
 		if (rc == CKPT_OK)
-			rc = ckpt__checkpoint_restore_via(status, ck, prefix, ckpt_vfs_default());
+			rc = ckpt__checkpoint_restore_via(status, ck, prefix, ckpt_vfs_default(), 0);
 		if (rc == CKPT_OK) {
 			*restored = 1;
 			if (status && *status)

@@ -965,7 +965,7 @@ int ckpt__tier_mw_restore(ckpt_restore_status **status, int *restored, const cha
 	rc = agree(cs, rc);
 	/* the ordinary multi-worker restore: all or nothing, onto this job's workers and replicas */
 	if (rc == CKPT_OK)
-		rc = ckpt__checkpoint_restore_via(status, ck, prefix, ckpt_vfs_default());
+		rc = ckpt__checkpoint_restore_via(status, ck, prefix, ckpt_vfs_default(), 1); /* staging removed below */
 	ckpt__free(prefix);
 	/* nobody reads the staging directory any more */
 	int arc = agree(cs, CKPT_OK);
