@@ -10,7 +10,10 @@
  * its 404 (11); an answer "absent" is not kept, since other ranks write into
  * the prefix. A retention no longer HEADs each object before its DELETE
  * (6 -> 4). What the cache says is never trusted across a failed read: an
- * object another client replaced is read anew.
+ * object another client replaced is read anew. One operation
+ * (ckpt_vfs_op_begin) reads a small object once: a restore read the index
+ * and the `checkpoint` state file 4 times each (22 requests, a manager's
+ * 23), now once (16, 20); nothing it kept outlives it.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -154,7 +157,7 @@ Test(s3_requests, save_restore_and_verify_take_fewer_round_trips, .timeout = 300
 	 * One operation reads the state file and the index once (ckpt_vfs_op_begin), though the format's bid,
 	 * its open and the load each open them. Besides the data's GETs (their number follows the part size
 	 * and the read runs): `ckpt restore DIR` sends the directory's HEAD and listing, the state file's HEAD
-	 * and GET, the index's, the data's HEAD: 7 (was 14, the state file and the index read 4 times each:
+	 * and GET, the index's, the data's HEAD: 7 (was 13, the state file and the index read 4 times each:
 	 * 22 requests in all with 8 MiB parts, now 16). A manager's restore: the index's HEAD and GET, the
 	 * prefix's HEAD and listing, the data's HEAD: 5 (was 8: the index read 4 times; 23 in all, now 20).
 	 * Verify: the same 5 (was 6).
