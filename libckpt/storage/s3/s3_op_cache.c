@@ -36,14 +36,13 @@ typedef struct {
 	size_t count, held;
 } op_scope;
 
-/* the calling thread's operation: a pointer only, allocated by the outermost begin (NULL: none, or no memory) */
+/* the calling thread's operation: a pointer only, allocated by its first kept object (NULL: none kept yet) */
 static _Thread_local unsigned depth;
 static _Thread_local op_scope *scope;
 
 void ckpt_vfs_op_begin(void)
 {
-	if (depth++ == 0)
-		scope = ckpt__calloc(1, sizeof(*scope)); /* NULL: the operation reads everything anew */
+	depth++;
 }
 
 void ckpt_vfs_op_end(void)
@@ -89,8 +88,10 @@ void s3_op_cache_put(s3_client *client, unsigned long gen, const char *bucket, c
 	const char *bytes, size_t n)
 {
 	s3_cache *c = s3_client_cache(client);
-	if (!scope || !c || gen != s3_cache_gen(c) || n != h->size)
+	if (!depth || !c || gen != s3_cache_gen(c) || n != h->size)
 		return;
+	if (!scope && !(scope = ckpt__calloc(1, sizeof(*scope))))
+		return; /* the operation reads it again */
 	op_entry *e = find(client, bucket, key);
 	if (e) { /* a newer read of the key (the old entry's generation had passed): replace it */
 		scope->held -= e->n;
