@@ -372,18 +372,27 @@ static int make_cuda_strategy(restore_result *res)
 
 static double load_t0;
 
-/* The reader the check uses, opened first (its sizes are what 100 % means), then the load. */
+/*
+ * The reader the check uses, opened first (its sizes are what 100 % means),
+ * then the load: one operation (ckpt_vfs_op_begin), so the load reads the
+ * state file and index the reader read (on S3: once, not twice each) and
+ * both see the same checkpoint even while a manager rewrites the state file.
+ */
 static int open_and_load(restore_result *res, const char *path, const ckpt_open_options *oo,
 	const ckpt_checkpoint_options *co)
 {
+	ckpt_vfs_op_begin();
 	int rc = ckpt_reader_open(&res->r, path, oo);
-	if (rc != CKPT_OK)
+	if (rc != CKPT_OK) {
+		ckpt_vfs_op_end();
 		return rc;
+	}
 	/* the load creates its variables, so it reads every value once (no verification pass first) */
 	cli_progress_set_total(res->prog, cli_reader_bytes(res->r) * (res->plan->save ? 2u : 1u));
 	load_t0 = now_seconds();
 	rc = ckpt_checkpoint_load(&res->ck, &res->st, path, co);
 	res->seconds = now_seconds() - load_t0;
+	ckpt_vfs_op_end();
 	return rc;
 }
 

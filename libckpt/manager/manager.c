@@ -1303,7 +1303,10 @@ static int manager_restore_latest_rc(ckpt_restore_status **status, const char **
 const char *ckpt_manager_restore_latest(ckpt_restore_status **status, ckpt_manager *m)
 {
 	const char *path_out = NULL;
+	/* one operation (ckpt_vfs_op_begin): the index the validity check read is what the restore reads */
+	ckpt_vfs_op_begin();
 	int rc = manager_restore_latest_rc(status, &path_out, m);
+	ckpt_vfs_op_end();
 	ckpt__borrowed_status(rc, path_out != NULL);
 	return rc == CKPT_OK ? path_out : NULL;
 }

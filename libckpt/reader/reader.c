@@ -54,7 +54,22 @@ void ckpt_reader_free(ckpt_reader *r)
 }
 
 
+static int reader_open(ckpt_reader **out, const char *path, const ckpt_open_options *o);
+
+/*
+ * One operation (ckpt_vfs_op_begin): the bidding and the backend's open read
+ * the same state file and index; an object store then serves the second
+ * read from what the first one got, instead of a HEAD and a GET again.
+ */
 int ckpt_reader_open(ckpt_reader **out, const char *path, const ckpt_open_options *o)
+{
+	ckpt_vfs_op_begin();
+	int rc = reader_open(out, path, o);
+	ckpt_vfs_op_end();
+	return rc;
+}
+
+static int reader_open(ckpt_reader **out, const char *path, const ckpt_open_options *o)
 {
 	if (!out || !path)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_reader_open: NULL argument");

@@ -297,7 +297,20 @@ static int zero_unassigned(const ckpt__session *s, const ckpt__run *r)
 	return CKPT_OK;
 }
 
+static int load(ckpt_checkpoint **out, ckpt_restore_status **status, const char *path,
+	const ckpt_checkpoint_options *o);
+
+/* One operation (ckpt_vfs_op_begin): the state file and index the reader opens are read once. */
 int ckpt_checkpoint_load(ckpt_checkpoint **out, ckpt_restore_status **status, const char *path,
+	const ckpt_checkpoint_options *o)
+{
+	ckpt_vfs_op_begin();
+	int rc = load(out, status, path, o);
+	ckpt_vfs_op_end();
+	return rc;
+}
+
+static int load(ckpt_checkpoint **out, ckpt_restore_status **status, const char *path,
 	const ckpt_checkpoint_options *o)
 {
 	if (out)

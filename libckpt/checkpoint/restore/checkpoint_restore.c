@@ -48,7 +48,20 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 	return ckpt__checkpoint_restore_via(status, ck, path, NULL, 0);
 }
 
+static int restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs,
+	int transient);
+
+/* One operation (ckpt_vfs_op_begin): the state file and index the reader opens are read once. */
 int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs,
+	int transient)
+{
+	ckpt_vfs_op_begin();
+	int rc = restore_via(status, ck, path, vfs, transient);
+	ckpt_vfs_op_end();
+	return rc;
+}
+
+static int restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs,
 	int transient)
 {
 	if (status)

@@ -166,6 +166,23 @@ CKPT_API void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token);
  */
 CKPT_API int ckpt_vfs_read_all(void **buf, size_t *n, ckpt_vfs *vfs, const char *path, uint64_t max);
 /**
+ * One operation's reads (issue 36): between ckpt_vfs_op_begin() and the
+ * matching ckpt_vfs_op_end(), small objects (up to 1 MiB: a `checkpoint`
+ * state file, an index) that the calling thread reads whole from an S3 VFS
+ * are kept, and opened again by the same thread they are served from
+ * memory, with no request. Pairs nest; the outermost end drops everything,
+ * so no version outlives the operation, and this client's own write,
+ * delete or failed read of any key stops every kept object from being
+ * served. Within the operation every open sees the version its first read
+ * saw. ckpt_reader_open, ckpt_checkpoint_load and ckpt_checkpoint_restore
+ * are each one operation; a caller that runs several over the same files
+ * (open a reader, then load) may span them with one pair. No effect on
+ * other VFSs or with CKPT_S3_CACHE_SECONDS=0.
+ */
+CKPT_API void ckpt_vfs_op_begin(void);
+/** End the operation ckpt_vfs_op_begin started (an unmatched end does nothing). */
+CKPT_API void ckpt_vfs_op_end(void);
+/**
  * Write `n` bytes to `path` atomically: a temporary sibling, fsync, rename,
  * fsync of the directory. On failure the previous file is untouched. On a
  * file system with CKPT_VFS_CAP_NO_RENAME: `path` itself, in one write,

@@ -66,6 +66,7 @@ typedef struct {
 	pthread_mutex_t pin_mu;
 	int from_cache, confirmed;
 	unsigned epoch;        /* h replaced by that second HEAD: ranges read under the old ETag are read again */
+	unsigned long gen;     /* the client cache's change count at open: a whole read is kept for the operation */
 	pthread_mutex_t mu;
 	char *window;          /* [win_off, win_off + win_len) of the object */
 	uint64_t win_off;
@@ -360,6 +361,12 @@ static int load_whole(s3_io *f)
 	f->window = b;
 	f->win_off = 0;
 	f->win_len = (size_t)f->h.size;
+	pthread_mutex_lock(&f->pin_mu);
+	s3_head h = f->h;
+	unsigned epoch = f->epoch;
+	pthread_mutex_unlock(&f->pin_mu);
+	if (!epoch) /* read under the HEAD it was opened on */
+		s3_op_cache_put(f->vfs->client, f->gen, f->bucket, f->key, &h, b, (size_t)h.size);
 	return CKPT_OK;
 }
 
@@ -612,8 +619,16 @@ static int vs3_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 	int rc = (f->base.path = ckpt__strdup(path)) ? split(path, &f->bucket, &f->key) : CKPT_ENOMEM;
 	if (rc == CKPT_OK && !f->key[0])
 		rc = ckpt__fail(CKPT_EINVAL, path, NULL, -1, "names a bucket, expected an object");
+	char *whole = NULL;
 	if (rc == CKPT_OK && !f->writable) {
-		rc = head_cached(client_of(vfs), f->bucket, f->key, &f->h, &f->from_cache);
+		f->gen = s3_cache_gen(s3_client_cache(client_of(vfs)));
+		if (s3_op_cache_get(client_of(vfs), f->bucket, f->key, &f->h, &whole)) {
+			f->window = whole; /* this operation read it whole already */
+			f->win_len = (size_t)f->h.size;
+			f->confirmed = 1;
+		} else {
+			rc = head_cached(client_of(vfs), f->bucket, f->key, &f->h, &f->from_cache);
+		}
 		if (rc == CKPT_ENOTFOUND)
 			rc = ckpt__fail(CKPT_ENOTFOUND, path, NULL, -1, "cannot open: no such object (HTTP status 404)");
 	}

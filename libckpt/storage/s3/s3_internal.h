@@ -83,6 +83,13 @@ void s3_cache_put_dir(s3_cache *c, unsigned long gen, const char *bucket, const 
 /** Forget the object at bucket/key and the directory answers of its parents (a write, a delete, a failed read). */
 void s3_cache_forget(s3_cache *c, const char *bucket, const char *key);
 
+/* ---- the small objects one operation read whole, for that operation (s3_op_cache.c) ---- */
+/** 1 with *h and a fresh copy of the bytes (*bytes, h->size of them) when this thread's operation read bucket/key. */
+int s3_op_cache_get(s3_client *client, const char *bucket, const char *key, s3_head *h, char **bytes);
+/** Keep `bytes` (the whole object under `h`), read with no change counted since `gen`, for the operation. */
+void s3_op_cache_put(s3_client *client, unsigned long gen, const char *bucket, const char *key, const s3_head *h,
+	const char *bytes, size_t n);
+
 int s3_client_new(s3_client **out, const ckpt_s3_config *cfg);
 void s3_client_free(s3_client *c);
 const ckpt_s3_config *s3_client_config(const s3_client *c);
