@@ -564,6 +564,18 @@ CKPT_API const char *ckpt_restore_status_path(const ckpt_restore_status *st);
  * @return a ckpt_tier; CKPT_TIER_NONE for a NULL status
  */
 CKPT_API int ckpt_restore_status_tier(const ckpt_restore_status *st);
+/**
+ * How many bytes of stored values came from `tier` (a ckpt_tier): the
+ * bytes of every value of the checkpoint the restore used, as its index
+ * gives them (a partitioned variable's slices counted once), under the tier
+ * that held it, and 0 under the other. A restore is served whole by one
+ * tier; a memory step the manager skipped (it did not check) and fell back
+ * from gave no value, so it counts 0. For a multi-process restore from
+ * memory, the whole step each worker restored from (its node's segments
+ * and those it received from other nodes).
+ * @return bytes; 0 for a NULL status or CKPT_TIER_NONE
+ */
+CKPT_API uint64_t ckpt_restore_status_tier_bytes(const ckpt_restore_status *st, int tier);
 
 /**
  * assert_consumed.
