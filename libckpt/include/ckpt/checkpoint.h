@@ -652,7 +652,15 @@ typedef struct ckpt_manager_options {
 	 * memory tier. k > 0 (needs memory_every): only saves whose number is a
 	 * multiple of k are; the others go to memory only. A save that neither
 	 * tier takes writes nothing but still advances save_counter, and
-	 * ckpt_manager_save returns "" for it.
+	 * ckpt_manager_save returns "" for it. A save to both tiers of a
+	 * single-process, TensorBundle, non-incremental manager writes the
+	 * state once, into memory, and copies the directory's checkpoint from
+	 * the memory segment on a background thread: ckpt_manager_save returns
+	 * its path once the memory step is committed; the next save that writes
+	 * the directory, ckpt_manager_wait, a restore, latest_valid and free
+	 * wait for the copy (and report its failure), and the manager's list
+	 * shows it from then on. A kill during the copy leaves the directory's
+	 * previous checkpoint the newest.
 	 */
 	int persist_every;
 	/**
