@@ -47,7 +47,7 @@ static void persist_free(ckpt__persist *p)
 static int copy_file(ckpt__persist *p, ckpt_io *src, const char *dst, void *buf)
 {
 	int renames = !(ckpt_vfs_caps(p->vfs) & CKPT_VFS_CAP_NO_RENAME);
-	char *tmp = renames ? ckpt__asprintf("%s.tmp-persist", dst) : ckpt__strdup(dst);
+	char *tmp = renames ? ckpt__asprintf("%s.tempstate-persist", dst) : ckpt__strdup(dst);
 	if (!tmp)
 		return CKPT_ENOMEM;
 	uint64_t size = 0;

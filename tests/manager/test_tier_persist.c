@@ -10,6 +10,7 @@
  * the test opens it, so "in flight" is a state, not a race.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -349,6 +350,13 @@ Test(tier_persist, kill_during_the_background_copy_keeps_the_previous_checkpoint
 	ckpt_manager *m;
 	ckpt_manager_options mo = persist_opts(NULL);
 	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK, "%s", ckpt_error_last()->message);
+	/* the killed copy's temporary is gone: the new lock holder removed it */
+	DIR *d = opendir(dir);
+	cr_assert(d);
+	struct dirent *e;
+	while ((e = readdir(d)))
+		cr_assert(strncmp(e->d_name, "ckpt-4", 6) != 0, "%s left in the directory", e->d_name);
+	closedir(d);
 	const char *v;
 	cr_assert_eq(ckpt_status_of(v = ckpt_manager_latest_valid(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert(strstr(v, "/ckpt-2"), "%s", v);
