@@ -201,16 +201,6 @@ int ckpt__checkpoint_save_piece(ckpt_checkpoint *ck, const char *path, int64_t n
 /* ckpt_checkpoint_restore reading through `vfs` (NULL = the checkpoint's); `*status` as there. */
 int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs);
 /*
- * Same, but the values kept for restore-on-create (objects that do not
- * exist yet, such as optimizer slots) are read into memory before it
- * returns, and the files closed: for a checkpoint its caller removes right
- * after (the memory tier's staging directory). Reading them comes after
- * the values were assigned: a failure there (memory, I/O) is returned with
- * the assigned values in place.
- */
-int ckpt__checkpoint_restore_owned(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path,
-	ckpt_vfs *vfs);
-/*
  * The cross-process strategy (strategy_impl.h) a checkpoint's save / restore
  * must be collective under: the current scope's when it is one, else the
  * first among the tree's variables; NULL for a single-process checkpoint.

@@ -48,20 +48,7 @@ int ckpt_checkpoint_restore(ckpt_restore_status **status, ckpt_checkpoint *ck, c
 	return ckpt__checkpoint_restore_via(status, ck, path, NULL);
 }
 
-static int restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs, int own);
-
 int ckpt__checkpoint_restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs)
-{
-	return restore_via(status, ck, path, vfs, 0);
-}
-
-int ckpt__checkpoint_restore_owned(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path,
-	ckpt_vfs *vfs)
-{
-	return restore_via(status, ck, path, vfs, 1);
-}
-
-static int restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const char *path, ckpt_vfs *vfs, int own)
 {
 	if (status)
 		*status = NULL;
@@ -104,7 +91,6 @@ static int restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const 
 		rc = ckpt__restore_status_new(&st, s, ck);
 	if (cs)
 		rc = ckpt__strategy_ops_of(cs)->agree(cs, rc);
-	int agreed = rc == CKPT_OK; /* every process goes on (or none): each takes part in the agreements below */
 	/* across processes the commit stages everything, agrees, and only then assigns: its status is agreed */
 	if (rc == CKPT_OK && cs)
 		ckpt__run_set_collective(r, cs);
@@ -113,11 +99,6 @@ static int restore_via(ckpt_restore_status **status, ckpt_checkpoint *ck, const 
 	/* partitioned parts were read and checked before the agreement: assigning them cannot fail (device parts: only the provider can) */
 	if (rc == CKPT_OK)
 		rc = ckpt__partitioned_commit(pr);
-	/* the caller removes the files: what restore-on-create will need is read now */
-	if (rc == CKPT_OK && own)
-		rc = ckpt__session_stage_all(s);
-	if (cs && own && agreed)
-		rc = ckpt__strategy_ops_of(cs)->agree(cs, rc);
 	ckpt__partitioned_restore_free(pr);
 	ckpt__run_discard(r);
 	if (rc < 0) {

@@ -965,9 +965,9 @@ int ckpt__tier_mw_restore(ckpt_restore_status **status, int *restored, const cha
 	rc = agree(cs, rc);
 	/* the ordinary multi-worker restore: all or nothing, onto this job's workers and replicas */
 	if (rc == CKPT_OK)
-		rc = ckpt__checkpoint_restore_owned(status, ck, prefix, ckpt_vfs_default());
+		rc = ckpt__checkpoint_restore_via(status, ck, prefix, ckpt_vfs_default());
 	ckpt__free(prefix);
-	/* nobody reads the staging directory any more (values for objects not created yet were read into memory) */
+	/* nobody reads the staging directory any more */
 	int arc = agree(cs, CKPT_OK);
 	if (is_leader(t, t->worker) && stage) {
 		ckpt__error_slot slot = { 0 };
