@@ -521,6 +521,11 @@ static const char *var_label(const ckpt_tracked_variable *tv)
 	return tv->source_key ? tv->source_key : tv->key;
 }
 
+static const char *tier_name(int tier)
+{
+	return tier == CKPT_TIER_MEMORY ? "memory" : tier == CKPT_TIER_STORAGE ? "storage" : "none";
+}
+
 static void restore_print_json(const restore_result *res)
 {
 	const restore_plan *p = res->plan;
@@ -562,6 +567,16 @@ static void restore_print_json(const restore_result *res)
 	for (i = 0; i < res->nunmatched; i++)
 		jw_string(&w, ckpt_restore_status_unmatched(res->st, i));
 	jw_array_end(&w);
+	/* which tier served the restore and the bytes from each (ckpt_restore_status_tier_bytes) */
+	jw_key(&w, "tier");
+	jw_string(&w, tier_name(ckpt_restore_status_tier(res->st)));
+	jw_key(&w, "bytes_from");
+	jw_object_begin(&w);
+	jw_key(&w, "memory");
+	jw_uint(&w, ckpt_restore_status_tier_bytes(res->st, CKPT_TIER_MEMORY));
+	jw_key(&w, "storage");
+	jw_uint(&w, ckpt_restore_status_tier_bytes(res->st, CKPT_TIER_STORAGE));
+	jw_object_end(&w);
 	jw_key(&w, "seconds");
 	jw_double(&w, (double)(int64_t)(res->seconds * 1e6 + 0.5) / 1e6); /* microseconds */
 	jw_object_end(&w);

@@ -68,6 +68,9 @@ struct ckpt_manager {
 	ckpt__manager_async *async; /* a save in flight (manager_async.c) */
 	ckpt__manager_finish_fn async_finish; /* how it is finished: left by manager_async.c with it */
 	ckpt__tier *tier;        /* the memory tier (tier_manager.c), NULL without one */
+	int incremental;
+	ckpt__persist *persist;  /* a checkpoint being copied from the memory tier (manager_persist.c) */
+	char *persist_path;      /* its path, as the save that started it returned it */
 };
 
 /*
@@ -718,8 +721,25 @@ static int finish_interrupted_save(ckpt_manager *m, int adopted, int writer)
 /* ---- public API ---- */
 
 /* The save in flight, if any, finished by the function manager_async.c left with it. */
+int ckpt__manager_persist_finish(ckpt_manager *m)
+{
+	if (!m->persist)
+		return CKPT_OK;
+	ckpt__manager_save s;
+	int rc = ckpt__persist_join(m->persist, &s);
+	m->persist = NULL;
+	ckpt__error_slot slot = { 0 };
+	ckpt__error_capture(&slot);
+	ckpt__manager_apply(m, &s);
+	ckpt__error_raise(&slot);
+	ckpt__error_slot_clear(&slot);
+	return rc;
+}
+
+/* An async save, and a copy from the memory tier, in flight: what reads the directory waits for both. */
 static int finish_async(ckpt_manager *m)
 {
+	CKPT_TRY(ckpt__manager_persist_finish(m));
 	return m->async ? m->async_finish(m) : CKPT_OK;
 }
 
@@ -727,7 +747,7 @@ void ckpt_manager_free(ckpt_manager *m)
 {
 	if (!m)
 		return;
-	if (m->async) {
+	if (m->async || m->persist) {
 		/* nobody is left to report to: a background failure goes to the warning sink */
 		ckpt__error_slot saved = { 0 };
 		ckpt__error_capture(&saved);
@@ -739,6 +759,7 @@ void ckpt_manager_free(ckpt_manager *m)
 		ckpt__error_raise(&saved);
 		ckpt__error_slot_clear(&saved);
 	}
+	ckpt__free(m->persist_path);
 	/* before the list goes: it says whether storage holds what memory does */
 	ckpt__tier_close(m->tier, max_listed(m), m->warn, m->warn_ctx);
 	list_clear(m);
@@ -794,6 +815,7 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 	m->max_to_keep = max_to_keep;
 	if (ck && opts.incremental)
 		ckpt__checkpoint_set_incremental(ck, 1);
+	m->incremental = opts.incremental;
 	int vrc = ckpt_status_of(m->vfs = ckpt_vfs_for_path(opts.vfs ? opts.vfs : (ck ? ck->opts.vfs : NULL), dir));
 	if (vrc < 0) {
 		ckpt__free(m);
@@ -1096,10 +1118,55 @@ static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 }
 
 /* The memory tier (tier_manager.c) takes the saves its options route to it, the directory the others. */
+/*
+ * A save to both tiers of a single-process TensorBundle checkpoint: the
+ * state is serialized once, into the memory segment, and the directory's
+ * checkpoint copied from it in the background (manager_persist.c). An
+ * incremental save (it reuses the directory's files) and a multi-process
+ * one (its pieces are spread over nodes) are written from the live state.
+ */
+static int persists_from_memory(const ckpt_manager *m)
+{
+	const char *f = m->ck->opts.format;
+	return m->tier && !collective(m) && !m->incremental && (!f || strcmp(f, "tf-bundle") == 0);
+}
+
+static int save_persisted_from_memory(const char **path_out, ckpt_manager *m, int64_t number)
+{
+	/* one copy at a time: the previous one's outcome (and its place in the list) first */
+	CKPT_TRY(ckpt__manager_persist_finish(m));
+	const char *mem = NULL;
+	CKPT_TRY(ckpt__tier_save(&mem, m->tier, m->ck, number));
+	ckpt__manager_save s;
+	CKPT_TRY(ckpt__manager_plan(&s, m, number));
+	s.old_counter = number; /* the memory save stands whatever becomes of the copy */
+	char *path = ckpt__strdup(s.path);
+	int rc = path ? ckpt__persist_start(&m->persist, m, &s, mem, m->vfs, !m->no_fsync, ckpt__manager_commit_files)
+		      : CKPT_ENOMEM;
+	if (rc < 0) {
+		ckpt__free(path);
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		ckpt__manager_apply(m, &s);
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+		return rc;
+	}
+	ckpt__free(m->persist_path);
+	m->persist_path = path;
+	if (path_out)
+		*path_out = path;
+	return CKPT_OK;
+}
+
 static int save_tiers(const char **path_out, ckpt_manager *m, int64_t number)
 {
 	int to = ckpt__tier_route(m->tier, number);
+	if (to == (CKPT__TIER_TO_MEMORY | CKPT__TIER_TO_STORAGE) && persists_from_memory(m))
+		return save_persisted_from_memory(path_out, m, number);
 	const char *mem = NULL;
+	if (to & CKPT__TIER_TO_STORAGE)
+		CKPT_TRY(ckpt__manager_persist_finish(m));
 	if (to & CKPT__TIER_TO_MEMORY)
 		CKPT_TRY(ckpt__tier_save(&mem, m->tier, m->ck, number));
 	if (to & CKPT__TIER_TO_STORAGE)
@@ -1116,8 +1183,11 @@ static int check_saver(ckpt_manager *m, const char *what)
 	if (!m || !m->ck)
 		return ckpt__fail(CKPT_EINVAL, m ? m->dir : NULL, NULL, -1, "%s: the manager has no checkpoint to save",
 			what);
-	/* a save still in flight comes first; its failure is reported now and nothing new starts */
-	return finish_async(m);
+	/*
+	 * a save still in flight comes first; its failure is reported now and nothing new starts.
+	 * A copy from the memory tier is waited for only by a save that writes the directory (save_tiers).
+	 */
+	return m->async ? m->async_finish(m) : CKPT_OK;
 }
 
 static int manager_save_number_rc(const char **path_out, ckpt_manager *m, int64_t number)

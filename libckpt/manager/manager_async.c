@@ -73,7 +73,8 @@ static int manager_save_async_rc(const char **path_out, ckpt_manager *m, ckpt_as
 	if (ckpt_replica_current())
 		return ckpt__fail(CKPT_ESCOPE, ckpt__manager_dir(m), NULL, -1, "ckpt_manager_save_async called from "
 			"replica context; save from the training loop, outside ckpt_strategy_run");
-	/* the previous save first: its failure is reported now and nothing new starts */
+	/* the previous save (or copy from the memory tier) first: its failure is reported now and nothing new starts */
+	CKPT_TRY(ckpt__manager_persist_finish(m));
 	CKPT_TRY(ckpt__manager_async_finish(m));
 	int64_t number = 0;
 	CKPT_TRY(ckpt__manager_next_number(m, &number));
@@ -126,5 +127,7 @@ int ckpt_manager_wait(ckpt_manager *m)
 {
 	if (!m)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_manager_wait: NULL manager");
-	return ckpt__manager_async_finish(m);
+	int rc = ckpt__manager_persist_finish(m);
+	int arc = ckpt__manager_async_finish(m);
+	return rc < 0 ? rc : arc;
 }

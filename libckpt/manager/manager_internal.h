@@ -70,4 +70,22 @@ void ckpt__manager_set_async(ckpt_manager *m, ckpt__manager_async *a, ckpt__mana
  */
 int ckpt__manager_async_finish(ckpt_manager *m);
 
+/* ---- the persistent tier written from the memory tier (manager_persist.c) ---- */
+
+typedef struct ckpt__persist ckpt__persist;
+/** The manager's commit of a written checkpoint (ckpt__manager_commit_files), run on the background thread. */
+typedef int (*ckpt__persist_commit_fn)(ckpt_manager *m, ckpt__manager_save *s);
+/**
+ * Copy the memory tier segment at `segment_prefix` (a TensorBundle) to
+ * s->path on `vfs` on a background thread, then `commit(m, s)` there. The
+ * segment's files are open when this returns. Takes the plan (*s zeroed);
+ * on failure nothing started and *s is the caller's still.
+ */
+int ckpt__persist_start(ckpt__persist **out, ckpt_manager *m, ckpt__manager_save *s, const char *segment_prefix,
+	ckpt_vfs *vfs, int fsync, ckpt__persist_commit_fn commit);
+/** Wait for it, hand its plan and outcome back in *s (to apply), free it; its status, raised on this thread. */
+int ckpt__persist_join(ckpt__persist *p, ckpt__manager_save *s);
+/** Wait for the manager's background copy to storage, if any, and apply it (manager.c). */
+int ckpt__manager_persist_finish(ckpt_manager *m);
+
 #endif

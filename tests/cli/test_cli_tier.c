@@ -102,6 +102,24 @@ Test(cli_tier, list_and_drop)
 	ts_run_free(&r);
 }
 
+/* `ckpt restore --json` says which tier served it and the bytes from each: here storage, w (4000 bytes) + save_counter + graph */
+Test(cli_tier, restore_json_says_the_bytes_per_tier)
+{
+	fill_tier();
+	char *ck = ts_join(g_tmp[1], "ckpt-2");
+	ts_run_result r = ts_cli("restore", ck, "--strategy", "default", "--json", NULL);
+	ts_assert_exit(&r, 0, "restore --json: %s", r.err);
+	cr_assert(strstr(r.out, "\"tier\": \"storage\""), "%s", r.out);
+	const char *b = strstr(r.out, "\"bytes_from\": {");
+	cr_assert(b, "%s", r.out);
+	unsigned long long mem = 1, sto = 0;
+	cr_assert_eq(sscanf(b, "\"bytes_from\": { \"memory\": %llu, \"storage\": %llu", &mem, &sto), 2, "%s", b);
+	cr_assert_eq(mem, 0, "%s", r.out);
+	cr_assert(sto >= 4008 && sto < 4008 + 4096, "storage bytes %llu: %s", sto, r.out);
+	ts_run_free(&r);
+	free(ck);
+}
+
 Test(cli_tier, usage_errors)
 {
 	ts_run_result r = ts_cli("tier", "drop", NULL);

@@ -173,6 +173,24 @@ static char *segment_file(int64_t step, const char *what)
 	return out;
 }
 
+/*
+ * The bytes per tier of a restore served by `tier`: the state's values
+ * (value: 8, big: BIG floats, save_counter: 8) plus the object graph
+ * (a few hundred bytes) all from it, none from the other.
+ */
+static void assert_tier_bytes(const ckpt_restore_status *st, int tier)
+{
+	uint64_t values = 8 + (uint64_t)BIG * 4 + 8;
+	int other = tier == CKPT_TIER_MEMORY ? CKPT_TIER_STORAGE : CKPT_TIER_MEMORY;
+	uint64_t got = ckpt_restore_status_tier_bytes(st, tier);
+	cr_assert(got >= values && got < values + 4096, "%llu bytes from tier %d, want the state's %llu + its graph",
+		(unsigned long long)got, tier, (unsigned long long)values);
+	cr_assert_eq(ckpt_restore_status_tier_bytes(st, other), 0, "%llu bytes from tier %d",
+		(unsigned long long)ckpt_restore_status_tier_bytes(st, other), other);
+	cr_assert_eq(ckpt_restore_status_tier_bytes(st, CKPT_TIER_NONE), 0);
+	cr_assert_eq(ckpt_restore_status_tier_bytes(NULL, tier), 0);
+}
+
 Test(tier, memory_restore_reads_nothing_from_storage)
 {
 	use_tier_dir();
@@ -184,7 +202,8 @@ Test(tier, memory_restore_reads_nothing_from_storage)
 	ckpt_manager_options mo = tier_opts(1, 3);
 	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
 	train(&s, m, 5);
-	/* storage holds 3 only; memory holds 5 only (superseded steps removed) */
+	/* storage holds 3 only (copied from memory in the background: listed once waited for); memory holds 5 only */
+	cr_assert_eq(ckpt_manager_wait(m), CKPT_OK);
 	cr_assert_eq(ckpt_manager_num_checkpoints(m), 1);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(s.ck);
@@ -200,6 +219,7 @@ Test(tier, memory_restore_reads_nothing_from_storage)
 	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_MEMORY);
 	cr_assert(strstr(from, "step-000000000005.w0-of-1"), "restored from %s", from);
 	cr_assert_eq(cv->n, before, "%zu reads from the checkpoint directory", cv->n - before);
+	assert_tier_bytes(st, CKPT_TIER_MEMORY);
 	cr_assert_eq(get_step(&r), 5);
 	cr_assert_eq(ckpt_checkpoint_save_counter(r.ck), 5);
 	cr_assert_eq(ckpt_restore_status_assert_consumed(st), CKPT_OK);
@@ -235,6 +255,7 @@ Test(tier, storage_newer_than_memory_is_used)
 	const char *from;
 	cr_assert_eq(ckpt_status_of(from = ckpt_manager_restore_latest(&st, m)), CKPT_OK);
 	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_STORAGE);
+	assert_tier_bytes(st, CKPT_TIER_STORAGE);
 	cr_assert(strstr(from, "ckpt-3"), "%s", from);
 	cr_assert_eq(get_step(&r), 3);
 	ckpt_restore_status_free(st);
@@ -268,6 +289,8 @@ Test(tier, crc32c_failure_skips_the_copy)
 	cr_assert_eq(ckpt_status_of(from = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s",
 		ckpt_error_last()->message);
 	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_STORAGE);
+	/* the skipped memory step gave no value: every byte came from storage */
+	assert_tier_bytes(st, CKPT_TIER_STORAGE);
 	cr_assert(strstr(from, "ckpt-3"), "%s", from);
 	cr_assert_eq(get_step(&r), 3);
 	cr_assert(strstr(r.warn, "memory tier: skipping step 5") && strstr(r.warn, "falling back"), "warning: %s",
@@ -502,6 +525,7 @@ Test(tier, routing_and_skipped_saves)
 			cr_assert(strstr(p, want[v - 1]), "save %d returned %s", v, p);
 		cr_assert_eq(ckpt_checkpoint_save_counter(s.ck), v);
 	}
+	cr_assert_eq(ckpt_manager_wait(m), CKPT_OK); /* ckpt-6 is copied from memory in the background */
 	cr_assert_eq(ckpt_manager_num_checkpoints(m), 2);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(s.ck);

@@ -136,6 +136,15 @@ static int64_t restore(job *j, ckpt_strategy *s, int *tier, uint64_t *dir_bytes)
 	const char *from = ckpt_manager_restore_latest(&st, j->mgr);
 	TM_TRY(ckpt_status_of(from));
 	*tier = st ? ckpt_restore_status_tier(st) : CKPT_TIER_NONE;
+	/* every byte from the tier that served it, the same count on every worker (the whole step) */
+	uint64_t mem = ckpt_restore_status_tier_bytes(st, CKPT_TIER_MEMORY);
+	uint64_t sto = ckpt_restore_status_tier_bytes(st, CKPT_TIER_STORAGE);
+	checks++;
+	if ((*tier == CKPT_TIER_MEMORY && (!mem || sto)) || (*tier == CKPT_TIER_STORAGE && (mem || !sto)) ||
+		(*tier == CKPT_TIER_NONE && (mem || sto)))
+		bad++, fprintf(stderr, "worker %d: tier %d served the restore, bytes: %llu from memory, %llu from storage\n",
+			rank, *tier, (unsigned long long)mem, (unsigned long long)sto);
+	same_everywhere("bytes restored", (long long)(mem + sto));
 	*dir_bytes = 0;
 	for (size_t i = before; i < j->cv->n; i++)
 		*dir_bytes += j->cv->reads[i].len;

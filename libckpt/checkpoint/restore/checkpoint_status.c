@@ -161,3 +161,9 @@ int ckpt_restore_status_tier(const ckpt_restore_status *st)
 {
 	return st ? st->tier : CKPT_TIER_NONE;
 }
+
+/* A restore reads one checkpoint whole from one tier (all or nothing): the other tier served 0 bytes. */
+uint64_t ckpt_restore_status_tier_bytes(const ckpt_restore_status *st, int tier)
+{
+	return st && tier == st->tier ? ckpt__session_stored_bytes(st->s) : 0;
+}

@@ -34,6 +34,7 @@ struct ckpt__session {
 	size_t narenas;
 	ckpt_variable **unfilled;    /* load: variables it created without a value (compared, never dereferenced) */
 	size_t nunfilled, capunfilled;
+	uint64_t stored_bytes;       /* the stored values' bytes, as the index gives them (slices counted in their entry) */
 };
 
 
@@ -211,6 +212,11 @@ int ckpt__session_open(ckpt__session **out, const char *path, const ckpt_checkpo
 		rc = ckpt__fail(CKPT_ELIMIT, path, NULL, -1, "object graph with %zu nodes", g->nnodes);
 	if (rc == CKPT_OK)
 		rc = build_values(s);
+	for (size_t i = 0; rc == CKPT_OK && i < ckpt_reader_num_entries(s->reader); i++) {
+		const ckpt_var_info *vi = ckpt_reader_var(s->reader, i);
+		if (vi && !vi->slice_part)
+			s->stored_bytes += vi->nbytes;
+	}
 	if (rc < 0) {
 		ckpt__session_unref(s);
 		return rc;
@@ -228,6 +234,11 @@ const ckpt_variable *ckpt__session_bound_var(const ckpt__session *s, int node)
 const char *ckpt__session_path(const ckpt__session *s)
 {
 	return s->path;
+}
+
+uint64_t ckpt__session_stored_bytes(const ckpt__session *s)
+{
+	return s->stored_bytes;
 }
 
 ckpt_reader *ckpt__session_reader(const ckpt__session *s)

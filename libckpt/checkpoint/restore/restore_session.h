@@ -129,6 +129,8 @@ const ckpt_variable *ckpt__session_bound_var(const ckpt__session *s, int node);
 const char *ckpt__session_path(const ckpt__session *s);
 /** The open reader (borrowed), or NULL once every value was read and it was closed. */
 ckpt_reader *ckpt__session_reader(const ckpt__session *s);
+/** The bytes of every stored value of the checkpoint, as its index gives them. */
+uint64_t ckpt__session_stored_bytes(const ckpt__session *s);
 /** Mark every value stored under `key` consumed (restored by other means: partitioned variables). */
 void ckpt__session_consume_key(ckpt__session *s, const char *key);
 /** How many values no restore consumed; with keys non-NULL, their keys (session-owned) are written there too. */

@@ -148,8 +148,9 @@ CKPT_API void ckpt_async_saver_free(ckpt_async_saver *s);
 CKPT_API const char *ckpt_manager_save_async(ckpt_manager *m, ckpt_async_saver *s);
 
 /**
- * Wait for the manager's asynchronous save in flight (if any) and fold it
- * into the manager. A failure is reported once.
+ * Wait for the manager's asynchronous save in flight (if any), and for a
+ * checkpoint being copied from the memory tier (ckpt_manager_options
+ * persist_every), and fold them into the manager. A failure is reported once.
  * @return its status (CKPT_OK when none)
  */
 CKPT_API int ckpt_manager_wait(ckpt_manager *m);

@@ -564,6 +564,18 @@ CKPT_API const char *ckpt_restore_status_path(const ckpt_restore_status *st);
  * @return a ckpt_tier; CKPT_TIER_NONE for a NULL status
  */
 CKPT_API int ckpt_restore_status_tier(const ckpt_restore_status *st);
+/**
+ * How many bytes of stored values came from `tier` (a ckpt_tier): the
+ * bytes of every value of the checkpoint the restore used, as its index
+ * gives them (a partitioned variable's slices counted once), under the tier
+ * that held it, and 0 under the other. A restore is served whole by one
+ * tier; a memory step the manager skipped (it did not check) and fell back
+ * from gave no value, so it counts 0. For a multi-process restore from
+ * memory, the whole step each worker restored from (its node's segments
+ * and those it received from other nodes).
+ * @return bytes; 0 for a NULL status or CKPT_TIER_NONE
+ */
+CKPT_API uint64_t ckpt_restore_status_tier_bytes(const ckpt_restore_status *st, int tier);
 
 /**
  * assert_consumed.
@@ -640,7 +652,15 @@ typedef struct ckpt_manager_options {
 	 * memory tier. k > 0 (needs memory_every): only saves whose number is a
 	 * multiple of k are; the others go to memory only. A save that neither
 	 * tier takes writes nothing but still advances save_counter, and
-	 * ckpt_manager_save returns "" for it.
+	 * ckpt_manager_save returns "" for it. A save to both tiers of a
+	 * single-process, TensorBundle, non-incremental manager writes the
+	 * state once, into memory, and copies the directory's checkpoint from
+	 * the memory segment on a background thread: ckpt_manager_save returns
+	 * its path once the memory step is committed; the next save that writes
+	 * the directory, ckpt_manager_wait, a restore, latest_valid and free
+	 * wait for the copy (and report its failure), and the manager's list
+	 * shows it from then on. A kill during the copy leaves the directory's
+	 * previous checkpoint the newest.
 	 */
 	int persist_every;
 	/**
