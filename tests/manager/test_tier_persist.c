@@ -24,8 +24,7 @@
 #include "ckpt/ckpt.h"
 #include "mpi/count_vfs.h"
 #include "test_support.h"
-
-#define BIG (1 << 16)
+#include "tier_common.h"
 
 /* ---- the gate: pwrite of an armed pattern's files waits until opened (or `max_wait` seconds) ---- */
 
@@ -131,36 +130,17 @@ static void build(tstate *s)
 	o.no_fsync = 1;
 	o.warn = quiet;
 	cr_assert_eq(ckpt_checkpoint_new(&s->ck, &o), CKPT_OK);
-	ckpt_shape sc, vb;
-	int64_t d = BIG;
-	cr_assert_eq(ckpt_shape_make(&sc, 0, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_shape_make(&vb, 1, &d), CKPT_OK);
-	ckpt_object *model;
-	cr_assert_eq(ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(s->ck), "model")), CKPT_OK);
-	cr_assert_eq(ckpt_status_of(s->value = ckpt_object_add_variable(model, "value", "value", CKPT_DT_INT64, &sc,
-		NULL)), CKPT_OK);
-	cr_assert_eq(ckpt_status_of(s->big = ckpt_object_add_variable(model, "big", "big", CKPT_DT_FLOAT, &vb, NULL)),
-		CKPT_OK);
+	tt_model_add(s->ck, &s->value, &s->big);
 }
 
 static void set_step(tstate *s, int64_t v)
 {
-	static float b[BIG];
-	for (int i = 0; i < BIG; i++)
-		b[i] = (float)(v * 1000 + i);
-	cr_assert_eq(ckpt_variable_assign(s->value, &v, sizeof(v)), CKPT_OK);
-	cr_assert_eq(ckpt_variable_assign(s->big, b, sizeof(b)), CKPT_OK);
+	tt_set_step(s->value, s->big, v);
 }
 
 static int64_t get_step(tstate *s)
 {
-	static float b[BIG];
-	int64_t v = -1;
-	cr_assert_eq(ckpt_variable_read(s->value, &v, sizeof(v)), CKPT_OK);
-	cr_assert_eq(ckpt_variable_read(s->big, b, sizeof(b)), CKPT_OK);
-	for (int i = 0; i < BIG; i += 997)
-		cr_assert_eq(b[i], (float)(v * 1000 + i), "big[%d] = %g is not step %lld's", i, b[i], (long long)v);
-	return v;
+	return tt_get_step(s->value, s->big);
 }
 
 /* The checkpoint at `prefix`, restored into a fresh state: the step it holds. */
@@ -177,22 +157,9 @@ static int64_t step_in(const char *prefix)
 	return v;
 }
 
-static char *g_tmp[4];
-static int g_ntmp;
-
-static char *tmpdir(void)
-{
-	cr_assert_lt(g_ntmp, 4);
-	return g_tmp[g_ntmp++] = ts_tmpdir();
-}
-
 static void remove_tmpdirs(void)
 {
-	for (int i = 0; i < g_ntmp; i++) {
-		ts_rmtree(g_tmp[i]);
-		free(g_tmp[i]);
-	}
-	g_ntmp = 0;
+	tt_tmpdirs_remove();
 	unsetenv(CKPT_TIER_DIR_ENV);
 }
 
@@ -252,10 +219,10 @@ static void tf_restores(const char *dir, const char *latest, int64_t step)
 
 Test(tier_persist, copied_from_memory_in_the_background_and_tensorflow_restores_it, .timeout = 300)
 {
-	char *tier = ts_join(tmpdir(), "shm");
+	char *tier = ts_join(tt_tmpdir(), "shm");
 	setenv(CKPT_TIER_DIR_ENV, tier, 1);
 	free(tier);
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	gate_vfs *g = gate_new(20);
 	tstate s;
 	build(&s);
@@ -298,10 +265,10 @@ Test(tier_persist, copied_from_memory_in_the_background_and_tensorflow_restores_
 
 Test(tier_persist, kill_during_the_background_copy_keeps_the_previous_checkpoint, .timeout = 300)
 {
-	char *tier = ts_join(tmpdir(), "shm");
+	char *tier = ts_join(tt_tmpdir(), "shm");
 	setenv(CKPT_TIER_DIR_ENV, tier, 1);
 	free(tier);
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	int fds[2];
 	cr_assert_eq(pipe(fds), 0);
 	pid_t pid = fork();
