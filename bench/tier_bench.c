@@ -110,24 +110,16 @@ int main(int argc, char **argv)
 	int n = reps < 64 ? reps : 64;
 	for (int r = 0; r < n; r++) {
 		ckpt_manager *rm = manager(rk, mdir, 1);
-		ckpt_restore_status *st = NULL;
-		double t0 = tm_now();
-		if (!ckpt_manager_restore_latest(&st, rm))
-			die("memory restore");
-		tm[r] = tm_now() - t0;
-		if (ckpt_restore_status_tier(st) != CKPT_TIER_MEMORY || ckpt_checkpoint_save_counter(rk) != step)
+		const char *failed = tm_timed_restore(&tm[r], rm, CKPT_TIER_MEMORY);
+		if (failed)
+			die(failed);
+		if (ckpt_checkpoint_save_counter(rk) != step)
 			die("restore did not come from memory");
-		ckpt_restore_status_free(st);
 		/* the segment is kept: this manager's free sees it newer than the directory */
 		ckpt_manager_free(rm);
 		rm = manager(rk, fdir, 0);
-		t0 = tm_now();
-		if (!ckpt_manager_restore_latest(&st, rm))
-			die("file restore");
-		tf[r] = tm_now() - t0;
-		if (ckpt_restore_status_tier(st) != CKPT_TIER_STORAGE)
-			die("restore did not come from files");
-		ckpt_restore_status_free(st);
+		if ((failed = tm_timed_restore(&tf[r], rm, CKPT_TIER_STORAGE)))
+			die(failed);
 		ckpt_manager_free(rm);
 	}
 	double t_rmem = tm_median(tm, n), t_rfile = tm_median(tf, n);

@@ -47,3 +47,18 @@ const char *tm_state(ckpt_checkpoint **ck, ckpt_variable **vars, int64_t per_var
 	}
 	return NULL;
 }
+
+const char *tm_timed_restore(double *secs, ckpt_manager *m, int tier)
+{
+	int memory = tier == CKPT_TIER_MEMORY;
+	ckpt_restore_status *st = NULL;
+	double t0 = tm_now();
+	if (!ckpt_manager_restore_latest(&st, m))
+		return memory ? "memory restore" : "file restore";
+	*secs = tm_now() - t0;
+	int got = ckpt_restore_status_tier(st);
+	ckpt_restore_status_free(st);
+	if (got != tier)
+		return memory ? "restore did not come from memory" : "restore did not come from files";
+	return NULL;
+}

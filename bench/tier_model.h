@@ -29,4 +29,11 @@ void tm_quiet(const char *msg, void *ctx);
  */
 const char *tm_state(ckpt_checkpoint **ck, ckpt_variable **vars, int64_t per_var);
 
+/*
+ * *secs: the time of m's ckpt_manager_restore_latest, which `tier`
+ * (CKPT_TIER_MEMORY, CKPT_TIER_STORAGE) must have served. NULL on success,
+ * else what failed for the bench's die.
+ */
+const char *tm_timed_restore(double *secs, ckpt_manager *m, int tier);
+
 #endif

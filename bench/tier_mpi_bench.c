@@ -148,25 +148,15 @@ int main(int argc, char **argv)
 	double *tm = calloc((size_t)reps, sizeof(double)), *tf = calloc((size_t)reps, sizeof(double));
 	for (int r = 0; r < reps; r++) {
 		ckpt_manager *rm = manager(rk, fdir, 1, copies);
-		ckpt_restore_status *st = NULL;
 		MPI_Barrier(MPI_COMM_WORLD);
-		double t0 = tm_now();
-		if (!ckpt_manager_restore_latest(&st, rm))
-			die("memory restore");
-		tm[r] = tm_now() - t0;
-		if (ckpt_restore_status_tier(st) != CKPT_TIER_MEMORY)
-			die("restore did not come from memory");
-		ckpt_restore_status_free(st);
+		const char *failed = tm_timed_restore(&tm[r], rm, CKPT_TIER_MEMORY);
+		if (failed)
+			die(failed);
 		ckpt_manager_free(rm);
 		rm = manager(rk, fdir, 0, 0);
 		MPI_Barrier(MPI_COMM_WORLD);
-		t0 = tm_now();
-		if (!ckpt_manager_restore_latest(&st, rm))
-			die("file restore");
-		tf[r] = tm_now() - t0;
-		if (ckpt_restore_status_tier(st) != CKPT_TIER_STORAGE)
-			die("restore did not come from files");
-		ckpt_restore_status_free(st);
+		if ((failed = tm_timed_restore(&tf[r], rm, CKPT_TIER_STORAGE)))
+			die(failed);
 		ckpt_manager_free(rm);
 	}
 	double t_rmem = slowest_median(tm, reps), t_rfile = slowest_median(tf, reps);
