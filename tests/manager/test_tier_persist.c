@@ -133,16 +133,6 @@ static void build(tstate *s)
 	tt_model_add(s->ck, &s->value, &s->big);
 }
 
-static void set_step(tstate *s, int64_t v)
-{
-	tt_set_step(s->value, s->big, v);
-}
-
-static int64_t get_step(tstate *s)
-{
-	return tt_get_step(s->value, s->big);
-}
-
 /* The checkpoint at `prefix`, restored into a fresh state: the step it holds. */
 static int64_t step_in(const char *prefix)
 {
@@ -152,7 +142,7 @@ static int64_t step_in(const char *prefix)
 	cr_assert_eq(ckpt_checkpoint_restore(&st, r.ck, prefix), CKPT_OK, "%s: %s", prefix, ckpt_error_last()->message);
 	cr_assert_eq(ckpt_restore_status_assert_consumed(st), CKPT_OK);
 	ckpt_restore_status_free(st);
-	int64_t v = get_step(&r);
+	int64_t v = tt_get_step(r.value, r.big);
 	ckpt_checkpoint_free(r.ck);
 	return v;
 }
@@ -229,12 +219,12 @@ Test(tier_persist, copied_from_memory_in_the_background_and_tensorflow_restores_
 	ckpt_manager *m;
 	ckpt_manager_options mo = persist_opts(&g->cv.base);
 	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
-	set_step(&s, 1);
+	tt_set_step(s.value, s.big, 1);
 	cr_assert_eq(ckpt_status_of(ckpt_manager_save(m)), CKPT_OK); /* memory only */
 
 	/* step 2 goes to both tiers: the save returns while the copy's data write is held at the gate */
 	gate_arm(g, "ckpt-2.data-");
-	set_step(&s, 2);
+	tt_set_step(s.value, s.big, 2);
 	const char *p;
 	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert(strstr(p, "/ckpt-2"), "save 2 returned %s", p);
@@ -242,11 +232,11 @@ Test(tier_persist, copied_from_memory_in_the_background_and_tensorflow_restores_
 	cr_assert(gate_wait_held(g, 10), "no write of ckpt-2 in the background");
 
 	/* the trainer goes on: new values, and a memory save that supersedes (removes) step 2's segment */
-	set_step(&s, 3);
+	tt_set_step(s.value, s.big, 3);
 	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert(strstr(p, "step-000000000003"), "save 3 returned %s", p);
 	cr_assert(!exists(dir, "ckpt-2.index"));
-	set_step(&s, 99);
+	tt_set_step(s.value, s.big, 99);
 
 	gate_open_all(g);
 	cr_assert_eq(ckpt_manager_wait(m), CKPT_OK, "%s", ckpt_error_last()->message);
@@ -284,7 +274,7 @@ Test(tier_persist, kill_during_the_background_copy_keeps_the_previous_checkpoint
 			_exit(3);
 		gate_arm(g, "ckpt-4.data-"); /* ckpt-2 is written; ckpt-4's copy never finishes */
 		for (int64_t v = 1; v <= 4; v++) {
-			set_step(&s, v);
+			tt_set_step(s.value, s.big, v);
 			if (!ckpt_manager_save(m))
 				_exit(4);
 		}
@@ -332,7 +322,7 @@ Test(tier_persist, kill_during_the_background_copy_keeps_the_previous_checkpoint
 	ckpt_restore_status *st = NULL;
 	cr_assert_eq(ckpt_status_of(ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_MEMORY);
-	cr_assert_eq(get_step(&r), 4);
+	cr_assert_eq(tt_get_step(r.value, r.big), 4);
 	ckpt_restore_status_free(st);
 	ckpt_tier_drop(NULL, "pjob");
 	ckpt_manager_free(m);
