@@ -19,27 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "ckpt/ckpt.h"
-
-#define NVARS 8
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_d);
-	return v[n / 2];
-}
+#include "tier_model.h"
 
 static void die(const char *what)
 {
@@ -48,29 +28,12 @@ static void die(const char *what)
 	exit(1);
 }
 
-/* "keeping step N ... newer than storage": expected here, every time */
-static void quiet(const char *msg, void *ctx)
-{
-	(void)msg;
-	(void)ctx;
-}
-
 static ckpt_checkpoint *state(ckpt_variable **vars, int64_t per_var)
 {
-	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
-	o.no_fsync = 1;
-	o.warn = quiet;
-	ckpt_checkpoint *ck;
-	if (ckpt_checkpoint_new(&ck, &o) != CKPT_OK)
-		die("checkpoint");
-	ckpt_shape s;
-	ckpt_shape_make(&s, 1, &per_var);
-	for (int i = 0; i < NVARS; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "v%d", i);
-		if (!(vars[i] = ckpt_object_add_variable(ckpt_checkpoint_root(ck), name, name, CKPT_DT_FLOAT, &s, NULL)))
-			die("variable");
-	}
+	ckpt_checkpoint *ck = NULL;
+	const char *failed = tm_state(&ck, vars, per_var);
+	if (failed)
+		die(failed);
 	return ck;
 }
 
@@ -116,23 +79,23 @@ int main(int argc, char **argv)
 	/* memcpy floor: the same bytes, destination touched once before */
 	memcpy(dst, src, bytes);
 	for (int r = 0; r < reps; r++) {
-		double t0 = now();
+		double t0 = tm_now();
 		memcpy(dst, src, bytes);
-		t[r] = now() - t0;
+		t[r] = tm_now() - t0;
 	}
-	double t_memcpy = median(t, reps);
+	double t_memcpy = tm_median(t, reps);
 
 	/* memory saves: the trainer blocks for this */
 	ckpt_manager *m = manager(ck, mdir, 1);
 	if (!ckpt_manager_save(m))
 		die("warm-up save");
 	for (int r = 0; r < reps; r++) {
-		double t0 = now();
+		double t0 = tm_now();
 		if (!ckpt_manager_save(m))
 			die("memory save");
-		t[r] = now() - t0;
+		t[r] = tm_now() - t0;
 	}
-	double t_save = median(t, reps);
+	double t_save = tm_median(t, reps);
 	int64_t step = ckpt_checkpoint_save_counter(ck);
 	ckpt_manager *mf = manager(ck, fdir, 0);
 	if (!ckpt_manager_save(mf))
@@ -147,27 +110,19 @@ int main(int argc, char **argv)
 	int n = reps < 64 ? reps : 64;
 	for (int r = 0; r < n; r++) {
 		ckpt_manager *rm = manager(rk, mdir, 1);
-		ckpt_restore_status *st = NULL;
-		double t0 = now();
-		if (!ckpt_manager_restore_latest(&st, rm))
-			die("memory restore");
-		tm[r] = now() - t0;
-		if (ckpt_restore_status_tier(st) != CKPT_TIER_MEMORY || ckpt_checkpoint_save_counter(rk) != step)
+		const char *failed = tm_timed_restore(&tm[r], rm, CKPT_TIER_MEMORY);
+		if (failed)
+			die(failed);
+		if (ckpt_checkpoint_save_counter(rk) != step)
 			die("restore did not come from memory");
-		ckpt_restore_status_free(st);
 		/* the segment is kept: this manager's free sees it newer than the directory */
 		ckpt_manager_free(rm);
 		rm = manager(rk, fdir, 0);
-		t0 = now();
-		if (!ckpt_manager_restore_latest(&st, rm))
-			die("file restore");
-		tf[r] = now() - t0;
-		if (ckpt_restore_status_tier(st) != CKPT_TIER_STORAGE)
-			die("restore did not come from files");
-		ckpt_restore_status_free(st);
+		if ((failed = tm_timed_restore(&tf[r], rm, CKPT_TIER_STORAGE)))
+			die(failed);
 		ckpt_manager_free(rm);
 	}
-	double t_rmem = median(tm, n), t_rfile = median(tf, n);
+	double t_rmem = tm_median(tm, n), t_rfile = tm_median(tf, n);
 	ckpt_tier_drop(NULL, "tier-bench");
 	char cmd[1200];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", mdir, fdir);

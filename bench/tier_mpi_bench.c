@@ -20,23 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <ckpt/mpi.h>
-
-#define NVARS 8
+#include "tier_model.h"
 
 static int rank, size;
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
 /* the median over reps of the slowest worker's time */
 static double slowest_median(double *v, int n)
@@ -46,7 +32,7 @@ static double slowest_median(double *v, int n)
 		MPI_Allreduce(&v[i], &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 		v[i] = mx;
 	}
-	qsort(v, (size_t)n, sizeof(*v), cmp_d);
+	qsort(v, (size_t)n, sizeof(*v), tm_cmp_d);
 	return v[n / 2];
 }
 
@@ -57,28 +43,14 @@ static void die(const char *what)
 	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-static void quiet(const char *msg, void *ctx)
-{
-	(void)msg;
-	(void)ctx;
-}
-
 static ckpt_checkpoint *state(ckpt_strategy *s, ckpt_variable **vars, int64_t per_var)
 {
-	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
-	o.no_fsync = 1;
-	o.warn = quiet;
-	ckpt_checkpoint *ck;
-	if (ckpt_scope_enter(s) != CKPT_OK || ckpt_checkpoint_new(&ck, &o) != CKPT_OK)
+	ckpt_checkpoint *ck = NULL;
+	if (ckpt_scope_enter(s) != CKPT_OK)
 		die("checkpoint");
-	ckpt_shape sh;
-	ckpt_shape_make(&sh, 1, &per_var);
-	for (int i = 0; i < NVARS; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "v%d", i);
-		if (!(vars[i] = ckpt_object_add_variable(ckpt_checkpoint_root(ck), name, name, CKPT_DT_FLOAT, &sh, NULL)))
-			die("variable");
-	}
+	const char *failed = tm_state(&ck, vars, per_var);
+	if (failed)
+		die(failed);
 	return ck;
 }
 
@@ -86,7 +58,7 @@ static ckpt_manager *manager(ckpt_checkpoint *ck, const char *dir, int memory, i
 {
 	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
 	mo.no_fsync = 1;
-	mo.warn = quiet;
+	mo.warn = tm_quiet;
 	if (memory) {
 		mo.memory_every = 1;
 		mo.persist_every = 1 << 30;
@@ -138,9 +110,9 @@ int main(int argc, char **argv)
 	size_t share = bytes / (size_t)size;
 	memcpy(dst, src, share);
 	for (int r = 0; r < reps; r++) {
-		double t0 = now();
+		double t0 = tm_now();
 		memcpy(dst, src, share);
-		t[r] = now() - t0;
+		t[r] = tm_now() - t0;
 	}
 	double t_memcpy = slowest_median(t, reps);
 
@@ -148,10 +120,10 @@ int main(int argc, char **argv)
 	ckpt_manager *mf = manager(ck, fdir, 0, 0);
 	for (int r = 0; r < reps; r++) {
 		MPI_Barrier(MPI_COMM_WORLD);
-		double t0 = now();
+		double t0 = tm_now();
 		if (!ckpt_manager_save(mf))
 			die("file save");
-		t[r] = now() - t0;
+		t[r] = tm_now() - t0;
 	}
 	double t_fsave = slowest_median(t, reps);
 	ckpt_manager_free(mf);
@@ -160,10 +132,10 @@ int main(int argc, char **argv)
 		die("warm-up save");
 	for (int r = 0; r < reps; r++) {
 		MPI_Barrier(MPI_COMM_WORLD);
-		double t0 = now();
+		double t0 = tm_now();
 		if (!ckpt_manager_save(m))
 			die("memory save");
-		t[r] = now() - t0;
+		t[r] = tm_now() - t0;
 	}
 	double t_save = slowest_median(t, reps);
 	ckpt_manager_free(m); /* keeps the memory step: newer than the directory's */
@@ -176,25 +148,15 @@ int main(int argc, char **argv)
 	double *tm = calloc((size_t)reps, sizeof(double)), *tf = calloc((size_t)reps, sizeof(double));
 	for (int r = 0; r < reps; r++) {
 		ckpt_manager *rm = manager(rk, fdir, 1, copies);
-		ckpt_restore_status *st = NULL;
 		MPI_Barrier(MPI_COMM_WORLD);
-		double t0 = now();
-		if (!ckpt_manager_restore_latest(&st, rm))
-			die("memory restore");
-		tm[r] = now() - t0;
-		if (ckpt_restore_status_tier(st) != CKPT_TIER_MEMORY)
-			die("restore did not come from memory");
-		ckpt_restore_status_free(st);
+		const char *failed = tm_timed_restore(&tm[r], rm, CKPT_TIER_MEMORY);
+		if (failed)
+			die(failed);
 		ckpt_manager_free(rm);
 		rm = manager(rk, fdir, 0, 0);
 		MPI_Barrier(MPI_COMM_WORLD);
-		t0 = now();
-		if (!ckpt_manager_restore_latest(&st, rm))
-			die("file restore");
-		tf[r] = now() - t0;
-		if (ckpt_restore_status_tier(st) != CKPT_TIER_STORAGE)
-			die("restore did not come from files");
-		ckpt_restore_status_free(st);
+		if ((failed = tm_timed_restore(&tf[r], rm, CKPT_TIER_STORAGE)))
+			die(failed);
 		ckpt_manager_free(rm);
 	}
 	double t_rmem = slowest_median(tm, reps), t_rfile = slowest_median(tf, reps);

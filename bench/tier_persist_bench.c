@@ -20,34 +20,9 @@
 #include <unistd.h>
 #include "ckpt/ckpt.h"
 #include "ckpt/async.h"
+#include "tier_model.h"
 
-#define NVARS 8
 #define MAX_REPS 64
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_d);
-	return v[n / 2];
-}
-
-static void quiet(const char *msg, void *ctx)
-{
-	(void)msg;
-	(void)ctx;
-}
 
 static void die(const char *what)
 {
@@ -72,19 +47,19 @@ static double saves(ckpt_checkpoint *ck, const char *dir, int memory, int persis
 		die("warm-up save");
 	double t[MAX_REPS], w[MAX_REPS];
 	for (int r = 0; r < reps; r++) {
-		double t0 = now();
+		double t0 = tm_now();
 		if (!ckpt_manager_save(m))
 			die("save");
-		double t1 = now();
+		double t1 = tm_now();
 		if (ckpt_manager_wait(m) != CKPT_OK)
 			die("copy to storage");
 		t[r] = t1 - t0;
-		w[r] = now() - t1;
+		w[r] = tm_now() - t1;
 	}
 	ckpt_manager_free(m);
 	ckpt_tier_drop(NULL, "tier-persist-bench");
-	*copy = median(w, reps);
-	return median(t, reps);
+	*copy = tm_median(w, reps);
+	return tm_median(t, reps);
 }
 
 int main(int argc, char **argv)
@@ -99,26 +74,19 @@ int main(int argc, char **argv)
 	if (reps < 1 || reps > MAX_REPS)
 		reps = 5;
 	int64_t per_var = (int64_t)((mib << 20) / NVARS / sizeof(float));
-	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
-	o.no_fsync = 1;
-	o.warn = quiet;
-	ckpt_checkpoint *ck;
-	if (ckpt_checkpoint_new(&ck, &o) != CKPT_OK)
-		die("checkpoint");
-	ckpt_shape s;
-	ckpt_shape_make(&s, 1, &per_var);
+	ckpt_checkpoint *ck = NULL;
+	ckpt_variable *vars[NVARS];
+	const char *failed = tm_state(&ck, vars, per_var);
+	if (failed)
+		die(failed);
 	float *src = malloc((size_t)per_var * sizeof(float));
 	if (!src)
 		return 1;
 	for (int64_t i = 0; i < per_var; i++)
 		src[i] = (float)i;
-	for (int i = 0; i < NVARS; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "v%d", i);
-		ckpt_variable *v = ckpt_object_add_variable(ckpt_checkpoint_root(ck), name, name, CKPT_DT_FLOAT, &s, NULL);
-		if (!v || ckpt_variable_assign(v, src, (size_t)per_var * sizeof(float)) != CKPT_OK)
+	for (int i = 0; i < NVARS; i++)
+		if (ckpt_variable_assign(vars[i], src, (size_t)per_var * sizeof(float)) != CKPT_OK)
 			die("variable");
-	}
 	char both[512], mem[512], sto[512];
 	snprintf(both, sizeof(both), "%s/tier-persist-both-%d", scratch, (int)getpid());
 	snprintf(mem, sizeof(mem), "%s/tier-persist-mem-%d", scratch, (int)getpid());

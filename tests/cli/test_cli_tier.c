@@ -9,6 +9,7 @@
 #include <string.h>
 #include "ckpt/ckpt.h"
 #include "test_support.h"
+#include "tier_common.h"
 
 static void quiet(const char *msg, void *ctx)
 {
@@ -16,23 +17,12 @@ static void quiet(const char *msg, void *ctx)
 	(void)ctx;
 }
 
-static char *g_tmp[4]; /* the test's temporary directories and tier path, removed after it (the suite's fini) */
-static int g_ntmp;
-static char *g_tier;
-
-static char *tmpdir(void)
-{
-	cr_assert_lt(g_ntmp, 4);
-	return g_tmp[g_ntmp++] = ts_tmpdir();
-}
+static char *g_tier; /* the tier path, freed after the test (the suite's fini) */
+static char *g_dir;  /* fill_tier's checkpoint directory (one of tt_tmpdir's) */
 
 static void remove_tmpdirs(void)
 {
-	for (int i = 0; i < g_ntmp; i++) {
-		ts_rmtree(g_tmp[i]);
-		free(g_tmp[i]);
-	}
-	g_ntmp = 0;
+	tt_tmpdirs_remove();
 	free(g_tier);
 	g_tier = NULL;
 	unsetenv(CKPT_TIER_DIR_ENV);
@@ -43,9 +33,9 @@ TestSuite(cli_tier, .fini = remove_tmpdirs);
 /* Job "cli-job": step 3 in memory only (storage has 2), left behind by the manager. */
 static char *fill_tier(void)
 {
-	char *tier = g_tier = ts_join(tmpdir(), "shm");
+	char *tier = g_tier = ts_join(tt_tmpdir(), "shm");
 	setenv(CKPT_TIER_DIR_ENV, tier, 1);
-	char *dir = tmpdir();
+	char *dir = g_dir = tt_tmpdir();
 	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
 	o.no_fsync = 1;
 	o.warn = quiet;
@@ -106,7 +96,7 @@ Test(cli_tier, list_and_drop)
 Test(cli_tier, restore_json_says_the_bytes_per_tier)
 {
 	fill_tier();
-	char *ck = ts_join(g_tmp[1], "ckpt-2");
+	char *ck = ts_join(g_dir, "ckpt-2");
 	ts_run_result r = ts_cli("restore", ck, "--strategy", "default", "--json", NULL);
 	ts_assert_exit(&r, 0, "restore --json: %s", r.err);
 	cr_assert(strstr(r.out, "\"tier\": \"storage\""), "%s", r.out);
@@ -128,7 +118,7 @@ Test(cli_tier, usage_errors)
 	r = ts_cli("tier", "frob", NULL);
 	ts_assert_exit(&r, 2, "unknown action");
 	ts_run_free(&r);
-	r = ts_cli("tier", "drop", "../etc", "--dir", tmpdir(), NULL);
+	r = ts_cli("tier", "drop", "../etc", "--dir", tt_tmpdir(), NULL);
 	ts_assert_exit(&r, 1, "a job name with '/'");
 	cr_assert(strstr(r.err, "without '/'"), "%s", r.err);
 	ts_run_free(&r);

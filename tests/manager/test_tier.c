@@ -22,8 +22,9 @@
 #include "ckpt/ckpt.h"
 #include "mpi/count_vfs.h"
 #include "test_support.h"
+#include "tier_common.h"
 
-#define BIG (1 << 16) /* floats in "big": 256 KiB, so a save takes a moment */
+#define BIG TT_BIG
 
 typedef struct tstate {
 	ckpt_checkpoint *ck;
@@ -48,57 +49,26 @@ static void build(tstate *s, ckpt_vfs *vfs)
 	o.warn = on_warn;
 	o.warn_ctx = s;
 	cr_assert_eq(ckpt_checkpoint_new(&s->ck, &o), CKPT_OK);
-	ckpt_shape sc, vb;
-	int64_t d = BIG;
-	cr_assert_eq(ckpt_shape_make(&sc, 0, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_shape_make(&vb, 1, &d), CKPT_OK);
-	ckpt_object *model;
-	cr_assert_eq(ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(s->ck), "model")), CKPT_OK);
-	cr_assert_eq(ckpt_status_of(s->value = ckpt_object_add_variable(model, "value", "value", CKPT_DT_INT64, &sc,
-		NULL)), CKPT_OK);
-	cr_assert_eq(ckpt_status_of(s->big = ckpt_object_add_variable(model, "big", "big", CKPT_DT_FLOAT, &vb, NULL)),
-		CKPT_OK);
+	tt_model_add(s->ck, &s->value, &s->big);
 }
 
 /* The state of step v: value v, big[i] = v * 1000 + i. */
 static void set_step(tstate *s, int64_t v)
 {
-	static float b[BIG];
-	for (int i = 0; i < BIG; i++)
-		b[i] = (float)(v * 1000 + i);
-	cr_assert_eq(ckpt_variable_assign(s->value, &v, sizeof(v)), CKPT_OK);
-	cr_assert_eq(ckpt_variable_assign(s->big, b, sizeof(b)), CKPT_OK);
+	tt_set_step(s->value, s->big, v);
 }
 
 /* The step the state holds; fails when value and big disagree (a torn restore). */
 static int64_t get_step(tstate *s)
 {
-	static float b[BIG];
-	int64_t v = -1;
-	cr_assert_eq(ckpt_variable_read(s->value, &v, sizeof(v)), CKPT_OK);
-	cr_assert_eq(ckpt_variable_read(s->big, b, sizeof(b)), CKPT_OK);
-	for (int i = 0; i < BIG; i += 997)
-		cr_assert_eq(b[i], (float)(v * 1000 + i), "big[%d] = %g is not step %lld's", i, b[i], (long long)v);
-	return v;
+	return tt_get_step(s->value, s->big);
 }
 
 static char *g_tier;
-static char *g_tmp[8]; /* the test's temporary directories, removed after it (the suite's fini) */
-static int g_ntmp;
-
-static char *tmpdir(void)
-{
-	cr_assert_lt(g_ntmp, 8);
-	return g_tmp[g_ntmp++] = ts_tmpdir();
-}
 
 static void remove_tmpdirs(void)
 {
-	for (int i = 0; i < g_ntmp; i++) {
-		ts_rmtree(g_tmp[i]);
-		free(g_tmp[i]);
-	}
-	g_ntmp = 0;
+	tt_tmpdirs_remove();
 	free(g_tier);
 	g_tier = NULL;
 	unsetenv(CKPT_TIER_DIR_ENV);
@@ -108,7 +78,7 @@ TestSuite(tier, .fini = remove_tmpdirs);
 
 static void use_tier_dir(void)
 {
-	g_tier = ts_join(tmpdir(), "shm");
+	g_tier = ts_join(tt_tmpdir(), "shm");
 	setenv(CKPT_TIER_DIR_ENV, g_tier, 1);
 }
 
@@ -194,7 +164,7 @@ static void assert_tier_bytes(const ckpt_restore_status *st, int tier)
 Test(tier, memory_restore_reads_nothing_from_storage)
 {
 	use_tier_dir();
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	count_vfs *cv = count_vfs_new();
 	tstate s;
 	build(&s, &cv->base);
@@ -238,7 +208,7 @@ Test(tier, memory_restore_reads_nothing_from_storage)
 Test(tier, storage_newer_than_memory_is_used)
 {
 	use_tier_dir();
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -266,7 +236,7 @@ Test(tier, storage_newer_than_memory_is_used)
 Test(tier, crc32c_failure_skips_the_copy)
 {
 	use_tier_dir();
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -303,7 +273,7 @@ Test(tier, crc32c_failure_skips_the_copy)
 Test(tier, damaged_header_skips_the_copy)
 {
 	use_tier_dir();
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -333,7 +303,7 @@ Test(tier, damaged_header_skips_the_copy)
 Test(tier, kill_during_memory_save_keeps_the_committed_step)
 {
 	use_tier_dir();
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {
@@ -406,7 +376,7 @@ Test(tier, kill_during_memory_save_keeps_the_committed_step)
 Test(tier, segments_are_private)
 {
 	use_tier_dir();
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	umask(022);
 	tstate s;
 	build(&s, NULL);
@@ -442,7 +412,7 @@ Test(tier, segments_are_private)
 Test(tier, shortfall_is_refused_before_writing)
 {
 	use_tier_dir();
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -466,7 +436,7 @@ Test(tier, shortfall_is_refused_before_writing)
 Test(tier, clean_finish_leaves_nothing)
 {
 	use_tier_dir();
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -485,7 +455,7 @@ Test(tier, clean_finish_leaves_nothing)
 Test(tier, unpersisted_step_is_kept_then_dropped)
 {
 	use_tier_dir();
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -508,7 +478,7 @@ Test(tier, unpersisted_step_is_kept_then_dropped)
 Test(tier, routing_and_skipped_saves)
 {
 	use_tier_dir();
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	tstate s;
 	build(&s, NULL);
 	ckpt_manager *m;
@@ -549,7 +519,7 @@ typedef struct v1_options {
 
 Test(tier, version_1_options_accepted)
 {
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	tstate s;
 	build(&s, NULL);
 	v1_options o1 = { 1, "model", NULL, NULL, NULL, 1 };

@@ -24,8 +24,7 @@
 #include "ckpt/ckpt.h"
 #include "mpi/count_vfs.h"
 #include "test_support.h"
-
-#define BIG (1 << 16)
+#include "tier_common.h"
 
 /* ---- the gate: pwrite of an armed pattern's files waits until opened (or `max_wait` seconds) ---- */
 
@@ -131,36 +130,7 @@ static void build(tstate *s)
 	o.no_fsync = 1;
 	o.warn = quiet;
 	cr_assert_eq(ckpt_checkpoint_new(&s->ck, &o), CKPT_OK);
-	ckpt_shape sc, vb;
-	int64_t d = BIG;
-	cr_assert_eq(ckpt_shape_make(&sc, 0, NULL), CKPT_OK);
-	cr_assert_eq(ckpt_shape_make(&vb, 1, &d), CKPT_OK);
-	ckpt_object *model;
-	cr_assert_eq(ckpt_status_of(model = ckpt_object_new_child(ckpt_checkpoint_root(s->ck), "model")), CKPT_OK);
-	cr_assert_eq(ckpt_status_of(s->value = ckpt_object_add_variable(model, "value", "value", CKPT_DT_INT64, &sc,
-		NULL)), CKPT_OK);
-	cr_assert_eq(ckpt_status_of(s->big = ckpt_object_add_variable(model, "big", "big", CKPT_DT_FLOAT, &vb, NULL)),
-		CKPT_OK);
-}
-
-static void set_step(tstate *s, int64_t v)
-{
-	static float b[BIG];
-	for (int i = 0; i < BIG; i++)
-		b[i] = (float)(v * 1000 + i);
-	cr_assert_eq(ckpt_variable_assign(s->value, &v, sizeof(v)), CKPT_OK);
-	cr_assert_eq(ckpt_variable_assign(s->big, b, sizeof(b)), CKPT_OK);
-}
-
-static int64_t get_step(tstate *s)
-{
-	static float b[BIG];
-	int64_t v = -1;
-	cr_assert_eq(ckpt_variable_read(s->value, &v, sizeof(v)), CKPT_OK);
-	cr_assert_eq(ckpt_variable_read(s->big, b, sizeof(b)), CKPT_OK);
-	for (int i = 0; i < BIG; i += 997)
-		cr_assert_eq(b[i], (float)(v * 1000 + i), "big[%d] = %g is not step %lld's", i, b[i], (long long)v);
-	return v;
+	tt_model_add(s->ck, &s->value, &s->big);
 }
 
 /* The checkpoint at `prefix`, restored into a fresh state: the step it holds. */
@@ -172,27 +142,14 @@ static int64_t step_in(const char *prefix)
 	cr_assert_eq(ckpt_checkpoint_restore(&st, r.ck, prefix), CKPT_OK, "%s: %s", prefix, ckpt_error_last()->message);
 	cr_assert_eq(ckpt_restore_status_assert_consumed(st), CKPT_OK);
 	ckpt_restore_status_free(st);
-	int64_t v = get_step(&r);
+	int64_t v = tt_get_step(r.value, r.big);
 	ckpt_checkpoint_free(r.ck);
 	return v;
 }
 
-static char *g_tmp[4];
-static int g_ntmp;
-
-static char *tmpdir(void)
-{
-	cr_assert_lt(g_ntmp, 4);
-	return g_tmp[g_ntmp++] = ts_tmpdir();
-}
-
 static void remove_tmpdirs(void)
 {
-	for (int i = 0; i < g_ntmp; i++) {
-		ts_rmtree(g_tmp[i]);
-		free(g_tmp[i]);
-	}
-	g_ntmp = 0;
+	tt_tmpdirs_remove();
 	unsetenv(CKPT_TIER_DIR_ENV);
 }
 
@@ -252,22 +209,22 @@ static void tf_restores(const char *dir, const char *latest, int64_t step)
 
 Test(tier_persist, copied_from_memory_in_the_background_and_tensorflow_restores_it, .timeout = 300)
 {
-	char *tier = ts_join(tmpdir(), "shm");
+	char *tier = ts_join(tt_tmpdir(), "shm");
 	setenv(CKPT_TIER_DIR_ENV, tier, 1);
 	free(tier);
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	gate_vfs *g = gate_new(20);
 	tstate s;
 	build(&s);
 	ckpt_manager *m;
 	ckpt_manager_options mo = persist_opts(&g->cv.base);
 	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
-	set_step(&s, 1);
+	tt_set_step(s.value, s.big, 1);
 	cr_assert_eq(ckpt_status_of(ckpt_manager_save(m)), CKPT_OK); /* memory only */
 
 	/* step 2 goes to both tiers: the save returns while the copy's data write is held at the gate */
 	gate_arm(g, "ckpt-2.data-");
-	set_step(&s, 2);
+	tt_set_step(s.value, s.big, 2);
 	const char *p;
 	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert(strstr(p, "/ckpt-2"), "save 2 returned %s", p);
@@ -275,11 +232,11 @@ Test(tier_persist, copied_from_memory_in_the_background_and_tensorflow_restores_
 	cr_assert(gate_wait_held(g, 10), "no write of ckpt-2 in the background");
 
 	/* the trainer goes on: new values, and a memory save that supersedes (removes) step 2's segment */
-	set_step(&s, 3);
+	tt_set_step(s.value, s.big, 3);
 	cr_assert_eq(ckpt_status_of(p = ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert(strstr(p, "step-000000000003"), "save 3 returned %s", p);
 	cr_assert(!exists(dir, "ckpt-2.index"));
-	set_step(&s, 99);
+	tt_set_step(s.value, s.big, 99);
 
 	gate_open_all(g);
 	cr_assert_eq(ckpt_manager_wait(m), CKPT_OK, "%s", ckpt_error_last()->message);
@@ -298,10 +255,10 @@ Test(tier_persist, copied_from_memory_in_the_background_and_tensorflow_restores_
 
 Test(tier_persist, kill_during_the_background_copy_keeps_the_previous_checkpoint, .timeout = 300)
 {
-	char *tier = ts_join(tmpdir(), "shm");
+	char *tier = ts_join(tt_tmpdir(), "shm");
 	setenv(CKPT_TIER_DIR_ENV, tier, 1);
 	free(tier);
-	char *dir = tmpdir();
+	char *dir = tt_tmpdir();
 	int fds[2];
 	cr_assert_eq(pipe(fds), 0);
 	pid_t pid = fork();
@@ -317,7 +274,7 @@ Test(tier_persist, kill_during_the_background_copy_keeps_the_previous_checkpoint
 			_exit(3);
 		gate_arm(g, "ckpt-4.data-"); /* ckpt-2 is written; ckpt-4's copy never finishes */
 		for (int64_t v = 1; v <= 4; v++) {
-			set_step(&s, v);
+			tt_set_step(s.value, s.big, v);
 			if (!ckpt_manager_save(m))
 				_exit(4);
 		}
@@ -365,7 +322,7 @@ Test(tier_persist, kill_during_the_background_copy_keeps_the_previous_checkpoint
 	ckpt_restore_status *st = NULL;
 	cr_assert_eq(ckpt_status_of(ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
 	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_MEMORY);
-	cr_assert_eq(get_step(&r), 4);
+	cr_assert_eq(tt_get_step(r.value, r.big), 4);
 	ckpt_restore_status_free(st);
 	ckpt_tier_drop(NULL, "pjob");
 	ckpt_manager_free(m);

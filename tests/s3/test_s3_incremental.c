@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "libckpt/internal.h"
+#include "incr_common.h"
 #include "incr_kill.h"
 #include "oracle_common.h"
 #include "s3_common.h"
@@ -28,89 +29,15 @@
 #define HEAD_N 256              /* trainable: 1 KiB, every step */
 #define EMB_ROWS 6144           /* 24 MiB, 5 % of its rows (1.2 MiB, contiguous) per step */
 
-typedef struct state {
-	ckpt_checkpoint *ck;
-	ckpt_manager *m;
-	ckpt_variable *base, *head, *emb;
-	char *dir, *expect;
-	uint64_t rng;
-} state;
-
-static uint64_t next(state *s)
-{
-	s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
-	return s->rng >> 33;
-}
+typedef ic_state state;
 
 static void build(state *s, const char *name)
 {
-	memset(s, 0, sizeof(*s));
+	ic_build(s, NULL, BASE_ROWS, W, 0.25f, HEAD_N, EMB_ROWS, W, 0);
 	s->dir = s3t_prefix(name);
-	s->expect = ts_tmpdir();
-	s->rng = 33;
-	cr_assert_eq(ckpt_checkpoint_new(&s->ck, NULL), CKPT_OK);
-	ckpt_object *root = ckpt_checkpoint_root(s->ck);
-	int64_t bd[2] = { BASE_ROWS, W }, hd[1] = { HEAD_N }, ed[2] = { EMB_ROWS, W };
-	ckpt_shape bs, hs, es;
-	cr_assert_eq(ckpt_shape_make(&bs, 2, bd), CKPT_OK);
-	cr_assert_eq(ckpt_shape_make(&hs, 1, hd), CKPT_OK);
-	cr_assert_eq(ckpt_shape_make(&es, 2, ed), CKPT_OK);
-	float *init = malloc(sizeof(float) * BASE_ROWS * W);
-	for (size_t i = 0; i < (size_t)BASE_ROWS * W; i++)
-		init[i] = (float)i * 0.25f;
-	ckpt_variable_options vo = CKPT_VARIABLE_OPTIONS_INIT;
-	vo.initial_value = init;
-	cr_assert_eq(ckpt_status_of(s->base = ckpt_object_add_variable(root, "base", "base", CKPT_DT_FLOAT, &bs, &vo)),
-		CKPT_OK);
-	free(init);
-	cr_assert_eq(ckpt_status_of(s->head = ckpt_object_add_variable(root, "head", "head", CKPT_DT_FLOAT, &hs, NULL)),
-		CKPT_OK);
-	cr_assert_eq(ckpt_status_of(s->emb = ckpt_object_add_variable(root, "emb", "emb", CKPT_DT_FLOAT, &es, NULL)),
-		CKPT_OK);
 	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
 	mo.incremental = 1;
 	cr_assert_eq(ckpt_manager_new_ext(&s->m, s->ck, s->dir, 0, &mo), CKPT_OK, "%s", ckpt_error_last()->message);
-}
-
-static void done(state *s)
-{
-	ckpt_manager_free(s->m);
-	ckpt_checkpoint_free(s->ck);
-	ts_rmtree(s->expect);
-	free(s->dir);
-	free(s->expect);
-}
-
-/* A training step: the head changes, and 5 % of the embedding's rows in one contiguous run. */
-static void step(state *s, int k)
-{
-	float h[HEAD_N];
-	for (int i = 0; i < HEAD_N; i++)
-		h[i] = (float)(k * 1000 + i);
-	cr_assert_eq(ckpt_variable_assign(s->head, h, sizeof(h)), CKPT_OK);
-	float *e = ckpt_variable_local(s->emb);
-	cr_assert_not_null(e);
-	int nrows = EMB_ROWS / 20, first = (int)(next(s) % (EMB_ROWS - nrows));
-	for (int r = first; r < first + nrows; r++)
-		for (int j = 0; j < W; j++)
-			e[(size_t)r * W + j] = (float)(k + r * 0.001 + j);
-}
-
-static void write_value(const char *dir, const char *name, ckpt_variable *v)
-{
-	char path[4096];
-	size_t n = (size_t)ckpt_variable_nbytes(v);
-	void *buf = malloc(n);
-	cr_assert_eq(ckpt_variable_read(v, buf, n), CKPT_OK);
-	snprintf(path, sizeof(path), "%s/%s.f32", dir, name);
-	cr_assert_eq(ts_write_file(path, buf, n), 0);
-	free(buf);
-	const ckpt_shape *sh = ckpt_variable_shape(v);
-	char dims[64] = "";
-	for (int i = 0; i < sh->rank; i++)
-		snprintf(dims + strlen(dims), sizeof(dims) - strlen(dims), "%lld ", (long long)sh->dims[i]);
-	snprintf(path, sizeof(path), "%s/%s.shape", dir, name);
-	cr_assert_eq(ts_write_file(path, dims, strlen(dims)), 0);
 }
 
 /* Save; record what the checkpoint must hold in expect/<ckpt-N>/; the bytes uploaded and copied by the server. */
@@ -118,39 +45,9 @@ static char *save(state *s, uint64_t *wr, uint64_t *ru)
 {
 	const char *p = ckpt_manager_save(s->m);
 	cr_assert_not_null(p, "save: %s", ckpt_error_last()->message);
-	char *d = ts_join(s->expect, strrchr(p, '/') + 1);
-	cr_assert_eq(mkdir(d, 0755), 0);
-	write_value(d, "base", s->base);
-	write_value(d, "head", s->head);
-	write_value(d, "emb", s->emb);
-	free(d);
+	ic_record(s, p);
 	cr_assert_eq(ckpt_checkpoint_last_save_bytes(wr, ru, s->ck), CKPT_OK);
 	return strdup(p);
-}
-
-/* libckpt reads checkpoint `path` back from S3 (every entry's crc checked): each value equals the record. */
-static void check_ours(state *s, const char *path)
-{
-	ckpt_reader *r;
-	cr_assert_eq(ckpt_reader_open(&r, path, NULL), CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
-	cr_assert_eq(ckpt_reader_verify_all(r), CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
-	const char *names[] = { "base", "head", "emb" };
-	for (int k = 0; k < 3; k++) {
-		char key[128], f[4096];
-		snprintf(key, sizeof(key), "%s/.ATTRIBUTES/VARIABLE_VALUE", names[k]);
-		size_t i;
-		cr_assert_eq(ckpt_reader_find(&i, r, key), CKPT_OK, "%s: %s", path, key);
-		snprintf(f, sizeof(f), "%s/%s/%s.f32", s->expect, strrchr(path, '/') + 1, names[k]);
-		size_t n;
-		char *want = ts_read_file(f, &n);
-		cr_assert_not_null(want);
-		void *got = malloc(n);
-		cr_assert_eq(ckpt_reader_read_into(r, i, got, n), CKPT_OK, "%s: %s", path, ckpt_error_last()->message);
-		cr_assert(memcmp(got, want, n) == 0, "%s: %s differs from what was saved", path, names[k]);
-		free(got);
-		free(want);
-	}
-	ckpt_reader_free(r);
 }
 
 /* boto3 downloads the directory; TensorFlow lists and restores every checkpoint in it with assert_consumed. */
@@ -163,13 +60,6 @@ static void tf_restores_all(state *s)
 	ts_run_free(&r);
 	ts_rmtree(local);
 	free(local);
-}
-
-static char *data_object(const char *prefix, int k, int n)
-{
-	char *p = malloc(strlen(prefix) + 64);
-	sprintf(p, "%s.data-%05d-of-%05d", prefix, k, n);
-	return p;
 }
 
 static ckpt_vfs *vfs(void)
@@ -207,27 +97,27 @@ Test(s3_incremental, copies_shards_and_ranges_uploads_only_changes_tf_restores, 
 	uint64_t wr, ru;
 	char *p1 = save(&s, &wr, &ru);
 	cr_assert_eq(ru, 0, "the first save has nothing to reuse");
-	step(&s, 1);
+	ic_step(&s, 1, 0);
 	char *p2 = save(&s, &wr, &ru);
 	/* the frozen base by UploadPartCopy into its own shard, the embedding's untouched runs likewise */
 	cr_assert_leq(wr, WRITTEN_MAX, "uploaded %llu bytes for %llu changed", (unsigned long long)wr,
 		(unsigned long long)CHANGED);
 	cr_assert_geq(ru, (uint64_t)BASE_ROWS * W * 4 + (uint64_t)EMB_ROWS * W * 4 - 3 * 5 * MIB, "copied %llu",
 		(unsigned long long)ru);
-	step(&s, 2);
+	ic_step(&s, 2, 0);
 	char *p3 = save(&s, &wr, &ru);
 	cr_assert_leq(wr, WRITTEN_MAX, "uploaded %llu bytes for %llu changed", (unsigned long long)wr,
 		(unsigned long long)CHANGED);
 	cr_assert_geq(ru, (uint64_t)BASE_ROWS * W * 4 + (uint64_t)EMB_ROWS * W * 4 - 3 * 5 * MIB, "copied %llu",
 		(unsigned long long)ru);
 	/* the base's shard of ckpt-3 is ckpt-2's, copied whole (CopyObject): the same bytes, seen by boto3 */
-	char *f2 = data_object(p2, 1, 2), *f3 = data_object(p3, 1, 3);
+	char *f2 = ic_data_file(p2, 1, 2), *f3 = ic_data_file(p3, 1, 3);
 	char *h2 = s3t_oracle("sha256", f2, NULL), *h3 = s3t_oracle("sha256", f3, NULL);
 	cr_assert_eq(strncmp(h2, h3, 64), 0, "%s: %s\n%s: %s", f2, h2, f3, h3);
 	cr_assert_eq(strtoull(strchr(h3, ' ') + 1, NULL, 10), (uint64_t)BASE_ROWS * W * 4);
 	const char *all[] = { p1, p2, p3 };
 	for (int i = 0; i < 3; i++)
-		check_ours(&s, all[i]);
+		ic_check_ours(&s, all[i]);
 	tf_restores_all(&s);
 	free(h2);
 	free(h3);
@@ -236,7 +126,7 @@ Test(s3_incremental, copies_shards_and_ranges_uploads_only_changes_tf_restores, 
 	free(p1);
 	free(p2);
 	free(p3);
-	done(&s);
+	ic_done(&s, 0);
 }
 
 /* Sources replaced or deleted between saves: the copies are refused (ETag), the bytes uploaded, nothing wrong. */
@@ -246,31 +136,31 @@ Test(s3_incremental, replaced_or_deleted_source_falls_back_to_upload_bit_exact, 
 	build(&s, "incr-replaced");
 	uint64_t wr, ru;
 	free(save(&s, &wr, &ru));
-	step(&s, 1);
+	ic_step(&s, 1, 0);
 	char *p2 = save(&s, &wr, &ru);
 	cr_assert_gt(ru, 0, "nothing was copied by the server");
 	/* both data objects of ckpt-2 replaced by other bytes of the same size */
-	char *hot = data_object(p2, 0, 2), *frozen = data_object(p2, 1, 2);
+	char *hot = ic_data_file(p2, 0, 2), *frozen = ic_data_file(p2, 1, 2);
 	replace_flipped(frozen, 100);
 	replace_flipped(hot, 6 * MIB + 7);
-	step(&s, 2);
+	ic_step(&s, 2, 0);
 	char *p3 = save(&s, &wr, &ru);
 	cr_assert_eq(ru, 0, "copied %llu bytes of replaced objects", (unsigned long long)ru);
 	cr_assert_geq(wr, (uint64_t)(BASE_ROWS + EMB_ROWS) * W * 4, "uploaded %llu", (unsigned long long)wr);
-	check_ours(&s, p3);
+	ic_check_ours(&s, p3);
 	/* deleted: ckpt-4 copies from ckpt-3, whose frozen shard is then removed before ckpt-5 */
-	step(&s, 3);
+	ic_step(&s, 3, 0);
 	char *p4 = save(&s, &wr, &ru);
 	cr_assert_gt(ru, (uint64_t)BASE_ROWS * W * 4, "copied %llu", (unsigned long long)ru);
-	char *f4 = data_object(p4, 1, 3);
+	char *f4 = ic_data_file(p4, 1, 3);
 	cr_assert_eq(ckpt_vfs_remove(vfs(), f4), CKPT_OK, "%s", ckpt_error_last()->message);
-	step(&s, 4);
+	ic_step(&s, 4, 0);
 	char *p5 = save(&s, &wr, &ru);
 	/* the embedding's untouched runs still come from ckpt-4's shard 0; the base is uploaded */
 	cr_assert_lt(ru, (uint64_t)EMB_ROWS * W * 4, "the deleted base shard was copied: %llu", (unsigned long long)ru);
 	cr_assert_gt(ru, 0);
 	cr_assert_geq(wr, (uint64_t)BASE_ROWS * W * 4);
-	check_ours(&s, p5);
+	ic_check_ours(&s, p5);
 	/* the manager's checkpoints but ckpt-4 (its shard deleted) restore in TensorFlow */
 	char *e4 = ts_join(s.expect, strrchr(p4, '/') + 1);
 	ts_rmtree(e4);
@@ -292,7 +182,7 @@ Test(s3_incremental, replaced_or_deleted_source_falls_back_to_upload_bit_exact, 
 	free(p3);
 	free(p4);
 	free(p5);
-	done(&s);
+	ic_done(&s, 0);
 }
 
 static void put_object(const char *path, const void *buf, size_t n)
