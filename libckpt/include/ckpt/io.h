@@ -166,7 +166,7 @@ CKPT_API void ckpt_vfs_unlock(ckpt_vfs *vfs, void *token);
  */
 CKPT_API int ckpt_vfs_read_all(void **buf, size_t *n, ckpt_vfs *vfs, const char *path, uint64_t max);
 /**
- * One operation's reads (issue 36): between ckpt_vfs_op_begin() and the
+ * One operation's reads: between ckpt_vfs_op_begin() and the
  * matching ckpt_vfs_op_end(), small objects (up to 1 MiB: a `checkpoint`
  * state file, an index) that the calling thread reads whole from an S3 VFS
  * are kept, and opened again by the same thread they are served from

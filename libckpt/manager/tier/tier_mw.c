@@ -198,69 +198,6 @@ static int prepare_node_dirs(const ckpt__tier *t)
 	return ckpt__tier_prepare_dir(t->node_dir, t->job_dir);
 }
 
-static int read_whole(void **out, uint64_t *len, const char *path)
-{
-	*out = NULL;
-	*len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ckpt__fail_errno(errno, path, "cannot open");
-	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		close(fd);
-		return ckpt__fail_errno(e, path, "cannot stat");
-	}
-	size_t n = (size_t)st.st_size, done = 0;
-	unsigned char *b = ckpt__malloc(n ? n : 1);
-	int rc = b ? CKPT_OK : CKPT_ENOMEM;
-	while (rc == CKPT_OK && done < n) {
-		ssize_t got = pread(fd, b + done, n - done, (off_t)done);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			rc = got < 0 ? ckpt__fail_errno(errno, path, "cannot read")
-				     : ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)done, "file shrank while read");
-		else
-			done += (size_t)got;
-	}
-	close(fd);
-	if (rc < 0) {
-		ckpt__free(b);
-		return rc;
-	}
-	*out = b;
-	*len = n;
-	return CKPT_OK;
-}
-
-static int write_whole(const char *path, const void *p, uint64_t n)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return ckpt__fail_errno(errno, path, "cannot create");
-	uint64_t done = 0;
-	while (done < n) {
-		ssize_t w = write(fd, (const unsigned char *)p + done, (size_t)(n - done));
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			int e = errno;
-			close(fd);
-			return ckpt__fail_errno(e, path, "cannot write");
-		}
-		done += (uint64_t)w;
-	}
-	if (close(fd) < 0)
-		return ckpt__fail_errno(errno, path, "cannot close");
-	return CKPT_OK;
-}
-
-static char *data_name(const char *dir, int piece, int num_workers)
-{
-	return ckpt__asprintf("%s/" CKPT__TIER_PREFIX ".data-%05d-of-%05d", dir, piece, num_workers);
-}
-
 /* Read all of `path` (`n` bytes, from its stat) into `dst`. */
 static int read_into(void *dst, uint64_t n, const char *path)
 {
@@ -281,6 +218,33 @@ static int read_into(void *dst, uint64_t n, const char *path)
 	}
 	close(fd);
 	return rc;
+}
+
+/* All of `path` in a fresh buffer (*out, ckpt__free) of *len bytes, its size from stat. */
+static int read_whole(void **out, uint64_t *len, const char *path)
+{
+	*out = NULL;
+	*len = 0;
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return ckpt__fail_errno(errno, path, "cannot stat");
+	uint64_t n = (uint64_t)st.st_size;
+	unsigned char *b = ckpt__malloc(n ? (size_t)n : 1);
+	if (!b)
+		return CKPT_ENOMEM;
+	int rc = read_into(b, n, path);
+	if (rc < 0) {
+		ckpt__free(b);
+		return rc;
+	}
+	*out = b;
+	*len = n;
+	return CKPT_OK;
+}
+
+static char *data_name(const char *dir, int piece, int num_workers)
+{
+	return ckpt__asprintf("%s/" CKPT__TIER_PREFIX ".data-%05d-of-%05d", dir, piece, num_workers);
 }
 
 /* Piece `piece` of step N as one frame (header, entries, data) from segment `seg`, read in place; caller frees. */
@@ -342,9 +306,9 @@ static int store_copy(const ckpt__tier *t, const frame_hdr *h, const unsigned ch
 	CKPT_TRY(ckpt__tier_segment_begin(&tmp, t->job_dir, h->step, h->piece, h->num_workers));
 	char *dp = data_name(tmp, h->piece, h->num_workers), *ep = ckpt__asprintf("%s/" ENTRIES, tmp);
 	char *final = ckpt__tier_segment_path(t->job_dir, h->step, h->piece, h->num_workers);
-	int rc = dp && ep && final ? write_whole(dp, d, h->dlen) : CKPT_ENOMEM;
+	int rc = dp && ep && final ? ckpt__tier_write_file(dp, d, h->dlen) : CKPT_ENOMEM;
 	if (rc == CKPT_OK)
-		rc = write_whole(ep, e, h->elen);
+		rc = ckpt__tier_write_file(ep, e, h->elen);
 	uint64_t bytes = 0;
 	if (rc == CKPT_OK)
 		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, h->step, h->piece, h->num_workers, 1);
@@ -511,7 +475,7 @@ static int write_piece(char **seg_out, const ckpt__tier *t, ckpt_checkpoint *ck,
 	if (rc == CKPT_OK && rename(from, to) < 0)
 		rc = ckpt__fail_errno(errno, from, "cannot name the memory tier piece");
 	if (rc == CKPT_OK)
-		rc = write_whole(ep, piece.entries, piece.entries_len);
+		rc = ckpt__tier_write_file(ep, piece.entries, piece.entries_len);
 	uint64_t bytes = 0;
 	if (rc == CKPT_OK)
 		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, number, t->worker, t->num_workers, 1);
@@ -874,7 +838,7 @@ static int assemble(const ckpt__tier *t, ckpt_strategy *cs, const char *stage, i
 			char *dp = rc == CKPT_OK ? ckpt__asprintf("%s/" CKPT__TIER_PREFIX ".data-%05d-of-%05d.tempstate%" PRIu64,
 				stage, h.piece, nw, token) : NULL;
 			if (rc == CKPT_OK)
-				rc = dp ? write_whole(dp, d, h.dlen) : CKPT_ENOMEM;
+				rc = dp ? ckpt__tier_write_file(dp, d, h.dlen) : CKPT_ENOMEM;
 			if (rc == CKPT_OK && !(entries[h.piece] = ckpt__malloc(h.elen ? (size_t)h.elen : 1)))
 				rc = CKPT_ENOMEM;
 			if (rc == CKPT_OK) {

@@ -246,14 +246,14 @@ static char *header_text(const seg_file *f, size_t n, const char *job, int64_t s
 	return t;
 }
 
-static int write_file(const char *path, const char *text)
+int ckpt__tier_write_file(const char *path, const void *p, uint64_t n)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return ckpt__fail_errno(errno, path, "cannot create");
-	size_t n = strlen(text), done = 0;
+	uint64_t done = 0;
 	while (done < n) {
-		ssize_t w = write(fd, text + done, n - done);
+		ssize_t w = write(fd, (const unsigned char *)p + done, (size_t)(n - done));
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {
@@ -261,7 +261,7 @@ static int write_file(const char *path, const char *text)
 			close(fd);
 			return ckpt__fail_errno(e, path, "cannot write");
 		}
-		done += (size_t)w;
+		done += (uint64_t)w;
 	}
 	if (close(fd) < 0)
 		return ckpt__fail_errno(errno, path, "cannot close");
@@ -277,7 +277,7 @@ int ckpt__tier_segment_commit(uint64_t *bytes, const char *tmp, const char *fina
 	qsort(f, n, sizeof(f[0]), cmp_files);
 	char *text = header_text(f, n, job, step, worker, num_workers);
 	char *hp = ckpt__asprintf("%s/" HEADER, tmp);
-	int rc = text && hp ? write_file(hp, text) : CKPT_ENOMEM;
+	int rc = text && hp ? ckpt__tier_write_file(hp, text, strlen(text)) : CKPT_ENOMEM;
 	ckpt__free(text);
 	ckpt__free(hp);
 	/* a step saved again (a restart that restored an older one) replaces the old segment of that name */
@@ -414,7 +414,7 @@ int ckpt__tier_marker_write(const char *job_dir, const char *job, int64_t step, 
 	char *final = ckpt__tier_marker_path(job_dir, step, num_workers);
 	char *tmp = final ? ckpt__asprintf("%s/.tmp-commit-%012" PRId64 ".of-%d", job_dir, step, num_workers) : NULL;
 	char *text = marker_text(job, step, num_workers);
-	int rc = final && tmp && text ? write_file(tmp, text) : CKPT_ENOMEM;
+	int rc = final && tmp && text ? ckpt__tier_write_file(tmp, text, strlen(text)) : CKPT_ENOMEM;
 	/* renamed whole: a node holds the record of step N or not, never a part of it */
 	if (rc == CKPT_OK && rename(tmp, final) < 0)
 		rc = ckpt__fail_errno(errno, final, "cannot commit the memory tier step");
