@@ -728,6 +728,7 @@ int ckpt__manager_persist_finish(ckpt_manager *m)
 	ckpt__manager_save s;
 	int rc = ckpt__persist_join(m->persist, &s);
 	m->persist = NULL;
+	ckpt__tier_pin(m->tier, -1);
 	ckpt__error_slot slot = { 0 };
 	ckpt__error_capture(&slot);
 	ckpt__manager_apply(m, &s);
@@ -1152,6 +1153,7 @@ static int save_persisted_from_memory(const char **path_out, ckpt_manager *m, in
 		ckpt__error_slot_clear(&slot);
 		return rc;
 	}
+	ckpt__tier_pin(m->tier, number);
 	ckpt__free(m->persist_path);
 	m->persist_path = path;
 	if (path_out)

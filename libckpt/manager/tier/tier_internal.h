@@ -68,6 +68,21 @@ int ckpt__tier_marker_write(const char *job_dir, const char *job, int64_t step, 
 /** CKPT_OK when the record is present and whole; CKPT_ENOTFOUND / CKPT_ECHECKSUM otherwise. */
 int ckpt__tier_marker_check(const char *job_dir, const char *job, int64_t step, int num_workers);
 
+/* ---- tier_slots.c: superseded data files kept mapped for the next save to write over ---- */
+
+typedef struct ckpt__tier_slots ckpt__tier_slots;
+
+/** The spares of worker R of W in `job_dir` (any a killed run of that rank left are removed). */
+int ckpt__tier_slots_new(ckpt__tier_slots **out, const char *job_dir, int worker, int num_workers);
+/** POSIX, except that data files opened for writing reuse a spare and are written by memcpy. Borrowed. */
+ckpt_vfs *ckpt__tier_slots_vfs(ckpt__tier_slots *t);
+/** Before segment `seg` is removed: its data files become spares (renamed out of it). NULL `t`: nothing. */
+int ckpt__tier_slots_retire(ckpt__tier_slots *t, const char *seg);
+/** Bytes the spares hold: space the next save reuses. */
+uint64_t ckpt__tier_slots_spare_bytes(const ckpt__tier_slots *t);
+/** Unmap and close everything; the spares are unlinked. NULL ok. */
+void ckpt__tier_slots_free(ckpt__tier_slots *t);
+
 /* ---- tier_manager.c ---- */
 
 typedef struct ckpt__tier {
@@ -86,6 +101,8 @@ typedef struct ckpt__tier {
 	int *node_of;      /* node index of each worker */
 	int *leader;       /* the lowest worker of each node: it writes the node's copies and records */
 	char *node_dir;    /* this node's tier directory */
+	ckpt__tier_slots *slots; /* this worker's spares, made by its first save */
+	int64_t pinned;    /* a step whose files a background copy reads: never reused as spares (-1: none) */
 } ckpt__tier;
 
 /** Which tiers a save of `number` goes to. */
@@ -114,6 +131,10 @@ int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char *
 void ckpt__tier_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn warn, void *warn_ctx);
 /** Free the tier, touching no segment (a manager that failed to start). NULL ok. */
 void ckpt__tier_free(ckpt__tier *t);
+/** Step `step` is being read by a background copy (-1: none is): its files are unlinked, never reused. */
+void ckpt__tier_pin(ckpt__tier *t, int64_t step);
+/** A superseded segment of this worker goes: data files to the spares (unless pinned), the rest removed. */
+int ckpt__tier_retire(ckpt__tier *t, const char *seg, int64_t step);
 /** A save no tier takes: only save_counter advances to `number`. */
 int ckpt__tier_skip(ckpt_checkpoint *ck, int64_t number);
 

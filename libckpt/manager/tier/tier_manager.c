@@ -28,6 +28,7 @@ void ckpt__tier_free(ckpt__tier *t)
 	ckpt__free(t->job);
 	ckpt__free(t->job_dir);
 	ckpt__free(t->last_path);
+	ckpt__tier_slots_free(t->slots);
 	ckpt__tier_mw_free(t);
 	ckpt__free(t);
 }
@@ -79,6 +80,7 @@ int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char 
 	t->persist_every = o->persist_every;
 	t->limit = o->memory_limit;
 	t->num_workers = 1;
+	t->pinned = -1;
 	t->copies = o->memory_copies;
 	if (t->copies < 0) {
 		ckpt__free(t);
@@ -189,6 +191,7 @@ static int check_space(ckpt__tier *t, ckpt_checkpoint *ck)
 		return CKPT_OK;
 	}
 	CKPT_TRY(ckpt__tier_free_bytes(&avail, t->job_dir));
+	avail += ckpt__tier_slots_spare_bytes(t->slots);
 	if (need > avail)
 		return ckpt__fail(CKPT_ELIMIT, t->job_dir, NULL, -1,
 			"the memory tier needs %" PRIu64 " bytes for this step and its file system has %" PRIu64
@@ -198,7 +201,21 @@ static int check_space(ckpt__tier *t, ckpt_checkpoint *ck)
 	return CKPT_OK;
 }
 
-/* Everything of this worker but step `keep`: at most the committed step stays. */
+void ckpt__tier_pin(ckpt__tier *t, int64_t step)
+{
+	if (t)
+		t->pinned = step;
+}
+
+int ckpt__tier_retire(ckpt__tier *t, const char *seg, int64_t step)
+{
+	/* a spare is written over by the next save: a file a background copy still reads must be unlinked instead */
+	int rc = step == t->pinned ? CKPT_OK : ckpt__tier_slots_retire(t->slots, seg);
+	int rm = ckpt__tier_remove_tree(seg);
+	return rc < 0 ? rc : rm;
+}
+
+/* Everything of this worker but step `keep`: at most the committed step stays (and its spares, tier_slots.c). */
 static int remove_others(ckpt__tier *t, int64_t keep)
 {
 	int64_t *steps = NULL;
@@ -208,7 +225,7 @@ static int remove_others(ckpt__tier *t, int64_t keep)
 		if (steps[i] == keep)
 			continue;
 		char *seg = ckpt__tier_segment_path(t->job_dir, steps[i], t->worker, t->num_workers);
-		rc = seg ? ckpt__tier_remove_tree(seg) : CKPT_ENOMEM;
+		rc = seg ? (keep < 0 ? ckpt__tier_remove_tree(seg) : ckpt__tier_retire(t, seg, steps[i])) : CKPT_ENOMEM;
 		ckpt__free(seg);
 	}
 	ckpt__free(steps);
@@ -222,6 +239,8 @@ int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, i
 	if (cs)
 		return ckpt__tier_mw_save(path_out, t, cs, ck, number);
 	CKPT_TRY(ckpt__tier_prepare_dir(t->base, t->job_dir));
+	if (!t->slots)
+		CKPT_TRY(ckpt__tier_slots_new(&t->slots, t->job_dir, t->worker, t->num_workers));
 	CKPT_TRY(check_space(t, ck));
 	char *tmp = NULL;
 	CKPT_TRY(ckpt__tier_segment_begin(&tmp, t->job_dir, number, t->worker, t->num_workers));
@@ -230,7 +249,7 @@ int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, i
 	char *fprefix = final ? ckpt__asprintf("%s/" CKPT__TIER_PREFIX, final) : NULL;
 	int rc = prefix && final && fprefix ? CKPT_OK : CKPT_ENOMEM;
 	if (rc == CKPT_OK)
-		rc = ckpt__checkpoint_save_via(ck, prefix, number, ckpt_vfs_default());
+		rc = ckpt__checkpoint_save_via(ck, prefix, number, ckpt__tier_slots_vfs(t->slots));
 	uint64_t bytes = 0;
 	if (rc == CKPT_OK)
 		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, number, t->worker, t->num_workers, 0);
@@ -334,6 +353,8 @@ void ckpt__tier_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn 
 		else {
 			/* a clean finish: storage holds everything memory did */
 			int rc = remove_others(t, -1);
+			ckpt__tier_slots_free(t->slots);
+			t->slots = NULL;
 			char *tmp = rc == CKPT_OK ? ckpt__asprintf("%s/.tmp-step-", t->job_dir) : NULL;
 			DIR *d = tmp ? opendir(t->job_dir) : NULL;
 			struct dirent *e;
