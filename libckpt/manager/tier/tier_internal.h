@@ -21,6 +21,8 @@
 #include "internal.h"
 #include "ckpt/checkpoint.h"
 
+typedef struct ckpt__tier_slots ckpt__tier_slots; /* tier_slots.c */
+
 /* ---- tier_segment.c ---- */
 
 /** The bundle prefix inside a segment directory. */
@@ -37,10 +39,12 @@ int ckpt__tier_segment_begin(char **tmp_out, const char *job_dir, int64_t step, 
 /**
  * Seal a written temporary segment: files to mode 0600, the SEGMENT header
  * (sizes, the index's crc32c), then rename it to its final name (replacing
- * an older one of that name). `*bytes` = the bytes it holds.
+ * an older one of that name). `*bytes` = the bytes it holds. With
+ * `crc_all`, every file's crc32c is in the header: taken from `known` for
+ * the files it wrote (NULL: none), read back for the others.
  */
 int ckpt__tier_segment_commit(uint64_t *bytes, const char *tmp, const char *final, const char *job, int64_t step,
-	int worker, int num_workers, int crc_all);
+	int worker, int num_workers, int crc_all, const ckpt__tier_slots *known);
 /**
  * Check a committed segment against its header (names, sizes, the index's
  * crc32c; the tensors' own crc32c are checked by the restore that reads
@@ -70,14 +74,24 @@ int ckpt__tier_marker_check(const char *job_dir, const char *job, int64_t step, 
 
 /* ---- tier_slots.c: superseded data files kept mapped for the next save to write over ---- */
 
-typedef struct ckpt__tier_slots ckpt__tier_slots;
-
-/** The spares of worker R of W in `job_dir` (any a killed run of that rank left are removed). */
-int ckpt__tier_slots_new(ckpt__tier_slots **out, const char *job_dir, int worker, int num_workers);
+/**
+ * The spares of worker R of W in `job_dir` (any a killed run of that rank left are removed). With
+ * `crc_files`, each data file's crc32c is taken while it is written (ckpt__tier_slots_known).
+ */
+int ckpt__tier_slots_new(ckpt__tier_slots **out, const char *job_dir, int worker, int num_workers, int crc_files);
 /** POSIX, except that data files opened for writing reuse a spare and are written by memcpy. Borrowed. */
 ckpt_vfs *ckpt__tier_slots_vfs(ckpt__tier_slots *t);
-/** Before segment `seg` is removed: its data files become spares (renamed out of it). NULL `t`: nothing. */
-int ckpt__tier_slots_retire(ckpt__tier_slots *t, const char *seg);
+/**
+ * Before segment `seg` is removed: its data files become spares (renamed out of it); with `only_live`
+ * only those this worker wrote (its node's other workers retire their own). NULL `t`: nothing.
+ */
+int ckpt__tier_slots_retire(ckpt__tier_slots *t, const char *seg, int only_live);
+/**
+ * A data file this worker wrote and still holds mapped: its bytes (borrowed, valid until the file is
+ * retired or the slots freed) and size, and its crc32c when *crc_known. NULL when it is not one.
+ */
+const void *ckpt__tier_slots_known(const ckpt__tier_slots *t, const char *path, uint64_t *size, uint32_t *crc,
+	int *crc_known);
 /** Bytes the spares hold: space the next save reuses. */
 uint64_t ckpt__tier_slots_spare_bytes(const ckpt__tier_slots *t);
 /** Unmap and close everything; the spares are unlinked. NULL ok. */

@@ -210,7 +210,7 @@ void ckpt__tier_pin(ckpt__tier *t, int64_t step)
 int ckpt__tier_retire(ckpt__tier *t, const char *seg, int64_t step)
 {
 	/* a spare is written over by the next save: a file a background copy still reads must be unlinked instead */
-	int rc = step == t->pinned ? CKPT_OK : ckpt__tier_slots_retire(t->slots, seg);
+	int rc = step == t->pinned ? CKPT_OK : ckpt__tier_slots_retire(t->slots, seg, 0);
 	int rm = ckpt__tier_remove_tree(seg);
 	return rc < 0 ? rc : rm;
 }
@@ -240,7 +240,7 @@ int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, i
 		return ckpt__tier_mw_save(path_out, t, cs, ck, number);
 	CKPT_TRY(ckpt__tier_prepare_dir(t->base, t->job_dir));
 	if (!t->slots)
-		CKPT_TRY(ckpt__tier_slots_new(&t->slots, t->job_dir, t->worker, t->num_workers));
+		CKPT_TRY(ckpt__tier_slots_new(&t->slots, t->job_dir, t->worker, t->num_workers, 0));
 	CKPT_TRY(check_space(t, ck));
 	char *tmp = NULL;
 	CKPT_TRY(ckpt__tier_segment_begin(&tmp, t->job_dir, number, t->worker, t->num_workers));
@@ -252,7 +252,7 @@ int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, i
 		rc = ckpt__checkpoint_save_via(ck, prefix, number, ckpt__tier_slots_vfs(t->slots));
 	uint64_t bytes = 0;
 	if (rc == CKPT_OK)
-		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, number, t->worker, t->num_workers, 0);
+		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, number, t->worker, t->num_workers, 0, NULL);
 	if (rc < 0) {
 		ckpt__error_slot slot = { 0 };
 		ckpt__error_capture(&slot);

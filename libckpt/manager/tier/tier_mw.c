@@ -53,7 +53,11 @@
 #define ENTRIES "ckpt.entries"
 #define FRAME_MAGIC 0x636b7074706365ull /* "ckptpce" */
 
-/* One piece on the wire: this header, its index entries, its data shard. */
+/*
+ * One piece on the wire: this header and its index entries in a first
+ * exchange, then its data shard alone in a second one, sent straight from
+ * the file's mapping (tier_slots.c), so that the sender copies nothing.
+ */
 typedef struct frame_hdr {
 	uint64_t magic;
 	int64_t step;
@@ -247,39 +251,65 @@ static char *data_name(const char *dir, int piece, int num_workers)
 	return ckpt__asprintf("%s/" CKPT__TIER_PREFIX ".data-%05d-of-%05d", dir, piece, num_workers);
 }
 
-/* Piece `piece` of step N as one frame (header, entries, data) from segment `seg`, read in place; caller frees. */
-static int frame_from_segment(void **out, uint64_t *len, const char *seg, int64_t step, int piece, int num_workers)
+/*
+ * Piece `piece` of step N from segment `seg`: its frame (header and entries, *out, caller frees) and its
+ * data (*data: the mapping this worker wrote, or *owned, read back, caller frees).
+ */
+static int frame_from_segment(void **out, uint64_t *len, const void **data, void **owned, const ckpt__tier *t,
+	const char *seg, int64_t step, int piece, int num_workers)
 {
-	*out = NULL;
+	*out = *owned = NULL;
+	*data = NULL;
 	*len = 0;
 	char *dp = data_name(seg, piece, num_workers), *ep = ckpt__asprintf("%s/" ENTRIES, seg);
-	struct stat ds, es;
-	int rc = dp && ep ? CKPT_OK : CKPT_ENOMEM;
-	if (rc == CKPT_OK && (stat(dp, &ds) < 0 || stat(ep, &es) < 0))
-		rc = ckpt__fail_errno(errno, seg, "cannot stat the memory tier piece");
-	uint64_t el = rc == CKPT_OK ? (uint64_t)es.st_size : 0, dl = rc == CKPT_OK ? (uint64_t)ds.st_size : 0;
-	unsigned char *f = rc == CKPT_OK ? ckpt__malloc(sizeof(frame_hdr) + el + dl) : NULL;
+	void *ent = NULL;
+	uint64_t el = 0, dl = 0;
+	uint32_t dcrc = 0;
+	int known = 0;
+	int rc = dp && ep ? read_whole(&ent, &el, ep) : CKPT_ENOMEM;
+	if (rc == CKPT_OK && !(*data = ckpt__tier_slots_known(t->slots, dp, &dl, &dcrc, &known))) {
+		rc = read_whole(owned, &dl, dp);
+		*data = *owned;
+	}
+	if (rc == CKPT_OK && !known)
+		dcrc = ckpt_crc32c_extend(0, *data, dl);
+	unsigned char *f = rc == CKPT_OK ? ckpt__malloc(sizeof(frame_hdr) + el) : NULL;
 	if (rc == CKPT_OK && !f)
 		rc = CKPT_ENOMEM;
-	if (rc == CKPT_OK)
-		rc = read_into(f + sizeof(frame_hdr), el, ep);
-	if (rc == CKPT_OK)
-		rc = read_into(f + sizeof(frame_hdr) + el, dl, dp);
 	if (rc == CKPT_OK) {
-		frame_hdr h = { FRAME_MAGIC, step, piece, num_workers, el, dl, ckpt_crc32c_extend(0, f + sizeof(h), el),
-			ckpt_crc32c_extend(0, f + sizeof(h) + el, dl) };
+		frame_hdr h = { FRAME_MAGIC, step, piece, num_workers, el, dl, ckpt_crc32c_extend(0, ent, el), dcrc };
 		memcpy(f, &h, sizeof(h));
+		memcpy(f + sizeof(h), ent, el);
 		*out = f;
-		*len = sizeof(h) + el + dl;
-		f = NULL;
+		*len = sizeof(h) + el;
+	} else {
+		ckpt__free(*owned);
+		*owned = NULL;
+		*data = NULL;
 	}
-	ckpt__free(f);
+	ckpt__free(ent);
 	ckpt__free(dp);
 	ckpt__free(ep);
 	return rc;
 }
 
-/* The next frame of a received buffer, checked (sizes, crc32c); CKPT_ECHECKSUM names the sender. */
+/* A received frame, checked (sizes, the entries' crc32c; the data's is checked as it is stored). */
+static int check_frame(frame_hdr *h, const unsigned char **e, const unsigned char *buf, uint64_t len,
+	uint64_t dlen, int from)
+{
+	if (len < sizeof(*h))
+		return ckpt__fail(CKPT_EFORMAT, NULL, NULL, 0, "memory tier: a piece from worker %d is cut", from);
+	memcpy(h, buf, sizeof(*h));
+	if (h->magic != FRAME_MAGIC || h->elen != len - sizeof(*h) || h->dlen != dlen)
+		return ckpt__fail(CKPT_EFORMAT, NULL, NULL, 0, "memory tier: a malformed piece from worker %d", from);
+	*e = buf + sizeof(*h);
+	if (ckpt_crc32c_extend(0, *e, h->elen) != h->ecrc)
+		return ckpt__fail(CKPT_ECHECKSUM, NULL, NULL, -1, "memory tier: piece %d of step %" PRId64 " from worker %d "
+			"does not match its crc32c", h->piece, h->step, from);
+	return CKPT_OK;
+}
+
+/* The next whole frame (header, entries, data) of a restore's buffer, checked; CKPT_ECHECKSUM names the sender. */
 static int next_frame(frame_hdr *h, const unsigned char **e, const unsigned char **d, const unsigned char *buf,
 	uint64_t len, uint64_t *at, int from)
 {
@@ -299,19 +329,34 @@ static int next_frame(frame_hdr *h, const unsigned char **e, const unsigned char
 	return CKPT_OK;
 }
 
-/* A received copy of a piece, stored as this node's segment of it (checked as it is committed). */
-static int store_copy(const ckpt__tier *t, const frame_hdr *h, const unsigned char *e, const unsigned char *d)
+/* A received copy of a piece, stored as this node's segment of it: its data's crc32c taken as it is written. */
+static int store_copy(const ckpt__tier *t, const frame_hdr *h, const unsigned char *e, const unsigned char *d, int from)
 {
 	char *tmp = NULL;
 	CKPT_TRY(ckpt__tier_segment_begin(&tmp, t->job_dir, h->step, h->piece, h->num_workers));
 	char *dp = data_name(tmp, h->piece, h->num_workers), *ep = ckpt__asprintf("%s/" ENTRIES, tmp);
 	char *final = ckpt__tier_segment_path(t->job_dir, h->step, h->piece, h->num_workers);
-	int rc = dp && ep && final ? ckpt__tier_write_file(dp, d, h->dlen) : CKPT_ENOMEM;
+	ckpt_io *io = NULL;
+	int rc = dp && ep && final ? ckpt_vfs_open(&io, ckpt__tier_slots_vfs(t->slots), dp, CKPT_IO_WRITE) : CKPT_ENOMEM;
+	if (rc == CKPT_OK)
+		rc = ckpt_io_pwrite(io, d, (size_t)h->dlen, 0);
+	if (io) {
+		int crc = ckpt_io_close(io);
+		rc = rc < 0 ? rc : crc;
+	}
+	uint64_t size = 0;
+	uint32_t crc = 0;
+	int known = 0;
+	if (rc == CKPT_OK && ckpt__tier_slots_known(t->slots, dp, &size, &crc, &known) && !known)
+		crc = ckpt_crc32c_extend(0, d, (size_t)h->dlen);
+	if (rc == CKPT_OK && crc != h->dcrc)
+		rc = ckpt__fail(CKPT_ECHECKSUM, NULL, NULL, -1, "memory tier: piece %d of step %" PRId64 " from worker %d "
+			"does not match its crc32c", h->piece, h->step, from);
 	if (rc == CKPT_OK)
 		rc = ckpt__tier_write_file(ep, e, h->elen);
 	uint64_t bytes = 0;
 	if (rc == CKPT_OK)
-		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, h->step, h->piece, h->num_workers, 1);
+		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, h->step, h->piece, h->num_workers, 1, t->slots);
 	if (rc < 0)
 		ckpt__tier_remove_tree(tmp);
 	ckpt__free(dp);
@@ -464,7 +509,7 @@ static int write_piece(char **seg_out, const ckpt__tier *t, ckpt_checkpoint *ck,
 	rc = agree(cs, rc);
 	ckpt_strategy_piece piece = { 0 };
 	if (rc == CKPT_OK)
-		rc = ckpt__checkpoint_save_piece(ck, prefix, number, ckpt_vfs_default(), &piece);
+		rc = ckpt__checkpoint_save_piece(ck, prefix, number, ckpt__tier_slots_vfs(t->slots), &piece);
 	char *final = rc == CKPT_OK ? ckpt__tier_segment_path(t->job_dir, number, t->worker, t->num_workers) : NULL;
 	char *from = rc == CKPT_OK ? ckpt__asprintf("%s.data-%05d-of-%05d.tempstate%" PRIu64, prefix, t->worker,
 		t->num_workers, piece.token) : NULL;
@@ -478,7 +523,7 @@ static int write_piece(char **seg_out, const ckpt__tier *t, ckpt_checkpoint *ck,
 		rc = ckpt__tier_write_file(ep, piece.entries, piece.entries_len);
 	uint64_t bytes = 0;
 	if (rc == CKPT_OK)
-		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, number, t->worker, t->num_workers, 1);
+		rc = ckpt__tier_segment_commit(&bytes, tmp, final, t->job, number, t->worker, t->num_workers, 1, t->slots);
 	if (rc < 0 && tmp) {
 		ckpt__error_slot slot = { 0 };
 		ckpt__error_capture(&slot);
@@ -504,49 +549,79 @@ static int write_piece(char **seg_out, const ckpt__tier *t, ckpt_checkpoint *ck,
 static int copy_pieces(const ckpt__tier *t, ckpt_strategy *cs, const char *seg, int64_t number, int rc)
 {
 	int W = t->num_workers;
-	const void **send = ckpt__calloc((size_t)W, sizeof(*send));
-	uint64_t *slen = ckpt__calloc((size_t)W, sizeof(*slen)), *rlen = ckpt__calloc((size_t)W, sizeof(*rlen));
-	void **recv = ckpt__calloc((size_t)W, sizeof(*recv));
-	void *frame = NULL;
-	uint64_t flen = 0;
-	if (!send || !slen || !rlen || !recv) {
+	const void **send = ckpt__calloc((size_t)W * 2, sizeof(*send));
+	uint64_t *slen = ckpt__calloc((size_t)W * 4, sizeof(*slen));
+	void **recv = ckpt__calloc((size_t)W * 2, sizeof(*recv));
+	if (!send || !slen || !recv) {
 		ckpt__free(send);
 		ckpt__free(slen);
-		ckpt__free(rlen);
 		ckpt__free(recv);
 		return agree(cs, CKPT_ENOMEM); /* the others fail at the agreement instead of waiting */
 	}
+	/* [0, W): the frames; [W, 2W): the data shards */
+	uint64_t *rlen = slen + 2 * W;
+	void *frame = NULL, *owned = NULL;
+	const void *data = NULL;
+	uint64_t flen = 0;
 	if (rc == CKPT_OK && t->copies)
-		rc = frame_from_segment(&frame, &flen, seg, number, t->worker, W);
+		rc = frame_from_segment(&frame, &flen, &data, &owned, t, seg, number, t->worker, W);
 	for (int k = 1; rc == CKPT_OK && k <= t->copies; k++) {
 		int to = t->leader[(t->node_of[t->worker] + k) % t->nnodes];
 		send[to] = frame;
 		slen[to] = flen;
+		send[W + to] = data;
+		slen[W + to] = ((const frame_hdr *)frame)->dlen;
 	}
 	int xrc = ops_of(cs)->exchange(cs, send, slen, recv, rlen);
 	if (rc == CKPT_OK)
 		rc = xrc;
-	for (int w = 0; rc == CKPT_OK && w < W; w++) {
-		uint64_t at = 0;
-		while (rc == CKPT_OK && at < rlen[w]) {
-			frame_hdr h;
-			const unsigned char *e, *d;
-			rc = next_frame(&h, &e, &d, recv[w], rlen[w], &at, w);
-			if (rc == CKPT_OK && (h.step != number || h.num_workers != W || h.piece != w))
-				rc = ckpt__fail(CKPT_EFORMAT, t->job_dir, NULL, -1, "memory tier: worker %d sent piece %d of "
-					"step %" PRId64 " of %d workers, not its own of step %" PRId64, w, h.piece, h.step,
-					h.num_workers, number);
-			if (rc == CKPT_OK)
-				rc = store_copy(t, &h, e, d);
-		}
+	/* every worker enters the second exchange if it entered the first: its own call agrees on failures */
+	if (xrc == CKPT_OK) {
+		xrc = ops_of(cs)->exchange(cs, send + W, slen + W, recv + W, rlen + W);
+		if (rc == CKPT_OK)
+			rc = xrc;
 	}
-	for (int w = 0; w < W; w++)
+	for (int w = 0; rc == CKPT_OK && w < W; w++) {
+		if (!rlen[w] && !rlen[W + w])
+			continue;
+		frame_hdr h;
+		const unsigned char *e = NULL;
+		rc = check_frame(&h, &e, recv[w], rlen[w], rlen[W + w], w);
+		if (rc == CKPT_OK && (h.step != number || h.num_workers != W || h.piece != w))
+			rc = ckpt__fail(CKPT_EFORMAT, t->job_dir, NULL, -1, "memory tier: worker %d sent piece %d of "
+				"step %" PRId64 " of %d workers, not its own of step %" PRId64, w, h.piece, h.step,
+				h.num_workers, number);
+		if (rc == CKPT_OK)
+			rc = store_copy(t, &h, e, recv[W + w] ? recv[W + w] : (const void *)"", w);
+	}
+	for (int w = 0; w < 2 * W; w++)
 		ckpt__free(recv[w]);
 	ckpt__free(frame);
+	ckpt__free(owned);
 	ckpt__free(send);
 	ckpt__free(slen);
-	ckpt__free(rlen);
 	ckpt__free(recv);
+	return rc;
+}
+
+/* The files this worker wrote in segments other than step `keep` of `keep_w`: to its spares (tier_slots.c). */
+static int retire_superseded(const ckpt__tier *t, int64_t keep, int keep_w)
+{
+	DIR *d = opendir(t->job_dir);
+	if (!d)
+		return errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, t->job_dir, "cannot list the memory tier");
+	int rc = CKPT_OK;
+	struct dirent *e;
+	while (rc == CKPT_OK && (e = readdir(d))) {
+		int64_t s;
+		int w, nw;
+		if (!ckpt__tier_parse_name(e->d_name, &s, &w, &nw) || (s == keep && nw == keep_w))
+			continue;
+		char *p = ckpt__asprintf("%s/%s", t->job_dir, e->d_name);
+		rc = p ? ckpt__tier_slots_retire(t->slots, p, 1) : CKPT_ENOMEM;
+		ckpt__free(p);
+	}
+	closedir(d);
 	return rc;
 }
 
@@ -564,6 +639,8 @@ int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, 
 			"emulated ones with " ENV_NODES ")", t->copies, t->copies + 1, t->nnodes);
 	if (rc == CKPT_OK)
 		rc = prepare_node_dirs(t);
+	if (rc == CKPT_OK && !t->slots)
+		rc = ckpt__tier_slots_new(&t->slots, t->job_dir, t->worker, t->num_workers, 1);
 	if (rc == CKPT_OK)
 		rc = check_space(t, ck);
 	/*
@@ -602,7 +679,10 @@ int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, 
 		ckpt__free(seg);
 		return rc;
 	}
-	if (leader)
+	/* every worker keeps what it wrote of older steps as spares, then the leader removes the rest */
+	rc = retire_superseded(t, number, t->num_workers);
+	rc = agree(cs, rc);
+	if (rc == CKPT_OK && leader)
 		rc = remove_except(t, number, t->num_workers);
 	char *path = ckpt__asprintf("%s/" CKPT__TIER_PREFIX, seg);
 	ckpt__free(seg);
@@ -798,7 +878,8 @@ static int assemble(const ckpt__tier *t, ckpt_strategy *cs, const char *stage, i
 	for (int p = 0; rc == CKPT_OK && leader && p < nw; p++) {
 		if (src[p] != me)
 			continue;
-		void *f = NULL;
+		void *f = NULL, *owned = NULL;
+		const void *data = NULL;
 		uint64_t fl = 0;
 		for (int k = 0; rc == CKPT_OK && k < t->nnodes; k++) {
 			int to = t->leader[k];
@@ -806,13 +887,17 @@ static int assemble(const ckpt__tier *t, ckpt_strategy *cs, const char *stage, i
 				continue;
 			if (!f) {
 				char *seg = ckpt__tier_segment_path(t->job_dir, step, p, nw);
-				rc = seg ? frame_from_segment(&f, &fl, seg, step, p, nw) : CKPT_ENOMEM;
+				rc = seg ? frame_from_segment(&f, &fl, &data, &owned, t, seg, step, p, nw) : CKPT_ENOMEM;
 				ckpt__free(seg);
 			}
+			/* a whole frame: header, entries, data */
 			if (rc == CKPT_OK)
 				rc = append(&out[to], &slen[to], f, fl);
+			if (rc == CKPT_OK)
+				rc = append(&out[to], &slen[to], data, ((const frame_hdr *)f)->dlen);
 		}
 		ckpt__free(f);
+		ckpt__free(owned);
 	}
 	for (int w = 0; rc == CKPT_OK && w < W; w++)
 		send[w] = out[w];
@@ -829,7 +914,7 @@ static int assemble(const ckpt__tier *t, ckpt_strategy *cs, const char *stage, i
 		uint64_t at = 0;
 		while (rc == CKPT_OK && at < rlen[w]) {
 			frame_hdr h;
-			const unsigned char *e, *d;
+			const unsigned char *e = NULL, *d = NULL;
 			rc = next_frame(&h, &e, &d, recv[w], rlen[w], &at, w);
 			if (rc == CKPT_OK && (h.step != step || h.num_workers != nw || h.piece < 0 || h.piece >= nw ||
 						     entries[h.piece]))

@@ -182,7 +182,7 @@ static int file_crc(uint32_t *out, const char *path, uint64_t size)
  * The files of a segment directory (not the header), with sizes; when `crc`,
  * the index's crc32c (every file's when `crc` is 2) and files made private.
  */
-static int list_files(seg_file *f, size_t *n, const char *dir, int crc)
+static int list_files(seg_file *f, size_t *n, const char *dir, int crc, const ckpt__tier_slots *known)
 {
 	*n = 0;
 	DIR *d = opendir(dir);
@@ -211,7 +211,10 @@ static int list_files(seg_file *f, size_t *n, const char *dir, int crc)
 			s->size = (uint64_t)st.st_size;
 			if ((crc && is_index(s->name)) || crc == 2) {
 				s->has_crc = 1;
-				rc = file_crc(&s->crc, p, s->size);
+				uint64_t ksize;
+				int kcrc = 0;
+				if (!ckpt__tier_slots_known(known, p, &ksize, &s->crc, &kcrc) || !kcrc)
+					rc = file_crc(&s->crc, p, s->size);
 			}
 			if (rc == CKPT_OK && crc && chmod(p, 0600) < 0)
 				rc = ckpt__fail_errno(errno, p, "cannot make the segment file private");
@@ -269,11 +272,11 @@ int ckpt__tier_write_file(const char *path, const void *p, uint64_t n)
 }
 
 int ckpt__tier_segment_commit(uint64_t *bytes, const char *tmp, const char *final, const char *job, int64_t step,
-	int worker, int num_workers, int crc_all)
+	int worker, int num_workers, int crc_all, const ckpt__tier_slots *known)
 {
 	seg_file f[MAX_FILES];
 	size_t n = 0;
-	CKPT_TRY(list_files(f, &n, tmp, crc_all ? 2 : 1));
+	CKPT_TRY(list_files(f, &n, tmp, crc_all ? 2 : 1, known));
 	qsort(f, n, sizeof(f[0]), cmp_files);
 	char *text = header_text(f, n, job, step, worker, num_workers);
 	char *hp = ckpt__asprintf("%s/" HEADER, tmp);
@@ -336,7 +339,7 @@ int ckpt__tier_segment_check(uint64_t *bytes, const char *seg, const char *job, 
 	seg_file f[MAX_FILES];
 	size_t n = 0;
 	if (rc == CKPT_OK)
-		rc = list_files(f, &n, seg, 0);
+		rc = list_files(f, &n, seg, 0, NULL);
 	if (rc == CKPT_OK) {
 		qsort(f, n, sizeof(f[0]), cmp_files);
 		/* the crc32c of the index, and of every file whose header line states one: recomputed below */

@@ -12,6 +12,10 @@
  * when a write goes past their end; close cuts the file to what was written.
  * Everything else (index, header, renames, listings) goes to POSIX.
  *
+ * Made with `crc_files`, the crc32c of each such file is taken while it is
+ * copied in (in pieces that are still in cache), so that committing a
+ * segment or sending it to another node need not read it back.
+ *
  * A spare is "<job_dir>/.spare.w<R>-of-<W>.<K>": dot names are no segments,
  * so listings, scans and restores never see one. Between saves a worker thus
  * holds its committed step and one step's worth of spares, which is what a
@@ -34,6 +38,7 @@
 
 #define MAX_SLOTS 16
 #define GROW_ROUND (1u << 20)
+#define CRC_PIECE (256u << 10) /* copied, then crc'd while in cache */
 
 typedef struct slot {
 	int fd;
@@ -43,6 +48,9 @@ typedef struct slot {
 	dev_t dev;
 	ino_t ino;
 	char *path;         /* a spare's name; NULL for a file in a segment */
+	uint32_t crc;       /* of [0, crc_at), taken while written in order */
+	uint64_t crc_at;
+	int crc_ok;         /* 0 once a write was out of order */
 } slot;
 
 struct ckpt__tier_slots {
@@ -51,6 +59,7 @@ struct ckpt__tier_slots {
 	ckpt_vfs *inner;
 	char *dir;
 	char *tag;                 /* ".spare.w<R>-of-<W>." */
+	int crc_files;
 	unsigned next;             /* the next spare's number */
 	slot live[MAX_SLOTS];      /* written through this VFS, still in a segment */
 	size_t nlive;
@@ -98,6 +107,11 @@ static int is_data_name(const char *path)
 	return strstr(b ? b + 1 : path, ".data-") != NULL;
 }
 
+/*
+ * File and mapping to cover [0, end). The file first: bytes stored through a
+ * mapping past the file's end are lost (the kernel zeroes a page's tail
+ * beyond the old end when the file is extended).
+ */
 static int grow(slot_io *f, uint64_t end)
 {
 	slot *s = &f->s;
@@ -107,10 +121,13 @@ static int grow(slot_io *f, uint64_t end)
 	if (s->fsize > len)
 		len = (size_t)s->fsize; /* a spare: its old size is the likely size of the new file */
 	len = (len + GROW_ROUND - 1) / GROW_ROUND * GROW_ROUND;
-	if (len > s->fsize && ftruncate(s->fd, (off_t)len) < 0)
-		return ckpt__fail_errno(errno, f->base.path, "cannot extend the memory tier file to %zu bytes", len);
-	if (len > s->fsize)
+	if (len > s->fsize) {
+		if (ftruncate(s->fd, (off_t)len) < 0)
+			return ckpt__fail_errno(errno, f->base.path, "cannot extend the memory tier file to %zu bytes", len);
 		s->fsize = len;
+	}
+	if (len <= s->maplen)
+		return CKPT_OK;
 	void *m = s->map ? mremap(s->map, s->maplen, len, MREMAP_MAYMOVE)
 			 : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s->fd, 0);
 	if (m == MAP_FAILED)
@@ -125,9 +142,20 @@ static int sl_pwrite(ckpt_io *io, const void *buf, size_t n, uint64_t off)
 	slot_io *f = (slot_io *)io;
 	if (n == 0)
 		return CKPT_OK;
-	if (off + n > f->s.maplen)
+	if (off + n > f->s.maplen || off + n > f->s.fsize)
 		CKPT_TRY(grow(f, off + n));
-	memcpy(f->s.map + off, buf, n);
+	slot *s = &f->s;
+	if (f->owner->crc_files && s->crc_ok && off == s->crc_at) {
+		for (size_t at = 0; at < n; at += CRC_PIECE) {
+			size_t k = n - at < CRC_PIECE ? n - at : CRC_PIECE;
+			memcpy(s->map + off + at, (const unsigned char *)buf + at, k);
+			s->crc = ckpt_crc32c_extend(s->crc, s->map + off + at, k);
+		}
+		s->crc_at += n;
+	} else {
+		s->crc_ok = 0;
+		memcpy(s->map + off, buf, n);
+	}
 	if (off + n > f->hwm)
 		f->hwm = off + n;
 	return CKPT_OK;
@@ -163,6 +191,7 @@ static int sl_close(ckpt_io *io)
 	if (s->fsize != f->hwm && ftruncate(s->fd, (off_t)f->hwm) < 0)
 		rc = ckpt__fail_errno(errno, io->path, "cannot set the memory tier file's size");
 	s->fsize = f->hwm;
+	s->crc_ok = s->crc_ok && s->crc_at == f->hwm;
 	size_t keep = (size_t)((f->hwm + 4095) / 4096 * 4096);
 	if (rc == CKPT_OK && s->map && keep < s->maplen) {
 		void *m = keep ? mremap(s->map, s->maplen, keep, 0) : NULL;
@@ -215,6 +244,7 @@ static int open_data(ckpt__tier_slots *t, const char *path, ckpt_io **out)
 		return CKPT_ENOMEM;
 	}
 	f->s.fd = -1;
+	f->s.crc_ok = 1;
 	if (t->nspare) {
 		slot *s = &t->spare[--t->nspare];
 		if (rename(s->path, path) < 0) {
@@ -227,6 +257,9 @@ static int open_data(ckpt__tier_slots *t, const char *path, ckpt_io **out)
 		ckpt__free(s->path);
 		s->path = NULL;
 		f->s = *s;
+		f->s.crc = 0;
+		f->s.crc_at = 0;
+		f->s.crc_ok = 1;
 		memset(s, 0, sizeof(*s));
 	} else if ((f->s.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0) {
 		int e = errno;
@@ -286,13 +319,14 @@ static void remove_leftovers(const char *dir, const char *tag)
 		closedir(d);
 }
 
-int ckpt__tier_slots_new(ckpt__tier_slots **out, const char *job_dir, int worker, int num_workers)
+int ckpt__tier_slots_new(ckpt__tier_slots **out, const char *job_dir, int worker, int num_workers, int crc_files)
 {
 	*out = NULL;
 	ckpt__tier_slots *t = ckpt__calloc(1, sizeof(*t));
 	if (!t)
 		return CKPT_ENOMEM;
 	t->inner = ckpt_vfs_default();
+	t->crc_files = crc_files;
 	t->methods = *t->inner->methods;
 	t->methods.open = sv_open;
 	t->methods.rename = sv_rename;
@@ -323,7 +357,7 @@ ckpt_vfs *ckpt__tier_slots_vfs(ckpt__tier_slots *t)
 }
 
 /* One data file of a superseded segment as a spare: renamed out of the segment, kept open and mapped. */
-static int retire_file(ckpt__tier_slots *t, const char *path)
+static int retire_file(ckpt__tier_slots *t, const char *path, int only_live)
 {
 	struct stat st;
 	if (stat(path, &st) < 0)
@@ -335,6 +369,8 @@ static int retire_file(ckpt__tier_slots *t, const char *path)
 			t->live[i] = t->live[--t->nlive];
 			break;
 		}
+	if (s.fd < 0 && only_live)
+		return CKPT_OK; /* another worker's file */
 	if (t->nspare == MAX_SLOTS) {
 		slot_release(&s, 0);
 		return CKPT_OK; /* the caller unlinks it with its segment */
@@ -355,7 +391,7 @@ static int retire_file(ckpt__tier_slots *t, const char *path)
 	return CKPT_OK;
 }
 
-int ckpt__tier_slots_retire(ckpt__tier_slots *t, const char *seg)
+int ckpt__tier_slots_retire(ckpt__tier_slots *t, const char *seg, int only_live)
 {
 	if (!t)
 		return CKPT_OK;
@@ -369,11 +405,31 @@ int ckpt__tier_slots_retire(ckpt__tier_slots *t, const char *seg)
 		if (!is_data_name(e->d_name) || e->d_name[0] == '.')
 			continue;
 		char *p = ckpt__asprintf("%s/%s", seg, e->d_name);
-		rc = p ? retire_file(t, p) : CKPT_ENOMEM;
+		rc = p ? retire_file(t, p, only_live) : CKPT_ENOMEM;
 		ckpt__free(p);
 	}
 	closedir(d);
 	return rc;
+}
+
+const void *ckpt__tier_slots_known(const ckpt__tier_slots *t, const char *path, uint64_t *size, uint32_t *crc,
+	int *crc_known)
+{
+	*size = 0;
+	*crc_known = 0;
+	struct stat st;
+	if (!t || stat(path, &st) < 0)
+		return NULL;
+	for (size_t i = 0; i < t->nlive; i++) {
+		const slot *s = &t->live[i];
+		if (s->dev != st.st_dev || s->ino != st.st_ino || s->fsize != (uint64_t)st.st_size)
+			continue;
+		*size = s->fsize;
+		*crc = s->crc;
+		*crc_known = t->crc_files && s->crc_ok;
+		return s->map ? (const void *)s->map : (const void *)"";
+	}
+	return NULL;
 }
 
 uint64_t ckpt__tier_slots_spare_bytes(const ckpt__tier_slots *t)
