@@ -361,7 +361,8 @@ static int retire_file(ckpt__tier_slots *t, const char *path, int only_live)
 {
 	struct stat st;
 	if (stat(path, &st) < 0)
-		return ckpt__fail_errno(errno, path, "cannot stat");
+		/* gone: another worker of the node moved its own file out of a segment both list */
+		return errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, path, "cannot stat");
 	slot s = { .fd = -1 };
 	for (size_t i = 0; i < t->nlive; i++)
 		if (t->live[i].dev == st.st_dev && t->live[i].ino == st.st_ino) {
@@ -371,7 +372,8 @@ static int retire_file(ckpt__tier_slots *t, const char *path, int only_live)
 		}
 	if (s.fd < 0 && only_live)
 		return CKPT_OK; /* another worker's file */
-	if (t->nspare == MAX_SLOTS) {
+	/* linked elsewhere too (a restore's staging directory): its bytes must stay as they are */
+	if (t->nspare == MAX_SLOTS || st.st_nlink > 1) {
 		slot_release(&s, 0);
 		return CKPT_OK; /* the caller unlinks it with its segment */
 	}
