@@ -243,6 +243,10 @@ int ckpt__vfs_open_fd(ckpt_vfs *vfs, const char *path, uint64_t *size);
  * (alignment). n 0 asks only whether it can.
  */
 int ckpt__io_pread_direct_only(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
+/** 1 when `io` writes and crcs in one pass (pwrite_crc, io methods version 3). */
+int ckpt__io_fuses_crc(const ckpt_io *io);
+/** pwrite_crc: write and return the bytes' crc32c; CKPT_EUNSUPPORTED (error set) without one. */
+int ckpt__io_pwrite_crc(ckpt_io *io, const void *buf, size_t n, uint64_t off, uint32_t *crc);
 
 /* ---- the one-writer lock of a checkpoint directory (ckpt_vfs_lock) ---- */
 

@@ -103,8 +103,8 @@ static const void *cio_map(ckpt_io *io, uint64_t *size)
 }
 
 /* no fd: every byte a command moves goes through the count */
-static const ckpt_io_methods counted_io_methods = { CKPT_IO_METHODS_V2, cio_pread, cio_pwrite, cio_size, cio_sync,
-	cio_close, cio_map, NULL, NULL };
+static const ckpt_io_methods counted_io_methods = { .version = CKPT_IO_METHODS_V2, .pread = cio_pread,
+	.pwrite = cio_pwrite, .size = cio_size, .sync = cio_sync, .close = cio_close, .map = cio_map };
 
 static int cvfs_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
 {

@@ -95,6 +95,14 @@ static void crc_chunk(void *arg, size_t k)
  */
 int tfb_shard_put_fixed(wshard *s, const unsigned char *p, uint64_t n, uint32_t *crc)
 {
+	/* a file that crcs what it copies in (the memory tier): one pass, the crc from cache */
+	if (n >= WBUF_SIZE && n <= SIZE_MAX && ckpt__io_fuses_crc(s->io)) {
+		CKPT_TRY(tfb_shard_flush(s));
+		CKPT_TRY(ckpt__io_pwrite_crc(s->io, p, (size_t)n, s->flushed, crc));
+		s->flushed += n;
+		s->pos += n;
+		return CKPT_OK;
+	}
 	crc_pass *cp = NULL;
 	if (n >= PAR_MIN_BYTES && n <= SIZE_MAX && tfb_par_threads() > 1 && !(cp = ckpt__malloc(sizeof(*cp))))
 		return CKPT_ENOMEM;

@@ -54,6 +54,18 @@ int ckpt_io_fd(const ckpt_io *io)
 	return io->methods->fd((ckpt_io *)io);
 }
 
+int ckpt__io_pwrite_crc(ckpt_io *io, const void *buf, size_t n, uint64_t off, uint32_t *crc)
+{
+	if (io->methods->version < CKPT_IO_METHODS_V3 || !io->methods->pwrite_crc)
+		return ckpt__fail(CKPT_EUNSUPPORTED, io->path, NULL, -1, "this file takes no pwrite_crc");
+	return io->methods->pwrite_crc(io, buf, n, off, crc);
+}
+
+int ckpt__io_fuses_crc(const ckpt_io *io)
+{
+	return io->methods->version >= CKPT_IO_METHODS_V3 && io->methods->pwrite_crc;
+}
+
 int ckpt__io_pread_direct_only(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got)
 {
 	*got = 0;

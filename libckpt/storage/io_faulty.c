@@ -84,7 +84,7 @@ static int fio_pread_direct(ckpt_io *io, void *buf, size_t n, uint64_t off, size
 
 /* No fd: a read through a descriptor would bypass the count, so the fast paths stay off here. */
 static const ckpt_io_methods faulty_io_methods = {
-	CKPT_IO_METHODS_V2, fio_pread, fio_pwrite, fio_size, fio_sync, fio_close, NULL, NULL, fio_pread_direct
+	CKPT_IO_METHODS_V2, fio_pread, fio_pwrite, fio_size, fio_sync, fio_close, NULL, NULL, fio_pread_direct, NULL
 };
 
 static int fv_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)

@@ -175,7 +175,7 @@ static int mio_close(ckpt_io *io)
 
 /* no descriptor: the bytes are in this process already, and every read of them goes through pread */
 static const ckpt_io_methods mem_io_methods = {
-	CKPT_IO_METHODS_V2, mio_pread, mio_pwrite, mio_size, mio_sync, mio_close, NULL, NULL, NULL
+	CKPT_IO_METHODS_V2, mio_pread, mio_pwrite, mio_size, mio_sync, mio_close, NULL, NULL, NULL, NULL
 };
 
 static int mv_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
@@ -458,7 +458,7 @@ static const void *bio_map(ckpt_io *io, uint64_t *size)
 	return ((borrowed_io *)io)->buf;
 }
 static const ckpt_io_methods borrowed_methods = {
-	CKPT_IO_METHODS_V2, bio_pread, bio_pwrite, bio_size, mio_sync, bio_close, bio_map, NULL, NULL
+	CKPT_IO_METHODS_V2, bio_pread, bio_pwrite, bio_size, mio_sync, bio_close, bio_map, NULL, NULL, NULL
 };
 
 int ckpt_io_open_memory(ckpt_io **out, const void *buf, size_t n, const char *name)

@@ -162,7 +162,7 @@ static int px_close(ckpt_io *io)
 }
 
 static const ckpt_io_methods posix_io_methods = {
-	CKPT_IO_METHODS_V2, px_pread, px_pwrite, px_size, px_sync, px_close, NULL, px_fd, px_pread_direct
+	CKPT_IO_METHODS_V2, px_pread, px_pwrite, px_size, px_sync, px_close, NULL, px_fd, px_pread_direct, NULL
 };
 
 static int px_open(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)

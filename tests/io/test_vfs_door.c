@@ -146,8 +146,8 @@ static int cio_fd(ckpt_io *io)
 	return c->vfs->lend_fd ? ckpt_io_fd(c->inner) : -1;
 }
 
-static const ckpt_io_methods count_io_v2 = { CKPT_IO_METHODS_V2, cio_pread, cio_pwrite, cio_size, cio_sync,
-	cio_close, NULL, cio_fd, NULL };
+static const ckpt_io_methods count_io_v2 = { .version = CKPT_IO_METHODS_V2, .pread = cio_pread,
+	.pwrite = cio_pwrite, .size = cio_size, .sync = cio_sync, .close = cio_close, .fd = cio_fd };
 /* as a table written for 0.1.0: designated, so the members version 2 appended are zero */
 static const ckpt_io_methods count_io_v1 = { .version = CKPT_IO_METHODS_V1, .pread = cio_pread,
 	.pwrite = cio_pwrite, .size = cio_size, .sync = cio_sync, .close = cio_close };

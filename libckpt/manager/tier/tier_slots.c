@@ -137,25 +137,47 @@ static int grow(slot_io *f, uint64_t end)
 	return CKPT_OK;
 }
 
+/* The copy in, and the crc32c of [off, off + n) taken piece by piece while each piece is in cache. */
+static int sl_pwrite_crc(ckpt_io *io, const void *buf, size_t n, uint64_t off, uint32_t *crc)
+{
+	slot_io *f = (slot_io *)io;
+	slot *s = &f->s;
+	*crc = 0;
+	if (n == 0)
+		return CKPT_OK;
+	if (off + n > s->maplen || off + n > s->fsize)
+		CKPT_TRY(grow(f, off + n));
+	uint32_t c = 0;
+	for (size_t at = 0; at < n; at += CRC_PIECE) {
+		size_t k = n - at < CRC_PIECE ? n - at : CRC_PIECE;
+		memcpy(s->map + off + at, (const unsigned char *)buf + at, k);
+		c = ckpt_crc32c_extend(c, s->map + off + at, k);
+	}
+	/* the file's crc: this write's appended when the writes come in order */
+	if (s->crc_ok && off == s->crc_at) {
+		s->crc = ckpt__crc32c_combine(s->crc, c, n);
+		s->crc_at += n;
+	} else
+		s->crc_ok = 0;
+	if (off + n > f->hwm)
+		f->hwm = off + n;
+	*crc = c;
+	return CKPT_OK;
+}
+
 static int sl_pwrite(ckpt_io *io, const void *buf, size_t n, uint64_t off)
 {
 	slot_io *f = (slot_io *)io;
+	if (f->owner->crc_files) {
+		uint32_t c;
+		return sl_pwrite_crc(io, buf, n, off, &c);
+	}
 	if (n == 0)
 		return CKPT_OK;
 	if (off + n > f->s.maplen || off + n > f->s.fsize)
 		CKPT_TRY(grow(f, off + n));
-	slot *s = &f->s;
-	if (f->owner->crc_files && s->crc_ok && off == s->crc_at) {
-		for (size_t at = 0; at < n; at += CRC_PIECE) {
-			size_t k = n - at < CRC_PIECE ? n - at : CRC_PIECE;
-			memcpy(s->map + off + at, (const unsigned char *)buf + at, k);
-			s->crc = ckpt_crc32c_extend(s->crc, s->map + off + at, k);
-		}
-		s->crc_at += n;
-	} else {
-		s->crc_ok = 0;
-		memcpy(s->map + off, buf, n);
-	}
+	memcpy(f->s.map + off, buf, n);
+	f->s.crc_ok = 0;
 	if (off + n > f->hwm)
 		f->hwm = off + n;
 	return CKPT_OK;
@@ -224,13 +246,14 @@ static int sl_fd(ckpt_io *io)
 }
 
 static const ckpt_io_methods slot_io_methods = {
-	.version = CKPT_IO_METHODS_V2,
+	.version = CKPT_IO_METHODS_V3,
 	.pread = sl_pread,
 	.pwrite = sl_pwrite,
 	.size = sl_size,
 	.sync = sl_sync,
 	.close = sl_close,
 	.fd = sl_fd,
+	.pwrite_crc = sl_pwrite_crc,
 };
 
 static int open_data(ckpt__tier_slots *t, const char *path, ckpt_io **out)

@@ -473,7 +473,7 @@ static int s3_close(ckpt_io *io)
 }
 
 static const ckpt_io_methods s3_io_methods = {
-	CKPT_IO_METHODS_V2, s3_pread, s3_pwrite, s3_size, s3_sync, s3_close, s3_map, NULL, NULL
+	CKPT_IO_METHODS_V2, s3_pread, s3_pwrite, s3_size, s3_sync, s3_close, s3_map, NULL, NULL, NULL
 };
 
 /*

@@ -41,11 +41,12 @@ extern "C" {
 /** Versions of the method tables (their first member). */
 #define CKPT_IO_METHODS_V1 1u
 #define CKPT_IO_METHODS_V2 2u   /**< adds fd, pread_direct */
+#define CKPT_IO_METHODS_V3 3u   /**< adds pwrite_crc */
 #define CKPT_VFS_METHODS_V1 1u
 #define CKPT_VFS_METHODS_V2 2u  /**< adds caps, rmdir, lock, unlock */
 
 
-/** Methods of one open file. Append-only; `version` is CKPT_IO_METHODS_V1 or _V2. */
+/** Methods of one open file. Append-only; `version` is CKPT_IO_METHODS_V1, _V2 or _V3. */
 typedef struct ckpt_io_methods {
 	unsigned version;
 	int (*pread)(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
@@ -71,6 +72,15 @@ typedef struct ckpt_io_methods {
 	 * system refuses direct I/O): ckpt_io_pread_direct uses pread.
 	 */
 	int (*pread_direct)(ckpt_io *io, void *buf, size_t n, uint64_t off, size_t *got);
+	/* ---- version 3 (read only when version >= CKPT_IO_METHODS_V3; may be NULL) ---- */
+	/**
+	 * pwrite that also returns the crc32c of the n bytes (ckpt_crc32c_extend
+	 * from 0), for a file whose write is a copy in this process's memory:
+	 * it takes the crc of each piece just copied, while it is in cache,
+	 * instead of the writer reading the caller's bytes a second time (the
+	 * memory tier's mapped files). NULL: the writer crcs, then pwrites.
+	 */
+	int (*pwrite_crc)(ckpt_io *io, const void *buf, size_t n, uint64_t off, uint32_t *crc);
 } ckpt_io_methods;
 
 /** Base of every open file; implementations embed it first. */
