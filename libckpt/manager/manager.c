@@ -37,6 +37,7 @@
 #include "checkpoint/checkpoint_internal.h"
 #include "manager_internal.h"
 #include "manager/tier/tier_internal.h"
+#include "ckpt/sys/bundle_part.h"
 #include "model/strategy_impl.h"
 
 #define STATE_FILE "checkpoint"
@@ -721,10 +722,140 @@ static int finish_interrupted_save(ckpt_manager *m, int adopted, int writer)
 /* ---- public API ---- */
 
 /* The save in flight, if any, finished by the function manager_async.c left with it. */
+/*
+ * The persistent tier from the memory tier, multi-process. Each worker's
+ * background thread copies only its piece's data shard, as the temporary
+ * ckpt_bundle_merge_commit renames; the rest is collective and runs on the
+ * trainer's thread at a later manager call (every worker has a copy in
+ * flight, or none): once every worker's copy is done the outcome is agreed,
+ * the writer merges the index from every piece's entries (the commit
+ * point: shards without it are no checkpoint, and a restarted manager
+ * removes them) and runs the manager's commit, and every worker applies it.
+ */
+
+/* The temporaries' token of step N: the same on every worker without a message. */
+static uint64_t persist_token(int64_t number)
+{
+	uint64_t x = (uint64_t)number + 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* This worker's shard of a collective checkpoint's W. */
+static void shard_of(ckpt_strategy *cs, int *shard, int *nshards)
+{
+	int local = ckpt__strategy_local_replicas(cs);
+	*shard = ckpt__strategy_replica_offset(cs) / local;
+	*nshards = ckpt_strategy_num_replicas(cs) / local;
+}
+
+typedef struct persist_poll {
+	int32_t done;
+	int32_t pad;
+	uint64_t unlinked; /* ckpt__persist_unlinked_bytes */
+} persist_poll;
+
+/*
+ * block = 0 (a memory save polls): finish only if every copy is done, else
+ * just tell the tier what the copies hold of removed segments. block = 1
+ * (wait, restore, free, a save that persists): wait for the copies.
+ */
+static int persist_mw_finish(ckpt_manager *m, int block)
+{
+	ckpt_strategy *cs = collective(m);
+	const ckpt__strategy_ops *ops = ckpt__strategy_ops_of(cs);
+	persist_poll mine = { 1, 0, 0 };
+	if (m->persist) {
+		mine.done = block || ckpt__persist_done(m->persist);
+		mine.unlinked = ckpt__persist_unlinked_bytes(m->persist);
+	}
+	void *all = NULL;
+	size_t *lens = NULL;
+	int np = 0;
+	CKPT_TRY(ops->allgather(cs, &mine, sizeof(mine), &all, &lens, &np));
+	int done = 1;
+	uint64_t *unlinked = ckpt__calloc(np > 0 ? (size_t)np : 1, sizeof(*unlinked));
+	for (int w = 0; w < np; w++) {
+		persist_poll q = { 0, 0, 0 };
+		if (lens[w] == sizeof(q))
+			memcpy(&q, (const char *)all + (size_t)w * sizeof(q), sizeof(q));
+		done &= q.done != 0;
+		if (unlinked)
+			unlinked[w] = q.unlinked;
+	}
+	if (unlinked)
+		ckpt__tier_set_pending(m->tier, unlinked, np);
+	ckpt__free(unlinked);
+	ckpt__free(all);
+	ckpt__free(lens);
+	if (!done || !m->persist)
+		return CKPT_OK;
+	/* every copy is done, or (block) about to be: the entries first, then the outcome */
+	size_t elen = 0;
+	const void *ent = ckpt__persist_entries(m->persist, &elen);
+	void *ents = NULL;
+	size_t *elens = NULL;
+	int ne = 0;
+	int grc = ops->allgather(cs, ent, elen, &ents, &elens, &ne);
+	ckpt__manager_save s;
+	int rc = ckpt__persist_join(m->persist, &s);
+	m->persist = NULL;
+	ckpt__tier_set_pending(m->tier, NULL, 0);
+	if (rc == CKPT_OK)
+		rc = grc;
+	rc = agree(cs, rc);
+	int writer = writer_process(cs), shard = 0, nshards = 0;
+	shard_of(cs, &shard, &nshards);
+	uint64_t token = persist_token(s.number);
+	if (rc == CKPT_OK) {
+		if (writer) {
+			const void **parts = ckpt__calloc(ne > 0 ? (size_t)ne : 1, sizeof(*parts));
+			rc = parts ? CKPT_OK : CKPT_ENOMEM;
+			for (int w = 0, off = 0; rc == CKPT_OK && w < ne; off += (int)elens[w], w++)
+				parts[w] = (const char *)ents + off;
+			if (rc == CKPT_OK)
+				rc = ckpt_bundle_merge_commit(m->vfs, s.path, ne, token, parts, elens, m->no_fsync);
+			ckpt__free(parts);
+			if (rc == CKPT_OK) {
+				s.written = 1;
+				rc = ckpt__manager_commit_files(m, &s);
+			}
+		} else {
+			s.written = 1;
+			s.ndeleted = s.ndel; /* the writer deletes them: the lists stay equal */
+		}
+		rc = agree(cs, rc);
+		if (rc < 0) {
+			/* taken back, so that no worker lists what another does not */
+			ckpt__error_slot slot = { 0 };
+			ckpt__error_capture(&slot);
+			if (writer && s.written)
+				delete_checkpoint(m, s.path);
+			s.written = 0;
+			ckpt__error_raise(&slot);
+			ckpt__error_slot_clear(&slot);
+		}
+	} else {
+		/* some copy failed: every worker removes its own shard's temporary */
+		ckpt_bundle_part_discard(m->vfs, s.path, shard, nshards, token);
+	}
+	ckpt__free(ents);
+	ckpt__free(elens);
+	ckpt__error_slot slot = { 0 };
+	ckpt__error_capture(&slot);
+	ckpt__manager_apply(m, &s);
+	ckpt__error_raise(&slot);
+	ckpt__error_slot_clear(&slot);
+	return rc;
+}
+
 int ckpt__manager_persist_finish(ckpt_manager *m)
 {
 	if (!m->persist)
 		return CKPT_OK;
+	if (collective(m))
+		return persist_mw_finish(m, 1);
 	ckpt__manager_save s;
 	int rc = ckpt__persist_join(m->persist, &s);
 	m->persist = NULL;
@@ -1128,21 +1259,50 @@ static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 static int persists_from_memory(const ckpt_manager *m)
 {
 	const char *f = m->ck->opts.format;
-	return m->tier && !collective(m) && !m->incremental && (!f || strcmp(f, "tf-bundle") == 0);
+	return m->tier && !m->incremental && (!f || strcmp(f, "tf-bundle") == 0);
 }
 
 static int save_persisted_from_memory(const char **path_out, ckpt_manager *m, int64_t number)
 {
 	/* one copy at a time: the previous one's outcome (and its place in the list) first */
 	CKPT_TRY(ckpt__manager_persist_finish(m));
+	ckpt__tier_set_pending(m->tier, NULL, 0);
 	const char *mem = NULL;
 	CKPT_TRY(ckpt__tier_save(&mem, m->tier, m->ck, number));
 	ckpt__manager_save s;
-	CKPT_TRY(ckpt__manager_plan(&s, m, number));
+	ckpt_strategy *cs = collective(m);
+	int rc = ckpt__manager_plan(&s, m, number);
+	if (cs) {
+		int arc = agree(cs, rc);
+		if (rc == CKPT_OK && arc < 0)
+			ckpt__manager_save_free(&s);
+		rc = arc;
+	}
+	CKPT_TRY(rc);
 	s.old_counter = number; /* the memory save stands whatever becomes of the copy */
 	char *path = ckpt__strdup(s.path);
-	int rc = path ? ckpt__persist_start(&m->persist, m, &s, mem, m->vfs, !m->no_fsync, ckpt__manager_commit_files)
-		      : CKPT_ENOMEM;
+	if (!path)
+		rc = CKPT_ENOMEM;
+	else if (cs)
+		rc = ckpt__persist_start_piece(&m->persist, &s, mem, m->vfs, !m->no_fsync, persist_token(number));
+	else
+		rc = ckpt__persist_start(&m->persist, m, &s, mem, m->vfs, !m->no_fsync, ckpt__manager_commit_files);
+	if (cs) {
+		/* started on every worker or on none */
+		int arc = agree(cs, rc);
+		if (rc == CKPT_OK && arc < 0) {
+			ckpt__error_slot slot = { 0 };
+			ckpt__error_capture(&slot);
+			int shard = 0, nshards = 0;
+			shard_of(cs, &shard, &nshards);
+			ckpt__persist_join(m->persist, &s);
+			m->persist = NULL;
+			ckpt_bundle_part_discard(m->vfs, s.path, shard, nshards, persist_token(number));
+			ckpt__error_raise(&slot);
+			ckpt__error_slot_clear(&slot);
+		}
+		rc = arc;
+	}
 	if (rc < 0) {
 		ckpt__free(path);
 		ckpt__error_slot slot = { 0 };
@@ -1165,8 +1325,16 @@ static int save_tiers(const char **path_out, ckpt_manager *m, int64_t number)
 	if (to == (CKPT__TIER_TO_MEMORY | CKPT__TIER_TO_STORAGE) && persists_from_memory(m))
 		return save_persisted_from_memory(path_out, m, number);
 	const char *mem = NULL;
-	if (to & CKPT__TIER_TO_STORAGE)
+	if (to & CKPT__TIER_TO_STORAGE) {
 		CKPT_TRY(ckpt__manager_persist_finish(m));
+	} else if (m->persist && collective(m)) {
+		/* a memory save does not wait for the copy: it finishes it if every worker's is done */
+		CKPT_TRY(persist_mw_finish(m, 0));
+	} else {
+		/* what the copy in flight holds of a removed segment counts against memory_limit */
+		uint64_t held = ckpt__persist_unlinked_bytes(m->persist);
+		ckpt__tier_set_pending(m->tier, &held, 1);
+	}
 	if (to & CKPT__TIER_TO_MEMORY)
 		CKPT_TRY(ckpt__tier_save(&mem, m->tier, m->ck, number));
 	if (to & CKPT__TIER_TO_STORAGE)
@@ -1283,7 +1451,11 @@ static int manager_latest_valid_rc(const char **path_out, ckpt_manager *m)
 		*path_out = NULL;
 	if (!m)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_manager_latest_valid: NULL manager");
-	CKPT_TRY(finish_async(m));
+	/* a multi-process copy is finished collectively (wait, a save, restore, free): not by a call one worker may make alone */
+	if (collective(m))
+		CKPT_TRY(m->async ? m->async_finish(m) : CKPT_OK);
+	else
+		CKPT_TRY(finish_async(m));
 	size_t at;
 	return newest_valid_below(path_out, &at, m, m->n);
 }

@@ -660,7 +660,13 @@ typedef struct ckpt_manager_options {
 	 * the directory, ckpt_manager_wait, a restore, latest_valid and free
 	 * wait for the copy (and report its failure), and the manager's list
 	 * shows it from then on. A kill during the copy leaves the directory's
-	 * previous checkpoint the newest.
+	 * previous checkpoint the newest. A multi-process manager does the same
+	 * per worker (each copies its piece's data shard from its node's
+	 * segment; the thread calls no MPI); the merged index and the commit are
+	 * collective and run at the next manager call on the trainer's thread:
+	 * a memory-only save finishes them once every worker's copy is done
+	 * (reporting a failed copy instead of saving), a save to the directory,
+	 * wait, restore and free wait for them; latest_valid does not.
 	 */
 	int persist_every;
 	/**
@@ -671,8 +677,9 @@ typedef struct ckpt_manager_options {
 	const char *memory_job;
 	/**
 	 * The most bytes the tier may hold for this job (a step being written
-	 * plus the committed one); 0 = the space free in the tier directory's
-	 * file system. A save that would exceed it fails with CKPT_ELIMIT
+	 * plus the committed one, plus a superseded step a background copy to
+	 * storage still reads: its removed files stay open until the copy
+	 * ends); 0 = the space free in the tier directory's file system. A save that would exceed it fails with CKPT_ELIMIT
 	 * naming what it needs and what is free, before writing anything.
 	 */
 	uint64_t memory_limit;

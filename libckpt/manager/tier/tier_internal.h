@@ -86,6 +86,12 @@ typedef struct ckpt__tier {
 	int *node_of;      /* node index of each worker */
 	int *leader;       /* the lowest worker of each node: it writes the node's copies and records */
 	char *node_dir;    /* this node's tier directory */
+	/*
+	 * Bytes a background copy to storage still holds open in segments already
+	 * removed (this node's, multi-process): counted against memory_limit and
+	 * the free space as if still held. Set by the manager before each save.
+	 */
+	uint64_t pending;
 } ckpt__tier;
 
 /** Which tiers a save of `number` goes to. */
@@ -96,6 +102,12 @@ enum { CKPT__TIER_TO_STORAGE = 1, CKPT__TIER_TO_MEMORY = 2 };
  * *out = NULL without one. EINVAL for inconsistent options.
  */
 int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char *dir);
+/**
+ * The bytes of removed segments still held open by a background copy:
+ * `bytes[w]` of each of `n` workers (n == 1: this process's); the tier
+ * keeps the sum over the workers of this node in t->pending.
+ */
+void ckpt__tier_set_pending(ckpt__tier *t, const uint64_t *bytes, int n);
 /** Where a save of `number` goes: CKPT__TIER_TO_* bits; STORAGE only without a tier. */
 int ckpt__tier_route(const ckpt__tier *t, int64_t number);
 /** Write the live state of `ck` as step `number` (save_counter = number) and commit it. */

@@ -101,6 +101,21 @@ int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char 
 	return CKPT_OK;
 }
 
+void ckpt__tier_set_pending(ckpt__tier *t, const uint64_t *bytes, int n)
+{
+	if (!t)
+		return;
+	if (n <= 1 || !t->mw_known || n != t->num_workers) {
+		t->pending = n >= 1 ? bytes[n == 1 ? 0 : t->worker < n ? t->worker : 0] : 0;
+		return;
+	}
+	uint64_t sum = 0;
+	for (int w = 0; w < n; w++)
+		if (t->node_of[w] == t->node_of[t->worker])
+			sum += bytes[w];
+	t->pending = sum;
+}
+
 int ckpt__tier_route(const ckpt__tier *t, int64_t number)
 {
 	if (!t)
@@ -179,13 +194,15 @@ static int check_space(ckpt__tier *t, ckpt_checkpoint *ck)
 	}
 	ckpt__free(steps);
 	CKPT_TRY(rc);
+	/* a step still being copied to storage holds its removed segment's pages: the file system's free space shows it, the limit must */
+	held += t->pending;
 	if (t->limit) {
 		avail = t->limit > held ? t->limit - held : 0;
 		if (need > avail)
 			return ckpt__fail(CKPT_ELIMIT, t->job_dir, NULL, -1,
 				"the memory tier needs %" PRIu64 " bytes for this step and has %" PRIu64 " free of its "
-				"memory_limit %" PRIu64 " (%" PRIu64 " held by the committed step)",
-				need, avail, t->limit, held);
+				"memory_limit %" PRIu64 " (%" PRIu64 " held by the committed step and %" PRIu64 " by the "
+				"step still being copied to storage)", need, avail, t->limit, held - t->pending, t->pending);
 		return CKPT_OK;
 	}
 	CKPT_TRY(ckpt__tier_free_bytes(&avail, t->job_dir));
