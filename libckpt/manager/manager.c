@@ -892,7 +892,10 @@ void ckpt_manager_free(ckpt_manager *m)
 	}
 	ckpt__free(m->persist_path);
 	/* before the list goes: it says whether storage holds what memory does */
-	ckpt__tier_close(m->tier, max_listed(m), m->warn, m->warn_ctx);
+	if (m->ck)
+		ckpt__tier_close(m->tier, max_listed(m), m->warn, m->warn_ctx);
+	else
+		ckpt__tier_free(m->tier);
 	list_clear(m);
 	ckpt_vfs_unlock(m->vfs, m->lock);
 	ckpt__free(m->dir);
@@ -934,8 +937,8 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "checkpoint_name '%s' must be a plain file name", name);
 	ckpt_strategy *cs = ck ? ckpt__checkpoint_collective(ck) : NULL;
 	ckpt__tier *tier = NULL;
-	if (ck) /* a read-only manager has nothing to keep in memory */
-		CKPT_TRY(agree(cs, ckpt__tier_open(&tier, &opts, dir)));
+	/* a read-only manager only reads the tier (ckpt_manager_load_latest) and never removes a segment */
+	CKPT_TRY(agree(cs, ckpt__tier_open(&tier, &opts, dir)));
 	ckpt_manager *m = ckpt__calloc(1, sizeof(*m));
 	if (!m) {
 		ckpt__tier_free(tier);
@@ -1548,6 +1551,71 @@ const char *ckpt_manager_restore_latest(ckpt_restore_status **status, ckpt_manag
 	/* one operation (ckpt_vfs_op_begin): the index the validity check read is what the restore reads */
 	ckpt_vfs_op_begin();
 	int rc = manager_restore_latest_rc(status, &path_out, m);
+	ckpt_vfs_op_end();
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
+}
+
+/* The caller's checkpoint options, at this library's version (as ckpt_checkpoint_new reads them). */
+static int checkpoint_options(ckpt_checkpoint_options *dst, const ckpt_checkpoint_options *o)
+{
+	*dst = (ckpt_checkpoint_options)CKPT_CHECKPOINT_OPTIONS_INIT;
+	if (!o)
+		return CKPT_OK;
+	size_t n = o->version == 1 ? offsetof(ckpt_checkpoint_options, sync_rules)
+		 : o->version == 2 ? offsetof(ckpt_checkpoint_options, restore_single_pass)
+		 : o->version == CKPT_CHECKPOINT_OPTIONS_VERSION ? sizeof(*o) : 0;
+	if (!n)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "unsupported ckpt_checkpoint_options version %u", o->version);
+	memcpy(dst, o, n);
+	dst->version = CKPT_CHECKPOINT_OPTIONS_VERSION;
+	return CKPT_OK;
+}
+
+static int manager_load_latest_rc(ckpt_checkpoint **out, ckpt_restore_status **status, const char **path_out,
+	ckpt_manager *m, const ckpt_checkpoint_options *o)
+{
+	if (out)
+		*out = NULL;
+	if (status)
+		*status = NULL;
+	*path_out = NULL;
+	if (!m || !out)
+		return ckpt__fail(CKPT_EINVAL, m ? m->dir : NULL, NULL, -1, "ckpt_manager_load_latest: NULL argument");
+	if (m->ck)
+		return ckpt__fail(CKPT_EINVAL, m->dir, NULL, -1, "ckpt_manager_load_latest: the manager has a checkpoint; "
+			"ckpt_manager_restore_latest restores into it");
+	ckpt_checkpoint_options lo;
+	CKPT_TRY(checkpoint_options(&lo, o));
+	if (m->tier) {
+		/* a step in memory newer than every listed checkpoint: read from its segment, through POSIX */
+		ckpt_checkpoint_options mo = lo;
+		mo.vfs = NULL;
+		int loaded = 0;
+		CKPT_TRY(ckpt__tier_load(out, status, &loaded, path_out, m->tier, &mo, max_listed(m), m->warn, m->warn_ctx));
+		if (loaded)
+			return CKPT_OK;
+	}
+	const char *p;
+	size_t at;
+	int rc = newest_valid_below(&p, &at, m, m->n);
+	if (rc == CKPT_ENOTFOUND) {
+		ckpt_error_clear();
+		return CKPT_OK;
+	}
+	CKPT_TRY(rc);
+	lo.vfs = m->vfs;
+	CKPT_TRY(ckpt_checkpoint_load(out, status, p, &lo));
+	*path_out = p;
+	return CKPT_OK;
+}
+
+const char *ckpt_manager_load_latest(ckpt_checkpoint **out, ckpt_restore_status **status, ckpt_manager *m,
+	const ckpt_checkpoint_options *o)
+{
+	const char *path_out = NULL;
+	ckpt_vfs_op_begin();
+	int rc = manager_load_latest_rc(out, status, &path_out, m, o);
 	ckpt_vfs_op_end();
 	ckpt__borrowed_status(rc, path_out != NULL);
 	return rc == CKPT_OK ? path_out : NULL;

@@ -120,6 +120,13 @@ int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, i
 int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
 	ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx);
 /**
+ * The same for a tool: the newest complete single-process step newer than
+ * `newer_than` loaded (ckpt_checkpoint_load, options `o`, its VFS POSIX)
+ * into a new checkpoint *out; *loaded = 0 when there is none.
+ */
+int ckpt__tier_load(ckpt_checkpoint **out, ckpt_restore_status **status, int *loaded, const char **path_out,
+	ckpt__tier *t, const ckpt_checkpoint_options *o, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx);
+/**
  * Close the tier: with `newest_persistent` >= the newest step it holds,
  * remove the job's segments (a clean finish); else keep them and warn.
  */

@@ -280,14 +280,14 @@ static int skippable(int rc)
 		rc == CKPT_ELIMIT;
 }
 
-int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
-	ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx)
+/*
+ * The newest step that checks, newer than `newer_than`: restored into `ck`,
+ * or (ck NULL) loaded into a new checkpoint *load_out with options `lo`.
+ */
+static int restore_newest(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
+	ckpt_checkpoint *ck, ckpt_checkpoint **load_out, const ckpt_checkpoint_options *lo, int64_t newer_than,
+	ckpt_warning_fn warn, void *warn_ctx)
 {
-	*restored = 0;
-	*path_out = NULL;
-	ckpt_strategy *cs = ckpt__checkpoint_collective(ck);
-	if (cs)
-		return ckpt__tier_mw_restore(status, restored, path_out, t, cs, ck, newer_than, warn, warn_ctx);
 	int64_t *steps = NULL;
 	size_t n = 0;
 	CKPT_TRY(own_steps(&steps, &n, t));
@@ -303,7 +303,8 @@ int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char *
 		uint64_t bytes = 0;
 		rc = ckpt__tier_segment_check(&bytes, seg, t->job, steps[i], t->worker, t->num_workers);
 		if (rc == CKPT_OK)
-			rc = ckpt__checkpoint_restore_via(status, ck, prefix, ckpt_vfs_default(), 0);
+			rc = ck ? ckpt__checkpoint_restore_via(status, ck, prefix, ckpt_vfs_default(), 0)
+				: ckpt_checkpoint_load(load_out, status, prefix, lo);
 		if (rc == CKPT_OK) {
 			*restored = 1;
 			if (status && *status)
@@ -328,6 +329,26 @@ int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char *
 	}
 	ckpt__free(steps);
 	return rc;
+}
+
+int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
+	ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx)
+{
+	*restored = 0;
+	*path_out = NULL;
+	ckpt_strategy *cs = ckpt__checkpoint_collective(ck);
+	if (cs)
+		return ckpt__tier_mw_restore(status, restored, path_out, t, cs, ck, newer_than, warn, warn_ctx);
+	return restore_newest(status, restored, path_out, t, ck, NULL, NULL, newer_than, warn, warn_ctx);
+}
+
+int ckpt__tier_load(ckpt_checkpoint **out, ckpt_restore_status **status, int *loaded, const char **path_out,
+	ckpt__tier *t, const ckpt_checkpoint_options *o, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx)
+{
+	*out = NULL;
+	*loaded = 0;
+	*path_out = NULL;
+	return restore_newest(status, loaded, path_out, t, NULL, out, o, newer_than, warn, warn_ctx);
 }
 
 void ckpt__tier_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn warn, void *warn_ctx)
