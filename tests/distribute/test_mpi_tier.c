@@ -301,8 +301,8 @@ static int has_name(const char *dir, const char *a, const char *b)
  * on 2 emulated nodes, persist_every 2. The save of step 2 returns before the
  * directory's index exists (each worker's shard copy held at a gate), the
  * live state moves to step 3 first, and after ckpt_manager_wait ckpt-2 is the
- * memory step's: TensorFlow reads every value of step 2, and libckpt restores
- * it bit-exactly onto 3 workers.
+ * memory step's: TensorFlow reads every value of step 2 and restores it with
+ * assert_consumed, and libckpt restores it bit-exactly onto 3 workers.
  */
 Test(tier_mpi, two_workers_persist_from_memory_in_the_background_read_by_tensorflow_and_3_workers, .timeout = 300)
 {
@@ -319,6 +319,12 @@ Test(tier_mpi, two_workers_persist_from_memory_in_the_background_read_by_tensorf
 	cr_assert_eq(ts_run_sh(&r, cmd), 0);
 	ts_assert_exit(&r, 0, "TensorFlow does not read the persisted checkpoint:\n%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "TF OK"), "%s", r.out);
+	ts_run_free(&r);
+	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_tier_mw.py %s/ckpt-2 2",
+		ts_oracle_python(), d);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 0, "TensorFlow's restore with assert_consumed fails:\n%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "TF ASSERT_CONSUMED OK"), "%s", r.out);
 	ts_run_free(&r);
 	/* the memory tier (step 3) lost with the whole job: step 2 from the directory, onto 3 workers */
 	sh("rm -rf %s%s", tier, "");
