@@ -22,8 +22,8 @@
  *       the persistent tier from memory (memory_every 1, persist_every 2,
  *       1 copy). MODE check: step 2's save returns while each worker's copy
  *       of its data shard is held at a gate, so DIR/ckpt-2.index must not
- *       exist yet; the live state moves to step 3 (saved to memory only)
- *       before the gate opens; after ckpt_manager_wait ckpt-2 is listed and
+ *       exist yet; the live state moves to steps 3 and 5 (saved to memory
+ *       only) before the gate opens; after ckpt_manager_wait ckpt-2 is listed and
  *       its index exists. MODE kill: steps 1-2 persisted, then step 4's
  *       copy is held at the gate and every worker kills itself (SIGKILL).
  * Prints "CHECKS n FAILED f" (summed over workers).
@@ -323,8 +323,13 @@ int main(int argc, char **argv)
 			bad++, fprintf(stderr, "worker %d: %s/ckpt-2.index exists when the save returns\n", rank, dir);
 		if (!gate_wait_held(10))
 			bad++, fprintf(stderr, "worker %d: no write of ckpt-2 in the background\n", rank);
-		/* the live state moves on before the copy writes: the copy is the memory step's */
+		/*
+		 * the live state moves on before the copy writes: the copy is the memory step's. Two more memory
+		 * saves (3, 5: not persisted) supersede step 2's segment and then the next one's, so a save that
+		 * reused the files the copy still reads would show in ckpt-2's values.
+		 */
 		save_step(&j, s, 3);
+		save_step(&j, s, 5);
 		gate_open();
 		TM_TRY(ckpt_manager_wait(j.mgr));
 		const char *latest = ckpt_manager_latest(j.mgr);
