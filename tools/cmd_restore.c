@@ -21,6 +21,12 @@
  * newest of its checkpoints that verifies, warning with the path and the
  * reason for each newer one skipped (ckpt_manager_options.fallback, for a
  * tool that creates its variables from the file).
+ *
+ * --job JOB (and --tier-dir DIR) takes PATH as a manager's directory with a
+ * memory tier, as ckpt_manager_restore_latest sees it: the job's newest
+ * memory step when it is newer than every checkpoint PATH lists (nothing
+ * is read from PATH then; `--json` says "tier": "memory"), else PATH's
+ * newest checkpoint (ckpt_manager_load_latest).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -41,6 +47,8 @@ typedef struct restore_args {
 	int json;
 	const char *sync_on_read;
 	int fallback;
+	const char *job;
+	const char *tier_dir;
 } restore_args;
 
 static const cli_opt restore_opts[] = {
@@ -65,6 +73,12 @@ static const cli_opt restore_opts[] = {
 	{ CLI_OPT_SWITCH, "fallback", NULL, 0,
 		"PATH is a manager's directory: load its newest checkpoint that verifies, warning about each one skipped",
 		CLI_FIELD(restore_args, fallback) },
+	{ CLI_OPT_VALUE, "job", "JOB", 0,
+		"PATH is a manager's directory with a memory tier: restore job JOB's newest memory step when it is newer "
+		"than PATH's newest checkpoint, else that checkpoint", CLI_FIELD(restore_args, job) },
+	{ CLI_OPT_VALUE, "tier-dir", "DIR", 0,
+		"with --job: the memory tier directory (default $CKPT_TIER_DIR, else /dev/shm/ckpt-<uid>; as `ckpt tier --dir`)",
+		CLI_FIELD(restore_args, tier_dir) },
 	{ CLI_OPT_END, NULL, NULL, 0, NULL, 0 }
 };
 
@@ -284,7 +298,7 @@ static int parse_replicas(const cli_cmd *cmd, const char *s, int *out)
 
 /* What the options ask for, checked. */
 typedef struct restore_plan {
-	const char *path, *save;
+	const char *path, *save, *job, *tier_dir;
 	int json, expect_partial, mirrored, replicas, fallback;
 	int on_cuda, devices[CLI_MAX_DEVICES], ndevices;
 	cli_sync_rules rules;
@@ -323,6 +337,12 @@ static int restore_parse(const cli_cmd *cmd, int argc, char **argv, restore_plan
 	p->expect_partial = args.expect_partial;
 	p->save = args.save;
 	p->fallback = args.fallback;
+	p->job = args.job;
+	p->tier_dir = args.tier_dir;
+	if (p->tier_dir && !p->job)
+		return cli_usage_error(cmd, "--tier-dir needs --job");
+	if (p->job && p->fallback)
+		return cli_usage_error(cmd, "--job and --fallback do not go together");
 	if (strcmp(args.strategy, "mirrored") == 0)
 		p->mirrored = 1;
 	else if (strcmp(args.strategy, "default") != 0)
@@ -436,6 +456,44 @@ static int load_fallback(restore_result *res, const ckpt_open_options *oo, const
 	return rc;
 }
 
+/*
+ * --job: a read-only manager over PATH with the job's memory tier loads the
+ * newest step of either tier; the reader the check uses opens what it
+ * loaded (a memory segment through POSIX: nothing read from PATH).
+ */
+static int load_tier(restore_result *res, const ckpt_open_options *oo, const ckpt_checkpoint_options *co)
+{
+	const restore_plan *p = res->plan;
+	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
+	ckpt_manager *m;
+	int rc;
+
+	if (p->tier_dir && setenv(CKPT_TIER_DIR_ENV, p->tier_dir, 1) != 0)
+		return ckpt_error_set(CKPT_ENOMEM, p->tier_dir, NULL, -1, "cannot set " CKPT_TIER_DIR_ENV);
+	mo.vfs = oo->vfs;
+	mo.warn = co->warn;
+	mo.warn_ctx = co->warn_ctx;
+	mo.memory_every = 1;
+	mo.memory_job = p->job;
+	if ((rc = ckpt_manager_new_ext(&m, NULL, p->path, 0, &mo)) != CKPT_OK)
+		return rc;
+	load_t0 = now_seconds();
+	const char *from = ckpt_manager_load_latest(&res->ck, &res->st, m, co);
+	res->seconds = now_seconds() - load_t0;
+	rc = ckpt_status_of(from);
+	if (rc == CKPT_OK && !from)
+		rc = ckpt_error_set(CKPT_ENOTFOUND, p->path, NULL, -1, "job %s holds no memory step and the directory no "
+			"checkpoint", p->job);
+	if (rc == CKPT_OK) {
+		ckpt_open_options ro = *oo;
+		if (ckpt_restore_status_tier(res->st) == CKPT_TIER_MEMORY)
+			ro.vfs = NULL;
+		rc = ckpt_reader_open(&res->r, from, &ro);
+	}
+	ckpt_manager_free(m);
+	return rc;
+}
+
 /* The strategy, its scope entered, then the reader and the load. */
 static int restore_load(restore_result *res)
 {
@@ -459,7 +517,10 @@ static int restore_load(restore_result *res)
 	cli_progress_start(&res->prog, "restore", 0, p->json);
 	oo.vfs = cli_progress_vfs(res->prog, p->path, p->save);
 	co.vfs = oo.vfs;
-	if (p->fallback) {
+	if (p->job) {
+		if (load_tier(res, &oo, &co) != CKPT_OK)
+			return cli_report_last(p->path, NULL);
+	} else if (p->fallback) {
 		if (load_fallback(res, &oo, &co) != CKPT_OK)
 			return cli_report_last(p->path, NULL);
 	} else if (open_and_load(res, p->path, &oo, &co) != CKPT_OK) {
@@ -691,5 +752,10 @@ const cli_cmd cli_cmd_restore = {
 	"checks every copy through device-to-host copies.\n"
 	"--fallback takes PATH as a checkpoint manager's directory and loads the\n"
 	"newest checkpoint that verifies, warning with the path and the reason\n"
-	"for each newer one it skips (default: fail, as TensorFlow does)."
+	"for each newer one it skips (default: fail, as TensorFlow does).\n"
+	"--job JOB [--tier-dir DIR] takes PATH as a checkpoint manager's directory\n"
+	"with a memory tier (as `ckpt tier list` shows it): JOB's newest memory\n"
+	"step is restored when it is newer than PATH's newest checkpoint, reading\n"
+	"nothing from PATH, else that checkpoint; `--json` says which tier served\n"
+	"it (\"tier\") and the bytes from each (\"bytes_from\")."
 };

@@ -37,6 +37,7 @@
 #include "checkpoint/checkpoint_internal.h"
 #include "manager_internal.h"
 #include "manager/tier/tier_internal.h"
+#include "ckpt/sys/bundle_part.h"
 #include "model/strategy_impl.h"
 
 #define STATE_FILE "checkpoint"
@@ -721,10 +722,141 @@ static int finish_interrupted_save(ckpt_manager *m, int adopted, int writer)
 /* ---- public API ---- */
 
 /* The save in flight, if any, finished by the function manager_async.c left with it. */
+/*
+ * The persistent tier from the memory tier, multi-process. Each worker's
+ * background thread copies only its piece's data shard, as the temporary
+ * ckpt_bundle_merge_commit renames; the rest is collective and runs on the
+ * trainer's thread at a later manager call (every worker has a copy in
+ * flight, or none): once every worker's copy is done the outcome is agreed,
+ * the writer merges the index from every piece's entries (the commit
+ * point: shards without it are no checkpoint, and a restarted manager
+ * removes them) and runs the manager's commit, and every worker applies it.
+ */
+
+/* The temporaries' token of step N: the same on every worker without a message. */
+static uint64_t persist_token(int64_t number)
+{
+	uint64_t x = (uint64_t)number + 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* This worker's shard of a collective checkpoint's W. */
+static void shard_of(ckpt_strategy *cs, int *shard, int *nshards)
+{
+	int local = ckpt__strategy_local_replicas(cs);
+	*shard = ckpt__strategy_replica_offset(cs) / local;
+	*nshards = ckpt_strategy_num_replicas(cs) / local;
+}
+
+typedef struct persist_poll {
+	int32_t done;
+	int32_t pad;
+	uint64_t unlinked; /* ckpt__persist_unlinked_bytes */
+} persist_poll;
+
+/*
+ * block = 0 (a memory save polls): finish only if every copy is done, else
+ * just tell the tier what the copies hold of removed segments. block = 1
+ * (wait, restore, free, a save that persists): wait for the copies.
+ */
+static int persist_mw_finish(ckpt_manager *m, int block)
+{
+	ckpt_strategy *cs = collective(m);
+	const ckpt__strategy_ops *ops = ckpt__strategy_ops_of(cs);
+	persist_poll mine = { 1, 0, 0 };
+	if (m->persist) {
+		mine.done = block || ckpt__persist_done(m->persist);
+		mine.unlinked = ckpt__persist_unlinked_bytes(m->persist);
+	}
+	void *all = NULL;
+	size_t *lens = NULL;
+	int np = 0;
+	CKPT_TRY(ops->allgather(cs, &mine, sizeof(mine), &all, &lens, &np));
+	int done = 1;
+	uint64_t *unlinked = ckpt__calloc(np > 0 ? (size_t)np : 1, sizeof(*unlinked));
+	for (int w = 0; w < np; w++) {
+		persist_poll q = { 0, 0, 0 };
+		if (lens[w] == sizeof(q))
+			memcpy(&q, (const char *)all + (size_t)w * sizeof(q), sizeof(q));
+		done &= q.done != 0;
+		if (unlinked)
+			unlinked[w] = q.unlinked;
+	}
+	if (unlinked)
+		ckpt__tier_set_pending(m->tier, unlinked, np);
+	ckpt__free(unlinked);
+	ckpt__free(all);
+	ckpt__free(lens);
+	if (!done || !m->persist)
+		return CKPT_OK;
+	/* every copy is done, or (block) about to be: the entries first, then the outcome */
+	size_t elen = 0;
+	const void *ent = ckpt__persist_entries(m->persist, &elen);
+	void *ents = NULL;
+	size_t *elens = NULL;
+	int ne = 0;
+	int grc = ops->allgather(cs, ent, elen, &ents, &elens, &ne);
+	ckpt__manager_save s;
+	int rc = ckpt__persist_join(m->persist, &s);
+	m->persist = NULL;
+	ckpt__tier_pin(m->tier, -1);
+	ckpt__tier_set_pending(m->tier, NULL, 0);
+	if (rc == CKPT_OK)
+		rc = grc;
+	rc = agree(cs, rc);
+	int writer = writer_process(cs), shard = 0, nshards = 0;
+	shard_of(cs, &shard, &nshards);
+	uint64_t token = persist_token(s.number);
+	if (rc == CKPT_OK) {
+		if (writer) {
+			const void **parts = ckpt__calloc(ne > 0 ? (size_t)ne : 1, sizeof(*parts));
+			rc = parts ? CKPT_OK : CKPT_ENOMEM;
+			for (int w = 0, off = 0; rc == CKPT_OK && w < ne; off += (int)elens[w], w++)
+				parts[w] = (const char *)ents + off;
+			if (rc == CKPT_OK)
+				rc = ckpt_bundle_merge_commit(m->vfs, s.path, ne, token, parts, elens, m->no_fsync);
+			ckpt__free(parts);
+			if (rc == CKPT_OK) {
+				s.written = 1;
+				rc = ckpt__manager_commit_files(m, &s);
+			}
+		} else {
+			s.written = 1;
+			s.ndeleted = s.ndel; /* the writer deletes them: the lists stay equal */
+		}
+		rc = agree(cs, rc);
+		if (rc < 0) {
+			/* taken back, so that no worker lists what another does not */
+			ckpt__error_slot slot = { 0 };
+			ckpt__error_capture(&slot);
+			if (writer && s.written)
+				delete_checkpoint(m, s.path);
+			s.written = 0;
+			ckpt__error_raise(&slot);
+			ckpt__error_slot_clear(&slot);
+		}
+	} else {
+		/* some copy failed: every worker removes its own shard's temporary */
+		ckpt_bundle_part_discard(m->vfs, s.path, shard, nshards, token);
+	}
+	ckpt__free(ents);
+	ckpt__free(elens);
+	ckpt__error_slot slot = { 0 };
+	ckpt__error_capture(&slot);
+	ckpt__manager_apply(m, &s);
+	ckpt__error_raise(&slot);
+	ckpt__error_slot_clear(&slot);
+	return rc;
+}
+
 int ckpt__manager_persist_finish(ckpt_manager *m)
 {
 	if (!m->persist)
 		return CKPT_OK;
+	if (collective(m))
+		return persist_mw_finish(m, 1);
 	ckpt__manager_save s;
 	int rc = ckpt__persist_join(m->persist, &s);
 	m->persist = NULL;
@@ -762,7 +894,10 @@ void ckpt_manager_free(ckpt_manager *m)
 	}
 	ckpt__free(m->persist_path);
 	/* before the list goes: it says whether storage holds what memory does */
-	ckpt__tier_close(m->tier, max_listed(m), m->warn, m->warn_ctx);
+	if (m->ck)
+		ckpt__tier_close(m->tier, max_listed(m), m->warn, m->warn_ctx);
+	else
+		ckpt__tier_free(m->tier);
 	list_clear(m);
 	ckpt_vfs_unlock(m->vfs, m->lock);
 	ckpt__free(m->dir);
@@ -804,8 +939,8 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 		return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "checkpoint_name '%s' must be a plain file name", name);
 	ckpt_strategy *cs = ck ? ckpt__checkpoint_collective(ck) : NULL;
 	ckpt__tier *tier = NULL;
-	if (ck) /* a read-only manager has nothing to keep in memory */
-		CKPT_TRY(agree(cs, ckpt__tier_open(&tier, &opts, dir)));
+	/* a read-only manager only reads the tier (ckpt_manager_load_latest) and never removes a segment */
+	CKPT_TRY(agree(cs, ckpt__tier_open(&tier, &opts, dir)));
 	ckpt_manager *m = ckpt__calloc(1, sizeof(*m));
 	if (!m) {
 		ckpt__tier_free(tier);
@@ -1129,21 +1264,50 @@ static int save_number(const char **path_out, ckpt_manager *m, int64_t number)
 static int persists_from_memory(const ckpt_manager *m)
 {
 	const char *f = m->ck->opts.format;
-	return m->tier && !collective(m) && !m->incremental && (!f || strcmp(f, "tf-bundle") == 0);
+	return m->tier && !m->incremental && (!f || strcmp(f, "tf-bundle") == 0);
 }
 
 static int save_persisted_from_memory(const char **path_out, ckpt_manager *m, int64_t number)
 {
 	/* one copy at a time: the previous one's outcome (and its place in the list) first */
 	CKPT_TRY(ckpt__manager_persist_finish(m));
+	ckpt__tier_set_pending(m->tier, NULL, 0);
 	const char *mem = NULL;
 	CKPT_TRY(ckpt__tier_save(&mem, m->tier, m->ck, number));
 	ckpt__manager_save s;
-	CKPT_TRY(ckpt__manager_plan(&s, m, number));
+	ckpt_strategy *cs = collective(m);
+	int rc = ckpt__manager_plan(&s, m, number);
+	if (cs) {
+		int arc = agree(cs, rc);
+		if (rc == CKPT_OK && arc < 0)
+			ckpt__manager_save_free(&s);
+		rc = arc;
+	}
+	CKPT_TRY(rc);
 	s.old_counter = number; /* the memory save stands whatever becomes of the copy */
 	char *path = ckpt__strdup(s.path);
-	int rc = path ? ckpt__persist_start(&m->persist, m, &s, mem, m->vfs, !m->no_fsync, ckpt__manager_commit_files)
-		      : CKPT_ENOMEM;
+	if (!path)
+		rc = CKPT_ENOMEM;
+	else if (cs)
+		rc = ckpt__persist_start_piece(&m->persist, &s, mem, m->vfs, !m->no_fsync, persist_token(number));
+	else
+		rc = ckpt__persist_start(&m->persist, m, &s, mem, m->vfs, !m->no_fsync, ckpt__manager_commit_files);
+	if (cs) {
+		/* started on every worker or on none */
+		int arc = agree(cs, rc);
+		if (rc == CKPT_OK && arc < 0) {
+			ckpt__error_slot slot = { 0 };
+			ckpt__error_capture(&slot);
+			int shard = 0, nshards = 0;
+			shard_of(cs, &shard, &nshards);
+			ckpt__persist_join(m->persist, &s);
+			m->persist = NULL;
+			ckpt_bundle_part_discard(m->vfs, s.path, shard, nshards, persist_token(number));
+			ckpt__error_raise(&slot);
+			ckpt__error_slot_clear(&slot);
+		}
+		rc = arc;
+	}
 	if (rc < 0) {
 		ckpt__free(path);
 		ckpt__error_slot slot = { 0 };
@@ -1167,8 +1331,16 @@ static int save_tiers(const char **path_out, ckpt_manager *m, int64_t number)
 	if (to == (CKPT__TIER_TO_MEMORY | CKPT__TIER_TO_STORAGE) && persists_from_memory(m))
 		return save_persisted_from_memory(path_out, m, number);
 	const char *mem = NULL;
-	if (to & CKPT__TIER_TO_STORAGE)
+	if (to & CKPT__TIER_TO_STORAGE) {
 		CKPT_TRY(ckpt__manager_persist_finish(m));
+	} else if (m->persist && collective(m)) {
+		/* a memory save does not wait for the copy: it finishes it if every worker's is done */
+		CKPT_TRY(persist_mw_finish(m, 0));
+	} else {
+		/* what the copy in flight holds of a removed segment counts against memory_limit */
+		uint64_t held = ckpt__persist_unlinked_bytes(m->persist);
+		ckpt__tier_set_pending(m->tier, &held, 1);
+	}
 	if (to & CKPT__TIER_TO_MEMORY)
 		CKPT_TRY(ckpt__tier_save(&mem, m->tier, m->ck, number));
 	if (to & CKPT__TIER_TO_STORAGE)
@@ -1285,7 +1457,11 @@ static int manager_latest_valid_rc(const char **path_out, ckpt_manager *m)
 		*path_out = NULL;
 	if (!m)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_manager_latest_valid: NULL manager");
-	CKPT_TRY(finish_async(m));
+	/* a multi-process copy is finished collectively (wait, a save, restore, free): not by a call one worker may make alone */
+	if (collective(m))
+		CKPT_TRY(m->async ? m->async_finish(m) : CKPT_OK);
+	else
+		CKPT_TRY(finish_async(m));
 	size_t at;
 	return newest_valid_below(path_out, &at, m, m->n);
 }
@@ -1378,6 +1554,71 @@ const char *ckpt_manager_restore_latest(ckpt_restore_status **status, ckpt_manag
 	/* one operation (ckpt_vfs_op_begin): the index the validity check read is what the restore reads */
 	ckpt_vfs_op_begin();
 	int rc = manager_restore_latest_rc(status, &path_out, m);
+	ckpt_vfs_op_end();
+	ckpt__borrowed_status(rc, path_out != NULL);
+	return rc == CKPT_OK ? path_out : NULL;
+}
+
+/* The caller's checkpoint options, at this library's version (as ckpt_checkpoint_new reads them). */
+static int checkpoint_options(ckpt_checkpoint_options *dst, const ckpt_checkpoint_options *o)
+{
+	*dst = (ckpt_checkpoint_options)CKPT_CHECKPOINT_OPTIONS_INIT;
+	if (!o)
+		return CKPT_OK;
+	size_t n = o->version == 1 ? offsetof(ckpt_checkpoint_options, sync_rules)
+		 : o->version == 2 ? offsetof(ckpt_checkpoint_options, restore_single_pass)
+		 : o->version == CKPT_CHECKPOINT_OPTIONS_VERSION ? sizeof(*o) : 0;
+	if (!n)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "unsupported ckpt_checkpoint_options version %u", o->version);
+	memcpy(dst, o, n);
+	dst->version = CKPT_CHECKPOINT_OPTIONS_VERSION;
+	return CKPT_OK;
+}
+
+static int manager_load_latest_rc(ckpt_checkpoint **out, ckpt_restore_status **status, const char **path_out,
+	ckpt_manager *m, const ckpt_checkpoint_options *o)
+{
+	if (out)
+		*out = NULL;
+	if (status)
+		*status = NULL;
+	*path_out = NULL;
+	if (!m || !out)
+		return ckpt__fail(CKPT_EINVAL, m ? m->dir : NULL, NULL, -1, "ckpt_manager_load_latest: NULL argument");
+	if (m->ck)
+		return ckpt__fail(CKPT_EINVAL, m->dir, NULL, -1, "ckpt_manager_load_latest: the manager has a checkpoint; "
+			"ckpt_manager_restore_latest restores into it");
+	ckpt_checkpoint_options lo;
+	CKPT_TRY(checkpoint_options(&lo, o));
+	if (m->tier) {
+		/* a step in memory newer than every listed checkpoint: read from its segment, through POSIX */
+		ckpt_checkpoint_options mo = lo;
+		mo.vfs = NULL;
+		int loaded = 0;
+		CKPT_TRY(ckpt__tier_load(out, status, &loaded, path_out, m->tier, &mo, max_listed(m), m->warn, m->warn_ctx));
+		if (loaded)
+			return CKPT_OK;
+	}
+	const char *p;
+	size_t at;
+	int rc = newest_valid_below(&p, &at, m, m->n);
+	if (rc == CKPT_ENOTFOUND) {
+		ckpt_error_clear();
+		return CKPT_OK;
+	}
+	CKPT_TRY(rc);
+	lo.vfs = m->vfs;
+	CKPT_TRY(ckpt_checkpoint_load(out, status, p, &lo));
+	*path_out = p;
+	return CKPT_OK;
+}
+
+const char *ckpt_manager_load_latest(ckpt_checkpoint **out, ckpt_restore_status **status, ckpt_manager *m,
+	const ckpt_checkpoint_options *o)
+{
+	const char *path_out = NULL;
+	ckpt_vfs_op_begin();
+	int rc = manager_load_latest_rc(out, status, &path_out, m, o);
 	ckpt_vfs_op_end();
 	ckpt__borrowed_status(rc, path_out != NULL);
 	return rc == CKPT_OK ? path_out : NULL;

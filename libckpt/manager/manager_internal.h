@@ -85,6 +85,25 @@ int ckpt__persist_start(ckpt__persist **out, ckpt_manager *m, ckpt__manager_save
 	ckpt_vfs *vfs, int fsync, ckpt__persist_commit_fn commit);
 /** Wait for it, hand its plan and outcome back in *s (to apply), free it; its status, raised on this thread. */
 int ckpt__persist_join(ckpt__persist *p, ckpt__manager_save *s);
+/**
+ * A multi-process checkpoint's piece: copy the segment's data shard(s) to
+ * s->path's names as ckpt_bundle_merge_commit's temporaries
+ * ("<name>.tempstate<token>") on a background thread that calls no MPI,
+ * and read the piece's index entries ("<segment_prefix>.entries") now. No
+ * index, no commit: the caller merges and commits on its own thread.
+ */
+int ckpt__persist_start_piece(ckpt__persist **out, ckpt__manager_save *s, const char *segment_prefix, ckpt_vfs *vfs,
+	int fsync, uint64_t token);
+/** 1 once the background thread has finished (a join then does not block). */
+int ckpt__persist_done(const ckpt__persist *p);
+/** A piece's index entries (borrowed, until the join). */
+const void *ckpt__persist_entries(const ckpt__persist *p, size_t *len);
+/**
+ * Bytes of the segment files an unfinished copy holds open that are no
+ * longer in their segment (removed: a newer memory step superseded it), so
+ * that no listing of the tier sees them; 0 when done or NULL.
+ */
+uint64_t ckpt__persist_unlinked_bytes(const ckpt__persist *p);
 /** Wait for the manager's background copy to storage, if any, and apply it (manager.c). */
 int ckpt__manager_persist_finish(ckpt_manager *m);
 

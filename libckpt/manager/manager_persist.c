@@ -11,11 +11,22 @@
  *
  * Nothing here reads the live variables: the copy is the step the memory
  * tier committed, whatever the trainer does to its buffers meanwhile.
+ *
+ * A multi-process checkpoint's piece (ckpt__persist_start_piece) is copied
+ * the same way but only as far as its data shard's temporary: the merged
+ * index and the manager's commit are collective, so they are left to the
+ * trainer's thread (manager.c), which may call MPI where this thread may not.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "manager_internal.h"
 
 #define COPY_CHUNK (8u << 20)
@@ -30,6 +41,15 @@ struct ckpt__persist {
 	size_t nfiles;
 	ckpt_io **src;   /* the segment's files, open (the index last) */
 	char **suffix;   /* ".index", ".data-00000-of-00001", ... */
+	char **path;     /* their paths in the segment, */
+	uint64_t *size;  /* sizes */
+	uint64_t *ino;   /* and inodes, when opened: a file gone from its segment still holds its bytes */
+	atomic_int done; /* the thread has finished */
+	/* a piece (ckpt__persist_start_piece): data shards only, as "<name>.tempstate<token>"; no commit */
+	int piece;
+	uint64_t token;
+	void *entries;   /* the piece's index entries ("<segment prefix>.entries") */
+	size_t elen;
 };
 
 static void persist_free(ckpt__persist *p)
@@ -37,9 +57,14 @@ static void persist_free(ckpt__persist *p)
 	for (size_t i = 0; i < p->nfiles; i++) {
 		ckpt_io_close(p->src[i]);
 		ckpt__free(p->suffix[i]);
+		ckpt__free(p->path[i]);
 	}
 	ckpt__free(p->src);
 	ckpt__free(p->suffix);
+	ckpt__free(p->path);
+	ckpt__free(p->size);
+	ckpt__free(p->ino);
+	ckpt__free(p->entries);
 	ckpt__free(p);
 }
 
@@ -47,7 +72,15 @@ static void persist_free(ckpt__persist *p)
 static int copy_file(ckpt__persist *p, ckpt_io *src, const char *dst, void *buf)
 {
 	int renames = !(ckpt_vfs_caps(p->vfs) & CKPT_VFS_CAP_NO_RENAME);
-	char *tmp = renames ? ckpt__asprintf("%s.tempstate-persist", dst) : ckpt__strdup(dst);
+	char *tmp = NULL;
+	if (p->piece) {
+		/* the name ckpt_bundle_merge_commit renames (or, without rename, the final one) */
+		char sfx[40];
+		snprintf(sfx, sizeof(sfx), "tempstate%" PRIu64, p->token);
+		tmp = ckpt__vfs_temp_name(p->vfs, dst, sfx);
+	} else {
+		tmp = renames ? ckpt__asprintf("%s.tempstate-persist", dst) : ckpt__strdup(dst);
+	}
 	if (!tmp)
 		return CKPT_ENOMEM;
 	uint64_t size = 0;
@@ -67,7 +100,7 @@ static int copy_file(ckpt__persist *p, ckpt_io *src, const char *dst, void *buf)
 	int crc = out ? ckpt_io_close(out) : CKPT_OK;
 	if (rc == CKPT_OK)
 		rc = crc;
-	if (rc == CKPT_OK && renames)
+	if (rc == CKPT_OK && renames && !p->piece)
 		rc = ckpt_vfs_rename(p->vfs, tmp, dst);
 	if (rc < 0 && out && renames) {
 		ckpt__error_slot slot = { 0 };
@@ -104,24 +137,42 @@ static void *persist_thread(void *arg)
 		char *dst = ckpt__asprintf("%s%s", p->save.path, p->suffix[i]);
 		if (!dst)
 			rc = CKPT_ENOMEM;
-		else if (i + 1 < p->nfiles)
+		else if (p->piece || i + 1 < p->nfiles)
 			rc = copy_file(p, p->src[i], dst, buf);
 		else
 			rc = copy_index(p, p->src[i], dst);
 		ckpt__free(dst);
 	}
 	ckpt__free(buf);
-	if (rc == CKPT_OK) {
+	if (rc == CKPT_OK && !p->piece) {
 		p->save.written = 1;
 		rc = p->commit(p->m, &p->save);
 	}
 	p->save.rc = rc;
 	if (rc < 0)
 		ckpt__error_capture(&p->save.error);
+	atomic_store(&p->done, 1);
 	return NULL;
 }
 
-/* The segment's "ckpt.*" files, opened; the index last. */
+static void swap_files(ckpt__persist *p, size_t a, size_t b)
+{
+	ckpt_io *io = p->src[a];
+	char *sf = p->suffix[a], *pa = p->path[a];
+	uint64_t sz = p->size[a], in = p->ino[a];
+	p->src[a] = p->src[b];
+	p->suffix[a] = p->suffix[b];
+	p->path[a] = p->path[b];
+	p->size[a] = p->size[b];
+	p->ino[a] = p->ino[b];
+	p->src[b] = io;
+	p->suffix[b] = sf;
+	p->path[b] = pa;
+	p->size[b] = sz;
+	p->ino[b] = in;
+}
+
+/* The segment's "ckpt.*" files, opened; the index last (a piece: its data shards only). */
 static int open_segment(ckpt__persist *p, const char *segment_prefix)
 {
 	const char *slash = strrchr(segment_prefix, '/');
@@ -146,15 +197,26 @@ static int open_segment(ckpt__persist *p, const char *segment_prefix)
 		int is_index = strcmp(suffix, ".index") == 0;
 		if (!is_index && strncmp(suffix, ".data-", 6) != 0)
 			continue;
+		if (is_index && p->piece)
+			continue;
 		ckpt_io **ns = ckpt__realloc(p->src, (p->nfiles + 1) * sizeof(*ns));
 		char **nx = ns ? ckpt__realloc(p->suffix, (p->nfiles + 1) * sizeof(*nx)) : NULL;
+		char **np = nx ? ckpt__realloc(p->path, (p->nfiles + 1) * sizeof(*np)) : NULL;
+		uint64_t *nz = np ? ckpt__realloc(p->size, (p->nfiles + 1) * sizeof(*nz)) : NULL;
+		uint64_t *ni = nz ? ckpt__realloc(p->ino, (p->nfiles + 1) * sizeof(*ni)) : NULL;
 		if (ns)
 			p->src = ns;
 		if (nx)
 			p->suffix = nx;
+		if (np)
+			p->path = np;
+		if (nz)
+			p->size = nz;
+		if (ni)
+			p->ino = ni;
 		char *path = ckpt__asprintf("%s/%s", dir, e->d_name);
 		char *sfx = ckpt__strdup(suffix);
-		if (!ns || !nx || !path || !sfx) {
+		if (!ni || !path || !sfx) {
 			ckpt__free(path);
 			ckpt__free(sfx);
 			rc = CKPT_ENOMEM;
@@ -162,47 +224,79 @@ static int open_segment(ckpt__persist *p, const char *segment_prefix)
 		}
 		ckpt_io *io = NULL;
 		rc = ckpt_vfs_open(&io, ckpt_vfs_default(), path, CKPT_IO_READ);
-		ckpt__free(path);
+		struct stat st;
+		if (rc == CKPT_OK && stat(path, &st) < 0)
+			rc = ckpt__fail_errno(errno, path, "cannot stat the memory tier segment's file");
 		if (rc < 0) {
+			if (io)
+				ckpt_io_close(io);
+			ckpt__free(path);
 			ckpt__free(sfx);
 			break;
 		}
 		p->src[p->nfiles] = io;
 		p->suffix[p->nfiles] = sfx;
+		p->path[p->nfiles] = path;
+		p->size[p->nfiles] = (uint64_t)st.st_size;
+		p->ino[p->nfiles] = (uint64_t)st.st_ino;
 		p->nfiles++;
 		if (is_index) {
 			/* held at the front while listing, moved to the end below */
 			have_index = 1;
 			size_t last = p->nfiles - 1;
-			if (last) {
-				ckpt_io *ti = p->src[last];
-				char *ts = p->suffix[last];
-				p->src[last] = p->src[0];
-				p->suffix[last] = p->suffix[0];
-				p->src[0] = ti;
-				p->suffix[0] = ts;
-			}
+			if (last)
+				swap_files(p, 0, last);
 		}
 	}
 	if (d)
 		closedir(d);
-	if (rc == CKPT_OK && !have_index)
+	if (rc == CKPT_OK && !have_index && !p->piece)
 		rc = ckpt__fail(CKPT_ENOTFOUND, dir, NULL, -1, "the memory tier segment has no index");
+	if (rc == CKPT_OK && p->piece && !p->nfiles)
+		rc = ckpt__fail(CKPT_ENOTFOUND, dir, NULL, -1, "the memory tier piece has no data shard");
 	/* keep the index last: it was swapped to the front */
-	if (rc == CKPT_OK && p->nfiles > 1) {
-		ckpt_io *ti = p->src[0];
-		char *ts = p->suffix[0];
-		memmove(p->src, p->src + 1, (p->nfiles - 1) * sizeof(*p->src));
-		memmove(p->suffix, p->suffix + 1, (p->nfiles - 1) * sizeof(*p->suffix));
-		p->src[p->nfiles - 1] = ti;
-		p->suffix[p->nfiles - 1] = ts;
-	}
+	for (size_t i = 0; rc == CKPT_OK && have_index && i + 1 < p->nfiles; i++)
+		swap_files(p, i, i + 1);
 	ckpt__free(dir);
 	return rc;
 }
 
-int ckpt__persist_start(ckpt__persist **out, ckpt_manager *m, ckpt__manager_save *s, const char *segment_prefix,
-	ckpt_vfs *vfs, int fsync, ckpt__persist_commit_fn commit)
+/* All of `path` into a fresh buffer. */
+static int read_small(void **out, size_t *len, const char *path)
+{
+	*out = NULL;
+	*len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ckpt__fail_errno(errno, path, "cannot open the memory tier piece's entries");
+	struct stat st;
+	int rc = fstat(fd, &st) < 0 ? ckpt__fail_errno(errno, path, "cannot stat") : CKPT_OK;
+	size_t n = rc == CKPT_OK ? (size_t)st.st_size : 0, done = 0;
+	unsigned char *b = rc == CKPT_OK ? ckpt__malloc(n ? n : 1) : NULL;
+	if (rc == CKPT_OK && !b)
+		rc = CKPT_ENOMEM;
+	while (rc == CKPT_OK && done < n) {
+		ssize_t got = pread(fd, b + done, n - done, (off_t)done);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			rc = got < 0 ? ckpt__fail_errno(errno, path, "cannot read")
+				     : ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)done, "file shrank while read");
+		else
+			done += (size_t)got;
+	}
+	close(fd);
+	if (rc < 0) {
+		ckpt__free(b);
+		return rc;
+	}
+	*out = b;
+	*len = n;
+	return CKPT_OK;
+}
+
+static int persist_start(ckpt__persist **out, ckpt_manager *m, ckpt__manager_save *s, const char *segment_prefix,
+	ckpt_vfs *vfs, int fsync, ckpt__persist_commit_fn commit, int piece, uint64_t token)
 {
 	*out = NULL;
 	ckpt__persist *p = ckpt__calloc(1, sizeof(*p));
@@ -212,7 +306,15 @@ int ckpt__persist_start(ckpt__persist **out, ckpt_manager *m, ckpt__manager_save
 	p->vfs = vfs;
 	p->fsync = fsync;
 	p->commit = commit;
+	p->piece = piece;
+	p->token = token;
+	atomic_init(&p->done, 0);
 	int rc = open_segment(p, segment_prefix);
+	if (rc == CKPT_OK && piece) {
+		char *ep = ckpt__asprintf("%s.entries", segment_prefix);
+		rc = ep ? read_small(&p->entries, &p->elen, ep) : CKPT_ENOMEM;
+		ckpt__free(ep);
+	}
 	if (rc == CKPT_OK) {
 		p->save = *s;
 		rc = pthread_create(&p->thread, NULL, persist_thread, p);
@@ -229,6 +331,42 @@ int ckpt__persist_start(ckpt__persist **out, ckpt_manager *m, ckpt__manager_save
 	memset(s, 0, sizeof(*s));
 	*out = p;
 	return CKPT_OK;
+}
+
+int ckpt__persist_start(ckpt__persist **out, ckpt_manager *m, ckpt__manager_save *s, const char *segment_prefix,
+	ckpt_vfs *vfs, int fsync, ckpt__persist_commit_fn commit)
+{
+	return persist_start(out, m, s, segment_prefix, vfs, fsync, commit, 0, 0);
+}
+
+int ckpt__persist_start_piece(ckpt__persist **out, ckpt__manager_save *s, const char *segment_prefix, ckpt_vfs *vfs,
+	int fsync, uint64_t token)
+{
+	return persist_start(out, NULL, s, segment_prefix, vfs, fsync, NULL, 1, token);
+}
+
+int ckpt__persist_done(const ckpt__persist *p)
+{
+	return atomic_load(&((ckpt__persist *)p)->done);
+}
+
+const void *ckpt__persist_entries(const ckpt__persist *p, size_t *len)
+{
+	*len = p->elen;
+	return p->entries;
+}
+
+uint64_t ckpt__persist_unlinked_bytes(const ckpt__persist *p)
+{
+	if (!p || ckpt__persist_done(p))
+		return 0;
+	uint64_t sum = 0;
+	for (size_t i = 0; i < p->nfiles; i++) {
+		struct stat st;
+		if (stat(p->path[i], &st) < 0 || (uint64_t)st.st_ino != p->ino[i])
+			sum += p->size[i];
+	}
+	return sum;
 }
 
 int ckpt__persist_join(ckpt__persist *p, ckpt__manager_save *s)

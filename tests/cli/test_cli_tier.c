@@ -110,6 +110,57 @@ Test(cli_tier, restore_json_says_the_bytes_per_tier)
 	free(ck);
 }
 
+/* "bytes_from" of `ckpt restore --json`: memory and storage */
+static void bytes_from(const char *out, unsigned long long *mem, unsigned long long *sto)
+{
+	const char *b = strstr(out, "\"bytes_from\": {");
+	cr_assert(b, "%s", out);
+	cr_assert_eq(sscanf(b, "\"bytes_from\": { \"memory\": %llu, \"storage\": %llu", mem, sto), 2, "%s", b);
+}
+
+/*
+ * `ckpt restore --job JOB --tier-dir DIR PATH`: the job's memory step 3 is
+ * newer than PATH's ckpt-2, so it is restored from memory, 0 bytes from
+ * storage; once the tier holds nothing, PATH's ckpt-2.
+ */
+Test(cli_tier, restore_from_the_memory_tier_then_storage_when_it_has_nothing_newer)
+{
+	char *tier = fill_tier();
+	ts_run_result r = ts_cli("restore", g_dir, "--job", "cli-job", "--tier-dir", tier, "--strategy", "default",
+		"--json", NULL);
+	ts_assert_exit(&r, 0, "restore --job: %s", r.err);
+	cr_assert(strstr(r.out, "\"tier\": \"memory\"") && strstr(r.out, "/cli-job/step-000000000003.w0-of-1/ckpt\""),
+		"%s", r.out);
+	unsigned long long mem = 0, sto = 1;
+	bytes_from(r.out, &mem, &sto);
+	cr_assert_eq(sto, 0, "%s", r.out);
+	cr_assert(mem >= 4008 && mem < 4008 + 4096, "memory bytes %llu: %s", mem, r.out);
+	ts_run_free(&r);
+	/* the text report names the segment too */
+	r = ts_cli("restore", g_dir, "--job", "cli-job", "--tier-dir", tier, "--strategy", "default", NULL);
+	ts_assert_exit(&r, 0, "restore --job: %s", r.err);
+	cr_assert(strstr(r.out, "step-000000000003.w0-of-1/ckpt under the default strategy"), "%s", r.out);
+	ts_run_free(&r);
+
+	/* a restore reads the tier and never removes it */
+	r = ts_cli("tier", "list", "--json", "--dir", tier, NULL);
+	cr_assert(strstr(r.out, "\"step\": 3"), "%s", r.out);
+	ts_run_free(&r);
+	r = ts_cli("tier", "drop", "cli-job", "--dir", tier, NULL);
+	ts_assert_exit(&r, 0, "tier drop");
+	ts_run_free(&r);
+	r = ts_cli("restore", g_dir, "--job", "cli-job", "--tier-dir", tier, "--strategy", "default", "--json", NULL);
+	ts_assert_exit(&r, 0, "restore --job after the drop: %s", r.err);
+	cr_assert(strstr(r.out, "\"tier\": \"storage\"") && strstr(r.out, "/ckpt-2\""), "%s", r.out);
+	bytes_from(r.out, &mem, &sto);
+	cr_assert(mem == 0 && sto >= 4008, "%s", r.out);
+	ts_run_free(&r);
+
+	r = ts_cli("restore", g_dir, "--tier-dir", tier, "--strategy", "default", NULL);
+	ts_assert_exit(&r, 2, "--tier-dir without --job");
+	ts_run_free(&r);
+}
+
 Test(cli_tier, usage_errors)
 {
 	ts_run_result r = ts_cli("tier", "drop", NULL);

@@ -283,4 +283,86 @@ Test(tier_mpi, chaos_kill9_of_a_worker_or_a_node_mid_save_restores_an_acknowledg
 	const char *n = getenv("CKPT_TIER_CHAOS_TRIALS"); /* the long mode: by hand, >= 200 */
 	chaos(n && *n ? atoi(n) : 7, 20261206);
 }
+/* 1 when `dir` holds a name containing both `a` and `b` */
+static int has_name(const char *dir, const char *a, const char *b)
+{
+	DIR *d = opendir(dir);
+	int found = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		found |= strstr(e->d_name, a) && strstr(e->d_name, b);
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/*
+ * The persistent tier from memory across workers (issue 32 point 3): 2 workers
+ * on 2 emulated nodes, persist_every 2. The save of step 2 returns before the
+ * directory's index exists (each worker's shard copy held at a gate), the
+ * live state moves to step 3 first, and after ckpt_manager_wait ckpt-2 is the
+ * memory step's: TensorFlow reads every value of step 2 and restores it with
+ * assert_consumed, and libckpt restores it bit-exactly onto 3 workers.
+ */
+Test(tier_mpi, two_workers_persist_from_memory_in_the_background_read_by_tensorflow_and_3_workers, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	char *tier = ts_join(dir, "tier"), *d = ts_join(dir, "d");
+	setenv("CKPT_TIER_DIR", tier, 1);
+	setenv("CKPT_TIER_NODES", "a,b", 1);
+	ts_mpi_run(120, 2, "mpi_tier persist 1 %s check", d);
+	cr_assert(!has_name(d, "tempstate", ""), "temporaries left in %s", d);
+	char cmd[4096];
+	ts_run_result r;
+	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_read_sharded.py %s/ckpt-2 2 2 2",
+		ts_oracle_python(), d);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 0, "TensorFlow does not read the persisted checkpoint:\n%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "TF OK"), "%s", r.out);
+	ts_run_free(&r);
+	snprintf(cmd, sizeof(cmd), "TF_CPP_MIN_LOG_LEVEL=3 %s " CKPT_SOURCE_DIR "/tests/oracles/tf_tier_mw.py %s/ckpt-2 2",
+		ts_oracle_python(), d);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 0, "TensorFlow's restore with assert_consumed fails:\n%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "TF ASSERT_CONSUMED OK"), "%s", r.out);
+	ts_run_free(&r);
+	/* the memory tier (step 3) lost with the whole job: step 2 from the directory, onto 3 workers */
+	sh("rm -rf %s%s", tier, "");
+	setenv("CKPT_TIER_NODES", "a,a,a", 1);
+	ts_mpi_run(120, 3, "mpi_tier restore 1 %s 2 2 0 2 storage", d);
+	ts_rmtree(dir);
+	free(dir);
+	free(tier);
+	free(d);
+}
+
+/* kill -9 of every worker while their shards of step 4 are copied: step 2 stays the newest, the shards are cleaned */
+Test(tier_mpi, kill9_during_the_background_copy_keeps_the_previous_persisted_checkpoint, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	char *tier = ts_join(dir, "tier"), *d = ts_join(dir, "d");
+	setenv("CKPT_TIER_DIR", tier, 1);
+	setenv("CKPT_TIER_NODES", "a,b", 1);
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" timeout 120 "
+		CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 " CKPT_MPI_BIN_DIR "/mpi_tier persist 1 %s kill", d);
+	ts_run_result r;
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert(strstr(r.out, "KILLING worker 0") && strstr(r.out, "KILLING worker 1"), "%s\n%s", r.out, r.err);
+	ts_run_free(&r);
+	char *idx2 = ts_join(d, "ckpt-2.index"), *idx4 = ts_join(d, "ckpt-4.index");
+	cr_assert(access(idx2, F_OK) == 0 && access(idx4, F_OK) != 0, "ckpt-2 must be the newest checkpoint");
+	cr_assert(has_name(d, "ckpt-4.data-", "tempstate"), "no shard of ckpt-4 was being copied");
+	/* the whole job lost, memory included: the restart restores ckpt-2 onto 3 workers, and cleans the shards */
+	sh("rm -rf %s%s", tier, "");
+	setenv("CKPT_TIER_NODES", "a,a,a", 1);
+	ts_mpi_run(120, 3, "mpi_tier restore 1 %s 2 2 0 2 storage", d);
+	cr_assert(!has_name(d, "ckpt-4", ""), "the killed copy's shards are still in %s", d);
+	free(idx2);
+	free(idx4);
+	ts_rmtree(dir);
+	free(dir);
+	free(tier);
+	free(d);
+}
 #endif

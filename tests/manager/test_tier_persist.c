@@ -343,3 +343,64 @@ Test(tier_persist, kill_during_the_background_copy_keeps_the_previous_checkpoint
 	ckpt_checkpoint_free(r.ck);
 	tf_restores(dir, "ckpt-2", 2);
 }
+
+/*
+ * memory_limit counts the step a background copy still reads: step 10's copy
+ * is held at the gate while memory saves 11 and 12 go on; save 11 removes
+ * step 10's segment, whose files the copy keeps open (their pages stay
+ * used), so save 12 must not fit a limit that holds two steps and a half.
+ */
+Test(tier_persist, memory_limit_counts_a_removed_step_the_background_copy_still_reads, .timeout = 300)
+{
+	char *tier = ts_join(tt_tmpdir(), "shm");
+	setenv(CKPT_TIER_DIR_ENV, tier, 1);
+	tstate s;
+	build(&s);
+	/* one step's segment bytes, from a job without a limit */
+	ckpt_manager *m;
+	ckpt_manager_options mo = persist_opts(NULL);
+	mo.memory_job = "measure";
+	mo.persist_every = 10;
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, tt_tmpdir(), 5, &mo), CKPT_OK);
+	tt_set_step(s.value, s.big, 1);
+	cr_assert_eq(ckpt_status_of(ckpt_manager_save(m)), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_tier_list *l = NULL;
+	cr_assert_eq(ckpt_tier_scan(&l, tier), CKPT_OK);
+	cr_assert_eq(ckpt_tier_list_num_entries(l), 1);
+	uint64_t seg = ckpt_tier_list_entry(l, 0)->bytes;
+	ckpt_tier_list_free(l);
+	ckpt_manager_free(m); /* keeps the memory step (nothing persisted): dropped below */
+	cr_assert_eq(ckpt_tier_drop(NULL, "measure"), CKPT_OK);
+	/* what a save asks for (the variables plus 1 MiB), plus two steps and a half held */
+	uint64_t need = ckpt_variable_nbytes(s.value) + ckpt_variable_nbytes(s.big) + (1u << 20);
+
+	gate_vfs *g = gate_new(20);
+	char *dir = tt_tmpdir();
+	mo = persist_opts(&g->cv.base);
+	mo.persist_every = 10;
+	mo.memory_limit = need + seg + seg / 2;
+	cr_assert_eq(ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo), CKPT_OK);
+	gate_arm(g, "ckpt-10.data-");
+	tt_set_step(s.value, s.big, 10);
+	cr_assert_eq(ckpt_status_of(ckpt_manager_save_number(m, 10)), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert(gate_wait_held(g, 10), "no write of ckpt-10 in the background");
+	tt_set_step(s.value, s.big, 11);
+	cr_assert_eq(ckpt_status_of(ckpt_manager_save_number(m, 11)), CKPT_OK, "%s", ckpt_error_last()->message);
+	/* step 10's segment is gone from the tier, not from memory */
+	tt_set_step(s.value, s.big, 12);
+	cr_assert_null(ckpt_manager_save_number(m, 12), "save 12 fit: the copy's %llu bytes were not counted",
+		(unsigned long long)seg);
+	cr_assert_eq(ckpt_error_last()->code, CKPT_ELIMIT);
+	cr_assert(strstr(ckpt_error_last()->message, "still being copied to storage"), "%s", ckpt_error_last()->message);
+	/* once the copy is done its bytes are free again */
+	gate_open_all(g);
+	cr_assert_eq(ckpt_manager_wait(m), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_status_of(ckpt_manager_save_number(m, 12)), CKPT_OK, "%s", ckpt_error_last()->message);
+	char *ck10 = ts_join(dir, "ckpt-10");
+	cr_assert_eq(step_in(ck10), 10);
+	free(ck10);
+	ckpt_manager_free(m);
+	ckpt_checkpoint_free(s.ck);
+	ckpt_vfs_free(&g->cv.base);
+	free(tier);
+}

@@ -18,11 +18,23 @@
  *       restore_latest from memory: the step restored must be >= acked and
  *       every value must be that step's (no mix of steps), 0 bytes read
  *       from DIR; then two more saves; prints the step.
+ *   mpi_tier persist LOCAL DIR MODE
+ *       the persistent tier from memory (memory_every 1, persist_every 2,
+ *       1 copy). MODE check: step 2's save returns while each worker's copy
+ *       of its data shard is held at a gate, so DIR/ckpt-2.index must not
+ *       exist yet; the live state moves to steps 3 and 5 (saved to memory
+ *       only) before the gate opens; after ckpt_manager_wait ckpt-2 is listed and
+ *       its index exists. MODE kill: steps 1-2 persisted, then step 4's
+ *       copy is held at the gate and every worker kills itself (SIGKILL).
  * Prints "CHECKS n FAILED f" (summed over workers).
  */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <ckpt/mpi.h>
 #include "count_vfs.h"
@@ -42,6 +54,102 @@ typedef struct job {
 	ckpt_manager *mgr;
 	count_vfs *cv;
 } job;
+
+/* ---- the gate: a pwrite to a file whose path holds the armed pattern waits until opened (at most 3 s) ---- */
+
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static char gate_pattern[64];
+static int gate_opened, gate_held;
+
+static int gate_pwrite(ckpt_io *io, const void *buf, size_t n, uint64_t off)
+{
+	pthread_mutex_lock(&gate_mu);
+	if (gate_pattern[0] && strstr(io->path, gate_pattern)) {
+		gate_held = 1;
+		pthread_cond_broadcast(&gate_cond);
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 3;
+		while (!gate_opened && pthread_cond_timedwait(&gate_cond, &gate_mu, &until) == 0)
+			;
+	}
+	pthread_mutex_unlock(&gate_mu);
+	return cv_pwrite(io, buf, n, off);
+}
+
+static const ckpt_io_methods gate_io_methods = { .version = CKPT_IO_METHODS_V1, .pread = cv_pread,
+	.pwrite = gate_pwrite, .size = cv_size, .sync = cv_sync, .close = cv_close };
+
+static int gate_open_file(ckpt_vfs *vfs, const char *path, int flags, ckpt_io **out)
+{
+	int rc = cv_open(vfs, path, flags, out);
+	if (rc == CKPT_OK)
+		(*out)->methods = &gate_io_methods;
+	return rc;
+}
+
+static const ckpt_vfs_methods gate_vfs_methods = { .version = CKPT_VFS_METHODS_V1, .open = gate_open_file,
+	.rename = cv_rename, .remove = cv_remove, .exists = cv_exists, .sync_dir = cv_sync_dir, .list = cv_list,
+	.mkdir = cv_mkdir, .destroy = cv_destroy };
+
+static void gate_arm(const char *pattern)
+{
+	pthread_mutex_lock(&gate_mu);
+	snprintf(gate_pattern, sizeof(gate_pattern), "%s", pattern);
+	gate_opened = gate_held = 0;
+	pthread_mutex_unlock(&gate_mu);
+}
+
+/* 1 once a write is held at the gate (or was, and went through), within `seconds` */
+static int gate_wait_held(int seconds)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += seconds;
+	pthread_mutex_lock(&gate_mu);
+	while (!gate_held && pthread_cond_timedwait(&gate_cond, &gate_mu, &until) == 0)
+		;
+	int h = gate_held;
+	pthread_mutex_unlock(&gate_mu);
+	return h;
+}
+
+static void gate_open(void)
+{
+	pthread_mutex_lock(&gate_mu);
+	gate_opened = 1;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_mu);
+}
+
+static int file_exists(const char *dir, const char *name)
+{
+	char p[2048];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return access(p, F_OK) == 0;
+}
+
+/*
+ * The inode of this worker's piece of memory step `st` ($CKPT_TIER_DIR/<node>/tierjob/…), 0 when absent:
+ * a superseded piece's data file becomes a spare that a later save writes over (tier_slots.c).
+ */
+static ino_t own_piece_inode(int64_t st, int nworkers)
+{
+	const char *tier = getenv("CKPT_TIER_DIR"), *nodes = getenv("CKPT_TIER_NODES");
+	char node[64] = "";
+	for (int r = 0; nodes && *nodes; r++) {
+		size_t n = strcspn(nodes, ",");
+		if (r == rank)
+			snprintf(node, sizeof(node), "%.*s", (int)n, nodes);
+		nodes += n + (nodes[n] == ',');
+	}
+	char p[2048];
+	snprintf(p, sizeof(p), "%s/%s/tierjob/step-%012lld.w%d-of-%d/ckpt.data-%05d-of-%05d", tier ? tier : "", node,
+		(long long)st, rank, nworkers, rank, nworkers);
+	struct stat sb;
+	return stat(p, &sb) == 0 ? sb.st_ino : 0;
+}
 
 static float cell(int64_t step, int r, int c)
 {
@@ -94,6 +202,7 @@ static void open_job(job *j, ckpt_strategy *s, const char *dir, int copies, int 
 	TM_TRY(ckpt_partitioned_new(&j->pv, "table", CKPT_DT_FLOAT, &sh, 3, NULL));
 	TM_TRY(ckpt_object_track_partitioned(ckpt_checkpoint_root(j->m.ck), "table", j->pv));
 	j->cv = count_vfs_new();
+	j->cv->base.methods = &gate_vfs_methods; /* count_vfs, with the gate (open unless armed) */
 	ckpt_manager_options o = CKPT_MANAGER_OPTIONS_INIT;
 	o.vfs = &j->cv->base;
 	o.memory_every = 1;
@@ -163,7 +272,7 @@ static int64_t restore(job *j, ckpt_strategy *s, int *tier, uint64_t *dir_bytes)
 
 int main(int argc, char **argv)
 {
-	if (argc < 6)
+	if (argc < 5)
 		TM_FAIL("usage: see the top of mpi_tier.c");
 	int prov;
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &prov);
@@ -209,7 +318,58 @@ int main(int argc, char **argv)
 		save_step(&j, s, want + 1);
 		snprintf(extra, sizeof(extra), " STEP %lld TIER %d", (long long)got, tier);
 		close_job(&j);
-	} else if (!strcmp(argv[1], "loop")) {
+	} else if (!strcmp(argv[1], "persist") && argc > 4) {
+		int kill_mode = !strcmp(argv[4], "kill");
+		open_job(&j, s, dir, 1, 2, 1);
+		TM_TRY(ckpt_scope_exit(s));
+		save_step(&j, s, 1);
+		if (kill_mode) {
+			save_step(&j, s, 2);
+			TM_TRY(ckpt_manager_wait(j.mgr));
+			gate_arm("ckpt-4.data-");
+			save_step(&j, s, 3);
+			save_step(&j, s, 4);
+			checks++;
+			if (!gate_wait_held(20))
+				bad++, fprintf(stderr, "worker %d: no write of ckpt-4 held at the gate\n", rank);
+			MPI_Barrier(MPI_COMM_WORLD);
+			printf("KILLING worker %d during the copy of ckpt-4\n", rank);
+			fflush(stdout);
+			kill(getpid(), SIGKILL);
+		}
+		gate_arm("ckpt-2.data-");
+		save_step(&j, s, 2);
+		ino_t copied = own_piece_inode(2, size);
+		/* the trainer blocked for the memory save only: the directory's index comes later */
+		checks += 2;
+		if (file_exists(dir, "ckpt-2.index"))
+			bad++, fprintf(stderr, "worker %d: %s/ckpt-2.index exists when the save returns\n", rank, dir);
+		if (!gate_wait_held(10))
+			bad++, fprintf(stderr, "worker %d: no write of ckpt-2 in the background\n", rank);
+		/*
+		 * the live state moves on before the copy writes: the copy is the memory step's. Two more memory
+		 * saves (3, 5: not persisted) supersede step 2's segment and then the next one's, so a save that
+		 * reused the files the copy still reads would show in ckpt-2's values.
+		 */
+		save_step(&j, s, 3);
+		save_step(&j, s, 5);
+		ino_t later = own_piece_inode(5, size);
+		checks += 2;
+		if (!copied || !later)
+			bad++, fprintf(stderr, "worker %d: no piece of step 2 (%lu) or 5 (%lu) under CKPT_TIER_DIR\n", rank,
+				(unsigned long)copied, (unsigned long)later);
+		if (copied == later)
+			bad++, fprintf(stderr, "worker %d: step 5 was written over the file the copy of step 2 reads\n", rank);
+		gate_open();
+		TM_TRY(ckpt_manager_wait(j.mgr));
+		const char *latest = ckpt_manager_latest(j.mgr);
+		checks += 2;
+		if (!file_exists(dir, "ckpt-2.index"))
+			bad++, fprintf(stderr, "worker %d: no %s/ckpt-2.index after ckpt_manager_wait\n", rank, dir);
+		if (!latest || !strstr(latest, "ckpt-2"))
+			bad++, fprintf(stderr, "worker %d: the manager lists %s, not ckpt-2\n", rank, latest ? latest : "nothing");
+		close_job(&j);
+	} else if (!strcmp(argv[1], "loop") && argc > 5) {
 		const char *piddir = argv[5];
 		char p[1024], t[1024];
 		snprintf(p, sizeof(p), "%s/pid.%d", piddir, rank);

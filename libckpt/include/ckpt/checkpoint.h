@@ -660,7 +660,13 @@ typedef struct ckpt_manager_options {
 	 * the directory, ckpt_manager_wait, a restore, latest_valid and free
 	 * wait for the copy (and report its failure), and the manager's list
 	 * shows it from then on. A kill during the copy leaves the directory's
-	 * previous checkpoint the newest.
+	 * previous checkpoint the newest. A multi-process manager does the same
+	 * per worker (each copies its piece's data shard from its node's
+	 * segment; the thread calls no MPI); the merged index and the commit are
+	 * collective and run at the next manager call on the trainer's thread:
+	 * a memory-only save finishes them once every worker's copy is done
+	 * (reporting a failed copy instead of saving), a save to the directory,
+	 * wait, restore and free wait for them; latest_valid does not.
 	 */
 	int persist_every;
 	/**
@@ -671,8 +677,9 @@ typedef struct ckpt_manager_options {
 	const char *memory_job;
 	/**
 	 * The most bytes the tier may hold for this job (a step being written
-	 * plus the committed one); 0 = the space free in the tier directory's
-	 * file system. A save that would exceed it fails with CKPT_ELIMIT
+	 * plus the committed one, plus a superseded step a background copy to
+	 * storage still reads: its removed files stay open until the copy
+	 * ends); 0 = the space free in the tier directory's file system. A save that would exceed it fails with CKPT_ELIMIT
 	 * naming what it needs and what is free, before writing anything.
 	 */
 	uint64_t memory_limit;
@@ -809,6 +816,32 @@ CKPT_API const char *ckpt_manager_latest_valid(ckpt_manager *m);
  *         negative ckpt_status, as ckpt_checkpoint_restore's
  */
 CKPT_API const char *ckpt_manager_restore_latest(ckpt_restore_status **status, ckpt_manager *m);
+
+/**
+ * For a tool without a model (`ckpt restore --job`): load the newest
+ * checkpoint of a read-only manager (created with ckpt NULL) into a new
+ * checkpoint, as ckpt_checkpoint_load does (every variable created from
+ * what is stored). With a memory tier in the manager's options
+ * (memory_every > 0, memory_job; the tier directory from CKPT_TIER_DIR or
+ * /dev/shm) the newest complete step of a single-process job held there is
+ * loaded when it is newer than every checkpoint the directory lists,
+ * reading nothing from the directory (ckpt_restore_status_tier says
+ * CKPT_TIER_MEMORY); a segment that does not check is skipped with a
+ * warning. Otherwise the directory's newest complete checkpoint is loaded.
+ * A multi-process job's steps need its workers (ckpt_manager_restore_latest
+ * under the strategy): they are not considered. A read-only manager never
+ * removes a segment.
+ * @param[out] out the loaded checkpoint, caller-owned (free with ckpt_checkpoint_free); NULL when nothing was loaded
+ * @param[out] status (may be NULL) caller-owned; free with ckpt_restore_status_free before the checkpoint
+ * @param m a read-only manager (CKPT_EINVAL for one with a checkpoint)
+ * @param o options of the new checkpoint, as ckpt_checkpoint_load's (NULL ok); its VFS is the manager's for the
+ *          directory and POSIX for the tier
+ * @return the segment's or checkpoint's prefix loaded, borrowed from the
+ *         manager; NULL when there is none (ckpt_error_last() cleared) or on
+ *         failure with ckpt_error_last() set
+ */
+CKPT_API const char *ckpt_manager_load_latest(ckpt_checkpoint **out, ckpt_restore_status **status, ckpt_manager *m,
+	const ckpt_checkpoint_options *o);
 
 #ifdef __cplusplus
 }

@@ -117,6 +117,12 @@ typedef struct ckpt__tier {
 	char *node_dir;    /* this node's tier directory */
 	ckpt__tier_slots *slots; /* this worker's spares, made by its first save */
 	int64_t pinned;    /* a step whose files a background copy reads: never reused as spares (-1: none) */
+	/*
+	 * Bytes a background copy to storage still holds open in segments already
+	 * removed (this node's, multi-process): counted against memory_limit and
+	 * the free space as if still held. Set by the manager before each save.
+	 */
+	uint64_t pending;
 } ckpt__tier;
 
 /** Which tiers a save of `number` goes to. */
@@ -127,6 +133,12 @@ enum { CKPT__TIER_TO_STORAGE = 1, CKPT__TIER_TO_MEMORY = 2 };
  * *out = NULL without one. EINVAL for inconsistent options.
  */
 int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char *dir);
+/**
+ * The bytes of removed segments still held open by a background copy:
+ * `bytes[w]` of each of `n` workers (n == 1: this process's); the tier
+ * keeps the sum over the workers of this node in t->pending.
+ */
+void ckpt__tier_set_pending(ckpt__tier *t, const uint64_t *bytes, int n);
 /** Where a save of `number` goes: CKPT__TIER_TO_* bits; STORAGE only without a tier. */
 int ckpt__tier_route(const ckpt__tier *t, int64_t number);
 /** Write the live state of `ck` as step `number` (save_counter = number) and commit it. */
@@ -138,6 +150,13 @@ int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, i
  */
 int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
 	ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx);
+/**
+ * The same for a tool: the newest complete single-process step newer than
+ * `newer_than` loaded (ckpt_checkpoint_load, options `o`, its VFS POSIX)
+ * into a new checkpoint *out; *loaded = 0 when there is none.
+ */
+int ckpt__tier_load(ckpt_checkpoint **out, ckpt_restore_status **status, int *loaded, const char **path_out,
+	ckpt__tier *t, const ckpt_checkpoint_options *o, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx);
 /**
  * Close the tier: with `newest_persistent` >= the newest step it holds,
  * remove the job's segments (a clean finish); else keep them and warn.

@@ -103,6 +103,21 @@ int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char 
 	return CKPT_OK;
 }
 
+void ckpt__tier_set_pending(ckpt__tier *t, const uint64_t *bytes, int n)
+{
+	if (!t)
+		return;
+	if (n <= 1 || !t->mw_known || n != t->num_workers) {
+		t->pending = n >= 1 ? bytes[n == 1 ? 0 : t->worker < n ? t->worker : 0] : 0;
+		return;
+	}
+	uint64_t sum = 0;
+	for (int w = 0; w < n; w++)
+		if (t->node_of[w] == t->node_of[t->worker])
+			sum += bytes[w];
+	t->pending = sum;
+}
+
 int ckpt__tier_route(const ckpt__tier *t, int64_t number)
 {
 	if (!t)
@@ -181,13 +196,15 @@ static int check_space(ckpt__tier *t, ckpt_checkpoint *ck)
 	}
 	ckpt__free(steps);
 	CKPT_TRY(rc);
+	/* a step still being copied to storage holds its removed segment's pages: the file system's free space shows it, the limit must */
+	held += t->pending;
 	if (t->limit) {
 		avail = t->limit > held ? t->limit - held : 0;
 		if (need > avail)
 			return ckpt__fail(CKPT_ELIMIT, t->job_dir, NULL, -1,
 				"the memory tier needs %" PRIu64 " bytes for this step and has %" PRIu64 " free of its "
-				"memory_limit %" PRIu64 " (%" PRIu64 " held by the committed step)",
-				need, avail, t->limit, held);
+				"memory_limit %" PRIu64 " (%" PRIu64 " held by the committed step and %" PRIu64 " by the "
+				"step still being copied to storage)", need, avail, t->limit, held - t->pending, t->pending);
 		return CKPT_OK;
 	}
 	CKPT_TRY(ckpt__tier_free_bytes(&avail, t->job_dir));
@@ -282,14 +299,14 @@ static int skippable(int rc)
 		rc == CKPT_ELIMIT;
 }
 
-int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
-	ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx)
+/*
+ * The newest step that checks, newer than `newer_than`: restored into `ck`,
+ * or (ck NULL) loaded into a new checkpoint *load_out with options `lo`.
+ */
+static int restore_newest(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
+	ckpt_checkpoint *ck, ckpt_checkpoint **load_out, const ckpt_checkpoint_options *lo, int64_t newer_than,
+	ckpt_warning_fn warn, void *warn_ctx)
 {
-	*restored = 0;
-	*path_out = NULL;
-	ckpt_strategy *cs = ckpt__checkpoint_collective(ck);
-	if (cs)
-		return ckpt__tier_mw_restore(status, restored, path_out, t, cs, ck, newer_than, warn, warn_ctx);
 	int64_t *steps = NULL;
 	size_t n = 0;
 	CKPT_TRY(own_steps(&steps, &n, t));
@@ -305,7 +322,8 @@ int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char *
 		uint64_t bytes = 0;
 		rc = ckpt__tier_segment_check(&bytes, seg, t->job, steps[i], t->worker, t->num_workers);
 		if (rc == CKPT_OK)
-			rc = ckpt__checkpoint_restore_via(status, ck, prefix, ckpt_vfs_default(), 0);
+			rc = ck ? ckpt__checkpoint_restore_via(status, ck, prefix, ckpt_vfs_default(), 0)
+				: ckpt_checkpoint_load(load_out, status, prefix, lo);
 		if (rc == CKPT_OK) {
 			*restored = 1;
 			if (status && *status)
@@ -330,6 +348,26 @@ int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char *
 	}
 	ckpt__free(steps);
 	return rc;
+}
+
+int ckpt__tier_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
+	ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx)
+{
+	*restored = 0;
+	*path_out = NULL;
+	ckpt_strategy *cs = ckpt__checkpoint_collective(ck);
+	if (cs)
+		return ckpt__tier_mw_restore(status, restored, path_out, t, cs, ck, newer_than, warn, warn_ctx);
+	return restore_newest(status, restored, path_out, t, ck, NULL, NULL, newer_than, warn, warn_ctx);
+}
+
+int ckpt__tier_load(ckpt_checkpoint **out, ckpt_restore_status **status, int *loaded, const char **path_out,
+	ckpt__tier *t, const ckpt_checkpoint_options *o, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx)
+{
+	*out = NULL;
+	*loaded = 0;
+	*path_out = NULL;
+	return restore_newest(status, loaded, path_out, t, NULL, out, o, newer_than, warn, warn_ctx);
 }
 
 void ckpt__tier_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn warn, void *warn_ctx)

@@ -476,14 +476,16 @@ static int check_space(const ckpt__tier *t, ckpt_checkpoint *ck)
 		here += t->node_of[w] == t->node_of[t->worker];
 	/* this node's workers' pieces and the copies it keeps of as many others' */
 	uint64_t need = (total / (uint64_t)t->num_workers + (1u << 20)) * (uint64_t)here * (uint64_t)(1 + t->copies);
-	uint64_t avail = 0, in_use = held_bytes(t);
+	/* plus what a background copy to storage still holds open of removed segments */
+	uint64_t avail = 0, in_use = held_bytes(t) + t->pending;
 	if (t->limit) {
 		avail = t->limit > in_use ? t->limit - in_use : 0;
 		if (need > avail)
 			return ckpt__fail(CKPT_ELIMIT, t->job_dir, NULL, -1,
 				"the memory tier needs about %" PRIu64 " bytes on this node for a step (%d worker(s), %d "
 				"cop%s) and has %" PRIu64 " free of its memory_limit %" PRIu64 " (%" PRIu64 " held by the "
-				"committed step)", need, here, t->copies, t->copies == 1 ? "y" : "ies", avail, t->limit, in_use);
+				"committed step and by a copy to storage still reading a removed one)", need, here, t->copies,
+				t->copies == 1 ? "y" : "ies", avail, t->limit, in_use);
 		return CKPT_OK;
 	}
 	CKPT_TRY(ckpt__tier_free_bytes(&avail, t->job_dir));
@@ -615,7 +617,8 @@ static int retire_superseded(const ckpt__tier *t, int64_t keep, int keep_w)
 	while (rc == CKPT_OK && (e = readdir(d))) {
 		int64_t s;
 		int w, nw;
-		if (!ckpt__tier_parse_name(e->d_name, &s, &w, &nw) || (s == keep && nw == keep_w))
+		/* a step a background copy reads is unlinked by the leader, never written over */
+		if (!ckpt__tier_parse_name(e->d_name, &s, &w, &nw) || (s == keep && nw == keep_w) || s == t->pinned)
 			continue;
 		char *p = ckpt__asprintf("%s/%s", t->job_dir, e->d_name);
 		rc = p ? ckpt__tier_slots_retire(t->slots, p, 1) : CKPT_ENOMEM;
