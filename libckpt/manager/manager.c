@@ -721,6 +721,16 @@ static int finish_interrupted_save(ckpt_manager *m, int adopted, int writer)
 
 /* ---- public API ---- */
 
+/* ckpt__manager_apply after a failure: the failure stays the error reported. */
+static void apply_keeping_error(ckpt_manager *m, ckpt__manager_save *s)
+{
+	ckpt__error_slot slot = { 0 };
+	ckpt__error_capture(&slot);
+	ckpt__manager_apply(m, s);
+	ckpt__error_raise(&slot);
+	ckpt__error_slot_clear(&slot);
+}
+
 /* The save in flight, if any, finished by the function manager_async.c left with it. */
 /*
  * The persistent tier from the memory tier, multi-process. Each worker's
@@ -843,11 +853,7 @@ static int persist_mw_finish(ckpt_manager *m, int block)
 	}
 	ckpt__free(ents);
 	ckpt__free(elens);
-	ckpt__error_slot slot = { 0 };
-	ckpt__error_capture(&slot);
-	ckpt__manager_apply(m, &s);
-	ckpt__error_raise(&slot);
-	ckpt__error_slot_clear(&slot);
+	apply_keeping_error(m, &s);
 	return rc;
 }
 
@@ -861,11 +867,7 @@ int ckpt__manager_persist_finish(ckpt_manager *m)
 	int rc = ckpt__persist_join(m->persist, &s);
 	m->persist = NULL;
 	ckpt__tier_pin(m->tier, -1);
-	ckpt__error_slot slot = { 0 };
-	ckpt__error_capture(&slot);
-	ckpt__manager_apply(m, &s);
-	ckpt__error_raise(&slot);
-	ckpt__error_slot_clear(&slot);
+	apply_keeping_error(m, &s);
 	return rc;
 }
 
@@ -1310,11 +1312,7 @@ static int save_persisted_from_memory(const char **path_out, ckpt_manager *m, in
 	}
 	if (rc < 0) {
 		ckpt__free(path);
-		ckpt__error_slot slot = { 0 };
-		ckpt__error_capture(&slot);
-		ckpt__manager_apply(m, &s);
-		ckpt__error_raise(&slot);
-		ckpt__error_slot_clear(&slot);
+		apply_keeping_error(m, &s);
 		return rc;
 	}
 	ckpt__tier_pin(m->tier, number);

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "manager_internal.h"
+#include "manager/tier/tier_internal.h"
 
 #define COPY_CHUNK (8u << 20)
 
@@ -261,40 +262,6 @@ static int open_segment(ckpt__persist *p, const char *segment_prefix)
 	return rc;
 }
 
-/* All of `path` into a fresh buffer. */
-static int read_small(void **out, size_t *len, const char *path)
-{
-	*out = NULL;
-	*len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ckpt__fail_errno(errno, path, "cannot open the memory tier piece's entries");
-	struct stat st;
-	int rc = fstat(fd, &st) < 0 ? ckpt__fail_errno(errno, path, "cannot stat") : CKPT_OK;
-	size_t n = rc == CKPT_OK ? (size_t)st.st_size : 0, done = 0;
-	unsigned char *b = rc == CKPT_OK ? ckpt__malloc(n ? n : 1) : NULL;
-	if (rc == CKPT_OK && !b)
-		rc = CKPT_ENOMEM;
-	while (rc == CKPT_OK && done < n) {
-		ssize_t got = pread(fd, b + done, n - done, (off_t)done);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			rc = got < 0 ? ckpt__fail_errno(errno, path, "cannot read")
-				     : ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)done, "file shrank while read");
-		else
-			done += (size_t)got;
-	}
-	close(fd);
-	if (rc < 0) {
-		ckpt__free(b);
-		return rc;
-	}
-	*out = b;
-	*len = n;
-	return CKPT_OK;
-}
-
 static int persist_start(ckpt__persist **out, ckpt_manager *m, ckpt__manager_save *s, const char *segment_prefix,
 	ckpt_vfs *vfs, int fsync, ckpt__persist_commit_fn commit, int piece, uint64_t token)
 {
@@ -312,7 +279,9 @@ static int persist_start(ckpt__persist **out, ckpt_manager *m, ckpt__manager_sav
 	int rc = open_segment(p, segment_prefix);
 	if (rc == CKPT_OK && piece) {
 		char *ep = ckpt__asprintf("%s.entries", segment_prefix);
-		rc = ep ? read_small(&p->entries, &p->elen, ep) : CKPT_ENOMEM;
+		uint64_t elen = 0;
+		rc = ep ? ckpt__tier_read_whole(&p->entries, &elen, ep) : CKPT_ENOMEM;
+		p->elen = (size_t)elen;
 		ckpt__free(ep);
 	}
 	if (rc == CKPT_OK) {

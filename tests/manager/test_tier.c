@@ -103,7 +103,8 @@ static void train(tstate *s, ckpt_manager *m, int64_t n)
 	}
 }
 
-static size_t entries_in(const char *dir)
+/* The entries of `dir` whose names start with `prefix` ("": all but . and ..). */
+static size_t names_in(const char *dir, const char *prefix)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -111,23 +112,20 @@ static size_t entries_in(const char *dir)
 	size_t n = 0;
 	struct dirent *e;
 	while ((e = readdir(d)))
-		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !strncmp(e->d_name, prefix, strlen(prefix));
 	closedir(d);
 	return n;
+}
+
+static size_t entries_in(const char *dir)
+{
+	return names_in(dir, "");
 }
 
 /* The spare data files in `dir` (tier_slots.c): a superseded step's, kept for the next save to write over. */
 static size_t spares_in(const char *dir)
 {
-	DIR *d = opendir(dir);
-	if (!d)
-		return 0;
-	size_t n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		n += !strncmp(e->d_name, ".spare.", 7);
-	closedir(d);
-	return n;
+	return names_in(dir, ".spare.");
 }
 
 /* The segment directory of `step` (must exist). */

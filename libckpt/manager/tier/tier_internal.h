@@ -55,6 +55,8 @@ int ckpt__tier_segment_check(uint64_t *bytes, const char *seg, const char *job, 
 /** Parse "step-<N>.w<R>-of-<W>"; 0 when `name` is not a segment's name. */
 int ckpt__tier_parse_name(const char *name, int64_t *step, int *worker, int *num_workers);
 /** Remove a directory tree (segments are one level deep; depth-limited). Missing is OK. */
+/** All of `path` in a fresh buffer (*out, ckpt__free) of *len bytes, its size from stat; errors name it. */
+int ckpt__tier_read_whole(void **out, uint64_t *len, const char *path);
 /** Write n bytes at p as the whole file `path` (created 0600 or truncated); errors name it. */
 int ckpt__tier_write_file(const char *path, const void *p, uint64_t n);
 int ckpt__tier_remove_tree(const char *path);

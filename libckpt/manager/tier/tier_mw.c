@@ -202,50 +202,6 @@ static int prepare_node_dirs(const ckpt__tier *t)
 	return ckpt__tier_prepare_dir(t->node_dir, t->job_dir);
 }
 
-/* Read all of `path` (`n` bytes, from its stat) into `dst`. */
-static int read_into(void *dst, uint64_t n, const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ckpt__fail_errno(errno, path, "cannot open");
-	uint64_t done = 0;
-	int rc = CKPT_OK;
-	while (rc == CKPT_OK && done < n) {
-		ssize_t got = pread(fd, (unsigned char *)dst + done, (size_t)(n - done), (off_t)done);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			rc = got < 0 ? ckpt__fail_errno(errno, path, "cannot read")
-				     : ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)done, "file shrank while read");
-		else
-			done += (uint64_t)got;
-	}
-	close(fd);
-	return rc;
-}
-
-/* All of `path` in a fresh buffer (*out, ckpt__free) of *len bytes, its size from stat. */
-static int read_whole(void **out, uint64_t *len, const char *path)
-{
-	*out = NULL;
-	*len = 0;
-	struct stat st;
-	if (stat(path, &st) < 0)
-		return ckpt__fail_errno(errno, path, "cannot stat");
-	uint64_t n = (uint64_t)st.st_size;
-	unsigned char *b = ckpt__malloc(n ? (size_t)n : 1);
-	if (!b)
-		return CKPT_ENOMEM;
-	int rc = read_into(b, n, path);
-	if (rc < 0) {
-		ckpt__free(b);
-		return rc;
-	}
-	*out = b;
-	*len = n;
-	return CKPT_OK;
-}
-
 static char *data_name(const char *dir, int piece, int num_workers)
 {
 	return ckpt__asprintf("%s/" CKPT__TIER_PREFIX ".data-%05d-of-%05d", dir, piece, num_workers);
@@ -266,9 +222,9 @@ static int frame_from_segment(void **out, uint64_t *len, const void **data, void
 	uint64_t el = 0, dl = 0;
 	uint32_t dcrc = 0;
 	int known = 0;
-	int rc = dp && ep ? read_whole(&ent, &el, ep) : CKPT_ENOMEM;
+	int rc = dp && ep ? ckpt__tier_read_whole(&ent, &el, ep) : CKPT_ENOMEM;
 	if (rc == CKPT_OK && !(*data = ckpt__tier_slots_known(t->slots, dp, &dl, &dcrc, &known))) {
-		rc = read_whole(owned, &dl, dp);
+		rc = ckpt__tier_read_whole(owned, &dl, dp);
 		*data = *owned;
 	}
 	if (rc == CKPT_OK && !known)
@@ -366,13 +322,21 @@ static int store_copy(const ckpt__tier *t, const frame_hdr *h, const unsigned ch
 	return rc;
 }
 
+/* The job directory, listed; NULL with *rc CKPT_OK when it does not exist, or the error. */
+static DIR *list_job(const ckpt__tier *t, int *rc)
+{
+	DIR *d = opendir(t->job_dir);
+	*rc = d || errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, t->job_dir, "cannot list the memory tier");
+	return d;
+}
+
 /* Every entry of the job directory that is not of step `keep` of `keep_w` workers (keep < 0: all). */
 static int remove_except(const ckpt__tier *t, int64_t keep, int keep_w)
 {
-	DIR *d = opendir(t->job_dir);
-	if (!d)
-		return errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, t->job_dir, "cannot list the memory tier");
 	int rc = CKPT_OK;
+	DIR *d = list_job(t, &rc);
+	if (!d)
+		return rc;
 	struct dirent *e;
 	while (rc == CKPT_OK && (e = readdir(d))) {
 		int64_t s;
@@ -402,10 +366,10 @@ static int remove_except(const ckpt__tier *t, int64_t keep, int keep_w)
 /* This node's records of step N, for any worker count. */
 static int drop_records(const ckpt__tier *t, int64_t step)
 {
-	DIR *d = opendir(t->job_dir);
-	if (!d)
-		return errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, t->job_dir, "cannot list the memory tier");
 	int rc = CKPT_OK;
+	DIR *d = list_job(t, &rc);
+	if (!d)
+		return rc;
 	struct dirent *e;
 	while (rc == CKPT_OK && (e = readdir(d))) {
 		int64_t s;
@@ -609,10 +573,10 @@ static int copy_pieces(const ckpt__tier *t, ckpt_strategy *cs, const char *seg, 
 /* The files this worker wrote in segments other than step `keep` of `keep_w`: to its spares (tier_slots.c). */
 static int retire_superseded(const ckpt__tier *t, int64_t keep, int keep_w)
 {
-	DIR *d = opendir(t->job_dir);
-	if (!d)
-		return errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, t->job_dir, "cannot list the memory tier");
 	int rc = CKPT_OK;
+	DIR *d = list_job(t, &rc);
+	if (!d)
+		return rc;
 	struct dirent *e;
 	while (rc == CKPT_OK && (e = readdir(d))) {
 		int64_t s;
@@ -851,7 +815,7 @@ static int stage_own(const ckpt__tier *t, const char *stage, int64_t step, int n
 		rc = ckpt__fail_errno(errno, from, "cannot link the memory tier piece into %s", stage);
 	uint64_t l = 0;
 	if (rc == CKPT_OK)
-		rc = read_whole(entries, &l, ep);
+		rc = ckpt__tier_read_whole(entries, &l, ep);
 	*elen = (size_t)l;
 	ckpt__free(seg);
 	ckpt__free(from);

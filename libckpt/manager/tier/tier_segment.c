@@ -295,6 +295,49 @@ int ckpt__tier_segment_commit(uint64_t *bytes, const char *tmp, const char *fina
 	return rc;
 }
 
+/* Read all of `path` (`n` bytes, from its stat) into `dst`. */
+static int read_into(void *dst, uint64_t n, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ckpt__fail_errno(errno, path, "cannot open");
+	uint64_t done = 0;
+	int rc = CKPT_OK;
+	while (rc == CKPT_OK && done < n) {
+		ssize_t got = pread(fd, (unsigned char *)dst + done, (size_t)(n - done), (off_t)done);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			rc = got < 0 ? ckpt__fail_errno(errno, path, "cannot read")
+				     : ckpt__fail(CKPT_EFORMAT, path, NULL, (int64_t)done, "file shrank while read");
+		else
+			done += (uint64_t)got;
+	}
+	close(fd);
+	return rc;
+}
+
+int ckpt__tier_read_whole(void **out, uint64_t *len, const char *path)
+{
+	*out = NULL;
+	*len = 0;
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return ckpt__fail_errno(errno, path, "cannot stat");
+	uint64_t n = (uint64_t)st.st_size;
+	unsigned char *b = ckpt__malloc(n ? (size_t)n : 1);
+	if (!b)
+		return CKPT_ENOMEM;
+	int rc = read_into(b, n, path);
+	if (rc < 0) {
+		ckpt__free(b);
+		return rc;
+	}
+	*out = b;
+	*len = n;
+	return CKPT_OK;
+}
+
 static int read_small(char **out, const char *path)
 {
 	*out = NULL;
