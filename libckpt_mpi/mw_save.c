@@ -13,6 +13,9 @@
  *  4. Worker k writes and fsyncs `P.data-k-of-W.tempstate<token>`, with
  *     the rows of the parts of partitioned variables it owns (part i: worker
  *     i % W) under their slice keys; worker 0 adds each one's full entry.
+ *     Incremental saves (req->incremental): the bytes of its shard of the
+ *     last committed save that did not change are copied by the kernel
+ *     (ckpt_bundle_part_incremental), the core settles the record after.
  *  5. Every worker's outcome is exchanged: any failure → every worker
  *     removes its temporary (worker 0 all of them) and returns the failure,
  *     naming the rank.
@@ -125,6 +128,12 @@ static int write_shard(mw *m, const ckpt_strategy_save_request *req, const int *
 {
 	ckpt_bundle_part *p = NULL;
 	int rc = ckpt_bundle_part_open(&p, req->vfs, req->path, m->rank, m->size, token);
+	/* incremental: this worker's shard reuses the unchanged bytes of its shard of the last save */
+	int incr = 0;
+	if (rc == CKPT_OK && req->incremental)
+		rc = incr = ckpt_bundle_part_incremental(p, req->incremental);
+	if (incr > 0)
+		rc = CKPT_OK;
 	for (size_t i = 0; i < req->count; i++) {
 		int mine = owner[i] == m->rank && rc == CKPT_OK;
 		ckpt_tensor *t = NULL;
@@ -132,8 +141,10 @@ static int write_shard(mw *m, const ckpt_strategy_save_request *req, const int *
 		int vrc = entry_value(m, req->vars[i], mine, &t);
 		if (rc == CKPT_OK && vrc < 0)
 			rc = vrc;
+		/* a value this worker saw no write to since that save: copied from it without reading memory */
 		if (rc == CKPT_OK && t)
-			rc = ckpt_bundle_part_add(p, req->keys[i], t);
+			rc = incr > 0 && req->clean && req->clean[i] ? ckpt_bundle_part_add_clean(p, req->keys[i], t)
+				: ckpt_bundle_part_add(p, req->keys[i], t);
 		ckpt_tensor_free(t);
 		if (m->broken)
 			break;

@@ -28,7 +28,7 @@
 #include <unistd.h>
 #include "bundle_incr.h"
 
-static void ibase_free(void *arg)
+void tfb_ibase_free(void *arg)
 {
 	ibase *b = arg;
 	if (!b)
@@ -45,6 +45,26 @@ static void ibase_free(void *arg)
 	ckpt__free(b);
 }
 
+tfb_incr *tfb_incr_new(const ibase *b, int s3)
+{
+	tfb_incr *x = ckpt__calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	x->base = b;
+	x->s3 = s3;
+	if (b && b->nf) {
+		x->fd = ckpt__malloc((size_t)b->nf * sizeof(int));
+		x->bad = ckpt__calloc((size_t)b->nf, 1);
+		if (!x->fd || !x->bad) {
+			tfb_incr_free(x);
+			return NULL;
+		}
+		for (int i = 0; i < b->nf; i++)
+			x->fd[i] = -2;
+	}
+	return x;
+}
+
 int tfb_writer_incremental(ckpt_writer *w, ckpt__incr *inc)
 {
 	tfb_writer *s = w->state;
@@ -56,22 +76,10 @@ int tfb_writer_incremental(ckpt_writer *w, ckpt__incr *inc)
 	/* re-saving the last prefix would rename a link onto itself */
 	if (b && strcmp(b->prefix, w->path) == 0)
 		return 0;
-	tfb_incr *x = ckpt__calloc(1, sizeof(*x));
+	tfb_incr *x = tfb_incr_new(b, s3);
 	if (!x)
 		return CKPT_ENOMEM;
 	x->inc = inc;
-	x->base = b;
-	x->s3 = s3;
-	if (b && b->nf) {
-		x->fd = ckpt__malloc((size_t)b->nf * sizeof(int));
-		x->bad = ckpt__calloc((size_t)b->nf, 1);
-		if (!x->fd || !x->bad) {
-			tfb_incr_free(x);
-			return CKPT_ENOMEM;
-		}
-		for (int i = 0; i < b->nf; i++)
-			x->fd[i] = -2;
-	}
 	int rc = s3 ? tfb_incr_s3_open(w, s, x) : 1;
 	if (rc <= 0) {
 		tfb_incr_free(x);
@@ -135,6 +143,11 @@ const tfb_ientry *tfb_incr_find(const tfb_incr *x, const char *key, size_t klen,
 	return NULL;
 }
 
+uint64_t tfb_incr_reused(const tfb_incr *x)
+{
+	return x->reused;
+}
+
 uint32_t tfb_ientry_crc(const tfb_ientry *b)
 {
 	return b->masked_crc;
@@ -183,7 +196,7 @@ static int source_fd(tfb_incr *x, int shard)
  * kernel. CKPT__DECLINED (s unchanged: what was copied is overwritten by
  * the next write) when that file is not usable or cannot be copied from.
  */
-static int copy_in(tfb_incr *x, wshard *s, int shard, uint64_t src_off, uint64_t n)
+int tfb_incr_copy(tfb_incr *x, wshard *s, int shard, uint64_t src_off, uint64_t n)
 {
 	int sfd = source_fd(x, shard);
 	int dfd = ckpt_io_fd(s->io);
@@ -266,7 +279,7 @@ int tfb_incr_put(tfb_incr *x, wshard *s, const char *key, size_t klen, const ckp
 			while (j < w1 && (old && old[j] == bc[j]) == same)
 				j++;
 			uint64_t a = (uint64_t)i * TFB_INCR_BLOCK, len = (uint64_t)(j - i - 1) * TFB_INCR_BLOCK + block_len(n, j - 1);
-			rc = same ? copy_in(x, s, b->shard, b->offset + a, len) : CKPT__DECLINED;
+			rc = same ? tfb_incr_copy(x, s, b->shard, b->offset + a, len) : CKPT__DECLINED;
 			if (rc == CKPT__DECLINED)
 				rc = tfb_shard_append(s, p + a, (size_t)len);
 			for (size_t k = i; k < j; k++)
@@ -356,7 +369,7 @@ int tfb_incr_place(ckpt_writer *w, tfb_writer *s)
 				break;
 			e->shard = g;
 			e->offset = s->sh[g].pos;
-			rc = copy_in(x, &s->sh[g], p->b->shard, p->b->offset, p->b->size);
+			rc = tfb_incr_copy(x, &s->sh[g], p->b->shard, p->b->offset, p->b->size);
 			if (rc == CKPT__DECLINED) {
 				uint32_t crc;
 				rc = tfb_shard_put_fixed(&s->sh[g], p->data, p->b->size, &crc);
@@ -437,7 +450,7 @@ void tfb_incr_record(ckpt_writer *w, tfb_writer *s)
 		tfb_incr_s3_record(w, b);
 	if (!ok) {
 		/* no record: the next save is a full one */
-		ibase_free(b);
+		tfb_ibase_free(b);
 		b = NULL;
 	}
 	close_sources(x);
@@ -445,7 +458,7 @@ void tfb_incr_record(ckpt_writer *w, tfb_writer *s)
 	if (inc->base && inc->base_free)
 		inc->base_free(inc->base);
 	inc->base = b;
-	inc->base_free = ibase_free;
+	inc->base_free = tfb_ibase_free;
 	inc->reused = x->reused;
 	inc->written = total - x->reused;
 }
