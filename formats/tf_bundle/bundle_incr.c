@@ -143,6 +143,11 @@ const tfb_ientry *tfb_incr_find(const tfb_incr *x, const char *key, size_t klen,
 	return NULL;
 }
 
+const ibase *tfb_incr_base(const tfb_incr *x)
+{
+	return x->base;
+}
+
 uint64_t tfb_incr_reused(const tfb_incr *x)
 {
 	return x->reused;
@@ -296,8 +301,7 @@ int tfb_incr_put(tfb_incr *x, wshard *s, const char *key, size_t klen, const ckp
 	return CKPT_OK;
 }
 
-/* Hard-link the last save's file `f` as shard k's temporary: 1 when it is still the file that save committed. */
-static int link_shard(tfb_incr *x, int f, const char *tmp)
+int tfb_incr_link(tfb_incr *x, int f, const char *tmp)
 {
 	if (link(x->base->f[f].path, tmp) != 0)
 		return 0;
@@ -346,7 +350,7 @@ int tfb_incr_place(ckpt_writer *w, tfb_writer *s)
 		rc = tfb_writer_add_shard(w, &k, 0);
 		if (rc < 0)
 			break;
-		if (link_shard(x, f, s->sh[k].tmp)) {
+		if (tfb_incr_link(x, f, s->sh[k].tmp)) {
 			linked[f] = k;
 			s->sh[k].pos = s->sh[k].flushed = b->f[f].size;
 			x->reused += b->f[f].size;

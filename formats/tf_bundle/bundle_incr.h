@@ -56,6 +56,10 @@ struct tfb_incr {
 
 /** A new incremental state against b (NULL: nothing to reuse); NULL when out of memory. */
 tfb_incr *tfb_incr_new(const ibase *b, int s3);
+/** Hard-link the last save's file `f` as `tmp`: 1 when it is still the file that save committed (else no link). */
+int tfb_incr_link(tfb_incr *x, int f, const char *tmp);
+/** The record x reuses (NULL: none). */
+const ibase *tfb_incr_base(const tfb_incr *x);
 /** Bytes copied so far instead of written. */
 uint64_t tfb_incr_reused(const tfb_incr *x);
 /** Free a record (tfb_incr_record's). */
@@ -79,9 +83,12 @@ tfb_incr *tfb_part_incr_new(const struct ckpt_bundle_part_record *rec, const cha
 int tfb_part_log_add(tfb_part_log *l, const char *key, size_t klen, const ckpt_tensor *t, uint64_t off,
 	uint64_t size, uint32_t masked, uint32_t *blocks);
 void tfb_part_log_free(tfb_part_log *l);
-/** The log (moved) as the record's pending save; the data file described from `fd` after its last byte. */
+/**
+ * The log (moved) as the record's pending save; the data file described from `fd` after its last byte
+ * (fd < 0: from the file at `path`).
+ */
 void tfb_part_record_pending(struct ckpt_bundle_part_record *rec, tfb_part_log *l, const char *prefix, int shard,
-	int nshards, int fd, uint64_t total, uint64_t reused);
+	int nshards, int fd, const char *path, uint64_t total, uint64_t reused);
 
 /* ---- S3 (bundle_incr_s3.c) ---- */
 /** Lay out the S3 writer's shards for this save (writer_incremental): 1 taken, 0 full save, or an error. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <protobuf-c/protobuf-c.h>
 #include "tensor_bundle.pb-c.h"
 #include "tfb.h"
@@ -24,6 +25,7 @@ struct ckpt_bundle_part {
 	tfb_incr *incr;
 	ckpt_bundle_part_record *rec;
 	tfb_part_log log;          /* what this shard holds, for rec */
+	int linked;                /* ckpt_bundle_part_reuse_all: the temporary is the last save's file, complete */
 };
 
 static char *temp_path(ckpt_vfs *vfs, const char *prefix, int shard, int nshards, uint64_t token)
@@ -99,6 +101,8 @@ static int part_add(ckpt_bundle_part *p, const char *name, const char *key, size
 {
 	if (p->failed)
 		return ckpt__fail(p->failed, p->sh.tmp, name, -1, "shard writer failed earlier");
+	if (p->linked) /* the linked file is the last save's: never written to */
+		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, name, -1, "the shard was complete (ckpt_bundle_part_reuse_all)");
 	uint64_t nelem;
 	CKPT_TRY(ckpt_shape_num_elements(&nelem, &t->shape));
 	uint64_t off = p->sh.pos;
@@ -150,6 +154,8 @@ int ckpt_bundle_part_add_clean(ckpt_bundle_part *p, const char *key, const ckpt_
 	if (!key || !*key || strlen(key) > CKPT_MAX_NAME_LEN)
 		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, key, -1, "bad tensor name");
 	size_t klen = strlen(key);
+	if (p->linked)
+		return part_add(p, key, key, klen, t); /* refused: the linked file is never written to */
 	const tfb_ientry *b = p->incr && !p->failed && t->dtype != CKPT_DT_STRING
 		? tfb_incr_find(p->incr, key, klen, t->dtype, &t->shape, t->nbytes) : NULL;
 	if (!b)
@@ -173,6 +179,66 @@ int ckpt_bundle_part_add_clean(ckpt_bundle_part *p, const char *key, const ckpt_
 		p->failed = rc;
 	}
 	return rc;
+}
+
+int ckpt_bundle_part_reuse_all(ckpt_bundle_part *p, size_t n, const char *const *keys, const ckpt_tensor *const *values)
+{
+	if (!p || (n && (!keys || !values)))
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_bundle_part_reuse_all: NULL argument");
+	const ibase *b = p->incr ? tfb_incr_base(p->incr) : NULL;
+	if (!b || p->failed || p->sh.pos || p->entries.len || b->nf != 1 || b->ne != n || !n)
+		return 0;
+	/* exactly the values of that save's shard (the keys are distinct: each matches a distinct entry) */
+	const tfb_ientry **be = ckpt__calloc(n, sizeof(*be));
+	if (!be)
+		return CKPT_ENOMEM;
+	int same = 1;
+	for (size_t i = 0; i < n && same; i++) {
+		const ckpt_tensor *t = values[i];
+		same = keys[i] && t && t->dtype != CKPT_DT_STRING &&
+			(be[i] = tfb_incr_find(p->incr, keys[i], strlen(keys[i]), t->dtype, &t->shape, t->nbytes)) != NULL;
+	}
+	/* the empty temporary makes way for a link of that file (still the one committed, else no link) */
+	ckpt_io *io = p->sh.io;
+	if (same) {
+		p->sh.io = NULL;
+		ckpt__io_abandon(io);
+		ckpt_io_close(io);
+		same = unlink(p->sh.tmp) == 0 && tfb_incr_link(p->incr, 0, p->sh.tmp);
+		if (!same) {
+			/* back to an empty temporary: the values are written as usual */
+			int rc = ckpt_vfs_open(&p->sh.io, p->vfs, p->sh.tmp, CKPT_IO_WRITE);
+			if (rc < 0) {
+				ckpt__free(be);
+				p->failed = rc;
+				return rc;
+			}
+		}
+	}
+	int rc = CKPT_OK;
+	for (size_t i = 0; same && i < n && rc == CKPT_OK; i++) {
+		uint32_t *blocks = NULL;
+		if (be[i]->blocks && !(blocks = tfb_blocks_dup(be[i])))
+			rc = CKPT_ENOMEM;
+		if (rc == CKPT_OK)
+			rc = encode_entry(&p->entries, keys[i], strlen(keys[i]), values[i], p->shard, be[i]->offset, be[i]->size,
+				tfb_ientry_crc(be[i]));
+		if (rc == CKPT_OK)
+			rc = tfb_part_log_add(&p->log, keys[i], strlen(keys[i]), values[i], be[i]->offset, be[i]->size,
+				tfb_ientry_crc(be[i]), blocks);
+		else
+			ckpt__free(blocks);
+	}
+	ckpt__free(be);
+	if (rc < 0) {
+		p->failed = rc;
+		return rc;
+	}
+	if (!same)
+		return 0;
+	p->linked = 1;
+	p->sh.pos = p->sh.flushed = b->f[0].size;
+	return 1;
 }
 
 int ckpt_bundle_part_add_slice(ckpt_bundle_part *p, const char *name, const ckpt_shape *full, int64_t row0,
@@ -225,13 +291,23 @@ int ckpt_bundle_part_finish(void **entries, size_t *n, ckpt_bundle_part *p, int 
 	*n = 0;
 	if (p->failed)
 		return ckpt__fail(p->failed, p->sh.tmp, NULL, -1, "shard writer failed earlier");
+	if (p->linked) {
+		/* the last save's file, durable since its own save: nothing to write or sync */
+		tfb_part_record_pending(p->rec, &p->log, p->prefix, p->shard, p->nshards, -1, p->sh.tmp, p->sh.pos,
+			p->sh.pos);
+		*entries = p->entries.p;
+		*n = p->entries.len;
+		p->entries.p = NULL;
+		p->entries.len = p->entries.cap = 0;
+		return CKPT_OK;
+	}
 	int rc = tfb_shard_flush(&p->sh);
 	if (rc == CKPT_OK && !no_fsync)
 		rc = ckpt_io_sync(p->sh.io);
 	/* after its last byte: the file as the next save will find it (the commit only renames it) */
 	if (rc == CKPT_OK && p->incr)
 		tfb_part_record_pending(p->rec, &p->log, p->prefix, p->shard, p->nshards, ckpt_io_fd(p->sh.io),
-			p->sh.pos, tfb_incr_reused(p->incr));
+			p->sh.tmp, p->sh.pos, tfb_incr_reused(p->incr));
 	ckpt_io *io = p->sh.io;
 	p->sh.io = NULL;
 	int rc2 = ckpt_io_close(io);

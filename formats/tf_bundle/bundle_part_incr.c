@@ -3,8 +3,10 @@
  * keeps the record of its own data shard of the last committed checkpoint
  * and reuses that shard's unchanged bytes through the kernel, as a
  * single-process save does (bundle_incr.c: crc32c per 4 KiB block, copies
- * with copy_file_range). One shard per process, so nothing is hard-linked:
- * a value unchanged since that save is copied whole, a changed one block by
+ * with copy_file_range). One shard per process: a shard all of whose values
+ * are unchanged since that save, and are the values that save's shard holds,
+ * is that save's file hard-linked (ckpt_bundle_part_reuse_all); otherwise a
+ * value unchanged since that save is copied whole, a changed one block by
  * block.
  *
  * The record of a save becomes the base only once the whole checkpoint
@@ -136,7 +138,7 @@ static int cmp_ientry(const void *a, const void *b)
 }
 
 void tfb_part_record_pending(ckpt_bundle_part_record *rec, tfb_part_log *l, const char *prefix, int shard,
-	int nshards, int fd, uint64_t total, uint64_t reused)
+	int nshards, int fd, const char *path, uint64_t total, uint64_t reused)
 {
 	tfb_ibase_free(rec->pending);
 	rec->pending = NULL;
@@ -151,7 +153,7 @@ void tfb_part_record_pending(ckpt_bundle_part_record *rec, tfb_part_log *l, cons
 	}
 	/* ino 0 matches nothing: a file that cannot be described is never reused */
 	struct stat st;
-	if (ok && fd >= 0 && fstat(fd, &st) == 0) {
+	if (ok && (fd >= 0 ? fstat(fd, &st) : stat(path, &st)) == 0) {
 		b->f[0].dev = (uint64_t)st.st_dev;
 		b->f[0].ino = (uint64_t)st.st_ino;
 		b->f[0].size = (uint64_t)st.st_size;

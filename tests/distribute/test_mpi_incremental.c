@@ -43,14 +43,16 @@ Test(mpi_incremental, two_workers_write_changes_only_chain_keep_3_bit_exact_tf_r
 }
 
 /*
- * 3 workers save steps 1-3; 2 workers restore step 3 and save 4-6 (and the
- * reverse count after): the first save of each job reuses nothing, the next
- * ones their own; every kept checkpoint bit-exact; TF restores them.
+ * 3 workers save steps 1-3 (one of them holds only frozen values: its shard
+ * is the last checkpoint's file, hard-linked); 2 workers restore step 3 and
+ * save 4-6, 4 workers restore 6 and save 7-8: the first save of each job
+ * reuses nothing, the next ones their own; every kept checkpoint bit-exact;
+ * TF restores them.
  */
 Test(mpi_incremental, worker_count_change_3_2_4_restores_then_reuses_only_its_own, .timeout = 400)
 {
 	char *dir = ts_tmpdir();
-	ts_mpi_run(240, 3, "mpi_incr %s/ck %s/expect 1 3 2", dir, dir);
+	ts_mpi_run(240, 3, "mpi_incr %s/ck %s/expect 1 3 2 link", dir, dir);
 	ts_mpi_run(240, 2, "mpi_incr %s/ck %s/expect 4 6 2", dir, dir);
 	ts_mpi_run(240, 4, "mpi_incr %s/ck %s/expect 7 8 2", dir, dir);
 	char *ck = ts_join(dir, "ck"), *ex = ts_join(dir, "expect");

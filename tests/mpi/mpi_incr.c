@@ -20,8 +20,11 @@
  * checked. From the second save of a job on, without an ownership change,
  * each worker must have written at most the changed bytes (+ three 4 KiB
  * blocks and 64 KiB for the counter and the object graph) and reused some:
- * a full save writes every byte. Prints "CHECKS n FAILED f" and per save
- * "written/reused" of each worker.
+ * a full save writes every byte. A worker that wrote nothing has the last
+ * checkpoint's data file as its shard (a hard link); `link`: some worker must
+ * (with 3 workers one holds only frozen values: the scalars go to worker 0).
+ * Prints "CHECKS n FAILED f" and per save "written/reused/shard bytes" of
+ * each worker.
  */
 #include <errno.h>
 #include <string.h>
@@ -171,13 +174,16 @@ static void flip(const char *path)
 	ckpt_reader_free(r);
 }
 
-/* Size of this worker's data file of checkpoint `prefix`. */
-static uint64_t shard_size(const char *prefix)
+/* Size (and inode) of this worker's data file of checkpoint `prefix`. */
+static uint64_t shard_size(const char *prefix, ino_t *ino)
 {
 	char p[2300];
 	snprintf(p, sizeof(p), "%s.data-%05d-of-%05d", prefix, rank, size);
 	struct stat st;
-	return stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
+	int ok = stat(p, &st) == 0;
+	if (ino)
+		*ino = ok ? st.st_ino : 0;
+	return ok ? (uint64_t)st.st_size : 0;
 }
 
 static void assign(var *x)
@@ -206,8 +212,9 @@ int main(int argc, char **argv)
 		TM_FAIL("usage: mpi_incr DIR EXPECT FROM TO KEEP [grow] [tamper]");
 	const char *dir = argv[1], *expect = argv[2];
 	int64_t from = atoll(argv[3]), to = atoll(argv[4]);
-	int keep = atoi(argv[5]), grow = 0, tamper = 0;
+	int keep = atoi(argv[5]), grow = 0, tamper = 0, link = 0;
 	for (int i = 6; i < argc; i++) {
+		link |= strcmp(argv[i], "link") == 0;
 		grow |= strcmp(argv[i], "grow") == 0;
 		tamper |= strcmp(argv[i], "tamper") == 0;
 	}
@@ -267,6 +274,7 @@ int main(int argc, char **argv)
 	TM_TRY(ckpt_scope_exit(s));
 	uint64_t *all = calloc(3 * (size_t)size, sizeof(uint64_t));
 	char tampered[2048] = "";
+	ino_t last_ino = 0;
 	for (int64_t k = from; k <= to; k++) {
 		int moved = 0;
 		if (grow && k == from + 2) {
@@ -284,7 +292,17 @@ int main(int argc, char **argv)
 		TM_TRY(ckpt_status_of(p = ckpt_manager_save_number(mgr, k)));
 		uint64_t mine[3];
 		TM_TRY(ckpt_checkpoint_last_save_bytes(&mine[0], &mine[1], ck));
-		mine[2] = shard_size(p);
+		ino_t ino = 0;
+		mine[2] = shard_size(p, &ino);
+		/* nothing written: the last checkpoint's file itself */
+		if (k > from && mine[2] && mine[0] == 0)
+			CHECK(ino == last_ino, "save %lld wrote nothing but its shard is not a link of the last one's",
+				(long long)k);
+		int linked = k > from && mine[2] && mine[0] == 0 && ino == last_ino, any_linked = 0;
+		MPI_Allreduce(&linked, &any_linked, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+		if (link && k > from && !moved && !(tamper && k == from + 4))
+			CHECK(any_linked, "save %lld: no worker's shard was linked", (long long)k);
+		last_ino = ino;
 		/* what it wrote and what it reused make up its data file */
 		CHECK(mine[2] > 0 && mine[0] + mine[1] == mine[2], "save %lld: wrote %llu + reused %llu, its shard holds %llu",
 			(long long)k, (unsigned long long)mine[0], (unsigned long long)mine[1], (unsigned long long)mine[2]);

@@ -116,6 +116,21 @@ CKPT_API int ckpt_bundle_part_incremental(ckpt_bundle_part *p, ckpt_bundle_part_
 CKPT_API int ckpt_bundle_part_add_clean(ckpt_bundle_part *p, const char *key, const ckpt_tensor *t);
 
 /**
+ * On an incremental writer, before any add: this shard's values are exactly
+ * `keys` / `values` (n, fixed-size dtypes), every one unchanged since the
+ * recorded save (the library saw no write to it). When that save's shard
+ * holds exactly these values (the same keys, dtypes and shapes), its data
+ * file becomes this shard's temporary by a hard link (a committed data file
+ * is never written again) and the entries take its offsets and crc32c: no
+ * byte is written or copied. Then only ckpt_bundle_part_add_partitioned_entry
+ * and ckpt_bundle_part_finish may follow. Otherwise nothing is done: add the
+ * values as usual.
+ * @return 1 linked; 0 not possible; CKPT_EINVAL; CKPT_ENOMEM; an I/O status
+ */
+CKPT_API int ckpt_bundle_part_reuse_all(ckpt_bundle_part *p, size_t n, const char *const *keys,
+	const ckpt_tensor *const *values);
+
+/**
  * A new, empty record (the first incremental save reuses nothing).
  * @param[out] out the record, caller-owned (free with ckpt_bundle_part_record_free)
  * @return CKPT_OK; CKPT_EINVAL; CKPT_ENOMEM
