@@ -23,6 +23,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -230,6 +232,7 @@ typedef struct block_pass {
 	uint64_t n;
 	uint32_t *crc;
 	size_t nblocks;
+	_Atomic unsigned char *ready; /* per window: its crcs are in (a helper may compute it) */
 } block_pass;
 
 #define BLOCKS_PER_JOB 256u /* 1 MiB windows: crc'd, then written while in cache */
@@ -243,6 +246,19 @@ static void crc_blocks(void *arg, size_t k)
 		size_t len = b->n - a < TFB_INCR_BLOCK ? (size_t)(b->n - a) : TFB_INCR_BLOCK;
 		b->crc[i] = ckpt_crc32c_extend(0, b->p + a, len);
 	}
+	atomic_store_explicit(&b->ready[k], 1, memory_order_release);
+}
+
+/* Window k's crcs: computed by a helper (posted), or by this thread when it is its turn. */
+static void await_window(block_pass *b, tfb_par_job *job, int posted, size_t k)
+{
+	if (!posted) {
+		crc_blocks(b, k);
+		return;
+	}
+	while (!atomic_load_explicit(&b->ready[k], memory_order_acquire))
+		if (!tfb_par_help(job))
+			sched_yield(); /* a helper is computing it */
 }
 
 static uint64_t block_len(uint64_t n, size_t i)
@@ -272,11 +288,23 @@ int tfb_incr_put(tfb_incr *x, wshard *s, const char *key, size_t klen, const ckp
 			*blocks = bc;
 		return rc;
 	}
-	/* a window of blocks at a time: crc them, then write or copy them while they are in cache */
+	/*
+	 * A window of blocks at a time: crc them, then write or copy them while they are in cache. The crcs of
+	 * the windows ahead run on the helper threads meanwhile, as a full save's crc runs beside its write
+	 * (tfb_shard_put_fixed): a value that changed everywhere costs what a full save does.
+	 */
+	size_t nwin = (nb + BLOCKS_PER_JOB - 1) / BLOCKS_PER_JOB;
+	block_pass bp = { p, n, bc, nb, ckpt__calloc(nwin ? nwin : 1, 1) };
+	if (!bp.ready) {
+		ckpt__free(bc);
+		return CKPT_ENOMEM;
+	}
+	tfb_par_job job;
+	int posted = nwin > 1 && tfb_par_start(&job, nwin, crc_blocks, &bp);
+	uint32_t shift = ckpt__crc32c_shift(TFB_INCR_BLOCK);
 	for (size_t w0 = 0; w0 < nb && rc == CKPT_OK; w0 += BLOCKS_PER_JOB) {
 		size_t w1 = w0 + BLOCKS_PER_JOB < nb ? w0 + BLOCKS_PER_JOB : nb;
-		block_pass bp = { p, n, bc, w1 };
-		crc_blocks(&bp, w0 / BLOCKS_PER_JOB);
+		await_window(&bp, &job, posted, w0 / BLOCKS_PER_JOB);
 		for (size_t i = w0; i < w1 && rc == CKPT_OK;) {
 			/* a run of blocks that all changed, or all did not */
 			int same = old && old[i] == bc[i];
@@ -288,10 +316,14 @@ int tfb_incr_put(tfb_incr *x, wshard *s, const char *key, size_t klen, const ckp
 			if (rc == CKPT__DECLINED)
 				rc = tfb_shard_append(s, p + a, (size_t)len);
 			for (size_t k = i; k < j; k++)
-				c = k ? ckpt__crc32c_combine(c, bc[k], (size_t)block_len(n, k)) : bc[k];
+				c = !k ? bc[k] : block_len(n, k) == TFB_INCR_BLOCK ? ckpt__crc32c_combine_shift(c, bc[k], shift)
+					: ckpt__crc32c_combine(c, bc[k], (size_t)block_len(n, k));
 			i = j;
 		}
 	}
+	if (posted)
+		tfb_par_finish(&job); /* the helpers let go of bp */
+	ckpt__free((void *)bp.ready);
 	if (rc < 0) {
 		ckpt__free(bc);
 		return rc;
