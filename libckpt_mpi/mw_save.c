@@ -186,10 +186,8 @@ static int write_shard(mw *m, const ckpt_strategy_save_request *req, const int *
 	int rc = ckpt_bundle_part_open(&p, req->vfs, req->path, m->rank, m->size, token);
 	/* incremental: this worker's shard reuses the unchanged bytes of its shard of the last save */
 	int incr = 0;
-	if (rc == CKPT_OK && req->incremental)
-		rc = incr = ckpt_bundle_part_incremental(p, req->incremental);
-	if (incr > 0)
-		rc = CKPT_OK;
+	if (rc == CKPT_OK && req->incremental && (incr = ckpt_bundle_part_incremental(p, req->incremental)) < 0)
+		rc = incr;
 	int linked = incr > 0 ? reuse_whole_shard(m, req, owner, p) : 0;
 	if (linked < 0)
 		rc = linked;
