@@ -78,23 +78,25 @@ typedef struct tfb_part_log {  /* the entries a shard writer wrote, for its reco
 } tfb_part_log;
 struct ckpt_bundle_part_record;
 /** The incremental state of shard `shard` of `nshards` of `prefix` against the record's base where it fits; NULL: ENOMEM. */
-tfb_incr *tfb_part_incr_new(const struct ckpt_bundle_part_record *rec, const char *prefix, int shard, int nshards);
+tfb_incr *tfb_part_incr_new(const struct ckpt_bundle_part_record *rec, ckpt_vfs *vfs, const char *prefix, int shard,
+	int nshards);
 /** Log a value written at off (size bytes); `blocks` (or NULL) moves into the log, freed on failure. */
 int tfb_part_log_add(tfb_part_log *l, const char *key, size_t klen, const ckpt_tensor *t, uint64_t off,
 	uint64_t size, uint32_t masked, uint32_t *blocks);
 void tfb_part_log_free(tfb_part_log *l);
-/**
- * The log (moved) as the record's pending save; the data file described from `fd` after its last byte
- * (fd < 0: from the file at `path`).
- */
+/** The identity of a data file just written: device, inode, size, mtime (POSIX, from fd, else path), or ETag and size (S3). */
+void tfb_part_identify(ifile *id, ckpt_vfs *vfs, int fd, const char *path);
+/** The log (moved) as the record's pending save, its data file `id` (path set here). */
 void tfb_part_record_pending(struct ckpt_bundle_part_record *rec, tfb_part_log *l, const char *prefix, int shard,
-	int nshards, int fd, const char *path, uint64_t total, uint64_t reused);
+	int nshards, const ifile *id, uint64_t total, uint64_t reused);
 
 /* ---- S3 (bundle_incr_s3.c) ---- */
 /** Lay out the S3 writer's shards for this save (writer_incremental): 1 taken, 0 full save, or an error. */
 int tfb_incr_s3_open(ckpt_writer *w, tfb_writer *s, tfb_incr *x);
 /** tfb_incr_put on S3. */
 int tfb_incr_s3_put(tfb_incr *x, wshard *s, const tfb_ientry *b, const ckpt_tensor *t, uint32_t *bc, uint32_t *crc);
+/** A clean value (b, its bytes at data) appended to s: copied by the server where S3's parts allow, else uploaded. */
+int tfb_incr_s3_reuse(tfb_incr *x, wshard *s, const tfb_ientry *b, const void *data);
 /** tfb_incr_place on S3. */
 int tfb_incr_s3_place(ckpt_writer *w, tfb_writer *s);
 /** The ETag of each data file of the save just committed (tfb_incr_record). */

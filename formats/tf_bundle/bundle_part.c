@@ -138,10 +138,10 @@ int ckpt_bundle_part_incremental(ckpt_bundle_part *p, ckpt_bundle_part_record *r
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_bundle_part_incremental: writer or record is NULL");
 	if (p->failed || p->incr || p->sh.pos)
 		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, NULL, -1, "ckpt_bundle_part_incremental: not a writer just opened");
-	/* copy_file_range: the POSIX file system (S3 multi-process saves stay full) */
-	if (p->vfs != ckpt_vfs_default() || ckpt_io_fd(p->sh.io) < 0)
+	/* copy_file_range on the POSIX file system, server-side copies on S3 */
+	if (!ckpt__vfs_is_s3(p->vfs) && (p->vfs != ckpt_vfs_default() || ckpt_io_fd(p->sh.io) < 0))
 		return 0;
-	if (!(p->incr = tfb_part_incr_new(rec, p->prefix, p->shard, p->nshards)))
+	if (!(p->incr = tfb_part_incr_new(rec, p->vfs, p->prefix, p->shard, p->nshards)))
 		return CKPT_ENOMEM;
 	p->rec = rec;
 	return 1;
@@ -161,7 +161,9 @@ int ckpt_bundle_part_add_clean(ckpt_bundle_part *p, const char *key, const ckpt_
 	if (!b)
 		return part_add(p, key, key, klen, t);
 	uint64_t off = p->sh.pos;
-	int rc = tfb_incr_copy(p->incr, &p->sh, b->shard, b->offset, b->size);
+	/* S3: copied by the server, else uploaded (the value is unchanged: its bytes are that save's either way) */
+	int rc = ckpt__vfs_is_s3(p->vfs) ? tfb_incr_s3_reuse(p->incr, &p->sh, b, t->data)
+		: tfb_incr_copy(p->incr, &p->sh, b->shard, b->offset, b->size);
 	if (rc == CKPT__DECLINED) /* the source changed or cannot be copied from: from memory */
 		return part_add(p, key, key, klen, t);
 	uint32_t *blocks = NULL;
@@ -185,7 +187,8 @@ int ckpt_bundle_part_reuse_all(ckpt_bundle_part *p, size_t n, const char *const 
 {
 	if (!p || (n && (!keys || !values)))
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_bundle_part_reuse_all: NULL argument");
-	const ibase *b = p->incr ? tfb_incr_base(p->incr) : NULL;
+	/* a hard link: the POSIX file system */
+	const ibase *b = p->incr && !ckpt__vfs_is_s3(p->vfs) ? tfb_incr_base(p->incr) : NULL;
 	if (!b || p->failed || p->sh.pos || p->entries.len || b->nf != 1 || b->ne != n || !n)
 		return 0;
 	/* exactly the values of that save's shard (the keys are distinct: each matches a distinct entry) */
@@ -293,8 +296,9 @@ int ckpt_bundle_part_finish(void **entries, size_t *n, ckpt_bundle_part *p, int 
 		return ckpt__fail(p->failed, p->sh.tmp, NULL, -1, "shard writer failed earlier");
 	if (p->linked) {
 		/* the last save's file, durable since its own save: nothing to write or sync */
-		tfb_part_record_pending(p->rec, &p->log, p->prefix, p->shard, p->nshards, -1, p->sh.tmp, p->sh.pos,
-			p->sh.pos);
+		ifile id;
+		tfb_part_identify(&id, p->vfs, -1, p->sh.tmp);
+		tfb_part_record_pending(p->rec, &p->log, p->prefix, p->shard, p->nshards, &id, p->sh.pos, p->sh.pos);
 		*entries = p->entries.p;
 		*n = p->entries.len;
 		p->entries.p = NULL;
@@ -304,15 +308,22 @@ int ckpt_bundle_part_finish(void **entries, size_t *n, ckpt_bundle_part *p, int 
 	int rc = tfb_shard_flush(&p->sh);
 	if (rc == CKPT_OK && !no_fsync)
 		rc = ckpt_io_sync(p->sh.io);
-	/* after its last byte: the file as the next save will find it (the commit only renames it) */
-	if (rc == CKPT_OK && p->incr)
-		tfb_part_record_pending(p->rec, &p->log, p->prefix, p->shard, p->nshards, ckpt_io_fd(p->sh.io),
-			p->sh.tmp, p->sh.pos, tfb_incr_reused(p->incr));
+	/* POSIX: after its last byte, the file as the next save will find it (the commit only renames it) */
+	ifile id;
+	int s3 = ckpt__vfs_is_s3(p->vfs);
+	if (rc == CKPT_OK && p->incr && !s3)
+		tfb_part_identify(&id, p->vfs, ckpt_io_fd(p->sh.io), p->sh.tmp);
 	ckpt_io *io = p->sh.io;
 	p->sh.io = NULL;
 	int rc2 = ckpt_io_close(io);
 	if (rc == CKPT_OK)
 		rc = rc2;
+	/* S3: the object is complete at close, under its final name (no rename): its ETag now */
+	if (rc == CKPT_OK && p->incr && s3)
+		tfb_part_identify(&id, p->vfs, -1, p->sh.tmp);
+	if (rc == CKPT_OK && p->incr)
+		tfb_part_record_pending(p->rec, &p->log, p->prefix, p->shard, p->nshards, &id, p->sh.pos,
+			tfb_incr_reused(p->incr));
 	if (rc < 0) {
 		p->failed = rc;
 		return rc;

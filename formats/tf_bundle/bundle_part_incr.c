@@ -1,9 +1,11 @@
 /*
  * Incremental multi-process saves (ckpt/sys/bundle_part.h): each process
  * keeps the record of its own data shard of the last committed checkpoint
- * and reuses that shard's unchanged bytes through the kernel, as a
- * single-process save does (bundle_incr.c: crc32c per 4 KiB block, copies
- * with copy_file_range). One shard per process: a shard all of whose values
+ * and reuses that shard's unchanged bytes without passing them through the
+ * process, as a single-process save does (crc32c per 4 KiB block; on POSIX
+ * copy_file_range, bundle_incr.c; on S3 UploadPartCopy conditional on the
+ * ETag the object had right after its upload, bundle_incr_s3.c, with S3's
+ * 5 MiB part minimum). One shard per process: on POSIX a shard all of whose values
  * are unchanged since that save, and are the values that save's shard holds,
  * is that save's file hard-linked (ckpt_bundle_part_reuse_all); otherwise a
  * value unchanged since that save is copied whole, a changed one block by
@@ -14,7 +16,7 @@
  * only by a save with the same shard and shard count, to another prefix; its
  * data file only while it is the file that process wrote (device, inode,
  * size, modification time taken after its last byte: the commit's rename
- * keeps them).
+ * keeps them; on S3 its ETag).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -76,13 +78,14 @@ void ckpt_bundle_part_record_bytes(uint64_t *written, uint64_t *reused, const ck
 		*reused = rec ? rec->reused : 0;
 }
 
-tfb_incr *tfb_part_incr_new(const ckpt_bundle_part_record *rec, const char *prefix, int shard, int nshards)
+tfb_incr *tfb_part_incr_new(const ckpt_bundle_part_record *rec, ckpt_vfs *vfs, const char *prefix, int shard,
+	int nshards)
 {
 	/* another layout, or the same prefix (the new file replaces the source by rename): nothing to reuse */
 	const ibase *b = rec->base;
 	if (b && (rec->shard != shard || rec->nshards != nshards || strcmp(b->prefix, prefix) == 0))
 		b = NULL;
-	return tfb_incr_new(b, 0);
+	return tfb_incr_new(b, ckpt__vfs_is_s3(vfs));
 }
 
 int tfb_part_log_add(tfb_part_log *l, const char *key, size_t klen, const ckpt_tensor *t, uint64_t off,
@@ -137,8 +140,31 @@ static int cmp_ientry(const void *a, const void *b)
 	return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
 }
 
+void tfb_part_identify(ifile *id, ckpt_vfs *vfs, int fd, const char *path)
+{
+	memset(id, 0, sizeof(*id));
+	if (ckpt__vfs_is_s3(vfs)) {
+		/* S3: the ETag it has now, right after its upload; a HEAD that fails leaves "" (never copied from) */
+		ckpt__error_slot keep = { 0 };
+		ckpt__error_capture(&keep);
+		if (ckpt__vfs_etag(vfs, path, id->etag, sizeof(id->etag), &id->size) != CKPT_OK)
+			id->etag[0] = '\0';
+		ckpt__error_raise(&keep);
+		ckpt__error_slot_clear(&keep);
+		return;
+	}
+	/* ino 0 matches nothing: a file that cannot be described is never reused */
+	struct stat st;
+	if ((fd >= 0 ? fstat(fd, &st) : stat(path, &st)) == 0) {
+		id->dev = (uint64_t)st.st_dev;
+		id->ino = (uint64_t)st.st_ino;
+		id->size = (uint64_t)st.st_size;
+		id->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	}
+}
+
 void tfb_part_record_pending(ckpt_bundle_part_record *rec, tfb_part_log *l, const char *prefix, int shard,
-	int nshards, int fd, const char *path, uint64_t total, uint64_t reused)
+	int nshards, const ifile *id, uint64_t total, uint64_t reused)
 {
 	tfb_ibase_free(rec->pending);
 	rec->pending = NULL;
@@ -147,17 +173,11 @@ void tfb_part_record_pending(ckpt_bundle_part_record *rec, tfb_part_log *l, cons
 	if (ok) {
 		b->prefix = ckpt__strdup(prefix);
 		b->f = ckpt__calloc(1, sizeof(*b->f));
-		ok = b->prefix && b->f && (b->f[0].path = tfb_data_path(prefix, shard, nshards)) != NULL;
-		if (b->f)
+		if (b->f) {
+			b->f[0] = *id;
 			b->nf = 1;
-	}
-	/* ino 0 matches nothing: a file that cannot be described is never reused */
-	struct stat st;
-	if (ok && (fd >= 0 ? fstat(fd, &st) : stat(path, &st)) == 0) {
-		b->f[0].dev = (uint64_t)st.st_dev;
-		b->f[0].ino = (uint64_t)st.st_ino;
-		b->f[0].size = (uint64_t)st.st_size;
-		b->f[0].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		}
+		ok = b->prefix && b->f && (b->f[0].path = tfb_data_path(prefix, shard, nshards)) != NULL;
 	}
 	if (!ok) {
 		/* no record: the next save writes every byte */

@@ -10,9 +10,12 @@
  * EXPECT/ckpt-<FROM-1>. `grow`: a new 512 KiB variable `extra` appears
  * before the third save, so which worker owns which value changes.
  * `tamper`: after the fourth save worker 0 flips a byte of the frozen values
- * in every data file of it (behind the library's back): the fifth save must
- * reuse nothing of them and still be exact (the tampered one is not checked
- * again; KEEP <= 3 with 8 saves lets the manager delete it).
+ * in every data file of it (behind the library's back; on S3 it replaces
+ * the object): the fifth save must reuse nothing of them and still be exact
+ * (the tampered one is not checked again; KEEP <= 3 with 8 saves lets the
+ * manager delete it). `s3`: DIR is an s3:// prefix, the values large enough
+ * for S3's 5 MiB parts (base 6 MiB each, emb 12 MiB), and the bound on what
+ * each worker uploads allows S3's part minimum (as tests/s3/test_s3_incremental.c).
  *
  * After every save worker 0 writes what each root variable must hold into
  * EXPECT/ckpt-<step>/NAME.f32 (+ NAME.shape, for tests/oracles/tf_incremental.py)
@@ -31,15 +34,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <ckpt/mpi.h>
+#include <ckpt/sys/alloc.h>
 #include "mpi_model.h"
 #include "mpi_report.h"
 
 #define NBASE 4
-#define BASE_N (64 * 1024)       /* floats: 256 KiB each */
+static size_t BASE_N = 64 * 1024;       /* floats: 256 KiB each (`s3`: 6 MiB) */
 #define HEAD_N 256
-#define EMB_ROWS 2048
+static size_t EMB_ROWS = 2048;          /* (`s3`: 12288, 12 MiB) */
 #define EMB_W 256                /* floats: 1 KiB rows */
 #define RUN (EMB_ROWS / 20)      /* 5 % of the rows */
+#define MIB (1ull << 20)
 #define EXTRA_N (128 * 1024)
 
 static long checks;
@@ -163,6 +168,20 @@ static void flip(const char *path)
 	for (int k = 0; k < n; k++) {
 		int ex = 0;
 		const char *sp = ckpt_reader_shard_path(r, k, &ex);
+		if (ckpt_path_is_s3(sp)) {
+			/* another writer replaces the object: a new ETag, the same size */
+			ckpt_vfs *v = ckpt_vfs_for_path(NULL, sp);
+			void *buf;
+			size_t len;
+			ckpt_io *io;
+			TM_TRY(ckpt_vfs_read_all(&buf, &len, v, sp, 1ull << 32));
+			((unsigned char *)buf)[64] ^= 0x5a;
+			TM_TRY(ckpt_vfs_open(&io, v, sp, CKPT_IO_WRITE));
+			TM_TRY(ckpt_io_pwrite(io, buf, len, 0));
+			TM_TRY(ckpt_io_close(io));
+			ckpt_free(buf);
+			continue;
+		}
 		FILE *f = fopen(sp, "r+b");
 		if (!f)
 			TM_FAIL("cannot open %s", sp);
@@ -174,15 +193,25 @@ static void flip(const char *path)
 	ckpt_reader_free(r);
 }
 
-/* Size (and inode) of this worker's data file of checkpoint `prefix`. */
+/* Size (and inode: 0 on S3) of this worker's data file of checkpoint `prefix`. */
 static uint64_t shard_size(const char *prefix, ino_t *ino)
 {
 	char p[2300];
 	snprintf(p, sizeof(p), "%s.data-%05d-of-%05d", prefix, rank, size);
+	*ino = 0;
+	if (ckpt_path_is_s3(p)) {
+		ckpt_io *io;
+		uint64_t n = 0;
+		if (ckpt_vfs_open(&io, ckpt_vfs_for_path(NULL, p), p, CKPT_IO_READ) < 0)
+			return 0;
+		if (ckpt_io_size(&n, io) < 0)
+			n = 0;
+		ckpt_io_close(io);
+		return n;
+	}
 	struct stat st;
 	int ok = stat(p, &st) == 0;
-	if (ino)
-		*ino = ok ? st.st_ino : 0;
+	*ino = ok ? st.st_ino : 0;
 	return ok ? (uint64_t)st.st_size : 0;
 }
 
@@ -215,6 +244,11 @@ int main(int argc, char **argv)
 	int keep = atoi(argv[5]), grow = 0, tamper = 0, link = 0;
 	for (int i = 6; i < argc; i++) {
 		link |= strcmp(argv[i], "link") == 0;
+		if (strcmp(argv[i], "s3") == 0) {
+			/* values past S3's 5 MiB part minimum, so that ranges can be copied at all */
+			BASE_N = 1536 * 1024;
+			EMB_ROWS = 12288;
+		}
 		grow |= strcmp(argv[i], "grow") == 0;
 		tamper |= strcmp(argv[i], "tamper") == 0;
 	}
@@ -228,8 +262,8 @@ int main(int argc, char **argv)
 	o.no_fsync = 1;
 	ckpt_checkpoint *ck;
 	TM_TRY(ckpt_checkpoint_new(&ck, &o));
-	float *init = malloc((size_t)EXTRA_N * sizeof(float) > (size_t)EMB_ROWS * EMB_W * sizeof(float)
-		? (size_t)EXTRA_N * sizeof(float) : (size_t)EMB_ROWS * EMB_W * sizeof(float));
+	size_t cap = (size_t)EMB_ROWS * EMB_W > BASE_N ? (size_t)EMB_ROWS * EMB_W : BASE_N;
+	float *init = malloc((cap > EXTRA_N ? cap : EXTRA_N) * sizeof(float));
 	static const char *bn[NBASE] = { "base0", "base1", "base2", "base3" };
 	TM_TRY(ckpt_scope_enter(s));
 	for (int i = 0; i < NBASE; i++) {
@@ -321,7 +355,8 @@ int main(int argc, char **argv)
 			CHECK(mine[1] == 0 && mine[0] >= 256 * 1024, "save %lld after its source was tampered with: "
 				"wrote %llu, reused %llu", (long long)k, (unsigned long long)mine[0], (unsigned long long)mine[1]);
 		} else if (!moved) {
-			uint64_t slack = 3 * 4096 + 65536;
+			/* S3: its 5 MiB minimum part at the shard's start and at each end of a changed run */
+			uint64_t slack = ckpt_path_is_s3(dir) ? 3 * 5 * MIB + 65536 : 3 * 4096 + 65536;
 			CHECK(mine[0] <= changed + slack, "save %lld: wrote %llu bytes, %llu changed in all", (long long)k,
 				(unsigned long long)mine[0], (unsigned long long)changed);
 			CHECK(mine[1] > 0, "save %lld: reused nothing", (long long)k);
@@ -330,7 +365,7 @@ int main(int argc, char **argv)
 				w += all[3 * i];
 				rsum += all[3 * i + 1];
 			}
-			CHECK(w <= changed + (uint64_t)size * slack && rsum * 10 >= (w + rsum) * 9,
+			CHECK(w <= changed + (uint64_t)size * slack && rsum * 10 >= (w + rsum) * (ckpt_path_is_s3(dir) ? 5 : 9),
 				"save %lld: %llu written, %llu reused in all", (long long)k, (unsigned long long)w,
 				(unsigned long long)rsum);
 		}

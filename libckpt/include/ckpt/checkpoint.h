@@ -615,10 +615,9 @@ typedef struct ckpt_manager_options {
 	int fallback;
 	/* version 3 */
 	/**
-	 * 1 = incremental saves (the TensorBundle format: single-process saves
-	 * on the POSIX file system and on s3://, multi-worker saves on the POSIX
-	 * file system, each worker reusing its own shard; elsewhere every save
-	 * stays full). Each
+	 * 1 = incremental saves (the TensorBundle format on the POSIX file
+	 * system and on s3://, single-process or multi-worker, each worker
+	 * reusing its own shard; elsewhere every save stays full). Each
 	 * checkpoint is still a complete, ordinary TensorBundle that TensorFlow
 	 * reads and that stays valid when older ones are deleted, but bytes that
 	 * did not change since the checkpoint's last save do not pass through

@@ -90,18 +90,21 @@ CKPT_API int ckpt_bundle_part_add_partitioned_entry(ckpt_bundle_part *p, const c
  * Make a shard writer just opened incremental (before any add): a value of
  * 64 KiB or more is compared by crc32c per 4 KiB block with what this
  * process's shard of the last committed save (`rec`) holds under its key
- * (same dtype and shape), and the unchanged blocks are copied by the kernel
- * (copy_file_range) from that save's data file; ckpt_bundle_part_add_clean
- * copies a whole value. A source file is used only while it has the
- * device, inode, size and modification time recorded after it was written,
- * and only when that save had the same shard and shard count; else the bytes
- * are written from memory. ckpt_bundle_part_finish then records this shard
+ * (same dtype and shape), and the unchanged blocks are copied from that
+ * save's data file without passing through the process: by the kernel
+ * (copy_file_range) on the POSIX file system, by the server on S3
+ * (UploadPartCopy, conditional on the ETag the object had right after its
+ * upload; ranges under S3's 5 MiB part minimum are uploaded);
+ * ckpt_bundle_part_add_clean copies a whole value. A source file is used
+ * only while it has the device, inode, size and modification time recorded
+ * after it was written (S3: its ETag), and only when that save had the same
+ * shard and shard count; else the bytes are written from memory. ckpt_bundle_part_finish then records this shard
  * in `rec` as pending; ckpt_bundle_part_record_settle makes it the base of
  * the next save once the whole checkpoint committed.
  * @param p the shard writer, no value added yet
  * @param rec the record (borrowed; outlives the writer)
- * @return 1 taken; 0 declined (not the POSIX file system: every byte is
- *         written, nothing recorded); CKPT_EINVAL; CKPT_ENOMEM
+ * @return 1 taken; 0 declined (neither the POSIX file system nor S3: every
+ *         byte is written, nothing recorded); CKPT_EINVAL; CKPT_ENOMEM
  */
 CKPT_API int ckpt_bundle_part_incremental(ckpt_bundle_part *p, ckpt_bundle_part_record *rec);
 
@@ -116,7 +119,7 @@ CKPT_API int ckpt_bundle_part_incremental(ckpt_bundle_part *p, ckpt_bundle_part_
 CKPT_API int ckpt_bundle_part_add_clean(ckpt_bundle_part *p, const char *key, const ckpt_tensor *t);
 
 /**
- * On an incremental writer, before any add: this shard's values are exactly
+ * On an incremental writer on the POSIX file system, before any add: this shard's values are exactly
  * `keys` / `values` (n, fixed-size dtypes), every one unchanged since the
  * recorded save (the library saw no write to it). When that save's shard
  * holds exactly these values (the same keys, dtypes and shapes), its data
