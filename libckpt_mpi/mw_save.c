@@ -8,11 +8,19 @@
  *     sync-on-read one aggregated over every replica of every worker
  *     (collective, in entry order).
  *  3. Owners: entries by decreasing size go to the least-loaded worker
- *     (ties: lower rank; the object graph to worker 0), the same on every
- *     worker, so W workers write about 1/W of the bytes each, in parallel.
+ *     (ties: lower rank; the object graph and scalars to worker 0), the same
+ *     on every worker, so W workers write about 1/W of the bytes each, in
+ *     parallel. Scalars (counters, steps) change at every save and weigh
+ *     nothing: beside the graph, they leave the other workers' shards
+ *     whole when nothing else changed (incremental saves link those).
  *  4. Worker k writes and fsyncs `P.data-k-of-W.tempstate<token>`, with
  *     the rows of the parts of partitioned variables it owns (part i: worker
  *     i % W) under their slice keys; worker 0 adds each one's full entry.
+ *     Incremental saves (req->incremental): the bytes of its shard of the
+ *     last committed save that did not change are copied by the kernel
+ *     (ckpt_bundle_part_incremental), or that shard is hard-linked whole when
+ *     it holds exactly this worker's values, all unchanged
+ *     (ckpt_bundle_part_reuse_all); the core settles the record after.
  *  5. Every worker's outcome is exchanged: any failure → every worker
  *     removes its temporary (worker 0 all of them) and returns the failure,
  *     naming the rank.
@@ -63,6 +71,11 @@ static int assign_owners(const ckpt_strategy_save_request *req, int W, int *owne
 	}
 	qsort(e, req->count, sizeof(*e), cmp_ent);
 	for (size_t i = 0; i < req->count; i++) {
+		if (ckpt_variable_shape(req->vars[e[i].idx])->rank == 0) {
+			owner[e[i].idx] = 0;
+			load[0] += e[i].bytes;
+			continue;
+		}
 		int best = 0;
 		for (int w = 1; w < W; w++)
 			if (load[w] < load[best])
@@ -119,21 +132,76 @@ static void hdr_error(mw_hdr *h, int rc)
 	mw_copy(h->msg, sizeof(h->msg), ckpt_error_format(ckpt_error_last(), buf, sizeof(buf)));
 }
 
+/*
+ * Incremental: when every value this worker owns is unchanged since the last save, and it writes no part of a
+ * partitioned variable and not the object graph, its shard of that save may be this one (a hard link):
+ * 1 linked, 0 not (the values are then added as usual), or an error.
+ */
+static int reuse_whole_shard(mw *m, const ckpt_strategy_save_request *req, const int *owner, ckpt_bundle_part *p)
+{
+	if (!req->clean || m->rank == 0)
+		return 0;
+	for (size_t k = 0; k < req->nparted; k++)
+		for (int i = 0; i < ckpt_partitioned_num_parts(req->parted[k]); i++)
+			if (ckpt_partitioned_owner(req->parted[k], i) == m->rank)
+				return 0;
+	size_t n = 0;
+	for (size_t i = 0; i < req->count; i++) {
+		if (owner[i] != m->rank)
+			continue;
+		if (!req->clean[i])
+			return 0;
+		n++;
+	}
+	const char **keys = ckpt_calloc(n ? n : 1, sizeof(*keys));
+	ckpt_tensor *t = ckpt_calloc(n ? n : 1, sizeof(*t));
+	const ckpt_tensor **tp = ckpt_calloc(n ? n : 1, sizeof(*tp));
+	int rc = keys && t && tp ? CKPT_OK : CKPT_ENOMEM;
+	for (size_t i = 0, k = 0; rc == CKPT_OK && i < req->count; i++) {
+		if (owner[i] != m->rank)
+			continue;
+		/* a header is all it compares: a clean value is a host copy of a fixed-size dtype */
+		ckpt_variable *v = req->vars[i];
+		keys[k] = req->keys[i];
+		t[k].dtype = ckpt_variable_dtype(v);
+		t[k].shape = *ckpt_variable_shape(v);
+		t[k].nbytes = ckpt_variable_nbytes(v);
+		t[k].data = (void *)ckpt_variable_replica_data(v, 0);
+		tp[k] = &t[k];
+		k++;
+	}
+	if (rc == CKPT_OK)
+		rc = ckpt_bundle_part_reuse_all(p, n, keys, tp);
+	ckpt_free(keys);
+	ckpt_free(t);
+	ckpt_free(tp);
+	return rc;
+}
+
 /* Step 4 on this worker: its shard, fsynced; its entries in *blob. */
 static int write_shard(mw *m, const ckpt_strategy_save_request *req, const int *owner, uint64_t token,
 	void **blob, size_t *blen)
 {
 	ckpt_bundle_part *p = NULL;
 	int rc = ckpt_bundle_part_open(&p, req->vfs, req->path, m->rank, m->size, token);
+	/* incremental: this worker's shard reuses the unchanged bytes of its shard of the last save */
+	int incr = 0;
+	if (rc == CKPT_OK && req->incremental && (incr = ckpt_bundle_part_incremental(p, req->incremental)) < 0)
+		rc = incr;
+	int linked = incr > 0 ? reuse_whole_shard(m, req, owner, p) : 0;
+	if (linked < 0)
+		rc = linked;
 	for (size_t i = 0; i < req->count; i++) {
-		int mine = owner[i] == m->rank && rc == CKPT_OK;
+		int mine = owner[i] == m->rank && rc == CKPT_OK && linked <= 0;
 		ckpt_tensor *t = NULL;
 		/* even after a local failure, take part in the collective aggregates */
 		int vrc = entry_value(m, req->vars[i], mine, &t);
 		if (rc == CKPT_OK && vrc < 0)
 			rc = vrc;
+		/* a value this worker saw no write to since that save: copied from it without reading memory */
 		if (rc == CKPT_OK && t)
-			rc = ckpt_bundle_part_add(p, req->keys[i], t);
+			rc = incr > 0 && req->clean && req->clean[i] ? ckpt_bundle_part_add_clean(p, req->keys[i], t)
+				: ckpt_bundle_part_add(p, req->keys[i], t);
 		ckpt_tensor_free(t);
 		if (m->broken)
 			break;

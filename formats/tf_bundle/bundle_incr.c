@@ -23,12 +23,14 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "bundle_incr.h"
 
-static void ibase_free(void *arg)
+void tfb_ibase_free(void *arg)
 {
 	ibase *b = arg;
 	if (!b)
@@ -45,6 +47,26 @@ static void ibase_free(void *arg)
 	ckpt__free(b);
 }
 
+tfb_incr *tfb_incr_new(const ibase *b, int s3)
+{
+	tfb_incr *x = ckpt__calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	x->base = b;
+	x->s3 = s3;
+	if (b && b->nf) {
+		x->fd = ckpt__malloc((size_t)b->nf * sizeof(int));
+		x->bad = ckpt__calloc((size_t)b->nf, 1);
+		if (!x->fd || !x->bad) {
+			tfb_incr_free(x);
+			return NULL;
+		}
+		for (int i = 0; i < b->nf; i++)
+			x->fd[i] = -2;
+	}
+	return x;
+}
+
 int tfb_writer_incremental(ckpt_writer *w, ckpt__incr *inc)
 {
 	tfb_writer *s = w->state;
@@ -56,22 +78,10 @@ int tfb_writer_incremental(ckpt_writer *w, ckpt__incr *inc)
 	/* re-saving the last prefix would rename a link onto itself */
 	if (b && strcmp(b->prefix, w->path) == 0)
 		return 0;
-	tfb_incr *x = ckpt__calloc(1, sizeof(*x));
+	tfb_incr *x = tfb_incr_new(b, s3);
 	if (!x)
 		return CKPT_ENOMEM;
 	x->inc = inc;
-	x->base = b;
-	x->s3 = s3;
-	if (b && b->nf) {
-		x->fd = ckpt__malloc((size_t)b->nf * sizeof(int));
-		x->bad = ckpt__calloc((size_t)b->nf, 1);
-		if (!x->fd || !x->bad) {
-			tfb_incr_free(x);
-			return CKPT_ENOMEM;
-		}
-		for (int i = 0; i < b->nf; i++)
-			x->fd[i] = -2;
-	}
 	int rc = s3 ? tfb_incr_s3_open(w, s, x) : 1;
 	if (rc <= 0) {
 		tfb_incr_free(x);
@@ -135,6 +145,16 @@ const tfb_ientry *tfb_incr_find(const tfb_incr *x, const char *key, size_t klen,
 	return NULL;
 }
 
+const ibase *tfb_incr_base(const tfb_incr *x)
+{
+	return x->base;
+}
+
+uint64_t tfb_incr_reused(const tfb_incr *x)
+{
+	return x->reused;
+}
+
 uint32_t tfb_ientry_crc(const tfb_ientry *b)
 {
 	return b->masked_crc;
@@ -183,7 +203,7 @@ static int source_fd(tfb_incr *x, int shard)
  * kernel. CKPT__DECLINED (s unchanged: what was copied is overwritten by
  * the next write) when that file is not usable or cannot be copied from.
  */
-static int copy_in(tfb_incr *x, wshard *s, int shard, uint64_t src_off, uint64_t n)
+int tfb_incr_copy(tfb_incr *x, wshard *s, int shard, uint64_t src_off, uint64_t n)
 {
 	int sfd = source_fd(x, shard);
 	int dfd = ckpt_io_fd(s->io);
@@ -212,6 +232,7 @@ typedef struct block_pass {
 	uint64_t n;
 	uint32_t *crc;
 	size_t nblocks;
+	_Atomic unsigned char *ready; /* per window: its crcs are in (a helper may compute it) */
 } block_pass;
 
 #define BLOCKS_PER_JOB 256u /* 1 MiB windows: crc'd, then written while in cache */
@@ -225,6 +246,19 @@ static void crc_blocks(void *arg, size_t k)
 		size_t len = b->n - a < TFB_INCR_BLOCK ? (size_t)(b->n - a) : TFB_INCR_BLOCK;
 		b->crc[i] = ckpt_crc32c_extend(0, b->p + a, len);
 	}
+	atomic_store_explicit(&b->ready[k], 1, memory_order_release);
+}
+
+/* Window k's crcs: computed by a helper (posted), or by this thread when it is its turn. */
+static void await_window(block_pass *b, tfb_par_job *job, int posted, size_t k)
+{
+	if (!posted) {
+		crc_blocks(b, k);
+		return;
+	}
+	while (!atomic_load_explicit(&b->ready[k], memory_order_acquire))
+		if (!tfb_par_help(job))
+			sched_yield(); /* a helper is computing it */
 }
 
 static uint64_t block_len(uint64_t n, size_t i)
@@ -254,11 +288,23 @@ int tfb_incr_put(tfb_incr *x, wshard *s, const char *key, size_t klen, const ckp
 			*blocks = bc;
 		return rc;
 	}
-	/* a window of blocks at a time: crc them, then write or copy them while they are in cache */
+	/*
+	 * A window of blocks at a time: crc them, then write or copy them while they are in cache. The crcs of
+	 * the windows ahead run on the helper threads meanwhile, as a full save's crc runs beside its write
+	 * (tfb_shard_put_fixed): a value that changed everywhere costs what a full save does.
+	 */
+	size_t nwin = (nb + BLOCKS_PER_JOB - 1) / BLOCKS_PER_JOB;
+	block_pass bp = { p, n, bc, nb, ckpt__calloc(nwin ? nwin : 1, 1) };
+	if (!bp.ready) {
+		ckpt__free(bc);
+		return CKPT_ENOMEM;
+	}
+	tfb_par_job job;
+	int posted = nwin > 1 && tfb_par_start(&job, nwin, crc_blocks, &bp);
+	uint32_t shift = ckpt__crc32c_shift(TFB_INCR_BLOCK);
 	for (size_t w0 = 0; w0 < nb && rc == CKPT_OK; w0 += BLOCKS_PER_JOB) {
 		size_t w1 = w0 + BLOCKS_PER_JOB < nb ? w0 + BLOCKS_PER_JOB : nb;
-		block_pass bp = { p, n, bc, w1 };
-		crc_blocks(&bp, w0 / BLOCKS_PER_JOB);
+		await_window(&bp, &job, posted, w0 / BLOCKS_PER_JOB);
 		for (size_t i = w0; i < w1 && rc == CKPT_OK;) {
 			/* a run of blocks that all changed, or all did not */
 			int same = old && old[i] == bc[i];
@@ -266,14 +312,18 @@ int tfb_incr_put(tfb_incr *x, wshard *s, const char *key, size_t klen, const ckp
 			while (j < w1 && (old && old[j] == bc[j]) == same)
 				j++;
 			uint64_t a = (uint64_t)i * TFB_INCR_BLOCK, len = (uint64_t)(j - i - 1) * TFB_INCR_BLOCK + block_len(n, j - 1);
-			rc = same ? copy_in(x, s, b->shard, b->offset + a, len) : CKPT__DECLINED;
+			rc = same ? tfb_incr_copy(x, s, b->shard, b->offset + a, len) : CKPT__DECLINED;
 			if (rc == CKPT__DECLINED)
 				rc = tfb_shard_append(s, p + a, (size_t)len);
 			for (size_t k = i; k < j; k++)
-				c = k ? ckpt__crc32c_combine(c, bc[k], (size_t)block_len(n, k)) : bc[k];
+				c = !k ? bc[k] : block_len(n, k) == TFB_INCR_BLOCK ? ckpt__crc32c_combine_shift(c, bc[k], shift)
+					: ckpt__crc32c_combine(c, bc[k], (size_t)block_len(n, k));
 			i = j;
 		}
 	}
+	if (posted)
+		tfb_par_finish(&job); /* the helpers let go of bp */
+	ckpt__free((void *)bp.ready);
 	if (rc < 0) {
 		ckpt__free(bc);
 		return rc;
@@ -283,8 +333,7 @@ int tfb_incr_put(tfb_incr *x, wshard *s, const char *key, size_t klen, const ckp
 	return CKPT_OK;
 }
 
-/* Hard-link the last save's file `f` as shard k's temporary: 1 when it is still the file that save committed. */
-static int link_shard(tfb_incr *x, int f, const char *tmp)
+int tfb_incr_link(tfb_incr *x, int f, const char *tmp)
 {
 	if (link(x->base->f[f].path, tmp) != 0)
 		return 0;
@@ -333,7 +382,7 @@ int tfb_incr_place(ckpt_writer *w, tfb_writer *s)
 		rc = tfb_writer_add_shard(w, &k, 0);
 		if (rc < 0)
 			break;
-		if (link_shard(x, f, s->sh[k].tmp)) {
+		if (tfb_incr_link(x, f, s->sh[k].tmp)) {
 			linked[f] = k;
 			s->sh[k].pos = s->sh[k].flushed = b->f[f].size;
 			x->reused += b->f[f].size;
@@ -356,7 +405,7 @@ int tfb_incr_place(ckpt_writer *w, tfb_writer *s)
 				break;
 			e->shard = g;
 			e->offset = s->sh[g].pos;
-			rc = copy_in(x, &s->sh[g], p->b->shard, p->b->offset, p->b->size);
+			rc = tfb_incr_copy(x, &s->sh[g], p->b->shard, p->b->offset, p->b->size);
 			if (rc == CKPT__DECLINED) {
 				uint32_t crc;
 				rc = tfb_shard_put_fixed(&s->sh[g], p->data, p->b->size, &crc);
@@ -437,7 +486,7 @@ void tfb_incr_record(ckpt_writer *w, tfb_writer *s)
 		tfb_incr_s3_record(w, b);
 	if (!ok) {
 		/* no record: the next save is a full one */
-		ibase_free(b);
+		tfb_ibase_free(b);
 		b = NULL;
 	}
 	close_sources(x);
@@ -445,7 +494,7 @@ void tfb_incr_record(ckpt_writer *w, tfb_writer *s)
 	if (inc->base && inc->base_free)
 		inc->base_free(inc->base);
 	inc->base = b;
-	inc->base_free = ibase_free;
+	inc->base_free = tfb_ibase_free;
 	inc->reused = x->reused;
 	inc->written = total - x->reused;
 }

@@ -129,6 +129,12 @@ static int reuse(tfb_incr *x, wshard *s, int f, uint64_t src_off, const seg *sg,
 	return done < n ? append_mem(s, sg, ns, done, n - done) : CKPT_OK;
 }
 
+int tfb_incr_s3_reuse(tfb_incr *x, wshard *s, const tfb_ientry *b, const void *data)
+{
+	seg sg = { data, b->size };
+	return reuse(x, s, b->shard, b->offset, &sg, 1, b->size);
+}
+
 int tfb_incr_s3_open(ckpt_writer *w, tfb_writer *s, tfb_incr *x)
 {
 	const ibase *b = x->base;

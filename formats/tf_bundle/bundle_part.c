@@ -7,17 +7,25 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <protobuf-c/protobuf-c.h>
 #include "tensor_bundle.pb-c.h"
 #include "tfb.h"
+#include "bundle_incr.h"
 #include "ckpt/sys/bundle_part.h"
 
 struct ckpt_bundle_part {
 	ckpt_vfs *vfs;
 	wshard sh;
-	int shard;
+	int shard, nshards;
+	char *prefix;
 	tfb_buf entries;
 	int failed;
+	/* incremental (ckpt_bundle_part_incremental, bundle_part_incr.c): else NULL */
+	tfb_incr *incr;
+	ckpt_bundle_part_record *rec;
+	tfb_part_log log;          /* what this shard holds, for rec */
+	int linked;                /* ckpt_bundle_part_reuse_all: the temporary is the last save's file, complete */
 };
 
 static char *temp_path(ckpt_vfs *vfs, const char *prefix, int shard, int nshards, uint64_t token)
@@ -45,8 +53,10 @@ int ckpt_bundle_part_open(ckpt_bundle_part **out, ckpt_vfs *vfs, const char *pre
 		return CKPT_ENOMEM;
 	p->vfs = vfs;
 	p->shard = shard;
+	p->nshards = nshards;
+	p->prefix = ckpt__strdup(prefix);
 	p->sh.tmp = temp_path(vfs, prefix, shard, nshards, token);
-	int rc = p->sh.tmp ? tfb_make_parent_dirs(vfs, prefix) : CKPT_ENOMEM;
+	int rc = p->sh.tmp && p->prefix ? tfb_make_parent_dirs(vfs, prefix) : CKPT_ENOMEM;
 	if (rc == CKPT_OK)
 		rc = ckpt_vfs_open(&p->sh.io, vfs, p->sh.tmp, CKPT_IO_WRITE);
 	if (rc < 0) {
@@ -91,14 +101,21 @@ static int part_add(ckpt_bundle_part *p, const char *name, const char *key, size
 {
 	if (p->failed)
 		return ckpt__fail(p->failed, p->sh.tmp, name, -1, "shard writer failed earlier");
+	if (p->linked) /* the linked file is the last save's: never written to */
+		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, name, -1, "the shard was complete (ckpt_bundle_part_reuse_all)");
 	uint64_t nelem;
 	CKPT_TRY(ckpt_shape_num_elements(&nelem, &t->shape));
 	uint64_t off = p->sh.pos;
-	uint32_t crc = 0;
+	uint32_t crc = 0, *blocks = NULL;
 	int rc = t->dtype == CKPT_DT_STRING ? tfb_shard_put_strings(&p->sh, t->data, nelem, &crc)
+		: p->incr && t->nbytes >= TFB_INCR_MIN ? tfb_incr_put(p->incr, &p->sh, key, klen, t, &crc, &blocks)
 		: tfb_shard_put_fixed(&p->sh, t->data, t->nbytes, &crc);
 	if (rc == CKPT_OK)
 		rc = encode_entry(&p->entries, key, klen, t, p->shard, off, p->sh.pos - off, ckpt_crc32c_mask(crc));
+	if (rc == CKPT_OK && p->incr && t->dtype != CKPT_DT_STRING)
+		rc = tfb_part_log_add(&p->log, key, klen, t, off, p->sh.pos - off, ckpt_crc32c_mask(crc), blocks);
+	else
+		ckpt__free(blocks);
 	if (rc < 0) {
 		ckpt__error_annotate(p->sh.tmp, name);
 		p->failed = rc;
@@ -113,6 +130,118 @@ int ckpt_bundle_part_add(ckpt_bundle_part *p, const char *key, const ckpt_tensor
 	if (!key || !*key || strlen(key) > CKPT_MAX_NAME_LEN)
 		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, key, -1, "bad tensor name");
 	return part_add(p, key, key, strlen(key), t);
+}
+
+int ckpt_bundle_part_incremental(ckpt_bundle_part *p, ckpt_bundle_part_record *rec)
+{
+	if (!p || !rec)
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_bundle_part_incremental: writer or record is NULL");
+	if (p->failed || p->incr || p->sh.pos)
+		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, NULL, -1, "ckpt_bundle_part_incremental: not a writer just opened");
+	/* copy_file_range on the POSIX file system, server-side copies on S3 */
+	if (!ckpt__vfs_is_s3(p->vfs) && (p->vfs != ckpt_vfs_default() || ckpt_io_fd(p->sh.io) < 0))
+		return 0;
+	if (!(p->incr = tfb_part_incr_new(rec, p->vfs, p->prefix, p->shard, p->nshards)))
+		return CKPT_ENOMEM;
+	p->rec = rec;
+	return 1;
+}
+
+int ckpt_bundle_part_add_clean(ckpt_bundle_part *p, const char *key, const ckpt_tensor *t)
+{
+	if (!p || !t)
+		return ckpt__fail(CKPT_EINVAL, NULL, key, -1, "ckpt_bundle_part_add_clean: writer or tensor is NULL");
+	if (!key || !*key || strlen(key) > CKPT_MAX_NAME_LEN)
+		return ckpt__fail(CKPT_EINVAL, p->sh.tmp, key, -1, "bad tensor name");
+	size_t klen = strlen(key);
+	if (p->linked)
+		return part_add(p, key, key, klen, t); /* refused: the linked file is never written to */
+	const tfb_ientry *b = p->incr && !p->failed && t->dtype != CKPT_DT_STRING
+		? tfb_incr_find(p->incr, key, klen, t->dtype, &t->shape, t->nbytes) : NULL;
+	if (!b)
+		return part_add(p, key, key, klen, t);
+	uint64_t off = p->sh.pos;
+	/* S3: copied by the server, else uploaded (the value is unchanged: its bytes are that save's either way) */
+	int rc = ckpt__vfs_is_s3(p->vfs) ? tfb_incr_s3_reuse(p->incr, &p->sh, b, t->data)
+		: tfb_incr_copy(p->incr, &p->sh, b->shard, b->offset, b->size);
+	if (rc == CKPT__DECLINED) /* the source changed or cannot be copied from: from memory */
+		return part_add(p, key, key, klen, t);
+	uint32_t *blocks = NULL;
+	if (rc == CKPT_OK && b->blocks && !(blocks = tfb_blocks_dup(b)))
+		rc = CKPT_ENOMEM;
+	/* the bytes are that save's: so is their crc32c */
+	if (rc == CKPT_OK)
+		rc = encode_entry(&p->entries, key, klen, t, p->shard, off, b->size, tfb_ientry_crc(b));
+	if (rc == CKPT_OK)
+		rc = tfb_part_log_add(&p->log, key, klen, t, off, b->size, tfb_ientry_crc(b), blocks);
+	else
+		ckpt__free(blocks);
+	if (rc < 0) {
+		ckpt__error_annotate(p->sh.tmp, key);
+		p->failed = rc;
+	}
+	return rc;
+}
+
+int ckpt_bundle_part_reuse_all(ckpt_bundle_part *p, size_t n, const char *const *keys, const ckpt_tensor *const *values)
+{
+	if (!p || (n && (!keys || !values)))
+		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_bundle_part_reuse_all: NULL argument");
+	/* a hard link: the POSIX file system */
+	const ibase *b = p->incr && !ckpt__vfs_is_s3(p->vfs) ? tfb_incr_base(p->incr) : NULL;
+	if (!b || p->failed || p->sh.pos || p->entries.len || b->nf != 1 || b->ne != n || !n)
+		return 0;
+	/* exactly the values of that save's shard (the keys are distinct: each matches a distinct entry) */
+	const tfb_ientry **be = ckpt__calloc(n, sizeof(*be));
+	if (!be)
+		return CKPT_ENOMEM;
+	int same = 1;
+	for (size_t i = 0; i < n && same; i++) {
+		const ckpt_tensor *t = values[i];
+		same = keys[i] && t && t->dtype != CKPT_DT_STRING &&
+			(be[i] = tfb_incr_find(p->incr, keys[i], strlen(keys[i]), t->dtype, &t->shape, t->nbytes)) != NULL;
+	}
+	/* the empty temporary makes way for a link of that file (still the one committed, else no link) */
+	ckpt_io *io = p->sh.io;
+	if (same) {
+		p->sh.io = NULL;
+		ckpt__io_abandon(io);
+		ckpt_io_close(io);
+		same = unlink(p->sh.tmp) == 0 && tfb_incr_link(p->incr, 0, p->sh.tmp);
+		if (!same) {
+			/* back to an empty temporary: the values are written as usual */
+			int rc = ckpt_vfs_open(&p->sh.io, p->vfs, p->sh.tmp, CKPT_IO_WRITE);
+			if (rc < 0) {
+				ckpt__free(be);
+				p->failed = rc;
+				return rc;
+			}
+		}
+	}
+	int rc = CKPT_OK;
+	for (size_t i = 0; same && i < n && rc == CKPT_OK; i++) {
+		uint32_t *blocks = NULL;
+		if (be[i]->blocks && !(blocks = tfb_blocks_dup(be[i])))
+			rc = CKPT_ENOMEM;
+		if (rc == CKPT_OK)
+			rc = encode_entry(&p->entries, keys[i], strlen(keys[i]), values[i], p->shard, be[i]->offset, be[i]->size,
+				tfb_ientry_crc(be[i]));
+		if (rc == CKPT_OK)
+			rc = tfb_part_log_add(&p->log, keys[i], strlen(keys[i]), values[i], be[i]->offset, be[i]->size,
+				tfb_ientry_crc(be[i]), blocks);
+		else
+			ckpt__free(blocks);
+	}
+	ckpt__free(be);
+	if (rc < 0) {
+		p->failed = rc;
+		return rc;
+	}
+	if (!same)
+		return 0;
+	p->linked = 1;
+	p->sh.pos = p->sh.flushed = b->f[0].size;
+	return 1;
 }
 
 int ckpt_bundle_part_add_slice(ckpt_bundle_part *p, const char *name, const ckpt_shape *full, int64_t row0,
@@ -165,14 +294,36 @@ int ckpt_bundle_part_finish(void **entries, size_t *n, ckpt_bundle_part *p, int 
 	*n = 0;
 	if (p->failed)
 		return ckpt__fail(p->failed, p->sh.tmp, NULL, -1, "shard writer failed earlier");
+	if (p->linked) {
+		/* the last save's file, durable since its own save: nothing to write or sync */
+		ifile id;
+		tfb_part_identify(&id, p->vfs, -1, p->sh.tmp);
+		tfb_part_record_pending(p->rec, &p->log, p->prefix, p->shard, p->nshards, &id, p->sh.pos, p->sh.pos);
+		*entries = p->entries.p;
+		*n = p->entries.len;
+		p->entries.p = NULL;
+		p->entries.len = p->entries.cap = 0;
+		return CKPT_OK;
+	}
 	int rc = tfb_shard_flush(&p->sh);
 	if (rc == CKPT_OK && !no_fsync)
 		rc = ckpt_io_sync(p->sh.io);
+	/* POSIX: after its last byte, the file as the next save will find it (the commit only renames it) */
+	ifile id;
+	int s3 = ckpt__vfs_is_s3(p->vfs);
+	if (rc == CKPT_OK && p->incr && !s3)
+		tfb_part_identify(&id, p->vfs, ckpt_io_fd(p->sh.io), p->sh.tmp);
 	ckpt_io *io = p->sh.io;
 	p->sh.io = NULL;
 	int rc2 = ckpt_io_close(io);
 	if (rc == CKPT_OK)
 		rc = rc2;
+	/* S3: the object is complete at close, under its final name (no rename): its ETag now */
+	if (rc == CKPT_OK && p->incr && s3)
+		tfb_part_identify(&id, p->vfs, -1, p->sh.tmp);
+	if (rc == CKPT_OK && p->incr)
+		tfb_part_record_pending(p->rec, &p->log, p->prefix, p->shard, p->nshards, &id, p->sh.pos,
+			tfb_incr_reused(p->incr));
 	if (rc < 0) {
 		p->failed = rc;
 		return rc;
@@ -193,8 +344,11 @@ void ckpt_bundle_part_free(ckpt_bundle_part *p)
 		ckpt_io_close(p->sh.io);
 	}
 	ckpt__free(p->sh.tmp);
+	ckpt__free(p->prefix);
 	tfb_buf_free(&p->sh.buf);
 	tfb_buf_free(&p->entries);
+	tfb_incr_free(p->incr);
+	tfb_part_log_free(&p->log);
 	ckpt__free(p);
 }
 

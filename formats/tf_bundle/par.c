@@ -51,20 +51,25 @@ static void child(void)
 }
 static void register_atfork(void) { pthread_atfork(prepare, parent, child); }
 
+int tfb_par_help(tfb_par_job *j)
+{
+	size_t k = atomic_fetch_add(&j->next, 1);
+	if (k >= j->n)
+		return 0;
+	j->fn(j->arg, k);
+	if (atomic_fetch_add(&j->done, 1) + 1 == j->n && j->posted) {
+		pthread_mutex_lock(&pool.lock);
+		pthread_cond_broadcast(&pool.idle);
+		pthread_mutex_unlock(&pool.lock);
+	}
+	return 1;
+}
+
 /* Claim and run chunks until none is left. */
 static void run_chunks(tfb_par_job *j)
 {
-	for (;;) {
-		size_t k = atomic_fetch_add(&j->next, 1);
-		if (k >= j->n)
-			return;
-		j->fn(j->arg, k);
-		if (atomic_fetch_add(&j->done, 1) + 1 == j->n && j->posted) {
-			pthread_mutex_lock(&pool.lock);
-			pthread_cond_broadcast(&pool.idle);
-			pthread_mutex_unlock(&pool.lock);
-		}
-	}
+	while (tfb_par_help(j))
+		;
 }
 
 static void *helper_main(void *unused)

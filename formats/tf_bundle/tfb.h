@@ -189,6 +189,13 @@ int tfb_par_threads(void);
  */
 int tfb_par_start(tfb_par_job *j, size_t n, tfb_par_fn fn, void *arg);
 void tfb_par_finish(tfb_par_job *j);
+/**
+ * Between start and finish: claim and run the next chunk no thread took yet
+ * (chunks are claimed in order); 0 when every chunk was claimed. The caller
+ * that needs chunk k done takes its turn instead of waiting for a helper the
+ * kernel may not have scheduled.
+ */
+int tfb_par_help(tfb_par_job *j);
 /** start + finish. */
 void tfb_par_for(size_t n, tfb_par_fn fn, void *arg);
 

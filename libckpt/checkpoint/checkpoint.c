@@ -17,6 +17,7 @@
 #include "model/strategy_impl.h"
 #include "device/memory_internal.h"
 #include "save_device.h"
+#include "ckpt/sys/bundle_part.h"
 
 #define SAVE_COUNTER "save_counter"
 
@@ -75,6 +76,7 @@ void ckpt_checkpoint_free(ckpt_checkpoint *ck)
 	ckpt__free(ck->parted);
 	ckpt__incr_clear(ck->incr);
 	ckpt__free(ck->incr);
+	ckpt_bundle_part_record_free(ck->part_rec);
 	ckpt__free(ck);
 }
 
@@ -229,6 +231,24 @@ ckpt_strategy *ckpt__checkpoint_collective(ckpt_checkpoint *ck)
 	return s;
 }
 
+/*
+ * Incremental multi-process save: per value, whether this process saw no write to it since its last committed
+ * save (each process owns its shard's record; a value's stamps are this process's copy's).
+ */
+static int collective_clean(unsigned char **clean, ckpt_checkpoint *ck, ckpt_variable *const *vars, size_t n)
+{
+	*clean = NULL;
+	if (!ck->part_rec)
+		CKPT_TRY(ckpt_bundle_part_record_new(&ck->part_rec));
+	if (!ck->part_gen)
+		return CKPT_OK;
+	if (!(*clean = ckpt__calloc(n ? n : 1, 1)))
+		return CKPT_ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		(*clean)[i] = (unsigned char)ckpt__variable_unchanged_since(vars[i], ck->part_gen);
+	return CKPT_OK;
+}
+
 /* A cross-process strategy writes the checkpoint itself (sharded over its processes). */
 static int write_collective(ckpt_strategy *cs, ckpt_checkpoint *ck, const ckpt__plan *p, const char *path,
 	ckpt_vfs *piece_vfs, ckpt_strategy_piece *piece)
@@ -269,12 +289,30 @@ static int write_collective(ckpt_strategy *cs, ckpt_checkpoint *ck, const ckpt__
 	ckpt_vfs *vfs = NULL;
 	if (rc == CKPT_OK)
 		rc = ckpt_status_of(vfs = piece ? piece_vfs : ckpt_vfs_for_path(ck->opts.vfs, path));
+	/*
+	 * incremental: the stamp before any value is read. Never into the memory tier: its pieces must share no
+	 * file with the checkpoint directory's.
+	 */
+	int incremental = ck->incremental && !piece && piece_vfs == ck->opts.vfs;
+	uint64_t gen = incremental ? ckpt__change_gen() : 0;
+	unsigned char *clean = NULL;
+	if (rc == CKPT_OK && incremental)
+		rc = collective_clean(&clean, ck, vars, n);
 	ckpt__save_request req = { path, vfs ? vfs : ckpt_vfs_default(), piece ? 1 : ck->opts.no_fsync,
-		n, keys, vars, p->graph, nrefs, parted, pkeys, piece };
+		n, keys, vars, p->graph, nrefs, parted, pkeys, piece, incremental ? ck->part_rec : NULL, clean };
 	if (rc < 0) /* still take part, so the other processes fail instead of waiting */
 		rc = ckpt__strategy_ops_of(cs)->agree(cs, rc);
 	else
 		rc = ckpt__strategy_ops_of(cs)->write(cs, &req);
+	if (incremental) {
+		/* the next save compares with this one only once every process committed it */
+		int based = ckpt_bundle_part_record_settle(ck->part_rec, rc == CKPT_OK);
+		if (rc == CKPT_OK) {
+			ck->part_gen = based ? gen : 0;
+			ck->last_collective = 1;
+		}
+	}
+	ckpt__free(clean);
 	ckpt__free(refs);
 	ckpt__free(parted);
 	ckpt__free(pkeys);
@@ -401,6 +439,8 @@ static int write_to(ckpt_checkpoint *ck, const char *path, const ckpt_checkpoint
 		rc = ckpt_writer_commit(w);
 	if (rc == CKPT_OK && gen)
 		ck->incr->base_gen = ck->incr->base ? gen : 0;
+	if (rc == CKPT_OK && incremental)
+		ck->last_collective = 0;
 	ckpt_writer_free(w);
 	ckpt__free(buf);
 	ckpt__plan_free(&p);
@@ -423,6 +463,11 @@ int ckpt_checkpoint_last_save_bytes(uint64_t *written, uint64_t *reused, const c
 {
 	if (!written || !reused || !ck)
 		return ckpt__fail(CKPT_EINVAL, NULL, NULL, -1, "ckpt_checkpoint_last_save_bytes: NULL argument");
+	if (ck->last_collective) {
+		/* this process's shard */
+		ckpt_bundle_part_record_bytes(written, reused, ck->part_rec);
+		return CKPT_OK;
+	}
 	*written = ck->incr ? ck->incr->written : 0;
 	*reused = ck->incr ? ck->incr->reused : 0;
 	return CKPT_OK;

@@ -88,6 +88,10 @@ struct ckpt_checkpoint {
 	int graph_without_has_values; /* loaded from a graph written without has_checkpoint_values: written so again */
 	int incremental;     /* saves reuse the bytes of the last one (ckpt_manager_options.incremental) */
 	struct ckpt__incr *incr; /* that save's record (formats/format.h), NULL until the first incremental save */
+	/* multi-process incremental saves: this process's shard of the last one (ckpt/sys/bundle_part.h) */
+	struct ckpt_bundle_part_record *part_rec;
+	uint64_t part_gen;   /* ckpt__change_gen taken before that save read any value; 0: none to compare with */
+	int last_collective; /* the last save was multi-process: its bytes are part_rec's */
 };
 
 /* checkpoint_object.c */

@@ -51,14 +51,24 @@ static uint32_t multmodp(uint32_t a, uint32_t b)
 	return p;
 }
 
-uint32_t ckpt__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
+uint32_t ckpt__crc32c_shift(uint64_t len2)
 {
 	uint32_t p = 1u << 31; /* x^0 */
 	unsigned k = 3;        /* 8 * len2 = len2 << 3 */
 	for (uint64_t n = len2; n; n >>= 1, k++)
 		if (n & 1)
 			p = multmodp(x2n[k % 31], p);
-	return multmodp(p, crc1) ^ crc2;
+	return p;
+}
+
+uint32_t ckpt__crc32c_combine_shift(uint32_t crc1, uint32_t crc2, uint32_t shift)
+{
+	return multmodp(shift, crc1) ^ crc2;
+}
+
+uint32_t ckpt__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
+{
+	return ckpt__crc32c_combine_shift(crc1, crc2, ckpt__crc32c_shift(len2));
 }
 
 #define MASK_DELTA 0xa282ead8u

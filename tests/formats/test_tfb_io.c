@@ -55,6 +55,8 @@ Test(tfb_io, crc32c_combine_matches_extend_on_random_splits)
 		uint32_t x = ckpt_crc32c_extend(0, buf, a), y = ckpt_crc32c_extend(0, buf + a, b - a),
 			z = ckpt_crc32c_extend(0, buf + b, n - b);
 		cr_assert_eq(ckpt__crc32c_combine(ckpt__crc32c_combine(x, y, b - a), z, n - b), whole);
+		/* the operator computed once, applied as often */
+		cr_assert_eq(ckpt__crc32c_combine_shift(c1, c2, ckpt__crc32c_shift(n - a)), whole, "n %zu split %zu", n, a);
 	}
 	cr_assert_eq(ckpt__crc32c_combine(0xdeadbeefu, 0, 0), 0xdeadbeefu);
 	cr_assert_eq(ckpt__crc32c_combine(0, ckpt_crc32c_extend(0, "123456789", 9), 9), 0xe3069283u);

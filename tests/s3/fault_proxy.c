@@ -35,13 +35,16 @@
  *         or METHOD?TEXT: the method is METHOD and the request's query holds
  *         TEXT ("PUT?partNumber=" every part of a multipart upload,
  *         "DELETE?uploadId=" its abort), or, for a TEXT that starts with
- *         '/', whose path ends with TEXT ("PUT?/checkpoint": the state file). N then numbers the requests of that
+ *         '/', whose path ends with TEXT ("PUT?/checkpoint": the state file),
+ *         or METHOD^HEADER: the method is METHOD and the request carries the
+ *         header HEADER ("PUT^x-amz-copy-source": CopyObject and UploadPartCopy). N then numbers the requests of that
  *         kind only, so a rule does not depend on how requests of other
  *         kinds interleave with them (parts sent in parallel, retries).
  *         More rules follow as N MODE KIND triples; the first rule that
  *         harms a request decides what is done to it.
  *   COUNT_FILE  rewritten with the number of requests seen after each one;
- *         COUNT_FILE.log gets "METHOD TARGET" of every request, one a line
+ *         COUNT_FILE.log gets "METHOD TARGET" of every request, one a line,
+ *         COUNT_FILE.harmed that of every request a rule harmed
  * Prints the port it listens on (127.0.0.1 only), then serves until killed.
  */
 #include <arpa/inet.h>
@@ -65,6 +68,7 @@ typedef struct rule {
 	unsigned delay_s;     /* delay mode: seconds held */
 	char method[16];      /* "" with query "": any request */
 	char query[128];
+	char header[64];      /* METHOD^HEADER: the header the request carries ("" otherwise) */
 	atomic_long seen;     /* requests of this kind so far */
 } rule;
 
@@ -75,6 +79,7 @@ static int nrules;
 static const char *count_file;
 static char release_file[600]; /* COUNT_FILE.release: ends every hold */
 static char log_file[600];     /* COUNT_FILE.log: every request line */
+static char harmed_file[600];  /* COUNT_FILE.harmed: every harmed request's line */
 static atomic_long requests;
 static pthread_mutex_t count_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -100,16 +105,21 @@ static int write_all(int fd, const char *p, size_t n)
 }
 
 /* COUNT_FILE.log gets the request line of `head` */
-static void log_request(const char *head)
+static void log_line(const char *file, const char *head)
 {
 	const char *eol = strstr(head, " HTTP/");
 	pthread_mutex_lock(&count_mu);
-	FILE *f = fopen(log_file, "a");
+	FILE *f = fopen(file, "a");
 	if (f) {
 		fprintf(f, "%.*s\n", eol ? (int)(eol - head) : 0, head);
 		fclose(f);
 	}
 	pthread_mutex_unlock(&count_mu);
+}
+
+static void log_request(const char *head)
+{
+	log_line(log_file, head);
 }
 
 static void record(long n)
@@ -145,6 +155,12 @@ static int kind_matches(const rule *r, const char *head)
 	size_t ml = strlen(r->method);
 	if (strncmp(head, r->method, ml) != 0 || head[ml] != ' ')
 		return 0;
+	if (r->header[0]) {
+		/* METHOD^HEADER: a header line of that name */
+		char want[80];
+		snprintf(want, sizeof(want), "\r\n%s:", r->header);
+		return strcasestr(head, want) != NULL;
+	}
 	const char *target = head + ml + 1, *end = strpbrk(target, " \r\n");
 	const char *q = memchr(target, '?', end ? (size_t)(end - target) : strlen(target));
 	if (r->query[0] == '/') {
@@ -189,7 +205,15 @@ static int parse_rule(rule *r, const char *nn, const char *m, const char *kind)
 		fprintf(stderr, "fault_proxy: unknown mode %s\n", m);
 		return -1;
 	}
-	if (kind && strcmp(kind, "*") != 0) {
+	const char *hat = kind ? strchr(kind, '^') : NULL;
+	if (hat && !strchr(kind, '?')) {
+		if (hat == kind || (size_t)(hat - kind) >= sizeof(r->method) || !hat[1] || strlen(hat + 1) >= sizeof(r->header)) {
+			fprintf(stderr, "fault_proxy: KIND %s is not METHOD^HEADER\n", kind);
+			return -1;
+		}
+		snprintf(r->method, sizeof(r->method), "%.*s", (int)(hat - kind), kind);
+		snprintf(r->header, sizeof(r->header), "%s", hat + 1);
+	} else if (kind && strcmp(kind, "*") != 0) {
 		const char *q = strchr(kind, '?');
 		if (!q || q == kind || (size_t)(q - kind) >= sizeof(r->method) || strlen(q + 1) >= sizeof(r->query)) {
 			fprintf(stderr, "fault_proxy: KIND %s is not METHOD?TEXT\n", kind);
@@ -329,6 +353,8 @@ static void *serve(void *arg)
 		}
 	}
 	int harm = strcmp(mode, "none") != 0;
+	if (harm)
+		log_line(harmed_file, head);
 	size_t head_len = (size_t)(end + 4 - head);
 	if (harm && strcmp(mode, "reset") == 0) {
 		reset_close(c);
@@ -459,6 +485,7 @@ int main(int argc, char **argv)
 	count_file = argv[4];
 	snprintf(release_file, sizeof(release_file), "%s.release", count_file);
 	snprintf(log_file, sizeof(log_file), "%s.log", count_file);
+	snprintf(harmed_file, sizeof(harmed_file), "%s.harmed", count_file);
 	record(0);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	int one = 1;

@@ -6,6 +6,8 @@
  * (libckpt verifying every crc, TensorFlow restoring with assert_consumed).
  * The copy requests themselves are checked against boto3's
  * upload_part_copy / copy_object on the same server (s3_copy_check.py).
+ * A copy answered 200 with an <Error> body (what S3 does when a copy fails
+ * after it began) is not a copy: those bytes are uploaded.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -22,6 +24,7 @@
 #include "incr_kill.h"
 #include "oracle_common.h"
 #include "s3_common.h"
+#include "s3_proxy.h"
 
 #define MIB (1ull << 20)
 #define W 1024                  /* 4 KiB rows */
@@ -183,6 +186,64 @@ Test(s3_incremental, replaced_or_deleted_source_falls_back_to_upload_bit_exact, 
 	free(p4);
 	free(p5);
 	ic_done(&s, 0);
+}
+
+/*
+ * Every CopyObject and UploadPartCopy answered "200 OK" with an <Error><Code>InternalError</Code> body
+ * (through tests/s3/fault_proxy.c, without reaching the server): each save still succeeds, uploading those
+ * bytes, and every checkpoint holds exactly its values (libckpt and TensorFlow).
+ */
+Test(s3_incremental, copy_answered_200_with_error_body_is_uploaded_instead_bit_exact, .timeout = 600)
+{
+	char *tmp = ts_tmpdir(), *body = ts_join(tmp, "error.xml");
+	static const char xml[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\n<Error><Code>InternalError</Code>"
+		"<Message>We encountered an internal error. Please try again.</Message><RequestId>0</RequestId></Error>";
+	FILE *f = fopen(body, "wb");
+	cr_assert(f && fwrite(xml, 1, sizeof(xml) - 1, f) == sizeof(xml) - 1 && fclose(f) == 0);
+	char mode[700];
+	snprintf(mode, sizeof(mode), "reply:%s", body);
+	proxy px;
+	const char *kind[] = { "PUT^x-amz-copy-source", NULL };
+	proxy_start_rules(&px, "1:1000000", mode, kind);
+	ckpt_checkpoint_options o = CKPT_CHECKPOINT_OPTIONS_INIT;
+	o.vfs = proxy_vfs(&px, 0, 3);
+	state s;
+	ic_build(&s, &o, BASE_ROWS, W, 0.25f, HEAD_N, EMB_ROWS, W, 0);
+	s.dir = s3t_prefix("incr-copy-error");
+	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
+	mo.incremental = 1;
+	cr_assert_eq(ckpt_manager_new_ext(&s.m, s.ck, s.dir, 0, &mo), CKPT_OK, "%s", ckpt_error_last()->message);
+	uint64_t wr, ru;
+	char *p[3];
+	p[0] = save(&s, &wr, &ru);
+	/* the second save tries UploadPartCopy (the base into its own shard, the embedding's runs), the third
+	 * CopyObject too (a shard of only frozen values): every one refused, every byte uploaded */
+	for (int k = 1; k < 3; k++) {
+		ic_step(&s, k, 0);
+		p[k] = save(&s, &wr, &ru);
+		cr_assert_eq(ru, 0, "save %d: %llu bytes counted as copied", k + 1, (unsigned long long)ru);
+		cr_assert_geq(wr, (uint64_t)(BASE_ROWS + EMB_ROWS) * W * 4, "save %d uploaded %llu", k + 1,
+			(unsigned long long)wr);
+	}
+	char *harmed = proxy_harmed(&px);
+	cr_assert(strstr(harmed, "partNumber="), "no UploadPartCopy was answered with the error:\n%s", harmed);
+	char *line = harmed, *copy_object = NULL;
+	for (char *nl; !copy_object && (nl = strchr(line, '\n')); line = nl + 1)
+		if (!memchr(line, '?', (size_t)(nl - line)))
+			copy_object = line;
+	cr_assert_not_null(copy_object, "no CopyObject was answered with the error:\n%s", harmed);
+	free(harmed);
+	for (int k = 0; k < 3; k++)
+		ic_check_ours(&s, p[k]);
+	tf_restores_all(&s);
+	for (int k = 0; k < 3; k++)
+		free(p[k]);
+	ic_done(&s, 0);
+	ckpt_vfs_free(o.vfs);
+	proxy_stop(&px);
+	ts_rmtree(tmp);
+	free(tmp);
+	free(body);
 }
 
 static void put_object(const char *path, const void *buf, size_t n)

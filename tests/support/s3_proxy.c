@@ -97,10 +97,10 @@ long proxy_stop(proxy *p)
 	return n;
 }
 
-char *proxy_log(const proxy *p)
+static char *proxy_file(const proxy *p, const char *suffix)
 {
 	char name[600];
-	snprintf(name, sizeof(name), "%s.log", p->count_file);
+	snprintf(name, sizeof(name), "%s%s", p->count_file, suffix);
 	FILE *f = fopen(name, "rb");
 	char *text = calloc(1, 1);
 	size_t n = 0;
@@ -119,6 +119,16 @@ char *proxy_log(const proxy *p)
 		fclose(f);
 	}
 	return text;
+}
+
+char *proxy_log(const proxy *p)
+{
+	return proxy_file(p, ".log");
+}
+
+char *proxy_harmed(const proxy *p)
+{
+	return proxy_file(p, ".harmed");
 }
 
 void proxy_endpoint(const proxy *p, char *buf, size_t n)

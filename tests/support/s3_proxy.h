@@ -29,6 +29,8 @@ long proxy_seen(const proxy *p);
 void proxy_release(const proxy *p);
 /* "METHOD TARGET" of every request so far, one a line (caller frees). */
 char *proxy_log(const proxy *p);
+/* The same, of the requests a rule harmed. */
+char *proxy_harmed(const proxy *p);
 /* Stop it; returns the number of requests it saw (-1 unknown). */
 long proxy_stop(proxy *p);
 /* "http://127.0.0.1:PORT" of the proxy. */

@@ -379,7 +379,8 @@ CKPT_API const char *ckpt_checkpoint_save(ckpt_checkpoint *ckpt, const char *pre
 /**
  * Data bytes of the checkpoint's last incremental save (see
  * ckpt_manager_options.incremental): `written` went through this process,
- * `reused` came from the save before it (hard links, kernel copies).
+ * `reused` came from the save before it (hard links, kernel copies). A
+ * multi-worker save: this worker's data shard.
  * 0 / 0 before the first incremental save.
  * @return CKPT_OK; CKPT_EINVAL for a NULL argument
  */
@@ -614,8 +615,9 @@ typedef struct ckpt_manager_options {
 	int fallback;
 	/* version 3 */
 	/**
-	 * 1 = incremental saves (on the POSIX file system, the TensorBundle
-	 * format, single-process saves; elsewhere every save stays full). Each
+	 * 1 = incremental saves (the TensorBundle format on the POSIX file
+	 * system and on s3://, single-process or multi-worker, each worker
+	 * reusing its own shard; elsewhere every save stays full). Each
 	 * checkpoint is still a complete, ordinary TensorBundle that TensorFlow
 	 * reads and that stays valid when older ones are deleted, but bytes that
 	 * did not change since the checkpoint's last save do not pass through

@@ -68,6 +68,16 @@ typedef struct ckpt_strategy_save_request {
 	const char *const *parted_keys;   /**< the key each is stored under */
 	/** Version 2: NULL = an ordinary checkpoint; else a memory tier piece (ckpt_strategy_piece). */
 	ckpt_strategy_piece *piece;
+	/**
+	 * Incremental saves (read by any table version; NULL = full save): this
+	 * process's record of its shard of the checkpoint's last committed save,
+	 * for ckpt_bundle_part_incremental. The core settles it after `write`
+	 * returns (ckpt_bundle_part_record_settle): a strategy that ignores it
+	 * writes a full save, correctly.
+	 */
+	struct ckpt_bundle_part_record *incremental;
+	/** With `incremental`: per value (count), 1 = unchanged since that save (ckpt_bundle_part_add_clean), else NULL. */
+	const unsigned char *clean;
 } ckpt_strategy_save_request;
 
 /** Version of ckpt_strategy_methods this header describes. */
