@@ -679,10 +679,12 @@ typedef struct ckpt_manager_options {
 	const char *memory_job;
 	/**
 	 * The most bytes the tier may hold for this job (a step being written
+	 * (into the spares of ckpt/tier.h, which stand for it between saves)
 	 * plus the committed one, plus a superseded step a background copy to
 	 * storage still reads: its removed files stay open until the copy
-	 * ends); 0 = the space free in the tier directory's file system. A save that would exceed it fails with CKPT_ELIMIT
-	 * naming what it needs and what is free, before writing anything.
+	 * ends); 0 = the space free in the tier directory's file system. A
+	 * save that would exceed it fails with CKPT_ELIMIT naming what it
+	 * needs and what is free, before writing anything.
 	 */
 	uint64_t memory_limit;
 	/* version 5 */

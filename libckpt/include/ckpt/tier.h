@@ -17,7 +17,14 @@
  *
  * A segment is written under a temporary name (".tmp-…") and renamed when
  * whole, so a process killed during a save leaves the previous step intact;
- * files are mode 0600. Superseded steps are removed after each save.
+ * files are mode 0600. Superseded steps are removed after each save, but
+ * for their data files: each worker keeps those open and mapped as spares
+ * ("<job>/.spare.w<R>-of-<W>.<K>") and the next save writes over them by
+ * memcpy, so a worker holds its committed step plus one step of spares
+ * between saves (what a save needs at its peak anyway). A step that a
+ * background copy to storage still reads is never written over. A clean
+ * finish removes the spares; a restarted worker removes the ones a killed
+ * run of its rank left.
  *
  * Across workers (a multi-process checkpoint, ckpt_mpi): a node is the
  * set of workers that share a tier directory: by default the workers of one
