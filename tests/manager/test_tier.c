@@ -9,12 +9,15 @@
  * Every test has its own tier directory (CKPT_TIER_DIR): Criterion runs each
  * test in its own process.
  */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -541,6 +544,54 @@ Test(tier, a_grown_state_is_written_whole_over_a_smaller_spare)
 	ckpt_restore_status_free(st);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(r.ck);
+}
+
+/*
+ * A memory_limit above what the tier's file system holds (here a 1 MiB tmpfs, for a 4 MiB state): the save
+ * stores through a mapping, and a page tmpfs cannot allocate there would be a SIGBUS that kills the trainer.
+ * The file is allocated before it is mapped, so it is an error naming the file, and nothing is committed.
+ */
+Test(tier, a_full_tier_file_system_is_an_error_not_a_crash, .timeout = 120)
+{
+	char *dir = tt_tmpdir();
+	char small[1024];
+	snprintf(small, sizeof(small), "%s/small", tt_tmpdir());
+	cr_assert_eq(mkdir(small, 0700), 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		/* a mount of its own, gone with the child (needs root, as the suite runs) */
+		if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+			mount("tmpfs", small, "tmpfs", 0, "size=1m,mode=0700") != 0)
+			_exit(10);
+		setenv(CKPT_TIER_DIR_ENV, small, 1);
+		tstate s;
+		build(&s, NULL);
+		add_extra(s.ck, 1 << 20, 1.0f); /* 4 MiB */
+		ckpt_manager *m;
+		ckpt_manager_options mo = tier_opts(1, 1000000);
+		mo.memory_limit = (uint64_t)1 << 30;
+		if (ckpt_manager_new_ext(&m, s.ck, dir, 5, &mo) != CKPT_OK)
+			_exit(11);
+		set_step(&s, 1);
+		if (ckpt_manager_save(m))
+			_exit(12); /* it fitted: the test proves nothing */
+		const ckpt_error *e = ckpt_error_last();
+		fprintf(stderr, "the save failed: %s (%s)\n", e->message, e->path ? e->path : "no path");
+		if (!e->path || !strstr(e->path, small))
+			_exit(13);
+		/* nothing committed, no temporary left */
+		char job[1100];
+		snprintf(job, sizeof(job), "%s/job1", small);
+		_exit(entries_in(job) - spares_in(job) == 0 ? 0 : 14);
+	}
+	int ws = 0;
+	cr_assert_eq(waitpid(pid, &ws, 0), pid);
+	cr_assert(!WIFSIGNALED(ws), "the save was killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+	cr_assert(WIFEXITED(ws));
+	cr_assert_neq(WEXITSTATUS(ws), 10, "cannot mount a tmpfs in a mount namespace of its own: run the suite as root");
+	cr_assert_eq(WEXITSTATUS(ws), 0, "exit %d (12: the save fitted, 13: the error does not name the file, "
+		"14: something was committed)", WEXITSTATUS(ws));
 }
 
 Test(tier, clean_finish_leaves_nothing)

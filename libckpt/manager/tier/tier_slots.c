@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -122,8 +123,18 @@ static int grow(slot_io *f, uint64_t end)
 		len = (size_t)s->fsize; /* a spare: its old size is the likely size of the new file */
 	len = (len + GROW_ROUND - 1) / GROW_ROUND * GROW_ROUND;
 	if (len > s->fsize) {
-		if (ftruncate(s->fd, (off_t)len) < 0)
-			return ckpt__fail_errno(errno, f->base.path, "cannot extend the memory tier file to %zu bytes", len);
+		/*
+		 * Allocated here, not by the first store through the mapping: a full tmpfs (a memory_limit above
+		 * what the tier's file system has, another process filling it) is then an error, never a SIGBUS.
+		 */
+		int e = posix_fallocate(s->fd, (off_t)s->fsize, (off_t)(len - s->fsize));
+		if (e == ENOSPC && end < len) { /* the rounding's slack may be what does not fit */
+			len = (size_t)end;
+			e = posix_fallocate(s->fd, (off_t)s->fsize, (off_t)(len - s->fsize));
+		}
+		if (e)
+			return ckpt__fail_errno(e, f->base.path, "cannot extend the memory tier file from %llu to %zu bytes",
+				(unsigned long long)s->fsize, len);
 		s->fsize = len;
 	}
 	if (len <= s->maplen)
