@@ -7,11 +7,22 @@
  * start-up outside the timing). Every time is the slowest worker's (the
  * step ends when it does), the median of REPS, in one run.
  *
- *     mpirun -np W tier_mpi_bench MIB [REPS] [COPIES] [SCRATCH]
+ *     mpirun -np W tier_mpi_bench MIB [REPS] [COPIES] [SCRATCH] [STEP_MS]
  *
  * MIB of mirrored float32 state in 8 variables; nodes from CKPT_TIER_NODES
  * under CKPT_TIER_DIR (the caller's: it removes it after); worker 0 prints
  * one markdown row.
+ *
+ * A second line, memory_async (the copies to other nodes on the tier's
+ * thread; MPI at MPI_THREAD_MULTIPLE for the whole run): the blocking time
+ * of a save made after a training step, which includes waiting for the
+ * previous step's copies when they are not done, and the training loop's
+ * time per step: the step alone, with a synchronous memory save, with an
+ * async one. A step is an update pass (every parameter written once: the
+ * cheapest step, the least time to hide a copy in) plus STEP_MS (default
+ * 0) of arithmetic on one core (spin, the default: a CPU trainer, whose
+ * cores the copies share) or asleep (sleep: a step on an accelerator, the
+ * host thread waiting for it).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -54,7 +65,7 @@ static ckpt_checkpoint *state(ckpt_strategy *s, ckpt_variable **vars, int64_t pe
 	return ck;
 }
 
-static ckpt_manager *manager(ckpt_checkpoint *ck, const char *dir, int memory, int copies)
+static ckpt_manager *manager_ext(ckpt_checkpoint *ck, const char *dir, int memory, int copies, int async)
 {
 	ckpt_manager_options mo = CKPT_MANAGER_OPTIONS_INIT;
 	mo.no_fsync = 1;
@@ -64,6 +75,7 @@ static ckpt_manager *manager(ckpt_checkpoint *ck, const char *dir, int memory, i
 		mo.persist_every = 1 << 30;
 		mo.memory_job = "tier-mpi-bench";
 		mo.memory_copies = copies;
+		mo.memory_async = async;
 	}
 	ckpt_manager *m;
 	if (ckpt_manager_new_ext(&m, ck, dir, 1, &mo) != CKPT_OK)
@@ -71,19 +83,75 @@ static ckpt_manager *manager(ckpt_checkpoint *ck, const char *dir, int memory, i
 	return m;
 }
 
+static ckpt_manager *manager(ckpt_checkpoint *ck, const char *dir, int memory, int copies)
+{
+	return manager_ext(ck, dir, memory, copies, 0);
+}
+
+static volatile double sink;
+static int step_sleeps; /* STEP_KIND sleep: the STEP_MS is waited, not computed */
+
+/* A training step: every parameter written once (an update pass), then `ms` of arithmetic on one core or asleep. */
+static void train_step(ckpt_variable **vars, const float *g, int64_t per_var, double ms)
+{
+	for (int i = 0; i < NVARS; i++)
+		if (ckpt_variable_assign(vars[i], g, (size_t)per_var * sizeof(float)) != CKPT_OK)
+			die("update");
+	if (step_sleeps) { /* an accelerator's step: the host thread waits */
+		struct timespec ts = { (time_t)(ms / 1000), (long)((ms - 1000 * (double)(time_t)(ms / 1000)) * 1e6) };
+		nanosleep(&ts, NULL);
+	} else {
+		double until = tm_now() + ms / 1000.0, x = 1.0;
+		while (tm_now() < until)
+			for (int i = 0; i < 10000; i++)
+				x = x * 1.0000001 + 1e-9;
+		sink = x;
+	}
+	/* a data-parallel step ends in the gradients' all-reduce: the workers leave it together */
+	MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Per step over reps steps: the step and, when m, a save after it; *blocked = the saves' median. */
+static double loop(double *blocked, ckpt_manager *m, ckpt_variable **vars, const float *g, int64_t per_var,
+	double ms, int reps, double *t)
+{
+	MPI_Barrier(MPI_COMM_WORLD);
+	double t0 = tm_now();
+	for (int r = 0; r < reps; r++) {
+		train_step(vars, g, per_var, ms);
+		double s0 = tm_now();
+		if (m && !ckpt_manager_save(m))
+			die("memory save in the loop");
+		t[r] = tm_now() - s0;
+	}
+	if (m && ckpt_manager_wait(m) != CKPT_OK) /* the last step's copies are part of the loop's cost */
+		die("wait");
+	double per = (tm_now() - t0) / reps, mx = per;
+	MPI_Allreduce(&per, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	if (blocked)
+		*blocked = slowest_median(t, reps);
+	return mx;
+}
+
 int main(int argc, char **argv)
 {
 	int prov;
-	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &prov);
+	MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &prov); /* memory_async's rows */
+	if (prov != MPI_THREAD_MULTIPLE) {
+		fprintf(stderr, "tier_mpi_bench: MPI_THREAD_MULTIPLE is not provided (%d)\n", prov);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	if (argc < 2) {
-		fprintf(stderr, "usage: tier_mpi_bench MIB [REPS] [COPIES] [SCRATCH]\n");
+		fprintf(stderr, "usage: tier_mpi_bench MIB [REPS] [COPIES] [SCRATCH] [STEP_MS] [spin|sleep]\n");
 		return 2;
 	}
 	size_t mib = (size_t)atol(argv[1]);
 	int reps = argc > 2 ? atoi(argv[2]) : 5, copies = argc > 3 ? atoi(argv[3]) : 1;
 	const char *scratch = argc > 4 ? argv[4] : "/tmp";
+	double step_ms = argc > 5 ? atof(argv[5]) : 0;
+	step_sleeps = argc > 6 && !strcmp(argv[6], "sleep");
 	size_t bytes = mib << 20;
 	int64_t per_var = (int64_t)(bytes / NVARS / sizeof(float));
 	char fdir[512];
@@ -138,7 +206,25 @@ int main(int argc, char **argv)
 		t[r] = tm_now() - t0;
 	}
 	double t_save = slowest_median(t, reps);
-	ckpt_manager_free(m); /* keeps the memory step: newer than the directory's */
+
+	/* the training loop: steps alone, with a synchronous memory save, with memory_async */
+	float *g = calloc((size_t)per_var, sizeof(float));
+	if (!g)
+		die("gradient buffer");
+	double b_sync = 0, b_async = 0;
+	double l_step = loop(NULL, NULL, vars, g, per_var, step_ms, reps, t);
+	double l_sync = loop(&b_sync, m, vars, g, per_var, step_ms, reps, t);
+	ckpt_manager_free(m);
+	ckpt_manager *ma = copies ? manager_ext(ck, fdir, 1, copies, 1) : NULL;
+	/* warm-up, as the synchronous manager had: a step being written and a committed one, then spares */
+	for (int w = 0; ma && w < 3; w++)
+		if (!ckpt_manager_save(ma))
+			die("warm-up save");
+	double l_async = ma ? loop(&b_async, ma, vars, g, per_var, step_ms, reps, t) : 0;
+	if (ma && ckpt_manager_wait(ma) != CKPT_OK)
+		die("wait");
+	ckpt_manager_free(ma); /* keeps the memory step: newer than the directory's */
+	free(g);
 
 	/* restores into a second state: memory (newer than the directory's) and files */
 	ckpt_variable *rv[NVARS];
@@ -168,6 +254,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "tier_mpi_bench: could not remove %s\n", fdir);
 		printf("| %zu MiB | %d | %d | %.4f s | %.4f s | %.2f× | %.4f s | %.4f s | %.4f s | %.2f× |\n", mib, size,
 			copies, t_memcpy, t_save, t_save / t_memcpy, t_fsave, t_rmem, t_rfile, t_rmem / t_rfile);
+		printf("# step (update pass + %.0f ms %s) %.4f s; step + memory save: synchronous %.4f s (%.2f× the step; the "
+			"save blocks %.4f s, %.2f× memcpy), memory_async %.4f s (%.2f×; the save blocks %.4f s, %.2f× memcpy)\n",
+			step_ms, step_sleeps ? "asleep" : "of arithmetic", l_step, l_sync, l_sync / l_step, b_sync, b_sync / t_memcpy, l_async, l_async / l_step, b_async,
+			b_async / t_memcpy);
 	}
 	ckpt_checkpoint_free(rk);
 	ckpt_checkpoint_free(ck);

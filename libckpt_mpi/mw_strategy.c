@@ -371,6 +371,37 @@ static void mw_destroy(ckpt_strategy *s)
 	ckpt_free(m);
 }
 
+/*
+ * A second strategy on its own duplicate of the communicator, for the
+ * memory tier's background copies: its collectives never interleave with
+ * the trainer's. Another thread may call MPI only at MPI_THREAD_MULTIPLE,
+ * which every worker must have, or none uses one.
+ */
+static int mw_side_channel(ckpt_strategy *s, ckpt_strategy **side, const char **why)
+{
+	mw *m = mw_of(s);
+	*side = NULL;
+	*why = NULL;
+	int level = MPI_THREAD_SINGLE;
+	MPI_Query_thread(&level);
+	mw_hdr h;
+	mw_hdr_init(m, &h, MW_AGREE, "side channel");
+	h.aux = level == MPI_THREAD_MULTIPLE;
+	CKPT_TRY(mw_exchange(m, &h));
+	for (int w = 0; w < m->size; w++)
+		if (!m->all[w].aux) {
+			*why = "MPI was initialized below MPI_THREAD_MULTIPLE on some worker (MPI_Init_thread with "
+			       "MPI_THREAD_MULTIPLE lets another thread call MPI)";
+			return CKPT_OK;
+		}
+	int rc = mw_agree(s, ckpt_strategy_multi_worker_new(side, m->comm, m->local));
+	if (rc < 0) {
+		ckpt_strategy_free(*side);
+		*side = NULL;
+	}
+	return rc;
+}
+
 static const ckpt_strategy_methods multi_worker_ops = {
 	.version = CKPT_STRATEGY_METHODS_VERSION,
 	.name = "multi_worker",
@@ -388,6 +419,7 @@ static const ckpt_strategy_methods multi_worker_ops = {
 	.is_writer = mw_is_writer,
 	.destroy = mw_destroy,
 	.exchange = mw_exchange_bytes,
+	.side_channel = mw_side_channel,
 };
 
 int ckpt_strategy_multi_worker_new(ckpt_strategy **out, MPI_Comm comm, int local_replicas)

@@ -859,6 +859,8 @@ static int persist_mw_finish(ckpt_manager *m, int block)
 
 int ckpt__manager_persist_finish(ckpt_manager *m)
 {
+	/* a memory step whose copies are in flight (memory_async) is committed first: what reads either tier sees it */
+	CKPT_TRY(ckpt__tier_settle(m->tier));
 	if (!m->persist)
 		return CKPT_OK;
 	if (collective(m))
@@ -929,6 +931,9 @@ int ckpt_manager_new_ext(ckpt_manager **out, ckpt_checkpoint *ck, const char *di
 			opts.version = CKPT_MANAGER_OPTIONS_VERSION;
 		} else if (o->version == 4) { /* before memory_copies */
 			memcpy(&opts, o, offsetof(ckpt_manager_options, memory_copies));
+			opts.version = CKPT_MANAGER_OPTIONS_VERSION;
+		} else if (o->version == 5) { /* before memory_async */
+			memcpy(&opts, o, offsetof(ckpt_manager_options, memory_async));
 			opts.version = CKPT_MANAGER_OPTIONS_VERSION;
 		} else if (o->version == CKPT_MANAGER_OPTIONS_VERSION) {
 			opts = *o;

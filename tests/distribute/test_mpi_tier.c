@@ -180,16 +180,19 @@ typedef struct chaos_kind {
 	const char *lost;         /* a node killed whole, or NULL: one worker */
 	int rnp, rlocal;
 	const char *rnodes;
+	int async;                /* memory_async: the copies on the tier's thread, a step committed by the next save */
 } chaos_kind;
 
 static const chaos_kind kinds[] = {
-	{ 4, 1, 1, "a,a,b,b", NULL, 4, 1, "a,a,b,b" }, /* a worker: 4 -> 4 */
-	{ 4, 1, 1, "a,a,b,b", NULL, 3, 1, "a,a,b" },   /* a worker: 4 -> 3 */
-	{ 4, 1, 1, "a,a,b,b", "b", 2, 1, "a,a" },      /* node b: 4 -> 2 on a */
-	{ 2, 2, 1, "a,b", NULL, 4, 1, "a,a,b,b" },     /* a worker: 2 x 2 -> 4 */
-	{ 1, 4, 0, "a", NULL, 2, 2, "a,a" },           /* the worker: 1 x 4 -> 2 x 2 */
-	{ 4, 1, 1, "a,b,c,d", "c", 3, 1, "a,b,d" },    /* node c of 4 nodes: 4 -> 3 */
-	{ 4, 1, 2, "a,a,b,c", "a", 2, 1, "b,c" },      /* node a (2 workers) of 3, 2 copies: 4 -> 2 */
+	{ 4, 1, 1, "a,a,b,b", NULL, 4, 1, "a,a,b,b", 0 }, /* a worker: 4 -> 4 */
+	{ 4, 1, 1, "a,a,b,b", NULL, 3, 1, "a,a,b", 0 }, /* a worker: 4 -> 3 */
+	{ 4, 1, 1, "a,a,b,b", "b", 2, 1, "a,a", 0 }, /* node b: 4 -> 2 on a */
+	{ 2, 2, 1, "a,b", NULL, 4, 1, "a,a,b,b", 0 }, /* a worker: 2 x 2 -> 4 */
+	{ 1, 4, 0, "a", NULL, 2, 2, "a,a", 0 }, /* the worker: 1 x 4 -> 2 x 2 */
+	{ 4, 1, 1, "a,b,c,d", "c", 3, 1, "a,b,d", 0 }, /* node c of 4 nodes: 4 -> 3 */
+	{ 4, 1, 2, "a,a,b,c", "a", 2, 1, "b,c", 0 }, /* node a (2 workers) of 3, 2 copies: 4 -> 2 */
+	{ 4, 1, 1, "a,a,b,b", NULL, 3, 1, "a,a,b", 1 }, /* memory_async, a worker: 4 -> 3 */
+	{ 4, 1, 1, "a,a,b,b", "a", 2, 1, "b,b", 1 },   /* memory_async, node a: 4 -> 2 on b */
 };
 
 /*
@@ -212,9 +215,9 @@ static void chaos(int trials, uint64_t seed)
 		setenv("CKPT_TIER_NODES", k->nodes, 1);
 		char cmd[4096];
 		/* as ts_mpi_run: under ASan, slow unwinding lets tests/lsan.supp attribute Open MPI's own leaks */
-		snprintf(cmd, sizeof(cmd), "exec env ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" " CKPT_MPIRUN
+		snprintf(cmd, sizeof(cmd), "exec env MPI_TIER_ASYNC=%d ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" " CKPT_MPIRUN
 			" --allow-run-as-root --oversubscribe -np %d " CKPT_MPI_BIN_DIR "/mpi_tier loop %d %s/d %d %s >%s 2>&1",
-			k->np, k->local, dir, k->copies, pids, log);
+			k->async, k->np, k->local, dir, k->copies, pids, log);
 		pid_t job = fork();
 		cr_assert_geq(job, 0);
 		if (job == 0) {
@@ -278,10 +281,10 @@ static void chaos(int trials, uint64_t seed)
 }
 
 Test(tier_mpi, chaos_kill9_of_a_worker_or_a_node_mid_save_restores_an_acknowledged_step_onto_fewer_workers,
-	.timeout = 3600) /* 6 trials take ~15 s; the long mode (CKPT_TIER_CHAOS_TRIALS=200) ~10 min */
+	.timeout = 3600) /* 9 trials take ~20 s; the long mode (CKPT_TIER_CHAOS_TRIALS=200) ~10 min */
 {
 	const char *n = getenv("CKPT_TIER_CHAOS_TRIALS"); /* the long mode: by hand, >= 200 */
-	chaos(n && *n ? atoi(n) : 7, 20261206);
+	chaos(n && *n ? atoi(n) : 9, 20261206); /* each kind once */
 }
 /* 1 when `dir` holds a name containing both `a` and `b` */
 static int has_name(const char *dir, const char *a, const char *b)
@@ -360,6 +363,62 @@ Test(tier_mpi, kill9_during_the_background_copy_keeps_the_previous_persisted_che
 	cr_assert(!has_name(d, "ckpt-4", ""), "the killed copy's shards are still in %s", d);
 	free(idx2);
 	free(idx4);
+	ts_rmtree(dir);
+	free(dir);
+	free(tier);
+	free(d);
+}
+/*
+ * memory_async (the copies on the tier's thread): 2 workers on nodes a,b, one
+ * copy. Each save returns before its step is recorded on either node and
+ * records the previous one (checked by every worker after every save); a
+ * SIGKILL of every worker right after the save of step 3 returned (its copies
+ * in flight or done, never recorded) restores step 2, from memory, onto 3
+ * workers. Without MPI_THREAD_MULTIPLE the first save fails on every worker,
+ * naming the thread level.
+ */
+Test(tier_mpi, memory_async_saves_commit_at_the_next_call_and_a_kill_restores_the_previous_step_onto_3_workers,
+	.timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	char *tier = ts_join(dir, "tier"), *d = ts_join(dir, "d");
+	setenv("CKPT_TIER_DIR", tier, 1);
+	setenv("CKPT_TIER_NODES", "a,b", 1);
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), "MPI_TIER_ASYNC=1 ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:"
+		"malloc_context_size=30\" timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 "
+		CKPT_MPI_BIN_DIR "/mpi_tier async 1 %s 3", d);
+	ts_run_result r;
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert(strstr(r.out, "KILLING worker 0") && strstr(r.out, "KILLING worker 1"), "%s\n%s", r.out, r.err);
+	cr_assert(!strstr(r.err, "recorded"), "a save returned with the wrong steps recorded:\n%s", r.err);
+	ts_run_free(&r);
+	/* step 3 was written on both nodes, recorded on none */
+	char *ja = ts_join(tier, "a/tierjob");
+	cr_assert(has_name(ja, "step-000000000003", "") && !has_name(ja, "commit-000000000003", ""),
+		"step 3 should be written but unrecorded on node a");
+	cr_assert(has_name(ja, "commit-000000000002", ""), "step 2 should be recorded on node a");
+	setenv("CKPT_TIER_NODES", "a,a,b", 1);
+	ts_mpi_run(120, 3, "mpi_tier restore 1 %s 2 2 1 1000 memory", d);
+	/* to the end: ckpt_manager_wait records the last step */
+	ts_rmtree(dir);
+	setenv("CKPT_TIER_NODES", "a,b", 1);
+	snprintf(cmd, sizeof(cmd), "MPI_TIER_ASYNC=1 ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:"
+		"malloc_context_size=30\" timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 "
+		CKPT_MPI_BIN_DIR "/mpi_tier async 1 %s 0", d);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "FAILED 0"), "%s\n%s", r.out, r.err);
+	ts_run_free(&r);
+	/* the thread level memory_async needs */
+	ts_rmtree(dir);
+	snprintf(cmd, sizeof(cmd), "MPI_TIER_ASYNC=2 timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe "
+		"-np 2 " CKPT_MPI_BIN_DIR "/mpi_tier async 1 %s 0", d);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	cr_assert_neq(r.status, 0, "memory_async without MPI_THREAD_MULTIPLE must fail:\n%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.err, "EUNSUPPORTED") && strstr(r.err, "MPI_THREAD_MULTIPLE"), "%s\n%s", r.out, r.err);
+	ts_run_free(&r);
+	free(ja);
 	ts_rmtree(dir);
 	free(dir);
 	free(tier);

@@ -14,6 +14,12 @@
  *       saves steps 1, 2, ... forever (PERSIST 1000); each worker writes
  *       PIDDIR/pid.R first; after each save returns, worker 0 writes the
  *       step to PIDDIR/acked (renamed whole): the test kills it.
+ *   mpi_tier async LOCAL DIR KILLAT
+ *       memory_async (run with MPI_TIER_ASYNC=1), 1 copy, nothing persisted:
+ *       saves of steps 1..KILLAT; when each returns its step is not yet
+ *       recorded on this worker's node and the previous one is. Then every
+ *       worker kills itself (SIGKILL). KILLAT 0: steps 1..3, then
+ *       ckpt_manager_wait records step 3, and a clean close.
  *   mpi_tier resume LOCAL DIR COPIES PIDDIR SAVED_R
  *       restore_latest from memory: the step restored must be >= acked and
  *       every value must be that step's (no mix of steps), 0 bytes read
@@ -45,6 +51,7 @@
 #define COLS 3
 
 static int rank, size;
+static int async_copies; /* MPI_TIER_ASYNC=1: memory_async, MPI at MPI_THREAD_MULTIPLE */
 static long checks;
 static int bad;
 
@@ -134,7 +141,7 @@ static int file_exists(const char *dir, const char *name)
  * The inode of this worker's piece of memory step `st` ($CKPT_TIER_DIR/<node>/tierjob/…), 0 when absent:
  * a superseded piece's data file becomes a spare that a later save writes over (tier_slots.c).
  */
-static ino_t own_piece_inode(int64_t st, int nworkers)
+static void own_job_dir(char *out, size_t len)
 {
 	const char *tier = getenv("CKPT_TIER_DIR"), *nodes = getenv("CKPT_TIER_NODES");
 	char node[64] = "";
@@ -144,11 +151,26 @@ static ino_t own_piece_inode(int64_t st, int nworkers)
 			snprintf(node, sizeof(node), "%.*s", (int)n, nodes);
 		nodes += n + (nodes[n] == ',');
 	}
-	char p[2048];
-	snprintf(p, sizeof(p), "%s/%s/tierjob/step-%012lld.w%d-of-%d/ckpt.data-%05d-of-%05d", tier ? tier : "", node,
-		(long long)st, rank, nworkers, rank, nworkers);
+	snprintf(out, len, "%s/%s/tierjob", tier ? tier : "", node);
+}
+
+static ino_t own_piece_inode(int64_t st, int nworkers)
+{
+	char jd[1024], p[2048];
+	own_job_dir(jd, sizeof(jd));
+	snprintf(p, sizeof(p), "%s/step-%012lld.w%d-of-%d/ckpt.data-%05d-of-%05d", jd, (long long)st, rank, nworkers,
+		rank, nworkers);
 	struct stat sb;
 	return stat(p, &sb) == 0 ? sb.st_ino : 0;
+}
+
+/* 1 when this worker's node holds the commit record of step `st` */
+static int own_node_recorded(int64_t st, int nworkers)
+{
+	char jd[1024], name[128];
+	own_job_dir(jd, sizeof(jd));
+	snprintf(name, sizeof(name), "commit-%012lld.of-%d", (long long)st, nworkers);
+	return file_exists(jd, name);
 }
 
 static float cell(int64_t step, int r, int c)
@@ -209,6 +231,7 @@ static void open_job(job *j, ckpt_strategy *s, const char *dir, int copies, int 
 	o.persist_every = persist;
 	o.memory_copies = copies;
 	o.memory_job = "tierjob";
+	o.memory_async = async_copies;
 	TM_TRY(ckpt_manager_new_ext(&j->mgr, j->m.ck, dir, 3, &o));
 }
 
@@ -275,7 +298,12 @@ int main(int argc, char **argv)
 	if (argc < 5)
 		TM_FAIL("usage: see the top of mpi_tier.c");
 	int prov;
-	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &prov);
+	const char *as = getenv("MPI_TIER_ASYNC");
+	async_copies = as && atoi(as) > 0;
+	/* MPI_TIER_ASYNC=2: memory_async asked for without the thread level it needs */
+	MPI_Init_thread(&argc, &argv, as && atoi(as) == 1 ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, &prov);
+	if (as && atoi(as) == 1 && prov != MPI_THREAD_MULTIPLE)
+		TM_FAIL("MPI_THREAD_MULTIPLE asked for, %d provided", prov);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	ckpt_strategy *s;
@@ -388,11 +416,36 @@ int main(int argc, char **argv)
 				f = fopen(t, "w");
 				if (!f)
 					TM_FAIL("cannot write %s", t);
-				fprintf(f, "%lld\n", (long long)st);
+				/* with memory_async a save returns before its step is committed: it commits the previous one */
+				fprintf(f, "%lld\n", (long long)(st - async_copies));
 				fclose(f);
 				rename(t, p);
 			}
 		}
+	} else if (!strcmp(argv[1], "async") && argc > 4) {
+		/* saves 1..KILLAT, each returning before its step is recorded, which the next call does */
+		int killat = atoi(argv[4]), last = killat ? killat : 3;
+		open_job(&j, s, dir, 1, 1000, 1);
+		TM_TRY(ckpt_scope_exit(s));
+		for (int st = 1; st <= last; st++) {
+			save_step(&j, s, st);
+			checks += 2;
+			if (own_node_recorded(st, size))
+				bad++, fprintf(stderr, "worker %d: step %d is recorded when its save returns\n", rank, st);
+			if (st > 1 && !own_node_recorded(st - 1, size))
+				bad++, fprintf(stderr, "worker %d: step %d is not recorded after the save of %d\n", rank, st - 1, st);
+			MPI_Barrier(MPI_COMM_WORLD); /* every worker looked before any goes on */
+		}
+		if (killat) {
+			printf("KILLING worker %d after the save of step %d\n", rank, killat);
+			fflush(stdout);
+			kill(getpid(), SIGKILL);
+		}
+		TM_TRY(ckpt_manager_wait(j.mgr));
+		checks++;
+		if (!own_node_recorded(last, size))
+			bad++, fprintf(stderr, "worker %d: step %d is not recorded after ckpt_manager_wait\n", rank, last);
+		close_job(&j);
 	} else if (!strcmp(argv[1], "resume") && argc > 6) {
 		char p[1024];
 		snprintf(p, sizeof(p), "%s/acked", argv[5]);

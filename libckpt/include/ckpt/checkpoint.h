@@ -696,10 +696,35 @@ typedef struct ckpt_manager_options {
 	 * tier committed. Ignored by a single-process checkpoint.
 	 */
 	int memory_copies;
+	/* version 6 */
+	/**
+	 * A multi-process memory tier with copies (memory_copies > 0): 1 = the
+	 * copies to other nodes leave the trainer's thread. A memory save then
+	 * blocks only while this worker writes its piece into its node's
+	 * segment; a thread of the tier sends it to the F other nodes (over a
+	 * second communicator of the strategy) while the trainer trains on, and
+	 * step N is committed (the vote, the records, the older step removed)
+	 * at the next manager call: the next save, ckpt_manager_wait, a restore
+	 * or free, which wait for the copies if they are not done. Until then
+	 * the previous committed step is what a restart restores: a failure
+	 * costs at most the step being copied. A copy that failed is reported
+	 * by that next call (the save it would have started writes nothing), its
+	 * step removed. A save that also writes the directory (persist_every)
+	 * commits its step before it returns, so that the directory's copy is
+	 * made of a committed step. Needs MPI initialized with
+	 * MPI_THREAD_MULTIPLE: without it the first memory save fails with
+	 * CKPT_EUNSUPPORTED on every worker, naming the level it found.
+	 * 0 (default) = the copies are made inside ckpt_manager_save, which
+	 * returns once step N is committed. Ignored without copies.
+	 */
+	int memory_async;
 } ckpt_manager_options;
-/** 2 adds fallback, 3 incremental, 4 the memory tier, 5 memory_copies; version 1-4 structs (without them) are still accepted. */
-#define CKPT_MANAGER_OPTIONS_VERSION 5
-#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0 }
+/**
+ * 2 adds fallback, 3 incremental, 4 the memory tier, 5 memory_copies, 6 memory_async; version 1-5 structs
+ * (without them) are still accepted.
+ */
+#define CKPT_MANAGER_OPTIONS_VERSION 6
+#define CKPT_MANAGER_OPTIONS_INIT { CKPT_MANAGER_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0, 0 }
 
 /**
  * tf.train.CheckpointManager over `dir` (created when missing) for `ckpt`

@@ -125,6 +125,11 @@ typedef struct ckpt__tier {
 	 * the free space as if still held. Set by the manager before each save.
 	 */
 	uint64_t pending;
+	/* memory_async (tier_mw.c): the copies to other nodes on a thread of the tier's */
+	int async;
+	ckpt_strategy *cs;       /* the checkpoint's strategy (borrowed), from the first multi-process save */
+	ckpt_strategy *side;     /* its side channel, the copies' thread's (owned) */
+	struct ckpt__tier_copy *copy; /* the step whose copies are in flight; NULL when none */
 } ckpt__tier;
 
 /** Which tiers a save of `number` goes to. */
@@ -177,6 +182,16 @@ int ckpt__tier_skip(ckpt_checkpoint *ck, int64_t number);
 int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, ckpt_checkpoint *ck, int64_t number);
 int ckpt__tier_mw_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
 	ckpt_strategy *cs, ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx);
+/**
+ * Collective. The step whose copies are in flight (memory_async) committed
+ * once they are done, or removed when one failed (that failure returned).
+ * CKPT_OK when none is.
+ */
+int ckpt__tier_mw_settle(ckpt__tier *t);
+/** The copies' thread joined, its step left uncommitted, the side channel freed (ckpt__tier_free). */
+void ckpt__tier_mw_stop(ckpt__tier *t);
+/** The same for any tier: nothing to do but for a multi-process one with memory_async. NULL ok. */
+int ckpt__tier_settle(ckpt__tier *t);
 /** A clean finish removes this node's copies of the job (its leader does); else they stay, with a warning. */
 void ckpt__tier_mw_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn warn, void *warn_ctx);
 void ckpt__tier_mw_free(ckpt__tier *t);

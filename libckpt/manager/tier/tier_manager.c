@@ -24,6 +24,7 @@ void ckpt__tier_free(ckpt__tier *t)
 {
 	if (!t)
 		return;
+	ckpt__tier_mw_stop(t); /* before the spares its thread writes */
 	ckpt__free(t->base);
 	ckpt__free(t->job);
 	ckpt__free(t->job_dir);
@@ -68,9 +69,9 @@ int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char 
 		return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "memory_every (%d) and persist_every (%d) must not be negative",
 			o->memory_every, o->persist_every);
 	if (!o->memory_every) {
-		if (o->persist_every || o->memory_job || o->memory_limit || o->memory_copies)
-			return ckpt__fail(CKPT_EINVAL, dir, NULL, -1,
-				"persist_every, memory_job, memory_limit and memory_copies need a memory tier (memory_every > 0)");
+		if (o->persist_every || o->memory_job || o->memory_limit || o->memory_copies || o->memory_async)
+			return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "persist_every, memory_job, memory_limit, memory_copies "
+				"and memory_async need a memory tier (memory_every > 0)");
 		return CKPT_OK;
 	}
 	ckpt__tier *t = ckpt__calloc(1, sizeof(*t));
@@ -82,6 +83,7 @@ int ckpt__tier_open(ckpt__tier **out, const ckpt_manager_options *o, const char 
 	t->num_workers = 1;
 	t->pinned = -1;
 	t->copies = o->memory_copies;
+	t->async = o->memory_async != 0;
 	if (t->copies < 0) {
 		ckpt__free(t);
 		return ckpt__fail(CKPT_EINVAL, dir, NULL, -1, "memory_copies (%d) must not be negative", o->memory_copies);
@@ -116,6 +118,11 @@ void ckpt__tier_set_pending(ckpt__tier *t, const uint64_t *bytes, int n)
 		if (t->node_of[w] == t->node_of[t->worker])
 			sum += bytes[w];
 	t->pending = sum;
+}
+
+int ckpt__tier_settle(ckpt__tier *t)
+{
+	return t && t->mw_known ? ckpt__tier_mw_settle(t) : CKPT_OK;
 }
 
 int ckpt__tier_route(const ckpt__tier *t, int64_t number)
@@ -375,6 +382,15 @@ void ckpt__tier_close(ckpt__tier *t, int64_t newest_persistent, ckpt_warning_fn 
 	if (!t)
 		return;
 	if (t->mw_known) {
+		/* a step still being copied is committed first (collective), or dropped with a warning */
+		ckpt__error_slot saved = { 0 };
+		ckpt__error_capture(&saved);
+		char e[1024];
+		if (ckpt__tier_mw_settle(t) < 0)
+			ckpt__warn(warn, warn_ctx, "memory tier: the last step's copies to other nodes failed and the "
+				"manager was freed before it was reported: %s", ckpt_error_format(ckpt_error_last(), e, sizeof(e)));
+		ckpt__error_raise(&saved);
+		ckpt__error_slot_clear(&saved);
 		ckpt__tier_mw_close(t, newest_persistent, warn, warn_ctx);
 		ckpt__tier_free(t);
 		return;

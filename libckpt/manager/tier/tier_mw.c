@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,6 +593,138 @@ static int retire_superseded(const ckpt__tier *t, int64_t keep, int keep_w)
 	return rc;
 }
 
+/*
+ * Phases 1 and 2 of step `number` on every worker, once its pieces are written and copied (`rc`, this
+ * worker's outcome so far): the vote, then the records, then what the step supersedes goes.
+ */
+static int commit_step(ckpt__tier *t, ckpt_strategy *cs, const char *seg, int64_t number, int rc)
+{
+	/* phase 1, the vote: every piece and every copy stored, else step N is removed and recorded nowhere */
+	rc = agree(cs, rc);
+	int leader = is_leader(t, t->worker);
+	if (rc < 0) {
+		ckpt__error_slot slot = { 0 };
+		ckpt__error_capture(&slot);
+		if (seg)
+			ckpt__tier_remove_tree(seg);
+		if (leader)
+			remove_step(t, number, t->num_workers);
+		ckpt__error_raise(&slot);
+		ckpt__error_slot_clear(&slot);
+		return rc;
+	}
+	/* phase 2: each node records the step; it is committed once every node has */
+	if (leader)
+		rc = ckpt__tier_marker_write(t->job_dir, t->job, number, t->num_workers);
+	rc = agree(cs, rc);
+	if (rc < 0) /* recorded on some nodes, maybe: whole there (every copy was stored), and the previous step stays */
+		return rc;
+	/* every worker keeps what it wrote of older steps as spares, then the leader removes the rest */
+	rc = retire_superseded(t, number, t->num_workers);
+	rc = agree(cs, rc);
+	if (rc == CKPT_OK && leader)
+		rc = remove_except(t, number, t->num_workers);
+	return rc;
+}
+
+/* ---- the copies on a thread of the tier's (memory_async) ---- */
+
+typedef struct ckpt__tier_copy {
+	pthread_t thread;
+	ckpt__tier *t;   /* read-only for the thread but for the leader's spares, which the trainer leaves alone */
+	char *seg;
+	int64_t step;
+	int rc;
+	int ran_here;         /* no thread could start: the copies ran on the trainer's */
+	ckpt__error_slot err; /* the thread's error, raised on the trainer's thread by the settle */
+} ckpt__tier_copy;
+
+static void *copy_thread(void *arg)
+{
+	ckpt__tier_copy *c = arg;
+	c->rc = copy_pieces(c->t, c->t->side, c->seg, c->step, CKPT_OK);
+	if (c->rc < 0)
+		ckpt__error_capture(&c->err);
+	return NULL;
+}
+
+/* The side channel the copies' thread exchanges through, made (collectively) by the first async save. */
+static int open_side(ckpt__tier *t, ckpt_strategy *cs)
+{
+	const ckpt__strategy_ops *ops = ops_of(cs);
+	if (ops->version < 3 || !ops->side_channel) /* the same table on every worker: all refuse alike */
+		return ckpt__fail(CKPT_EUNSUPPORTED, t->base, NULL, -1, "memory_async: strategy '%s' has no side "
+			"channel for the copies' thread (ckpt/sys/strategy.h, version 3)", ops->name);
+	const char *why = NULL;
+	CKPT_TRY(ops->side_channel(cs, &t->side, &why));
+	if (!t->side)
+		return ckpt__fail(CKPT_EUNSUPPORTED, t->base, NULL, -1, "memory_async: the copies to other nodes "
+			"cannot leave the trainer's thread: %s", why ? why : "the strategy has no side channel");
+	return CKPT_OK;
+}
+
+/*
+ * The copies of step `number` (its piece written as `seg`, taken with `c`) start on the tier's thread,
+ * or, when no thread can start, run here: every worker enters the exchange either way.
+ */
+static void start_copy(ckpt__tier *t, ckpt__tier_copy *c, char *seg, int64_t number)
+{
+	c->t = t;
+	c->seg = seg;
+	c->step = number;
+	if (pthread_create(&c->thread, NULL, copy_thread, c) != 0) {
+		c->ran_here = 1;
+		copy_thread(c);
+	}
+	t->copy = c;
+}
+
+/* The thread joined: its outcome, its error raised here. */
+static int join_copy(ckpt__tier *t, char **seg, int64_t *number)
+{
+	ckpt__tier_copy *c = t->copy;
+	t->copy = NULL;
+	if (!c->ran_here)
+		pthread_join(c->thread, NULL);
+	int rc = c->rc;
+	if (rc < 0)
+		ckpt__error_raise(&c->err);
+	ckpt__error_slot_clear(&c->err);
+	*seg = c->seg;
+	*number = c->step;
+	ckpt__free(c);
+	return rc;
+}
+
+void ckpt__tier_mw_stop(ckpt__tier *t)
+{
+	if (t->copy) {
+		ckpt__error_slot saved = { 0 };
+		ckpt__error_capture(&saved);
+		char *seg = NULL;
+		int64_t number = -1;
+		join_copy(t, &seg, &number); /* uncommitted: a restart finds no record of it */
+		ckpt__free(seg);
+		ckpt__error_raise(&saved);
+		ckpt__error_slot_clear(&saved);
+	}
+	ckpt_strategy_free(t->side);
+	t->side = NULL;
+}
+
+int ckpt__tier_mw_settle(ckpt__tier *t)
+{
+	if (!t->copy)
+		return CKPT_OK;
+	char *seg = NULL;
+	int64_t number = -1;
+	int rc = join_copy(t, &seg, &number);
+	/* every worker started one (after an agreement), so every worker is here */
+	rc = commit_step(t, t->cs, seg, number, rc);
+	ckpt__free(seg);
+	return rc;
+}
+
 int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, ckpt_checkpoint *ck, int64_t number)
 {
 	*path_out = NULL;
@@ -599,11 +732,18 @@ int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, 
 	if (ops->version < 2 || !ops->exchange) /* the same table on every worker: all refuse alike */
 		return ckpt__fail(CKPT_EUNSUPPORTED, NULL, NULL, -1, "the memory tier of strategy '%s' needs its exchange "
 			"method (ckpt/sys/strategy.h, version 2)", ops->name);
+	t->cs = cs;
+	/* the previous step's copies: committed (or reported) before anything of this one is written */
+	CKPT_TRY(ckpt__tier_mw_settle(t));
 	CKPT_TRY(learn_nodes(t, cs));
 	int rc = CKPT_OK;
 	if (t->copies > t->nnodes - 1)
 		rc = ckpt__fail(CKPT_EINVAL, t->base, NULL, -1, "memory_copies %d needs %d nodes; the job has %d (name "
 			"emulated ones with " ENV_NODES ")", t->copies, t->copies + 1, t->nnodes);
+	/* a save that also writes the directory commits first: the directory's copy is of a committed step */
+	int defer = t->async && t->copies && !(ckpt__tier_route(t, number) & CKPT__TIER_TO_STORAGE);
+	if (rc == CKPT_OK && t->async && t->copies && !t->side)
+		rc = open_side(t, cs); /* collective; every worker has the same options and nodes */
 	if (rc == CKPT_OK)
 		rc = prepare_node_dirs(t);
 	if (rc == CKPT_OK && !t->slots)
@@ -618,43 +758,27 @@ int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, 
 		rc = drop_records(t, number);
 	char *seg = NULL;
 	rc = write_piece(&seg, t, ck, number, rc); /* agreed before its collective write */
+	char *path = rc == CKPT_OK ? ckpt__asprintf("%s/" CKPT__TIER_PREFIX, seg) : NULL;
+	ckpt__tier_copy *c = NULL;
+	if (rc == CKPT_OK && (!path || (defer && !(c = ckpt__calloc(1, sizeof(*c))))))
+		rc = CKPT_ENOMEM;
 	/* the local commits' outcome; then the copies (every worker takes part in the exchange) */
 	rc = agree(cs, rc);
-	if (rc == CKPT_OK)
-		rc = copy_pieces(t, cs, seg, number, rc);
-	/* phase 1, the vote: every piece and every copy stored, else step N is removed and recorded nowhere */
-	rc = agree(cs, rc);
-	int leader = is_leader(t, t->worker);
-	if (rc < 0) {
-		ckpt__error_slot slot = { 0 };
-		ckpt__error_capture(&slot);
-		if (seg)
-			ckpt__tier_remove_tree(seg);
-		if (leader)
-			remove_step(t, number, t->num_workers);
-		ckpt__free(seg);
-		ckpt__error_raise(&slot);
-		ckpt__error_slot_clear(&slot);
-		return rc;
+	if (rc == CKPT_OK && defer) {
+		start_copy(t, c, seg, number);
+		seg = NULL;
+		c = NULL;
+	} else {
+		if (rc == CKPT_OK)
+			rc = copy_pieces(t, cs, seg, number, rc);
+		rc = commit_step(t, cs, seg, number, rc);
 	}
-	/* phase 2: each node records the step; the save returns once every node has */
-	if (leader)
-		rc = ckpt__tier_marker_write(t->job_dir, t->job, number, t->num_workers);
-	rc = agree(cs, rc);
-	if (rc < 0) {
-		/* recorded on some nodes, maybe: whole there (every copy was stored), and the previous step stays */
-		ckpt__free(seg);
-		return rc;
-	}
-	/* every worker keeps what it wrote of older steps as spares, then the leader removes the rest */
-	rc = retire_superseded(t, number, t->num_workers);
-	rc = agree(cs, rc);
-	if (rc == CKPT_OK && leader)
-		rc = remove_except(t, number, t->num_workers);
-	char *path = ckpt__asprintf("%s/" CKPT__TIER_PREFIX, seg);
+	ckpt__free(c);
 	ckpt__free(seg);
-	if (!path)
-		return CKPT_ENOMEM;
+	if (rc < 0) {
+		ckpt__free(path);
+		return rc;
+	}
 	ckpt__free(t->last_path);
 	t->last_path = path;
 	*path_out = path;

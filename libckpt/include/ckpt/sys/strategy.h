@@ -81,7 +81,7 @@ typedef struct ckpt_strategy_save_request {
 } ckpt_strategy_save_request;
 
 /** Version of ckpt_strategy_methods this header describes. */
-#define CKPT_STRATEGY_METHODS_VERSION 2
+#define CKPT_STRATEGY_METHODS_VERSION 3
 
 /**
  * Methods of a strategy. Append-only: a later version adds fields at the
@@ -163,6 +163,18 @@ typedef struct ckpt_strategy_methods {
 	 */
 	int (*exchange)(ckpt_strategy *s, const void *const *send, const uint64_t *send_lens, void **recv,
 		uint64_t *recv_lens);
+	/* ---- version 3 ---- */
+	/**
+	 * Optional (NULL, or an older table: the memory tier's memory_async is
+	 * refused with CKPT_EUNSUPPORTED). Collective: a second strategy over
+	 * the same processes whose `agree` and `exchange` one other thread may
+	 * call while the caller's thread goes on using `s` (the memory tier's
+	 * copies to other nodes). *side is caller-owned (ckpt_strategy_free,
+	 * collective too) and NULL with CKPT_OK on every process when any
+	 * process cannot have one (an MPI library initialized below
+	 * MPI_THREAD_MULTIPLE); *why then says why, a static string.
+	 */
+	int (*side_channel)(ckpt_strategy *s, ckpt_strategy **side, const char **why);
 } ckpt_strategy_methods;
 
 /**
