@@ -6,7 +6,7 @@
  * split of the same replica count gives the same bits.
  *
  *   mpirun -np W mlp_multiworker [--local L] [--epochs E] [--dir DIR] [--seed S]
- *                                [--die-after-epoch K]
+ *                                [--die-after-epoch K] [--memory-copies F [--persist-every P]]
  *
  * Resumes from the latest checkpoint in DIR when there is one (onto any
  * W x L), then trains until E epochs are done, one checkpoint per epoch
@@ -14,6 +14,14 @@
  * index). --die-after-epoch K: after the checkpoint of epoch K, the last
  * worker kills itself with SIGKILL (Open MPI then aborts the job) — a crash
  * to resume from.
+ *
+ * --memory-copies F: every epoch's checkpoint goes to the memory tier
+ * (ckpt/tier.h: each worker's piece on its node, in CKPT_TIER_DIR, and on F
+ * other nodes; CKPT_TIER_NODES emulates nodes on one machine), with the
+ * copies on the tier's thread (memory_async, so MPI starts at
+ * MPI_THREAD_MULTIPLE), and only every P-th epoch to DIR (default 1: all).
+ * A crash then loses at most the epoch whose copies were in flight, and the
+ * resume reads the newest committed epoch from memory, onto any W x L.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -31,14 +39,17 @@ static void usage(FILE *f)
 		"  --epochs E           train until E epochs are done (default 4)\n"
 		"  --dir DIR            checkpoint directory on a file system every worker shares (default mlp_mw_ckpts)\n"
 		"  --seed S             dataset / initialisation seed (default 42)\n"
-		"  --die-after-epoch K  crash (SIGKILL of the last worker) after the checkpoint of epoch K\n",
+		"  --die-after-epoch K  crash (SIGKILL of the last worker) after the checkpoint of epoch K\n"
+		"  --memory-copies F    keep every epoch in the memory tier, on this node and F others (async copies)\n"
+		"  --persist-every P    with the memory tier: write only every P-th epoch to DIR (default 1)\n",
 		MLP_GLOBAL_BATCH);
 }
 
 int main(int argc, char **argv)
 {
 	const char *prog = "mlp_multiworker", *dir = "mlp_mw_ckpts";
-	int local = 2, epochs = 4, seed = 42, die = 0, i, rc, rank = 0, size = 1, provided;
+	int local = 2, epochs = 4, seed = 42, die = 0, copies = -1, persist = 1, i, rc, rank = 0, size = 1, provided;
+	int level = MPI_THREAD_FUNNELED;
 	ckpt_strategy *s = NULL;
 	ckpt_manager *mgr = NULL;
 	ckpt_restore_status *st = NULL;
@@ -48,7 +59,11 @@ int main(int argc, char **argv)
 	mlp_data *data;
 	mlp_rng rng;
 
-	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+	/* the memory tier's copies run on a thread of their own, which calls MPI too */
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--memory-copies") == 0)
+			level = MPI_THREAD_MULTIPLE;
+	MPI_Init_thread(&argc, &argv, level, &provided);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	memset(&m, 0, sizeof m);
@@ -63,6 +78,10 @@ int main(int argc, char **argv)
 			seed = mlp_parse_int(prog, a, val), i++;
 		else if (strcmp(a, "--die-after-epoch") == 0)
 			die = mlp_parse_int(prog, a, val), i++;
+		else if (strcmp(a, "--memory-copies") == 0)
+			copies = mlp_parse_int(prog, a, val), i++;
+		else if (strcmp(a, "--persist-every") == 0)
+			persist = mlp_parse_int(prog, a, val), i++;
 		else if (strcmp(a, "--dir") == 0 && val)
 			dir = val, i++;
 		else {
@@ -98,8 +117,17 @@ int main(int argc, char **argv)
 		rc = ckpt_scope_enter(s);
 		if (rc == CKPT_OK) {
 			rc = mlp_build_model(&m, &rng);
-			if (rc == CKPT_OK)
+			if (rc == CKPT_OK && copies < 0) {
 				rc = ckpt_manager_new(&mgr, m.ckpt, dir, 5);
+			} else if (rc == CKPT_OK) {
+				ckpt_manager_options o = CKPT_MANAGER_OPTIONS_INIT;
+				o.memory_every = 1;       /* every epoch to memory */
+				o.persist_every = persist;
+				o.memory_copies = copies;
+				o.memory_async = 1;       /* the copies off the training thread */
+				o.memory_job = "mlp_multiworker";
+				rc = ckpt_manager_new_ext(&mgr, m.ckpt, dir, 5, &o);
+			}
 			if (rc == CKPT_OK)
 				rc = ckpt_status_of(from = ckpt_manager_restore_latest(&st, mgr));
 			if (rc == CKPT_OK)
@@ -126,6 +154,8 @@ int main(int argc, char **argv)
 				raise(SIGKILL);
 			MPI_Barrier(MPI_COMM_WORLD); /* Open MPI aborts the job before this returns */
 		}
+		if (rc == CKPT_OK) /* the last checkpoint's copy to DIR (from the memory tier) committed */
+			rc = ckpt_manager_wait(mgr);
 		if (rc == CKPT_OK)
 			printf("done: %d epochs, final loss %.6f, mae %.6f, latest checkpoint %s\n", epochs, res.loss,
 				res.mae, ckpt_manager_latest(mgr));

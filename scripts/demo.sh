@@ -82,3 +82,17 @@ else
   printf '\nthe resumed multi-worker run differs from the straight run\n' >&2
   exit 1
 fi
+
+section "memory tier: 2 workers on emulated nodes a,b, each epoch kept in memory on its node and one other (copies in the background), crash after epoch 3, resume on 4 x 1 from memory"
+tier="$work/tier"
+run env CKPT_TIER_DIR="$tier" CKPT_TIER_NODES=a,b $mpirun -np 2 "$samples/mlp_multiworker" --local 2 --epochs 4 \
+  --dir "$work/mw-memory" --memory-copies 1 --persist-every 4 --die-after-epoch 3 || true
+run ls "$tier/a/mlp_multiworker" "$tier/b/mlp_multiworker"
+run env CKPT_TIER_DIR="$tier" CKPT_TIER_NODES=a,a,b,b $mpirun -np 4 "$samples/mlp_multiworker" --local 1 --epochs 4 \
+  --dir "$work/mw-memory" --memory-copies 1 --persist-every 4
+if run "$ckpt" diff "$work/mw-straight/ckpt-4" "$work/mw-memory/ckpt-4"; then
+  printf '\nresumed from the memory tier (epoch 2: epoch 3 was not committed yet) on 4 x 1 == straight 2 x 2: identical bit for bit\n'
+else
+  printf '\nthe run resumed from the memory tier differs from the straight run\n' >&2
+  exit 1
+fi

@@ -196,6 +196,42 @@ Test(mpi, sample_2x2_killed_resumed_1x4_then_4x1_equals_straight_run_and_mirrore
 	free(dir);
 }
 
+/*
+ * The sample with the memory tier (--memory-copies 1, async copies, only
+ * epoch 4 persisted) on emulated nodes a,b: killed after epoch 3, whose
+ * copies were in flight, it resumes on 4 x 1 from epoch 2 in memory (the
+ * directory holds nothing yet) and ends bit for bit where a straight run
+ * without the tier does; its clean finish leaves the tier directory empty.
+ */
+Test(mpi, sample_with_the_memory_tier_killed_after_epoch_3_resumes_epoch_2_from_memory_on_4x1_equal_to_straight,
+	.timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	char cmd[4096];
+	ts_run_result r;
+	const char *mw = CKPT_BINARY_DIR "/samples/mlp_multiworker";
+	snprintf(cmd, sizeof(cmd),
+		"set -e; cd %s; export ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\"; "
+		"export CKPT_TIER_DIR=%s/tier; "
+		MPIRUN " -np 2 %s --local 2 --epochs 4 --dir straight; "
+		"if CKPT_TIER_NODES=a,b " MPIRUN " -np 2 %s --local 2 --epochs 4 --dir mem --memory-copies 1 --persist-every 4 "
+		"--die-after-epoch 3; then exit 9; fi; "
+		"if ls mem | grep -q index; then exit 8; fi; "
+		"CKPT_TIER_NODES=a,a,b,b " MPIRUN " -np 4 %s --local 1 --epochs 4 --dir mem --memory-copies 1 --persist-every 4; "
+		"echo \"tier left: [$(ls -A tier)]\"; " TS_CLI " diff straight/ckpt-4 mem/ckpt-4",
+		dir, dir, mw, mw, mw);
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 0, "exit %d\n%s\n%s", r.status, r.out, r.err);
+	cr_assert(strstr(r.out, "/tier/a/mlp_multiworker/step-000000000002.of-2 after epoch 2, onto 4 worker(s) x 1 local "
+		"replica(s)"), "%s", r.out);
+	cr_assert(strstr(r.out, "latest checkpoint mem/ckpt-4"), "%s", r.out);
+	cr_assert(strstr(r.out, "tier left: []"), "%s", r.out);
+	cr_assert(strstr(r.out, "equal: 23 compared, 0 differ"), "%s", r.out);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+}
+
 Test(mpi, tensorflow_partitioned_p3_restores_on_2_workers_and_inspect_shows_partitions, .timeout = 300)
 {
 	const char *py = ts_oracle_python();

@@ -46,6 +46,16 @@
  * so no kill leaves a partial step restorable, and the previous recorded
  * step stays until N is recorded.
  *
+ * With memory_async (checkpoint.h), the save returns once every worker's
+ * piece is on its own node: the copies to the F nodes go from a thread of
+ * the tier, over the strategy's side channel (a second communicator: MPI at
+ * MPI_THREAD_MULTIPLE), while the trainer trains on, and the vote, the
+ * records and the removal of step N - 1 run at the next manager call (the
+ * next save first commits step N, then writes N + 1). A node then holds at
+ * most the committed step and the one being copied, as before; a failure
+ * before that call restores step N - 1: at most one step is lost, never a
+ * mix of two.
+ *
  * The restore (ckpt_manager_restore_latest in a job of any worker count and
  * local split, on the nodes that survived) agrees on the newest recorded
  * step, newer than the directory's newest checkpoint, whose every piece has
