@@ -10,6 +10,7 @@
 #include <criterion/logging.h>
 #include <dirent.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,24 @@ static int count_entries(const char *dir)
 	if (d)
 		closedir(d);
 	return n;
+}
+
+/*
+ * mpi_tier with `args` (printf-style) on np workers under mpirun, `env` (shell assignments, or "") before it,
+ * captured in *r; the caller checks its status. As ts_mpi_run: under ASan, slow unwinding lets
+ * tests/lsan.supp attribute Open MPI's own leaks.
+ */
+static void mpi_tier_sh(ts_run_result *r, const char *env, int np, const char *args, ...)
+{
+	char a[2048], cmd[4096];
+	va_list ap;
+	va_start(ap, args);
+	vsnprintf(a, sizeof(a), args, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof(cmd), "%s ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" "
+		"timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np %d " CKPT_MPI_BIN_DIR "/mpi_tier %s",
+		env, np, a);
+	cr_assert_eq(ts_run_sh(r, cmd), 0, "%s", cmd);
 }
 
 Test(tier_mpi, four_workers_on_two_nodes_restore_from_memory_onto_4_3_2x2_and_after_losing_a_node, .timeout = 600)
@@ -120,12 +139,8 @@ Test(tier_mpi, a_step_whose_piece_is_lost_on_every_node_falls_back_to_storage_wi
 	/* more nodes lost than memory_copies covers, for worker 1's piece */
 	sh("rm -rf %s/a/tierjob/step-*.w1-of-4 %s/b/tierjob/step-*.w1-of-4", tier, tier);
 	setenv("CKPT_TIER_NODES", "a,b", 1);
-	char cmd[4096];
-	snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" timeout 120 "
-		CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 " CKPT_MPI_BIN_DIR "/mpi_tier restore 1 %s/d 2 4 1 2 storage",
-		dir);
 	ts_run_result r;
-	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	mpi_tier_sh(&r, "", 2, "restore 1 %s/d 2 4 1 2 storage", dir);
 	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "FAILED 0"), "%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.err, "step 3 of job tierjob (4 workers) cannot be restored: no surviving node holds a good copy "
@@ -346,11 +361,8 @@ Test(tier_mpi, kill9_during_the_background_copy_keeps_the_previous_persisted_che
 	char *tier = ts_join(dir, "tier"), *d = ts_join(dir, "d");
 	setenv("CKPT_TIER_DIR", tier, 1);
 	setenv("CKPT_TIER_NODES", "a,b", 1);
-	char cmd[4096];
-	snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" timeout 120 "
-		CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 " CKPT_MPI_BIN_DIR "/mpi_tier persist 1 %s kill", d);
 	ts_run_result r;
-	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	mpi_tier_sh(&r, "", 2, "persist 1 %s kill", d);
 	cr_assert(strstr(r.out, "KILLING worker 0") && strstr(r.out, "KILLING worker 1"), "%s\n%s", r.out, r.err);
 	ts_run_free(&r);
 	char *idx2 = ts_join(d, "ckpt-2.index"), *idx4 = ts_join(d, "ckpt-4.index");
@@ -384,12 +396,8 @@ Test(tier_mpi, memory_async_saves_commit_at_the_next_call_and_a_kill_restores_th
 	char *tier = ts_join(dir, "tier"), *d = ts_join(dir, "d");
 	setenv("CKPT_TIER_DIR", tier, 1);
 	setenv("CKPT_TIER_NODES", "a,b", 1);
-	char cmd[4096];
-	snprintf(cmd, sizeof(cmd), "MPI_TIER_ASYNC=1 ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:"
-		"malloc_context_size=30\" timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 "
-		CKPT_MPI_BIN_DIR "/mpi_tier async 1 %s 3", d);
 	ts_run_result r;
-	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	mpi_tier_sh(&r, "MPI_TIER_ASYNC=1", 2, "async 1 %s 3", d);
 	cr_assert(strstr(r.out, "KILLING worker 0") && strstr(r.out, "KILLING worker 1"), "%s\n%s", r.out, r.err);
 	cr_assert(!strstr(r.err, "recorded"), "a save returned with the wrong steps recorded:\n%s", r.err);
 	ts_run_free(&r);
@@ -403,18 +411,13 @@ Test(tier_mpi, memory_async_saves_commit_at_the_next_call_and_a_kill_restores_th
 	/* to the end: ckpt_manager_wait records the last step */
 	ts_rmtree(dir);
 	setenv("CKPT_TIER_NODES", "a,b", 1);
-	snprintf(cmd, sizeof(cmd), "MPI_TIER_ASYNC=1 ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:"
-		"malloc_context_size=30\" timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 "
-		CKPT_MPI_BIN_DIR "/mpi_tier async 1 %s 0", d);
-	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	mpi_tier_sh(&r, "MPI_TIER_ASYNC=1", 2, "async 1 %s 0", d);
 	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.out, "FAILED 0"), "%s\n%s", r.out, r.err);
 	ts_run_free(&r);
 	/* the thread level memory_async needs */
 	ts_rmtree(dir);
-	snprintf(cmd, sizeof(cmd), "MPI_TIER_ASYNC=2 timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe "
-		"-np 2 " CKPT_MPI_BIN_DIR "/mpi_tier async 1 %s 0", d);
-	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	mpi_tier_sh(&r, "MPI_TIER_ASYNC=2", 2, "async 1 %s 0", d);
 	cr_assert_neq(r.status, 0, "memory_async without MPI_THREAD_MULTIPLE must fail:\n%s\n%s", r.out, r.err);
 	cr_assert(strstr(r.err, "EUNSUPPORTED") && strstr(r.err, "MPI_THREAD_MULTIPLE"), "%s\n%s", r.out, r.err);
 	ts_run_free(&r);
