@@ -354,6 +354,40 @@ Test(tier_mpi, two_workers_persist_from_memory_in_the_background_read_by_tensorf
 	free(d);
 }
 
+/*
+ * memory_async: a copy that fails on the tier's thread (node b's tier is a
+ * tmpfs of 1.5 MiB, in a mount namespace of the job's own: room for its own
+ * piece, not for the copy of worker 0's, which holds a 2 MiB variable) is
+ * reported by the next manager call on every worker, naming the file and
+ * the cause, and the step is neither recorded nor left on either node.
+ */
+Test(tier_mpi, memory_async_a_copy_failing_in_the_background_is_reported_by_the_next_call_on_every_worker,
+	.timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	char *tier = ts_join(dir, "tier"), *d = ts_join(dir, "d"), *b = ts_join(tier, "b");
+	sh("mkdir -p %s%s", b, "");
+	setenv("CKPT_TIER_DIR", tier, 1);
+	setenv("CKPT_TIER_NODES", "a,b", 1);
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), "exec unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs -o size=1536k,mode=0700 "
+		"tmpfs %s && MPI_TIER_ASYNC=1 ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" "
+		"timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 " CKPT_MPI_BIN_DIR "/mpi_tier asyncfail 1 %s'",
+		b, d);
+	ts_run_result r;
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "FAILED 0"), "%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "worker 1: the wait reports") && strstr(r.out, "worker 0: the wait reports"), "%s", r.out);
+	cr_assert(strstr(r.out, "No space left on device") && strstr(r.out, "/tier/b/tierjob/"), "%s", r.out);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+	free(tier);
+	free(d);
+	free(b);
+}
+
 /* kill -9 of every worker while their shards of step 4 are copied: step 2 stays the newest, the shards are cleaned */
 Test(tier_mpi, kill9_during_the_background_copy_keeps_the_previous_persisted_checkpoint, .timeout = 300)
 {

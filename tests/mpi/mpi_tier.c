@@ -20,6 +20,12 @@
  *       recorded on this worker's node and the previous one is. Then every
  *       worker kills itself (SIGKILL). KILLAT 0: steps 1..3, then
  *       ckpt_manager_wait records step 3, and a clean close.
+ *   mpi_tier asyncfail LOCAL DIR
+ *       memory_async with a 2 MiB variable more and memory_limit 1 GiB, on
+ *       nodes a,b where b's tier is a tmpfs too small for the copy of
+ *       worker 0's piece besides its own: the save of step 1 returns, ckpt_manager_wait reports the
+ *       copy's failure on every worker, and step 1 is neither recorded nor
+ *       left behind.
  *   mpi_tier resume LOCAL DIR COPIES PIDDIR SAVED_R
  *       restore_latest from memory: the step restored must be >= acked and
  *       every value must be that step's (no mix of steps), 0 bytes read
@@ -52,6 +58,8 @@
 
 static int rank, size;
 static int async_copies; /* MPI_TIER_ASYNC=1: memory_async, MPI at MPI_THREAD_MULTIPLE */
+static int64_t big_floats;  /* > 0: a mirrored variable "big" of that many float32 (asyncfail) */
+static uint64_t tier_limit; /* memory_limit (asyncfail: above what node b's file system holds) */
 static long checks;
 static int bad;
 
@@ -223,6 +231,11 @@ static void open_job(job *j, ckpt_strategy *s, const char *dir, int copies, int 
 	ckpt_shape sh = { 2, { ROWS, COLS } };
 	TM_TRY(ckpt_partitioned_new(&j->pv, "table", CKPT_DT_FLOAT, &sh, 3, NULL));
 	TM_TRY(ckpt_object_track_partitioned(ckpt_checkpoint_root(j->m.ck), "table", j->pv));
+	if (big_floats) {
+		ckpt_shape bs = { 1, { big_floats } };
+		TM_TRY(ckpt_status_of(ckpt_object_add_variable(ckpt_checkpoint_root(j->m.ck), "big", "big", CKPT_DT_FLOAT,
+			&bs, NULL)));
+	}
 	j->cv = count_vfs_new();
 	j->cv->base.methods = &gate_vfs_methods; /* count_vfs, with the gate (open unless armed) */
 	ckpt_manager_options o = CKPT_MANAGER_OPTIONS_INIT;
@@ -232,6 +245,7 @@ static void open_job(job *j, ckpt_strategy *s, const char *dir, int copies, int 
 	o.memory_copies = copies;
 	o.memory_job = "tierjob";
 	o.memory_async = async_copies;
+	o.memory_limit = tier_limit;
 	TM_TRY(ckpt_manager_new_ext(&j->mgr, j->m.ck, dir, 3, &o));
 }
 
@@ -295,7 +309,7 @@ static int64_t restore(job *j, ckpt_strategy *s, int *tier, uint64_t *dir_bytes)
 
 int main(int argc, char **argv)
 {
-	if (argc < 5)
+	if (argc < 4)
 		TM_FAIL("usage: see the top of mpi_tier.c");
 	int prov;
 	const char *as = getenv("MPI_TIER_ASYNC");
@@ -445,6 +459,27 @@ int main(int argc, char **argv)
 		checks++;
 		if (!own_node_recorded(last, size))
 			bad++, fprintf(stderr, "worker %d: step %d is not recorded after ckpt_manager_wait\n", rank, last);
+		close_job(&j);
+	} else if (!strcmp(argv[1], "asyncfail") && argc > 3) {
+		/* the copy of worker 0's piece does not fit on node b: reported by the call after the save */
+		big_floats = 512 * 1024; /* 2 MiB, in worker 0's piece (values are spread whole) */
+		tier_limit = (uint64_t)1 << 30;
+		open_job(&j, s, dir, 1, 1000, 1);
+		TM_TRY(ckpt_scope_exit(s));
+		save_step(&j, s, 1); /* returns once each piece is on its own node */
+		int rc = ckpt_manager_wait(j.mgr);
+		char e[1024];
+		checks += 3;
+		if (rc == CKPT_OK)
+			bad++, fprintf(stderr, "worker %d: the wait succeeded; the copy to node b should not fit\n", rank);
+		else
+			printf("worker %d: the wait reports %s: %s\n", rank, ckpt_status_name(rc),
+				ckpt_error_format(ckpt_error_last(), e, sizeof(e)));
+		if (own_node_recorded(1, size))
+			bad++, fprintf(stderr, "worker %d: step 1 is recorded although a copy failed\n", rank);
+		if (own_piece_inode(1, size))
+			bad++, fprintf(stderr, "worker %d: its piece of step 1 is still there\n", rank);
+		fflush(stdout);
 		close_job(&j);
 	} else if (!strcmp(argv[1], "resume") && argc > 6) {
 		char p[1024];
