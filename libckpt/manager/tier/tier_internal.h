@@ -7,7 +7,9 @@
  *                    save to the tiers, save a step, restore the newest one
  *   tier_mw.c        the same for a multi-process checkpoint: each worker's
  *                    piece on its node and on F other nodes, a two-phase
- *                    commit, restore from the surviving copies onto any count
+ *                    commit (memory_async: the copies on a thread of the tier)
+ *   tier_mw_restore.c  its restore from the surviving copies onto any count
+ *   tier_slots.c     superseded data files kept mapped for the next save
  *
  * The segment functions know nothing of checkpoints: a segment is a
  * directory of files plus a header that checks them, written under a
@@ -179,7 +181,13 @@ int ckpt__tier_retire(ckpt__tier *t, const char *seg, int64_t step);
 int ckpt__tier_skip(ckpt_checkpoint *ck, int64_t number);
 
 /* ---- tier_mw.c: the same for a multi-process checkpoint under `cs` ---- */
-int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, ckpt_checkpoint *ck, int64_t number);
+/**
+ * Step `number` of this worker into the memory tier, collectively. With memory_async and copies, it
+ * returns before the copies are made and the step is committed at the next call (ckpt__tier_mw_settle),
+ * unless `commit_now`.
+ */
+int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, ckpt_checkpoint *ck, int64_t number,
+	int commit_now);
 int ckpt__tier_mw_restore(ckpt_restore_status **status, int *restored, const char **path_out, ckpt__tier *t,
 	ckpt_strategy *cs, ckpt_checkpoint *ck, int64_t newer_than, ckpt_warning_fn warn, void *warn_ctx);
 /**

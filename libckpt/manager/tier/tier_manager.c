@@ -261,7 +261,8 @@ int ckpt__tier_save(const char **path_out, ckpt__tier *t, ckpt_checkpoint *ck, i
 	*path_out = NULL;
 	ckpt_strategy *cs = ckpt__checkpoint_collective(ck);
 	if (cs)
-		return ckpt__tier_mw_save(path_out, t, cs, ck, number);
+		/* a save that also writes the directory commits first: the directory's copy is of a committed step */
+		return ckpt__tier_mw_save(path_out, t, cs, ck, number, ckpt__tier_route(t, number) & CKPT__TIER_TO_STORAGE);
 	CKPT_TRY(ckpt__tier_prepare_dir(t->base, t->job_dir));
 	if (!t->slots)
 		CKPT_TRY(ckpt__tier_slots_new(&t->slots, t->job_dir, t->worker, t->num_workers, 0));
