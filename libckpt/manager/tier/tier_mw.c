@@ -27,6 +27,12 @@
  * stored (1 + F copies) before any node recorded it. So no partial step is
  * ever restored, and the previous recorded step stays until N is recorded.
  *
+ * With memory_async, step 2 runs on a thread of the tier over the
+ * strategy's side channel (its own communicator) and the save returns after
+ * step 1; steps 3 and 4 run at the next manager call (ckpt__tier_mw_settle,
+ * first thing in the next save), so a failure in between leaves step N
+ * unrecorded and N - 1 restorable.
+ *
  * The restore is tier_mw_restore.c's.
  */
 #include <dirent.h>
