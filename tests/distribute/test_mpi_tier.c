@@ -388,6 +388,37 @@ Test(tier_mpi, memory_async_a_copy_failing_in_the_background_is_reported_by_the_
 	free(b);
 }
 
+/*
+ * A node whose tier's file system holds two steps and a bit (node b: a
+ * 7 MiB tmpfs, each step about 2 MiB there, 4 MiB by the save's estimate)
+ * keeps saving: from the third save on, the committed step and the last
+ * one's spares fill it, and the spares are what the next step is written
+ * over, so the space check counts them as free (it refused save 3 before).
+ */
+Test(tier_mpi, a_tier_file_system_of_two_steps_keeps_saving_the_spares_count_as_free, .timeout = 300)
+{
+	char *dir = ts_tmpdir();
+	char *tier = ts_join(dir, "tier"), *d = ts_join(dir, "d"), *b = ts_join(tier, "b");
+	sh("mkdir -p %s%s", b, "");
+	setenv("CKPT_TIER_DIR", tier, 1);
+	setenv("CKPT_TIER_NODES", "a,b", 1);
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), "exec unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs -o size=7m,mode=0700 "
+		"tmpfs %s && MPI_TIER_BIG=524288 ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" "
+		"timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 " CKPT_MPI_BIN_DIR "/mpi_tier save 1 %s 5 1 "
+		"1000'", b, d);
+	ts_run_result r;
+	cr_assert_eq(ts_run_sh(&r, cmd), 0);
+	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "FAILED 0"), "%s\n%s", r.out, r.err);
+	ts_run_free(&r);
+	ts_rmtree(dir);
+	free(dir);
+	free(tier);
+	free(d);
+	free(b);
+}
+
 /* kill -9 of every worker while their shards of step 4 are copied: step 2 stays the newest, the shards are cleaned */
 Test(tier_mpi, kill9_during_the_background_copy_keeps_the_previous_persisted_checkpoint, .timeout = 300)
 {

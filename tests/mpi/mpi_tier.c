@@ -312,7 +312,8 @@ int main(int argc, char **argv)
 	if (argc < 4)
 		TM_FAIL("usage: see the top of mpi_tier.c");
 	int prov;
-	const char *as = getenv("MPI_TIER_ASYNC");
+	const char *as = getenv("MPI_TIER_ASYNC"), *big = getenv("MPI_TIER_BIG");
+	big_floats = big ? atoll(big) : 0; /* MPI_TIER_BIG=N: a mirrored variable "big" of N float32 more */
 	async_copies = as && atoi(as) > 0;
 	/* MPI_TIER_ASYNC=2: memory_async asked for without the thread level it needs */
 	MPI_Init_thread(&argc, &argv, as && atoi(as) == 1 ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, &prov);

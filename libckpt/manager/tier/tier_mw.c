@@ -386,7 +386,7 @@ static uint64_t held_bytes(const ckpt__tier *t)
 }
 
 /* The node's bytes for a step, against memory_limit or the free space (the leader checks, all agree). */
-static int check_space(const ckpt__tier *t, ckpt_checkpoint *ck)
+static int check_space(const ckpt__tier *t, ckpt_checkpoint *ck, uint64_t node_spares)
 {
 	if (!ckpt__tier_mw_is_leader(t, t->worker))
 		return CKPT_OK;
@@ -414,11 +414,31 @@ static int check_space(const ckpt__tier *t, ckpt_checkpoint *ck)
 		return CKPT_OK;
 	}
 	CKPT_TRY(ckpt__tier_free_bytes(&avail, t->job_dir));
+	avail += node_spares; /* the step is written over them */
 	if (need > avail)
 		return ckpt__fail(CKPT_ELIMIT, t->job_dir, NULL, -1,
 			"the memory tier needs about %" PRIu64 " bytes on this node for a step (%d worker(s), %d cop%s) "
-			"and its file system has %" PRIu64 " free: enlarge it or set " CKPT_TIER_DIR_ENV " elsewhere",
-			need, here, t->copies, t->copies == 1 ? "y" : "ies", avail);
+			"and its file system has %" PRIu64 " free, the spares of the last step included: enlarge it or "
+			"set " CKPT_TIER_DIR_ENV " elsewhere", need, here, t->copies, t->copies == 1 ? "y" : "ies", avail);
+	return CKPT_OK;
+}
+
+/* Collective: the bytes of the spares of this node's workers (`mine` this worker's), which a step reuses. */
+static int node_spares(uint64_t *sum, const ckpt__tier *t, ckpt_strategy *cs, uint64_t mine)
+{
+	*sum = 0;
+	void *all = NULL;
+	size_t *lens = NULL;
+	int np = 0;
+	CKPT_TRY(ckpt__tier_mw_ops(cs)->allgather(cs, &mine, sizeof(mine), &all, &lens, &np));
+	for (int w = 0, off = 0; w < np && w < t->num_workers; off += (int)lens[w], w++)
+		if (lens[w] == sizeof(mine) && t->node_of[w] == t->node_of[t->worker]) {
+			uint64_t b;
+			memcpy(&b, (const char *)all + off, sizeof(b));
+			*sum += b;
+		}
+	ckpt__free(all);
+	ckpt__free(lens);
 	return CKPT_OK;
 }
 
@@ -708,8 +728,12 @@ int ckpt__tier_mw_save(const char **path_out, ckpt__tier *t, ckpt_strategy *cs, 
 		rc = prepare_node_dirs(t);
 	if (rc == CKPT_OK && !t->slots)
 		rc = ckpt__tier_slots_new(&t->slots, t->job_dir, t->worker, t->num_workers, 1);
+	uint64_t spares = 0;
+	int grc = node_spares(&spares, t, cs, t->slots ? ckpt__tier_slots_spare_bytes(t->slots) : 0); /* collective */
 	if (rc == CKPT_OK)
-		rc = check_space(t, ck);
+		rc = grc;
+	if (rc == CKPT_OK)
+		rc = check_space(t, ck, spares);
 	/*
 	 * Step N saved again (a restart that restored an older step, an explicit number): its old record goes
 	 * first, so that a kill while its pieces are replaced never leaves old and new pieces under one record.
