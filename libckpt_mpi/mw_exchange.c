@@ -50,11 +50,7 @@ int mw_exchange_bytes(ckpt_strategy *s, const void *const *send, const uint64_t 
 	if (rc == CKPT_OK && !rq)
 		rc = CKPT_ENOMEM;
 	mw_hdr_init(m, &h, MW_EXCHANGE, "");
-	if (rc < 0) {
-		char buf[512];
-		h.status = rc;
-		mw_copy(h.msg, sizeof(h.msg), ckpt_error_format(ckpt_error_last(), buf, sizeof(buf)));
-	}
+	mw_hdr_status(m, &h, rc);
 	rc = mw_exchange(m, &h);
 	size_t k = 0;
 	for (int p = 0; p < W && rc == CKPT_OK; p++) {

@@ -33,6 +33,7 @@ typedef struct mw_hdr {
 	uint64_t n;           /* elements / bytes / entries */
 	uint64_t h2;          /* op-specific hash (save: keys) */
 	int32_t kind, aux;
+	int32_t relayed;      /* status < 0 relayed from worker relayed - 1's failure (msg is its own); 0: this worker's */
 	char what[160];       /* this call's subject (variable descriptor, path) */
 	char last[160];       /* the last variable created */
 	char msg[256];        /* error message when status < 0 */
@@ -45,6 +46,9 @@ typedef struct mw {
 	char last[160];
 	int broken;
 	char broken_msg[768];
+	/* the last failure of another worker this one reported ("worker K … failed: …"), to pass it on as K's */
+	int relay_origin;
+	char relay_text[1024], relay_msg[256];
 	mw_hdr *all;          /* size headers */
 	unsigned char *scratch; /* the ordered reduce's buffers, kept between calls (fresh large */
 	size_t scratch_cap;     /* buffers each call cost page faults and Open MPI's munmap hooks) */
@@ -81,10 +85,16 @@ void mw_hdr_init(mw *m, mw_hdr *h, int op, const char *what);
  * Exchange headers and check that every worker makes the same call. On a
  * difference (or when broken) fails ESCOPE on every worker. Then, when any
  * worker's status is < 0, fails on every worker with the lowest failing
- * worker's code and message (its own error on that worker). m->all holds
- * every header afterwards.
+ * worker's code and message (its own error on that worker, and on the
+ * worker whose failure that one only relayed). m->all holds every header
+ * afterwards.
  */
 int mw_exchange(mw *m, mw_hdr *h);
+/**
+ * This thread's last error (or just the status, rc < 0) into a header; a
+ * failure this worker only relayed from another is sent as that worker's.
+ */
+void mw_hdr_status(mw *m, mw_hdr *h, int rc);
 /** An MPI error as a libckpt error (EIO) naming the call. */
 int mw_mpi_fail(mw *m, int err, const char *call);
 /** FNV-1a over a string, chained. */

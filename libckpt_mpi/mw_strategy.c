@@ -125,21 +125,31 @@ int mw_exchange(mw *m, mw_hdr *h)
 		}
 	for (int w = 0; w < m->size; w++)
 		if (m->all[w].status < 0) {
-			if (w == m->rank)
+			/* where the failure began: a worker that relays another's passes on the other's message */
+			int origin = m->all[w].relayed > 0 ? m->all[w].relayed - 1 : w;
+			if (w == m->rank || (origin == m->rank && h->status < 0 && !h->relayed))
 				return h->status; /* this worker's own error is already the last error */
-			return ckpt_error_set(m->all[w].status, NULL, NULL, -1, "worker %d of %s failed: %s", w,
+			int rc = ckpt_error_set(m->all[w].status, NULL, NULL, -1, "worker %d of %s failed: %s", origin,
 				ckpt_strategy_describe(m->self), m->all[w].msg);
+			m->relay_origin = origin;
+			mw_copy(m->relay_msg, sizeof(m->relay_msg), m->all[w].msg);
+			mw_copy(m->relay_text, sizeof(m->relay_text), mw_last_message());
+			return rc;
 		}
 	return CKPT_OK;
 }
 
-/* This thread's last error (or just the status) into a header. */
-static void hdr_status(mw_hdr *h, int rc)
+void mw_hdr_status(mw *m, mw_hdr *h, int rc)
 {
 	h->status = rc < 0 ? rc : 0;
 	if (rc < 0) {
 		char buf[512];
 		const ckpt_error *e = ckpt_error_last();
+		if (e->code == rc && m->relay_text[0] && e->message && strcmp(e->message, m->relay_text) == 0) {
+			h->relayed = m->relay_origin + 1;
+			mw_copy(h->msg, sizeof(h->msg), m->relay_msg);
+			return;
+		}
 		if (e->code == rc)
 			ckpt_error_format(e, buf, sizeof(buf));
 		else
@@ -153,7 +163,7 @@ int mw_agree(ckpt_strategy *s, int rc)
 	mw *m = mw_of(s);
 	mw_hdr h;
 	mw_hdr_init(m, &h, MW_AGREE, "");
-	hdr_status(&h, rc);
+	mw_hdr_status(m, &h, rc);
 	if (m->broken)
 		return rc < 0 ? rc : broken_error(m);
 	return mw_exchange(m, &h);
@@ -166,7 +176,7 @@ static int mw_run_end(ckpt_strategy *s, int rc)
 		return rc < 0 ? rc : broken_error(m);
 	mw_hdr h;
 	mw_hdr_init(m, &h, MW_RUN_END, "");
-	hdr_status(&h, rc);
+	mw_hdr_status(m, &h, rc);
 	return mw_exchange(m, &h);
 }
 
@@ -311,7 +321,7 @@ static int mw_allgather(ckpt_strategy *s, const void *mine, size_t n, void **all
 	mw_hdr h;
 	mw_hdr_init(m, &h, MW_GATHER, "");
 	if (n > (size_t)1 << 30)
-		hdr_status(&h, ckpt_error_set(CKPT_ELIMIT, NULL, NULL, -1, "allgather of %zu bytes", n));
+		mw_hdr_status(m, &h, ckpt_error_set(CKPT_ELIMIT, NULL, NULL, -1, "allgather of %zu bytes", n));
 	else
 		h.aux = (int32_t)n;
 	CKPT_TRY(mw_exchange(m, &h));
@@ -331,7 +341,7 @@ static int mw_allgather(ckpt_strategy *s, const void *mine, size_t n, void **all
 		at += cnt[w];
 	}
 	mw_hdr_init(m, &h, MW_GATHER, "");
-	hdr_status(&h, rc);
+	mw_hdr_status(m, &h, rc);
 	rc = mw_exchange(m, &h);
 	if (rc == CKPT_OK) {
 		int err = MPI_Allgatherv(mine, (int)n, MPI_BYTE, buf, cnt, disp, MPI_BYTE, m->comm);

@@ -74,6 +74,8 @@ Test(mpi, sync_on_read_sum_mean_all_dtypes_and_int_overflow_1x4_2x2_4x1_equal_mi
 	same_bytes_over_splits("mpi_syncread", "sync-on-read reads and overflow errors");
 }
 
+/* a failure passed on through several agreements is reported as its origin's, once, and as its own there */
+Test(mpi, a_failure_relayed_over_three_agreements_names_its_origin_once, .timeout = 180) { ts_mpi_run(120, 3, "mpi_relay"); }
 Test(mpi, mismatched_shape_is_escope_on_every_worker, .timeout = 180) { ts_mpi_run(120, 2, "mpi_mismatch shape"); }
 Test(mpi, mismatched_dtype_is_escope_on_every_worker, .timeout = 180) { ts_mpi_run(120, 2, "mpi_mismatch dtype"); }
 Test(mpi, mismatched_order_on_3_workers_is_escope_on_every_worker, .timeout = 180) { ts_mpi_run(120, 3, "mpi_mismatch order"); }
