@@ -355,6 +355,30 @@ Test(tier_mpi, two_workers_persist_from_memory_in_the_background_read_by_tensorf
 }
 
 /*
+ * mpi_tier `args` (one %s: `dir`/d) on 2 workers on nodes a and b, the tier under `dir`/tier, node b's a tmpfs
+ * of `size` mounted in a mount namespace of the job's own (root, as the suite runs), `env` before it. Its
+ * output in *r; it must exit 0 with every check passed.
+ */
+static void mpi_tier_small_b(ts_run_result *r, const char *dir, const char *size, const char *env, const char *args)
+{
+	char *tier = ts_join(dir, "tier"), *b = ts_join(tier, "b"), *d = ts_join(dir, "d");
+	sh("mkdir -p %s%s", b, "");
+	setenv("CKPT_TIER_DIR", tier, 1);
+	setenv("CKPT_TIER_NODES", "a,b", 1);
+	char a[1024], cmd[4096];
+	snprintf(a, sizeof(a), args, d);
+	snprintf(cmd, sizeof(cmd), "exec unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs -o size=%s,mode=0700 "
+		"tmpfs %s && %s ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" timeout 120 "
+		CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 " CKPT_MPI_BIN_DIR "/mpi_tier %s'", size, b, env, a);
+	cr_assert_eq(ts_run_sh(r, cmd), 0);
+	ts_assert_exit(r, 0, "%s\n%s", r->out, r->err);
+	cr_assert(strstr(r->out, "FAILED 0"), "%s\n%s", r->out, r->err);
+	free(tier);
+	free(b);
+	free(d);
+}
+
+/*
  * memory_async: a copy that fails on the tier's thread (node b's tier is a
  * tmpfs of 1.5 MiB, in a mount namespace of the job's own: room for its own
  * piece, not for the copy of worker 0's, which holds a 2 MiB variable) is
@@ -365,27 +389,13 @@ Test(tier_mpi, memory_async_a_copy_failing_in_the_background_is_reported_by_the_
 	.timeout = 300)
 {
 	char *dir = ts_tmpdir();
-	char *tier = ts_join(dir, "tier"), *d = ts_join(dir, "d"), *b = ts_join(tier, "b");
-	sh("mkdir -p %s%s", b, "");
-	setenv("CKPT_TIER_DIR", tier, 1);
-	setenv("CKPT_TIER_NODES", "a,b", 1);
-	char cmd[4096];
-	snprintf(cmd, sizeof(cmd), "exec unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs -o size=1536k,mode=0700 "
-		"tmpfs %s && MPI_TIER_ASYNC=1 ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" "
-		"timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 " CKPT_MPI_BIN_DIR "/mpi_tier asyncfail 1 %s'",
-		b, d);
 	ts_run_result r;
-	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
-	cr_assert(strstr(r.out, "FAILED 0"), "%s\n%s", r.out, r.err);
+	mpi_tier_small_b(&r, dir, "1536k", "MPI_TIER_ASYNC=1", "asyncfail 1 %s");
 	cr_assert(strstr(r.out, "worker 1: the wait reports") && strstr(r.out, "worker 0: the wait reports"), "%s", r.out);
 	cr_assert(strstr(r.out, "No space left on device") && strstr(r.out, "/tier/b/tierjob/"), "%s", r.out);
 	ts_run_free(&r);
 	ts_rmtree(dir);
 	free(dir);
-	free(tier);
-	free(d);
-	free(b);
 }
 
 /*
@@ -398,25 +408,11 @@ Test(tier_mpi, memory_async_a_copy_failing_in_the_background_is_reported_by_the_
 Test(tier_mpi, a_tier_file_system_of_two_steps_keeps_saving_the_spares_count_as_free, .timeout = 300)
 {
 	char *dir = ts_tmpdir();
-	char *tier = ts_join(dir, "tier"), *d = ts_join(dir, "d"), *b = ts_join(tier, "b");
-	sh("mkdir -p %s%s", b, "");
-	setenv("CKPT_TIER_DIR", tier, 1);
-	setenv("CKPT_TIER_NODES", "a,b", 1);
-	char cmd[4096];
-	snprintf(cmd, sizeof(cmd), "exec unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs -o size=7m,mode=0700 "
-		"tmpfs %s && MPI_TIER_BIG=524288 ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:fast_unwind_on_malloc=0:malloc_context_size=30\" "
-		"timeout 120 " CKPT_MPIRUN " --allow-run-as-root --oversubscribe -np 2 " CKPT_MPI_BIN_DIR "/mpi_tier save 1 %s 5 1 "
-		"1000'", b, d);
 	ts_run_result r;
-	cr_assert_eq(ts_run_sh(&r, cmd), 0);
-	ts_assert_exit(&r, 0, "%s\n%s", r.out, r.err);
-	cr_assert(strstr(r.out, "FAILED 0"), "%s\n%s", r.out, r.err);
+	mpi_tier_small_b(&r, dir, "7m", "MPI_TIER_BIG=524288", "save 1 %s 5 1 1000");
 	ts_run_free(&r);
 	ts_rmtree(dir);
 	free(dir);
-	free(tier);
-	free(d);
-	free(b);
 }
 
 /* kill -9 of every worker while their shards of step 4 are copied: step 2 stays the newest, the shards are cleaned */
@@ -445,6 +441,7 @@ Test(tier_mpi, kill9_during_the_background_copy_keeps_the_previous_persisted_che
 	free(tier);
 	free(d);
 }
+
 /*
  * memory_async (the copies on the tier's thread): 2 workers on nodes a,b, one
  * copy. Each save returns before its step is recorded on either node and

@@ -20,6 +20,7 @@
 #ifndef CKPT_TIER_INTERNAL_H
 #define CKPT_TIER_INTERNAL_H
 
+#include <dirent.h>
 #include "internal.h"
 #include "ckpt/checkpoint.h"
 
@@ -62,6 +63,8 @@ int ckpt__tier_read_whole(void **out, uint64_t *len, const char *path);
 /** Write n bytes at p as the whole file `path` (created 0600 or truncated); errors name it. */
 int ckpt__tier_write_file(const char *path, const void *p, uint64_t n);
 int ckpt__tier_remove_tree(const char *path);
+/** The job directory, opened for listing; NULL with *rc CKPT_OK when it does not exist, else the error. */
+DIR *ckpt__tier_open_job(const char *job_dir, int *rc);
 /** Bytes free for unprivileged writers in the file system of `dir`. */
 int ckpt__tier_free_bytes(uint64_t *out, const char *dir);
 /**

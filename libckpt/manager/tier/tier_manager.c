@@ -142,11 +142,11 @@ static int own_steps(int64_t **steps, size_t *n, const ckpt__tier *t)
 {
 	*steps = NULL;
 	*n = 0;
-	DIR *d = opendir(t->job_dir);
-	if (!d)
-		return errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, t->job_dir, "cannot list the memory tier");
-	size_t cap = 0;
 	int rc = CKPT_OK;
+	DIR *d = ckpt__tier_open_job(t->job_dir, &rc);
+	if (!d)
+		return rc;
+	size_t cap = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		int64_t s;

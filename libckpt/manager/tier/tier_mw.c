@@ -283,19 +283,11 @@ static int store_copy(const ckpt__tier *t, const frame_hdr *h, const unsigned ch
 	return rc;
 }
 
-/* The job directory, listed; NULL with *rc CKPT_OK when it does not exist, or the error. */
-static DIR *list_job(const ckpt__tier *t, int *rc)
-{
-	DIR *d = opendir(t->job_dir);
-	*rc = d || errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, t->job_dir, "cannot list the memory tier");
-	return d;
-}
-
 /* Every entry of the job directory that is not of step `keep` of `keep_w` workers (keep < 0: all). */
 static int remove_except(const ckpt__tier *t, int64_t keep, int keep_w)
 {
 	int rc = CKPT_OK;
-	DIR *d = list_job(t, &rc);
+	DIR *d = ckpt__tier_open_job(t->job_dir, &rc);
 	if (!d)
 		return rc;
 	struct dirent *e;
@@ -328,7 +320,7 @@ static int remove_except(const ckpt__tier *t, int64_t keep, int keep_w)
 static int drop_records(const ckpt__tier *t, int64_t step)
 {
 	int rc = CKPT_OK;
-	DIR *d = list_job(t, &rc);
+	DIR *d = ckpt__tier_open_job(t->job_dir, &rc);
 	if (!d)
 		return rc;
 	struct dirent *e;
@@ -555,7 +547,7 @@ static int copy_pieces(const ckpt__tier *t, ckpt_strategy *cs, const char *seg, 
 static int retire_superseded(const ckpt__tier *t, int64_t keep, int keep_w)
 {
 	int rc = CKPT_OK;
-	DIR *d = list_job(t, &rc);
+	DIR *d = ckpt__tier_open_job(t->job_dir, &rc);
 	if (!d)
 		return rc;
 	struct dirent *e;

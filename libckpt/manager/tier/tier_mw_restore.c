@@ -67,11 +67,11 @@ static int scan_node(held **v, size_t *n, const ckpt__tier *t, ckpt_warning_fn w
 {
 	*v = NULL;
 	*n = 0;
-	DIR *d = opendir(t->job_dir);
-	if (!d)
-		return errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, t->job_dir, "cannot list the memory tier");
-	size_t cap = 0;
 	int rc = CKPT_OK;
+	DIR *d = ckpt__tier_open_job(t->job_dir, &rc);
+	if (!d)
+		return rc;
+	size_t cap = 0;
 	struct dirent *e;
 	while (rc == CKPT_OK && (e = readdir(d))) {
 		int64_t s;

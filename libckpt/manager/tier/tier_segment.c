@@ -418,6 +418,13 @@ int ckpt__tier_segment_check(uint64_t *bytes, const char *seg, const char *job, 
 	return rc;
 }
 
+DIR *ckpt__tier_open_job(const char *job_dir, int *rc)
+{
+	DIR *d = opendir(job_dir);
+	*rc = d || errno == ENOENT ? CKPT_OK : ckpt__fail_errno(errno, job_dir, "cannot list the memory tier");
+	return d;
+}
+
 int ckpt__tier_free_bytes(uint64_t *out, const char *dir)
 {
 	struct statvfs sv;
