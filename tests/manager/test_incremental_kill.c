@@ -30,7 +30,8 @@ Test(incremental_kill, kill_9_during_incremental_saves_latest_loads, .timeout = 
 		cr_assert_geq(child, 0);
 		if (child == 0)
 			ik_save_forever(dir, NULL, BASE_ROWS, EMB_ROWS, log);
-		/* 30 to 230 ms: past start-up (restore) into the saves, at any point of one */
+		ik_wait_started(log, child, k);
+		/* 30 to 230 ms after start-up (restore): into the saves, at any point of one */
 		struct timespec ts = { 0, (long)(30 + rand_r(&seed) % 200) * 1000000L };
 		nanosleep(&ts, NULL);
 		kill(child, SIGKILL);

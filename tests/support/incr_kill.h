@@ -13,14 +13,23 @@
 #define CKPT_INCR_KILL_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include "ckpt/ckpt.h"
 
 /*
  * The child: restore the latest, then save forever (never returns). vfs:
- * the child's own, or NULL (POSIX). After each save it appends the bytes
- * the save reused (copied or linked) to the local file `log`.
+ * the child's own, or NULL (POSIX). Once restored it creates `log`.ready;
+ * after each save it appends the bytes the save reused (copied or linked)
+ * to the local file `log`.
  */
 void ik_save_forever(const char *dir, ckpt_vfs *vfs, int base_rows, int emb_rows, const char *log);
+
+/*
+ * The parent's side of the child's start: wait (up to 120 s, failing if the
+ * child ends first) until the child has restored and is about to save
+ * (it creates `log`.ready), then remove the mark for the next child.
+ */
+void ik_wait_started(const char *log, pid_t child, int kill_no);
 
 /* The sum of what `log` holds. */
 uint64_t ik_reused(const char *log);
