@@ -176,6 +176,27 @@ static void assert_tier_bytes(const ckpt_restore_status *st, int tier)
 	cr_assert_eq(ckpt_restore_status_tier_bytes(NULL, tier), 0);
 }
 
+/*
+ * A restarted trainer's manager over `dir` (options `mo`) for r, built already: restore_latest must succeed,
+ * served by `tier` with every byte from it, and give step `step`. *from (when asked): the path it restored.
+ */
+static ckpt_manager *restart(tstate *r, const char *dir, const ckpt_manager_options *mo, int tier, int64_t step,
+	const char **from)
+{
+	ckpt_manager *m;
+	cr_assert_eq(ckpt_manager_new_ext(&m, r->ck, dir, 5, mo), CKPT_OK, "%s", ckpt_error_last()->message);
+	ckpt_restore_status *st = NULL;
+	const char *p;
+	cr_assert_eq(ckpt_status_of(p = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
+	cr_assert_eq(ckpt_restore_status_tier(st), tier, "served by tier %d: %s", ckpt_restore_status_tier(st), r->warn);
+	assert_tier_bytes(st, tier);
+	cr_assert_eq(get_step(r), step);
+	ckpt_restore_status_free(st);
+	if (from)
+		*from = p;
+	return m;
+}
+
 Test(tier, memory_restore_reads_nothing_from_storage)
 {
 	use_tier_dir();
@@ -235,15 +256,9 @@ Test(tier, storage_newer_than_memory_is_used)
 
 	tstate r;
 	build(&r, NULL);
-	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
-	ckpt_restore_status *st = NULL;
 	const char *from;
-	cr_assert_eq(ckpt_status_of(from = ckpt_manager_restore_latest(&st, m)), CKPT_OK);
-	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_STORAGE);
-	assert_tier_bytes(st, CKPT_TIER_STORAGE);
+	m = restart(&r, dir, &mo, CKPT_TIER_STORAGE, 3, &from);
 	cr_assert(strstr(from, "ckpt-3"), "%s", from);
-	cr_assert_eq(get_step(&r), 3);
-	ckpt_restore_status_free(st);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(r.ck);
 }
@@ -268,19 +283,12 @@ Test(tier, crc32c_failure_skips_the_copy)
 	tstate r;
 	build(&r, NULL);
 	set_step(&r, 77);
-	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
-	ckpt_restore_status *st = NULL;
-	const char *from;
-	cr_assert_eq(ckpt_status_of(from = ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s",
-		ckpt_error_last()->message);
-	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_STORAGE);
 	/* the skipped memory step gave no value: every byte came from storage */
-	assert_tier_bytes(st, CKPT_TIER_STORAGE);
+	const char *from;
+	m = restart(&r, dir, &mo, CKPT_TIER_STORAGE, 3, &from);
 	cr_assert(strstr(from, "ckpt-3"), "%s", from);
-	cr_assert_eq(get_step(&r), 3);
 	cr_assert(strstr(r.warn, "memory tier: skipping step 5") && strstr(r.warn, "falling back"), "warning: %s",
 		r.warn);
-	ckpt_restore_status_free(st);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(r.ck);
 }
@@ -303,13 +311,8 @@ Test(tier, damaged_header_skips_the_copy)
 
 	tstate r;
 	build(&r, NULL);
-	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
-	ckpt_restore_status *st = NULL;
-	cr_assert_eq(ckpt_status_of(ckpt_manager_restore_latest(&st, m)), CKPT_OK);
-	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_STORAGE);
-	cr_assert_eq(get_step(&r), 3);
+	m = restart(&r, dir, &mo, CKPT_TIER_STORAGE, 3, NULL);
 	cr_assert(strstr(r.warn, "does not match its header"), "warning: %s", r.warn);
-	ckpt_restore_status_free(st);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(r.ck);
 }
@@ -374,12 +377,7 @@ Test(tier, kill_during_memory_save_keeps_the_committed_step)
 	build(&r, NULL);
 	ckpt_manager *m;
 	ckpt_manager_options mo = tier_opts(1, 1000000);
-	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
-	ckpt_restore_status *st = NULL;
-	cr_assert_eq(ckpt_status_of(ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_MEMORY);
-	cr_assert_eq(get_step(&r), committed);
-	ckpt_restore_status_free(st);
+	m = restart(&r, dir, &mo, CKPT_TIER_MEMORY, committed, NULL);
 	/* the next save replaces the killed one's temporary and the old step */
 	set_step(&r, committed + 1);
 	cr_assert_eq(ckpt_status_of(ckpt_manager_save(m)), CKPT_OK);
@@ -479,12 +477,7 @@ Test(tier, saves_write_over_the_superseded_steps_data_file)
 	/* what was written over restores bit for bit (the restore checks every tensor's crc32c first) */
 	tstate r;
 	build(&r, NULL);
-	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
-	ckpt_restore_status *st = NULL;
-	cr_assert_eq(ckpt_status_of(ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_MEMORY);
-	cr_assert_eq(get_step(&r), 4);
-	ckpt_restore_status_free(st);
+	m = restart(&r, dir, &mo, CKPT_TIER_MEMORY, 4, NULL);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(r.ck);
 }
@@ -530,18 +523,12 @@ Test(tier, a_grown_state_is_written_whole_over_a_smaller_spare)
 	tstate r;
 	build(&r, NULL);
 	ckpt_variable *extra = add_extra(r.ck, n, -1.0f);
-	cr_assert_eq(ckpt_manager_new_ext(&m, r.ck, dir, 5, &mo), CKPT_OK);
-	ckpt_restore_status *st = NULL;
-	cr_assert_eq(ckpt_status_of(ckpt_manager_restore_latest(&st, m)), CKPT_OK, "%s", ckpt_error_last()->message);
-	cr_assert_eq(ckpt_restore_status_tier(st), CKPT_TIER_MEMORY, "served by tier %d: %s", ckpt_restore_status_tier(st),
-		r.warn);
-	cr_assert_eq(get_step(&r), 3);
+	m = restart(&r, dir, &mo, CKPT_TIER_MEMORY, 3, NULL);
 	float *b = malloc((size_t)n * sizeof(float));
 	cr_assert_eq(ckpt_variable_read(extra, b, (size_t)n * sizeof(float)), CKPT_OK);
 	for (int64_t i = 0; i < n; i++)
 		cr_assert_eq(b[i], 0.5f + (float)i, "extra[%lld] = %g", (long long)i, (double)b[i]);
 	free(b);
-	ckpt_restore_status_free(st);
 	ckpt_manager_free(m);
 	ckpt_checkpoint_free(r.ck);
 }
