@@ -245,11 +245,17 @@ static int remove_others(ckpt__tier *t, int64_t keep)
 	int64_t *steps = NULL;
 	size_t n = 0;
 	int rc = own_steps(&steps, &n, t);
+	/*
+	 * One step's data files become spares, the newest superseded one's; any other (a kill between a commit
+	 * and the removal it was followed by leaves two) is removed, so that spares never hold more than a step.
+	 */
+	int spared = keep < 0;
 	for (size_t i = 0; rc == CKPT_OK && i < n; i++) {
 		if (steps[i] == keep)
 			continue;
 		char *seg = ckpt__tier_segment_path(t->job_dir, steps[i], t->worker, t->num_workers);
-		rc = seg ? (keep < 0 ? ckpt__tier_remove_tree(seg) : ckpt__tier_retire(t, seg, steps[i])) : CKPT_ENOMEM;
+		rc = seg ? (spared ? ckpt__tier_remove_tree(seg) : ckpt__tier_retire(t, seg, steps[i])) : CKPT_ENOMEM;
+		spared = 1;
 		ckpt__free(seg);
 	}
 	ckpt__free(steps);
